@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every test tensorlane has: Rust (core, native, the live tenso cross-check), the no_std
+# core built for wasm32, both JavaScript backends under Node, and the page in headless Chromium.
+# Prerequisites are installed by .ci/run (or see README "Set up").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PWD/node_modules/.bin:$PATH"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "shared reference data"
+if [ ! -d ../shared/vectors/tenso ]; then
+  echo "../shared/vectors/tenso is missing: the golden vectors are needed by the tests" >&2
+  exit 1
+fi
+
+step "no_std core for wasm32-unknown-unknown"
+cargo build -q -p tensorlane-core --no-default-features --target wasm32-unknown-unknown
+
+step "Rust tests (workspace)"
+cargo test --workspace --no-fail-fast
+
+step "JavaScript builds (wasm + N-API addon)"
+scripts/build-js.sh
+
+step "Node and Chromium tests"
+node --test tests/js/ tests/browser/
