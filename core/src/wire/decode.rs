@@ -182,7 +182,7 @@ pub(crate) fn decode_at<'a>(bytes: &'a [u8], opts: &DecodeOptions, depth: usize)
                 if opts.strict_keys && out.iter().any(|(e, _): &(Cow<'_, str>, Packet<'_>)| e == key) {
                     return Err(Error::new(ErrorKind::DuplicateKey(String::from(key)), k.start));
                 }
-                let (value, _) = decode_at(&bytes[v.clone()], opts, depth + 1).map_err(|e| e.shifted(v.start).within(key))?;
+                let (value, _) = decode_at(&bytes[v.clone()], opts, depth + 1).map_err(|e| e.shifted(v.start as u64).within(key))?;
                 out.push((Cow::Borrowed(key), value));
             }
             Packet::Bundle(Bundle { entries: out })
@@ -198,7 +198,7 @@ pub(crate) fn decode_at<'a>(bytes: &'a [u8], opts: &DecodeOptions, depth: usize)
             let names = format.component_names();
             let mut comps: Vec<Tensor<'a>> = Vec::with_capacity(3);
             for (r, name) in components.into_iter().zip(names) {
-                let (p, _) = decode_at(&bytes[r.clone()], opts, depth + 1).map_err(|e| e.shifted(r.start).within(name))?;
+                let (p, _) = decode_at(&bytes[r.clone()], opts, depth + 1).map_err(|e| e.shifted(r.start as u64).within(name))?;
                 match p {
                     Packet::Dense(t) => comps.push(t),
                     other => {

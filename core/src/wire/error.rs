@@ -104,8 +104,8 @@ impl Error {
         self
     }
 
-    pub(crate) fn shifted(mut self, by: usize) -> Self {
-        self.offset += by as u64;
+    pub(crate) fn shifted(mut self, by: impl Into<u64>) -> Self {
+        self.offset += by.into();
         self
     }
 

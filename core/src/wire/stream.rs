@@ -84,7 +84,7 @@ impl StreamDecoder {
                 },
                 0,
             )
-            .shifted_u64(self.position()));
+            .shifted(self.position()));
         }
         if self.start > 0 && self.start >= self.buf.len() / 2 {
             self.buf.drain(..self.start);
@@ -105,7 +105,7 @@ impl StreamDecoder {
     }
 
     fn measure_head(&self) -> Result<Measure> {
-        let m = measure(&self.buf[self.start..]).map_err(|e| e.shifted_u64(self.position()))?;
+        let m = measure(&self.buf[self.start..]).map_err(|e| e.shifted(self.position()))?;
         let declared = match m {
             Measure::Complete(n) | Measure::Incomplete(n) => n,
         };
@@ -114,7 +114,7 @@ impl StreamDecoder {
                 ErrorKind::LimitExceeded { what: "packet", size: declared as u64, limit: self.limits.max_packet_bytes as u64 },
                 0,
             )
-            .shifted_u64(self.position()));
+            .shifted(self.position()));
         }
         Ok(m)
     }
@@ -127,7 +127,7 @@ impl StreamDecoder {
                 ErrorKind::Unsupported("stream is out of sync after an earlier error; reconnect".into()),
                 0,
             )
-            .shifted_u64(self.position()));
+            .shifted(self.position()));
         }
         if self.buffered() == 0 {
             return Ok(None);
@@ -159,11 +159,5 @@ impl StreamDecoder {
     /// `true` when no partial packet is held (a clean place for the stream to end).
     pub fn is_idle(&self) -> bool {
         self.buffered() == 0
-    }
-}
-
-impl Error {
-    pub(crate) fn shifted_u64(self, by: u64) -> Self {
-        self.shifted(by as usize)
     }
 }
