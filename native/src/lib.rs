@@ -1,1 +1,19 @@
-//! placeholder
+//! # tensorlane
+//!
+//! The std host of [`tensorlane_core`]: moving Tenso packets over sockets and files, and the
+//! `tensorlane` command-line tool.
+//!
+//! * [`net`] — a `tokio_util` codec ([`net::TensoCodec`]) for async streams, and blocking
+//!   [`net::read_packet`] / [`net::write_packet`] that never read past a packet and never copy an
+//!   uncompressed body on the way out.
+//! * [`inspect`] — what a packet file holds (kinds, dtypes, shapes, flags, sizes, hashes), as a
+//!   serialisable report; the engine of `tensorlane inspect`.
+//! * [`sample`] — a small bundled sample packet (a float32 weight, a quantized tensor, a sparse
+//!   matrix and strings), used by `tensorlane demo`.
+#![warn(missing_docs)]
+
+pub mod inspect;
+pub mod net;
+pub mod sample;
+
+pub use tensorlane_core as core;

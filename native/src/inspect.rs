@@ -1,0 +1,615 @@
+//! What a packet file holds: the engine of `tensorlane inspect`.
+//!
+//! [`inspect_bytes`] decodes every packet in a buffer (a file may hold several back to back, as
+//! tenso's `write_stream` writes them) and describes each tensor: kind, dtype, shape, sizes, header
+//! flags, sparse components, quantization metadata, string counts and, on request, the SHA-256 of
+//! its C-order little-endian bytes. The [`Report`] serialises to the JSON that `inspect --json`
+//! prints:
+//!
+//! ```json
+//! {"format": "tenso", "file": "x.tenso", "bytes": 88, "packets": 1,
+//!  "tensors": [{"name": "#0", "kind": "dense", "dtype": "float32", "shape": [2, 3], "nbytes": 24, ...}]}
+//! ```
+//!
+//! Names: bundle entries go by their key path joined with `/`; a root that is not a bundle is
+//! `#0`. In a file of several packets every name is prefixed with the packet index (`#1/key`).
+
+use std::fmt;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tensorlane_core::wire::{self, DecodeOptions, Packet, flags};
+
+/// How to inspect.
+#[derive(Clone, Debug, Default)]
+pub struct InspectOptions {
+    /// Compute the SHA-256 of every tensor's bytes.
+    pub hash: bool,
+    /// Show a progress bar on stderr while hashing (only drawn when stderr is a terminal and
+    /// there is enough to hash to be worth it).
+    pub progress: bool,
+}
+
+/// Everything `inspect` found in one file.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Always `"tenso"` for now (later: every model format).
+    pub format: &'static str,
+    /// The file name as given.
+    pub file: String,
+    /// File size in bytes.
+    pub bytes: u64,
+    /// Number of packets in the file.
+    pub packets: usize,
+    /// Bytes after the last packet that are not a packet (ignored, as tenso ignores them).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub trailing_bytes: u64,
+    /// Every tensor, in file order.
+    pub tensors: Vec<TensorInfo>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One tensor (a leaf packet: dense, sparse, quantized or string).
+#[derive(Clone, Debug, Serialize)]
+pub struct TensorInfo {
+    /// Key path (`layer0/weight`), `#0` for a non-bundle root, `#i/...` in multi-packet files.
+    pub name: String,
+    /// `"dense"`, `"sparse"`, `"quantized"` or `"string"`.
+    pub kind: &'static str,
+    /// NumPy dtype name; the data dtype for sparse, `qint8`.. for quantized, `"string"` for strings.
+    pub dtype: String,
+    /// Logical shape.
+    pub shape: Vec<u64>,
+    /// Bytes of tensor data: element bytes (dense), packed bytes (quantized), the three
+    /// components (sparse), payload bytes (strings).
+    pub nbytes: u64,
+    /// SHA-256 of the tensor's C-order little-endian bytes (dense, quantized packed bytes,
+    /// string payload), when hashing was requested. Sparse components carry their own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Index of the packet in the file.
+    pub packet: usize,
+    /// Byte offset of this (sub-)packet in the file.
+    pub offset: u64,
+    /// Bytes this (sub-)packet spans on the wire.
+    pub packet_bytes: u64,
+    /// Bytes of its body on the wire (the LZ4 frame, when compressed).
+    pub body_bytes: u64,
+    /// The body is LZ4-compressed.
+    pub compressed: bool,
+    /// An XXH3 footer protects the body (it was verified).
+    pub integrity: bool,
+    /// Body alignment relative to the packet start.
+    pub alignment: u64,
+    /// Header flag names.
+    pub flags: Vec<&'static str>,
+    /// Kind-specific fields.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Detail>,
+}
+
+/// Kind-specific fields of a [`TensorInfo`].
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum Detail {
+    /// A sparse matrix.
+    Sparse {
+        /// `"coo"`, `"csr"` or `"csc"`.
+        format: &'static str,
+        /// Stored values.
+        nnz: u64,
+        /// The three components, in wire order.
+        components: Vec<ComponentInfo>,
+    },
+    /// A quantized tensor.
+    Quantized {
+        /// `"per_tensor"`, `"per_channel"`, `"per_group"` or `"unknown"`.
+        scheme: &'static str,
+        /// The channel axis byte as on the wire.
+        axis: u8,
+        /// The group size as on the wire.
+        group_size: u32,
+        /// Number of scales (and zero points).
+        num_scales: usize,
+        /// The scales, when there are at most 16.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        scales: Option<Vec<f32>>,
+        /// The zero points, when there are at most 16.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        zero_points: Option<Vec<f32>>,
+    },
+    /// A string tensor.
+    Strings {
+        /// Number of strings.
+        count: usize,
+        /// Whether every string is valid UTF-8.
+        utf8: bool,
+    },
+}
+
+/// One sparse component.
+#[derive(Clone, Debug, Serialize)]
+pub struct ComponentInfo {
+    /// `data`, `row`, `col`, `indices` or `indptr`.
+    pub name: &'static str,
+    /// NumPy dtype name.
+    pub dtype: &'static str,
+    /// Its shape (1-D).
+    pub shape: Vec<u64>,
+    /// Element bytes.
+    pub nbytes: u64,
+    /// SHA-256 of its bytes, when hashing was requested.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Bytes the component packet spans on the wire.
+    pub packet_bytes: u64,
+    /// An XXH3 footer protects it.
+    pub integrity: bool,
+}
+
+/// Why a file could not be inspected: which packet, where, and the codec's error (with its
+/// offset inside the packet and its entry path).
+#[derive(Clone, Debug)]
+pub struct InspectError {
+    /// Index of the failing packet.
+    pub packet: usize,
+    /// File offset of the failing packet's first byte.
+    pub packet_offset: u64,
+    /// What was wrong.
+    pub error: wire::Error,
+}
+
+impl InspectError {
+    /// Absolute file offset of the fault.
+    pub fn file_offset(&self) -> u64 {
+        self.packet_offset.saturating_add(self.error.offset())
+    }
+}
+
+impl fmt::Display for InspectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "packet #{}", self.packet)?;
+        if self.packet_offset != 0 {
+            write!(f, " (starting at file byte {})", self.packet_offset)?;
+        }
+        write!(f, ": {}", self.error)?;
+        if !self.error.path().is_empty() {
+            write!(f, "; entry path: {}", self.error.path())?;
+        }
+        write!(f, "; file byte {}", self.file_offset())
+    }
+}
+
+impl std::error::Error for InspectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+const FLAG_NAMES: [(u16, &str); 11] = [
+    (flags::ALIGNED, "ALIGNED"),
+    (flags::INTEGRITY, "INTEGRITY"),
+    (flags::COMPRESSION, "COMPRESSION"),
+    (flags::SPARSE_COO, "SPARSE_COO"),
+    (flags::BUNDLE, "BUNDLE"),
+    (flags::SPARSE_CSR, "SPARSE_CSR"),
+    (flags::SPARSE_CSC, "SPARSE_CSC"),
+    (flags::CUST_ALIGN, "CUST_ALIGN"),
+    (flags::STRING, "STRING"),
+    (flags::RAGGED, "RAGGED"),
+    (flags::GPU_IPC_REF, "GPU_IPC_REF"),
+];
+
+fn flag_names(f: u16) -> Vec<&'static str> {
+    FLAG_NAMES.iter().filter(|(b, _)| f & b != 0).map(|(_, n)| *n).collect()
+}
+
+/// Little-endian u32 at `at`, if the bytes are there.
+fn u32_at(b: &[u8], at: usize) -> Option<usize> {
+    let s = b.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]) as usize)
+}
+
+/// A byte range to hash and where its digest goes.
+struct Job<'a> {
+    tensor: usize,
+    component: Option<usize>,
+    data: &'a [u8],
+}
+
+/// Walks a decoded packet alongside its (already validated) bytes, to recover each sub-packet's
+/// wire span and header. Returns `None` only if the bytes do not match the decoded tree, which
+/// decoding has ruled out; callers treat that as an internal error.
+struct Walker<'a> {
+    packet: usize,
+    multi: bool,
+    infos: Vec<TensorInfo>,
+    jobs: Vec<Job<'a>>,
+}
+
+fn join(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() { key.to_string() } else { format!("{prefix}/{key}") }
+}
+
+impl<'a> Walker<'a> {
+    fn visit(&mut self, p: &'a Packet<'a>, bytes: &[u8], offset: u64, name: String) -> Option<()> {
+        let h = wire::parse_header(bytes).ok()?;
+        let fl = flag_names(h.flags);
+        let integrity = h.flags & flags::INTEGRITY != 0;
+        let footer = if integrity { 8 } else { 0 };
+        let ndim = h.ndim as usize;
+        let align_at = |at: usize| -> Option<u64> {
+            Some(if h.flags & flags::CUST_ALIGN != 0 {
+                1u64.checked_shl(*bytes.get(at)? as u32)?
+            } else if h.flags & flags::ALIGNED != 0 {
+                64
+            } else {
+                1
+            })
+        };
+        let leaf_name = || if name.is_empty() { format!("#{}", self.packet) } else if self.multi { format!("#{}/{name}", self.packet) } else { name.clone() };
+        let base = |kind, dtype: String, shape: Vec<u64>, nbytes: u64, body_bytes: u64, compressed, alignment| TensorInfo {
+            name: leaf_name(),
+            kind,
+            dtype,
+            shape,
+            nbytes,
+            sha256: None,
+            packet: self.packet,
+            offset,
+            packet_bytes: bytes.len() as u64,
+            body_bytes,
+            compressed,
+            integrity,
+            alignment,
+            flags: fl.clone(),
+            detail: None,
+        };
+        match p {
+            Packet::Bundle(b) => {
+                let mut pos = h.len;
+                for (key, value) in &b.entries {
+                    let kl = u32_at(bytes, pos)?;
+                    let vpos = pos.checked_add(4)?.checked_add(kl)?;
+                    let vl = u32_at(bytes, vpos)?;
+                    let start = vpos + 4;
+                    let end = start.checked_add(vl)?;
+                    let sub = bytes.get(start..end)?;
+                    self.visit(value, sub, offset + start as u64, join(&name, key))?;
+                    pos = end;
+                }
+                Some(())
+            }
+            Packet::Sparse(s) => {
+                let mut pos = h.len.checked_add(4 * ndim)?;
+                let mut comps = Vec::with_capacity(3);
+                let idx = self.infos.len();
+                for (ci, (t, cname)) in s.components.iter().zip(s.format.component_names()).enumerate() {
+                    let l = u32_at(bytes, pos)?;
+                    let sub = bytes.get(pos + 4..(pos + 4).checked_add(l)?)?;
+                    let ch = wire::parse_header(sub).ok()?;
+                    comps.push(ComponentInfo {
+                        name: cname,
+                        dtype: t.dtype().name(),
+                        shape: t.shape().to_vec(),
+                        nbytes: t.nbytes() as u64,
+                        sha256: None,
+                        packet_bytes: sub.len() as u64,
+                        integrity: ch.flags & flags::INTEGRITY != 0,
+                    });
+                    self.jobs.push(Job { tensor: idx, component: Some(ci), data: t.data() });
+                    pos = pos + 4 + l;
+                }
+                let nbytes = s.components.iter().map(|t| t.nbytes() as u64).sum();
+                let mut info = base("sparse", s.components[0].dtype().name().to_string(), s.shape.clone(), nbytes, nbytes, false, 1);
+                info.integrity = comps.iter().all(|c| c.integrity);
+                info.detail = Some(Detail::Sparse { format: s.format.name(), nnz: s.components[0].numel(), components: comps });
+                self.infos.push(info);
+                Some(())
+            }
+            Packet::Dense(t) => {
+                let compressed = h.flags & flags::COMPRESSION != 0;
+                let shape_end = h.len.checked_add(4 * ndim)?;
+                let alignment = align_at(shape_end)?;
+                let body_bytes = if compressed {
+                    let head = shape_end + usize::from(h.flags & flags::CUST_ALIGN != 0);
+                    let head = (head as u64).checked_next_multiple_of(alignment)?;
+                    (bytes.len() as u64).checked_sub(head + footer)?
+                } else {
+                    t.nbytes() as u64
+                };
+                let info = base("dense", t.dtype().name().to_string(), t.shape().to_vec(), t.nbytes() as u64, body_bytes, compressed, alignment);
+                self.jobs.push(Job { tensor: self.infos.len(), component: None, data: t.data() });
+                self.infos.push(info);
+                Some(())
+            }
+            Packet::Quantized(q) => {
+                let meta_end = h.len.checked_add(4 * ndim)?.checked_add(10)?.checked_add(8 * q.scales.len())?;
+                let alignment = align_at(meta_end)?;
+                let n = q.data.len() as u64;
+                let mut info = base("quantized", q.qdtype.name().to_string(), q.shape.clone(), n, n, false, alignment);
+                let small = q.scales.len() <= 16;
+                info.detail = Some(Detail::Quantized {
+                    scheme: q.scheme.name(),
+                    axis: q.axis,
+                    group_size: q.group_size,
+                    num_scales: q.scales.len(),
+                    scales: small.then(|| q.scales.clone()),
+                    zero_points: small.then(|| q.zero_points.clone()),
+                });
+                self.jobs.push(Job { tensor: self.infos.len(), component: None, data: &q.data });
+                self.infos.push(info);
+                Some(())
+            }
+            Packet::Strings(s) => {
+                let count = s.len();
+                let payload = s.payload().len() as u64;
+                let alignment = if h.flags & flags::ALIGNED != 0 { 64 } else { 1 };
+                let body = 8 * (count as u64 + 1) + payload;
+                let mut info = base("string", "string".into(), vec![count as u64], payload, body, false, alignment);
+                let utf8 = (0..count).all(|i| matches!(s.get_str(i), Some(Ok(_))));
+                info.detail = Some(Detail::Strings { count, utf8 });
+                self.jobs.push(Job { tensor: self.infos.len(), component: None, data: s.payload() });
+                self.infos.push(info);
+                Some(())
+            }
+        }
+    }
+}
+
+/// Hashes at least this much before a progress bar is worth drawing.
+const PROGRESS_THRESHOLD: u64 = 64 << 20;
+const HASH_CHUNK: usize = 8 << 20;
+
+fn sha256_hex(data: &[u8], bar: Option<&indicatif::ProgressBar>) -> String {
+    let mut h = Sha256::new();
+    for c in data.chunks(HASH_CHUNK) {
+        h.update(c);
+        if let Some(b) = bar {
+            b.inc(c.len() as u64);
+        }
+    }
+    hex::encode(h.finalize())
+}
+
+/// Inspects every packet in `data` (the contents of `file`).
+///
+/// The first packet must decode. After it, bytes that start with the `TNSO` magic must be further
+/// packets; anything else is reported as [`Report::trailing_bytes`] (tenso ignores bytes after a
+/// packet too). Integrity footers are verified.
+pub fn inspect_bytes(data: &[u8], file: &str, opts: &InspectOptions) -> Result<Report, InspectError> {
+    let dopts = DecodeOptions::default();
+    // Frame first, so names can tell a one-packet file from a stream.
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    let mut off = 0usize;
+    let mut trailing = 0u64;
+    let mut decoded = Vec::new();
+    while off < data.len() || spans.is_empty() {
+        let rest = &data[off..];
+        if !spans.is_empty() && !rest.starts_with(&wire::MAGIC) {
+            trailing = rest.len() as u64;
+            break;
+        }
+        match wire::decode_with(rest, &dopts) {
+            Ok(d) if d.len > 0 => {
+                spans.push((off, d.len));
+                off += d.len;
+                decoded.push(d.packet);
+            }
+            Ok(_) => break,
+            Err(error) => return Err(InspectError { packet: spans.len(), packet_offset: off as u64, error }),
+        }
+    }
+    let multi = spans.len() > 1;
+    let mut tensors = Vec::new();
+    let mut jobs = Vec::new();
+    for (i, (p, &(start, len))) in decoded.iter().zip(&spans).enumerate() {
+        let mut w = Walker { packet: i, multi, infos: Vec::new(), jobs: Vec::new() };
+        if w.visit(p, &data[start..start + len], start as u64, String::new()).is_none() {
+            // Decoding succeeded, so this cannot happen; report rather than panic.
+            return Err(InspectError {
+                packet: i,
+                packet_offset: start as u64,
+                error: wire::decode(&[]).expect_err("an empty buffer never decodes"),
+            });
+        }
+        for mut j in w.jobs {
+            j.tensor += tensors.len();
+            jobs.push(j);
+        }
+        tensors.extend(w.infos);
+    }
+    if opts.hash {
+        let total: u64 = jobs.iter().map(|j| j.data.len() as u64).sum();
+        let bar = (opts.progress && total >= PROGRESS_THRESHOLD).then(|| {
+            let b = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+            if let Ok(style) = indicatif::ProgressStyle::with_template("hashing {bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}") {
+                b.set_style(style);
+            }
+            b
+        });
+        for j in &jobs {
+            let digest = sha256_hex(j.data, bar.as_ref());
+            let t = &mut tensors[j.tensor];
+            match (j.component, &mut t.detail) {
+                (Some(c), Some(Detail::Sparse { components, .. })) => components[c].sha256 = Some(digest),
+                _ => t.sha256 = Some(digest),
+            }
+        }
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+    }
+    Ok(Report { format: "tenso", file: file.to_string(), bytes: data.len() as u64, packets: spans.len(), trailing_bytes: trailing, tensors })
+}
+
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+fn shape_str(s: &[u64]) -> String {
+    let inner: Vec<String> = s.iter().map(|d| d.to_string()).collect();
+    format!("[{}]", inner.join(", "))
+}
+
+impl Report {
+    /// The report as an aligned, human-readable table.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let plural = if self.packets == 1 { "" } else { "s" };
+        out.push_str(&format!(
+            "{}: {} file, {} ({} bytes), {} packet{plural}, {} tensor{}\n",
+            self.file,
+            self.format,
+            human_bytes(self.bytes),
+            self.bytes,
+            self.packets,
+            self.tensors.len(),
+            if self.tensors.len() == 1 { "" } else { "s" }
+        ));
+        if self.trailing_bytes > 0 {
+            out.push_str(&format!("note: {} trailing bytes after the last packet (ignored)\n", self.trailing_bytes));
+        }
+        if self.tensors.is_empty() {
+            out.push_str("(no tensors)\n");
+            return out;
+        }
+        let hashed = self.tensors.iter().any(|t| t.sha256.is_some() || matches!(&t.detail, Some(Detail::Sparse { components, .. }) if components.iter().any(|c| c.sha256.is_some())));
+        let mut rows: Vec<Vec<String>> = vec![["NAME", "KIND", "DTYPE", "SHAPE", "NBYTES", "WIRE", "BODY", "FLAGS"].iter().map(|s| s.to_string()).collect()];
+        if hashed {
+            rows[0].push("SHA256".into());
+        }
+        for t in &self.tensors {
+            let mut flags = t.flags.join("|");
+            if t.alignment > 1 && !t.flags.contains(&"ALIGNED") {
+                flags.push_str(&format!(" align={}", t.alignment));
+            }
+            let mut r = vec![
+                t.name.clone(),
+                t.kind.to_string(),
+                t.dtype.clone(),
+                shape_str(&t.shape),
+                t.nbytes.to_string(),
+                t.packet_bytes.to_string(),
+                t.body_bytes.to_string(),
+                if flags.is_empty() { "-".into() } else { flags },
+            ];
+            if hashed {
+                r.push(t.sha256.clone().unwrap_or_default());
+            }
+            rows.push(r);
+            match &t.detail {
+                Some(Detail::Sparse { format, nnz, components }) => {
+                    for c in components {
+                        let mut r = vec![
+                            format!("  .{}", c.name),
+                            format!("{format} nnz={nnz}"),
+                            c.dtype.to_string(),
+                            shape_str(&c.shape),
+                            c.nbytes.to_string(),
+                            c.packet_bytes.to_string(),
+                            c.nbytes.to_string(),
+                            if c.integrity { "INTEGRITY".into() } else { String::new() },
+                        ];
+                        if hashed {
+                            r.push(c.sha256.clone().unwrap_or_default());
+                        }
+                        rows.push(r);
+                    }
+                }
+                Some(Detail::Quantized { scheme, axis, group_size, num_scales, scales, zero_points }) => {
+                    let mut s = format!("  {scheme}, {num_scales} scale{}", if *num_scales == 1 { "" } else { "s" });
+                    match scheme {
+                        &"per_channel" => s.push_str(&format!(", axis {axis}")),
+                        &"per_group" => s.push_str(&format!(", group size {group_size}")),
+                        _ => {}
+                    }
+                    if let (Some(sc), Some(zp)) = (scales, zero_points) {
+                        if sc.len() <= 4 {
+                            s.push_str(&format!(", scales {sc:?}, zero points {zp:?}"));
+                        }
+                    }
+                    rows.push(vec![s]);
+                }
+                Some(Detail::Strings { count, utf8 }) => {
+                    rows.push(vec![format!("  {count} string{}{}", if *count == 1 { "" } else { "s" }, if *utf8 { ", UTF-8" } else { ", not all UTF-8" })]);
+                }
+                None => {}
+            }
+        }
+        // Column widths from full rows only (detail lines span the row).
+        let ncol = rows[0].len();
+        let mut w = vec![0usize; ncol];
+        for r in rows.iter().filter(|r| r.len() == ncol) {
+            for (i, c) in r.iter().enumerate() {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        for r in &rows {
+            let mut line = String::new();
+            for (i, c) in r.iter().enumerate() {
+                if i + 1 == r.len() {
+                    line.push_str(c);
+                } else {
+                    let right = (4..=6).contains(&i);
+                    let pad = w[i].saturating_sub(c.chars().count());
+                    if right {
+                        line.push_str(&" ".repeat(pad));
+                        line.push_str(c);
+                    } else {
+                        line.push_str(c);
+                        line.push_str(&" ".repeat(pad));
+                    }
+                    line.push_str("  ");
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_report() {
+        let b = crate::sample::sample_bytes();
+        let r = inspect_bytes(&b, "s", &InspectOptions { hash: true, progress: false }).unwrap();
+        let names: Vec<_> = r.tensors.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["weight", "bias", "weight_q", "adjacency", "labels", "meta/step"]);
+        assert!(r.tensors.iter().filter(|t| t.kind != "sparse").all(|t| t.integrity));
+        let table = r.to_table();
+        assert!(table.contains("meta/step"), "{table}");
+        // Two packets back to back are a stream: names get the packet prefix.
+        let mut two = b.clone();
+        two.extend_from_slice(&b);
+        let r = inspect_bytes(&two, "s", &InspectOptions::default()).unwrap();
+        assert_eq!(r.packets, 2);
+        assert_eq!(r.tensors[6].name, "#1/weight");
+        assert_eq!(r.tensors[6].offset, b.len() as u64 + r.tensors[0].offset);
+    }
+
+    #[test]
+    fn corrupt_reports_path_and_offset() {
+        let mut b = crate::sample::sample_bytes();
+        let n = b.len();
+        b[n - 12] ^= 0xff; // inside meta/step's body
+        let e = inspect_bytes(&b, "s", &InspectOptions::default()).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("meta/step"), "{msg}");
+        assert!(msg.contains("file byte"), "{msg}");
+    }
+}
