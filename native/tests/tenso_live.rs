@@ -655,6 +655,18 @@ fn compressed_bundles_and_sparse_integrity() {
         let bytes = out.add(&format!("tl_sparse_{}_integrity", f.name()), &Packet::Sparse(s), &o, json!({"probe": true}));
         let first = &bytes[10 + 8 + 4..];
         assert_ne!(u16::from_le_bytes([first[5], first[6]]) & wire::flags::INTEGRITY, 0, "component has no INTEGRITY flag");
+        // a flipped body byte in the first component: both tensorlane and tenso must refuse it
+        let mut bad = bytes.clone();
+        bad[10 + 8 + 4 + 64] ^= 0xFF;
+        assert!(wire::decode(&bad).is_err(), "tensorlane accepted a corrupted sparse component");
+        let name = format!("tl_sparse_{}_integrity_corrupted", f.name());
+        std::fs::write(dir.join(format!("{name}.tenso")), &bad).unwrap();
+        let mut case = out.cases.last().unwrap().clone();
+        case["name"] = json!(name);
+        case["file"] = json!(format!("{name}.tenso"));
+        case["tenso_error"] = json!("Integrity check failed");
+        case.as_object_mut().unwrap().remove("probe");
+        out.cases.push(case);
     }
     out.write_manifest();
     let (ok, text, results) = run_check(py, &dir);
@@ -671,6 +683,7 @@ fn compressed_bundles_and_sparse_integrity() {
     for (name, ok, err) in &probes {
         eprintln!("sparse_integrity finding: {name}: {}", if *ok { "tenso 0.24.0 reads it".to_string() } else { format!("tenso refuses it: {err}") });
     }
-    // Finding with tenso 0.24.0: sparse components with INTEGRITY footers are read by tenso.
+    // Finding with tenso 0.24.0: sparse components with INTEGRITY footers are read by tenso, and
+    // tenso verifies them (the corrupted variants above are refused with an XXH3 mismatch).
     assert!(probes.iter().all(|p| p.1), "tenso 0.24.0 no longer reads sparse_integrity packets: {probes:?}");
 }
