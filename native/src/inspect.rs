@@ -230,12 +230,16 @@ struct Walker<'a> {
     jobs: Vec<Job<'a>>,
 }
 
-fn join(prefix: &str, key: &str) -> String {
-    if prefix.is_empty() { key.to_string() } else { format!("{prefix}/{key}") }
+/// `prefix/key`, or `key` directly under the root (`None`). Keys may be empty.
+fn join(prefix: &Option<String>, key: &str) -> Option<String> {
+    Some(match prefix {
+        None => key.to_string(),
+        Some(p) => format!("{p}/{key}"),
+    })
 }
 
 impl<'a> Walker<'a> {
-    fn visit(&mut self, p: &'a Packet<'a>, bytes: &[u8], offset: u64, name: String) -> Option<()> {
+    fn visit(&mut self, p: &'a Packet<'a>, bytes: &[u8], offset: u64, name: Option<String>) -> Option<()> {
         let h = wire::parse_header(bytes).ok()?;
         let fl = flag_names(h.flags);
         let integrity = h.flags & flags::INTEGRITY != 0;
@@ -250,7 +254,11 @@ impl<'a> Walker<'a> {
                 1
             })
         };
-        let leaf_name = || if name.is_empty() { format!("#{}", self.packet) } else if self.multi { format!("#{}/{name}", self.packet) } else { name.clone() };
+        let leaf_name = || match &name {
+            None => format!("#{}", self.packet),
+            Some(n) if self.multi => format!("#{}/{n}", self.packet),
+            Some(n) => n.clone(),
+        };
         let base = |kind, dtype: String, shape: Vec<u64>, nbytes: u64, body_bytes: u64, compressed, alignment| TensorInfo {
             name: leaf_name(),
             kind,
@@ -408,7 +416,7 @@ pub fn inspect_bytes(data: &[u8], file: &str, opts: &InspectOptions) -> Result<R
     let mut jobs = Vec::new();
     for (i, (p, &(start, len))) in decoded.iter().zip(&spans).enumerate() {
         let mut w = Walker { packet: i, multi, infos: Vec::new(), jobs: Vec::new() };
-        if w.visit(p, &data[start..start + len], start as u64, String::new()).is_none() {
+        if w.visit(p, &data[start..start + len], start as u64, None).is_none() {
             // Decoding succeeded, so this cannot happen; report rather than panic.
             return Err(InspectError {
                 packet: i,
