@@ -1,1 +1,102 @@
-//! placeholder
+//! # tensorlane-node
+//!
+//! N-API binding (napi-rs 3) for Node.js. The JavaScript facade (`js/common.js`, `js/node.js`) is
+//! the public API; this crate exports the low-level functions it calls.
+//!
+//! Decoding borrows the caller's `Uint8Array`/`Buffer` for the duration of the call (no copy),
+//! decodes it with the core and returns a descriptor with byte offsets into that buffer; the
+//! facade builds TypedArray views on the caller's `ArrayBuffer`. Only bodies the core had to
+//! produce (decompressed) come back as new buffers, moved (not copied) into external buffers.
+//! The descriptor code is shared with the wasm backend (`wasm/src/common.rs`), so both backends
+//! describe every packet identically.
+
+#![deny(clippy::all)]
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use tensorlane_core::wire::{self, StreamDecoder, StreamLimits};
+
+#[path = "../../wasm/src/common.rs"]
+#[allow(dead_code)]
+mod common;
+
+fn err(msg: impl Into<String>) -> Error {
+    Error::from_reason(msg.into())
+}
+
+/// A descriptor (JSON) and the buffers the decoder produced itself.
+#[napi(object)]
+pub struct RawDecoded {
+    pub json: String,
+    pub owned: Vec<Buffer>,
+}
+
+/// Decodes the packet in `input` without copying it.
+#[napi(js_name = "decodeRaw")]
+pub fn decode_raw(input: &[u8], bits: u32, max_decompressed_bytes: f64) -> Result<RawDecoded> {
+    let opts = common::decode_options(bits, max_decompressed_bytes);
+    let d = wire::decode_with(input, &opts).map_err(|e| err(e.to_string()))?;
+    let (mut json, mut owned) = (String::new(), Vec::new());
+    common::describe(&mut json, d.packet, input, 0, &mut owned);
+    Ok(RawDecoded { json, owned: owned.into_iter().map(Buffer::from).collect() })
+}
+
+/// Always 0: the addon reads the caller's bytes in place.
+#[napi(js_name = "copiedBytes")]
+pub fn copied_bytes() -> f64 {
+    0.0
+}
+
+/// Encodes a plan (see `wasm/src/common.rs`), reading the buffers in place.
+#[napi(js_name = "encodeRaw")]
+pub fn encode_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Buffer> {
+    let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
+    common::encode_plan(&plan, &refs).map(Buffer::from).map_err(err)
+}
+
+/// Dequantizes a quantized plan with the core's float32 arithmetic.
+#[napi(js_name = "dequantizeRaw")]
+pub fn dequantize_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Float32Array> {
+    let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
+    common::dequantize_plan(&plan, &refs).map(Float32Array::new).map_err(err)
+}
+
+/// The core's sans-IO stream framer.
+#[napi(js_name = "RawStreamDecoder")]
+pub struct RawStreamDecoder {
+    inner: StreamDecoder,
+}
+
+#[napi]
+impl RawStreamDecoder {
+    /// Limits below zero (or not finite) keep the core's defaults.
+    #[napi(constructor)]
+    pub fn new(max_packet_bytes: f64, max_buffered_bytes: f64) -> Self {
+        let mut l = StreamLimits::default();
+        if max_packet_bytes.is_finite() && max_packet_bytes >= 0.0 {
+            l.max_packet_bytes = max_packet_bytes.min(usize::MAX as f64) as usize;
+        }
+        if max_buffered_bytes.is_finite() && max_buffered_bytes >= 0.0 {
+            l.max_buffered_bytes = max_buffered_bytes.min(usize::MAX as f64) as usize;
+        }
+        RawStreamDecoder { inner: StreamDecoder::with_limits(l) }
+    }
+
+    /// Adds received bytes (copied into the framer's buffer).
+    #[napi]
+    pub fn push(&mut self, chunk: &[u8]) -> Result<()> {
+        self.inner.push(chunk).map_err(|e| err(e.to_string()))
+    }
+
+    /// The next whole packet, or `null`.
+    #[napi]
+    pub fn next(&mut self) -> Result<Option<Buffer>> {
+        self.inner.next_packet().map(|p| p.map(Buffer::from)).map_err(|e| err(e.to_string()))
+    }
+
+    /// Bytes held and not yet returned.
+    #[napi]
+    pub fn buffered(&self) -> f64 {
+        self.inner.buffered() as f64
+    }
+}

@@ -1,0 +1,14 @@
+// Browser (and default) entry: the wasm build. The module initialises the wasm with top-level
+// await from the .wasm next to the glue, so `import { decode } from 'tensorlane'` is ready to use.
+// Decoded TypedArrays are views on the caller's ArrayBuffer, never on wasm memory.
+import { glue, wasmBackend } from './wasm-backend.js';
+import { makeApi } from './common.js';
+
+const exports = await glue.default({ module_or_path: new URL('../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url) });
+const api = makeApi(wasmBackend(exports));
+
+export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes } = api;
+export const backendName = 'wasm';
+/** The wasm instance's WebAssembly.Memory. */
+export const wasmMemory = () => exports.memory;
+export default api;
