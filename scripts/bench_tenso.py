@@ -169,6 +169,9 @@ def main():
         "tenso copies unless the input address is 64-byte aligned. \"decode + copy\" copies the body into owned "
         "memory, like `loads(copy=True)`. Random data does not compress: both write a frame slightly larger than "
         "the input (tensorlane's `skip_incompressible` option would store it raw).",
+        "Where tensorlane writes a fresh 64 MB buffer (encode, decode + copy) it pays the page faults of a new "
+        "`Vec`; numpy asks the kernel for transparent huge pages on large arrays (`madvise`), the likely reason "
+        "`loads(copy=True)` is faster at 64 MB. Encoding into a reused buffer (`wire::encode_into`) should avoid it (not measured here). 64 MB figures vary by up to 2× between runs on this shared machine.",
     ]
     text = "\n".join([SECTION, "", "Reproduce: `python3 scripts/bench_tenso.py --write-md BENCHMARKS.md` "
                       "(or without `--write-md` to print only).", "", tbl, ""] + [f"* {n}" for n in notes]) + "\n"
