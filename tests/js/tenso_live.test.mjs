@@ -8,7 +8,7 @@
 //
 // The venv comes from tests/python/setup_venv.sh (tests/.venv). Skipped only when python3 is
 // missing and CI is not "true"; in CI every setup failure is a test failure.
-import { describe, it, before } from 'node:test';
+import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
@@ -145,6 +145,7 @@ describe('tenso 0.24.0 live cross-check (JS package)', { skip: venv.skip }, () =
     assert.ok(r.ok, `tenso_gen.py failed:\n${r.out}`);
     manifest = JSON.parse(readFileSync(join(genDir, 'manifest.json'), 'utf8'));
   });
+  after(() => genDir && rmSync(genDir, { recursive: true, force: true }));
 
   it("resolves the package by name ('tensorlane')", async () => {
     const pkg = await import('tensorlane');
