@@ -15,7 +15,27 @@ import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CI, loadBackends, hex, sha256 } from './_helpers.mjs';
+import { createHash } from 'node:crypto';
+
+// Self-contained on purpose (no shared helper module): the same backend choice as the other suites.
+const CI = process.env.CI === 'true';
+const bytesOf = (a) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+const hex = (a) => Buffer.from(bytesOf(a)).toString('hex');
+const sha256 = (a) => createHash('sha256').update(bytesOf(a)).digest('hex');
+
+/** The backends under test: the addon (when built) and the wasm build, or TENSORLANE_BACKEND only. */
+async function loadBackends() {
+  const only = process.env.TENSORLANE_BACKEND;
+  const out = [];
+  if (only !== 'wasm') {
+    const node = await import('../../js/node.js');
+    if (node.backendName === 'addon') out.push({ name: 'addon', api: node });
+    else if (CI || only === 'addon') throw new Error(`the N-API addon did not load: ${node.addonLoadError?.message}`);
+    else console.warn(`# addon not built (${node.addonLoadError?.message}); testing the wasm backend only`);
+  }
+  if (only !== 'addon') out.push({ name: 'wasm', api: await import('../../js/wasm-node.js') });
+  return out;
+}
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const PY_DIR = join(ROOT, 'tests', 'python');
