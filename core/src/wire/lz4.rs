@@ -36,7 +36,6 @@ fn malformed<T>(msg: impl Into<alloc::string::String>, at: usize) -> Result<T, F
     Err(FrameError::Malformed(msg.into(), at))
 }
 
-#[cfg_attr(feature = "std", allow(dead_code))]
 /// The block maximum size tenso's encoder (lz4_flex `BlockSize::from_buf_length`) picks for a body.
 fn block_size_code(len: usize) -> (u8, usize) {
     if len <= 64 * 1024 {
@@ -196,15 +195,26 @@ pub fn compress_frame(body: &[u8], out: &mut Vec<u8>) {
 /// Compresses `body` into a complete LZ4 frame, appending it to `out` (no_std writer).
 #[cfg(not(feature = "std"))]
 pub fn compress_frame(body: &[u8], out: &mut Vec<u8>) {
+    compress_frame_blocks(body, out)
+}
+
+/// The `no_std` frame writer: tenso's frame header, independent blocks from the block
+/// compressor, EndMark. Matches `FrameEncoder` byte for byte for bodies of one block (up to
+/// 4 MiB); a longer body may compress differently (FrameEncoder carries its hash table across
+/// blocks), yet decodes identically everywhere.
+#[cfg_attr(feature = "std", allow(dead_code))]
+pub(crate) fn compress_frame_blocks(body: &[u8], out: &mut Vec<u8>) {
     let (bd, block) = block_size_code(body.len());
     let hc = ((xxh32(&[0x60, bd], 0) >> 8) & 0xFF) as u8;
     out.extend_from_slice(&MAGIC.to_le_bytes());
     out.extend_from_slice(&[0x60, bd, hc]);
     let mut scratch = Vec::new();
+    // FrameEncoder's table type (32-bit entries), so a one-block body gets FrameEncoder's bytes.
+    let mut table = lz4_flex::block::CompressTable::large();
     for chunk in body.chunks(block) {
         scratch.clear();
         scratch.resize(lz4_flex::block::get_maximum_output_size(chunk.len()), 0);
-        let n = lz4_flex::block::compress_into(chunk, &mut scratch).unwrap_or(usize::MAX);
+        let n = lz4_flex::block::compress_into_with_table(chunk, &mut scratch, &mut table).unwrap_or(usize::MAX);
         if n < chunk.len() {
             out.extend_from_slice(&(n as u32).to_le_bytes());
             out.extend_from_slice(&scratch[..n]);
@@ -239,6 +249,26 @@ mod tests {
         // One byte less than the frame produces: refused without producing it all.
         assert!(matches!(decompress_frame(&f, body.len() - 1), Err(FrameError::Size { .. })));
         assert!(matches!(decompress_frame(&f, body.len() + 1), Err(FrameError::Size { .. })));
+    }
+
+    #[cfg(feature = "std")]
+    #[test]
+    fn no_std_writer_matches_frame_encoder_for_one_block() {
+        let mut seed = 7u32;
+        for len in [0usize, 1, 15, 60, 1000, 65_535, 65_536, 65_537, 100_000, 262_145, 1 << 20] {
+            for alphabet in [2u32, 16, 251] {
+                let body: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                        ((seed >> 16) % alphabet) as u8
+                    })
+                    .collect();
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                compress_frame(&body, &mut a);
+                compress_frame_blocks(&body, &mut b);
+                assert_eq!(a, b, "len {len}, alphabet {alphabet}");
+            }
+        }
     }
 
     #[test]

@@ -94,7 +94,9 @@ impl Quantized<'_> {
             let (scale, zp) = if g.is_empty() || lo == hi {
                 (1.0f32, 0.0f32)
             } else {
-                let scale = (hi - lo) / (qmax - qmin) as f32;
+                // tenso takes min and max as Python floats: the scale is divided in float64,
+                // then rounded to float32; the zero point is computed in float32 (NEP 50).
+                let scale = ((hi as f64 - lo as f64) / (qmax - qmin) as f64) as f32;
                 (scale, qmin as f32 - lo / scale)
             };
             for &i in g {
@@ -215,6 +217,13 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn scale_is_divided_in_float64_like_tenso() {
+        // tenso 0.24.0 + NumPy 2 writes scale bytes 50 e9 82 3d for this input.
+        let q = Quantized::quantize(&[3.3, -13.0], &[2], QDType::QInt8, QuantizeParams::PerTensor).unwrap();
+        assert_eq!(q.scales[0].to_le_bytes(), [0x50, 0xe9, 0x82, 0x3d]);
     }
 
     #[test]
