@@ -1,0 +1,195 @@
+// The page: sends packet URLs to the worker, draws one card (kind/dtype/shape/view-or-copy and a
+// histogram) per tensor. Also exposes `window.demo` for the browser tests and benchmarks.
+import * as tensorlane from '../js/browser.js';
+
+const DEFAULT_PACKETS = [
+  'large_float32_256x1024', 'bundle_with_sparse', 'quant_qint8_per_channel_axis1', 'dtype_bfloat16',
+  'compress_tile_f64_integrity', 'string_mixed_utf8', 'bundle_nested',
+].map((n) => `/shared/vectors/tenso/${n}.tenso`);
+
+const params = new URLSearchParams(location.search);
+const packets = params.get('packets') ? params.get('packets').split(',') : DEFAULT_PACKETS;
+const cards = document.getElementById('cards');
+const status = document.getElementById('status');
+
+function fmt(x) {
+  if (typeof x !== 'number' || !Number.isFinite(x)) return String(x);
+  return Math.abs(x) >= 1e5 || (Math.abs(x) < 1e-3 && x !== 0) ? x.toExponential(3) : Number(x.toPrecision(5)).toString();
+}
+
+function histogram(canvas, s) {
+  const dpr = window.devicePixelRatio || 1;
+  const w = (canvas.width = canvas.clientWidth * dpr);
+  const h = (canvas.height = canvas.clientHeight * dpr);
+  const g = canvas.getContext('2d');
+  g.fillStyle = '#f3f5f8';
+  g.fillRect(0, 0, w, h);
+  const top = Math.max(1, ...s.bins);
+  const bw = w / s.bins.length;
+  g.fillStyle = '#3b6fd6';
+  s.bins.forEach((c, i) => {
+    const bh = c === 0 ? 0 : Math.max(1, (c / top) * (h - 14 * dpr));
+    g.fillRect(i * bw + 0.5, h - bh, Math.max(1, bw - 1), bh);
+  });
+  g.fillStyle = '#394252';
+  g.font = `${10 * dpr}px ui-monospace, monospace`;
+  g.fillText(fmt(s.min), 2, 10 * dpr);
+  const t = fmt(s.max);
+  g.fillText(t, w - g.measureText(t).width - 2, 10 * dpr);
+}
+
+function card(result, leaf) {
+  const el = document.createElement('div');
+  el.className = 'card';
+  const title = document.createElement('h2');
+  title.textContent = `${result.name.split('/').pop()}${leaf && leaf.path !== '(top level)' ? ` › ${leaf.path}` : ''}`;
+  el.append(title);
+  const meta = document.createElement('div');
+  meta.className = 'meta';
+  if (result.error) {
+    meta.innerHTML = `<span class="err"></span>`;
+    meta.firstChild.textContent = result.error;
+    el.append(meta);
+    return el;
+  }
+  const tags = [leaf.kind, leaf.dtype, `[${leaf.shape.join('×')}]`, leaf.format, leaf.scheme].filter(Boolean);
+  meta.innerHTML = tags.map((t) => `<span class="tag">${t}</span>`).join('');
+  if (leaf.copied !== undefined) {
+    const v = document.createElement('span');
+    v.className = `tag ${leaf.copied ? 'copy' : 'view'}`;
+    v.textContent = leaf.copied ? 'copy' : 'view on fetched buffer';
+    meta.append(v);
+  }
+  const lines = [];
+  if (leaf.stats) {
+    const s = leaf.stats;
+    lines.push(`n=${s.count} min=${fmt(s.min)} max=${fmt(s.max)} mean=${fmt(s.mean)} std=${fmt(s.std)}`);
+    if (s.nan || s.inf) lines.push(`NaN=${s.nan} Inf=${s.inf}`);
+  }
+  if (leaf.preview) lines.push(JSON.stringify(leaf.preview));
+  lines.push(`packet ${result.size} B, decoded in ${result.decodeMs.toFixed(2)} ms`);
+  for (const l of lines) {
+    const d = document.createElement('div');
+    d.textContent = l;
+    meta.append(d);
+  }
+  el.append(meta);
+  if (leaf.stats) {
+    const c = document.createElement('canvas');
+    el.append(c);
+    requestAnimationFrame(() => histogram(c, leaf.stats));
+  }
+  el.dataset.kind = leaf.kind;
+  return el;
+}
+
+function render(result) {
+  if (result.error) return cards.append(card(result));
+  for (const leaf of result.leaves.slice(0, 12)) cards.append(card(result, leaf));
+}
+
+// --- worker plumbing
+const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+let nextId = 0;
+const pending = new Map();
+const workerReady = new Promise((resolve) => {
+  worker.addEventListener('message', ({ data }) => {
+    if (data.ready) return resolve(data.backend);
+    pending.get(data.id)?.(data);
+    pending.delete(data.id);
+  });
+});
+function inWorker(msg, transfer = []) {
+  const id = nextId++;
+  return new Promise((resolve) => {
+    pending.set(id, resolve);
+    worker.postMessage({ id, ...msg }, transfer);
+  });
+}
+
+document.getElementById('files').addEventListener('change', async (ev) => {
+  for (const f of ev.target.files) {
+    const bytes = await f.arrayBuffer();
+    render(await inWorker({ bytes, name: f.name }, [bytes]));
+  }
+});
+
+// --- test / benchmark hooks (main thread, same package)
+function npyFloat32(values) {
+  let header = `{'descr': '<f4', 'fortran_order': False, 'shape': (${values.length},), }`;
+  header += ' '.repeat(63 - ((10 + header.length) % 64)) + '\n';
+  const out = new Uint8Array(10 + header.length + values.byteLength);
+  out.set([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, header.length & 0xff, header.length >> 8]);
+  out.set(new TextEncoder().encode(header), 10);
+  out.set(new Uint8Array(values.buffer, values.byteOffset, values.byteLength), 10 + header.length);
+  return out;
+}
+
+/** npyjs 1.x's parse, reduced to what a float32 C-order array needs (the baseline). */
+function parseNpy(arrayBuffer) {
+  const headerLength = new DataView(arrayBuffer.slice(8, 10)).getUint8(0);
+  const offsetBytes = 10 + headerLength;
+  const hcontents = new TextDecoder('utf-8').decode(new Uint8Array(arrayBuffer.slice(10, 10 + headerLength)));
+  const header = JSON.parse(hcontents.toLowerCase().replace(/'/g, '"').replace('(', '[').replace(/,*\),*/g, ']'));
+  if (header.descr !== '<f4') throw new Error('baseline handles <f4 only');
+  return { dtype: 'float32', data: new Float32Array(arrayBuffer, offsetBytes), shape: header.shape, fortranOrder: header.fortran_order };
+}
+
+function timeIt(fn, budgetMs = 300, maxIter = 20000) {
+  fn(); // warm up
+  let iters = 0;
+  const t0 = performance.now();
+  let t = t0;
+  while (t - t0 < budgetMs && iters < maxIter) {
+    fn();
+    iters++;
+    if ((iters & 15) === 0 || budgetMs < 1e9) t = performance.now();
+  }
+  return { us: ((t - t0) * 1000) / iters, iters };
+}
+
+async function bench(sizes = [4 << 10, 1 << 20, 64 << 20]) {
+  const rows = [];
+  for (const size of sizes) {
+    const values = new Float32Array(size / 4);
+    for (let i = 0; i < values.length; i++) values[i] = Math.sin(i);
+    const packet = tensorlane.encode({ dtype: 'float32', shape: [values.length], data: values });
+    const checked = tensorlane.encode({ dtype: 'float32', shape: [values.length], data: values }, { integrity: true });
+    const npy = npyFloat32(values).buffer;
+    const r = tensorlane.decode(packet);
+    const p = parseNpy(npy);
+    if (r.data.buffer !== packet.buffer || r.data[7] !== p.data[7]) throw new Error('bench sanity check failed');
+    const view = timeIt(() => tensorlane.decode(packet));
+    const integrity = timeIt(() => tensorlane.decode(checked), 600, 2000);
+    const npyjs = timeIt(() => parseNpy(npy));
+    rows.push({ bytes: size, decodeUs: view.us, decodeIters: view.iters, integrityUs: integrity.us, integrityIters: integrity.iters, npyUs: npyjs.us, npyIters: npyjs.iters, copiedIntoWasm: (tensorlane.decode(packet), tensorlane.copiedBytes()) });
+  }
+  return rows;
+}
+
+async function decodeUrl(url) {
+  const buf = await (await fetch(url)).arrayBuffer();
+  const input = new Uint8Array(buf);
+  const d = tensorlane.decode(input);
+  const leaf = d.kind === 'bundle' ? [...d].map(([, v]) => v).find((v) => v.kind === 'dense') : d;
+  return {
+    kind: d.kind,
+    dtype: leaf?.dtype,
+    shape: leaf?.shape,
+    copied: leaf?.copied,
+    sharesFetchedBuffer: leaf ? leaf.data.buffer === buf : null,
+    byteOffset: leaf?.data.byteOffset,
+    first: leaf ? Array.from(leaf.data.subarray(0, 4), Number) : null,
+    copiedIntoWasm: tensorlane.copiedBytes(),
+  };
+}
+
+window.demo = { tensorlane, decodeUrl, bench, parseNpy, npyFloat32, results: [] };
+
+const backend = await workerReady;
+status.textContent = `worker ready (${backend}); decoding ${packets.length} packets…`;
+const results = await Promise.all(packets.map((url) => inWorker({ url })));
+results.forEach(render);
+window.demo.results = results;
+status.textContent = `${results.length} packets decoded in the worker (${backend} backend)`;
+document.body.dataset.done = 'true';
