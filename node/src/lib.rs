@@ -89,8 +89,8 @@ impl RawStreamDecoder {
     }
 
     /// The next whole packet, or `null`.
-    #[napi]
-    pub fn next(&mut self) -> Result<Option<Buffer>> {
+    #[napi(js_name = "next")]
+    pub fn next_packet(&mut self) -> Result<Option<Buffer>> {
         self.inner.next_packet().map(|p| p.map(Buffer::from)).map_err(|e| err(e.to_string()))
     }
 

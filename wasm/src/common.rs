@@ -35,13 +35,15 @@ pub const F_VALIDATE_SPARSE: u32 = 32;
 
 /// Unpacks the option bits; a non-positive or non-finite cap keeps the default.
 pub fn decode_options(bits: u32, max_decompressed_bytes: f64) -> DecodeOptions {
-    let mut o = DecodeOptions::default();
-    o.verify_integrity = bits & F_VERIFY_INTEGRITY != 0;
-    o.require_integrity = bits & F_REQUIRE_INTEGRITY != 0;
-    o.allow_trailing_bytes = bits & F_ALLOW_TRAILING != 0;
-    o.allow_v2 = bits & F_ALLOW_V2 != 0;
-    o.strict_keys = bits & F_STRICT_KEYS != 0;
-    o.validate_sparse = bits & F_VALIDATE_SPARSE != 0;
+    let mut o = DecodeOptions {
+        verify_integrity: bits & F_VERIFY_INTEGRITY != 0,
+        require_integrity: bits & F_REQUIRE_INTEGRITY != 0,
+        allow_trailing_bytes: bits & F_ALLOW_TRAILING != 0,
+        allow_v2: bits & F_ALLOW_V2 != 0,
+        strict_keys: bits & F_STRICT_KEYS != 0,
+        validate_sparse: bits & F_VALIDATE_SPARSE != 0,
+        ..DecodeOptions::default()
+    };
     if max_decompressed_bytes.is_finite() && max_decompressed_bytes >= 0.0 {
         o.max_decompressed_bytes = (max_decompressed_bytes as u64).min(o.max_decompressed_bytes);
     }

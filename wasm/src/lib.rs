@@ -280,7 +280,8 @@ impl RawStreamDecoder {
     }
 
     /// The next whole packet, or `undefined`.
-    pub fn next(&mut self) -> Result<Option<Vec<u8>>, JsError> {
+    #[wasm_bindgen(js_name = next)]
+    pub fn next_packet(&mut self) -> Result<Option<Vec<u8>>, JsError> {
         self.inner.next_packet().map_err(|e| JsError::new(&e.to_string()))
     }
 
