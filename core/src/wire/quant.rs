@@ -29,7 +29,7 @@ pub enum QuantizeParams {
 /// Round half to even in float32, without `std` (exact under IEEE round-to-nearest-even).
 fn round_even(x: f32) -> f32 {
     const BIG: f32 = 8_388_608.0; // 2^23: above it every f32 is an integer
-    if !(x.abs() < BIG) {
+    if x.is_nan() || x.abs() >= BIG {
         return x;
     }
     let r = (x.abs() + BIG) - BIG;
