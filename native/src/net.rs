@@ -37,8 +37,9 @@ use tokio_util::codec::{Decoder, Encoder};
 /// Default largest packet a receiver accepts: 1 GiB (as [`wire::StreamLimits`]).
 pub const DEFAULT_MAX_PACKET_BYTES: usize = 1 << 30;
 
-/// The most a reader allocates ahead of bytes that have arrived: 1 MiB. A header that declares
-/// gigabytes costs at most this much until the gigabytes actually come.
+/// The most a reader asks for at once: 1 MiB. Buffers grow only as bytes arrive (at most about
+/// twice what has arrived, plus one chunk), so a header that declares gigabytes costs nothing
+/// until the gigabytes actually come.
 pub const READ_CHUNK: usize = 1 << 20;
 
 /// Why a stream of packets could not be read or written. Carried inside an [`io::Error`]
@@ -427,7 +428,7 @@ pub fn read_packet_with_limit<R: Read>(mut r: R, max_packet_bytes: usize) -> io:
             return Err(io::Error::new(io::ErrorKind::InvalidData, "packet framing made no progress"));
         }
         let want = (needed - buf.len()).min(READ_CHUNK);
-        buf.reserve_exact(want);
+        buf.reserve(want); // amortised doubling: at most about twice what has arrived, plus one chunk
         let before = buf.len();
         let got = (&mut r).take(want as u64).read_to_end(&mut buf)?;
         if got < want {
