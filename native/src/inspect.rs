@@ -537,15 +537,15 @@ impl Report {
                 }
                 Some(Detail::Quantized { scheme, axis, group_size, num_scales, scales, zero_points }) => {
                     let mut s = format!("  {scheme}, {num_scales} scale{}", if *num_scales == 1 { "" } else { "s" });
-                    match scheme {
-                        &"per_channel" => s.push_str(&format!(", axis {axis}")),
-                        &"per_group" => s.push_str(&format!(", group size {group_size}")),
+                    match *scheme {
+                        "per_channel" => s.push_str(&format!(", axis {axis}")),
+                        "per_group" => s.push_str(&format!(", group size {group_size}")),
                         _ => {}
                     }
-                    if let (Some(sc), Some(zp)) = (scales, zero_points) {
-                        if sc.len() <= 4 {
-                            s.push_str(&format!(", scales {sc:?}, zero points {zp:?}"));
-                        }
+                    if let (Some(sc), Some(zp)) = (scales, zero_points)
+                        && sc.len() <= 4
+                    {
+                        s.push_str(&format!(", scales {sc:?}, zero points {zp:?}"));
                     }
                     rows.push(vec![s]);
                 }

@@ -63,7 +63,7 @@ fn dense(r: &mut Rng, max_elems: u64) -> Tensor<'static> {
     let n = r.below(max_elems + 1);
     let shape = match r.below(4) {
         0 => vec![n],
-        1 if n % 2 == 0 => vec![2, n / 2],
+        1 if n.is_multiple_of(2) => vec![2, n / 2],
         2 if n == 1 => vec![],
         _ => vec![1, n, 1],
     };
