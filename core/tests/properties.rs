@@ -118,8 +118,13 @@ proptest! {
             s.push(&stream[at..at + n]).unwrap();
             at += n;
             k += 1;
-            while let Some(p) = s.next_packet().unwrap() {
-                got.push(p);
+            // Alternate the owned and the borrowing pop.
+            loop {
+                let p = if k % 2 == 0 { s.next_packet().unwrap() } else { s.next_packet_slice().unwrap().map(<[u8]>::to_vec) };
+                match p {
+                    Some(p) => got.push(p),
+                    None => break,
+                }
             }
         }
         prop_assert!(s.is_idle());

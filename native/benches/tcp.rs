@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use futures::{SinkExt, StreamExt};
-use tensorlane::net::{TensoCodec, read_packet, write_packet};
+use tensorlane::net::{TensoCodec, read_packet_into, write_packet};
 use tensorlane_core::wire::{self, EncodeOptions, Packet};
 use tensorlane_core::{DType, Tensor};
 use tokio_util::codec::{FramedRead, FramedWrite};
@@ -69,7 +69,8 @@ fn blocking_run(packet: &Packet<'static>, iters: u64, buffered: bool) -> Duratio
     let receiver = std::thread::spawn(move || {
         let mut n = 0u64;
         let mut r = BufReader::with_capacity(256 << 10, b);
-        while let Some(p) = read_packet(&mut r).unwrap() {
+        let mut p = Vec::new();
+        while read_packet_into(&mut r, &mut p, 1 << 30).unwrap().is_some() {
             std::hint::black_box(wire::decode(&p).unwrap());
             n += 1;
         }

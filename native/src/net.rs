@@ -408,14 +408,22 @@ pub fn read_packet<R: Read>(r: R) -> io::Result<Option<Vec<u8>>> {
 /// size above `max_packet_bytes` is refused as soon as the header is read. Errors are
 /// `InvalidData` (malformed packet, too large) or `UnexpectedEof` (stream ended mid-packet), each
 /// carrying a [`TransportError`].
-pub fn read_packet_with_limit<R: Read>(mut r: R, max_packet_bytes: usize) -> io::Result<Option<Vec<u8>>> {
-    let mut buf: Vec<u8> = Vec::new();
+pub fn read_packet_with_limit<R: Read>(r: R, max_packet_bytes: usize) -> io::Result<Option<Vec<u8>>> {
+    let mut buf = Vec::new();
+    Ok(read_packet_into(r, &mut buf, max_packet_bytes)?.map(|_| buf))
+}
+
+/// Like [`read_packet_with_limit`], but reads into `buf` (cleared first, capacity kept) and
+/// returns the packet length. Reusing one buffer across packets keeps a steady stream of large
+/// packets free of allocation and page faults: the 64 MiB loopback figure in BENCHMARKS.md.
+pub fn read_packet_into<R: Read>(mut r: R, buf: &mut Vec<u8>, max_packet_bytes: usize) -> io::Result<Option<usize>> {
+    buf.clear();
     loop {
-        let needed = match wire::measure(&buf) {
+        let needed = match wire::measure(buf) {
             Ok(Measure::Complete(n)) => {
                 debug_assert_eq!(n, buf.len());
                 buf.truncate(n);
-                return Ok(Some(buf));
+                return Ok(Some(n));
             }
             Ok(Measure::Incomplete(n)) => n,
             Err(error) => return Err(TransportError::Wire { packet: None, stream_offset: None, error }.into_io()),
@@ -427,10 +435,12 @@ pub fn read_packet_with_limit<R: Read>(mut r: R, max_packet_bytes: usize) -> io:
             // measure promises progress; guard against looping forever all the same.
             return Err(io::Error::new(io::ErrorKind::InvalidData, "packet framing made no progress"));
         }
-        let want = (needed - buf.len()).min(READ_CHUNK);
-        buf.reserve(want); // amortised doubling: at most about twice what has arrived, plus one chunk
+        // Read at most one chunk past what has arrived: a lying header costs at most twice the
+        // bytes actually received (amortised doubling), never its declared size.
+        let want = (needed - buf.len()).min(READ_CHUNK.max(buf.len()));
+        buf.reserve(want);
         let before = buf.len();
-        let got = (&mut r).take(want as u64).read_to_end(&mut buf)?;
+        let got = (&mut r).take(want as u64).read_to_end(buf)?;
         if got < want {
             if before == 0 && got == 0 {
                 return Ok(None);

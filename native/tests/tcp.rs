@@ -40,26 +40,9 @@ impl Rng {
     }
 }
 
-const DTYPES: [DType; 15] = [
-    DType::F32,
-    DType::F64,
-    DType::F16,
-    DType::BF16,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-    DType::Bool,
-    DType::C64,
-    DType::C128,
-];
 
 fn dense(r: &mut Rng, max_elems: u64) -> Tensor<'static> {
-    let dtype = DTYPES[r.below(DTYPES.len() as u64) as usize];
+    let dtype = DType::ALL[r.below(DType::ALL.len() as u64) as usize];
     let n = r.below(max_elems + 1);
     let shape = match r.below(4) {
         0 => vec![n],

@@ -14,7 +14,7 @@
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use tensorlane_core::wire::{self, StreamDecoder, StreamLimits};
+use tensorlane_core::wire::{self, StreamDecoder};
 
 #[path = "../../wasm/src/common.rs"]
 #[allow(dead_code)]
@@ -72,14 +72,7 @@ impl RawStreamDecoder {
     /// Limits below zero (or not finite) keep the core's defaults.
     #[napi(constructor)]
     pub fn new(max_packet_bytes: f64, max_buffered_bytes: f64) -> Self {
-        let mut l = StreamLimits::default();
-        if max_packet_bytes.is_finite() && max_packet_bytes >= 0.0 {
-            l.max_packet_bytes = max_packet_bytes.min(usize::MAX as f64) as usize;
-        }
-        if max_buffered_bytes.is_finite() && max_buffered_bytes >= 0.0 {
-            l.max_buffered_bytes = max_buffered_bytes.min(usize::MAX as f64) as usize;
-        }
-        RawStreamDecoder { inner: StreamDecoder::with_limits(l) }
+        RawStreamDecoder { inner: StreamDecoder::with_limits(common::stream_limits(max_packet_bytes, max_buffered_bytes)) }
     }
 
     /// Adds received bytes (copied into the framer's buffer).

@@ -33,6 +33,18 @@ pub const F_STRICT_KEYS: u32 = 16;
 /// See [`DecodeOptions::validate_sparse`].
 pub const F_VALIDATE_SPARSE: u32 = 32;
 
+/// Stream limits from JS numbers; a negative or non-finite limit keeps the core's default.
+pub fn stream_limits(max_packet_bytes: f64, max_buffered_bytes: f64) -> tensorlane_core::wire::StreamLimits {
+    let mut l = tensorlane_core::wire::StreamLimits::default();
+    if max_packet_bytes.is_finite() && max_packet_bytes >= 0.0 {
+        l.max_packet_bytes = max_packet_bytes.min(usize::MAX as f64) as usize;
+    }
+    if max_buffered_bytes.is_finite() && max_buffered_bytes >= 0.0 {
+        l.max_buffered_bytes = max_buffered_bytes.min(usize::MAX as f64) as usize;
+    }
+    l
+}
+
 /// Unpacks the option bits; a non-positive or non-finite cap keeps the default.
 pub fn decode_options(bits: u32, max_decompressed_bytes: f64) -> DecodeOptions {
     let mut o = DecodeOptions {

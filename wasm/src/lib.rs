@@ -30,7 +30,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use js_sys::{Array, Uint8Array};
-use tensorlane_core::wire::{self, DecodeOptions, Measure, StreamDecoder, StreamLimits, flags};
+use tensorlane_core::wire::{self, DecodeOptions, Measure, StreamDecoder, flags};
 use wasm_bindgen::prelude::*;
 
 pub mod common;
@@ -264,14 +264,7 @@ impl RawStreamDecoder {
     /// Limits below zero (or not finite) keep the core's defaults.
     #[wasm_bindgen(constructor)]
     pub fn new(max_packet_bytes: f64, max_buffered_bytes: f64) -> RawStreamDecoder {
-        let mut l = StreamLimits::default();
-        if max_packet_bytes.is_finite() && max_packet_bytes >= 0.0 {
-            l.max_packet_bytes = max_packet_bytes.min(usize::MAX as f64) as usize;
-        }
-        if max_buffered_bytes.is_finite() && max_buffered_bytes >= 0.0 {
-            l.max_buffered_bytes = max_buffered_bytes.min(usize::MAX as f64) as usize;
-        }
-        RawStreamDecoder { inner: StreamDecoder::with_limits(l) }
+        RawStreamDecoder { inner: StreamDecoder::with_limits(common::stream_limits(max_packet_bytes, max_buffered_bytes)) }
     }
 
     /// Adds received bytes.

@@ -119,9 +119,8 @@ impl StreamDecoder {
         Ok(m)
     }
 
-    /// Pops the next whole packet, or `None` until enough bytes have been pushed. After an error
-    /// the stream is out of sync and every later call fails.
-    pub fn next_packet(&mut self) -> Result<Option<Vec<u8>>> {
+    /// Frames the packet at the head of the buffer: its length once complete.
+    fn ready(&mut self) -> Result<Option<usize>> {
         if self.failed {
             return Err(Error::new(
                 ErrorKind::Unsupported("stream is out of sync after an earlier error; reconnect".into()),
@@ -132,20 +131,32 @@ impl StreamDecoder {
         if self.buffered() == 0 {
             return Ok(None);
         }
-        let len = match self.measure_head() {
-            Ok(Measure::Complete(n)) => n,
-            Ok(Measure::Incomplete(_)) => return Ok(None),
+        match self.measure_head() {
+            Ok(Measure::Complete(n)) => Ok(Some(n)),
+            Ok(Measure::Incomplete(_)) => Ok(None),
             Err(e) => {
                 self.failed = true;
-                return Err(e);
+                Err(e)
             }
-        };
-        let packet = if self.start == 0 && len == self.buf.len() {
+        }
+    }
+
+    /// Pops the next whole packet as an owned buffer, or `None` until enough bytes have been
+    /// pushed. After an error the stream is out of sync and every later call fails.
+    ///
+    /// When the packet is all that is buffered (the common case for large packets) the buffer
+    /// itself is handed out; otherwise the smaller of the packet and the rest is copied.
+    pub fn next_packet(&mut self) -> Result<Option<Vec<u8>>> {
+        let Some(len) = self.ready()? else { return Ok(None) };
+        let (start, end) = (self.start, self.start + len);
+        let rest = self.buf.len() - end;
+        let packet = if start == 0 && rest < len {
+            let tail = self.buf.split_off(end);
             self.consumed += len as u64;
-            core::mem::take(&mut self.buf)
+            core::mem::replace(&mut self.buf, tail)
         } else {
-            let p = self.buf[self.start..self.start + len].to_vec();
-            self.start += len;
+            let p = self.buf[start..end].to_vec();
+            self.start = end;
             if self.start == self.buf.len() {
                 self.consumed += self.start as u64;
                 self.buf.clear();
@@ -154,6 +165,15 @@ impl StreamDecoder {
             p
         };
         Ok(Some(packet))
+    }
+
+    /// Pops the next whole packet without copying it: a slice of the internal buffer, valid until
+    /// the next call on this decoder. Decode it in place with [`super::decode`].
+    pub fn next_packet_slice(&mut self) -> Result<Option<&[u8]>> {
+        let Some(len) = self.ready()? else { return Ok(None) };
+        let start = self.start;
+        self.start += len;
+        Ok(Some(&self.buf[start..start + len]))
     }
 
     /// `true` when no partial packet is held (a clean place for the stream to end).
