@@ -27,7 +27,10 @@ fn err(msg: impl Into<String>) -> Error {
 /// A descriptor (JSON) and the buffers the decoder produced itself.
 #[napi(object)]
 pub struct RawDecoded {
+    /// The packet's description: kinds, dtypes, shapes and byte offsets into the input
+    /// (built by `wasm/src/common.rs`, read by `js/common.js`).
     pub json: String,
+    /// Bytes the decoder had to produce itself (decompressed bodies), referenced by index.
     pub owned: Vec<Buffer>,
 }
 
