@@ -5,6 +5,8 @@
 //!
 //! * [`dtype`] — one table of storage dtypes, with NumPy names and element sizes.
 //! * [`tensor`] — [`Tensor`], a dense tensor that borrows its bytes when it can.
+//! * [`source`] — [`source::ReadAt`], random access over memory, files or the network.
+//! * [`zt`] — the `.zt` container.
 //! * [`wire`] — Tenso 0.24-compatible packets: [`wire::decode`], [`wire::encode`],
 //!   [`wire::StreamDecoder`].
 //!
@@ -28,8 +30,10 @@ extern crate alloc;
 extern crate std;
 
 pub mod dtype;
+pub mod source;
 pub mod tensor;
 pub mod wire;
+pub mod zt;
 
 pub use dtype::DType;
 pub use tensor::{ByteOrder, Tensor};

@@ -1,0 +1,3 @@
+//! The `.zt` container (spec: `../shared/specs/zt.md`).
+
+pub mod cbor;
