@@ -8,6 +8,7 @@
 //!   uncompressed body on the way out.
 //! * [`inspect`] — what a packet file holds (kinds, dtypes, shapes, flags, sizes, hashes), as a
 //!   serialisable report; the engine of `tensorlane inspect`.
+//! * [`source`] — [`tensorlane_core::source::ReadAt`] over files: a memory map (zero-copy) or `pread`.
 //! * [`sample`] — a small bundled sample packet (a float32 weight, a quantized tensor, a sparse
 //!   matrix and strings), used by `tensorlane demo`.
 #![warn(missing_docs)]
@@ -15,5 +16,6 @@
 pub mod inspect;
 pub mod net;
 pub mod sample;
+pub mod source;
 
 pub use tensorlane_core as core;

@@ -1,0 +1,117 @@
+//! [`ReadAt`] sources over files: a memory map (zero-copy views) and positioned reads (`pread`),
+//! for files that cannot or should not be mapped.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use tensorlane_core::source::{ReadAt, SourceError, check_range};
+
+/// A read-only memory map of a whole file. Cloning shares the mapping.
+#[derive(Clone, Debug)]
+pub struct MmapSource {
+    map: Option<Arc<memmap2::Mmap>>,
+}
+
+impl MmapSource {
+    /// Maps `path` read-only. An empty file needs no mapping (and cannot have one).
+    pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
+        let f = File::open(path.as_ref())?;
+        if f.metadata()?.len() == 0 {
+            return Ok(MmapSource { map: None });
+        }
+        // SAFETY: the mapping is read-only and private to this process's view. Another process
+        // truncating or rewriting the file while it is mapped is outside what any mmap-based
+        // reader can guard against; tensorlane never writes through it.
+        let map = unsafe { memmap2::Mmap::map(&f)? };
+        Ok(MmapSource { map: Some(Arc::new(map)) })
+    }
+
+    /// The whole file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().map_or(&[], |m| &m[..])
+    }
+}
+
+impl ReadAt for MmapSource {
+    fn size(&self) -> u64 {
+        self.bytes().len() as u64
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
+        self.bytes().read_at(offset, buf)
+    }
+    fn slice(&self, offset: u64, len: u64) -> Option<&[u8]> {
+        ReadAt::slice(self.bytes(), offset, len)
+    }
+}
+
+/// Positioned reads from an open file (`pread`); nothing is mapped and nothing borrowed.
+#[derive(Debug)]
+pub struct FileSource {
+    file: File,
+    size: u64,
+}
+
+impl FileSource {
+    /// Opens `path` for positioned reads.
+    pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
+        let file = File::open(path.as_ref())?;
+        let size = file.metadata()?.len();
+        Ok(FileSource { file, size })
+    }
+}
+
+impl ReadAt for FileSource {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
+        check_range(offset, buf.len() as u64, self.size)?;
+        read_exact_at(&self.file, buf, offset).map_err(|e| SourceError::Io(format!("{e} (reading {} bytes at offset {offset})", buf.len())))
+    }
+}
+
+#[cfg(unix)]
+fn read_exact_at(f: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(f, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(f: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        let n = std::os::windows::fs::FileExt::seek_read(f, buf, offset)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf = &mut buf[n..];
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mmap_and_pread_agree() {
+        let dir = std::env::temp_dir().join(format!("tl-source-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("f.bin");
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        std::fs::write(&p, &data).unwrap();
+        let m = MmapSource::open(&p).unwrap();
+        let f = FileSource::open(&p).unwrap();
+        assert_eq!(m.size(), 10_000);
+        assert_eq!(f.size(), 10_000);
+        assert_eq!(m.slice(100, 5), Some(&data[100..105]));
+        assert_eq!(f.slice(100, 5), None);
+        assert_eq!(f.read_vec(9_990, 10).unwrap(), &data[9_990..]);
+        assert!(f.read_vec(9_995, 10).is_err());
+        let empty = dir.join("empty");
+        std::fs::write(&empty, b"").unwrap();
+        assert_eq!(MmapSource::open(&empty).unwrap().size(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
