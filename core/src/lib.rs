@@ -3,6 +3,7 @@
 //! Pure code over bytes: no I/O, no threads, no clock. `#![no_std]` + `alloc`, so the same codec
 //! runs natively, in WebAssembly (browsers, Node) and behind the N-API addon.
 //!
+//! * [`detect`] — which format a file is in, from its magic bytes.
 //! * [`dtype`] — one table of storage dtypes, with NumPy names and element sizes.
 //! * [`tensor`] — [`Tensor`], a dense tensor that borrows its bytes when it can.
 //! * [`source`] — [`source::ReadAt`], random access over memory, files or the network.
@@ -29,6 +30,7 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod detect;
 pub mod dtype;
 pub mod source;
 pub mod tensor;
