@@ -11,11 +11,13 @@
 //! * [`source`] — [`tensorlane_core::source::ReadAt`] over files: a memory map (zero-copy) or `pread`.
 //! * [`sample`] — a small bundled sample packet (a float32 weight, a quantized tensor, a sparse
 //!   matrix and strings), used by `tensorlane demo`.
+//! * [`zt_encode`] — `.zt` encodings on the write side: `zt.zstd-seekable/1` with a pure-Rust zstd.
 #![warn(missing_docs)]
 
 pub mod inspect;
 pub mod net;
 pub mod sample;
 pub mod source;
+pub mod zt_encode;
 
 pub use tensorlane_core as core;

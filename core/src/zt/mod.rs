@@ -1,3 +1,4 @@
 //! The `.zt` container (spec: `../shared/specs/zt.md`).
 
 pub mod cbor;
+pub mod seekable;
