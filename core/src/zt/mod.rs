@@ -2,3 +2,4 @@
 
 pub mod cbor;
 pub mod seekable;
+pub mod writer;
