@@ -198,7 +198,9 @@ fn seek_table_never_allocates_claimed_sizes() {
 }
 
 /// Minimal v2 footer + manifest reading, enough to find the fixture's parts.
-fn v2_parts(file: &[u8]) -> Vec<(String, u64, u64, Option<String>, Option<u64>)> {
+type PartRow = (String, u64, u64, Option<String>, Option<u64>);
+
+fn v2_parts(file: &[u8]) -> Vec<PartRow> {
     let foot = &file[file.len() - 40..];
     let mo = u64::from_le_bytes(foot[0..8].try_into().unwrap()) as usize;
     let ml = u64::from_le_bytes(foot[8..16].try_into().unwrap()) as usize;

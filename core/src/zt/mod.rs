@@ -2,4 +2,5 @@
 
 pub mod cbor;
 pub mod seekable;
+pub mod legacy;
 pub mod writer;

@@ -219,12 +219,9 @@ impl SeekTable {
         }
         let last = self.frames.len() - 1;
         let size = u64::from(self.frames[0].decoded_size);
+        // With one frame (or empty non-final frames) everything lies in the last frame.
         let locate = |pos: u64| -> usize {
-            if size == 0 {
-                last
-            } else {
-                usize::try_from(pos / size).map_or(last, |i| i.min(last))
-            }
+            pos.checked_div(size).and_then(|i| usize::try_from(i).ok()).map_or(last, |i| i.min(last))
         };
         Ok(locate(offset)..locate(end - 1) + 1)
     }
@@ -330,7 +327,7 @@ pub(crate) fn decode_one_frame(
     out: &mut Vec<u8>,
 ) -> Result<FrameOutcome, String> {
     use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
-    dec.set_max_window_size(limit.max(WINDOW_FLOOR).min(WINDOW_CAP));
+    dec.set_max_window_size(limit.clamp(WINDOW_FLOOR, WINDOW_CAP));
     match dec.init(&mut *input) {
         Ok(()) => {}
         Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame { length, .. })) => {
@@ -360,10 +357,10 @@ pub(crate) fn decode_one_frame(
         }
         out.extend_from_slice(&chunk);
     }
-    if let Some(want) = dec.get_checksum_from_data() {
-        if dec.get_calculated_checksum() != Some(want) {
-            return Err(alloc::format!("zstd content checksum 0x{want:08X} does not match the decoded bytes"));
-        }
+    if let Some(want) = dec.get_checksum_from_data()
+        && dec.get_calculated_checksum() != Some(want)
+    {
+        return Err(alloc::format!("zstd content checksum 0x{want:08X} does not match the decoded bytes"));
     }
     Ok(FrameOutcome::Data)
 }
