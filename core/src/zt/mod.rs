@@ -1,6 +1,13 @@
 //! The `.zt` container (spec: `../shared/specs/zt.md`).
 
 pub mod cbor;
+pub mod format;
+pub mod layout;
+pub mod manifest;
+pub mod reader;
+pub mod rule;
+pub mod validate;
+pub mod verify;
 pub mod seekable;
 pub mod legacy;
 pub mod writer;
