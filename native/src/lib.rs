@@ -12,6 +12,8 @@
 //! * [`sample`] — a small bundled sample packet (a float32 weight, a quantized tensor, a sparse
 //!   matrix and strings), used by `tensorlane demo`.
 //! * [`zt_encode`] — `.zt` encodings on the write side: `zt.zstd-seekable/1` with a pure-Rust zstd.
+//! * [`zt_write`] — writing `.zt` files: durable publish (temp name, fsync, rename), generational
+//!   append, compressed parts, shard files.
 #![warn(missing_docs)]
 
 pub mod inspect;
@@ -19,5 +21,6 @@ pub mod net;
 pub mod sample;
 pub mod source;
 pub mod zt_encode;
+pub mod zt_write;
 
 pub use tensorlane_core as core;

@@ -270,6 +270,30 @@ impl DigestAlgo {
     }
 }
 
+/// An incremental digest (`algo:hex`), for parts or whole files.
+pub struct DigestHasher(Hasher);
+
+impl DigestHasher {
+    /// A fresh hasher.
+    pub fn new(algo: DigestAlgo) -> Self {
+        DigestHasher(Hasher::new(algo))
+    }
+    /// Feeds bytes.
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes)
+    }
+    /// `"<algo>:<hex>"` of everything fed.
+    pub fn finish(mut self) -> String {
+        self.0.finish()
+    }
+}
+
+impl fmt::Debug for DigestHasher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DigestHasher")
+    }
+}
+
 /// An incremental part digest.
 enum Hasher {
     Xxh3(alloc::boxed::Box<Xxh3>),
@@ -371,6 +395,18 @@ pub enum PartData<'d> {
         /// The part's digest (`algo:hex`) when known.
         digest: Option<String>,
     },
+    /// Bytes already encoded with an encoding profile (§8), e.g. `zt.zstd-seekable/1` made by the
+    /// native crate's `encode_seekable`. `stored` is written; the digest and `decoded_length` come
+    /// from `decoded`. A `zt.zstd-seekable/1` seek table is checked against `decoded.len()`.
+    /// Non-canonical only; encoded parts never share blobs.
+    Encoded {
+        /// Encoding profile id.
+        encoding: String,
+        /// The stored (encoded) bytes.
+        stored: &'d [u8],
+        /// The decoded bytes (hashed for the digest; not written).
+        decoded: &'d [u8],
+    },
 }
 
 /// One part of an object.
@@ -397,6 +433,11 @@ impl<'d> PartSpec<'d> {
     pub fn logical(mut self, logical: impl Into<String>) -> Self {
         self.logical = Some(logical.into());
         self
+    }
+
+    /// A part stored encoded (see [`PartData::Encoded`]).
+    pub fn encoded(name: impl Into<String>, dtype: DType, encoding: impl Into<String>, stored: &'d [u8], decoded: &'d [u8]) -> Self {
+        PartSpec { name: name.into(), dtype, logical: None, data: PartData::Encoded { encoding: encoding.into(), stored, decoded } }
     }
 
     /// A part stored in a registered shard at `[offset, offset + length)`.
@@ -1164,6 +1205,10 @@ impl<S: Sink> Writer<S> {
                     self.check_external(shard, *offset, *length, digest.as_deref()).map_err(|e| e.at(name).part(&p.name))?;
                     *length
                 }
+                PartData::Encoded { encoding, stored, decoded } => {
+                    self.check_encoded(encoding, stored, decoded.len() as u64).map_err(|e| e.at(name).part(&p.name))?;
+                    decoded.len() as u64
+                }
             };
             storages.push((dtype, logical));
             metas.push(size);
@@ -1181,6 +1226,18 @@ impl<S: Sink> Writer<S> {
                     part_value(dtype, logical.as_deref(), offset, b.len() as u64, None, Some(&digest))
                 }
                 PartData::External { shard, offset, length, digest } => part_value(dtype, logical.as_deref(), *offset, *length, Some(shard), digest.as_deref()),
+                PartData::Encoded { encoding, stored, decoded } => {
+                    let offset = align_up(self.sink.position(), self.align)?;
+                    self.pad_to(offset).map_err(|e| e.at(name).part(&p.name))?;
+                    self.sink.write_all(stored).map_err(|e| WriteError::from(e).at(name).part(&p.name))?;
+                    let digest = self.opts.digest.digest(decoded);
+                    let mut v = part_value(dtype, logical.as_deref(), offset, stored.len() as u64, None, Some(&digest));
+                    if let Value::Map(m) = &mut v {
+                        m.push((Value::text("encoding"), Value::Text(Cow::Owned(encoding.clone()))));
+                        m.push((Value::text("decoded_length"), Value::Uint(decoded.len() as u64)));
+                    }
+                    v
+                }
             };
             part_values.push((Value::Text(Cow::Owned(p.name.clone())), v));
         }
@@ -1248,6 +1305,20 @@ impl<S: Sink> Writer<S> {
         }
         if let Some(d) = digest {
             check_digest(d)?;
+        }
+        Ok(())
+    }
+
+    fn check_encoded(&self, encoding: &str, stored: &[u8], decoded_length: u64) -> Res<()> {
+        if self.opts.canonical {
+            return Err(WriteError::new(WriteRule::Canonical, "canonical form stores every part raw (§10 rule 4); use Options::non_canonical() for encodings"));
+        }
+        if encoding.is_empty() {
+            return Err(WriteError::new(WriteRule::Schema, "the encoding id is empty"));
+        }
+        if encoding == ENCODING_ZSTD_SEEKABLE {
+            super::seekable::SeekTable::parse(stored, decoded_length)
+                .map_err(|e| WriteError::new(WriteRule::Schema, format!("the stored bytes are not a valid {ENCODING_ZSTD_SEEKABLE} stream of {decoded_length} decoded bytes: {e}")))?;
         }
         Ok(())
     }

@@ -1,0 +1,355 @@
+//! Writing `.zt` files on disk: the file side of [`tensorlane_core::zt::writer`].
+//!
+//! * [`ZtFile::create`] writes straight to a path; [`ZtFile::publish`] writes to a temporary name in
+//!   the destination directory and, on [`ZtFile::finish`], fsyncs and renames it into place (and
+//!   fsyncs the directory), so a reader sees the old file or the new one, never half of one. A
+//!   publishing writer dropped without finishing removes its temporary file.
+//! * [`ZtFile::append`] adds a generation to an existing file (§2.3): new blobs, manifest and footer
+//!   go past the old EOF; nothing is truncated or overwritten (the sink refuses to truncate below
+//!   the old size). Not atomic: until `finish` the footer is not at EOF.
+//! * [`add_compressed`] stores a dense tensor as `zt.zstd-seekable/1` (non-canonical writers).
+//! * Shards (§12): [`shard_path`] (`<stem>-<name>.zt` next to the root, the reference convention),
+//!   [`file_digest`], and [`ZtFile::add_shard_file`] to register a written shard by its identity.
+//!
+//! ZtFile dereferences to [`Writer`], so every core method (`add`, `add_object`, streaming, ...)
+//! is available on it.
+//!
+//! ```no_run
+//! use tensorlane::zt_write::ZtFile;
+//! use tensorlane_core::{DType, zt::writer::Options};
+//!
+//! let mut w = ZtFile::publish("model.zt", Options::default())?;
+//! w.add("w", DType::F32, &[2], &[0, 0, 128, 63, 0, 0, 0, 64])?;
+//! w.finish()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::ops::{Deref, DerefMut};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use tensorlane_core::DType;
+use tensorlane_core::zt::writer::{
+    DigestAlgo, DigestHasher, ENCODING_ZSTD_SEEKABLE, Finished, ObjectSpec, Options, PartSpec, Sink, SinkError, WriteError, Writer,
+};
+
+use crate::source::FileSource;
+use crate::zt_encode::{CompressionLevel, DEFAULT_FRAME_SIZE, encode_seekable};
+
+const BUF: usize = 4 << 20;
+
+/// A buffered file [`Sink`] that can read back and truncate what it wrote, but never below the
+/// length the file had when it was opened.
+#[derive(Debug)]
+pub struct FileSink {
+    file: File,
+    buf: Vec<u8>,
+    /// Bytes already in the file (excluding `buf`).
+    flushed: u64,
+    /// Never truncate below this.
+    floor: u64,
+}
+
+impl FileSink {
+    /// Wraps `file`, positioned at its end (`len` bytes). Writes go after `len`.
+    pub fn new(file: File, len: u64) -> Self {
+        FileSink { file, buf: Vec::with_capacity(BUF), flushed: len, floor: len }
+    }
+
+    fn flush_buf(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.file.write_all_at(&self.buf, self.flushed)?;
+            self.flushed += self.buf.len() as u64;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Flushes and fsyncs the file, returning it.
+    pub fn sync(mut self) -> io::Result<File> {
+        self.flush_buf()?;
+        self.file.sync_all()?;
+        Ok(self.file)
+    }
+}
+
+fn io_err(what: &str, e: io::Error) -> SinkError {
+    SinkError(format!("{what}: {e}"))
+}
+
+impl Sink for FileSink {
+    fn write_all(&mut self, data: &[u8]) -> Result<(), SinkError> {
+        if self.buf.len() + data.len() > BUF {
+            self.flush_buf().map_err(|e| io_err("write", e))?;
+        }
+        if data.len() >= BUF {
+            self.file.write_all_at(data, self.flushed).map_err(|e| io_err("write", e))?;
+            self.flushed += data.len() as u64;
+        } else {
+            self.buf.extend_from_slice(data);
+        }
+        Ok(())
+    }
+    fn position(&self) -> u64 {
+        self.flushed + self.buf.len() as u64
+    }
+    fn read_back(&mut self, offset: u64, out: &mut [u8]) -> Result<(), SinkError> {
+        self.flush_buf().map_err(|e| io_err("flush before read back", e))?;
+        self.file.read_exact_at(out, offset).map_err(|e| io_err("read back", e))
+    }
+    fn truncate(&mut self, len: u64) -> Result<(), SinkError> {
+        if len < self.floor {
+            return Err(SinkError(format!("refusing to truncate to {len}: the file held {} bytes before this writer (an append never truncates)", self.floor)));
+        }
+        self.flush_buf().map_err(|e| io_err("flush before truncate", e))?;
+        self.file.set_len(len).map_err(|e| io_err("truncate", e))?;
+        self.flushed = len;
+        Ok(())
+    }
+}
+
+/// How a [`ZtFile`] ends.
+#[derive(Debug)]
+enum Mode {
+    /// Written in place.
+    Direct,
+    /// Written to `temp`, renamed to `dest` on finish.
+    Publish { temp: PathBuf },
+    /// A generation appended to an existing file.
+    Append,
+}
+
+/// A `.zt` file being written. Dereferences to the core [`Writer`].
+#[derive(Debug)]
+pub struct ZtFile {
+    writer: Option<Writer<FileSink>>,
+    dest: PathBuf,
+    mode: Mode,
+}
+
+/// What [`ZtFile::finish`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// The final path.
+    pub path: PathBuf,
+    /// File size.
+    pub size: u64,
+    /// Manifest offset (0 for a data shard).
+    pub manifest_offset: u64,
+    /// The manifest bytes (empty for a data shard).
+    pub manifest: Vec<u8>,
+}
+
+/// Any error of the file writer.
+#[derive(Debug)]
+pub enum ZtWriteError {
+    /// The core writer refused.
+    Write(WriteError),
+    /// File system error, with the path.
+    Io(PathBuf, io::Error),
+}
+
+impl std::fmt::Display for ZtWriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ZtWriteError::Write(e) => e.fmt(f),
+            ZtWriteError::Io(p, e) => write!(f, "{}: {e}", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for ZtWriteError {}
+
+impl From<WriteError> for ZtWriteError {
+    fn from(e: WriteError) -> Self {
+        ZtWriteError::Write(e)
+    }
+}
+
+fn at(p: &Path) -> impl FnOnce(io::Error) -> ZtWriteError + '_ {
+    move |e| ZtWriteError::Io(p.to_path_buf(), e)
+}
+
+fn temp_name(dest: &Path) -> PathBuf {
+    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out.zt".into());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    dest.with_file_name(format!(".{name}.{}.{nanos:08x}.partial", std::process::id()))
+}
+
+impl ZtFile {
+    /// Creates (or replaces) `path` and writes into it directly.
+    pub fn create(path: impl AsRef<Path>, opts: Options) -> Result<Self, ZtWriteError> {
+        let dest = path.as_ref().to_path_buf();
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&dest).map_err(at(&dest))?;
+        let writer = Writer::new(FileSink::new(file, 0), opts)?;
+        Ok(ZtFile { writer: Some(writer), dest, mode: Mode::Direct })
+    }
+
+    /// Writes to a temporary name in `path`'s directory; [`finish`](Self::finish) fsyncs it and
+    /// renames it to `path` (durable publication, §2.3).
+    pub fn publish(path: impl AsRef<Path>, opts: Options) -> Result<Self, ZtWriteError> {
+        let dest = path.as_ref().to_path_buf();
+        let temp = temp_name(&dest);
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&temp).map_err(at(&temp))?;
+        let writer = match Writer::new(FileSink::new(file, 0), opts) {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = fs::remove_file(&temp);
+                return Err(e.into());
+            }
+        };
+        Ok(ZtFile { writer: Some(writer), dest, mode: Mode::Publish { temp } })
+    }
+
+    /// Appends a generation to the existing file at `path` (§2.3; needs
+    /// [`Options::non_canonical`]). Only the old footer and manifest are read.
+    pub fn append(path: impl AsRef<Path>, opts: Options) -> Result<Self, ZtWriteError> {
+        let dest = path.as_ref().to_path_buf();
+        let source = FileSource::open(&dest).map_err(at(&dest))?;
+        let file = OpenOptions::new().read(true).write(true).open(&dest).map_err(at(&dest))?;
+        let len = file.metadata().map_err(at(&dest))?.len();
+        let writer = Writer::append(FileSink::new(file, len), &source, opts)?;
+        Ok(ZtFile { writer: Some(writer), dest, mode: Mode::Append })
+    }
+
+    /// Registers the shard file at `path` under `name`: its exact size and whole-file digest.
+    pub fn add_shard_file(&mut self, name: &str, path: impl AsRef<Path>, algo: DigestAlgo) -> Result<(), ZtWriteError> {
+        let path = path.as_ref();
+        let (size, digest) = file_digest(path, algo)?;
+        self.add_shard(name, size, &digest)?;
+        Ok(())
+    }
+
+    fn finished(&mut self, done: Finished<FileSink>) -> Result<Written, ZtWriteError> {
+        let file = done.sink.sync().map_err(at(&self.dest))?;
+        drop(file);
+        if let Mode::Publish { temp } = &self.mode {
+            fs::rename(temp, &self.dest).map_err(at(&self.dest))?;
+            self.mode = Mode::Direct;
+            let dir = self.dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if let Ok(d) = File::open(dir) {
+                d.sync_all().map_err(at(dir))?;
+            }
+        }
+        Ok(Written { path: self.dest.clone(), size: done.size, manifest_offset: done.manifest_offset, manifest: done.manifest })
+    }
+
+    /// Writes the manifest and footer, fsyncs, and (when publishing) renames into place.
+    pub fn finish(mut self) -> Result<Written, ZtWriteError> {
+        let w = self.writer.take().expect("writer present until finish");
+        let done = w.finish()?;
+        self.finished(done)
+    }
+
+    /// Like [`finish`](Self::finish), for a data shard (see [`Writer::finish_data_shard`]).
+    pub fn finish_data_shard(mut self) -> Result<Written, ZtWriteError> {
+        let w = self.writer.take().expect("writer present until finish");
+        let done = w.finish_data_shard()?;
+        self.finished(done)
+    }
+}
+
+impl Deref for ZtFile {
+    type Target = Writer<FileSink>;
+    fn deref(&self) -> &Self::Target {
+        self.writer.as_ref().expect("writer present until finish")
+    }
+}
+
+impl DerefMut for ZtFile {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.writer.as_mut().expect("writer present until finish")
+    }
+}
+
+impl Drop for ZtFile {
+    fn drop(&mut self) {
+        if let Mode::Publish { temp } = &self.mode {
+            self.writer = None;
+            let _ = fs::remove_file(temp);
+        }
+    }
+}
+
+/// Adds a dense tensor stored as `zt.zstd-seekable/1` (1 MiB frames, content checksums, like the
+/// reference writer; ruzstd's fastest level). Needs a non-canonical writer.
+pub fn add_compressed<S: Sink>(w: &mut Writer<S>, name: &str, dtype: DType, shape: &[u64], data: &[u8]) -> Result<(), ZtWriteError> {
+    let stored = encode_seekable(data, DEFAULT_FRAME_SIZE, CompressionLevel::Fastest)
+        .map_err(|e| ZtWriteError::Io(PathBuf::from(name), io::Error::other(e)))?;
+    w.add_object(name, &ObjectSpec::dense(shape), &[PartSpec::encoded("data", dtype, ENCODING_ZSTD_SEEKABLE, &stored, data)])?;
+    Ok(())
+}
+
+/// Where shard `name` of the root file `root` lives by the reference convention:
+/// `<stem>-<name>.zt` in the same directory.
+pub fn shard_path(root: &Path, name: &str) -> PathBuf {
+    let stem = root.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    root.with_file_name(format!("{stem}-{name}.zt"))
+}
+
+/// The size and whole-file digest (`algo:hex`) of the file at `path`, as a shard table entry
+/// records them.
+pub fn file_digest(path: &Path, algo: DigestAlgo) -> Result<(u64, String), ZtWriteError> {
+    let mut f = File::open(path).map_err(at(path))?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    let mut h = DigestHasher::new(algo);
+    loop {
+        let n = f.read(&mut buf).map_err(at(path))?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        h.update(&buf[..n]);
+    }
+    Ok((size, h.finish()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publish_append_and_shards() {
+        let dir = std::env::temp_dir().join(format!("tl-zt-write-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let root = dir.join("m.zt");
+        // A publisher dropped unfinished leaves nothing.
+        {
+            let mut w = ZtFile::publish(&root, Options::default()).unwrap();
+            w.add("a", DType::U8, &[1], &[1]).unwrap();
+        }
+        assert!(fs::read_dir(&dir).unwrap().next().is_none());
+
+        let mut v = Writer::new(Vec::new(), Options::default()).unwrap();
+        v.add("a", DType::U8, &[3], &[1, 2, 3]).unwrap();
+        let in_memory = v.finish().unwrap().sink;
+        let mut w = ZtFile::publish(&root, Options::default()).unwrap();
+        w.add("a", DType::U8, &[3], &[1, 2, 3]).unwrap();
+        let done = w.finish().unwrap();
+        assert_eq!(fs::read(&root).unwrap(), in_memory);
+        assert_eq!(done.size, in_memory.len() as u64);
+
+        let before = fs::read(&root).unwrap();
+        let mut w = ZtFile::append(&root, Options::non_canonical()).unwrap();
+        w.add("b", DType::U8, &[2], &[4, 5]).unwrap();
+        add_compressed(&mut w, "c", DType::F32, &[1000], &[0u8; 4000]).unwrap();
+        w.finish().unwrap();
+        let after = fs::read(&root).unwrap();
+        assert_eq!(&after[..before.len()], &before[..]);
+
+        let sp = shard_path(&root, "00001");
+        assert_eq!(sp, dir.join("m-00001.zt"));
+        let mut s = ZtFile::publish(&sp, Options::non_canonical().alignment(4096)).unwrap();
+        let blob = s.put_blob(&[7u8; 16]).unwrap();
+        s.finish_data_shard().unwrap();
+        let r2 = dir.join("r.zt");
+        let mut w = ZtFile::publish(&r2, Options::non_canonical()).unwrap();
+        w.add_shard_file("00001", &sp, DigestAlgo::Sha256).unwrap();
+        w.add_object("x", &ObjectSpec::dense(&[16]), &[PartSpec::external("data", DType::U8, "00001", blob.offset, blob.length, Some(blob.digest))]).unwrap();
+        w.finish().unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
