@@ -89,7 +89,7 @@ pub fn xxh3_64(bytes: &[u8]) -> u64 {
 
 /// True when `offset` is a valid blob offset (a multiple of 4096, at least 4096).
 pub const fn offset_aligned(offset: u64) -> bool {
-    offset >= ALIGNMENT && offset % ALIGNMENT == 0
+    offset >= ALIGNMENT && offset.is_multiple_of(ALIGNMENT)
 }
 
 /// Checks an object, part or top-level attribute name (§5): non-empty, ≤ 1024 bytes, no U+0000.

@@ -147,7 +147,7 @@ pub(crate) fn check_csr(obj: &Object) -> Result<(u64, u64, u64, u64)> {
         .and_then(|r1| r1.checked_mul(w))
         .ok_or_else(|| ZtError::new(Rule::Shape, "(rows + 1) × index width overflows u64"))?;
     size_eq(indptr, "indptr", Some(need), "rows + 1 indices")?;
-    if indices.decoded_size() % w != 0 {
+    if !indices.decoded_size().is_multiple_of(w) {
         return Err(rule(alloc::format!("indices decode to {} bytes, not a multiple of {w}", indices.decoded_size())));
     }
     let nnz = indices.decoded_size() / w;
@@ -166,7 +166,7 @@ pub(crate) fn check_coo(obj: &Object) -> Result<(u64, u64)> {
     let (coords, values) = (part(obj, "coords")?, part(obj, "values")?);
     let w = index_width(coords, "coords", SPARSE_COO)?;
     let per = w * obj.shape.len() as u64;
-    if coords.decoded_size() % per != 0 {
+    if !coords.decoded_size().is_multiple_of(per) {
         return Err(rule(alloc::format!(
             "coords decode to {} bytes, not a multiple of {w} × rank {}",
             coords.decoded_size(),
@@ -269,7 +269,7 @@ pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
         o => return Err(rule(alloc::format!("packing.order {o:?} is not lsb_first or msb_first"))),
     };
     let word_bits = 8 * word.itemsize() as u64;
-    if word_bits % bits != 0 {
+    if !word_bits.is_multiple_of(bits) {
         return Err(rule(alloc::format!("{bits}-bit codes do not fill a {word_bits}-bit word exactly")));
     }
     let per_word = word_bits / bits;
@@ -328,7 +328,7 @@ pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
     let groups = if group_size == 0 {
         along
     } else {
-        if along % group_size != 0 {
+        if !along.is_multiple_of(group_size) {
             return Err(rule(alloc::format!("group_size {group_size} does not divide shape[{axis}] = {along}")));
         }
         along / group_size
@@ -336,7 +336,7 @@ pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
     let lanes = obj.shape.iter().enumerate().filter(|(i, _)| *i != axis).try_fold(1u64, |a, (_, &d)| a.checked_mul(d));
     let lanes = lanes.ok_or_else(|| rule("the lane count overflows u64"))?;
     let codes = obj.elements();
-    if codes % per_word != 0 {
+    if !codes.is_multiple_of(per_word) {
         return Err(rule(alloc::format!("{codes} codes do not fill whole {per_word}-code words")));
     }
     let ww = word.itemsize() as u64;
@@ -350,7 +350,7 @@ pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
                 return Err(rule("zeros packed same_as_data must use the data word dtype"));
             }
             let g = gl.ok_or_else(|| rule("the group count overflows u64"))?;
-            if g % per_word != 0 {
+            if !g.is_multiple_of(per_word) {
                 return Err(rule(alloc::format!("{g} zero points do not fill whole {per_word}-code words")));
             }
             (g / per_word).checked_mul(ww)
@@ -397,7 +397,7 @@ pub fn mx_params(obj: &Object) -> Result<(u64, usize, Option<ElementType>)> {
         return Err(rule(alloc::format!("axis {axis} is not below the rank {}", obj.shape.len())));
     }
     let axis = axis as usize;
-    if block < 2 || obj.shape[axis] % block != 0 {
+    if block < 2 || !obj.shape[axis].is_multiple_of(block) {
         return Err(rule(alloc::format!("block_size {block} must be ≥ 2 and divide shape[{axis}] = {}", obj.shape[axis])));
     }
     match attr_text(attr(obj, "scale_form")?, "scale_form")? {
@@ -431,7 +431,7 @@ pub fn gguf_params(obj: &Object) -> Result<(u64, u64)> {
     let epb = attr_uint(obj, "elems_per_block")?;
     let bb = attr_uint(obj, "block_bytes")?;
     let n = obj.elements();
-    if epb == 0 || bb == 0 || n % epb != 0 {
+    if epb == 0 || bb == 0 || !n.is_multiple_of(epb) {
         return Err(rule(alloc::format!(
             "elems_per_block {epb} and block_bytes {bb} must be ≥ 1, and elems_per_block must divide {n} elements"
         )));

@@ -179,14 +179,14 @@ pub fn check_blobs(m: &Manifest) -> Result<()> {
                 e.shard = p.shard.clone();
                 return Err(e);
             }
-            if let Some(t) = p.logical_type() {
-                if t.dtype() != p.dtype {
-                    return Err(ZtError::new(
-                        Rule::Schema,
-                        alloc::format!("logical type {} must be stored as {}, not {}", t.name(), t.dtype(), p.dtype),
-                    )
-                    .part(name, pname));
-                }
+            if let Some(t) = p.logical_type()
+                && t.dtype() != p.dtype
+            {
+                return Err(ZtError::new(
+                    Rule::Schema,
+                    alloc::format!("logical type {} must be stored as {}, not {}", t.name(), t.dtype(), p.dtype),
+                )
+                .part(name, pname));
             }
         }
         check_layout(name, obj, Profiles::Reference)?;

@@ -115,13 +115,13 @@ pub fn check_content(layout: &str, elements: u64, part: &Part, bytes: &[u8]) -> 
             }
         }
         Some(LogicalType::F4E2M1) if layout == DENSE && elements % 2 == 1 => {
-            if let Some(&last) = bytes.last() {
-                if last >> 4 != 0 {
-                    return Err(ZtError::new(
-                        Rule::LayoutData,
-                        alloc::format!("f4_e2m1 with {elements} elements: the unused high nibble of the last byte is {:#x}, not 0", last >> 4),
-                    ));
-                }
+            if let Some(&last) = bytes.last()
+                && last >> 4 != 0
+            {
+                return Err(ZtError::new(
+                    Rule::LayoutData,
+                    alloc::format!("f4_e2m1 with {elements} elements: the unused high nibble of the last byte is {:#x}, not 0", last >> 4),
+                ));
             }
         }
         _ => {}
@@ -180,7 +180,7 @@ pub fn check_csr_data(rows: u64, cols: u64, indptr: &[u64], indices: &[u64]) -> 
 /// share a coordinate tuple. `coords` is structure-of-arrays: `coords[d * nnz + i]`.
 pub fn check_coo_data(shape: &[u64], coords: &[u64]) -> Result<()> {
     let ndim = shape.len();
-    if ndim == 0 || coords.len() % ndim != 0 {
+    if ndim == 0 || !coords.len().is_multiple_of(ndim) {
         return Err(data(alloc::format!("{} coordinates do not split into {ndim} dimensions", coords.len())));
     }
     let nnz = coords.len() / ndim;
