@@ -168,7 +168,7 @@ pub fn check_blobs(m: &Manifest) -> Result<()> {
                     }
                 },
             };
-            let data_end = target_size - FOOTER_LEN;
+            let data_end = target_size.saturating_sub(FOOTER_LEN);
             if !matches!(b.offset.checked_add(b.length), Some(e) if e <= data_end) {
                 let mut e = ZtError::new(
                     Rule::BlobBounds,
