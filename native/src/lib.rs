@@ -14,6 +14,9 @@
 //! * [`zt_encode`] — `.zt` encodings on the write side: `zt.zstd-seekable/1` with a pure-Rust zstd.
 //! * [`zt_write`] — writing `.zt` files: durable publish (temp name, fsync, rename), generational
 //!   append, compressed parts, shard files.
+//! * [`zt_tools`] — `.zt` in the CLI: inspect (v2 with shards, legacy v1/v0) in the packet report's
+//!   schema, verify (digests, content rules, shards, canonical form), convert (legacy → v2,
+//!   v2 ↔ Tenso, canonicalise).
 #![warn(missing_docs)]
 
 pub mod inspect;
@@ -21,6 +24,7 @@ pub mod net;
 pub mod sample;
 pub mod source;
 pub mod zt_encode;
+pub mod zt_tools;
 pub mod zt_write;
 
 pub use tensorlane_core as core;

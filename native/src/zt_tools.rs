@@ -1,0 +1,1148 @@
+//! `.zt` in the `tensorlane` CLI: `inspect`, `verify` and `convert` for `.zt` v2 (with shards),
+//! legacy v1.2 / v0.1 files and Tenso packet files.
+//!
+//! * [`inspect_zt`] / [`inspect_legacy`] describe a file with the same JSON schema as the packet
+//!   report of [`crate::inspect`] (`format`, `file`, `bytes`, `packets`, `tensors`), one entry in
+//!   `tensors` per object, plus `.zt` fields: each object's `layout`, `parts` (dtype, logical
+//!   `type`, `encoding`, blob `offset`/`length`, `shard`, decoded `nbytes`, `digest`, `sha256`) and
+//!   `attributes`; the file's `attributes`, `shards` and `manifest`. `sha256` is over the
+//!   **decoded** bytes (C order, little-endian, one byte per bool, packed f4), as the fixtures'
+//!   manifest defines it; a dense object carries the digest of its `data` part.
+//! * Shards are resolved next to the root file ([`resolve_shard`]): `<stem>-<name>.zt` (the
+//!   reference convention), then `<name>` and `<name>.zt` in the same directory. Shard names are
+//!   single safe path components by construction (spec §5), so nothing outside the directory is
+//!   ever opened.
+//! * [`verify_zt`] validates, verifies every digest and content rule, optionally the shards
+//!   (`deep`) and canonical form ([`check_canonical`]: the file is re-encoded through the canonical
+//!   writer into a sink that compares against the file byte for byte, so nothing is buffered).
+//! * [`convert`]: legacy → `.zt` v2, `.zt` v2 → a Tenso bundle, Tenso packets → `.zt` v2, and
+//!   `.zt` v2 → canonical `.zt` v2; `.zt` output is canonical and published atomically.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+use tensorlane_core::DType;
+use tensorlane_core::detect::{Format, detect};
+use tensorlane_core::source::ReadAt;
+use tensorlane_core::wire::{self, Bundle, DecodeOptions, EncodeOptions, Packet};
+use tensorlane_core::zt::cbor::Value;
+use tensorlane_core::zt::format::LogicalType;
+use tensorlane_core::zt::layout;
+use tensorlane_core::zt::legacy::{self, LegacyError, LegacyReader};
+use tensorlane_core::zt::manifest::{Object, Part};
+use tensorlane_core::zt::reader::{Reader, VerifyReport};
+use tensorlane_core::zt::rule::{Rule, ZtError};
+use tensorlane_core::zt::writer::{ObjectSpec, Options, PartSpec, Sink, SinkError, WriteError, Writer};
+
+use crate::source::MmapSource;
+use crate::zt_write::{ZtFile, ZtWriteError};
+
+/// Hashing or converting at least this many bytes draws a progress bar (on a terminal only).
+const PROGRESS_THRESHOLD: u64 = 64 << 20;
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// Why a `.zt` command failed. [`ToolError::exit_code`] maps it to the CLI's exit status.
+#[derive(Debug)]
+pub enum ToolError {
+    /// A `.zt` v2 error: a rejection (exit 2) or an outcome such as `Unsupported` (exit 1).
+    Zt(ZtError),
+    /// A legacy-format error (exit 2, or 1 for I/O and unsupported encodings).
+    Legacy(LegacyError),
+    /// A Tenso packet file that does not decode (exit 2).
+    Tenso(crate::inspect::InspectError),
+    /// The file is valid but not in canonical form (exit 2); the message names the §10 rule.
+    NotCanonical(String),
+    /// A conversion that the target format cannot represent, or a writer refusal (exit 2).
+    Refused(String),
+    /// The file could not be read or written (exit 1).
+    Io(String),
+}
+
+impl ToolError {
+    /// 2 when the input is invalid, not canonical or cannot be converted; 1 for I/O failures and
+    /// for valid files this tool cannot fully handle (`Unsupported`, `NotFound`).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ToolError::Zt(e) if !e.rule.is_rejection() => 1,
+            ToolError::Legacy(e) if matches!(e.rule, legacy::LegacyRule::Io | legacy::LegacyRule::Unsupported | legacy::LegacyRule::NotFound) => 1,
+            ToolError::Io(_) => 1,
+            _ => 2,
+        }
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolError::Zt(e) => e.fmt(f),
+            ToolError::Legacy(e) => e.fmt(f),
+            ToolError::Tenso(e) => e.fmt(f),
+            ToolError::NotCanonical(m) => write!(f, "Canonical: not in canonical form: {m}"),
+            ToolError::Refused(m) => f.write_str(m),
+            ToolError::Io(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl From<ZtError> for ToolError {
+    fn from(e: ZtError) -> Self {
+        ToolError::Zt(e)
+    }
+}
+
+impl From<LegacyError> for ToolError {
+    fn from(e: LegacyError) -> Self {
+        ToolError::Legacy(e)
+    }
+}
+
+impl From<WriteError> for ToolError {
+    fn from(e: WriteError) -> Self {
+        ToolError::Refused(format!("the .zt writer refused: {e}"))
+    }
+}
+
+/// Maps a file for reading; an I/O failure names the path.
+pub fn open_source(path: &Path) -> Result<MmapSource, ToolError> {
+    MmapSource::open(path).map_err(|e| ToolError::Io(format!("cannot read {}: {e}", path.display())))
+}
+
+/// The format of a mapped file, from its first bytes (never its name).
+pub fn detect_source(src: &MmapSource) -> Option<Format> {
+    detect(&src.bytes()[..src.bytes().len().min(16)])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report types
+
+/// What `inspect` found in a `.zt` file (v2 or legacy). The first five fields are those of the
+/// packet report ([`crate::inspect::Report`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct ZtReport {
+    /// `"zt"`, `"zt-v1"` or `"zt-v0"`.
+    pub format: &'static str,
+    /// The file name as given.
+    pub file: String,
+    /// File size in bytes.
+    pub bytes: u64,
+    /// Tenso packets in the file: always 0 for `.zt`.
+    pub packets: usize,
+    /// One entry per object, in bytewise name order.
+    pub tensors: Vec<ZtTensorInfo>,
+    /// True for a manifest-less `.zt` v2 data shard (it describes no tensors).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub data_shard: bool,
+    /// Where the manifest is (`.zt` v2: the manifest blob; legacy: its offset and length).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<BlobInfo>,
+    /// The legacy manifest's `version` string (v1.2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The shard table, with the file each shard resolved to.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardInfo>,
+    /// File attributes as JSON (byte strings as `{"bytes": n, "hex": ...}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attributes: Option<serde_json::Value>,
+    /// Legacy v0.1 entries skipped because they are not dense.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+    /// Problems that did not stop the inspection (an unresolved shard, a part that could not be
+    /// hashed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// A byte range.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct BlobInfo {
+    /// Absolute offset.
+    pub offset: u64,
+    /// Length in bytes.
+    pub length: u64,
+}
+
+/// A shard table entry.
+#[derive(Clone, Debug, Serialize)]
+pub struct ShardInfo {
+    /// The shard table key.
+    pub name: String,
+    /// Declared file size.
+    pub size: u64,
+    /// Declared whole-file digest.
+    pub digest: String,
+    /// The file it resolved to (none found: `null`).
+    pub file: Option<String>,
+}
+
+/// One object.
+#[derive(Clone, Debug, Serialize)]
+pub struct ZtTensorInfo {
+    /// Object name.
+    pub name: String,
+    /// `"dense"`, `"sparse"` (CSR/COO), `"quantized"` (quant_group, mx, gguf, v1 quantized_group)
+    /// or `"object"` (any other layout).
+    pub kind: &'static str,
+    /// NumPy-style element type of a dense object (`"float32"`, `"bool"`, `"float8_e4m3fn"`,
+    /// `"float4_e2m1fn"`; an unknown logical type as written); for other layouts the element type
+    /// of the `values` / `data` part.
+    pub dtype: String,
+    /// Logical shape.
+    pub shape: Vec<u64>,
+    /// Decoded bytes: of the `data` part (dense), of all parts together otherwise.
+    pub nbytes: u64,
+    /// SHA-256 of the decoded `data` bytes of a dense object, when hashing was requested.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Layout id (`.zt` v2) or format name (legacy).
+    pub layout: String,
+    /// Parts in name order.
+    pub parts: Vec<ZtPartInfo>,
+    /// Object attributes as JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attributes: Option<serde_json::Value>,
+}
+
+/// One part of an object.
+#[derive(Clone, Debug, Serialize)]
+pub struct ZtPartInfo {
+    /// Part name.
+    pub name: String,
+    /// NumPy name of the storage dtype.
+    pub dtype: &'static str,
+    /// Logical type as written (`bool`, `f4_e2m1`, ...).
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub logical: Option<String>,
+    /// Encoding id; absent = raw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
+    /// Blob offset (in `shard` when set).
+    pub offset: u64,
+    /// Stored length.
+    pub length: u64,
+    /// The shard holding the bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
+    /// Decoded bytes.
+    pub nbytes: u64,
+    /// The recorded digest (`.zt` v2: over the decoded bytes; legacy: over the stored bytes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// SHA-256 of the decoded bytes, when hashing was requested.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// CBOR attribute values as JSON (byte strings become `{"bytes": n, "hex": "..."}`, the hex cut
+/// at 64 bytes; non-finite floats become strings).
+pub fn cbor_to_json(v: &Value<'_>) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        Value::Uint(n) => J::from(*n),
+        Value::Neg(n) => match i64::try_from(*n) {
+            Ok(n) => J::from(-1 - n),
+            Err(_) => J::String(format!("-{}", *n as u128 + 1)),
+        },
+        Value::Bytes(b) => serde_json::json!({"bytes": b.len(), "hex": hex::encode(&b[..b.len().min(64)])}),
+        Value::Text(s) => J::String(s.to_string()),
+        Value::Array(a) => J::Array(a.iter().map(cbor_to_json).collect()),
+        Value::Map(m) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in m {
+                let key = match k {
+                    Value::Text(s) => s.to_string(),
+                    other => cbor_to_json(other).to_string(),
+                };
+                out.insert(key, cbor_to_json(v));
+            }
+            J::Object(out)
+        }
+        Value::Bool(b) => J::Bool(*b),
+        Value::Null => J::Null,
+        Value::Float(f) if f.is_finite() => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+        Value::Float(f) => J::String(if f.is_nan() { "nan".into() } else if *f > 0.0 { "inf".into() } else { "-inf".into() }),
+    }
+}
+
+/// NumPy-style name of a `.zt` element type (the fixtures' manifest names).
+pub fn element_name(dtype: DType, logical: Option<&str>) -> String {
+    match logical {
+        None => dtype.name().to_string(),
+        Some(l) => match LogicalType::from_name(l) {
+            Some(LogicalType::Bool) => "bool".into(),
+            Some(LogicalType::Complex64) => "complex64".into(),
+            Some(LogicalType::Complex128) => "complex128".into(),
+            Some(LogicalType::F8E4M3Fn) => "float8_e4m3fn".into(),
+            Some(LogicalType::F8E5M2) => "float8_e5m2".into(),
+            Some(LogicalType::F8E4M3Fnuz) => "float8_e4m3fnuz".into(),
+            Some(LogicalType::F8E5M2Fnuz) => "float8_e5m2fnuz".into(),
+            Some(LogicalType::F8E8M0) => "float8_e8m0fnu".into(),
+            Some(LogicalType::F4E2M1) => "float4_e2m1fn".into(),
+            None => l.to_string(),
+        },
+    }
+}
+
+fn kind_of(layout: &str) -> &'static str {
+    match layout {
+        layout::DENSE => "dense",
+        layout::SPARSE_CSR | layout::SPARSE_COO | "sparse_csr" | "sparse_coo" => "sparse",
+        layout::QUANT_GROUP | layout::MX | "quantized_group" => "quantized",
+        l if l.starts_with("gguf.") => "quantized",
+        _ => "object",
+    }
+}
+
+/// The part whose element type names a non-dense object: `values`, then `data`.
+fn main_part<'a, T>(parts: impl Iterator<Item = (&'a str, T)>) -> Option<T> {
+    let mut data = None;
+    for (n, p) in parts {
+        match n {
+            "values" => return Some(p),
+            "data" => data = Some(p),
+            _ => {}
+        }
+    }
+    data
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hashing with a progress bar
+
+/// A progress bar on stderr for `total` bytes, or `None` when there is too little to be worth
+/// drawing. indicatif draws nothing when stderr is not a terminal.
+pub fn progress(total: u64, what: &str) -> Option<indicatif::ProgressBar> {
+    if total < PROGRESS_THRESHOLD {
+        return None;
+    }
+    let b = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&format!("{what} {{bar:40}} {{bytes}}/{{total_bytes}} {{bytes_per_sec}} eta {{eta}}")) {
+        b.set_style(style);
+    }
+    Some(b)
+}
+
+fn sha256_hex(data: &[u8], bar: Option<&indicatif::ProgressBar>) -> String {
+    let mut h = Sha256::new();
+    for c in data.chunks(8 << 20) {
+        h.update(c);
+        if let Some(b) = bar {
+            b.inc(c.len() as u64);
+        }
+    }
+    hex::encode(h.finalize())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shards
+
+/// The file shard `name` of the root file `root` resolves to: `<stem>-<name>.zt` (the reference
+/// convention), else `<name>`, else `<name>.zt`, all in the root's directory. `None` when none
+/// exists. `name` has been validated as a shard name (a single path component).
+pub fn resolve_shard(root: &Path, name: &str) -> Option<PathBuf> {
+    let dir = root.parent().unwrap_or(Path::new("."));
+    let stem = root.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    [dir.join(format!("{stem}-{name}.zt")), dir.join(name), dir.join(format!("{name}.zt"))].into_iter().find(|p| p.is_file())
+}
+
+/// An opened root: the reader (with the shards that resolved), the shard table as found, and
+/// warnings about shards that did not resolve.
+pub type Opened = (Reader<MmapSource>, Vec<ShardInfo>, Vec<String>);
+
+/// Opens a `.zt` v2 root and supplies every shard that resolves. With `required`, a shard that
+/// does not resolve is an error; otherwise it is listed in the returned warnings (its parts stay
+/// unresolved). A shard that resolves to the wrong file is always an error (`ShardIdentity`).
+pub fn open_zt(path: &Path, src: MmapSource, required: bool) -> Result<Opened, ToolError> {
+    let mut reader = Reader::open(src)?;
+    let mut infos = Vec::new();
+    let mut warnings = Vec::new();
+    let table: Vec<(String, u64, String)> =
+        reader.shard_table().map(|t| t.iter().map(|(n, e)| (n.clone(), e.size, e.digest.clone())).collect()).unwrap_or_default();
+    for (name, size, digest) in table {
+        let file = resolve_shard(path, &name);
+        match &file {
+            Some(f) => {
+                let s = open_source(f)?;
+                reader = reader.with_shard(&name, s).map_err(|e| {
+                    let mut e = e;
+                    e.message = format!("{} (file {})", e.message, f.display());
+                    e
+                })?;
+            }
+            None if required => {
+                return Err(ToolError::Io(format!(
+                    "shard {name:?} of {}: no file found (looked for {}, {name} and {name}.zt next to it)",
+                    path.display(),
+                    path.file_stem().map(|s| format!("{}-{name}.zt", s.to_string_lossy())).unwrap_or_default()
+                )));
+            }
+            None => warnings.push(format!("shard {name:?}: no file found next to {}; its parts are not resolved", path.display())),
+        }
+        infos.push(ShardInfo { name, size, digest, file: file.map(|f| f.display().to_string()) });
+    }
+    Ok((reader, infos, warnings))
+}
+
+// ---------------------------------------------------------------------------------------------
+// inspect
+
+fn part_info(name: &str, p: &Part) -> ZtPartInfo {
+    ZtPartInfo {
+        name: name.to_string(),
+        dtype: p.dtype.name(),
+        logical: p.logical.clone(),
+        encoding: p.encoding.clone(),
+        offset: p.blob.offset,
+        length: p.blob.length,
+        shard: p.shard.clone(),
+        nbytes: p.decoded_size(),
+        digest: p.digest.clone(),
+        sha256: None,
+    }
+}
+
+fn object_info(name: &str, o: &Object) -> ZtTensorInfo {
+    let parts: Vec<ZtPartInfo> = o.parts.iter().map(|(n, p)| part_info(n, p)).collect();
+    let dense = o.layout == layout::DENSE;
+    let main = if dense { o.parts.get("data") } else { main_part(o.parts.iter().map(|(n, p)| (n.as_str(), p))) };
+    ZtTensorInfo {
+        name: name.to_string(),
+        kind: kind_of(&o.layout),
+        dtype: main.map(|p| element_name(p.dtype, p.logical.as_deref())).unwrap_or_default(),
+        shape: o.shape.clone(),
+        nbytes: if dense { main.map_or(0, |p| p.decoded_size()) } else { parts.iter().map(|p| p.nbytes).sum() },
+        sha256: None,
+        layout: o.layout.clone(),
+        parts,
+        attributes: o.attributes.as_ref().map(cbor_to_json),
+    }
+}
+
+/// Inspects a `.zt` v2 file at `path` (already mapped as `src`). Shards that resolve next to it
+/// are opened; with `hash`, every part's decoded bytes are hashed (parts in unresolved shards are
+/// listed in `warnings`).
+pub fn inspect_zt(path: &Path, file: &str, src: MmapSource, hash: bool) -> Result<ZtReport, ToolError> {
+    let bytes = src.size();
+    let (reader, shards, mut warnings) = open_zt(path, src, false)?;
+    let mut report = ZtReport {
+        format: "zt",
+        file: file.to_string(),
+        bytes,
+        packets: 0,
+        tensors: Vec::new(),
+        data_shard: reader.is_data_shard(),
+        manifest: reader.manifest().filter(|_| !reader.is_data_shard()).map(|m| BlobInfo { offset: m.manifest_blob.offset, length: m.manifest_blob.length }),
+        version: None,
+        shards,
+        attributes: reader.attributes().map(cbor_to_json),
+        skipped: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let Some(m) = reader.manifest() else {
+        report.warnings = warnings;
+        return Ok(report);
+    };
+    for (name, o) in &m.objects {
+        report.tensors.push(object_info(name, o));
+    }
+    if hash {
+        let total: u64 = m.objects.values().flat_map(|o| o.parts.values()).map(|p| p.decoded_size()).sum();
+        let bar = progress(total, "hashing");
+        for (t, (name, o)) in report.tensors.iter_mut().zip(&m.objects) {
+            for (pi, pname) in t.parts.iter_mut().zip(o.parts.keys()) {
+                if pi.shard.as_ref().is_some_and(|s| reader.shard_source(s).is_none()) {
+                    warnings.push(format!("{name:?}/{pname:?} lives in unresolved shard {:?}: not hashed", pi.shard.as_deref().unwrap_or("")));
+                    continue;
+                }
+                match reader.read(name, pname) {
+                    Ok(b) => pi.sha256 = Some(sha256_hex(&b, bar.as_ref())),
+                    Err(e) if e.rule.is_rejection() => return Err(e.into()),
+                    Err(e) => warnings.push(format!("{name:?}/{pname:?} not hashed: {e}")),
+                }
+            }
+            if o.layout == layout::DENSE {
+                t.sha256 = t.parts.iter().find(|p| p.name == "data").and_then(|p| p.sha256.clone());
+            }
+        }
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+    }
+    report.warnings = warnings;
+    Ok(report)
+}
+
+fn legacy_digest(d: &legacy::Digest) -> String {
+    match d {
+        legacy::Digest::Crc32c(n) => format!("crc32c:0x{n:08X}"),
+        legacy::Digest::Sha256(h) => format!("sha256:{}", hex::encode(h)),
+        legacy::Digest::Other(s) | legacy::Digest::Malformed(s) => s.clone(),
+    }
+}
+
+/// Inspects a legacy v1.2 / v0.1 file. With `hash`, every component is read (its digest over the
+/// stored bytes verified) and its decoded bytes hashed.
+pub fn inspect_legacy(file: &str, src: MmapSource, hash: bool) -> Result<ZtReport, ToolError> {
+    let bytes = src.size();
+    let r = LegacyReader::open(src)?;
+    let format = match r.version() {
+        legacy::LegacyVersion::V1_2 => "zt-v1",
+        legacy::LegacyVersion::V0_1 => "zt-v0",
+    };
+    let total: u64 = r.objects().iter().flat_map(|o| &o.components).map(|c| c.uncompressed_length.unwrap_or(c.length)).sum();
+    let bar = if hash { progress(total, "hashing") } else { None };
+    let mut tensors = Vec::new();
+    for o in r.objects() {
+        let mut parts = Vec::new();
+        for c in &o.components {
+            let logical = c.logical_type.as_ref().map(|t| t.name().to_string());
+            let nbytes = match c.encoding {
+                legacy::Encoding::Raw => c.length,
+                _ => c.uncompressed_length.unwrap_or(c.length),
+            };
+            let sha256 = if hash { Some(sha256_hex(&r.read_component(o, c)?, bar.as_ref())) } else { None };
+            parts.push(ZtPartInfo {
+                name: c.role.clone(),
+                dtype: c.dtype.name(),
+                logical,
+                encoding: match &c.encoding {
+                    legacy::Encoding::Raw => None,
+                    legacy::Encoding::Zstd => Some("zstd".into()),
+                    legacy::Encoding::Other(s) => Some(s.clone()),
+                },
+                offset: c.offset,
+                length: c.length,
+                shard: None,
+                nbytes,
+                digest: c.digest.as_ref().map(legacy_digest),
+                sha256,
+            });
+        }
+        let dense = o.format == legacy::Format::Dense;
+        let main = if dense { parts.iter().find(|p| p.name == "data") } else { main_part(parts.iter().map(|p| (p.name.as_str(), p))) };
+        let dtype = main
+            .map(|p| match (&p.logical, p.dtype) {
+                (None, d) => d.to_string(),
+                (Some(l), _) => element_name(DType::U8, Some(l)),
+            })
+            .unwrap_or_default();
+        tensors.push(ZtTensorInfo {
+            name: o.name.clone(),
+            kind: kind_of(o.format.name()),
+            dtype,
+            shape: o.shape.clone(),
+            nbytes: if dense { main.map_or(0, |p| p.nbytes) } else { parts.iter().map(|p| p.nbytes).sum() },
+            sha256: if dense { main.and_then(|p| p.sha256.clone()) } else { None },
+            layout: o.format.name().to_string(),
+            parts,
+            attributes: o.attributes.as_ref().map(cbor_to_json),
+        });
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(ZtReport {
+        format,
+        file: file.to_string(),
+        bytes,
+        packets: 0,
+        tensors,
+        data_shard: false,
+        manifest: Some(BlobInfo { offset: r.manifest_offset(), length: bytes.saturating_sub(r.manifest_offset()).saturating_sub(16) }),
+        version: r.manifest_version().map(str::to_string),
+        shards: Vec::new(),
+        attributes: r.attributes().map(cbor_to_json),
+        skipped: r.skipped().to_vec(),
+        warnings: Vec::new(),
+    })
+}
+
+fn shape_str(s: &[u64]) -> String {
+    let inner: Vec<String> = s.iter().map(|d| d.to_string()).collect();
+    format!("[{}]", inner.join(", "))
+}
+
+impl ZtReport {
+    /// The report as an aligned, human-readable table.
+    pub fn to_table(&self) -> String {
+        let mut out = format!(
+            "{}: {} file, {} bytes, {} object{}{}\n",
+            self.file,
+            self.format,
+            self.bytes,
+            self.tensors.len(),
+            if self.tensors.len() == 1 { "" } else { "s" },
+            if self.data_shard { " (a data shard: blobs without a manifest)" } else { "" }
+        );
+        if let Some(v) = &self.version {
+            out.push_str(&format!("manifest version {v}\n"));
+        }
+        for s in &self.shards {
+            out.push_str(&format!(
+                "shard {:?}: {} bytes, {} -> {}\n",
+                s.name,
+                s.size,
+                s.digest,
+                s.file.as_deref().unwrap_or("(not found)")
+            ));
+        }
+        if let Some(a) = &self.attributes {
+            out.push_str(&format!("attributes: {a}\n"));
+        }
+        let hashed = self.tensors.iter().any(|t| t.parts.iter().any(|p| p.sha256.is_some()));
+        let mut rows: Vec<Vec<String>> = vec![["NAME", "LAYOUT", "DTYPE", "SHAPE", "NBYTES", "BLOB", "ENCODING", "DIGEST"].iter().map(|s| s.to_string()).collect()];
+        if hashed {
+            rows[0].push("SHA256".into());
+        }
+        for t in &self.tensors {
+            let single = t.parts.len() == 1;
+            let blob = |p: &ZtPartInfo| match &p.shard {
+                Some(s) => format!("{s}@{}+{}", p.offset, p.length),
+                None => format!("@{}+{}", p.offset, p.length),
+            };
+            let mut r = vec![t.name.clone(), t.layout.clone(), t.dtype.clone(), shape_str(&t.shape), t.nbytes.to_string()];
+            if single {
+                let p = &t.parts[0];
+                r.extend([blob(p), p.encoding.clone().unwrap_or("-".into()), p.digest.clone().unwrap_or("-".into())]);
+                if hashed {
+                    r.push(p.sha256.clone().unwrap_or_default());
+                }
+            } else {
+                r.extend(["".into(), "".into(), "".into()]);
+                if hashed {
+                    r.push(String::new());
+                }
+            }
+            rows.push(r);
+            if !single {
+                for p in &t.parts {
+                    let ty = match &p.logical {
+                        Some(l) => format!("{} ({l})", p.dtype),
+                        None => p.dtype.to_string(),
+                    };
+                    let mut r = vec![format!("  .{}", p.name), String::new(), ty, String::new(), p.nbytes.to_string(), blob(p)];
+                    r.push(p.encoding.clone().unwrap_or("-".into()));
+                    r.push(p.digest.clone().unwrap_or("-".into()));
+                    if hashed {
+                        r.push(p.sha256.clone().unwrap_or_default());
+                    }
+                    rows.push(r);
+                }
+            }
+            if let Some(a) = &t.attributes {
+                rows.push(vec![format!("  attributes: {a}")]);
+            }
+        }
+        for w in &self.warnings {
+            rows.push(vec![format!("warning: {w}")]);
+        }
+        let ncol = rows[0].len();
+        let mut w = vec![0usize; ncol];
+        for r in rows.iter().filter(|r| r.len() == ncol) {
+            for (i, c) in r.iter().enumerate() {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        for r in &rows {
+            let mut line = String::new();
+            for (i, c) in r.iter().enumerate() {
+                if i + 1 == r.len() {
+                    line.push_str(c);
+                } else {
+                    let pad = w[i].saturating_sub(c.chars().count());
+                    if i == 4 {
+                        line.push_str(&" ".repeat(pad));
+                        line.push_str(c);
+                    } else {
+                        line.push_str(c);
+                        line.push_str(&" ".repeat(pad));
+                    }
+                    line.push_str("  ");
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// verify
+
+/// What `verify` checked.
+#[derive(Clone, Debug, Default)]
+pub struct VerifySummary {
+    /// The format verified.
+    pub format: &'static str,
+    /// Objects (or tensors) in the file.
+    pub objects: usize,
+    /// The core's report (`.zt` v2).
+    pub report: VerifyReport,
+    /// Parts / components read and checked (legacy, Tenso).
+    pub parts: u64,
+    /// A data shard (frame only).
+    pub data_shard: bool,
+    /// Canonical form was checked and holds.
+    pub canonical: bool,
+}
+
+impl fmt::Display for VerifySummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.data_shard {
+            write!(f, "ok: a valid {} data shard (container frame; no manifest)", self.format)?;
+        } else if self.format == "zt" {
+            let r = &self.report;
+            write!(
+                f,
+                "ok: {} object{}, {} part digest{} verified, {} part{} without digest (content rules checked)",
+                self.objects,
+                if self.objects == 1 { "" } else { "s" },
+                r.parts_digest_checked,
+                if r.parts_digest_checked == 1 { "" } else { "s" },
+                r.parts_without_digest,
+                if r.parts_without_digest == 1 { "" } else { "s" },
+            )?;
+            if r.shards_checked > 0 {
+                write!(f, ", {} shard file digest{} verified", r.shards_checked, if r.shards_checked == 1 { "" } else { "s" })?;
+            }
+            if !r.unresolved.is_empty() {
+                write!(f, "; {} part{} in shards not checked (use --deep)", r.unresolved.len(), if r.unresolved.len() == 1 { "" } else { "s" })?;
+            }
+        } else {
+            write!(f, "ok: {} {} tensor{}, {} component{} checked", self.objects, self.format, if self.objects == 1 { "" } else { "s" }, self.parts, if self.parts == 1 { "" } else { "s" })?;
+        }
+        if self.canonical {
+            write!(f, "; canonical")?;
+        }
+        Ok(())
+    }
+}
+
+/// Verifies a `.zt` v2 file: validation (spec §13), then every object's layout profile, content
+/// rules and digests. `deep` resolves and checks the shards (their parts and whole-file digests);
+/// without it parts in shards are listed as unresolved. `canonical` also checks §10.
+pub fn verify_zt(path: &Path, src: MmapSource, deep: bool, canonical: bool) -> Result<VerifySummary, ToolError> {
+    let (reader, _, _) = if deep { open_zt(path, src, true)? } else { (Reader::open(src)?, Vec::new(), Vec::new()) };
+    let mut s = VerifySummary { format: "zt", objects: reader.len(), data_shard: reader.is_data_shard(), ..Default::default() };
+    if !reader.is_data_shard() {
+        s.report = reader.verify().map_err(|e| with_blob_offset(&reader, e))?;
+    }
+    if canonical {
+        check_canonical(&reader)?;
+        s.canonical = true;
+    }
+    Ok(s)
+}
+
+/// Gives a part error without an offset the offset of the part's blob (so every message says
+/// where to look).
+fn with_blob_offset(reader: &Reader<MmapSource>, mut e: ZtError) -> ZtError {
+    // An object-level data rule (CSR/COO): name the part the message is about.
+    if e.part.is_none()
+        && let Some(o) = e.object.clone()
+        && let Ok(obj) = reader.object(&o)
+    {
+        let named = obj.parts.keys().filter(|p| e.message.contains(p.as_str())).max_by_key(|p| p.len()).cloned();
+        let guess = named.or_else(|| match obj.layout.as_str() {
+            layout::SPARSE_CSR => Some("indices".to_string()),
+            layout::SPARSE_COO => Some("coords".to_string()),
+            _ => None,
+        });
+        if let Some(p) = guess.filter(|p| obj.parts.contains_key(p)) {
+            e.part = Some(p);
+        }
+    }
+    if e.offset.is_none()
+        && let (Some(o), Some(p)) = (&e.object, &e.part)
+        && let Ok(loc) = reader.locate(o, p)
+    {
+        e.offset = Some(loc.offset);
+    }
+    e
+}
+
+/// Verifies a legacy file: every component is read, its digest (over the stored bytes) checked
+/// and zstd components decoded to their exact length.
+pub fn verify_legacy(src: MmapSource, canonical: bool) -> Result<VerifySummary, ToolError> {
+    let r = LegacyReader::open(src)?;
+    let mut parts = 0;
+    for o in r.objects() {
+        for c in &o.components {
+            r.read_component(o, c)?;
+            parts += 1;
+        }
+        r.to_v2_object(o)?;
+    }
+    if canonical {
+        return Err(ToolError::NotCanonical("a legacy .zt file is never in .zt v2 canonical form (convert it first)".into()));
+    }
+    let format = if r.version() == legacy::LegacyVersion::V1_2 { "zt-v1" } else { "zt-v0" };
+    Ok(VerifySummary { format, objects: r.objects().len(), parts, ..Default::default() })
+}
+
+/// A [`Sink`] that compares what a writer produces with existing bytes instead of storing it.
+struct CompareSink<'a> {
+    original: &'a [u8],
+    pos: u64,
+    mismatch: Option<u64>,
+}
+
+impl Sink for CompareSink<'_> {
+    fn write_all(&mut self, buf: &[u8]) -> Result<(), SinkError> {
+        if self.mismatch.is_none() {
+            let start = self.pos as usize;
+            let have = self.original.get(start..).unwrap_or(&[]);
+            let n = have.len().min(buf.len());
+            if let Some(i) = (0..n).find(|&i| have[i] != buf[i]) {
+                self.mismatch = Some(self.pos + i as u64);
+            } else if n < buf.len() {
+                self.mismatch = Some(self.pos + n as u64);
+            }
+        }
+        self.pos += buf.len() as u64;
+        Ok(())
+    }
+    fn position(&self) -> u64 {
+        self.pos
+    }
+    fn read_back(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), SinkError> {
+        // Everything before `mismatch` equals the original; after it the comparison is already
+        // lost, so the original bytes are as good an answer as any.
+        let s = ReadAt::slice(self.original, offset, buf.len() as u64).ok_or_else(|| SinkError(format!("read back past the end at {offset}")))?;
+        buf.copy_from_slice(s);
+        Ok(())
+    }
+    fn truncate(&mut self, len: u64) -> Result<(), SinkError> {
+        if self.mismatch.is_some_and(|m| m >= len) {
+            self.mismatch = None;
+        }
+        self.pos = len;
+        Ok(())
+    }
+}
+
+/// Checks canonical form (spec §10) of an opened, valid file: rule 6 (single file), then rule 4
+/// (every part raw with an `xxh3` digest), then rules 5 and 1–3 by re-encoding the objects
+/// through the canonical writer into a sink that compares with the file byte for byte.
+pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), ToolError> {
+    let nc = |m: String| Err(ToolError::NotCanonical(m));
+    let Some(m) = reader.manifest() else {
+        return nc("rule 1: a data shard has no manifest".into());
+    };
+    if let Some(t) = &m.shards {
+        return nc(format!("rule 6: canonical form is single-file, but the manifest declares {} shard(s)", t.len()));
+    }
+    for (o, obj) in &m.objects {
+        for (p, part) in &obj.parts {
+            if part.encoding.is_some() {
+                return nc(format!("rule 4: {o:?}/{p:?} is stored under an encoding"));
+            }
+            match &part.digest {
+                Some(d) if d.starts_with("xxh3:") => {}
+                Some(d) => return nc(format!("rule 4: {o:?}/{p:?} has digest {d:?}, not xxh3")),
+                None => return nc(format!("rule 4: {o:?}/{p:?} has no digest")),
+            }
+        }
+    }
+    let original = reader.source().bytes();
+    let mut sink = CompareSink { original, pos: 0, mismatch: None };
+    {
+        let mut w = Writer::new(&mut sink, Options::canonical()).map_err(|e| ToolError::Refused(e.to_string()))?;
+        if let Some(a) = &m.attributes {
+            w.set_attributes(a.clone()).map_err(|e| ToolError::NotCanonical(format!("file attributes: {e}")))?;
+        }
+        for (name, o) in &m.objects {
+            let mut spec = ObjectSpec::new(&o.shape, o.layout.clone());
+            spec.attributes = o.attributes.clone();
+            let mut bytes = Vec::with_capacity(o.parts.len());
+            for pn in o.parts.keys() {
+                bytes.push(reader.view(name, pn)?);
+            }
+            let parts: Vec<PartSpec<'_>> = o
+                .parts
+                .iter()
+                .zip(&bytes)
+                .map(|((pn, p), b)| {
+                    let s = PartSpec::new(pn.clone(), p.dtype, b);
+                    match &p.logical {
+                        Some(l) => s.logical(l.clone()),
+                        None => s,
+                    }
+                })
+                .collect();
+            if let Err(e) = w.add_object(name, &spec, &parts) {
+                return nc(match e.rule {
+                    tensorlane_core::zt::writer::WriteRule::Name => format!("rule 5: {e}"),
+                    _ => format!("the canonical writer refuses {name:?}: {e}"),
+                });
+            }
+        }
+        w.finish().map_err(|e| ToolError::NotCanonical(format!("the canonical writer refuses the manifest: {e}")))?;
+    }
+    let end = sink.pos;
+    match sink.mismatch {
+        Some(at) => nc(format!("rules 1-3: the file differs from its canonical encoding at byte {at} (blob placement, order, sharing or manifest)")),
+        None if end != original.len() as u64 => nc(format!(
+            "rule 1: the canonical encoding is {end} bytes, the file {} (unreferenced bytes or an appended generation)",
+            original.len()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Verifies a Tenso packet file: every packet decodes (integrity footers checked).
+pub fn verify_tenso(file: &str, src: &MmapSource, canonical: bool) -> Result<VerifySummary, ToolError> {
+    let r = crate::inspect::inspect_bytes(src.bytes(), file, &Default::default()).map_err(ToolError::Tenso)?;
+    if canonical {
+        return Err(ToolError::NotCanonical("canonical form is defined for .zt v2 files only".into()));
+    }
+    let parts = r.tensors.len() as u64;
+    Ok(VerifySummary { format: "tenso", objects: r.tensors.len(), parts, ..Default::default() })
+}
+
+// ---------------------------------------------------------------------------------------------
+// convert
+
+/// What a conversion may produce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// `.zt` v2, canonical form.
+    Zt,
+    /// A Tenso packet file: one bundle.
+    Tenso,
+}
+
+impl Target {
+    /// Parses `zt` / `tenso`.
+    pub fn parse(s: &str) -> Option<Target> {
+        match s {
+            "zt" => Some(Target::Zt),
+            "tenso" => Some(Target::Tenso),
+            _ => None,
+        }
+    }
+}
+
+/// What [`convert`] did.
+#[derive(Clone, Debug)]
+pub struct Converted {
+    /// Input format.
+    pub from: &'static str,
+    /// Output format.
+    pub to: &'static str,
+    /// Tensors / objects written.
+    pub objects: usize,
+    /// Output size in bytes.
+    pub bytes: u64,
+}
+
+/// Writes `bytes` to `dest` through a temporary file in the same directory (fsync, rename).
+fn publish_bytes(dest: &Path, bytes: &[u8]) -> Result<(), ToolError> {
+    let dir = dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".{}.tmp{}", dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), std::process::id()));
+    let r = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
+        .and_then(|_| std::fs::rename(&tmp, dest));
+    if let Err(e) = r {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(ToolError::Io(format!("cannot write {}: {e}", dest.display())));
+    }
+    Ok(())
+}
+
+/// One object on its way into a canonical `.zt` file.
+struct ZtEntry<'a> {
+    name: String,
+    shape: Vec<u64>,
+    layout: String,
+    attributes: Option<Value<'static>>,
+    parts: Vec<EntryPart<'a>>,
+}
+
+/// A part on its way into a `.zt` file: name, storage dtype, logical type, decoded bytes.
+type EntryPart<'a> = (String, DType, Option<String>, Cow<'a, [u8]>);
+
+fn write_canonical(dest: &Path, mut entries: Vec<ZtEntry<'_>>, attributes: Option<Value<'static>>) -> Result<u64, ToolError> {
+    entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    if let Some(w) = entries.windows(2).find(|w| w[0].name == w[1].name) {
+        return Err(ToolError::Refused(format!("two tensors are named {:?}; .zt object names are unique", w[0].name)));
+    }
+    let total: u64 = entries.iter().flat_map(|e| &e.parts).map(|p| p.3.len() as u64).sum();
+    let bar = progress(total, "writing");
+    let zt_err = |e: ZtWriteError| match e {
+        ZtWriteError::Write(e) => ToolError::from(e),
+        ZtWriteError::Io(p, e) => ToolError::Io(format!("cannot write {}: {e}", p.display())),
+    };
+    let mut w = ZtFile::publish(dest, Options::canonical()).map_err(zt_err)?;
+    if let Some(a) = attributes {
+        w.set_attributes(a)?;
+    }
+    for e in &entries {
+        let mut spec = ObjectSpec::new(&e.shape, e.layout.clone());
+        spec.attributes = e.attributes.clone();
+        let parts: Vec<PartSpec<'_>> = e
+            .parts
+            .iter()
+            .map(|(n, d, l, b)| {
+                let s = PartSpec::new(n.clone(), *d, b);
+                match l {
+                    Some(l) => s.logical(l.clone()),
+                    None => s,
+                }
+            })
+            .collect();
+        w.add_object(&e.name, &spec, &parts)?;
+        if let Some(b) = &bar {
+            b.inc(e.parts.iter().map(|p| p.3.len() as u64).sum());
+        }
+    }
+    let size = w.finish().map_err(zt_err)?.size;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(size)
+}
+
+/// Collects the dense leaves of a packet as `.zt` objects, named like `inspect` names them.
+fn tenso_leaves<'a>(p: &'a Packet<'a>, name: String, out: &mut Vec<ZtEntry<'a>>) -> Result<(), ToolError> {
+    match p {
+        Packet::Dense(t) => {
+            out.push(ZtEntry {
+                name,
+                shape: t.shape().to_vec(),
+                layout: layout::DENSE.into(),
+                attributes: None,
+                parts: vec![("data".into(), t.dtype(), None, Cow::Borrowed(t.data()))],
+            });
+            Ok(())
+        }
+        Packet::Bundle(b) => {
+            for (k, v) in &b.entries {
+                let sub = if name.is_empty() { k.to_string() } else { format!("{name}/{k}") };
+                tenso_leaves(v, sub, out)?;
+            }
+            Ok(())
+        }
+        other => Err(ToolError::Refused(format!(
+            "tenso entry {name:?} is a {} packet; converting to .zt supports dense tensors (and bundles of them) only",
+            other.kind_name()
+        ))),
+    }
+}
+
+/// Converts `input` to `output`. The input format comes from the magic bytes; the target defaults
+/// to `.zt` v2 for Tenso and legacy input and to Tenso for `.zt` v2 input.
+pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Converted, ToolError> {
+    let src = open_source(input)?;
+    let format = detect_source(&src).ok_or_else(|| {
+        ToolError::Refused(format!("{}: unknown format (not a Tenso packet file, .zt v2, or legacy .zt v1/v0)", input.display()))
+    })?;
+    let target = to.unwrap_or(if format == Format::Zt { Target::Tenso } else { Target::Zt });
+    match (format, target) {
+        (Format::Tenso, Target::Zt) => {
+            let data = src.bytes();
+            let mut packets = Vec::new();
+            let mut off = 0usize;
+            while off < data.len() {
+                if !packets.is_empty() && !data[off..].starts_with(&wire::MAGIC) {
+                    break;
+                }
+                let d = wire::decode_with(&data[off..], &DecodeOptions::default()).map_err(|error| {
+                    ToolError::Tenso(crate::inspect::InspectError { packet: packets.len(), packet_offset: off as u64, error })
+                })?;
+                if d.len == 0 {
+                    break;
+                }
+                off += d.len;
+                packets.push(d.packet);
+            }
+            let multi = packets.len() > 1;
+            let mut entries = Vec::new();
+            for (i, p) in packets.iter().enumerate() {
+                let prefix = match (p, multi) {
+                    (Packet::Bundle(_), false) => String::new(),
+                    (Packet::Bundle(_), true) => format!("#{i}"),
+                    _ => format!("#{i}"),
+                };
+                tenso_leaves(p, prefix, &mut entries)?;
+            }
+            let n = entries.len();
+            let bytes = write_canonical(output, entries, None)?;
+            Ok(Converted { from: "tenso", to: "zt", objects: n, bytes })
+        }
+        (Format::ZtV1 | Format::ZtV0, Target::Zt) => {
+            let r = LegacyReader::open(src)?;
+            let mut entries = Vec::new();
+            for o in r.objects() {
+                let v = r.to_v2_object(o)?;
+                entries.push(ZtEntry {
+                    name: v.name,
+                    shape: v.shape,
+                    layout: v.layout,
+                    attributes: v.attributes,
+                    parts: v.parts.into_iter().map(|p| (p.name, p.dtype, p.logical_type, p.bytes)).collect(),
+                });
+            }
+            let n = entries.len();
+            let bytes = write_canonical(output, entries, r.attributes().cloned())?;
+            Ok(Converted { from: format.name(), to: "zt", objects: n, bytes })
+        }
+        (Format::Zt, Target::Zt) => {
+            let (reader, _, _) = open_zt(input, src, true)?;
+            let m = reader.manifest().ok_or_else(|| ToolError::Refused("a data shard describes no tensors; there is nothing to convert".into()))?;
+            let mut entries = Vec::new();
+            for (name, o) in &m.objects {
+                let mut parts = Vec::new();
+                for (pn, p) in &o.parts {
+                    parts.push((pn.clone(), p.dtype, p.logical.clone(), reader.read(name, pn)?));
+                }
+                entries.push(ZtEntry { name: name.clone(), shape: o.shape.clone(), layout: o.layout.clone(), attributes: o.attributes.clone(), parts });
+            }
+            let n = entries.len();
+            let bytes = write_canonical(output, entries, m.attributes.clone())?;
+            Ok(Converted { from: "zt", to: "zt", objects: n, bytes })
+        }
+        (Format::Zt, Target::Tenso) => {
+            let (reader, _, _) = open_zt(input, src, true)?;
+            let m = reader.manifest().ok_or_else(|| ToolError::Refused("a data shard describes no tensors; there is nothing to convert".into()))?;
+            let total: u64 = m.objects.values().flat_map(|o| o.parts.values()).map(|p| p.decoded_size()).sum();
+            let bar = progress(total, "reading");
+            let mut bundle = Bundle::new();
+            for (name, o) in &m.objects {
+                if o.layout != layout::DENSE {
+                    return Err(ToolError::Refused(format!(
+                        "object {name:?} has layout {:?}; a Tenso bundle holds dense tensors only, so this file cannot be converted",
+                        o.layout
+                    )));
+                }
+                let t = reader.tensor(name).map_err(|e| match e.rule {
+                    Rule::Unsupported => ToolError::Refused(format!("object {name:?} cannot be represented in Tenso: {}", e.message)),
+                    _ => ToolError::Zt(e),
+                })?;
+                if let Some(b) = &bar {
+                    b.inc(t.nbytes() as u64);
+                }
+                bundle.entries.push((Cow::Owned(name.clone()), Packet::Dense(t)));
+            }
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+            let n = bundle.entries.len();
+            let bytes = wire::encode(&Packet::Bundle(bundle), &EncodeOptions::default())
+                .map_err(|e| ToolError::Refused(format!("Tenso cannot encode the bundle: {e}")))?;
+            publish_bytes(output, &bytes)?;
+            Ok(Converted { from: "zt", to: "tenso", objects: n, bytes: bytes.len() as u64 })
+        }
+        (f, Target::Tenso) => Err(ToolError::Refused(format!("converting {} to Tenso is not supported (convert it to .zt first)", f.name()))),
+        (f, _) => Err(ToolError::Refused(format!("converting {} is not supported", f.name()))),
+    }
+}
