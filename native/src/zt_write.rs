@@ -29,6 +29,8 @@ use std::io::{self, Read};
 use std::ops::{Deref, DerefMut};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, mpsc};
+use std::thread;
 
 use tensorlane_core::DType;
 use tensorlane_core::zt::writer::{
@@ -39,39 +41,104 @@ use crate::source::FileSource;
 use crate::zt_encode::{CompressionLevel, DEFAULT_FRAME_SIZE, encode_seekable};
 
 const BUF: usize = 4 << 20;
+/// Buffers in flight between the writer and its I/O thread.
+const IN_FLIGHT: usize = 4;
+
+enum Msg {
+    Write(u64, Vec<u8>),
+    Sync(mpsc::SyncSender<io::Result<()>>),
+}
 
 /// A buffered file [`Sink`] that can read back and truncate what it wrote, but never below the
 /// length the file had when it was opened.
+///
+/// Writes are copied into 4 MiB buffers that a background thread `pwrite`s, so hashing the next
+/// part overlaps with the kernel copy of the previous one. Errors surface at the next
+/// `read_back`, `truncate` or `sync`, at the latest when the writer finishes.
 #[derive(Debug)]
 pub struct FileSink {
-    file: File,
+    file: Arc<File>,
     buf: Vec<u8>,
-    /// Bytes already in the file (excluding `buf`).
+    /// Bytes handed to the I/O thread (excluding `buf`).
     flushed: u64,
     /// Never truncate below this.
     floor: u64,
+    tx: Option<mpsc::SyncSender<Msg>>,
+    recycled: mpsc::Receiver<Vec<u8>>,
+    worker: Option<thread::JoinHandle<()>>,
 }
 
 impl FileSink {
     /// Wraps `file`, positioned at its end (`len` bytes). Writes go after `len`.
     pub fn new(file: File, len: u64) -> Self {
-        FileSink { file, buf: Vec::with_capacity(BUF), flushed: len, floor: len }
+        let file = Arc::new(file);
+        let (tx, rx) = mpsc::sync_channel::<Msg>(IN_FLIGHT);
+        let (back_tx, recycled) = mpsc::sync_channel::<Vec<u8>>(IN_FLIGHT + 2);
+        let f = Arc::clone(&file);
+        let worker = thread::spawn(move || {
+            let mut failed: Option<io::Error> = None;
+            for msg in rx {
+                match msg {
+                    Msg::Write(off, mut b) => {
+                        if failed.is_none() {
+                            if let Err(e) = f.write_all_at(&b, off) {
+                                failed = Some(e);
+                            }
+                        }
+                        b.clear();
+                        let _ = back_tx.try_send(b);
+                    }
+                    Msg::Sync(ack) => {
+                        let _ = ack.send(match failed.take() {
+                            Some(e) => Err(e),
+                            None => Ok(()),
+                        });
+                    }
+                }
+            }
+        });
+        FileSink { file, buf: Vec::with_capacity(BUF), flushed: len, floor: len, tx: Some(tx), recycled, worker: Some(worker) }
     }
 
+    /// Hands the buffer to the I/O thread.
     fn flush_buf(&mut self) -> io::Result<()> {
-        if !self.buf.is_empty() {
-            self.file.write_all_at(&self.buf, self.flushed)?;
-            self.flushed += self.buf.len() as u64;
-            self.buf.clear();
+        if self.buf.is_empty() {
+            return Ok(());
         }
+        let next = self.recycled.try_recv().unwrap_or_else(|_| Vec::with_capacity(BUF));
+        let full = std::mem::replace(&mut self.buf, next);
+        let n = full.len() as u64;
+        self.tx.as_ref().expect("open").send(Msg::Write(self.flushed, full)).map_err(|_| io::Error::other("the write thread stopped"))?;
+        self.flushed += n;
         Ok(())
     }
 
-    /// Flushes and fsyncs the file, returning it.
-    pub fn sync(mut self) -> io::Result<File> {
+    /// Flushes and waits until every byte is in the file; reports the first write error.
+    fn drain(&mut self) -> io::Result<()> {
         self.flush_buf()?;
-        self.file.sync_all()?;
-        Ok(self.file)
+        let (ack_tx, ack) = mpsc::sync_channel(1);
+        self.tx.as_ref().expect("open").send(Msg::Sync(ack_tx)).map_err(|_| io::Error::other("the write thread stopped"))?;
+        ack.recv().map_err(|_| io::Error::other("the write thread stopped"))?
+    }
+
+    /// Flushes and fsyncs the file.
+    pub fn sync(mut self) -> io::Result<()> {
+        self.drain()?;
+        self.file.sync_all()
+    }
+
+    /// Flushes without fsync, waiting for the I/O thread.
+    pub fn flush(mut self) -> io::Result<()> {
+        self.drain()
+    }
+}
+
+impl Drop for FileSink {
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
     }
 }
 
@@ -80,15 +147,15 @@ fn io_err(what: &str, e: io::Error) -> SinkError {
 }
 
 impl Sink for FileSink {
-    fn write_all(&mut self, data: &[u8]) -> Result<(), SinkError> {
-        if self.buf.len() + data.len() > BUF {
-            self.flush_buf().map_err(|e| io_err("write", e))?;
-        }
-        if data.len() >= BUF {
-            self.file.write_all_at(data, self.flushed).map_err(|e| io_err("write", e))?;
-            self.flushed += data.len() as u64;
-        } else {
-            self.buf.extend_from_slice(data);
+    fn write_all(&mut self, mut data: &[u8]) -> Result<(), SinkError> {
+        while !data.is_empty() {
+            let room = BUF - self.buf.len();
+            let n = room.min(data.len());
+            self.buf.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            if self.buf.len() == BUF {
+                self.flush_buf().map_err(|e| io_err("write", e))?;
+            }
         }
         Ok(())
     }
@@ -96,14 +163,14 @@ impl Sink for FileSink {
         self.flushed + self.buf.len() as u64
     }
     fn read_back(&mut self, offset: u64, out: &mut [u8]) -> Result<(), SinkError> {
-        self.flush_buf().map_err(|e| io_err("flush before read back", e))?;
+        self.drain().map_err(|e| io_err("write", e))?;
         self.file.read_exact_at(out, offset).map_err(|e| io_err("read back", e))
     }
     fn truncate(&mut self, len: u64) -> Result<(), SinkError> {
         if len < self.floor {
             return Err(SinkError(format!("refusing to truncate to {len}: the file held {} bytes before this writer (an append never truncates)", self.floor)));
         }
-        self.flush_buf().map_err(|e| io_err("flush before truncate", e))?;
+        self.drain().map_err(|e| io_err("write", e))?;
         self.file.set_len(len).map_err(|e| io_err("truncate", e))?;
         self.flushed = len;
         Ok(())
@@ -223,8 +290,13 @@ impl ZtFile {
     }
 
     fn finished(&mut self, done: Finished<FileSink>) -> Result<Written, ZtWriteError> {
-        let file = done.sink.sync().map_err(at(&self.dest))?;
-        drop(file);
+        // Durability is promised by publish (and an append, which cannot be undone otherwise);
+        // a plain create only flushes, like any buffered file write.
+        if matches!(self.mode, Mode::Direct) {
+            done.sink.flush().map_err(at(&self.dest))?;
+        } else {
+            done.sink.sync().map_err(at(&self.dest))?;
+        }
         if let Mode::Publish { temp } = &self.mode {
             fs::rename(temp, &self.dest).map_err(at(&self.dest))?;
             self.mode = Mode::Direct;
@@ -236,7 +308,8 @@ impl ZtFile {
         Ok(Written { path: self.dest.clone(), size: done.size, manifest_offset: done.manifest_offset, manifest: done.manifest })
     }
 
-    /// Writes the manifest and footer, fsyncs, and (when publishing) renames into place.
+    /// Writes the manifest and footer; when publishing or appending, fsyncs (and renames the
+    /// temporary file into place, then fsyncs the directory).
     pub fn finish(mut self) -> Result<Written, ZtWriteError> {
         let w = self.writer.take().expect("writer present until finish");
         let done = w.finish()?;
