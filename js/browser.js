@@ -3,11 +3,13 @@
 // Decoded TypedArrays are views on the caller's ArrayBuffer, never on wasm memory.
 import { glue, wasmBackend } from './wasm-backend.js';
 import { makeApi } from './common.js';
+import { makeZt } from './zt.js';
 
 const exports = await glue.default({ module_or_path: new URL('../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url) });
-const api = makeApi(wasmBackend(exports));
+const backend = wasmBackend(exports);
+const api = { ...makeApi(backend), ...makeZt(backend) };
 
-export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes } = api;
+export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, writeZt } = api;
 export const backendName = 'wasm';
 /** The wasm instance's WebAssembly.Memory. */
 export const wasmMemory = () => exports.memory;

@@ -221,6 +221,11 @@ export declare class TensorlaneError extends Error {
   offset: number | undefined;
   /** Bundle keys / sparse component names leading to the fault ('' at top level). */
   path: string;
+  /** `.zt` errors: the spec's rule name (`'BlobAlignment'`, `'Digest'`, ...; `'Unsupported'`, `'NotFound'` for non-rejections). */
+  rule?: string;
+  /** `.zt` errors: the object and part concerned, when the message names them. */
+  object?: string;
+  part?: string;
 }
 
 /** dtype -> TypedArray constructor. */
@@ -231,3 +236,111 @@ export declare function copiedBytes(): number;
 
 /** 'addon' or 'wasm'. */
 export declare const backendName: 'addon' | 'wasm';
+
+// ---------------------------------------------------------------------------------------------
+// .zt v2 containers
+
+/** Element type names of `.zt` objects: the dense dtypes, FP8/FP4 (raw bytes) or an unknown logical type. */
+export type ZtElementType = DType | 'float8_e4m3fn' | 'float8_e5m2' | 'float8_e4m3fnuz' | 'float8_e5m2fnuz' | 'float8_e8m0fnu' | 'float4_e2m1fn' | (string & {});
+
+/** One part of an object, as `metadata()` describes it. */
+export interface ZtPartMetadata {
+  /** Storage dtype (NumPy name; `bool` is stored as `uint8` with type `bool`). */
+  dtype: DType;
+  /** Logical type as written (`bool`, `f4_e2m1`, `complex64`, ...). */
+  type?: string;
+  /** Encoding id (`zt.zstd-seekable/1`); undefined = raw. */
+  encoding?: string;
+  /** Decoded bytes. */
+  nbytes: number;
+  /** `algo:hex` over the decoded bytes. */
+  digest?: string;
+  /** Blob offset and stored length (in `shard` when set). */
+  offset: number;
+  length: number;
+  shard?: string;
+}
+
+export interface ZtMetadata {
+  layout: string;
+  shape: number[];
+  /** Element type of a dense object. */
+  dtype?: ZtElementType;
+  parts: Record<string, ZtPartMetadata>;
+  attributes?: Record<string, unknown>;
+}
+
+/**
+ * A dense object. `data` is a view on the source (the caller's buffer, the mapped file in Node,
+ * or the bytes read from a Blob) when the part is raw and aligned (`copied: false`); a copy when
+ * it was decoded (zstd) or misaligned. FP8/FP4/unknown types come back as raw Uint8Array bytes.
+ */
+export interface ZtDense {
+  dtype: ZtElementType;
+  shape: number[];
+  data: AnyTypedArray;
+  copied: boolean;
+}
+
+/** A non-dense object (sparse, quantized, ...): its parts' data, structurally. */
+export interface ZtObject {
+  layout: string;
+  shape: number[];
+  attributes?: Record<string, unknown>;
+  parts: Record<string, { dtype: DType; type?: string; data: AnyTypedArray; copied: boolean }>;
+}
+
+export interface ZtVerifyReport {
+  partsDigestChecked: number;
+  partsWithoutDigest: number;
+  /** [object, part] pairs in shards that were not checked. */
+  unresolved: [string, string][];
+  dataShard: boolean;
+}
+
+interface ZtReaderBase {
+  /** Object names in bytewise order. */
+  keys(): string[];
+  /** Shape, layout, parts and attributes of an object (sync for every source). */
+  metadata(name: string): ZtMetadata;
+  readonly dataShard: boolean;
+  readonly attributes?: Record<string, unknown>;
+  readonly shards?: Record<string, { size: number; digest: string }>;
+}
+
+/** A reader over bytes in memory (a Uint8Array/ArrayBuffer, or a path in Node): everything is synchronous. */
+export interface ZtReader extends ZtReaderBase {
+  readonly lazy: false;
+  get(name: string): ZtDense | ZtObject;
+  /** Deep verify; throws a TensorlaneError with `rule` on the first failure. */
+  verify(): ZtVerifyReport;
+}
+
+/** A reader over a Blob/File: open read only the header, footer and manifest; `get` and `verify` read (async). */
+export interface ZtBlobReader extends ZtReaderBase {
+  readonly lazy: true;
+  get(name: string): Promise<ZtDense | ZtObject>;
+  /** Reads the whole Blob, then verifies. */
+  verify(): Promise<ZtVerifyReport>;
+}
+
+/**
+ * Opens a `.zt` v2 file (validated like the spec's §13; shards are not resolved at open).
+ * A path (Node only: mapped by the addon, read by the wasm backend; shards are found next to it
+ * as `<stem>-<name>.zt`) or bytes give a synchronous reader; a Blob/File gives a Promise of a
+ * lazy reader.
+ */
+export declare function open(source: string | Uint8Array | ArrayBuffer | ArrayBufferView): ZtReader;
+export declare function open(source: Blob): Promise<ZtBlobReader>;
+
+/** What `writeZt` accepts per object. */
+export type ZtEntry =
+  | AnyTypedArray
+  | { dtype?: ZtElementType; shape?: number[]; data: AnyTypedArray | ArrayBuffer; attributes?: Record<string, unknown> }
+  | { layout: string; shape: number[]; attributes?: Record<string, unknown>; parts: Record<string, { dtype?: ZtElementType; type?: string; data: AnyTypedArray | ArrayBuffer }> };
+
+/** Writes a `.zt` v2 file (canonical form by default: byte-identical to the reference writer) and returns its bytes. */
+export declare function writeZt(
+  entries: Record<string, ZtEntry> | Map<string, ZtEntry> | [string, ZtEntry][],
+  options?: { canonical?: boolean; attributes?: Record<string, unknown> },
+): Uint8Array;

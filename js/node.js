@@ -2,7 +2,10 @@
 // when the addon is missing or TENSORLANE_BACKEND=wasm. TENSORLANE_BACKEND=addon makes a missing
 // addon an error instead of a fallback.
 import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import { basename, dirname, extname, join } from 'node:path';
 import { makeApi } from './common.js';
+import { makeZt } from './zt.js';
 
 const require = createRequire(import.meta.url);
 const want = process.env.TENSORLANE_BACKEND ?? '';
@@ -24,6 +27,18 @@ if (want !== 'wasm') {
   }
 }
 
+/**
+ * Where shard `name` of the root file `root` is: `<stem>-<name>.zt` next to it (the reference
+ * convention), else `<name>` or `<name>.zt` in the same directory (shard names are single path
+ * components by the spec's naming rule).
+ */
+export function shardPath(root, name) {
+  const dir = dirname(root);
+  const stem = basename(root, extname(root));
+  for (const f of [join(dir, `${stem}-${name}.zt`), join(dir, name), join(dir, `${name}.zt`)]) if (existsSync(f)) return f;
+  return null;
+}
+
 let api;
 let memory = () => undefined;
 if (addon) {
@@ -35,13 +50,14 @@ if (addon) {
     copiedBytes: addon.copiedBytes,
     RawStreamDecoder: addon.RawStreamDecoder,
   });
+  api = { ...api, ...makeZt(addon, { openPath: (p) => addon.ztMmap(p), shardPath }) };
 } else {
   const wasm = await import('./wasm-node.js');
   api = wasm.default;
   memory = wasm.wasmMemory;
 }
 
-export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes } = api;
+export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, writeZt } = api;
 /** 'addon' or 'wasm'. */
 export const backendName = api.backend;
 /** Why the addon was not used (null when it was, or when wasm was requested). */

@@ -13,6 +13,10 @@ export function wasmBackend(exports) {
     dequantizeRaw: glue.dequantizeRaw,
     copiedBytes: glue.copiedBytes,
     RawStreamDecoder: glue.RawStreamDecoder,
+    ztOpenRaw: glue.ztOpenRaw,
+    ztDecodeRaw: glue.ztDecodeRaw,
+    ztVerifyRaw: glue.ztVerifyRaw,
+    ztWriteRaw: glue.ztWriteRaw,
     /** The wasm instance's memory (tests check that views survive its growth). */
     memory: () => exports.memory,
   };

@@ -96,3 +96,70 @@ impl RawStreamDecoder {
         self.inner.buffered() as f64
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// .zt (see wasm/src/zt_common.rs, shared with the wasm backend)
+
+#[path = "../../wasm/src/zt_common.rs"]
+mod zt_common;
+
+fn pieces<'a>(size: f64, starts: &[f64], lens: &[f64], joined: &'a [u8]) -> Result<Vec<(u64, &'a [u8])>> {
+    let mut out = Vec::with_capacity(starts.len());
+    let mut at = 0usize;
+    for (&s, &l) in starts.iter().zip(lens) {
+        let l = l as usize;
+        let b = joined.get(at..at + l).ok_or_else(|| err("ztOpenRaw: pieces exceed the joined bytes"))?;
+        out.push((s as u64, b));
+        at += l;
+    }
+    let _ = size;
+    Ok(out)
+}
+
+/// Validates a `.zt` image from the pieces JS read (header, tail window, manifest) and describes
+/// it as JSON (`wasm/src/zt_common.rs`). `joined` holds the pieces back to back.
+#[napi(js_name = "ztOpenRaw")]
+pub fn zt_open_raw(size: f64, starts: Vec<f64>, lens: Vec<f64>, joined: &[u8]) -> Result<String> {
+    zt_common::open_pieces(size as u64, pieces(size, &starts, &lens, joined)?).map_err(err)
+}
+
+/// Decodes an encoded part's stored bytes.
+#[napi(js_name = "ztDecodeRaw")]
+pub fn zt_decode_raw(stored: &[u8], encoding: String, decoded_length: f64) -> Result<Buffer> {
+    zt_common::decode_part(stored, &encoding, decoded_length as u64).map(Buffer::from).map_err(err)
+}
+
+/// Deep-verifies a whole in-memory `.zt` file (read in place).
+#[napi(js_name = "ztVerifyRaw")]
+pub fn zt_verify_raw(bytes: &[u8]) -> Result<String> {
+    zt_common::verify_image(bytes).map_err(err)
+}
+
+/// Writes a `.zt` file from a plan (see `zt_common::write_plan`).
+#[napi(js_name = "ztWriteRaw")]
+pub fn zt_write_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Buffer> {
+    let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
+    zt_common::write_plan(&plan, &refs).map(Buffer::from).map_err(err)
+}
+
+/// Maps the file at `path` and returns it as an external Buffer over the mapping (no copy; the
+/// mapping lives as long as the Buffer). The mapping is private copy-on-write, so a write from JS
+/// never reaches the file. Files under 64 KiB are read instead.
+#[napi(js_name = "ztMmap")]
+pub fn zt_mmap<'env>(env: &'env Env, path: String) -> Result<BufferSlice<'env>> {
+    let file = std::fs::File::open(&path).map_err(|e| err(format!("cannot open {path}: {e}")))?;
+    let len = file.metadata().map_err(|e| err(format!("cannot stat {path}: {e}")))?.len();
+    if len < 65536 {
+        let data = std::fs::read(&path).map_err(|e| err(format!("cannot read {path}: {e}")))?;
+        return BufferSlice::from_data(env, data);
+    }
+    // SAFETY: a private (copy-on-write) mapping: writes through it stay in this process. Another
+    // process truncating the file while it is mapped is outside what a mapped reader can guard
+    // against (as for every mmap-based reader).
+    let mut map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }.map_err(|e| err(format!("cannot map {path}: {e}")))?;
+    let ptr = map.as_mut_ptr();
+    let n = map.len();
+    // SAFETY: `ptr` points at `n` bytes owned by `map`, which the finaliser drops only when the
+    // Buffer is collected.
+    unsafe { BufferSlice::from_external(env, ptr, n, map, |_, m| drop(m)) }
+}

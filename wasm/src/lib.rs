@@ -34,6 +34,7 @@ use tensorlane_core::wire::{self, DecodeOptions, Measure, StreamDecoder, flags};
 use wasm_bindgen::prelude::*;
 
 pub mod common;
+pub mod zt_common;
 
 /// Bytes of each (sub-)packet read to parse its header: 10 (v4 header) + 32 * 4 (shape) + 1
 /// (alignment exponent) = 139 at most for a dense packet.
@@ -282,4 +283,43 @@ impl RawStreamDecoder {
     pub fn buffered(&self) -> f64 {
         self.inner.buffered() as f64
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// .zt (see zt_common.rs, shared with the addon)
+
+/// Validates a `.zt` image from the pieces JS read (header, tail window, manifest; back to back
+/// in `joined`, at `starts` with lengths `lens`) and describes it as JSON. Only these pieces are
+/// copied into wasm memory.
+#[wasm_bindgen(js_name = ztOpenRaw)]
+pub fn zt_open_raw(size: f64, starts: &[f64], lens: &[f64], joined: &[u8]) -> Result<String, JsError> {
+    let mut pieces = Vec::with_capacity(starts.len());
+    let mut at = 0usize;
+    for (&s, &l) in starts.iter().zip(lens) {
+        let l = l as usize;
+        let b = joined.get(at..at + l).ok_or_else(|| JsError::new("ztOpenRaw: pieces exceed the joined bytes"))?;
+        pieces.push((s as u64, b));
+        at += l;
+    }
+    zt_common::open_pieces(size as u64, pieces).map_err(|e| JsError::new(&e))
+}
+
+/// Decodes an encoded part (copied in; the decoded bytes are copied out to a fresh JS buffer).
+#[wasm_bindgen(js_name = ztDecodeRaw)]
+pub fn zt_decode_raw(stored: &[u8], encoding: &str, decoded_length: f64) -> Result<Vec<u8>, JsError> {
+    zt_common::decode_part(stored, encoding, decoded_length as u64).map_err(|e| JsError::new(&e))
+}
+
+/// Deep-verifies a whole `.zt` file (copied into wasm memory).
+#[wasm_bindgen(js_name = ztVerifyRaw)]
+pub fn zt_verify_raw(bytes: &[u8]) -> Result<String, JsError> {
+    zt_common::verify_image(bytes).map_err(|e| JsError::new(&e))
+}
+
+/// Writes a `.zt` file from a plan (see `zt_common::write_plan`).
+#[wasm_bindgen(js_name = ztWriteRaw)]
+pub fn zt_write_raw(plan: &str, bufs: &Array) -> Result<Vec<u8>, JsError> {
+    let owned = buffers(bufs);
+    let refs: Vec<&[u8]> = owned.iter().map(|v| v.as_slice()).collect();
+    zt_common::write_plan(plan, &refs).map_err(|e| JsError::new(&e))
 }
