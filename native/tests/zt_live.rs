@@ -120,21 +120,7 @@ fn cbor_of(j: &Json) -> Value<'static> {
 }
 
 fn dtype_of(zt: &str) -> DType {
-    match zt {
-        "f64" => DType::F64,
-        "f32" => DType::F32,
-        "f16" => DType::F16,
-        "bf16" => DType::BF16,
-        "i64" => DType::I64,
-        "i32" => DType::I32,
-        "i16" => DType::I16,
-        "i8" => DType::I8,
-        "u64" => DType::U64,
-        "u32" => DType::U32,
-        "u16" => DType::U16,
-        "u8" => DType::U8,
-        other => panic!("unknown dtype {other}"),
-    }
+    tensorlane_core::zt::format::dtype_from_zt(zt).unwrap_or_else(|| panic!("unknown dtype {zt}"))
 }
 
 fn sha256_hex(b: &[u8]) -> String {

@@ -440,24 +440,9 @@ fn le_u64(b: &[u8]) -> u64 {
     u64::from_le_bytes(w)
 }
 
-/// Parses a v1.2 dtype name.
+/// Parses a v1.2 dtype name: v2's twelve storage names, plus `bool`.
 fn dtype_v1(s: &str) -> Option<DType> {
-    Some(match s {
-        "f64" => DType::F64,
-        "f32" => DType::F32,
-        "f16" => DType::F16,
-        "bf16" => DType::BF16,
-        "i64" => DType::I64,
-        "i32" => DType::I32,
-        "i16" => DType::I16,
-        "i8" => DType::I8,
-        "u64" => DType::U64,
-        "u32" => DType::U32,
-        "u16" => DType::U16,
-        "u8" => DType::U8,
-        "bool" => DType::Bool,
-        _ => return None,
-    })
+    if s == "bool" { Some(DType::Bool) } else { super::format::dtype_from_zt(s) }
 }
 
 /// Parses a v0.1 dtype name (NumPy style).
