@@ -27,7 +27,10 @@ impl fmt::Display for SourceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SourceError::OutOfBounds { offset, len, size } => {
-                write!(f, "range [{offset}, {offset}+{len}) runs past the end of a {size}-byte source")
+                write!(
+                    f,
+                    "range [{offset}, {offset}+{len}) runs past the end of a {size}-byte source"
+                )
             }
             SourceError::Io(e) => write!(f, "read failed: {e}"),
         }
@@ -75,8 +78,11 @@ impl ReadAt for [u8] {
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
-        let s = ReadAt::slice(self, offset, buf.len() as u64)
-            .ok_or(SourceError::OutOfBounds { offset, len: buf.len() as u64, size: self.len() as u64 })?;
+        let s = ReadAt::slice(self, offset, buf.len() as u64).ok_or(SourceError::OutOfBounds {
+            offset,
+            len: buf.len() as u64,
+            size: self.len() as u64,
+        })?;
         buf.copy_from_slice(s);
         Ok(())
     }

@@ -77,18 +77,17 @@ impl fmt::Debug for Tensor<'_> {
 impl<'a> Tensor<'a> {
     /// Builds a tensor from little-endian element bytes; `data.len()` must equal
     /// `numel(shape) * dtype.itemsize()`.
-    pub fn new(
-        dtype: DType,
-        shape: impl Into<Vec<u64>>,
-        data: impl Into<Cow<'a, [u8]>>,
-    ) -> Result<Self, TensorError> {
+    pub fn new(dtype: DType, shape: impl Into<Vec<u64>>, data: impl Into<Cow<'a, [u8]>>) -> Result<Self, TensorError> {
         let shape = shape.into();
         let data = data.into();
         let expected = numel(&shape)
             .and_then(|n| n.checked_mul(dtype.itemsize() as u64))
             .ok_or(TensorError::ShapeOverflow)?;
         if expected != data.len() as u64 {
-            return Err(TensorError::LengthMismatch { expected, actual: data.len() });
+            return Err(TensorError::LengthMismatch {
+                expected,
+                actual: data.len(),
+            });
         }
         Ok(Tensor { dtype, shape, data })
     }
@@ -107,7 +106,10 @@ impl<'a> Tensor<'a> {
             ByteOrder::Big => {
                 let mut owned = data.to_vec();
                 swap_lanes(&mut owned, dtype.lane_size());
-                Tensor { data: Cow::Owned(owned), ..t }
+                Tensor {
+                    data: Cow::Owned(owned),
+                    ..t
+                }
             }
         })
     }
@@ -157,7 +159,11 @@ impl<'a> Tensor<'a> {
 
     /// Detaches the tensor from the input buffer (copies the bytes if they were borrowed).
     pub fn into_owned(self) -> Tensor<'static> {
-        Tensor { dtype: self.dtype, shape: self.shape, data: Cow::Owned(self.data.into_owned()) }
+        Tensor {
+            dtype: self.dtype,
+            shape: self.shape,
+            data: Cow::Owned(self.data.into_owned()),
+        }
     }
 
     /// Takes the bytes out (borrowed or owned).
@@ -183,7 +189,12 @@ impl<'a> Tensor<'a> {
         if let Some(s) = self.as_slice::<T>() {
             return Some(Cow::Borrowed(s));
         }
-        Some(Cow::Owned(self.data.chunks_exact(core::mem::size_of::<T>()).map(T::read_le).collect()))
+        Some(Cow::Owned(
+            self.data
+                .chunks_exact(core::mem::size_of::<T>())
+                .map(T::read_le)
+                .collect(),
+        ))
     }
 
     /// Bool elements, validated: `None` if the dtype is not bool or a byte is neither 0 nor 1
@@ -288,7 +299,10 @@ mod tests {
         assert!(Tensor::new(DType::F32, vec![2, 3], &[0u8; 24][..]).is_ok());
         assert_eq!(
             Tensor::new(DType::F32, vec![2, 3], &[0u8; 23][..]).unwrap_err(),
-            TensorError::LengthMismatch { expected: 24, actual: 23 }
+            TensorError::LengthMismatch {
+                expected: 24,
+                actual: 23
+            }
         );
         assert_eq!(
             Tensor::new(DType::F64, vec![u64::MAX, 2], &[][..]).unwrap_err(),

@@ -3,7 +3,8 @@
 
 use proptest::prelude::*;
 use tensorlane_core::wire::{
-    self, Bundle, EncodeOptions, Packet, QDType, Quantized, QuantizeParams, Sparse, SparseFormat, StreamDecoder, Strings,
+    self, Bundle, EncodeOptions, Packet, QDType, QuantizeParams, Quantized, Sparse, SparseFormat, StreamDecoder,
+    Strings,
 };
 use tensorlane_core::{DType, Tensor};
 
@@ -35,27 +36,29 @@ fn quantized() -> impl Strategy<Value = Quantized<'static>> {
 
 fn csr() -> impl Strategy<Value = Sparse<'static>> {
     (1u64..6, 1u64..6).prop_flat_map(|(r, c)| {
-        proptest::collection::vec(proptest::collection::vec(any::<bool>(), c as usize), r as usize).prop_map(move |mask| {
-            let (mut data, mut idx, mut ptr) = (vec![], vec![], vec![0i32]);
-            for row in &mask {
-                for (j, &on) in row.iter().enumerate() {
-                    if on {
-                        data.push(j as f64 + 0.5);
-                        idx.push(j as i32);
+        proptest::collection::vec(proptest::collection::vec(any::<bool>(), c as usize), r as usize).prop_map(
+            move |mask| {
+                let (mut data, mut idx, mut ptr) = (vec![], vec![], vec![0i32]);
+                for row in &mask {
+                    for (j, &on) in row.iter().enumerate() {
+                        if on {
+                            data.push(j as f64 + 0.5);
+                            idx.push(j as i32);
+                        }
                     }
+                    ptr.push(idx.len() as i32);
                 }
-                ptr.push(idx.len() as i32);
-            }
-            Sparse {
-                format: SparseFormat::Csr,
-                shape: vec![r, c],
-                components: [
-                    Tensor::from_values(vec![data.len() as u64], &data).unwrap(),
-                    Tensor::from_values(vec![idx.len() as u64], &idx).unwrap(),
-                    Tensor::from_values(vec![ptr.len() as u64], &ptr).unwrap(),
-                ],
-            }
-        })
+                Sparse {
+                    format: SparseFormat::Csr,
+                    shape: vec![r, c],
+                    components: [
+                        Tensor::from_values(vec![data.len() as u64], &data).unwrap(),
+                        Tensor::from_values(vec![idx.len() as u64], &idx).unwrap(),
+                        Tensor::from_values(vec![ptr.len() as u64], &ptr).unwrap(),
+                    ],
+                }
+            },
+        )
     })
 }
 
@@ -70,15 +73,26 @@ fn leaf() -> impl Strategy<Value = Packet<'static>> {
 
 fn packet() -> impl Strategy<Value = Packet<'static>> {
     leaf().prop_recursive(3, 24, 5, |inner| {
-        proptest::collection::vec(("[a-z\u{e9}]{0,4}", inner), 0..5)
-            .prop_map(|es| Packet::Bundle(Bundle { entries: es.into_iter().map(|(k, v)| (k.into(), v)).collect() }))
+        proptest::collection::vec(("[a-z\u{e9}]{0,4}", inner), 0..5).prop_map(|es| {
+            Packet::Bundle(Bundle {
+                entries: es.into_iter().map(|(k, v)| (k.into(), v)).collect(),
+            })
+        })
     })
 }
 
 fn options() -> impl Strategy<Value = EncodeOptions> {
-    (proptest::sample::select(vec![1u64, 8, 16, 64, 128, 4096]), any::<bool>(), any::<bool>()).prop_map(|(a, i, c)| {
-        EncodeOptions { alignment: a, integrity: i, compress: c, ..Default::default() }
-    })
+    (
+        proptest::sample::select(vec![1u64, 8, 16, 64, 128, 4096]),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(a, i, c)| EncodeOptions {
+            alignment: a,
+            integrity: i,
+            compress: c,
+            ..Default::default()
+        })
 }
 
 proptest! {
@@ -154,7 +168,11 @@ proptest! {
 fn golden_vector_mutation_sweep_never_panics() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/vectors/tenso");
     if !dir.is_dir() {
-        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "golden vectors missing in CI");
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "golden vectors missing in CI"
+        );
         return;
     }
     let mut seed = 0x9E37_79B9_7F4A_7C15u64;
@@ -208,24 +226,50 @@ fn lying_lengths_do_not_allocate() {
     // The stream decoder refuses it as soon as the length prefix arrives.
     let mut s = StreamDecoder::new();
     s.push(&b).unwrap();
-    assert!(matches!(s.next_packet().unwrap_err().kind(), wire::ErrorKind::LimitExceeded { .. }));
+    assert!(matches!(
+        s.next_packet().unwrap_err().kind(),
+        wire::ErrorKind::LimitExceeded { .. }
+    ));
     // A compressed packet declaring 10^9 float64 with a tiny frame: refused before decompressing.
     let t = Tensor::new(DType::F64, vec![1], &[0u8; 8][..]).unwrap();
-    let mut p = wire::encode(&Packet::Dense(t), &EncodeOptions { compress: true, ..Default::default() }).unwrap();
+    let mut p = wire::encode(
+        &Packet::Dense(t),
+        &EncodeOptions {
+            compress: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     p[10..14].copy_from_slice(&1_000_000_000u32.to_le_bytes());
     let e = wire::decode(&p).unwrap_err();
-    assert!(matches!(e.kind(), wire::ErrorKind::LimitExceeded { .. } | wire::ErrorKind::DecompressedSize { .. }), "{e}");
+    assert!(
+        matches!(
+            e.kind(),
+            wire::ErrorKind::LimitExceeded { .. } | wire::ErrorKind::DecompressedSize { .. }
+        ),
+        "{e}"
+    );
 }
 
 #[test]
 fn compressed_bundles_round_trip_and_can_be_made_tenso_readable() {
     let t = Tensor::from_values(vec![1024], &vec![0f32; 1024]).unwrap();
     let b = Packet::Bundle(Bundle::new().with("w", Packet::Dense(t)));
-    let o = EncodeOptions { compress: true, ..Default::default() };
+    let o = EncodeOptions {
+        compress: true,
+        ..Default::default()
+    };
     let bytes = wire::encode(&b, &o).unwrap();
     assert!(bytes.len() < 200);
     assert_eq!(wire::decode(&bytes).unwrap(), b);
-    let plain = wire::encode(&b, &EncodeOptions { compress_in_containers: false, ..o }).unwrap();
+    let plain = wire::encode(
+        &b,
+        &EncodeOptions {
+            compress_in_containers: false,
+            ..o
+        },
+    )
+    .unwrap();
     assert!(plain.len() > 4096);
     assert_eq!(wire::decode(&plain).unwrap(), b);
 }
@@ -239,7 +283,14 @@ fn oversized_entries_and_counts_are_refused_on_encode() {
     }
     let e = wire::encode(&Packet::Bundle(b), &EncodeOptions::default()).unwrap_err();
     assert!(e.to_string().contains("256 entries"), "{e}");
-    let e = wire::encode(&t(), &EncodeOptions { alignment: 3, ..Default::default() }).unwrap_err();
+    let e = wire::encode(
+        &t(),
+        &EncodeOptions {
+            alignment: 3,
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("power of two"));
     let big = Tensor::new(DType::U8, vec![1 << 33], &[][..]);
     assert!(big.is_err());

@@ -13,7 +13,10 @@ fn vectors_dir() -> Option<PathBuf> {
     if d.is_dir() {
         Some(d)
     } else if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("golden vectors missing at {} (CI=true: a missing folder is a failure)", d.display());
+        panic!(
+            "golden vectors missing at {} (CI=true: a missing folder is a failure)",
+            d.display()
+        );
     } else {
         eprintln!("skipping: {} not found", d.display());
         None
@@ -36,7 +39,11 @@ fn cases(sub: &str) -> Vec<Case> {
             continue;
         }
         let json: Value = serde_json::from_str(&std::fs::read_to_string(p.with_extension("json")).unwrap()).unwrap();
-        out.push(Case { name: format!("{sub}{}", p.file_stem().unwrap().to_str().unwrap()), bytes: std::fs::read(&p).unwrap(), json });
+        out.push(Case {
+            name: format!("{sub}{}", p.file_stem().unwrap().to_str().unwrap()),
+            bytes: std::fs::read(&p).unwrap(),
+            json,
+        });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
@@ -93,9 +100,20 @@ fn check(p: &Packet<'_>, exp: &Value, at: &str) -> Result<(), String> {
         }
         ("sparse", Packet::Sparse(s)) => {
             if s.format.name() != exp["format"].as_str().unwrap() || s.shape != shape_of(&exp["shape"]) {
-                return Err(format!("{at}: sparse {} {:?} != {} {}", s.format.name(), s.shape, exp["format"], exp["shape"]));
+                return Err(format!(
+                    "{at}: sparse {} {:?} != {} {}",
+                    s.format.name(),
+                    s.shape,
+                    exp["format"],
+                    exp["shape"]
+                ));
             }
-            for (i, (c, e)) in s.components.iter().zip(exp["components"].as_array().unwrap()).enumerate() {
+            for (i, (c, e)) in s
+                .components
+                .iter()
+                .zip(exp["components"].as_array().unwrap())
+                .enumerate()
+            {
                 check(&Packet::Dense(c.clone()), e, &format!("{at}/component{i}"))?;
             }
             Ok(())
@@ -121,9 +139,19 @@ fn check(p: &Packet<'_>, exp: &Value, at: &str) -> Result<(), String> {
             Ok(())
         }
         ("string", Packet::Strings(s)) => {
-            let want: Vec<&str> = exp["strings"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+            let want: Vec<&str> = exp["strings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
             let got: Vec<&str> = (0..s.len()).map(|i| s.get_str(i).unwrap().unwrap()).collect();
-            let offs: Vec<u64> = exp["offsets"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+            let offs: Vec<u64> = exp["offsets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
             if got != want || s.offsets().collect::<Vec<_>>() != offs {
                 return Err(format!("{at}: strings {got:?} != {want:?}"));
             }
@@ -143,7 +171,9 @@ fn infer_options(b: &[u8]) -> EncodeOptions {
             let kl = u32::from_le_bytes(b[h.len..h.len + 4].try_into().unwrap()) as usize;
             let v = h.len + 4 + kl + 4;
             let leaf = infer_options(&b[v..]);
-            if wire::parse_header(&b[v..]).unwrap().flags & (flags::SPARSE_COO | flags::SPARSE_CSR | flags::SPARSE_CSC) == 0 {
+            if wire::parse_header(&b[v..]).unwrap().flags & (flags::SPARSE_COO | flags::SPARSE_CSR | flags::SPARSE_CSC)
+                == 0
+            {
                 return leaf;
             }
         }
@@ -179,7 +209,12 @@ fn every_valid_vector_decodes_to_its_sidecar() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} of {n} cases failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {n} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     if vectors_dir().is_some() {
         assert!(n >= 107, "only {n} cases found");
     }
@@ -197,7 +232,12 @@ fn every_tenso_packet_reencodes_byte_exact() {
         let opts = infer_options(&c.bytes);
         match wire::encode(&p, &opts) {
             Ok(b) if b == c.bytes => n += 1,
-            Ok(b) => failures.push(format!("{}: {} bytes, tenso wrote {} (opts {opts:?})", c.name, b.len(), c.bytes.len())),
+            Ok(b) => failures.push(format!(
+                "{}: {} bytes, tenso wrote {} (opts {opts:?})",
+                c.name,
+                b.len(),
+                c.bytes.len()
+            )),
             Err(e) => failures.push(format!("{}: encode failed: {e}", c.name)),
         }
         // The vectored form of a dense packet joins to the same bytes and borrows the body.
@@ -207,7 +247,12 @@ fn every_tenso_packet_reencodes_byte_exact() {
             assert_eq!(parts.body_is_borrowed(), !opts.compress, "{}", c.name);
         }
     }
-    assert!(failures.is_empty(), "{} cases differ:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} cases differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     if vectors_dir().is_some() {
         assert!(n >= 98, "only {n} re-encoded");
     }
@@ -235,7 +280,10 @@ fn every_invalid_vector_is_refused_with_a_clear_error() {
         }
         if stem == "version_2_tenso_0_10" {
             // Opt-in legacy read with the v3 rules.
-            let o = DecodeOptions { allow_v2: true, ..Default::default() };
+            let o = DecodeOptions {
+                allow_v2: true,
+                ..Default::default()
+            };
             wire::decode_with(&c.bytes, &o).unwrap();
         }
     }
@@ -257,11 +305,23 @@ fn strict_options_refuse_what_tenso_lets_through() {
     let trailing = std::fs::read(root.join("decode_only/v4_trailing_garbage.tenso")).unwrap();
     let d = wire::decode_with(&trailing, &DecodeOptions::default()).unwrap();
     assert!(d.len < trailing.len());
-    let strict = DecodeOptions { allow_trailing_bytes: false, ..Default::default() };
-    assert!(matches!(wire::decode_with(&trailing, &strict).unwrap_err().kind(), wire::ErrorKind::TrailingBytes(_)));
+    let strict = DecodeOptions {
+        allow_trailing_bytes: false,
+        ..Default::default()
+    };
+    assert!(matches!(
+        wire::decode_with(&trailing, &strict).unwrap_err().kind(),
+        wire::ErrorKind::TrailingBytes(_)
+    ));
     let plain = std::fs::read(root.join("rank1_float32.tenso")).unwrap();
-    let req = DecodeOptions { require_integrity: true, ..Default::default() };
-    assert!(matches!(wire::decode_with(&plain, &req).unwrap_err().kind(), wire::ErrorKind::IntegrityRequired));
+    let req = DecodeOptions {
+        require_integrity: true,
+        ..Default::default()
+    };
+    assert!(matches!(
+        wire::decode_with(&plain, &req).unwrap_err().kind(),
+        wire::ErrorKind::IntegrityRequired
+    ));
     let with = std::fs::read(root.join("integrity_float32_vec.tenso")).unwrap();
     wire::decode_with(&with, &req).unwrap();
 }

@@ -16,7 +16,10 @@ fn shared() -> Option<PathBuf> {
         return Some(p);
     }
     if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("shared test data missing at {} (CI=true: a missing folder is a failure)", p.display());
+        panic!(
+            "shared test data missing at {} (CI=true: a missing folder is a failure)",
+            p.display()
+        );
     }
     eprintln!("skipping: shared test data missing at {}", p.display());
     None
@@ -57,7 +60,8 @@ fn run_case(bytes: &[u8], op: &str, object: &str, part: &str) -> String {
 fn corpus_76_cases() {
     let Some(root) = shared() else { return };
     let dir = root.join("conformance/zt");
-    let exp: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("expectations.json")).unwrap()).unwrap();
+    let exp: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("expectations.json")).unwrap()).unwrap();
     let cases = exp["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 76);
     let mut per_op: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
@@ -76,16 +80,26 @@ fn corpus_76_cases() {
             e.0 += 1;
         } else {
             let detail = match op {
-                "open" => validate(bytes.as_slice()).err().map(|e| e.to_string()).unwrap_or_default(),
+                "open" => validate(bytes.as_slice())
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default(),
                 _ => String::new(),
             };
-            failures.push(format!("{file} {op}({object}/{part}): expected {expect}, got {got} {detail}"));
+            failures.push(format!(
+                "{file} {op}({object}/{part}): expected {expect}, got {got} {detail}"
+            ));
         }
     }
     for (op, (pass, total)) in &per_op {
         eprintln!("corpus {op}: {pass}/{total}");
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// The six reject/ files that open and fail only at a later operation (spec §17.3) must open.
@@ -116,8 +130,15 @@ fn sha256_hex(b: &[u8]) -> String {
 }
 
 fn fixture_manifest(root: &Path) -> Vec<serde_json::Value> {
-    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(root.join("fixtures/manifest.json")).unwrap()).unwrap();
-    m["files"].as_array().unwrap().iter().filter(|f| f["format"] == "zt").cloned().collect()
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("fixtures/manifest.json")).unwrap()).unwrap();
+    m["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["format"] == "zt")
+        .cloned()
+        .collect()
 }
 
 fn zt_dtype_name(numpy: &str) -> (&'static str, Option<&'static str>) {
@@ -145,7 +166,9 @@ fn open_with_shards<'a>(root: &Path, file: &str, bytes: &'a [u8], store: &'a [(S
     let _ = root;
     for n in names {
         let src = store.iter().find(|(k, _)| *k == n).map(|(_, v)| v.as_slice()).unwrap();
-        r = r.with_shard(&n, src).unwrap_or_else(|e| panic!("{file}: shard {n}: {e}"));
+        r = r
+            .with_shard(&n, src)
+            .unwrap_or_else(|e| panic!("{file}: shard {n}: {e}"));
     }
     r
 }
@@ -165,7 +188,10 @@ fn fixtures_read_to_manifest() {
         let mut store = Vec::new();
         if let Ok(Image::Model(m)) = validate(bytes.as_slice()) {
             for n in m.shards.iter().flat_map(|t| t.keys()) {
-                store.push((n.clone(), std::fs::read(root.join("fixtures").join(format!("{stem}-{n}.zt"))).unwrap()));
+                store.push((
+                    n.clone(),
+                    std::fs::read(root.join("fixtures").join(format!("{stem}-{n}.zt"))).unwrap(),
+                ));
             }
         }
         let r = open_with_shards(&root, file, &bytes, &store);
@@ -180,7 +206,12 @@ fn fixtures_read_to_manifest() {
         for t in tensors {
             let name = t["name"].as_str().unwrap();
             let o = r.object(name).unwrap();
-            let shape: Vec<u64> = t["shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+            let shape: Vec<u64> = t["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
             assert_eq!(o.shape, shape, "{file} {name}");
             assert_eq!(o.layout, t["zt_layout"].as_str().unwrap(), "{file} {name}");
             let parts: Vec<(String, String, Option<String>, u64, String)> = if let Some(ps) = t["parts"].as_object() {
@@ -188,7 +219,13 @@ fn fixtures_read_to_manifest() {
                     .map(|(pn, p)| {
                         let (d, _) = zt_dtype_name(p["dtype"].as_str().unwrap());
                         let l = p["logical"].as_str().map(String::from);
-                        (pn.clone(), d.to_string(), l, p["nbytes"].as_u64().unwrap(), p["sha256"].as_str().unwrap().to_string())
+                        (
+                            pn.clone(),
+                            d.to_string(),
+                            l,
+                            p["nbytes"].as_u64().unwrap(),
+                            p["sha256"].as_str().unwrap().to_string(),
+                        )
                     })
                     .collect()
             } else {
@@ -203,7 +240,11 @@ fn fixtures_read_to_manifest() {
             };
             for (pn, dtype, logical, nbytes, sha) in parts {
                 let p = r.part(name, &pn).unwrap();
-                assert_eq!(tensorlane_core::zt::format::dtype_zt_name(p.dtype), Some(dtype.as_str()), "{file} {name}/{pn}");
+                assert_eq!(
+                    tensorlane_core::zt::format::dtype_zt_name(p.dtype),
+                    Some(dtype.as_str()),
+                    "{file} {name}/{pn}"
+                );
                 assert_eq!(p.logical, logical, "{file} {name}/{pn}");
                 let data = r.read(name, &pn).unwrap_or_else(|e| panic!("{file} {name}/{pn}: {e}"));
                 assert_eq!(data.len() as u64, nbytes, "{file} {name}/{pn}");
@@ -213,7 +254,11 @@ fn fixtures_read_to_manifest() {
                     None => assert_eq!(r.view(name, &pn).unwrap(), &data[..], "{file} {name}/{pn}"),
                     Some(_) => assert_eq!(r.view(name, &pn).unwrap_err().rule, Rule::Unsupported),
                 }
-                assert!(r.verify_part(name, &pn).unwrap_or_else(|e| panic!("{file} {name}/{pn}: {e}")), "{file} {name}/{pn} has a digest");
+                assert!(
+                    r.verify_part(name, &pn)
+                        .unwrap_or_else(|e| panic!("{file} {name}/{pn}: {e}")),
+                    "{file} {name}/{pn} has a digest"
+                );
                 checked += 1;
             }
             r.check_object(name).unwrap_or_else(|e| panic!("{file} {name}: {e}"));
@@ -238,14 +283,28 @@ fn fixture_details() {
     assert_eq!(csr.indptr, [0, 2, 3]);
     assert_eq!(csr.indices, [0, 2, 1]);
     let q = tensorlane_core::zt::layout::quant_group_params(r.object("q4").unwrap()).unwrap();
-    assert_eq!((q.bits, q.group_size, q.axis, q.per_word, q.zero_value), (4, 8, 1, 8, Some(8)));
-    assert_eq!(tensorlane_core::zt::layout::mx_params(r.object("mx").unwrap()).unwrap().0, 32);
+    assert_eq!(
+        (q.bits, q.group_size, q.axis, q.per_word, q.zero_value),
+        (4, 8, 1, 8, Some(8))
+    );
+    assert_eq!(
+        tensorlane_core::zt::layout::mx_params(r.object("mx").unwrap())
+            .unwrap()
+            .0,
+        32
+    );
     assert_eq!(r.verify().unwrap().parts_digest_checked, 7);
     // basic-canonical: attributes, bool tensor, tied blob.
     let b = fx("basic-canonical.zt");
     let r = Reader::open(b.as_slice()).unwrap();
-    assert_eq!(r.attributes().unwrap().get("producer").unwrap().as_text(), Some("research"));
-    assert_eq!(r.locate("embed.weight", "data").unwrap().offset, r.locate("tied.weight", "data").unwrap().offset);
+    assert_eq!(
+        r.attributes().unwrap().get("producer").unwrap().as_text(),
+        Some("research")
+    );
+    assert_eq!(
+        r.locate("embed.weight", "data").unwrap().offset,
+        r.locate("tied.weight", "data").unwrap().offset
+    );
     let mask = r.tensor("mask").unwrap();
     assert_eq!(mask.bool_values().unwrap(), [true, false, true]);
     assert!(mask.is_view());
@@ -259,11 +318,17 @@ fn fixture_details() {
     assert_eq!(rep.unresolved.len(), 2);
     // A wrong shard file is ShardIdentity (size), a same-size impostor fails verify_shard.
     let data = fx("sharded-data.zt");
-    let e = Reader::open(b.as_slice()).unwrap().with_shard("00001", data.as_slice()).unwrap_err();
+    let e = Reader::open(b.as_slice())
+        .unwrap()
+        .with_shard("00001", data.as_slice())
+        .unwrap_err();
     assert_eq!(e.rule, Rule::ShardIdentity);
     let mut impostor = data.clone();
     impostor[4096] ^= 1;
-    let r = Reader::open(b.as_slice()).unwrap().with_shard("data", impostor.as_slice()).unwrap();
+    let r = Reader::open(b.as_slice())
+        .unwrap()
+        .with_shard("data", impostor.as_slice())
+        .unwrap();
     assert_eq!(r.verify_shard("data").unwrap_err().rule, Rule::ShardIdentity);
     // NotFound.
     assert_eq!(r.object("nope").unwrap_err().rule, Rule::NotFound);
@@ -302,7 +367,12 @@ fn exercise(bytes: &[u8]) -> Option<Rule> {
                 let _ = r.verify_part(o, p);
             }
         }
-        if r.object(o).unwrap().parts.values().all(|p| p.decoded_size() <= 256 << 10) {
+        if r.object(o)
+            .unwrap()
+            .parts
+            .values()
+            .all(|p| p.decoded_size() <= 256 << 10)
+        {
             let _ = r.read_csr(o);
             let _ = r.read_coo(o);
             let _ = r.tensor(o);
@@ -417,9 +487,15 @@ fn mutation_smoke() {
                 *deep.entry(r).or_default() += 1;
             }
         }
-        assert!(started.elapsed() < Duration::from_secs(240), "mutation pass too slow at {i}");
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "mutation pass too slow at {i}"
+        );
     }
-    eprintln!("mutation_smoke: {iterations} mutations, {rejected} rejected at open, {:?}", started.elapsed());
+    eprintln!(
+        "mutation_smoke: {iterations} mutations, {rejected} rejected at open, {:?}",
+        started.elapsed()
+    );
     eprintln!("mutation_smoke: {rehashed} re-hashed variants, rejections by rule: {deep:?}");
     assert!(rejected > iterations / 10);
 }

@@ -14,7 +14,12 @@ fn shared() -> Option<PathBuf> {
     if p.join("fixtures/v1").is_dir() {
         Some(p)
     } else {
-        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "shared reference data missing at {} in CI", p.display());
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "shared reference data missing at {} in CI",
+            p.display()
+        );
         eprintln!("skipping: {} not found", p.display());
         None
     }
@@ -48,7 +53,13 @@ struct Comp {
 }
 
 fn comp(role: &'static str, dtype: &'static str, stored: Vec<u8>) -> Comp {
-    Comp { role, dtype, stored, extra: vec![], offset_delta: 0 }
+    Comp {
+        role,
+        dtype,
+        stored,
+        extra: vec![],
+        offset_delta: 0,
+    }
 }
 
 /// Writes a v1.2 file: objects of (name, shape, format, components).
@@ -74,7 +85,10 @@ fn build_v1(objects: Vec<ObjectSpec<'_>>) -> Vec<u8> {
             cm.push((c.role, map(fields)));
         }
         let shape = Value::Array(shape.into_iter().map(Value::Uint).collect());
-        objs.push((name, map(vec![("shape", shape), ("format", t(format)), ("components", map(cm))])));
+        objs.push((
+            name,
+            map(vec![("shape", shape), ("format", t(format)), ("components", map(cm))]),
+        ));
     }
     let manifest = cbor::encode(&map(vec![("version", t("1.2.0")), ("objects", map(objs))])).unwrap();
     file.extend_from_slice(&manifest);
@@ -125,7 +139,12 @@ fn fixtures_read_to_manifest_entries() {
             continue;
         }
         let rel = format!("v1/{}", path.file_name().unwrap().to_str().unwrap());
-        let want = manifest["files"].as_array().unwrap().iter().find(|f| f["file"] == rel.as_str()).unwrap_or_else(|| panic!("{rel} not in manifest.json"));
+        let want = manifest["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["file"] == rel.as_str())
+            .unwrap_or_else(|| panic!("{rel} not in manifest.json"));
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(sha(&bytes), want["sha256"].as_str().unwrap());
         let r = LegacyReader::open(bytes.as_slice()).unwrap();
@@ -136,7 +155,12 @@ fn fixtures_read_to_manifest_entries() {
         for w in wt {
             let name = w["name"].as_str().unwrap();
             let o = r.object(name).unwrap();
-            let shape: Vec<u64> = w["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect();
+            let shape: Vec<u64> = w["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .collect();
             assert_eq!(o.shape, shape, "{rel} {name}");
             if let Some(parts) = w.get("parts").and_then(|p| p.as_object()) {
                 assert_eq!(o.format.name(), w["zt_layout"].as_str().unwrap());
@@ -155,7 +179,11 @@ fn fixtures_read_to_manifest_entries() {
                 assert_eq!(c.dtype.name(), w["dtype"].as_str().unwrap(), "{rel} {name}");
                 let b = r.read(name, "data").unwrap();
                 // Raw components of an in-memory file are borrowed, not copied.
-                assert_eq!(matches!(b, std::borrow::Cow::Borrowed(_)), c.encoding == Encoding::Raw, "{name}");
+                assert_eq!(
+                    matches!(b, std::borrow::Cow::Borrowed(_)),
+                    c.encoding == Encoding::Raw,
+                    "{name}"
+                );
                 assert_eq!(b.len() as u64, w["nbytes"].as_u64().unwrap(), "{rel} {name}");
                 assert_eq!(sha(&b), w["sha256"].as_str().unwrap(), "{rel} {name}");
                 tensors += 1;
@@ -178,18 +206,27 @@ fn fixture_manifest_matches_json_and_converts() {
         let j = &o["components"]["data"];
         assert_eq!(c.offset, j["offset"].as_u64().unwrap());
         assert_eq!(c.length, j["length"].as_u64().unwrap());
-        assert_eq!(c.uncompressed_length, j.get("uncompressed_length").and_then(|v| v.as_u64()));
+        assert_eq!(
+            c.uncompressed_length,
+            j.get("uncompressed_length").and_then(|v| v.as_u64())
+        );
         match j.get("digest").and_then(|d| d.as_str()) {
             Some(d) => assert_eq!(c.digest.as_ref(), Some(&Digest::parse(d))),
             None => assert!(c.digest.is_none()),
         }
     }
-    assert_eq!(r.object("crc").unwrap().component("data").unwrap().digest, Some(Digest::Crc32c(0x7874_3A5D)));
+    assert_eq!(
+        r.object("crc").unwrap().component("data").unwrap().digest,
+        Some(Digest::Crc32c(0x7874_3A5D))
+    );
     let v2 = r.to_v2().unwrap();
     assert_eq!(v2.len(), 7);
     let mask = v2.iter().find(|o| o.name == "mask").unwrap();
     assert_eq!(mask.layout, "dense");
-    assert_eq!((mask.parts[0].dtype, mask.parts[0].logical_type.as_deref()), (DType::U8, Some("bool")));
+    assert_eq!(
+        (mask.parts[0].dtype, mask.parts[0].logical_type.as_deref()),
+        (DType::U8, Some("bool"))
+    );
     assert_eq!(&*mask.parts[0].bytes, &[1, 0, 1]);
     let z = v2.iter().find(|o| o.name == "zstd").unwrap();
     assert_eq!(z.parts[0].bytes.len(), 4000);
@@ -197,7 +234,10 @@ fn fixture_manifest_matches_json_and_converts() {
     let v2 = csr.to_v2().unwrap();
     assert_eq!(v2[0].layout, "zt.sparse_csr/1");
     let names: Vec<_> = v2[0].parts.iter().map(|p| (p.name.as_str(), p.dtype)).collect();
-    assert_eq!(names, [("indices", DType::U64), ("indptr", DType::U64), ("values", DType::F32)]);
+    assert_eq!(
+        names,
+        [("indices", DType::U64), ("indptr", DType::U64), ("values", DType::F32)]
+    );
     // Owned source (no slice): same bytes, copied.
     assert_eq!(&*csr.read("m", "values").unwrap(), &f32s(&[1.0, 2.0, 3.0])[..]);
 }
@@ -210,7 +250,10 @@ fn digests_parse() {
     assert!(matches!(Digest::parse("crc32c:0x78743A5"), Digest::Malformed(_)));
     assert!(matches!(Digest::parse("crc32c:0x+8743A5D"), Digest::Malformed(_)));
     assert!(matches!(Digest::parse("sha256:00"), Digest::Malformed(_)));
-    assert_eq!(Digest::parse(&format!("sha256:{}", "A".repeat(64))), Digest::Sha256([0xAA; 32]));
+    assert_eq!(
+        Digest::parse(&format!("sha256:{}", "A".repeat(64))),
+        Digest::Sha256([0xAA; 32])
+    );
     assert!(matches!(Digest::parse("md5:abc"), Digest::Other(_)));
 }
 
@@ -242,8 +285,21 @@ fn built_files_read() {
         ("cx", vec![2], "dense", vec![cx]),
         ("f8", vec![2], "dense", vec![f8]),
         ("unk", vec![1], "dense", vec![unk]),
-        ("coo", vec![3, 3], "sparse_coo", vec![comp("values", "f32", f32s(&[1.0])), comp("coords", "u64", vec![0; 16])]),
-        ("q", vec![2, 8], "quantized_group", vec![comp("packed_weight", "i32", vec![0; 8]), comp("scales", "f16", vec![0; 4])]),
+        (
+            "coo",
+            vec![3, 3],
+            "sparse_coo",
+            vec![comp("values", "f32", f32s(&[1.0])), comp("coords", "u64", vec![0; 16])],
+        ),
+        (
+            "q",
+            vec![2, 8],
+            "quantized_group",
+            vec![
+                comp("packed_weight", "i32", vec![0; 8]),
+                comp("scales", "f16", vec![0; 4]),
+            ],
+        ),
         ("ext", vec![], "my_format", vec![comp("blob", "u8", vec![9; 3])]),
     ]);
     let r = LegacyReader::open(file.as_slice()).unwrap();
@@ -277,13 +333,28 @@ fn built_files_read() {
     let raw = f32s(&(0..3000).map(|i| i as f32).collect::<Vec<_>>());
     let mut z = compress_to_vec(&raw[..5000], CompressionLevel::Fastest);
     z.extend(compress_to_vec(&raw[5000..], CompressionLevel::Fastest));
-    let f = zstd_file(z.clone(), raw.len() as u64, Some(format!("crc32c:0x{:08X}", crc32c(&z))));
-    assert_eq!(&*LegacyReader::open(f.as_slice()).unwrap().read("z", "data").unwrap(), &raw[..]);
+    let f = zstd_file(
+        z.clone(),
+        raw.len() as u64,
+        Some(format!("crc32c:0x{:08X}", crc32c(&z))),
+    );
+    assert_eq!(
+        &*LegacyReader::open(f.as_slice()).unwrap().read("z", "data").unwrap(),
+        &raw[..]
+    );
 
     // v0.1: dense raw, dense zstd bounded by the shape, a non-dense entry skipped.
     let z = compress_to_vec(&raw[..400], CompressionLevel::Fastest);
     let v0 = build_v0(vec![
-        (vec![("name", t("a")), ("dtype", t("float32")), ("shape", Value::Array(vec![Value::Uint(4)])), ("encoding", t("raw"))], data.clone()),
+        (
+            vec![
+                ("name", t("a")),
+                ("dtype", t("float32")),
+                ("shape", Value::Array(vec![Value::Uint(4)])),
+                ("encoding", t("raw")),
+            ],
+            data.clone(),
+        ),
         (
             vec![
                 ("name", t("b")),
@@ -294,8 +365,26 @@ fn built_files_read() {
             ],
             z.clone(),
         ),
-        (vec![("name", t("s")), ("dtype", t("float32")), ("shape", Value::Array(vec![])), ("encoding", t("raw")), ("layout", t("sparse"))], data.clone()),
-        (vec![("name", t("m")), ("dtype", t("bool")), ("shape", Value::Array(vec![Value::Uint(2)])), ("encoding", t("raw")), ("layout", t("dense"))], vec![1, 0]),
+        (
+            vec![
+                ("name", t("s")),
+                ("dtype", t("float32")),
+                ("shape", Value::Array(vec![])),
+                ("encoding", t("raw")),
+                ("layout", t("sparse")),
+            ],
+            data.clone(),
+        ),
+        (
+            vec![
+                ("name", t("m")),
+                ("dtype", t("bool")),
+                ("shape", Value::Array(vec![Value::Uint(2)])),
+                ("encoding", t("raw")),
+                ("layout", t("dense")),
+            ],
+            vec![1, 0],
+        ),
     ]);
     let r = LegacyReader::open(v0.as_slice()).unwrap();
     assert_eq!(r.version(), LegacyVersion::V0_1);
@@ -305,10 +394,18 @@ fn built_files_read() {
     assert_eq!(r.object("m").unwrap().components[0].dtype, DType::Bool);
     // v0.1 zstd larger than the shape allows: refused.
     let v0 = build_v0(vec![(
-        vec![("name", t("b")), ("dtype", t("float32")), ("shape", Value::Array(vec![Value::Uint(10)])), ("encoding", t("zstd"))],
+        vec![
+            ("name", t("b")),
+            ("dtype", t("float32")),
+            ("shape", Value::Array(vec![Value::Uint(10)])),
+            ("encoding", t("zstd")),
+        ],
         z,
     )]);
-    let e = LegacyReader::open(v0.as_slice()).unwrap().read("b", "data").unwrap_err();
+    let e = LegacyReader::open(v0.as_slice())
+        .unwrap()
+        .read("b", "data")
+        .unwrap_err();
     assert_eq!(e.rule, LegacyRule::Encoding, "{e}");
 }
 
@@ -353,30 +450,87 @@ fn hostile_files_refused() {
     assert_eq!(e.offset, Some(68));
     let mut c = comp("data", "f32", data.clone());
     c.offset_delta = 64;
-    assert_eq!(open_err(&build_v1(vec![("a", vec![4], "dense", vec![c])])).rule, LegacyRule::Bounds);
+    assert_eq!(
+        open_err(&build_v1(vec![("a", vec![4], "dense", vec![c])])).rule,
+        LegacyRule::Bounds
+    );
     let mut c = comp("data", "f32", data.clone());
     c.offset_delta = -64;
-    assert_eq!(open_err(&build_v1(vec![("a", vec![4], "dense", vec![c])])).rule, LegacyRule::Bounds);
+    assert_eq!(
+        open_err(&build_v1(vec![("a", vec![4], "dense", vec![c])])).rule,
+        LegacyRule::Bounds
+    );
     // schema
-    assert_eq!(open_err(&build_v1(vec![("a", vec![4], "dense", vec![comp("data", "f128", data.clone())])])).rule, LegacyRule::Schema);
-    assert_eq!(open_err(&build_v1(vec![("a", vec![4], "dense", vec![comp("values", "f32", data.clone())])])).rule, LegacyRule::Schema);
-    assert_eq!(open_err(&build_v1(vec![("a", vec![u64::MAX, 2], "dense", vec![comp("data", "f32", data.clone())])])).rule, LegacyRule::Schema);
-    let csr = vec![comp("values", "f32", data.clone()), comp("indices", "u32", vec![0; 4]), comp("indptr", "u64", vec![0; 24])];
-    assert_eq!(open_err(&build_v1(vec![("m", vec![2, 3], "sparse_csr", csr)])).rule, LegacyRule::Schema);
+    assert_eq!(
+        open_err(&build_v1(vec![(
+            "a",
+            vec![4],
+            "dense",
+            vec![comp("data", "f128", data.clone())]
+        )]))
+        .rule,
+        LegacyRule::Schema
+    );
+    assert_eq!(
+        open_err(&build_v1(vec![(
+            "a",
+            vec![4],
+            "dense",
+            vec![comp("values", "f32", data.clone())]
+        )]))
+        .rule,
+        LegacyRule::Schema
+    );
+    assert_eq!(
+        open_err(&build_v1(vec![(
+            "a",
+            vec![u64::MAX, 2],
+            "dense",
+            vec![comp("data", "f32", data.clone())]
+        )]))
+        .rule,
+        LegacyRule::Schema
+    );
+    let csr = vec![
+        comp("values", "f32", data.clone()),
+        comp("indices", "u32", vec![0; 4]),
+        comp("indptr", "u64", vec![0; 24]),
+    ];
+    assert_eq!(
+        open_err(&build_v1(vec![("m", vec![2, 3], "sparse_csr", csr)])).rule,
+        LegacyRule::Schema
+    );
     let mut cx = comp("data", "f64", data.clone());
     cx.extra = vec![("type", t("complex64"))];
-    assert_eq!(open_err(&build_v1(vec![("a", vec![1], "dense", vec![cx])])).rule, LegacyRule::Schema);
+    assert_eq!(
+        open_err(&build_v1(vec![("a", vec![1], "dense", vec![cx])])).rule,
+        LegacyRule::Schema
+    );
     let mut zn = comp("data", "f32", data.clone());
     zn.extra = vec![("encoding", t("zstd"))];
-    assert_eq!(open_err(&build_v1(vec![("a", vec![4], "dense", vec![zn])])).rule, LegacyRule::Schema);
+    assert_eq!(
+        open_err(&build_v1(vec![("a", vec![4], "dense", vec![zn])])).rule,
+        LegacyRule::Schema
+    );
     // unknown encoding: opens, read is Unsupported
     let mut ue = comp("data", "f32", data.clone());
     ue.extra = vec![("encoding", t("lz4"))];
     let f = build_v1(vec![("a", vec![4], "dense", vec![ue])]);
-    assert_eq!(LegacyReader::open(f.as_slice()).unwrap().read("a", "data").unwrap_err().rule, LegacyRule::Unsupported);
+    assert_eq!(
+        LegacyReader::open(f.as_slice())
+            .unwrap()
+            .read("a", "data")
+            .unwrap_err()
+            .rule,
+        LegacyRule::Unsupported
+    );
 
     // bad checksums
-    for d in [format!("crc32c:0x{:08X}", crc32c(&data) ^ 1), format!("sha256:{}", "0".repeat(64)), "crc32c:0xZZZZZZZZ".to_string()] {
+    for d in [
+        format!("crc32c:0x{:08X}", crc32c(&data) ^ 1),
+        format!("sha256:{}", "0".repeat(64)),
+        "crc32c:0xZZZZZZZZ".to_string(),
+    ] {
         let mut c = comp("data", "f32", data.clone());
         c.extra = vec![("digest", Value::text(d.clone()))];
         let f = build_v1(vec![("a", vec![4], "dense", vec![c])]);
@@ -388,20 +542,32 @@ fn hostile_files_refused() {
     // zstd bombs and lies
     let zeros = vec![0u8; 64 << 20];
     let bomb = compress_to_vec(zeros.as_slice(), CompressionLevel::Fastest);
-    let e = LegacyReader::open(zstd_file(bomb.clone(), 4000, None).as_slice()).unwrap().read("z", "data").unwrap_err();
+    let e = LegacyReader::open(zstd_file(bomb.clone(), 4000, None).as_slice())
+        .unwrap()
+        .read("z", "data")
+        .unwrap_err();
     assert_eq!(e.rule, LegacyRule::Encoding);
     assert!(e.message.contains("more than"), "{e}");
     let small = compress_to_vec(&data[..], CompressionLevel::Fastest);
-    let e = LegacyReader::open(zstd_file(small.clone(), 17, None).as_slice()).unwrap().read("z", "data").unwrap_err();
+    let e = LegacyReader::open(zstd_file(small.clone(), 17, None).as_slice())
+        .unwrap()
+        .read("z", "data")
+        .unwrap_err();
     assert!(e.message.contains("expected 17"), "{e}");
     let e = open_err(&zstd_file(small.clone(), (32 << 30) + 4, None));
     assert_eq!(e.rule, LegacyRule::Encoding, "{e}");
     let mut corrupt = small.clone();
     let l = corrupt.len();
     corrupt[l - 1] ^= 0xFF; // content checksum
-    let e = LegacyReader::open(zstd_file(corrupt, 16, None).as_slice()).unwrap().read("z", "data").unwrap_err();
+    let e = LegacyReader::open(zstd_file(corrupt, 16, None).as_slice())
+        .unwrap()
+        .read("z", "data")
+        .unwrap_err();
     assert!(e.message.contains("checksum"), "{e}");
-    let e = LegacyReader::open(zstd_file(vec![], 0, None).as_slice()).unwrap().read("z", "data").unwrap_err();
+    let e = LegacyReader::open(zstd_file(vec![], 0, None).as_slice())
+        .unwrap()
+        .read("z", "data")
+        .unwrap_err();
     assert_eq!(e.rule, LegacyRule::Encoding);
     // bool bytes other than 0/1 cannot convert to v2
     let f = build_v1(vec![("m", vec![2], "dense", vec![comp("data", "bool", vec![1, 2])])]);
@@ -413,7 +579,15 @@ fn hostile_files_refused() {
     let mut v0 = b"ZTEN0001".to_vec();
     v0.extend_from_slice(&100u64.to_le_bytes());
     assert_eq!(open_err(&v0).rule, LegacyRule::ManifestBounds);
-    let v0 = build_v0(vec![(vec![("name", t("a")), ("dtype", t("complex64")), ("shape", Value::Array(vec![])), ("encoding", t("raw"))], data)]);
+    let v0 = build_v0(vec![(
+        vec![
+            ("name", t("a")),
+            ("dtype", t("complex64")),
+            ("shape", Value::Array(vec![])),
+            ("encoding", t("raw")),
+        ],
+        data,
+    )]);
     assert_eq!(open_err(&v0).rule, LegacyRule::Schema);
 }
 

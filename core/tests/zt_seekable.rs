@@ -13,7 +13,12 @@ fn shared() -> Option<PathBuf> {
     if p.join("fixtures").is_dir() {
         Some(p)
     } else {
-        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "shared reference data missing at {} in CI", p.display());
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "shared reference data missing at {} in CI",
+            p.display()
+        );
         eprintln!("skipping: {} not found", p.display());
         None
     }
@@ -70,14 +75,33 @@ fn sample(n: usize) -> Vec<u8> {
 
 #[test]
 fn round_trips_and_ranges() {
-    for (n, frame) in [(0usize, 16usize), (1, 16), (15, 16), (16, 16), (17, 16), (1000, 100), (70_000, 4096), (300_000, 1 << 20)] {
+    for (n, frame) in [
+        (0usize, 16usize),
+        (1, 16),
+        (15, 16),
+        (16, 16),
+        (17, 16),
+        (1000, 100),
+        (70_000, 4096),
+        (300_000, 1 << 20),
+    ] {
         for col in [false, true] {
             let data = sample(n);
             let enc = encode(&data, frame, col);
-            assert_eq!(seekable::decode(&enc, n as u64).unwrap(), data, "n={n} frame={frame} col={col}");
+            assert_eq!(
+                seekable::decode(&enc, n as u64).unwrap(),
+                data,
+                "n={n} frame={frame} col={col}"
+            );
             let t = SeekTable::parse(&enc, n as u64).unwrap();
             assert_eq!(t.frames.len(), n.div_ceil(frame));
-            for (off, len) in [(0, n), (n / 3, n / 3), (n.saturating_sub(1), n.min(1)), (n / 2, 0), (frame.min(n), n - frame.min(n))] {
+            for (off, len) in [
+                (0, n),
+                (n / 3, n / 3),
+                (n.saturating_sub(1), n.min(1)),
+                (n / 2, 0),
+                (frame.min(n), n - frame.min(n)),
+            ] {
                 let got = seekable::read_range(&enc, n as u64, off as u64, len as u64).unwrap();
                 assert_eq!(got, &data[off..off + len], "n={n} frame={frame} off={off} len={len}");
             }
@@ -226,10 +250,20 @@ fn reference_fixture_decodes_to_manifest_sha256() {
     let file = std::fs::read(root.join("fixtures/compressed-zstd-seekable.zt")).unwrap();
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("fixtures/manifest.json")).unwrap()).unwrap();
-    let entry = manifest["files"].as_array().unwrap().iter().find(|f| f["file"] == "compressed-zstd-seekable.zt").unwrap();
+    let entry = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["file"] == "compressed-zstd-seekable.zt")
+        .unwrap();
     let mut checked = 0;
     for (name, off, len, enc, dl) in v2_parts(&file) {
-        let want = entry["tensors"].as_array().unwrap().iter().find(|t| t["name"] == name.as_str()).unwrap();
+        let want = entry["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name.as_str())
+            .unwrap();
         let stored = &file[off as usize..(off + len) as usize];
         let bytes = match enc.as_deref() {
             Some(seekable::ENCODING_ID) => {
@@ -255,7 +289,11 @@ fn reference_fixture_decodes_to_manifest_sha256() {
             Some(other) => panic!("unexpected encoding {other}"),
         };
         assert_eq!(bytes.len() as u64, want["nbytes"].as_u64().unwrap(), "{name}");
-        assert_eq!(hex::encode(Sha256::digest(&bytes)), want["sha256"].as_str().unwrap(), "{name}");
+        assert_eq!(
+            hex::encode(Sha256::digest(&bytes)),
+            want["sha256"].as_str().unwrap(),
+            "{name}"
+        );
         checked += 1;
     }
     assert_eq!(checked, 3);

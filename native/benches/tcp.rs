@@ -120,7 +120,11 @@ fn raw_run(bytes: &[u8], iters: u64) -> Duration {
 }
 
 fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     for (label, nbytes) in [("1KiB", 1usize << 10), ("4KiB", 4 << 10)] {
         // The packet is `nbytes` on the wire: header + padding (64) + body.
         let packet = Packet::Dense(tensor(nbytes - 64));
@@ -129,7 +133,9 @@ fn bench(c: &mut Criterion) {
         let mut g = c.benchmark_group(format!("tcp/packets_{label}"));
         g.throughput(Throughput::Elements(1));
         g.bench_function("tokio_codec", |b| b.iter_custom(|iters| tokio_run(&rt, &packet, iters)));
-        g.bench_function("blocking_buffered", |b| b.iter_custom(|iters| blocking_run(&packet, iters, true)));
+        g.bench_function("blocking_buffered", |b| {
+            b.iter_custom(|iters| blocking_run(&packet, iters, true))
+        });
         g.bench_function("raw_socket", |b| b.iter_custom(|iters| raw_run(&encoded, iters)));
         g.finish();
     }
@@ -139,11 +145,15 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("tcp/tensor_64MiB");
     g.throughput(Throughput::Bytes(encoded.len() as u64));
     g.sample_size(10);
-    g.bench_function(BenchmarkId::new("tokio_codec", "64MiB"), |b| b.iter_custom(|iters| tokio_run(&rt, &packet, iters)));
+    g.bench_function(BenchmarkId::new("tokio_codec", "64MiB"), |b| {
+        b.iter_custom(|iters| tokio_run(&rt, &packet, iters))
+    });
     g.bench_function(BenchmarkId::new("blocking_vectored", "64MiB"), |b| {
         b.iter_custom(|iters| blocking_run(&packet, iters, false))
     });
-    g.bench_function(BenchmarkId::new("raw_socket", "64MiB"), |b| b.iter_custom(|iters| raw_run(&encoded, iters)));
+    g.bench_function(BenchmarkId::new("raw_socket", "64MiB"), |b| {
+        b.iter_custom(|iters| raw_run(&encoded, iters))
+    });
     g.finish();
 }
 

@@ -28,8 +28,20 @@ fn values(nbytes: usize) -> Vec<u8> {
 fn variants() -> [(&'static str, EncodeOptions); 3] {
     [
         ("plain", EncodeOptions::default()),
-        ("integrity", EncodeOptions { integrity: true, ..EncodeOptions::default() }),
-        ("lz4", EncodeOptions { compress: true, ..EncodeOptions::default() }),
+        (
+            "integrity",
+            EncodeOptions {
+                integrity: true,
+                ..EncodeOptions::default()
+            },
+        ),
+        (
+            "lz4",
+            EncodeOptions {
+                compress: true,
+                ..EncodeOptions::default()
+            },
+        ),
     ]
 }
 
@@ -72,7 +84,9 @@ fn bench(c: &mut Criterion) {
                 black_box(&dst);
             })
         });
-        g.bench_function("limit/xxh3_64", |b| b.iter(|| black_box(xxhash_rust::xxh3::xxh3_64(black_box(&data)))));
+        g.bench_function("limit/xxh3_64", |b| {
+            b.iter(|| black_box(xxhash_rust::xxh3::xxh3_64(black_box(&data))))
+        });
         // Peer: safetensors with the same tensor.
         let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![nbytes / 4], &data).unwrap();
         g.bench_function("safetensors/serialize", |b| {

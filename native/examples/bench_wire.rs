@@ -20,7 +20,11 @@ use tensorlane_core::{DType, Tensor};
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 fn time<F: FnMut()>(runs: usize, warmup: usize, mut f: F) -> f64 {
@@ -65,7 +69,11 @@ impl Aligned {
         let mut buf = vec![0u8; bytes.len() + 64];
         let off = (64 - buf.as_ptr() as usize % 64) % 64;
         buf[off..off + bytes.len()].copy_from_slice(bytes);
-        Aligned { buf, off, len: bytes.len() }
+        Aligned {
+            buf,
+            off,
+            len: bytes.len(),
+        }
     }
     fn get(&self) -> &[u8] {
         &self.buf[self.off..self.off + self.len]
@@ -73,7 +81,9 @@ impl Aligned {
 }
 
 fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
 }
 
 fn main() {
@@ -83,8 +93,11 @@ fn main() {
         .split(',')
         .map(|s| s.trim().parse().expect("--sizes: comma-separated byte counts"))
         .collect();
-    let configs: Vec<String> =
-        arg(&args, "--configs").unwrap_or_else(|| "plain,integrity,compress".into()).split(',').map(String::from).collect();
+    let configs: Vec<String> = arg(&args, "--configs")
+        .unwrap_or_else(|| "plain,integrity,compress".into())
+        .split(',')
+        .map(String::from)
+        .collect();
     let runs: usize = arg(&args, "--runs").map_or(20, |s| s.parse().expect("--runs"));
     let warmup: usize = arg(&args, "--warmup").map_or(3, |s| s.parse().expect("--warmup"));
 
@@ -95,7 +108,11 @@ fn main() {
         let t = Tensor::new(DType::F32, vec![n as u64], data.as_slice()).unwrap();
         let packet = Packet::Dense(t);
         // fewer repetitions for big bodies keep a full run in minutes on a small machine
-        let (runs, warmup) = if size >= 32 << 20 { (runs.min(7).max(3), warmup.min(1)) } else { (runs, warmup) };
+        let (runs, warmup) = if size >= 32 << 20 {
+            (runs.min(7).max(3), warmup.min(1))
+        } else {
+            (runs, warmup)
+        };
         for config in &configs {
             let opts = EncodeOptions {
                 integrity: config.contains("integrity"),
@@ -126,5 +143,9 @@ fn main() {
             ));
         }
     }
-    println!("{{\"implementation\": \"tensorlane-core {}\", \"results\": [\n  {}\n]}}", env!("CARGO_PKG_VERSION"), rows.join(",\n  "));
+    println!(
+        "{{\"implementation\": \"tensorlane-core {}\", \"results\": [\n  {}\n]}}",
+        env!("CARGO_PKG_VERSION"),
+        rows.join(",\n  ")
+    );
 }

@@ -65,7 +65,12 @@ fn main() {
     };
     let run_zt = |publish: bool| {
         let t = Instant::now();
-        let mut w = if publish { ZtFile::publish(&zt, Options::default()) } else { ZtFile::create(&zt, Options::default()) }.unwrap();
+        let mut w = if publish {
+            ZtFile::publish(&zt, Options::default())
+        } else {
+            ZtFile::create(&zt, Options::default())
+        }
+        .unwrap();
         for (name, x) in names.iter().zip(&tensors) {
             w.add(name, DType::F32, &[(x.len() / 4) as u64], x).unwrap();
         }

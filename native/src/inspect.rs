@@ -259,23 +259,24 @@ impl<'a> Walker<'a> {
             Some(n) if self.multi => format!("#{}/{n}", self.packet),
             Some(n) => n.clone(),
         };
-        let base = |kind, dtype: String, shape: Vec<u64>, nbytes: u64, body_bytes: u64, compressed, alignment| TensorInfo {
-            name: leaf_name(),
-            kind,
-            dtype,
-            shape,
-            nbytes,
-            sha256: None,
-            packet: self.packet,
-            offset,
-            packet_bytes: bytes.len() as u64,
-            body_bytes,
-            compressed,
-            integrity,
-            alignment,
-            flags: fl.clone(),
-            detail: None,
-        };
+        let base =
+            |kind, dtype: String, shape: Vec<u64>, nbytes: u64, body_bytes: u64, compressed, alignment| TensorInfo {
+                name: leaf_name(),
+                kind,
+                dtype,
+                shape,
+                nbytes,
+                sha256: None,
+                packet: self.packet,
+                offset,
+                packet_bytes: bytes.len() as u64,
+                body_bytes,
+                compressed,
+                integrity,
+                alignment,
+                flags: fl.clone(),
+                detail: None,
+            };
         match p {
             Packet::Bundle(b) => {
                 let mut pos = h.len;
@@ -308,13 +309,29 @@ impl<'a> Walker<'a> {
                         packet_bytes: sub.len() as u64,
                         integrity: ch.flags & flags::INTEGRITY != 0,
                     });
-                    self.jobs.push(Job { tensor: idx, component: Some(ci), data: t.data() });
+                    self.jobs.push(Job {
+                        tensor: idx,
+                        component: Some(ci),
+                        data: t.data(),
+                    });
                     pos = pos + 4 + l;
                 }
                 let nbytes = s.components.iter().map(|t| t.nbytes() as u64).sum();
-                let mut info = base("sparse", s.components[0].dtype().name().to_string(), s.shape.clone(), nbytes, nbytes, false, 1);
+                let mut info = base(
+                    "sparse",
+                    s.components[0].dtype().name().to_string(),
+                    s.shape.clone(),
+                    nbytes,
+                    nbytes,
+                    false,
+                    1,
+                );
                 info.integrity = comps.iter().all(|c| c.integrity);
-                info.detail = Some(Detail::Sparse { format: s.format.name(), nnz: s.components[0].numel(), components: comps });
+                info.detail = Some(Detail::Sparse {
+                    format: s.format.name(),
+                    nnz: s.components[0].numel(),
+                    components: comps,
+                });
                 self.infos.push(info);
                 Some(())
             }
@@ -329,16 +346,40 @@ impl<'a> Walker<'a> {
                 } else {
                     t.nbytes() as u64
                 };
-                let info = base("dense", t.dtype().name().to_string(), t.shape().to_vec(), t.nbytes() as u64, body_bytes, compressed, alignment);
-                self.jobs.push(Job { tensor: self.infos.len(), component: None, data: t.data() });
+                let info = base(
+                    "dense",
+                    t.dtype().name().to_string(),
+                    t.shape().to_vec(),
+                    t.nbytes() as u64,
+                    body_bytes,
+                    compressed,
+                    alignment,
+                );
+                self.jobs.push(Job {
+                    tensor: self.infos.len(),
+                    component: None,
+                    data: t.data(),
+                });
                 self.infos.push(info);
                 Some(())
             }
             Packet::Quantized(q) => {
-                let meta_end = h.len.checked_add(4 * ndim)?.checked_add(10)?.checked_add(8 * q.scales.len())?;
+                let meta_end = h
+                    .len
+                    .checked_add(4 * ndim)?
+                    .checked_add(10)?
+                    .checked_add(8 * q.scales.len())?;
                 let alignment = align_at(meta_end)?;
                 let n = q.data.len() as u64;
-                let mut info = base("quantized", q.qdtype.name().to_string(), q.shape.clone(), n, n, false, alignment);
+                let mut info = base(
+                    "quantized",
+                    q.qdtype.name().to_string(),
+                    q.shape.clone(),
+                    n,
+                    n,
+                    false,
+                    alignment,
+                );
                 let small = q.scales.len() <= 16;
                 info.detail = Some(Detail::Quantized {
                     scheme: q.scheme.name(),
@@ -348,7 +389,11 @@ impl<'a> Walker<'a> {
                     scales: small.then(|| q.scales.clone()),
                     zero_points: small.then(|| q.zero_points.clone()),
                 });
-                self.jobs.push(Job { tensor: self.infos.len(), component: None, data: &q.data });
+                self.jobs.push(Job {
+                    tensor: self.infos.len(),
+                    component: None,
+                    data: &q.data,
+                });
                 self.infos.push(info);
                 Some(())
             }
@@ -357,10 +402,22 @@ impl<'a> Walker<'a> {
                 let payload = s.payload().len() as u64;
                 let alignment = if h.flags & flags::ALIGNED != 0 { 64 } else { 1 };
                 let body = 8 * (count as u64 + 1) + payload;
-                let mut info = base("string", "string".into(), vec![count as u64], payload, body, false, alignment);
+                let mut info = base(
+                    "string",
+                    "string".into(),
+                    vec![count as u64],
+                    payload,
+                    body,
+                    false,
+                    alignment,
+                );
                 let utf8 = (0..count).all(|i| matches!(s.get_str(i), Some(Ok(_))));
                 info.detail = Some(Detail::Strings { count, utf8 });
-                self.jobs.push(Job { tensor: self.infos.len(), component: None, data: s.payload() });
+                self.jobs.push(Job {
+                    tensor: self.infos.len(),
+                    component: None,
+                    data: s.payload(),
+                });
                 self.infos.push(info);
                 Some(())
             }
@@ -408,14 +465,25 @@ pub fn inspect_bytes(data: &[u8], file: &str, opts: &InspectOptions) -> Result<R
                 decoded.push(d.packet);
             }
             Ok(_) => break,
-            Err(error) => return Err(InspectError { packet: spans.len(), packet_offset: off as u64, error }),
+            Err(error) => {
+                return Err(InspectError {
+                    packet: spans.len(),
+                    packet_offset: off as u64,
+                    error,
+                });
+            }
         }
     }
     let multi = spans.len() > 1;
     let mut tensors = Vec::new();
     let mut jobs = Vec::new();
     for (i, (p, &(start, len))) in decoded.iter().zip(&spans).enumerate() {
-        let mut w = Walker { packet: i, multi, infos: Vec::new(), jobs: Vec::new() };
+        let mut w = Walker {
+            packet: i,
+            multi,
+            infos: Vec::new(),
+            jobs: Vec::new(),
+        };
         if w.visit(p, &data[start..start + len], start as u64, None).is_none() {
             // Decoding succeeded, so this cannot happen; report rather than panic.
             return Err(InspectError {
@@ -434,7 +502,9 @@ pub fn inspect_bytes(data: &[u8], file: &str, opts: &InspectOptions) -> Result<R
         let total: u64 = jobs.iter().map(|j| j.data.len() as u64).sum();
         let bar = (opts.progress && total >= PROGRESS_THRESHOLD).then(|| {
             let b = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
-            if let Ok(style) = indicatif::ProgressStyle::with_template("hashing {bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}") {
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "hashing {bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            ) {
                 b.set_style(style);
             }
             b
@@ -451,7 +521,14 @@ pub fn inspect_bytes(data: &[u8], file: &str, opts: &InspectOptions) -> Result<R
             b.finish_and_clear();
         }
     }
-    Ok(Report { format: "tenso", file: file.to_string(), bytes: data.len() as u64, packets: spans.len(), trailing_bytes: trailing, tensors })
+    Ok(Report {
+        format: "tenso",
+        file: file.to_string(),
+        bytes: data.len() as u64,
+        packets: spans.len(),
+        trailing_bytes: trailing,
+        tensors,
+    })
 }
 
 fn human_bytes(n: u64) -> String {
@@ -462,7 +539,11 @@ fn human_bytes(n: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 fn shape_str(s: &[u64]) -> String {
@@ -486,14 +567,22 @@ impl Report {
             if self.tensors.len() == 1 { "" } else { "s" }
         ));
         if self.trailing_bytes > 0 {
-            out.push_str(&format!("note: {} trailing bytes after the last packet (ignored)\n", self.trailing_bytes));
+            out.push_str(&format!(
+                "note: {} trailing bytes after the last packet (ignored)\n",
+                self.trailing_bytes
+            ));
         }
         if self.tensors.is_empty() {
             out.push_str("(no tensors)\n");
             return out;
         }
         let hashed = self.tensors.iter().any(|t| t.sha256.is_some() || matches!(&t.detail, Some(Detail::Sparse { components, .. }) if components.iter().any(|c| c.sha256.is_some())));
-        let mut rows: Vec<Vec<String>> = vec![["NAME", "KIND", "DTYPE", "SHAPE", "NBYTES", "WIRE", "BODY", "FLAGS"].iter().map(|s| s.to_string()).collect()];
+        let mut rows: Vec<Vec<String>> = vec![
+            ["NAME", "KIND", "DTYPE", "SHAPE", "NBYTES", "WIRE", "BODY", "FLAGS"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ];
         if hashed {
             rows[0].push("SHA256".into());
         }
@@ -517,7 +606,11 @@ impl Report {
             }
             rows.push(r);
             match &t.detail {
-                Some(Detail::Sparse { format, nnz, components }) => {
+                Some(Detail::Sparse {
+                    format,
+                    nnz,
+                    components,
+                }) => {
                     for c in components {
                         let mut r = vec![
                             format!("  .{}", c.name),
@@ -535,8 +628,18 @@ impl Report {
                         rows.push(r);
                     }
                 }
-                Some(Detail::Quantized { scheme, axis, group_size, num_scales, scales, zero_points }) => {
-                    let mut s = format!("  {scheme}, {num_scales} scale{}", if *num_scales == 1 { "" } else { "s" });
+                Some(Detail::Quantized {
+                    scheme,
+                    axis,
+                    group_size,
+                    num_scales,
+                    scales,
+                    zero_points,
+                }) => {
+                    let mut s = format!(
+                        "  {scheme}, {num_scales} scale{}",
+                        if *num_scales == 1 { "" } else { "s" }
+                    );
                     match *scheme {
                         "per_channel" => s.push_str(&format!(", axis {axis}")),
                         "per_group" => s.push_str(&format!(", group size {group_size}")),
@@ -550,7 +653,11 @@ impl Report {
                     rows.push(vec![s]);
                 }
                 Some(Detail::Strings { count, utf8 }) => {
-                    rows.push(vec![format!("  {count} string{}{}", if *count == 1 { "" } else { "s" }, if *utf8 { ", UTF-8" } else { ", not all UTF-8" })]);
+                    rows.push(vec![format!(
+                        "  {count} string{}{}",
+                        if *count == 1 { "" } else { "s" },
+                        if *utf8 { ", UTF-8" } else { ", not all UTF-8" }
+                    )]);
                 }
                 None => {}
             }
@@ -595,9 +702,20 @@ mod tests {
     #[test]
     fn sample_report() {
         let b = crate::sample::sample_bytes();
-        let r = inspect_bytes(&b, "s", &InspectOptions { hash: true, progress: false }).unwrap();
+        let r = inspect_bytes(
+            &b,
+            "s",
+            &InspectOptions {
+                hash: true,
+                progress: false,
+            },
+        )
+        .unwrap();
         let names: Vec<_> = r.tensors.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["weight", "bias", "weight_q", "adjacency", "labels", "meta/step"]);
+        assert_eq!(
+            names,
+            ["weight", "bias", "weight_q", "adjacency", "labels", "meta/step"]
+        );
         assert!(r.tensors.iter().filter(|t| t.kind != "sparse").all(|t| t.integrity));
         let table = r.to_table();
         assert!(table.contains("meta/step"), "{table}");

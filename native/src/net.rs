@@ -110,7 +110,11 @@ fn where_(f: &mut fmt::Formatter<'_>, packet: &Option<u64>, offset: &Option<u64>
 impl fmt::Display for TransportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TransportError::Wire { packet, stream_offset, error } => {
+            TransportError::Wire {
+                packet,
+                stream_offset,
+                error,
+            } => {
                 where_(f, packet, stream_offset)?;
                 write!(f, "{error}")?;
                 if let Some(o) = stream_offset {
@@ -118,16 +122,29 @@ impl fmt::Display for TransportError {
                 }
                 Ok(())
             }
-            TransportError::TooLarge { packet, stream_offset, declared, limit } => {
+            TransportError::TooLarge {
+                packet,
+                stream_offset,
+                declared,
+                limit,
+            } => {
                 where_(f, packet, stream_offset)?;
                 write!(
                     f,
                     "header declares a packet of {declared} bytes (at least), above this receiver's limit of {limit}; raise the limit if the sender is trusted"
                 )
             }
-            TransportError::Truncated { packet, stream_offset, received, needed } => {
+            TransportError::Truncated {
+                packet,
+                stream_offset,
+                received,
+                needed,
+            } => {
                 where_(f, packet, stream_offset)?;
-                write!(f, "stream ended after {received} bytes of a packet that needs at least {needed}; the sender stopped mid-packet")
+                write!(
+                    f,
+                    "stream ended after {received} bytes of a packet that needs at least {needed}; the sender stopped mid-packet"
+                )
             }
             TransportError::Unsendable(why) => write!(f, "cannot send packet: {why}"),
         }
@@ -426,14 +443,30 @@ pub fn read_packet_into<R: Read>(mut r: R, buf: &mut Vec<u8>, max_packet_bytes: 
                 return Ok(Some(n));
             }
             Ok(Measure::Incomplete(n)) => n,
-            Err(error) => return Err(TransportError::Wire { packet: None, stream_offset: None, error }.into_io()),
+            Err(error) => {
+                return Err(TransportError::Wire {
+                    packet: None,
+                    stream_offset: None,
+                    error,
+                }
+                .into_io());
+            }
         };
         if needed > max_packet_bytes {
-            return Err(TransportError::TooLarge { packet: None, stream_offset: None, declared: needed, limit: max_packet_bytes }.into_io());
+            return Err(TransportError::TooLarge {
+                packet: None,
+                stream_offset: None,
+                declared: needed,
+                limit: max_packet_bytes,
+            }
+            .into_io());
         }
         if needed <= buf.len() {
             // measure promises progress; guard against looping forever all the same.
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "packet framing made no progress"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "packet framing made no progress",
+            ));
         }
         // Read at most one chunk past what has arrived: a lying header costs at most twice the
         // bytes actually received (amortised doubling), never its declared size.
@@ -445,7 +478,13 @@ pub fn read_packet_into<R: Read>(mut r: R, buf: &mut Vec<u8>, max_packet_bytes: 
             if before == 0 && got == 0 {
                 return Ok(None);
             }
-            return Err(TransportError::Truncated { packet: None, stream_offset: None, received: buf.len(), needed }.into_io());
+            return Err(TransportError::Truncated {
+                packet: None,
+                stream_offset: None,
+                received: buf.len(),
+                needed,
+            }
+            .into_io());
         }
     }
 }
@@ -535,7 +574,10 @@ mod tests {
         let mut lie = p[..64].to_vec();
         lie[10..14].copy_from_slice(&1_000_000_000u32.to_le_bytes());
         let e = read_packet_with_limit(lie.as_slice(), 1 << 20).unwrap_err();
-        assert!(matches!(TransportError::from_io(&e), Some(TransportError::TooLarge { .. })), "{e}");
+        assert!(
+            matches!(TransportError::from_io(&e), Some(TransportError::TooLarge { .. })),
+            "{e}"
+        );
         // Under the default limit it reads what exists, then reports truncation.
         let e = read_packet(lie.as_slice()).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
@@ -563,7 +605,10 @@ mod tests {
         assert!(c.decode_eof(&mut trunc).is_err());
         // Compressed top level is refused on send.
         let t = Tensor::new(DType::U8, vec![4], vec![0u8; 4]).unwrap();
-        let mut c = TensoCodec::new().with_encode_options(EncodeOptions { compress: true, ..Default::default() });
+        let mut c = TensoCodec::new().with_encode_options(EncodeOptions {
+            compress: true,
+            ..Default::default()
+        });
         let e = c.encode(&Packet::Dense(t), &mut BytesMut::new()).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     }

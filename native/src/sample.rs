@@ -1,7 +1,9 @@
 //! A small sample packet, generated in code, for the README quick start (`tensorlane demo`).
 
-use tensorlane_core::wire::{self, Bundle, EncodeOptions, Packet, QDType, Quantized, QuantizeParams, Sparse, SparseFormat, Strings};
 use tensorlane_core::Tensor;
+use tensorlane_core::wire::{
+    self, Bundle, EncodeOptions, Packet, QDType, QuantizeParams, Quantized, Sparse, SparseFormat, Strings,
+};
 
 /// A bundle holding one of each packet kind:
 ///
@@ -46,7 +48,10 @@ pub fn sample_packet() -> Packet<'static> {
 
 /// The sample packet's bytes (default options, with an integrity footer on every leaf).
 pub fn sample_bytes() -> Vec<u8> {
-    let opts = EncodeOptions { integrity: true, ..EncodeOptions::default() };
+    let opts = EncodeOptions {
+        integrity: true,
+        ..EncodeOptions::default()
+    };
     wire::encode(&sample_packet(), &opts).expect("the sample is encodable")
 }
 

@@ -25,7 +25,9 @@ impl MmapSource {
         // truncating or rewriting the file while it is mapped is outside what any mmap-based
         // reader can guard against; tensorlane never writes through it.
         let map = unsafe { memmap2::Mmap::map(&f)? };
-        Ok(MmapSource { map: Some(Arc::new(map)) })
+        Ok(MmapSource {
+            map: Some(Arc::new(map)),
+        })
     }
 
     /// The whole file's bytes.
@@ -68,7 +70,8 @@ impl ReadAt for FileSource {
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
         check_range(offset, buf.len() as u64, self.size)?;
-        read_exact_at(&self.file, buf, offset).map_err(|e| SourceError::Io(format!("{e} (reading {} bytes at offset {offset})", buf.len())))
+        read_exact_at(&self.file, buf, offset)
+            .map_err(|e| SourceError::Io(format!("{e} (reading {} bytes at offset {offset})", buf.len())))
     }
 }
 

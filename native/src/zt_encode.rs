@@ -92,7 +92,9 @@ mod more_tests {
 
     #[test]
     fn multi_frame_round_trip_and_range() {
-        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 29) as u8 ^ (i / 1000) as u8).collect();
+        let data: Vec<u8> = (0..3_000_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 29) as u8 ^ (i / 1000) as u8)
+            .collect();
         let enc = encode_seekable(&data, DEFAULT_FRAME_SIZE, CompressionLevel::Fastest).unwrap();
         let n = data.len() as u64;
         let t = SeekTable::parse(&enc, n).unwrap();
@@ -104,7 +106,13 @@ mod more_tests {
         let unc = encode_seekable(&data[..5000], 1000, CompressionLevel::Uncompressed).unwrap();
         assert_eq!(seekable::decode(&unc, 5000).unwrap(), &data[..5000]);
         assert_eq!(encode_seekable(&[], 1, CompressionLevel::Default).unwrap().len(), 17);
-        assert_eq!(encode_seekable(&data, 0, CompressionLevel::Fastest), Err(EncodeError::FrameSize(0)));
-        assert_eq!(encode_seekable(&data, (16 << 20) + 1, CompressionLevel::Fastest), Err(EncodeError::FrameSize((16 << 20) + 1)));
+        assert_eq!(
+            encode_seekable(&data, 0, CompressionLevel::Fastest),
+            Err(EncodeError::FrameSize(0))
+        );
+        assert_eq!(
+            encode_seekable(&data, (16 << 20) + 1, CompressionLevel::Fastest),
+            Err(EncodeError::FrameSize((16 << 20) + 1))
+        );
     }
 }

@@ -70,7 +70,14 @@ impl ToolError {
     pub fn exit_code(&self) -> u8 {
         match self {
             ToolError::Zt(e) if !e.rule.is_rejection() => 1,
-            ToolError::Legacy(e) if matches!(e.rule, legacy::LegacyRule::Io | legacy::LegacyRule::Unsupported | legacy::LegacyRule::NotFound) => 1,
+            ToolError::Legacy(e)
+                if matches!(
+                    e.rule,
+                    legacy::LegacyRule::Io | legacy::LegacyRule::Unsupported | legacy::LegacyRule::NotFound
+                ) =>
+            {
+                1
+            }
             ToolError::Io(_) => 1,
             _ => 2,
         }
@@ -268,7 +275,13 @@ pub fn cbor_to_json(v: &Value<'_>) -> serde_json::Value {
         Value::Bool(b) => J::Bool(*b),
         Value::Null => J::Null,
         Value::Float(f) if f.is_finite() => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
-        Value::Float(f) => J::String(if f.is_nan() { "nan".into() } else if *f > 0.0 { "inf".into() } else { "-inf".into() }),
+        Value::Float(f) => J::String(if f.is_nan() {
+            "nan".into()
+        } else if *f > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        }),
     }
 }
 
@@ -324,7 +337,9 @@ pub fn progress(total: u64, what: &str) -> Option<indicatif::ProgressBar> {
         return None;
     }
     let b = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
-    if let Ok(style) = indicatif::ProgressStyle::with_template(&format!("{what} {{bar:40}} {{bytes}}/{{total_bytes}} {{bytes_per_sec}} eta {{eta}}")) {
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&format!(
+        "{what} {{bar:40}} {{bytes}}/{{total_bytes}} {{bytes_per_sec}} eta {{eta}}"
+    )) {
         b.set_style(style);
     }
     Some(b)
@@ -349,8 +364,17 @@ fn sha256_hex(data: &[u8], bar: Option<&indicatif::ProgressBar>) -> String {
 /// exists. `name` has been validated as a shard name (a single path component).
 pub fn resolve_shard(root: &Path, name: &str) -> Option<PathBuf> {
     let dir = root.parent().unwrap_or(Path::new("."));
-    let stem = root.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    [dir.join(format!("{stem}-{name}.zt")), dir.join(name), dir.join(format!("{name}.zt"))].into_iter().find(|p| p.is_file())
+    let stem = root
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    [
+        dir.join(format!("{stem}-{name}.zt")),
+        dir.join(name),
+        dir.join(format!("{name}.zt")),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
 }
 
 /// An opened root: the reader (with the shards that resolved), the shard table as found, and
@@ -364,8 +388,10 @@ pub fn open_zt(path: &Path, src: MmapSource, required: bool) -> Result<Opened, T
     let mut reader = Reader::open(src)?;
     let mut infos = Vec::new();
     let mut warnings = Vec::new();
-    let table: Vec<(String, u64, String)> =
-        reader.shard_table().map(|t| t.iter().map(|(n, e)| (n.clone(), e.size, e.digest.clone())).collect()).unwrap_or_default();
+    let table: Vec<(String, u64, String)> = reader
+        .shard_table()
+        .map(|t| t.iter().map(|(n, e)| (n.clone(), e.size, e.digest.clone())).collect())
+        .unwrap_or_default();
     for (name, size, digest) in table {
         let file = resolve_shard(path, &name);
         match &file {
@@ -381,12 +407,22 @@ pub fn open_zt(path: &Path, src: MmapSource, required: bool) -> Result<Opened, T
                 return Err(ToolError::Io(format!(
                     "shard {name:?} of {}: no file found (looked for {}, {name} and {name}.zt next to it)",
                     path.display(),
-                    path.file_stem().map(|s| format!("{}-{name}.zt", s.to_string_lossy())).unwrap_or_default()
+                    path.file_stem()
+                        .map(|s| format!("{}-{name}.zt", s.to_string_lossy()))
+                        .unwrap_or_default()
                 )));
             }
-            None => warnings.push(format!("shard {name:?}: no file found next to {}; its parts are not resolved", path.display())),
+            None => warnings.push(format!(
+                "shard {name:?}: no file found next to {}; its parts are not resolved",
+                path.display()
+            )),
         }
-        infos.push(ShardInfo { name, size, digest, file: file.map(|f| f.display().to_string()) });
+        infos.push(ShardInfo {
+            name,
+            size,
+            digest,
+            file: file.map(|f| f.display().to_string()),
+        });
     }
     Ok((reader, infos, warnings))
 }
@@ -412,13 +448,23 @@ fn part_info(name: &str, p: &Part) -> ZtPartInfo {
 fn object_info(name: &str, o: &Object) -> ZtTensorInfo {
     let parts: Vec<ZtPartInfo> = o.parts.iter().map(|(n, p)| part_info(n, p)).collect();
     let dense = o.layout == layout::DENSE;
-    let main = if dense { o.parts.get("data") } else { main_part(o.parts.iter().map(|(n, p)| (n.as_str(), p))) };
+    let main = if dense {
+        o.parts.get("data")
+    } else {
+        main_part(o.parts.iter().map(|(n, p)| (n.as_str(), p)))
+    };
     ZtTensorInfo {
         name: name.to_string(),
         kind: kind_of(&o.layout),
-        dtype: main.map(|p| element_name(p.dtype, p.logical.as_deref())).unwrap_or_default(),
+        dtype: main
+            .map(|p| element_name(p.dtype, p.logical.as_deref()))
+            .unwrap_or_default(),
         shape: o.shape.clone(),
-        nbytes: if dense { main.map_or(0, |p| p.decoded_size()) } else { parts.iter().map(|p| p.nbytes).sum() },
+        nbytes: if dense {
+            main.map_or(0, |p| p.decoded_size())
+        } else {
+            parts.iter().map(|p| p.nbytes).sum()
+        },
         sha256: None,
         layout: o.layout.clone(),
         parts,
@@ -439,7 +485,10 @@ pub fn inspect_zt(path: &Path, file: &str, src: MmapSource, hash: bool) -> Resul
         packets: 0,
         tensors: Vec::new(),
         data_shard: reader.is_data_shard(),
-        manifest: reader.manifest().filter(|_| !reader.is_data_shard()).map(|m| BlobInfo { offset: m.manifest_blob.offset, length: m.manifest_blob.length }),
+        manifest: reader.manifest().filter(|_| !reader.is_data_shard()).map(|m| BlobInfo {
+            offset: m.manifest_blob.offset,
+            length: m.manifest_blob.length,
+        }),
         version: None,
         shards,
         attributes: reader.attributes().map(cbor_to_json),
@@ -454,12 +503,20 @@ pub fn inspect_zt(path: &Path, file: &str, src: MmapSource, hash: bool) -> Resul
         report.tensors.push(object_info(name, o));
     }
     if hash {
-        let total: u64 = m.objects.values().flat_map(|o| o.parts.values()).map(|p| p.decoded_size()).sum();
+        let total: u64 = m
+            .objects
+            .values()
+            .flat_map(|o| o.parts.values())
+            .map(|p| p.decoded_size())
+            .sum();
         let bar = progress(total, "hashing");
         for (t, (name, o)) in report.tensors.iter_mut().zip(&m.objects) {
             for (pi, pname) in t.parts.iter_mut().zip(o.parts.keys()) {
                 if pi.shard.as_ref().is_some_and(|s| reader.shard_source(s).is_none()) {
-                    warnings.push(format!("{name:?}/{pname:?} lives in unresolved shard {:?}: not hashed", pi.shard.as_deref().unwrap_or("")));
+                    warnings.push(format!(
+                        "{name:?}/{pname:?} lives in unresolved shard {:?}: not hashed",
+                        pi.shard.as_deref().unwrap_or("")
+                    ));
                     continue;
                 }
                 match reader.read(name, pname) {
@@ -497,7 +554,12 @@ pub fn inspect_legacy(file: &str, src: MmapSource, hash: bool) -> Result<ZtRepor
         legacy::LegacyVersion::V1_2 => "zt-v1",
         legacy::LegacyVersion::V0_1 => "zt-v0",
     };
-    let total: u64 = r.objects().iter().flat_map(|o| &o.components).map(|c| c.uncompressed_length.unwrap_or(c.length)).sum();
+    let total: u64 = r
+        .objects()
+        .iter()
+        .flat_map(|o| &o.components)
+        .map(|c| c.uncompressed_length.unwrap_or(c.length))
+        .sum();
     let bar = if hash { progress(total, "hashing") } else { None };
     let mut tensors = Vec::new();
     for o in r.objects() {
@@ -508,7 +570,11 @@ pub fn inspect_legacy(file: &str, src: MmapSource, hash: bool) -> Result<ZtRepor
                 legacy::Encoding::Raw => c.length,
                 _ => c.uncompressed_length.unwrap_or(c.length),
             };
-            let sha256 = if hash { Some(sha256_hex(&r.read_component(o, c)?, bar.as_ref())) } else { None };
+            let sha256 = if hash {
+                Some(sha256_hex(&r.read_component(o, c)?, bar.as_ref()))
+            } else {
+                None
+            };
             parts.push(ZtPartInfo {
                 name: c.role.clone(),
                 dtype: c.dtype.name(),
@@ -527,7 +593,11 @@ pub fn inspect_legacy(file: &str, src: MmapSource, hash: bool) -> Result<ZtRepor
             });
         }
         let dense = o.format == legacy::Format::Dense;
-        let main = if dense { parts.iter().find(|p| p.name == "data") } else { main_part(parts.iter().map(|p| (p.name.as_str(), p))) };
+        let main = if dense {
+            parts.iter().find(|p| p.name == "data")
+        } else {
+            main_part(parts.iter().map(|p| (p.name.as_str(), p)))
+        };
         let dtype = main
             .map(|p| match (&p.logical, p.dtype) {
                 (None, d) => d.to_string(),
@@ -539,8 +609,16 @@ pub fn inspect_legacy(file: &str, src: MmapSource, hash: bool) -> Result<ZtRepor
             kind: kind_of(o.format.name()),
             dtype,
             shape: o.shape.clone(),
-            nbytes: if dense { main.map_or(0, |p| p.nbytes) } else { parts.iter().map(|p| p.nbytes).sum() },
-            sha256: if dense { main.and_then(|p| p.sha256.clone()) } else { None },
+            nbytes: if dense {
+                main.map_or(0, |p| p.nbytes)
+            } else {
+                parts.iter().map(|p| p.nbytes).sum()
+            },
+            sha256: if dense {
+                main.and_then(|p| p.sha256.clone())
+            } else {
+                None
+            },
             layout: o.format.name().to_string(),
             parts,
             attributes: o.attributes.as_ref().map(cbor_to_json),
@@ -556,7 +634,10 @@ pub fn inspect_legacy(file: &str, src: MmapSource, hash: bool) -> Result<ZtRepor
         packets: 0,
         tensors,
         data_shard: false,
-        manifest: Some(BlobInfo { offset: r.manifest_offset(), length: bytes.saturating_sub(r.manifest_offset()).saturating_sub(16) }),
+        manifest: Some(BlobInfo {
+            offset: r.manifest_offset(),
+            length: bytes.saturating_sub(r.manifest_offset()).saturating_sub(16),
+        }),
         version: r.manifest_version().map(str::to_string),
         shards: Vec::new(),
         attributes: r.attributes().map(cbor_to_json),
@@ -580,7 +661,11 @@ impl ZtReport {
             self.bytes,
             self.tensors.len(),
             if self.tensors.len() == 1 { "" } else { "s" },
-            if self.data_shard { " (a data shard: blobs without a manifest)" } else { "" }
+            if self.data_shard {
+                " (a data shard: blobs without a manifest)"
+            } else {
+                ""
+            }
         );
         if let Some(v) = &self.version {
             out.push_str(&format!("manifest version {v}\n"));
@@ -598,7 +683,14 @@ impl ZtReport {
             out.push_str(&format!("attributes: {a}\n"));
         }
         let hashed = self.tensors.iter().any(|t| t.parts.iter().any(|p| p.sha256.is_some()));
-        let mut rows: Vec<Vec<String>> = vec![["NAME", "LAYOUT", "DTYPE", "SHAPE", "NBYTES", "BLOB", "ENCODING", "DIGEST"].iter().map(|s| s.to_string()).collect()];
+        let mut rows: Vec<Vec<String>> = vec![
+            [
+                "NAME", "LAYOUT", "DTYPE", "SHAPE", "NBYTES", "BLOB", "ENCODING", "DIGEST",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ];
         if hashed {
             rows[0].push("SHA256".into());
         }
@@ -608,10 +700,20 @@ impl ZtReport {
                 Some(s) => format!("{s}@{}+{}", p.offset, p.length),
                 None => format!("@{}+{}", p.offset, p.length),
             };
-            let mut r = vec![t.name.clone(), t.layout.clone(), t.dtype.clone(), shape_str(&t.shape), t.nbytes.to_string()];
+            let mut r = vec![
+                t.name.clone(),
+                t.layout.clone(),
+                t.dtype.clone(),
+                shape_str(&t.shape),
+                t.nbytes.to_string(),
+            ];
             if single {
                 let p = &t.parts[0];
-                r.extend([blob(p), p.encoding.clone().unwrap_or("-".into()), p.digest.clone().unwrap_or("-".into())]);
+                r.extend([
+                    blob(p),
+                    p.encoding.clone().unwrap_or("-".into()),
+                    p.digest.clone().unwrap_or("-".into()),
+                ]);
                 if hashed {
                     r.push(p.sha256.clone().unwrap_or_default());
                 }
@@ -628,7 +730,14 @@ impl ZtReport {
                         Some(l) => format!("{} ({l})", p.dtype),
                         None => p.dtype.to_string(),
                     };
-                    let mut r = vec![format!("  .{}", p.name), String::new(), ty, String::new(), p.nbytes.to_string(), blob(p)];
+                    let mut r = vec![
+                        format!("  .{}", p.name),
+                        String::new(),
+                        ty,
+                        String::new(),
+                        p.nbytes.to_string(),
+                        blob(p),
+                    ];
                     r.push(p.encoding.clone().unwrap_or("-".into()));
                     r.push(p.digest.clone().unwrap_or("-".into()));
                     if hashed {
@@ -698,7 +807,11 @@ pub struct VerifySummary {
 impl fmt::Display for VerifySummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.data_shard {
-            write!(f, "ok: a valid {} data shard (container frame; no manifest)", self.format)?;
+            write!(
+                f,
+                "ok: a valid {} data shard (container frame; no manifest)",
+                self.format
+            )?;
         } else if self.format == "zt" {
             let r = &self.report;
             write!(
@@ -712,13 +825,31 @@ impl fmt::Display for VerifySummary {
                 if r.parts_without_digest == 1 { "" } else { "s" },
             )?;
             if r.shards_checked > 0 {
-                write!(f, ", {} shard file digest{} verified", r.shards_checked, if r.shards_checked == 1 { "" } else { "s" })?;
+                write!(
+                    f,
+                    ", {} shard file digest{} verified",
+                    r.shards_checked,
+                    if r.shards_checked == 1 { "" } else { "s" }
+                )?;
             }
             if !r.unresolved.is_empty() {
-                write!(f, "; {} part{} in shards not checked (use --deep)", r.unresolved.len(), if r.unresolved.len() == 1 { "" } else { "s" })?;
+                write!(
+                    f,
+                    "; {} part{} in shards not checked (use --deep)",
+                    r.unresolved.len(),
+                    if r.unresolved.len() == 1 { "" } else { "s" }
+                )?;
             }
         } else {
-            write!(f, "ok: {} {} tensor{}, {} component{} checked", self.objects, self.format, if self.objects == 1 { "" } else { "s" }, self.parts, if self.parts == 1 { "" } else { "s" })?;
+            write!(
+                f,
+                "ok: {} {} tensor{}, {} component{} checked",
+                self.objects,
+                self.format,
+                if self.objects == 1 { "" } else { "s" },
+                self.parts,
+                if self.parts == 1 { "" } else { "s" }
+            )?;
         }
         if self.canonical {
             write!(f, "; canonical")?;
@@ -731,8 +862,17 @@ impl fmt::Display for VerifySummary {
 /// rules and digests. `deep` resolves and checks the shards (their parts and whole-file digests);
 /// without it parts in shards are listed as unresolved. `canonical` also checks §10.
 pub fn verify_zt(path: &Path, src: MmapSource, deep: bool, canonical: bool) -> Result<VerifySummary, ToolError> {
-    let (reader, _, _) = if deep { open_zt(path, src, true)? } else { (Reader::open(src)?, Vec::new(), Vec::new()) };
-    let mut s = VerifySummary { format: "zt", objects: reader.len(), data_shard: reader.is_data_shard(), ..Default::default() };
+    let (reader, _, _) = if deep {
+        open_zt(path, src, true)?
+    } else {
+        (Reader::open(src)?, Vec::new(), Vec::new())
+    };
+    let mut s = VerifySummary {
+        format: "zt",
+        objects: reader.len(),
+        data_shard: reader.is_data_shard(),
+        ..Default::default()
+    };
     if !reader.is_data_shard() {
         s.report = reader.verify().map_err(|e| with_blob_offset(&reader, e))?;
     }
@@ -751,7 +891,12 @@ fn with_blob_offset(reader: &Reader<MmapSource>, mut e: ZtError) -> ZtError {
         && let Some(o) = e.object.clone()
         && let Ok(obj) = reader.object(&o)
     {
-        let named = obj.parts.keys().filter(|p| e.message.contains(p.as_str())).max_by_key(|p| p.len()).cloned();
+        let named = obj
+            .parts
+            .keys()
+            .filter(|p| e.message.contains(p.as_str()))
+            .max_by_key(|p| p.len())
+            .cloned();
         let guess = named.or_else(|| match obj.layout.as_str() {
             layout::SPARSE_CSR => Some("indices".to_string()),
             layout::SPARSE_COO => Some("coords".to_string()),
@@ -783,10 +928,21 @@ pub fn verify_legacy(src: MmapSource, canonical: bool) -> Result<VerifySummary, 
         r.to_v2_object(o)?;
     }
     if canonical {
-        return Err(ToolError::NotCanonical("a legacy .zt file is never in .zt v2 canonical form (convert it first)".into()));
+        return Err(ToolError::NotCanonical(
+            "a legacy .zt file is never in .zt v2 canonical form (convert it first)".into(),
+        ));
     }
-    let format = if r.version() == legacy::LegacyVersion::V1_2 { "zt-v1" } else { "zt-v0" };
-    Ok(VerifySummary { format, objects: r.objects().len(), parts, ..Default::default() })
+    let format = if r.version() == legacy::LegacyVersion::V1_2 {
+        "zt-v1"
+    } else {
+        "zt-v0"
+    };
+    Ok(VerifySummary {
+        format,
+        objects: r.objects().len(),
+        parts,
+        ..Default::default()
+    })
 }
 
 /// A [`Sink`] that compares what a writer produces with existing bytes instead of storing it.
@@ -817,7 +973,8 @@ impl Sink for CompareSink<'_> {
     fn read_back(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), SinkError> {
         // Everything before `mismatch` equals the original; after it the comparison is already
         // lost, so the original bytes are as good an answer as any.
-        let s = ReadAt::slice(self.original, offset, buf.len() as u64).ok_or_else(|| SinkError(format!("read back past the end at {offset}")))?;
+        let s = ReadAt::slice(self.original, offset, buf.len() as u64)
+            .ok_or_else(|| SinkError(format!("read back past the end at {offset}")))?;
         buf.copy_from_slice(s);
         Ok(())
     }
@@ -839,7 +996,10 @@ pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), ToolError> {
         return nc("rule 1: a data shard has no manifest".into());
     };
     if let Some(t) = &m.shards {
-        return nc(format!("rule 6: canonical form is single-file, but the manifest declares {} shard(s)", t.len()));
+        return nc(format!(
+            "rule 6: canonical form is single-file, but the manifest declares {} shard(s)",
+            t.len()
+        ));
     }
     for (o, obj) in &m.objects {
         for (p, part) in &obj.parts {
@@ -854,11 +1014,16 @@ pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), ToolError> {
         }
     }
     let original = reader.source().bytes();
-    let mut sink = CompareSink { original, pos: 0, mismatch: None };
+    let mut sink = CompareSink {
+        original,
+        pos: 0,
+        mismatch: None,
+    };
     {
         let mut w = Writer::new(&mut sink, Options::canonical()).map_err(|e| ToolError::Refused(e.to_string()))?;
         if let Some(a) = &m.attributes {
-            w.set_attributes(a.clone()).map_err(|e| ToolError::NotCanonical(format!("file attributes: {e}")))?;
+            w.set_attributes(a.clone())
+                .map_err(|e| ToolError::NotCanonical(format!("file attributes: {e}")))?;
         }
         for (name, o) in &m.objects {
             let mut spec = ObjectSpec::new(&o.shape, o.layout.clone());
@@ -886,11 +1051,14 @@ pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), ToolError> {
                 });
             }
         }
-        w.finish().map_err(|e| ToolError::NotCanonical(format!("the canonical writer refuses the manifest: {e}")))?;
+        w.finish()
+            .map_err(|e| ToolError::NotCanonical(format!("the canonical writer refuses the manifest: {e}")))?;
     }
     let end = sink.pos;
     match sink.mismatch {
-        Some(at) => nc(format!("rules 1-3: the file differs from its canonical encoding at byte {at} (blob placement, order, sharing or manifest)")),
+        Some(at) => nc(format!(
+            "rules 1-3: the file differs from its canonical encoding at byte {at} (blob placement, order, sharing or manifest)"
+        )),
         None if end != original.len() as u64 => nc(format!(
             "rule 1: the canonical encoding is {end} bytes, the file {} (unreferenced bytes or an appended generation)",
             original.len()
@@ -903,10 +1071,17 @@ pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), ToolError> {
 pub fn verify_tenso(file: &str, src: &MmapSource, canonical: bool) -> Result<VerifySummary, ToolError> {
     let r = crate::inspect::inspect_bytes(src.bytes(), file, &Default::default()).map_err(ToolError::Tenso)?;
     if canonical {
-        return Err(ToolError::NotCanonical("canonical form is defined for .zt v2 files only".into()));
+        return Err(ToolError::NotCanonical(
+            "canonical form is defined for .zt v2 files only".into(),
+        ));
     }
     let parts = r.tensors.len() as u64;
-    Ok(VerifySummary { format: "tenso", objects: r.tensors.len(), parts, ..Default::default() })
+    Ok(VerifySummary {
+        format: "tenso",
+        objects: r.tensors.len(),
+        parts,
+        ..Default::default()
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -947,8 +1122,17 @@ pub struct Converted {
 
 /// Writes `bytes` to `dest` through a temporary file in the same directory (fsync, rename).
 fn publish_bytes(dest: &Path, bytes: &[u8]) -> Result<(), ToolError> {
-    let dir = dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".{}.tmp{}", dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), std::process::id()));
+    let dir = dest
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        dest.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
     let r = std::fs::File::create(&tmp)
         .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
         .and_then(|_| std::fs::rename(&tmp, dest));
@@ -971,10 +1155,17 @@ struct ZtEntry<'a> {
 /// A part on its way into a `.zt` file: name, storage dtype, logical type, decoded bytes.
 type EntryPart<'a> = (String, DType, Option<String>, Cow<'a, [u8]>);
 
-fn write_canonical(dest: &Path, mut entries: Vec<ZtEntry<'_>>, attributes: Option<Value<'static>>) -> Result<u64, ToolError> {
+fn write_canonical(
+    dest: &Path,
+    mut entries: Vec<ZtEntry<'_>>,
+    attributes: Option<Value<'static>>,
+) -> Result<u64, ToolError> {
     entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     if let Some(w) = entries.windows(2).find(|w| w[0].name == w[1].name) {
-        return Err(ToolError::Refused(format!("two tensors are named {:?}; .zt object names are unique", w[0].name)));
+        return Err(ToolError::Refused(format!(
+            "two tensors are named {:?}; .zt object names are unique",
+            w[0].name
+        )));
     }
     let total: u64 = entries.iter().flat_map(|e| &e.parts).map(|p| p.3.len() as u64).sum();
     let bar = progress(total, "writing");
@@ -1027,7 +1218,11 @@ fn tenso_leaves<'a>(p: &'a Packet<'a>, name: String, out: &mut Vec<ZtEntry<'a>>)
         }
         Packet::Bundle(b) => {
             for (k, v) in &b.entries {
-                let sub = if name.is_empty() { k.to_string() } else { format!("{name}/{k}") };
+                let sub = if name.is_empty() {
+                    k.to_string()
+                } else {
+                    format!("{name}/{k}")
+                };
                 tenso_leaves(v, sub, out)?;
             }
             Ok(())
@@ -1044,9 +1239,16 @@ fn tenso_leaves<'a>(p: &'a Packet<'a>, name: String, out: &mut Vec<ZtEntry<'a>>)
 pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Converted, ToolError> {
     let src = open_source(input)?;
     let format = detect_source(&src).ok_or_else(|| {
-        ToolError::Refused(format!("{}: unknown format (not a Tenso packet file, .zt v2, or legacy .zt v1/v0)", input.display()))
+        ToolError::Refused(format!(
+            "{}: unknown format (not a Tenso packet file, .zt v2, or legacy .zt v1/v0)",
+            input.display()
+        ))
     })?;
-    let target = to.unwrap_or(if format == Format::Zt { Target::Tenso } else { Target::Zt });
+    let target = to.unwrap_or(if format == Format::Zt {
+        Target::Tenso
+    } else {
+        Target::Zt
+    });
     match (format, target) {
         (Format::Tenso, Target::Zt) => {
             let data = src.bytes();
@@ -1057,7 +1259,11 @@ pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Conver
                     break;
                 }
                 let d = wire::decode_with(&data[off..], &DecodeOptions::default()).map_err(|error| {
-                    ToolError::Tenso(crate::inspect::InspectError { packet: packets.len(), packet_offset: off as u64, error })
+                    ToolError::Tenso(crate::inspect::InspectError {
+                        packet: packets.len(),
+                        packet_offset: off as u64,
+                        error,
+                    })
                 })?;
                 if d.len == 0 {
                     break;
@@ -1077,7 +1283,12 @@ pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Conver
             }
             let n = entries.len();
             let bytes = write_canonical(output, entries, None)?;
-            Ok(Converted { from: "tenso", to: "zt", objects: n, bytes })
+            Ok(Converted {
+                from: "tenso",
+                to: "zt",
+                objects: n,
+                bytes,
+            })
         }
         (Format::ZtV1 | Format::ZtV0, Target::Zt) => {
             let r = LegacyReader::open(src)?;
@@ -1089,32 +1300,61 @@ pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Conver
                     shape: v.shape,
                     layout: v.layout,
                     attributes: v.attributes,
-                    parts: v.parts.into_iter().map(|p| (p.name, p.dtype, p.logical_type, p.bytes)).collect(),
+                    parts: v
+                        .parts
+                        .into_iter()
+                        .map(|p| (p.name, p.dtype, p.logical_type, p.bytes))
+                        .collect(),
                 });
             }
             let n = entries.len();
             let bytes = write_canonical(output, entries, r.attributes().cloned())?;
-            Ok(Converted { from: format.name(), to: "zt", objects: n, bytes })
+            Ok(Converted {
+                from: format.name(),
+                to: "zt",
+                objects: n,
+                bytes,
+            })
         }
         (Format::Zt, Target::Zt) => {
             let (reader, _, _) = open_zt(input, src, true)?;
-            let m = reader.manifest().ok_or_else(|| ToolError::Refused("a data shard describes no tensors; there is nothing to convert".into()))?;
+            let m = reader.manifest().ok_or_else(|| {
+                ToolError::Refused("a data shard describes no tensors; there is nothing to convert".into())
+            })?;
             let mut entries = Vec::new();
             for (name, o) in &m.objects {
                 let mut parts = Vec::new();
                 for (pn, p) in &o.parts {
                     parts.push((pn.clone(), p.dtype, p.logical.clone(), reader.read(name, pn)?));
                 }
-                entries.push(ZtEntry { name: name.clone(), shape: o.shape.clone(), layout: o.layout.clone(), attributes: o.attributes.clone(), parts });
+                entries.push(ZtEntry {
+                    name: name.clone(),
+                    shape: o.shape.clone(),
+                    layout: o.layout.clone(),
+                    attributes: o.attributes.clone(),
+                    parts,
+                });
             }
             let n = entries.len();
             let bytes = write_canonical(output, entries, m.attributes.clone())?;
-            Ok(Converted { from: "zt", to: "zt", objects: n, bytes })
+            Ok(Converted {
+                from: "zt",
+                to: "zt",
+                objects: n,
+                bytes,
+            })
         }
         (Format::Zt, Target::Tenso) => {
             let (reader, _, _) = open_zt(input, src, true)?;
-            let m = reader.manifest().ok_or_else(|| ToolError::Refused("a data shard describes no tensors; there is nothing to convert".into()))?;
-            let total: u64 = m.objects.values().flat_map(|o| o.parts.values()).map(|p| p.decoded_size()).sum();
+            let m = reader.manifest().ok_or_else(|| {
+                ToolError::Refused("a data shard describes no tensors; there is nothing to convert".into())
+            })?;
+            let total: u64 = m
+                .objects
+                .values()
+                .flat_map(|o| o.parts.values())
+                .map(|p| p.decoded_size())
+                .sum();
             let bar = progress(total, "reading");
             let mut bundle = Bundle::new();
             for (name, o) in &m.objects {
@@ -1125,7 +1365,9 @@ pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Conver
                     )));
                 }
                 let t = reader.tensor(name).map_err(|e| match e.rule {
-                    Rule::Unsupported => ToolError::Refused(format!("object {name:?} cannot be represented in Tenso: {}", e.message)),
+                    Rule::Unsupported => {
+                        ToolError::Refused(format!("object {name:?} cannot be represented in Tenso: {}", e.message))
+                    }
                     _ => ToolError::Zt(e),
                 })?;
                 if let Some(b) = &bar {
@@ -1140,9 +1382,17 @@ pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Conver
             let bytes = wire::encode(&Packet::Bundle(bundle), &EncodeOptions::default())
                 .map_err(|e| ToolError::Refused(format!("Tenso cannot encode the bundle: {e}")))?;
             publish_bytes(output, &bytes)?;
-            Ok(Converted { from: "zt", to: "tenso", objects: n, bytes: bytes.len() as u64 })
+            Ok(Converted {
+                from: "zt",
+                to: "tenso",
+                objects: n,
+                bytes: bytes.len() as u64,
+            })
         }
-        (f, Target::Tenso) => Err(ToolError::Refused(format!("converting {} to Tenso is not supported (convert it to .zt first)", f.name()))),
+        (f, Target::Tenso) => Err(ToolError::Refused(format!(
+            "converting {} to Tenso is not supported (convert it to .zt first)",
+            f.name()
+        ))),
         (f, _) => Err(ToolError::Refused(format!("converting {} is not supported", f.name()))),
     }
 }

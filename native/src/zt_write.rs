@@ -34,7 +34,8 @@ use std::thread;
 
 use tensorlane_core::DType;
 use tensorlane_core::zt::writer::{
-    DigestAlgo, DigestHasher, ENCODING_ZSTD_SEEKABLE, Finished, ObjectSpec, Options, PartSpec, Sink, SinkError, WriteError, Writer,
+    DigestAlgo, DigestHasher, ENCODING_ZSTD_SEEKABLE, Finished, ObjectSpec, Options, PartSpec, Sink, SinkError,
+    WriteError, Writer,
 };
 
 use crate::source::FileSource;
@@ -97,7 +98,15 @@ impl FileSink {
                 }
             }
         });
-        FileSink { file, buf: Vec::with_capacity(BUF), flushed: len, floor: len, tx: Some(tx), recycled, worker: Some(worker) }
+        FileSink {
+            file,
+            buf: Vec::with_capacity(BUF),
+            flushed: len,
+            floor: len,
+            tx: Some(tx),
+            recycled,
+            worker: Some(worker),
+        }
     }
 
     /// Hands the buffer to the I/O thread.
@@ -108,7 +117,11 @@ impl FileSink {
         let next = self.recycled.try_recv().unwrap_or_else(|_| Vec::with_capacity(BUF));
         let full = std::mem::replace(&mut self.buf, next);
         let n = full.len() as u64;
-        self.tx.as_ref().expect("open").send(Msg::Write(self.flushed, full)).map_err(|_| io::Error::other("the write thread stopped"))?;
+        self.tx
+            .as_ref()
+            .expect("open")
+            .send(Msg::Write(self.flushed, full))
+            .map_err(|_| io::Error::other("the write thread stopped"))?;
         self.flushed += n;
         Ok(())
     }
@@ -117,7 +130,11 @@ impl FileSink {
     fn drain(&mut self) -> io::Result<()> {
         self.flush_buf()?;
         let (ack_tx, ack) = mpsc::sync_channel(1);
-        self.tx.as_ref().expect("open").send(Msg::Sync(ack_tx)).map_err(|_| io::Error::other("the write thread stopped"))?;
+        self.tx
+            .as_ref()
+            .expect("open")
+            .send(Msg::Sync(ack_tx))
+            .map_err(|_| io::Error::other("the write thread stopped"))?;
         ack.recv().map_err(|_| io::Error::other("the write thread stopped"))?
     }
 
@@ -168,7 +185,10 @@ impl Sink for FileSink {
     }
     fn truncate(&mut self, len: u64) -> Result<(), SinkError> {
         if len < self.floor {
-            return Err(SinkError(format!("refusing to truncate to {len}: the file held {} bytes before this writer (an append never truncates)", self.floor)));
+            return Err(SinkError(format!(
+                "refusing to truncate to {len}: the file held {} bytes before this writer (an append never truncates)",
+                self.floor
+            )));
         }
         self.drain().map_err(|e| io_err("write", e))?;
         self.file.set_len(len).map_err(|e| io_err("truncate", e))?;
@@ -240,8 +260,14 @@ fn at(p: &Path) -> impl FnOnce(io::Error) -> ZtWriteError + '_ {
 }
 
 fn temp_name(dest: &Path) -> PathBuf {
-    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out.zt".into());
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out.zt".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
     dest.with_file_name(format!(".{name}.{}.{nanos:08x}.partial", std::process::id()))
 }
 
@@ -249,9 +275,19 @@ impl ZtFile {
     /// Creates (or replaces) `path` and writes into it directly.
     pub fn create(path: impl AsRef<Path>, opts: Options) -> Result<Self, ZtWriteError> {
         let dest = path.as_ref().to_path_buf();
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&dest).map_err(at(&dest))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&dest)
+            .map_err(at(&dest))?;
         let writer = Writer::new(FileSink::new(file, 0), opts)?;
-        Ok(ZtFile { writer: Some(writer), dest, mode: Mode::Direct })
+        Ok(ZtFile {
+            writer: Some(writer),
+            dest,
+            mode: Mode::Direct,
+        })
     }
 
     /// Writes to a temporary name in `path`'s directory; [`finish`](Self::finish) fsyncs it and
@@ -259,7 +295,12 @@ impl ZtFile {
     pub fn publish(path: impl AsRef<Path>, opts: Options) -> Result<Self, ZtWriteError> {
         let dest = path.as_ref().to_path_buf();
         let temp = temp_name(&dest);
-        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&temp).map_err(at(&temp))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+            .map_err(at(&temp))?;
         let writer = match Writer::new(FileSink::new(file, 0), opts) {
             Ok(w) => w,
             Err(e) => {
@@ -267,7 +308,11 @@ impl ZtFile {
                 return Err(e.into());
             }
         };
-        Ok(ZtFile { writer: Some(writer), dest, mode: Mode::Publish { temp } })
+        Ok(ZtFile {
+            writer: Some(writer),
+            dest,
+            mode: Mode::Publish { temp },
+        })
     }
 
     /// Appends a generation to the existing file at `path` (§2.3; needs
@@ -275,10 +320,18 @@ impl ZtFile {
     pub fn append(path: impl AsRef<Path>, opts: Options) -> Result<Self, ZtWriteError> {
         let dest = path.as_ref().to_path_buf();
         let source = FileSource::open(&dest).map_err(at(&dest))?;
-        let file = OpenOptions::new().read(true).write(true).open(&dest).map_err(at(&dest))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&dest)
+            .map_err(at(&dest))?;
         let len = file.metadata().map_err(at(&dest))?.len();
         let writer = Writer::append(FileSink::new(file, len), &source, opts)?;
-        Ok(ZtFile { writer: Some(writer), dest, mode: Mode::Append })
+        Ok(ZtFile {
+            writer: Some(writer),
+            dest,
+            mode: Mode::Append,
+        })
     }
 
     /// Registers the shard file at `path` under `name`: its exact size and whole-file digest.
@@ -300,12 +353,21 @@ impl ZtFile {
         if let Mode::Publish { temp } = &self.mode {
             fs::rename(temp, &self.dest).map_err(at(&self.dest))?;
             self.mode = Mode::Direct;
-            let dir = self.dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let dir = self
+                .dest
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
             if let Ok(d) = File::open(dir) {
                 d.sync_all().map_err(at(dir))?;
             }
         }
-        Ok(Written { path: self.dest.clone(), size: done.size, manifest_offset: done.manifest_offset, manifest: done.manifest })
+        Ok(Written {
+            path: self.dest.clone(),
+            size: done.size,
+            manifest_offset: done.manifest_offset,
+            manifest: done.manifest,
+        })
     }
 
     /// Writes the manifest and footer; when publishing or appending, fsyncs (and renames the
@@ -348,17 +410,30 @@ impl Drop for ZtFile {
 
 /// Adds a dense tensor stored as `zt.zstd-seekable/1` (1 MiB frames, content checksums, like the
 /// reference writer; ruzstd's fastest level). Needs a non-canonical writer.
-pub fn add_compressed<S: Sink>(w: &mut Writer<S>, name: &str, dtype: DType, shape: &[u64], data: &[u8]) -> Result<(), ZtWriteError> {
+pub fn add_compressed<S: Sink>(
+    w: &mut Writer<S>,
+    name: &str,
+    dtype: DType,
+    shape: &[u64],
+    data: &[u8],
+) -> Result<(), ZtWriteError> {
     let stored = encode_seekable(data, DEFAULT_FRAME_SIZE, CompressionLevel::Fastest)
         .map_err(|e| ZtWriteError::Io(PathBuf::from(name), io::Error::other(e)))?;
-    w.add_object(name, &ObjectSpec::dense(shape), &[PartSpec::encoded("data", dtype, ENCODING_ZSTD_SEEKABLE, &stored, data)])?;
+    w.add_object(
+        name,
+        &ObjectSpec::dense(shape),
+        &[PartSpec::encoded("data", dtype, ENCODING_ZSTD_SEEKABLE, &stored, data)],
+    )?;
     Ok(())
 }
 
 /// Where shard `name` of the root file `root` lives by the reference convention:
 /// `<stem>-<name>.zt` in the same directory.
 pub fn shard_path(root: &Path, name: &str) -> PathBuf {
-    let stem = root.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = root
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     root.with_file_name(format!("{stem}-{name}.zt"))
 }
 
@@ -421,7 +496,19 @@ mod tests {
         let r2 = dir.join("r.zt");
         let mut w = ZtFile::publish(&r2, Options::non_canonical()).unwrap();
         w.add_shard_file("00001", &sp, DigestAlgo::Sha256).unwrap();
-        w.add_object("x", &ObjectSpec::dense(&[16]), &[PartSpec::external("data", DType::U8, "00001", blob.offset, blob.length, Some(blob.digest))]).unwrap();
+        w.add_object(
+            "x",
+            &ObjectSpec::dense(&[16]),
+            &[PartSpec::external(
+                "data",
+                DType::U8,
+                "00001",
+                blob.offset,
+                blob.length,
+                Some(blob.digest),
+            )],
+        )
+        .unwrap();
         w.finish().unwrap();
         fs::remove_dir_all(&dir).unwrap();
     }

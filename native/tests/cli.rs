@@ -18,7 +18,10 @@ fn vectors() -> Option<PathBuf> {
     if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
         panic!("{} is missing; CI must have the shared reference data", dir.display());
     }
-    eprintln!("skipping: {} not found (set CI=true to make this a failure)", dir.display());
+    eprintln!(
+        "skipping: {} not found (set CI=true to make this a failure)",
+        dir.display()
+    );
     None
 }
 
@@ -75,7 +78,11 @@ fn check(expected: &Value, name: &str, report: &Value, file: &Path) -> usize {
             .iter()
             .map(|e| {
                 let key = e["key"].as_str().unwrap();
-                let sub = if name == "#0" { key.to_string() } else { format!("{name}/{key}") }; // "#0": the root
+                let sub = if name == "#0" {
+                    key.to_string()
+                } else {
+                    format!("{name}/{key}")
+                }; // "#0": the root
                 check(&e["value"], &sub, report, file)
             })
             .sum(),
@@ -93,7 +100,12 @@ fn check(expected: &Value, name: &str, report: &Value, file: &Path) -> usize {
             assert_eq!(t["kind"], "sparse", "{ctx}");
             assert_eq!(t["format"], expected["format"], "{ctx}");
             assert_eq!(t["shape"], expected["shape"], "{ctx}");
-            for (c, e) in t["components"].as_array().unwrap().iter().zip(expected["components"].as_array().unwrap()) {
+            for (c, e) in t["components"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(expected["components"].as_array().unwrap())
+            {
                 assert_eq!(c["dtype"], e["dtype"], "{ctx}");
                 assert_eq!(c["shape"], e["shape"], "{ctx}");
                 assert_eq!(c["sha256"], e["data_sha256"], "{ctx}");
@@ -109,7 +121,11 @@ fn check(expected: &Value, name: &str, report: &Value, file: &Path) -> usize {
             assert_eq!(t["axis"], expected["axis_wire"], "{ctx}");
             assert_eq!(t["group_size"], expected["group_size"], "{ctx}");
             assert_eq!(t["num_scales"], expected["num_scales"], "{ctx}");
-            assert_eq!(t["sha256"].as_str().unwrap(), sha_hex(expected["packed_hex"].as_str().unwrap()), "{ctx}");
+            assert_eq!(
+                t["sha256"].as_str().unwrap(),
+                sha_hex(expected["packed_hex"].as_str().unwrap()),
+                "{ctx}"
+            );
             1
         }
         "string" => {
@@ -117,9 +133,18 @@ fn check(expected: &Value, name: &str, report: &Value, file: &Path) -> usize {
             assert_eq!(t["kind"], "string", "{ctx}");
             assert_eq!(t["count"], expected["count"], "{ctx}");
             assert_eq!(t["shape"], serde_json::json!([expected["count"]]), "{ctx}");
-            let payload: String = expected["strings"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+            let payload: String = expected["strings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap())
+                .collect();
             assert_eq!(t["nbytes"], payload.len(), "{ctx}");
-            assert_eq!(t["sha256"].as_str().unwrap(), hex::encode(Sha256::digest(payload.as_bytes())), "{ctx}");
+            assert_eq!(
+                t["sha256"].as_str().unwrap(),
+                hex::encode(Sha256::digest(payload.as_bytes())),
+                "{ctx}"
+            );
             1
         }
         other => panic!("{ctx}: unexpected sidecar type {other}"),
@@ -211,7 +236,12 @@ fn error_names_the_entry_path() {
 #[test]
 fn stream_files_list_every_packet() {
     let Some(dir) = vectors() else { return };
-    let parts = ["dtype_float32.tenso", "bundle_nested.tenso", "sparse_csr_f64.tenso", "string_integrity.tenso"];
+    let parts = [
+        "dtype_float32.tenso",
+        "bundle_nested.tenso",
+        "sparse_csr_f64.tenso",
+        "string_integrity.tenso",
+    ];
     let mut bytes = Vec::new();
     for p in parts {
         bytes.extend(std::fs::read(dir.join(p)).unwrap());
@@ -221,7 +251,12 @@ fn stream_files_list_every_packet() {
     let r = inspect_json(&tmp);
     std::fs::remove_file(&tmp).ok();
     assert_eq!(r["packets"], 4);
-    let names: Vec<&str> = r["tensors"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = r["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names[0], "#0");
     assert!(names.contains(&"#1/weights/w1"), "{names:?}");
     assert!(names.contains(&"#2") && names.contains(&"#3"), "{names:?}");
@@ -235,7 +270,12 @@ fn demo_and_sample() {
     let out = run(&["demo", "--json", "--hash", "--out", tmp.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let kinds: Vec<&str> = r["tensors"].as_array().unwrap().iter().map(|t| t["kind"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = r["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["kind"].as_str().unwrap())
+        .collect();
     for k in ["dense", "quantized", "sparse", "string"] {
         assert!(kinds.contains(&k), "{kinds:?}");
     }
@@ -261,5 +301,9 @@ fn unreadable_and_empty_files() {
     let out = run(&["inspect", tmp.to_str().unwrap()]);
     std::fs::remove_file(&tmp).ok();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("too short"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("too short"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

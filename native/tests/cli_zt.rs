@@ -20,7 +20,10 @@ fn shared(sub: &str) -> Option<PathBuf> {
     if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
         panic!("{} is missing; CI must have the shared reference data", dir.display());
     }
-    eprintln!("skipping: {} not found (set CI=true to make this a failure)", dir.display());
+    eprintln!(
+        "skipping: {} not found (set CI=true to make this a failure)",
+        dir.display()
+    );
     None
 }
 
@@ -38,7 +41,12 @@ fn stderr(o: &Output) -> String {
 
 fn inspect_json(path: &Path) -> Value {
     let out = run(&["inspect", "--json", "--hash", p(path)]);
-    assert!(out.status.success(), "inspect {} failed: {}", path.display(), stderr(&out));
+    assert!(
+        out.status.success(),
+        "inspect {} failed: {}",
+        path.display(),
+        stderr(&out)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -51,7 +59,13 @@ fn temp_dir(tag: &str) -> PathBuf {
 
 fn zt_entries(fixtures: &Path) -> Vec<Value> {
     let m: Value = serde_json::from_str(&std::fs::read_to_string(fixtures.join("manifest.json")).unwrap()).unwrap();
-    m["files"].as_array().unwrap().iter().filter(|f| f["format"] == "zt" || f["format"] == "zt-v1").cloned().collect()
+    m["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["format"] == "zt" || f["format"] == "zt-v1")
+        .cloned()
+        .collect()
 }
 
 /// Checks an inspect report against the manifest's tensors (names in order, dtype, shape, sha256;
@@ -75,7 +89,10 @@ fn check_tensors(report: &Value, expected: &[Value], ctx: &str) -> usize {
             let gp = g["parts"].as_array().unwrap();
             assert_eq!(gp.len(), parts.len(), "{ctx} {name}: parts");
             for (pn, pw) in parts {
-                let pg = gp.iter().find(|x| x["name"] == pn.as_str()).unwrap_or_else(|| panic!("{ctx} {name}: no part {pn}"));
+                let pg = gp
+                    .iter()
+                    .find(|x| x["name"] == pn.as_str())
+                    .unwrap_or_else(|| panic!("{ctx} {name}: no part {pn}"));
                 assert_eq!(pg["dtype"], pw["dtype"], "{ctx} {name}.{pn}: dtype");
                 assert_eq!(pg["nbytes"], pw["nbytes"], "{ctx} {name}.{pn}: nbytes");
                 assert_eq!(pg["sha256"], pw["sha256"], "{ctx} {name}.{pn}: sha256");
@@ -124,9 +141,17 @@ fn sharded_inspect_resolves_shards_next_to_the_root() {
     assert_eq!(shards.len(), 2);
     for s in shards {
         let f = s["file"].as_str().unwrap();
-        assert!(f.ends_with(&format!("sharded-{}.zt", s["name"].as_str().unwrap())), "{f}");
+        assert!(
+            f.ends_with(&format!("sharded-{}.zt", s["name"].as_str().unwrap())),
+            "{f}"
+        );
     }
-    let w = r["tensors"].as_array().unwrap().iter().find(|t| t["name"] == "layer.weight").unwrap();
+    let w = r["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "layer.weight")
+        .unwrap();
     assert_eq!(w["parts"][0]["shard"], "00001");
     assert!(r.get("warnings").is_none(), "{r}");
     // Without its shards next to it the root still inspects; the parts are reported unhashed.
@@ -150,7 +175,13 @@ fn sharded_inspect_resolves_shards_next_to_the_root() {
 #[test]
 fn fixtures_verify_deep_and_canonical() {
     let Some(dir) = shared("fixtures") else { return };
-    let canonical = ["basic-canonical.zt", "basic-canonical-numpy-shim.zt", "profiles-csr-quant-mx.zt", "from-safetensors.zt", "sharded-00001.zt"];
+    let canonical = [
+        "basic-canonical.zt",
+        "basic-canonical-numpy-shim.zt",
+        "profiles-csr-quant-mx.zt",
+        "from-safetensors.zt",
+        "sharded-00001.zt",
+    ];
     let not_canonical = [
         ("compressed-zstd-seekable.zt", "rule 4"),
         ("appended.zt", "rule"),
@@ -166,7 +197,11 @@ fn fixtures_verify_deep_and_canonical() {
         assert!(String::from_utf8_lossy(&out.stdout).contains("ok"), "{}", f.display());
     }
     let out = run(&["verify", "--deep", p(&dir.join("sharded.zt"))]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("2 shard file digests verified"), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("2 shard file digests verified"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     for f in canonical {
         let out = run(&["verify", "--canonical", p(&dir.join(f))]);
         assert!(out.status.success(), "{f} is canonical: {}", stderr(&out));
@@ -198,7 +233,10 @@ fn conformance_corpus() {
             let msg = stderr(&verify);
             assert!(msg.contains(&format!(": {rule}: ")), "{ctx}: {msg}");
             if c["op"] != "open" {
-                assert!(msg.contains(&format!("object {:?}", c["object"].as_str().unwrap())), "{ctx}: {msg}");
+                assert!(
+                    msg.contains(&format!("object {:?}", c["object"].as_str().unwrap())),
+                    "{ctx}: {msg}"
+                );
                 assert!(msg.contains("at byte"), "{ctx}: {msg}");
                 // The image itself is valid: inspect lists it.
                 inspect_json(&file);
@@ -206,7 +244,11 @@ fn conformance_corpus() {
                 let inspect = run(&["inspect", "--json", p(&file)]);
                 assert_eq!(inspect.status.code(), Some(2), "{ctx}");
                 if rule != "FileTooSmall" {
-                    assert!(stderr(&inspect).contains(&format!(": {rule}: ")), "{ctx}: {}", stderr(&inspect));
+                    assert!(
+                        stderr(&inspect).contains(&format!(": {rule}: ")),
+                        "{ctx}: {}",
+                        stderr(&inspect)
+                    );
                 }
             }
             rejected += 1;
@@ -214,13 +256,19 @@ fn conformance_corpus() {
             // valid/ inspects (and hashes) fine.
             let r = inspect_json(&file);
             assert_eq!(r["format"], "zt", "{ctx}");
-            assert_eq!(r["data_shard"].as_bool().unwrap_or(false), expect == "data_shard", "{ctx}");
+            assert_eq!(
+                r["data_shard"].as_bool().unwrap_or(false),
+                expect == "data_shard",
+                "{ctx}"
+            );
             let code = verify.status.code();
             match file.file_stem().unwrap().to_str().unwrap() {
                 // Metadata-valid only (§17.3): its filler bytes break the f4 odd-nibble rule.
                 "f4-packed-odd-count" => assert!(code == Some(2) && stderr(&verify).contains("LayoutData"), "{ctx}"),
                 // Valid, but the encoding is unknown: not a rejection.
-                "view-unknown-encoding-refused" => assert!(code == Some(1) && stderr(&verify).contains("Unsupported"), "{ctx}"),
+                "view-unknown-encoding-refused" => {
+                    assert!(code == Some(1) && stderr(&verify).contains("Unsupported"), "{ctx}")
+                }
                 _ => assert_eq!(code, Some(0), "{ctx}: {}", stderr(&verify)),
             }
             valid += 1;
@@ -254,7 +302,12 @@ fn convert_v1_to_v2_is_canonical_and_keeps_the_data() {
             } else {
                 assert_eq!(g["layout"], "zt.sparse_csr/1", "{ctx}");
                 for (pn, pw) in w["parts"].as_object().unwrap() {
-                    let pg = g["parts"].as_array().unwrap().iter().find(|x| x["name"] == pn.as_str()).unwrap();
+                    let pg = g["parts"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|x| x["name"] == pn.as_str())
+                        .unwrap();
                     assert_eq!(pg["sha256"], pw["sha256"], "{ctx} {pn}");
                 }
             }
@@ -269,7 +322,14 @@ fn dense_map(r: &Value) -> Vec<(String, Value, Value, Value)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| (t["name"].as_str().unwrap().to_string(), t["dtype"].clone(), t["shape"].clone(), t["sha256"].clone()))
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_string(),
+                t["dtype"].clone(),
+                t["shape"].clone(),
+                t["sha256"].clone(),
+            )
+        })
         .collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v
@@ -279,7 +339,11 @@ fn dense_map(r: &Value) -> Vec<(String, Value, Value, Value)> {
 fn convert_tenso_to_zt_and_back() {
     let Some(dir) = shared("vectors/tenso") else { return };
     let tmp = temp_dir("tenso");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "tenso")).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tenso"))
+        .collect();
     files.sort();
     let (mut round_trips, mut refused) = (0, 0);
     for f in &files {
@@ -291,7 +355,11 @@ fn convert_tenso_to_zt_and_back() {
             // bundle key is no .zt name: a clear refusal.
             assert_eq!(out.status.code(), Some(2), "{}: {}", f.display(), stderr(&out));
             let msg = stderr(&out);
-            assert!(msg.contains("dense tensors") || msg.contains("refused (Name)"), "{}: {msg}", f.display());
+            assert!(
+                msg.contains("dense tensors") || msg.contains("refused (Name)"),
+                "{}: {msg}",
+                f.display()
+            );
             refused += 1;
             continue;
         }
@@ -313,7 +381,13 @@ fn convert_tenso_to_zt_and_back() {
 fn convert_zt_to_tenso_and_back() {
     let Some(dir) = shared("fixtures") else { return };
     let tmp = temp_dir("zt");
-    for f in ["basic-canonical.zt", "compressed-zstd-seekable.zt", "appended.zt", "sharded.zt", "from-safetensors.zt"] {
+    for f in [
+        "basic-canonical.zt",
+        "compressed-zstd-seekable.zt",
+        "appended.zt",
+        "sharded.zt",
+        "from-safetensors.zt",
+    ] {
         let src = dir.join(f);
         let (t, z) = (tmp.join("a.tenso"), tmp.join("b.zt"));
         let out = run(&["convert", p(&src), p(&t)]);
@@ -325,13 +399,27 @@ fn convert_zt_to_tenso_and_back() {
         assert_eq!(dense_map(&inspect_json(&src)), dense_map(&inspect_json(&t)), "{f}");
     }
     // .zt -> canonical .zt keeps every object, attributes included.
-    let out = run(&["convert", "--to", "zt", p(&dir.join("compressed-zstd-seekable.zt")), p(&tmp.join("c.zt"))]);
+    let out = run(&[
+        "convert",
+        "--to",
+        "zt",
+        p(&dir.join("compressed-zstd-seekable.zt")),
+        p(&tmp.join("c.zt")),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(run(&["verify", "--canonical", p(&tmp.join("c.zt"))]).status.success());
     // What Tenso cannot hold is refused with a clear message, and nothing is left behind.
-    let out = run(&["convert", p(&dir.join("profiles-csr-quant-mx.zt")), p(&tmp.join("p.tenso"))]);
+    let out = run(&[
+        "convert",
+        p(&dir.join("profiles-csr-quant-mx.zt")),
+        p(&tmp.join("p.tenso")),
+    ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("zt.sparse_csr/1") && stderr(&out).contains("dense"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("zt.sparse_csr/1") && stderr(&out).contains("dense"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!tmp.join("p.tenso").exists());
     // The input format comes from the magic, not the name.
     let disguised = tmp.join("model.tenso");

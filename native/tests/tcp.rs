@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use tensorlane::net::{TensoCodec, read_packet, write_packet, write_packet_bytes};
-use tensorlane_core::wire::{self, Bundle, EncodeOptions, Packet, QDType, Quantized, QuantizeParams, Sparse, SparseFormat, Strings};
+use tensorlane_core::wire::{
+    self, Bundle, EncodeOptions, Packet, QDType, QuantizeParams, Quantized, Sparse, SparseFormat, Strings,
+};
 use tensorlane_core::{DType, Tensor};
 use tokio_util::codec::{Framed, FramedRead, FramedWrite};
 
@@ -39,7 +41,6 @@ impl Rng {
         v
     }
 }
-
 
 fn dense(r: &mut Rng, max_elems: u64) -> Tensor<'static> {
     let dtype = DType::ALL[r.below(DType::ALL.len() as u64) as usize];
@@ -105,15 +106,21 @@ fn quantized(r: &mut Rng) -> Quantized<'static> {
     let q = [QDType::QInt8, QDType::QUInt8, QDType::QInt4, QDType::QUInt4][r.below(4) as usize];
     let params = match r.below(3) {
         0 => QuantizeParams::PerTensor,
-        1 => QuantizeParams::PerChannel { axis: r.below(2) as i64 },
-        _ => QuantizeParams::PerGroup { group_size: 1 + r.below(9) as u32 },
+        1 => QuantizeParams::PerChannel {
+            axis: r.below(2) as i64,
+        },
+        _ => QuantizeParams::PerGroup {
+            group_size: 1 + r.below(9) as u32,
+        },
     };
     Quantized::quantize(&values, &[a, b], q, params).unwrap()
 }
 
 fn strings(r: &mut Rng) -> Strings<'static> {
     let words = ["", "a", "tensor", "βeta", "🦀", "lane", "0123456789"];
-    let items: Vec<String> = (0..r.below(30)).map(|_| words[r.below(words.len() as u64) as usize].repeat(1 + r.below(3) as usize)).collect();
+    let items: Vec<String> = (0..r.below(30))
+        .map(|_| words[r.below(words.len() as u64) as usize].repeat(1 + r.below(3) as usize))
+        .collect();
     Strings::from_items(&items)
 }
 
@@ -129,7 +136,10 @@ fn leaf(r: &mut Rng) -> Packet<'static> {
 /// Packet `i` of a side, and the options to encode it with. Sizes run from empty to 1 MiB.
 fn make(seed: u64, i: usize) -> (Packet<'static>, EncodeOptions) {
     let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03) | 1);
-    let mut opts = EncodeOptions { integrity: r.below(3) == 0, ..EncodeOptions::default() };
+    let mut opts = EncodeOptions {
+        integrity: r.below(3) == 0,
+        ..EncodeOptions::default()
+    };
     if r.below(4) == 0 {
         opts.alignment = 1 << r.below(8);
     }
@@ -144,7 +154,11 @@ fn make(seed: u64, i: usize) -> (Packet<'static>, EncodeOptions) {
             opts.sparse_integrity = opts.integrity;
             let mut b = Bundle::new();
             for k in 0..r.below(6) {
-                let v = if r.below(5) == 0 { Packet::Bundle(Bundle::new().with("inner", leaf(&mut r))) } else { leaf(&mut r) };
+                let v = if r.below(5) == 0 {
+                    Packet::Bundle(Bundle::new().with("inner", leaf(&mut r)))
+                } else {
+                    leaf(&mut r)
+                };
                 b = b.with(format!("k{k}"), v);
             }
             Packet::Bundle(b)
@@ -158,8 +172,14 @@ fn corpus(seed: u64) -> Arc<Vec<(Packet<'static>, EncodeOptions)>> {
 }
 
 fn check(received: &[u8], expected: &Packet<'_>, i: usize, side: &str) {
-    let got = wire::decode_with(received, &wire::DecodeOptions { allow_trailing_bytes: false, ..Default::default() })
-        .unwrap_or_else(|e| panic!("{side} packet {i}: {e}"));
+    let got = wire::decode_with(
+        received,
+        &wire::DecodeOptions {
+            allow_trailing_bytes: false,
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{side} packet {i}: {e}"));
     assert_eq!(got.packet, *expected, "{side} packet {i}");
 }
 
@@ -207,7 +227,11 @@ async fn tokio_side(
 #[test]
 fn tokio_codec_both_ways() {
     let (a, b) = (corpus(1), corpus(2));
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let start = Instant::now();
     let (na, nb) = rt.block_on(async {
         tokio::time::timeout(LIMIT, async {
@@ -231,7 +255,12 @@ fn tokio_codec_both_ways() {
     eprintln!("tokio: {N} packets each way in {:?}", start.elapsed());
 }
 
-fn blocking_side(stream: TcpStream, send: Arc<Vec<(Packet<'static>, EncodeOptions)>>, expect: Arc<Vec<(Packet<'static>, EncodeOptions)>>, side: &'static str) -> usize {
+fn blocking_side(
+    stream: TcpStream,
+    send: Arc<Vec<(Packet<'static>, EncodeOptions)>>,
+    expect: Arc<Vec<(Packet<'static>, EncodeOptions)>>,
+    side: &'static str,
+) -> usize {
     stream.set_nodelay(true).unwrap();
     stream.set_read_timeout(Some(LIMIT)).unwrap();
     stream.set_write_timeout(Some(LIMIT)).unwrap();
@@ -280,7 +309,10 @@ fn blocking_helpers_both_ways() {
 
 #[test]
 fn codec_refuses_oversized_header_over_tcp() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -296,7 +328,9 @@ fn codec_refuses_oversized_header_over_tcp() {
         });
         let (s, _) = listener.accept().await.unwrap();
         let mut framed = Framed::new(s, TensoCodec::new().with_max_packet_bytes(1 << 20));
-        let r = tokio::time::timeout(Duration::from_secs(10), framed.next()).await.expect("refused without waiting");
+        let r = tokio::time::timeout(Duration::from_secs(10), framed.next())
+            .await
+            .expect("refused without waiting");
         let e = r.unwrap().unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
         assert!(e.to_string().contains("limit of 1048576"), "{e}");

@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tensorlane_core::wire::{
-    self, Bundle, EncodeOptions, Packet, QDType, Quantized, QuantizeParams, Sparse, SparseFormat, Strings,
+    self, Bundle, EncodeOptions, Packet, QDType, QuantizeParams, Quantized, Sparse, SparseFormat, Strings,
 };
 use tensorlane_core::{DType, Tensor};
 
@@ -39,7 +39,10 @@ fn root() -> PathBuf {
 }
 
 fn in_ci() -> bool {
-    matches!(std::env::var("CI").as_deref(), Ok("true") | Ok("1") | Ok("TRUE") | Ok("True"))
+    matches!(
+        std::env::var("CI").as_deref(),
+        Ok("true") | Ok("1") | Ok("TRUE") | Ok("True")
+    )
 }
 
 enum Setup {
@@ -52,7 +55,12 @@ fn setup() -> Setup {
     let py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     match Command::new(&py).arg("--version").output() {
         Ok(o) if o.status.success() => {}
-        Ok(o) => return Setup::NoPython(format!("`{py} --version` failed: {}", String::from_utf8_lossy(&o.stderr))),
+        Ok(o) => {
+            return Setup::NoPython(format!(
+                "`{py} --version` failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ));
+        }
         Err(e) => return Setup::NoPython(format!("`{py}` cannot be run: {e}")),
     }
     let script = root().join("tests/python/setup_venv.sh");
@@ -85,7 +93,10 @@ fn venv_python() -> Option<&'static Path> {
             None
         }
         Setup::NoPython(why) | Setup::Failed(why) => {
-            panic!("tenso live cross-check setup failed{}: {why}", if in_ci() { " (CI=true)" } else { "" })
+            panic!(
+                "tenso live cross-check setup failed{}: {why}",
+                if in_ci() { " (CI=true)" } else { "" }
+            )
         }
     }
 }
@@ -103,7 +114,11 @@ fn run_py(py: &Path, script: &str, args: &[&Path]) -> (bool, String) {
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     (out.status.success(), text)
 }
 
@@ -140,12 +155,20 @@ fn check(e: &Value, p: &Packet<'_>, path: &str, errs: &mut Vec<String>) {
         }
         Packet::Sparse(s) => {
             if s.format.name() != e["format"] {
-                errs.push(format!("{path}: format {} != expected {}", s.format.name(), e["format"]));
+                errs.push(format!(
+                    "{path}: format {} != expected {}",
+                    s.format.name(),
+                    e["format"]
+                ));
             }
             if json!(s.shape) != e["shape"] {
                 errs.push(format!("{path}: shape {:?} != expected {}", s.shape, e["shape"]));
             }
-            for ((c, ce), n) in s.components.iter().zip(e["components"].as_array().unwrap()).zip(s.format.component_names())
+            for ((c, ce), n) in s
+                .components
+                .iter()
+                .zip(e["components"].as_array().unwrap())
+                .zip(s.format.component_names())
             {
                 check_dense(ce, c, &format!("{path}.{n}"), errs);
             }
@@ -179,7 +202,12 @@ fn check(e: &Value, p: &Packet<'_>, path: &str, errs: &mut Vec<String>) {
             }
         }
         Packet::Strings(s) => {
-            let want: Vec<&str> = e["strings"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+            let want: Vec<&str> = e["strings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
             if s.len() != want.len() {
                 errs.push(format!("{path}: {} strings != expected {}", s.len(), want.len()));
                 return;
@@ -288,7 +316,10 @@ fn tenso_packets_decode_in_tensorlane() {
                     if mine != bytes {
                         let mut why = Vec::new();
                         check(case, &Packet::Quantized(q), "", &mut why);
-                        quant_fail.push(format!("{name}: quantize() bytes differ from tenso's: {}", why.join("; ")));
+                        quant_fail.push(format!(
+                            "{name}: quantize() bytes differ from tenso's: {}",
+                            why.join("; ")
+                        ));
                     }
                 }
                 Err(e) => quant_fail.push(format!("{name}: quantize() failed: {e}")),
@@ -306,7 +337,12 @@ fn tenso_packets_decode_in_tensorlane() {
     let mut all = decode_fail;
     all.extend(reencode_fail);
     all.extend(quant_fail);
-    assert!(all.is_empty(), "{} mismatches against tenso 0.24.0:\n{}", all.len(), all.join("\n"));
+    assert!(
+        all.is_empty(),
+        "{} mismatches against tenso 0.24.0:\n{}",
+        all.len(),
+        all.join("\n")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -365,7 +401,9 @@ fn dense_expect(t: &Tensor<'_>) -> Value {
 fn expect(p: &Packet<'_>) -> Value {
     match p {
         Packet::Dense(t) => dense_expect(t),
-        Packet::Bundle(b) => json!({"kind": "bundle", "entries": b.entries.iter().map(|(k, v)| json!([k, expect(v)])).collect::<Vec<_>>()}),
+        Packet::Bundle(b) => {
+            json!({"kind": "bundle", "entries": b.entries.iter().map(|(k, v)| json!([k, expect(v)])).collect::<Vec<_>>()})
+        }
         Packet::Sparse(s) => json!({"kind": "sparse", "format": s.format.name(), "shape": s.shape,
             "components": s.components.iter().map(dense_expect).collect::<Vec<_>>()}),
         Packet::Quantized(q) => json!({"kind": "quantized", "qdtype": q.qdtype.name(), "shape": q.shape,
@@ -387,7 +425,8 @@ impl Out {
     fn add(&mut self, name: &str, p: &Packet<'_>, o: &EncodeOptions, extra: Value) -> Vec<u8> {
         let bytes = wire::encode(p, o).unwrap_or_else(|e| panic!("{name}: encode failed: {e}"));
         // every packet tensorlane writes must decode in tensorlane to the same value
-        let back = wire::decode(&bytes).unwrap_or_else(|e| panic!("{name}: tensorlane cannot decode its own packet: {e}"));
+        let back =
+            wire::decode(&bytes).unwrap_or_else(|e| panic!("{name}: tensorlane cannot decode its own packet: {e}"));
         let mut errs = Vec::new();
         check(&expect(p), &back, name, &mut errs);
         assert!(errs.is_empty(), "round trip in tensorlane: {errs:?}");
@@ -412,23 +451,41 @@ impl Out {
 }
 
 fn opts(alignment: u64, integrity: bool, compress: bool) -> EncodeOptions {
-    EncodeOptions { alignment, integrity, compress, ..EncodeOptions::default() }
+    EncodeOptions {
+        alignment,
+        integrity,
+        compress,
+        ..EncodeOptions::default()
+    }
 }
 
 fn random_strings(rng: &mut Rng, n: usize) -> Vec<String> {
-    const ALPHABET: &[char] = &['a', 'Z', '0', ' ', '\t', '\n', '\0', 'é', 'ß', 'ñ', '€', '日', '本', '🦀', '🐍', '"', '\\'];
+    const ALPHABET: &[char] = &[
+        'a', 'Z', '0', ' ', '\t', '\n', '\0', 'é', 'ß', 'ñ', '€', '日', '本', '🦀', '🐍', '"', '\\',
+    ];
     (0..n)
         .map(|_| {
             let len = rng.below(24) as usize;
-            (0..len).map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize]).collect()
+            (0..len)
+                .map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize])
+                .collect()
         })
         .collect()
 }
 
-fn random_sparse(rng: &mut Rng, format: SparseFormat, rows: u64, cols: u64, dtype: DType, idx: DType) -> Sparse<'static> {
+fn random_sparse(
+    rng: &mut Rng,
+    format: SparseFormat,
+    rows: u64,
+    cols: u64,
+    dtype: DType,
+    idx: DType,
+) -> Sparse<'static> {
     // distinct coordinates in C order (CSR) or column order (CSC)
-    let mut coords: Vec<(u64, u64)> =
-        (0..rows).flat_map(|r| (0..cols).map(move |c| (r, c))).filter(|_| rng_hit(rng)).collect();
+    let mut coords: Vec<(u64, u64)> = (0..rows)
+        .flat_map(|r| (0..cols).map(move |c| (r, c)))
+        .filter(|_| rng_hit(rng))
+        .collect();
     if format == SparseFormat::Csc {
         coords.sort_by_key(|&(r, c)| (c, r));
     }
@@ -438,7 +495,13 @@ fn random_sparse(rng: &mut Rng, format: SparseFormat, rows: u64, cols: u64, dtyp
         let n = v.len() as u64;
         let b: Vec<u8> = v
             .iter()
-            .flat_map(|&x| if idx == DType::I64 { (x as i64).to_le_bytes().to_vec() } else { (x as i32).to_le_bytes().to_vec() })
+            .flat_map(|&x| {
+                if idx == DType::I64 {
+                    (x as i64).to_le_bytes().to_vec()
+                } else {
+                    (x as i32).to_le_bytes().to_vec()
+                }
+            })
             .collect();
         Tensor::new(idx, vec![n], b).unwrap()
     };
@@ -451,7 +514,11 @@ fn random_sparse(rng: &mut Rng, format: SparseFormat, rows: u64, cols: u64, dtyp
                 c.swap(0, last);
                 c[1] = c[0];
             }
-            [data, ints(c.iter().map(|x| x.0).collect()), ints(c.iter().map(|x| x.1).collect())]
+            [
+                data,
+                ints(c.iter().map(|x| x.0).collect()),
+                ints(c.iter().map(|x| x.1).collect()),
+            ]
         }
         SparseFormat::Csr | SparseFormat::Csc => {
             let major = if format == SparseFormat::Csr { rows } else { cols };
@@ -462,11 +529,18 @@ fn random_sparse(rng: &mut Rng, format: SparseFormat, rows: u64, cols: u64, dtyp
             for i in 1..ptr.len() {
                 ptr[i] += ptr[i - 1];
             }
-            let ind = coords.iter().map(|&(r, c)| if format == SparseFormat::Csr { c } else { r }).collect();
+            let ind = coords
+                .iter()
+                .map(|&(r, c)| if format == SparseFormat::Csr { c } else { r })
+                .collect();
             [data, ints(ind), ints(ptr)]
         }
     };
-    let s = Sparse { format, shape: vec![rows, cols], components };
+    let s = Sparse {
+        format,
+        shape: vec![rows, cols],
+        components,
+    };
     s.validate().unwrap();
     s
 }
@@ -487,20 +561,44 @@ fn gen_tensorlane_packets(out: &mut Out) {
         for shape in shapes {
             let o = opts(aligns[k % aligns.len()], k % 3 == 1, k % 4 >= 2);
             let t = random_tensor(&mut rng, dt, shape, o.compress && k % 8 < 4);
-            let name = format!("tl_dense_{}_{}_a{}{}{}", dt.name(), dims(shape), o.alignment, flag(o.integrity, "_int"), flag(o.compress, "_lz4"));
+            let name = format!(
+                "tl_dense_{}_{}_a{}{}{}",
+                dt.name(),
+                dims(shape),
+                o.alignment,
+                flag(o.integrity, "_int"),
+                flag(o.compress, "_lz4")
+            );
             out.add(&name, &Packet::Dense(t), &o, json!({"byte_exact": true}));
             k += 1;
         }
     }
     // larger bodies, multi-block LZ4 frames, incompressible data stored raw (skip_incompressible)
     let big = random_tensor(&mut rng, DType::F32, &[1 << 18], false);
-    out.add("tl_dense_float32_1mib_int", &Packet::Dense(big.clone()), &opts(64, true, false), json!({"byte_exact": true}));
+    out.add(
+        "tl_dense_float32_1mib_int",
+        &Packet::Dense(big.clone()),
+        &opts(64, true, false),
+        json!({"byte_exact": true}),
+    );
     let semi = random_tensor(&mut rng, DType::F64, &[700_000], true);
-    out.add("tl_dense_float64_5_6mb_lz4_int_a128", &Packet::Dense(semi), &opts(128, true, true), json!({"byte_exact": true}));
-    let o = EncodeOptions { skip_incompressible: true, ..opts(64, true, true) };
+    out.add(
+        "tl_dense_float64_5_6mb_lz4_int_a128",
+        &Packet::Dense(semi),
+        &opts(128, true, true),
+        json!({"byte_exact": true}),
+    );
+    let o = EncodeOptions {
+        skip_incompressible: true,
+        ..opts(64, true, true)
+    };
     let raw = random_tensor(&mut rng, DType::U8, &[100_000], false);
     let b = out.add("tl_dense_uint8_skip_incompressible", &Packet::Dense(raw), &o, json!({}));
-    assert_eq!(u16::from_le_bytes([b[5], b[6]]) & wire::flags::COMPRESSION, 0, "skip_incompressible kept COMPRESSION");
+    assert_eq!(
+        u16::from_le_bytes([b[5], b[6]]) & wire::flags::COMPRESSION,
+        0,
+        "skip_incompressible kept COMPRESSION"
+    );
 
     // quantize(): tenso quantizes the same float32 input and must produce the same packet
     let qshapes: [&[u64]; 4] = [&[4, 6], &[3, 5], &[2, 3, 5], &[9]];
@@ -520,17 +618,33 @@ fn gen_tensorlane_packets(out: &mut Out) {
                 let o = opts(o.0, o.1, false);
                 k += 1;
                 let q = Quantized::quantize(&x, shape, qd, qparams(scheme, axis, gs)).unwrap();
-                let name = format!("tl_quant_{}_{scheme}_{}_ax{axis}_g{gs}_a{}{}", qd.name(), dims(shape), o.alignment, flag(o.integrity, "_int"));
+                let name = format!(
+                    "tl_quant_{}_{scheme}_{}_ax{axis}_g{gs}_a{}{}",
+                    qd.name(),
+                    dims(shape),
+                    o.alignment,
+                    flag(o.integrity, "_int")
+                );
                 let qin = json!({"shape": shape, "hex": f32_hex(&x), "qdtype": qd.name(), "scheme": scheme, "axis": axis,
                     "group_size": gs, "options": {"alignment": o.alignment, "integrity": o.integrity, "compress": false}});
-                out.add(&name, &Packet::Quantized(q), &o, json!({"quantize_input": qin, "byte_exact": true}));
+                out.add(
+                    &name,
+                    &Packet::Quantized(q),
+                    &o,
+                    json!({"quantize_input": qin, "byte_exact": true}),
+                );
             }
         }
         let x = [2.5f32; 6];
         let q = Quantized::quantize(&x, &[2, 3], qd, QuantizeParams::PerTensor).unwrap();
         let qin = json!({"shape": [2, 3], "hex": f32_hex(&x), "qdtype": qd.name(), "scheme": "per_tensor", "axis": 0,
             "group_size": 0, "options": {"alignment": 64, "integrity": false, "compress": false}});
-        out.add(&format!("tl_quant_{}_const", qd.name()), &Packet::Quantized(q), &opts(64, false, false), json!({"quantize_input": qin}));
+        out.add(
+            &format!("tl_quant_{}_const", qd.name()),
+            &Packet::Quantized(q),
+            &opts(64, false, false),
+            json!({"quantize_input": qin}),
+        );
     }
 
     // strings
@@ -538,11 +652,21 @@ fn gen_tensorlane_packets(out: &mut Out) {
         let items = random_strings(&mut rng, n);
         for integrity in [false, true] {
             let p = Packet::Strings(Strings::from_items(&items));
-            out.add(&format!("tl_string_{n}_{i}{}", flag(integrity, "_int")), &p, &opts(64, integrity, false), json!({"byte_exact": true}));
+            out.add(
+                &format!("tl_string_{n}_{i}{}", flag(integrity, "_int")),
+                &p,
+                &opts(64, integrity, false),
+                json!({"byte_exact": true}),
+            );
         }
     }
     let long = vec!["x".repeat(70_000), String::new(), "ünï".into()];
-    out.add("tl_string_long", &Packet::Strings(Strings::from_items(&long)), &opts(64, false, false), json!({"byte_exact": true}));
+    out.add(
+        "tl_string_long",
+        &Packet::Strings(Strings::from_items(&long)),
+        &opts(64, false, false),
+        json!({"byte_exact": true}),
+    );
 
     // sparse
     let sparse_cases = [
@@ -556,36 +680,83 @@ fn gen_tensorlane_packets(out: &mut Out) {
     ];
     for (f, r, c, dt, idx) in sparse_cases {
         let s = random_sparse(&mut rng, f, r, c, dt, idx);
-        out.add(&format!("tl_sparse_{}_{}_{r}x{c}_{}", f.name(), dt.name(), idx.name()), &Packet::Sparse(s), &opts(64, false, false), json!({}));
+        out.add(
+            &format!("tl_sparse_{}_{}_{r}x{c}_{}", f.name(), dt.name(), idx.name()),
+            &Packet::Sparse(s),
+            &opts(64, false, false),
+            json!({}),
+        );
     }
 
     // bundles (no compression inside: tenso cannot read compressed leaves)
-    let q = Quantized::quantize(&(0..12).map(|i| i as f32 * 0.3 - 1.0).collect::<Vec<_>>(), &[3, 4], QDType::QInt4, QuantizeParams::PerChannel { axis: 1 })
-        .unwrap();
+    let q = Quantized::quantize(
+        &(0..12).map(|i| i as f32 * 0.3 - 1.0).collect::<Vec<_>>(),
+        &[3, 4],
+        QDType::QInt4,
+        QuantizeParams::PerChannel { axis: 1 },
+    )
+    .unwrap();
     let inner = Bundle::new()
         .with("deep", Packet::Dense(random_tensor(&mut rng, DType::U16, &[5], false)))
         .with("c", Packet::Dense(random_tensor(&mut rng, DType::C128, &[2], false)));
     let nested = Bundle::new()
-        .with("layer0", Packet::Bundle(Bundle::new()
-            .with("w", Packet::Dense(random_tensor(&mut rng, DType::F16, &[2, 3], false)))
-            .with("b", Packet::Dense(random_tensor(&mut rng, DType::F64, &[], false)))))
-        .with("layer1", Packet::Bundle(Bundle::new().with("inner", Packet::Bundle(inner)).with("quant", Packet::Quantized(q))))
+        .with(
+            "layer0",
+            Packet::Bundle(
+                Bundle::new()
+                    .with("w", Packet::Dense(random_tensor(&mut rng, DType::F16, &[2, 3], false)))
+                    .with("b", Packet::Dense(random_tensor(&mut rng, DType::F64, &[], false))),
+            ),
+        )
+        .with(
+            "layer1",
+            Packet::Bundle(
+                Bundle::new()
+                    .with("inner", Packet::Bundle(inner))
+                    .with("quant", Packet::Quantized(q)),
+            ),
+        )
         .with("", Packet::Dense(random_tensor(&mut rng, DType::I8, &[3], false)))
-        .with("ключ ✓", Packet::Dense(random_tensor(&mut rng, DType::BF16, &[2, 2], false)))
+        .with(
+            "ключ ✓",
+            Packet::Dense(random_tensor(&mut rng, DType::BF16, &[2, 2], false)),
+        )
         .with("empty", Packet::Bundle(Bundle::new()));
-    for o in [opts(64, false, false), opts(64, true, false), opts(16, false, false), opts(1, true, false)] {
+    for o in [
+        opts(64, false, false),
+        opts(64, true, false),
+        opts(16, false, false),
+        opts(1, true, false),
+    ] {
         let name = format!("tl_bundle_nested_a{}{}", o.alignment, flag(o.integrity, "_int"));
         out.add(&name, &Packet::Bundle(nested.clone()), &o, json!({"byte_exact": true}));
     }
     let with_sparse = Bundle::new()
-        .with("m", Packet::Sparse(random_sparse(&mut rng, SparseFormat::Csr, 4, 5, DType::F32, DType::I32)))
+        .with(
+            "m",
+            Packet::Sparse(random_sparse(&mut rng, SparseFormat::Csr, 4, 5, DType::F32, DType::I32)),
+        )
         .with("x", Packet::Dense(random_tensor(&mut rng, DType::U64, &[3], false)));
-    out.add("tl_bundle_with_sparse", &Packet::Bundle(with_sparse), &opts(64, false, false), json!({}));
-    out.add("tl_bundle_empty", &Packet::Bundle(Bundle::new()), &opts(64, false, false), json!({"byte_exact": true}));
+    out.add(
+        "tl_bundle_with_sparse",
+        &Packet::Bundle(with_sparse),
+        &opts(64, false, false),
+        json!({}),
+    );
+    out.add(
+        "tl_bundle_empty",
+        &Packet::Bundle(Bundle::new()),
+        &opts(64, false, false),
+        json!({"byte_exact": true}),
+    );
 }
 
 fn dims(shape: &[u64]) -> String {
-    if shape.is_empty() { "scalar".into() } else { shape.iter().map(u64::to_string).collect::<Vec<_>>().join("x") }
+    if shape.is_empty() {
+        "scalar".into()
+    } else {
+        shape.iter().map(u64::to_string).collect::<Vec<_>>().join("x")
+    }
 }
 
 fn flag(on: bool, s: &str) -> &str {
@@ -605,12 +776,18 @@ fn run_check(py: &Path, dir: &Path) -> (bool, String, Value) {
 fn tensorlane_packets_load_in_tenso() {
     let Some(py) = venv_python() else { return };
     let dir = scratch("to_tenso");
-    let mut out = Out { dir: dir.clone(), cases: Vec::new() };
+    let mut out = Out {
+        dir: dir.clone(),
+        cases: Vec::new(),
+    };
     gen_tensorlane_packets(&mut out);
     out.write_manifest();
     let (ok, text, results) = run_check(py, &dir);
     eprintln!("{text}");
-    assert!(ok, "tenso 0.24.0 does not read tensorlane's packets as described:\n{text}");
+    assert!(
+        ok,
+        "tenso 0.24.0 does not read tensorlane's packets as described:\n{text}"
+    );
     assert_eq!(results["failed"], json!(0));
     assert_eq!(results["passed"], json!(out.cases.len()));
 }
@@ -622,13 +799,22 @@ fn tensorlane_packets_load_in_tenso() {
 fn compressed_bundles_and_sparse_integrity() {
     let Some(py) = venv_python() else { return };
     let dir = scratch("containers");
-    let mut out = Out { dir: dir.clone(), cases: Vec::new() };
+    let mut out = Out {
+        dir: dir.clone(),
+        cases: Vec::new(),
+    };
     let mut rng = Rng(0xB0D1E);
     let zeros = Tensor::new(DType::F32, vec![256], vec![0u8; 1024]).unwrap();
     let b = Bundle::new()
         .with("a", Packet::Dense(zeros))
-        .with("b", Packet::Bundle(Bundle::new().with("c", Packet::Dense(random_tensor(&mut rng, DType::I32, &[64], true)))))
-        .with("s", Packet::Sparse(random_sparse(&mut rng, SparseFormat::Coo, 4, 4, DType::F32, DType::I32)));
+        .with(
+            "b",
+            Packet::Bundle(Bundle::new().with("c", Packet::Dense(random_tensor(&mut rng, DType::I32, &[64], true)))),
+        )
+        .with(
+            "s",
+            Packet::Sparse(random_sparse(&mut rng, SparseFormat::Coo, 4, 4, DType::F32, DType::I32)),
+        );
     let p = Packet::Bundle(b);
 
     // compress=True (tenso's bytes): tensorlane reads it, tenso 0.24.0 cannot (spec §9.4, §21.1)
@@ -638,27 +824,57 @@ fn compressed_bundles_and_sparse_integrity() {
         &opts(64, true, true),
         json!({"tenso_error": "Unsupported or unknown dtype code: 0"}),
     );
-    let Packet::Bundle(back) = wire::decode(&compressed).unwrap() else { panic!("not a bundle") };
-    assert_eq!(back, match &p { Packet::Bundle(b) => b.clone(), _ => unreachable!() });
+    let Packet::Bundle(back) = wire::decode(&compressed).unwrap() else {
+        panic!("not a bundle")
+    };
+    assert_eq!(
+        back,
+        match &p {
+            Packet::Bundle(b) => b.clone(),
+            _ => unreachable!(),
+        }
+    );
     let leaf = &compressed[10 + 4 + 1 + 4..];
-    assert_eq!(u16::from_le_bytes([leaf[5], leaf[6]]) & wire::flags::COMPRESSION, wire::flags::COMPRESSION, "leaf 'a' is not compressed");
+    assert_eq!(
+        u16::from_le_bytes([leaf[5], leaf[6]]) & wire::flags::COMPRESSION,
+        wire::flags::COMPRESSION,
+        "leaf 'a' is not compressed"
+    );
 
     // compress_in_containers: false — the leaves stay plain and tenso reads the bundle
-    let o = EncodeOptions { compress_in_containers: false, ..opts(64, true, true) };
+    let o = EncodeOptions {
+        compress_in_containers: false,
+        ..opts(64, true, true)
+    };
     let plain = out.add("tl_bundle_compress_not_in_containers", &p, &o, json!({}));
     assert_ne!(plain, compressed);
 
     // sparse components with integrity footers (opt-in, spec §21.12)
     for f in [SparseFormat::Coo, SparseFormat::Csr, SparseFormat::Csc] {
         let s = random_sparse(&mut rng, f, 6, 5, DType::F64, DType::I32);
-        let o = EncodeOptions { sparse_integrity: true, ..opts(64, true, false) };
-        let bytes = out.add(&format!("tl_sparse_{}_integrity", f.name()), &Packet::Sparse(s), &o, json!({"probe": true}));
+        let o = EncodeOptions {
+            sparse_integrity: true,
+            ..opts(64, true, false)
+        };
+        let bytes = out.add(
+            &format!("tl_sparse_{}_integrity", f.name()),
+            &Packet::Sparse(s),
+            &o,
+            json!({"probe": true}),
+        );
         let first = &bytes[10 + 8 + 4..];
-        assert_ne!(u16::from_le_bytes([first[5], first[6]]) & wire::flags::INTEGRITY, 0, "component has no INTEGRITY flag");
+        assert_ne!(
+            u16::from_le_bytes([first[5], first[6]]) & wire::flags::INTEGRITY,
+            0,
+            "component has no INTEGRITY flag"
+        );
         // a flipped body byte in the first component: both tensorlane and tenso must refuse it
         let mut bad = bytes.clone();
         bad[10 + 8 + 4 + 64] ^= 0xFF;
-        assert!(wire::decode(&bad).is_err(), "tensorlane accepted a corrupted sparse component");
+        assert!(
+            wire::decode(&bad).is_err(),
+            "tensorlane accepted a corrupted sparse component"
+        );
         let name = format!("tl_sparse_{}_integrity_corrupted", f.name());
         std::fs::write(dir.join(format!("{name}.tenso")), &bad).unwrap();
         let mut case = out.cases.last().unwrap().clone();
@@ -677,13 +893,29 @@ fn compressed_bundles_and_sparse_integrity() {
         .unwrap()
         .iter()
         .filter(|c| c["name"].as_str().unwrap().ends_with("_integrity"))
-        .map(|c| (c["name"].as_str().unwrap().to_string(), c["ok"].as_bool().unwrap(), c["error"].clone()))
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["ok"].as_bool().unwrap(),
+                c["error"].clone(),
+            )
+        })
         .collect();
     assert_eq!(probes.len(), 3);
     for (name, ok, err) in &probes {
-        eprintln!("sparse_integrity finding: {name}: {}", if *ok { "tenso 0.24.0 reads it".to_string() } else { format!("tenso refuses it: {err}") });
+        eprintln!(
+            "sparse_integrity finding: {name}: {}",
+            if *ok {
+                "tenso 0.24.0 reads it".to_string()
+            } else {
+                format!("tenso refuses it: {err}")
+            }
+        );
     }
     // Finding with tenso 0.24.0: sparse components with INTEGRITY footers are read by tenso, and
     // tenso verifies them (the corrupted variants above are refused with an XXH3 mismatch).
-    assert!(probes.iter().all(|p| p.1), "tenso 0.24.0 no longer reads sparse_integrity packets: {probes:?}");
+    assert!(
+        probes.iter().all(|p| p.1),
+        "tenso 0.24.0 no longer reads sparse_integrity packets: {probes:?}"
+    );
 }

@@ -35,7 +35,10 @@ fn root() -> PathBuf {
 }
 
 fn in_ci() -> bool {
-    matches!(std::env::var("CI").as_deref(), Ok("true") | Ok("1") | Ok("TRUE") | Ok("True"))
+    matches!(
+        std::env::var("CI").as_deref(),
+        Ok("true") | Ok("1") | Ok("TRUE") | Ok("True")
+    )
 }
 
 enum Setup {
@@ -48,7 +51,12 @@ fn setup() -> Setup {
     let py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     match Command::new(&py).arg("--version").output() {
         Ok(o) if o.status.success() => {}
-        Ok(o) => return Setup::NoPython(format!("`{py} --version` failed: {}", String::from_utf8_lossy(&o.stderr))),
+        Ok(o) => {
+            return Setup::NoPython(format!(
+                "`{py} --version` failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ));
+        }
         Err(e) => return Setup::NoPython(format!("`{py}` cannot be run: {e}")),
     }
     let script = root().join("tests/python/setup_zt_venv.sh");
@@ -57,7 +65,12 @@ fn setup() -> Setup {
         Err(e) => return Setup::Failed(format!("cannot run {}: {e}", script.display())),
     };
     if !out.status.success() {
-        return Setup::Failed(format!("{} failed ({}):\n{}", script.display(), out.status, String::from_utf8_lossy(&out.stderr)));
+        return Setup::Failed(format!(
+            "{} failed ({}):\n{}",
+            script.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     match stdout.lines().last().map(str::trim) {
@@ -80,8 +93,16 @@ fn venv_python() -> Option<&'static Path> {
 }
 
 fn run_py(py: &Path, script: &str, args: &[&str]) -> String {
-    let out = Command::new(py).arg(root().join("tests/python").join(script)).args(args).output().expect("run python");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(py)
+        .arg(root().join("tests/python").join(script))
+        .args(args)
+        .output()
+        .expect("run python");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "{script} {args:?} failed:\n{text}");
     text
 }
@@ -94,9 +115,16 @@ fn out_dir(tag: &str) -> PathBuf {
 }
 
 fn seed() -> u64 {
-    std::env::var("ZT_LIVE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() % 100_000
-    })
+    std::env::var("ZT_LIVE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+                % 100_000
+        })
 }
 
 /// JSON (as zt_gen.py writes attributes) to a CBOR value.
@@ -115,7 +143,11 @@ fn cbor_of(j: &Json) -> Value<'static> {
         }
         Json::String(s) => Value::Text(Cow::Owned(s.clone())),
         Json::Array(a) => Value::Array(a.iter().map(cbor_of).collect()),
-        Json::Object(m) => Value::Map(m.iter().map(|(k, v)| (Value::Text(Cow::Owned(k.clone())), cbor_of(v))).collect()),
+        Json::Object(m) => Value::Map(
+            m.iter()
+                .map(|(k, v)| (Value::Text(Cow::Owned(k.clone())), cbor_of(v)))
+                .collect(),
+        ),
     }
 }
 
@@ -141,7 +173,12 @@ fn load_gen(manifest: &Json) -> Vec<GenObject> {
         .map(|n| {
             let name = n.as_str().unwrap().to_string();
             let o = &manifest["objects"][&name];
-            let shape: Vec<u64> = o["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect();
+            let shape: Vec<u64> = o["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .collect();
             let mut spec = ObjectSpec::new(&shape, o["layout"].as_str().unwrap());
             if !o["attributes"].is_null() {
                 spec = spec.attributes(cbor_of(&o["attributes"]));
@@ -150,7 +187,14 @@ fn load_gen(manifest: &Json) -> Vec<GenObject> {
                 .as_object()
                 .unwrap()
                 .iter()
-                .map(|(p, v)| (p.clone(), dtype_of(v["dtype"].as_str().unwrap()), v["logical"].as_str().map(str::to_string), hex::decode(v["hex"].as_str().unwrap()).unwrap()))
+                .map(|(p, v)| {
+                    (
+                        p.clone(),
+                        dtype_of(v["dtype"].as_str().unwrap()),
+                        v["logical"].as_str().map(str::to_string),
+                        hex::decode(v["hex"].as_str().unwrap()).unwrap(),
+                    )
+                })
                 .collect();
             GenObject { name, spec, parts }
         })
@@ -171,7 +215,11 @@ fn part_specs(o: &GenObject) -> Vec<PartSpec<'_>> {
 }
 
 fn first_difference(a: &[u8], b: &[u8]) -> String {
-    let i = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+    let i = a
+        .iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
     format!("lengths {} vs {}, first difference at byte {i}", a.len(), b.len())
 }
 
@@ -189,10 +237,15 @@ fn canonical_bytes_match_ztensor_and_ztensor_files_read() {
     let mut w = Writer::new(Vec::new(), Options::default()).unwrap();
     w.set_attributes(cbor_of(&manifest["attributes"])).unwrap();
     for o in &objects {
-        w.add_object(&o.name, &o.spec, &part_specs(o)).unwrap_or_else(|e| panic!("{e}"));
+        w.add_object(&o.name, &o.spec, &part_specs(o))
+            .unwrap_or_else(|e| panic!("{e}"));
     }
     let ours = w.finish().unwrap();
-    assert!(ours.sink == theirs, "seed {seed}: tensorlane's canonical file differs from ztensor's: {}", first_difference(&ours.sink, &theirs));
+    assert!(
+        ours.sink == theirs,
+        "seed {seed}: tensorlane's canonical file differs from ztensor's: {}",
+        first_difference(&ours.sink, &theirs)
+    );
     // The same through the file writer (publish) and through streaming.
     let path = dir.join("ours.zt");
     let mut f = ZtFile::publish(&path, Options::default()).unwrap();
@@ -222,7 +275,10 @@ fn canonical_bytes_match_ztensor_and_ztensor_files_read() {
         f.end_object().unwrap();
     }
     f.finish().unwrap();
-    assert!(std::fs::read(&path).unwrap() == theirs, "seed {seed}: streamed canonical file differs from ztensor's");
+    assert!(
+        std::fs::read(&path).unwrap() == theirs,
+        "seed {seed}: streamed canonical file differs from ztensor's"
+    );
 
     // (c) ztensor's files read by tensorlane.
     let mut ids = Vec::new();
@@ -231,7 +287,9 @@ fn canonical_bytes_match_ztensor_and_ztensor_files_read() {
         let r = Reader::open(bytes.as_slice()).unwrap_or_else(|e| panic!("{file}: {e}"));
         for o in &objects {
             for (p, _, _, b) in &o.parts {
-                let got = r.read(&o.name, p).unwrap_or_else(|e| panic!("{file} {}/{p}: {e}", o.name));
+                let got = r
+                    .read(&o.name, p)
+                    .unwrap_or_else(|e| panic!("{file} {}/{p}: {e}", o.name));
                 assert!(got.as_ref() == b.as_slice(), "{file} {}/{p}: bytes differ", o.name);
             }
         }
@@ -239,10 +297,16 @@ fn canonical_bytes_match_ztensor_and_ztensor_files_read() {
         let nparts: usize = objects.iter().map(|o| o.parts.len()).sum();
         assert_eq!(report.parts_digest_checked as usize, nparts, "{file}");
         let footer = &bytes[bytes.len() - 40..];
-        let (mo, ml) = (u64::from_le_bytes(footer[..8].try_into().unwrap()) as usize, u64::from_le_bytes(footer[8..16].try_into().unwrap()) as usize);
+        let (mo, ml) = (
+            u64::from_le_bytes(footer[..8].try_into().unwrap()) as usize,
+            u64::from_le_bytes(footer[8..16].try_into().unwrap()) as usize,
+        );
         ids.push(content_digest(&bytes[mo..mo + ml], DigestAlgo::Sha256).unwrap());
     }
-    assert_eq!(ids[0], ids[1], "the content digest must not depend on placement or encoding");
+    assert_eq!(
+        ids[0], ids[1],
+        "the content digest must not depend on placement or encoding"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -254,7 +318,10 @@ fn expect_entry(path: &Path, objects: &[GenObject], attributes: Option<&Json>) -
             let (dt, lt) = tensorlane_core::zt::writer::storage_of(*d, l.as_deref()).unwrap();
             parts.insert(p.clone(), json!({"dtype": dt, "logical": lt, "sha256": sha256_hex(b)}));
         }
-        objs.insert(o.name.clone(), json!({"layout": o.spec.layout, "shape": o.spec.shape, "parts": parts}));
+        objs.insert(
+            o.name.clone(),
+            json!({"layout": o.spec.layout, "shape": o.spec.shape, "parts": parts}),
+        );
     }
     json!({"path": path, "attributes": attributes, "objects": objs})
 }
@@ -267,7 +334,23 @@ fn random_objects(seed: u64) -> Vec<GenObject> {
         state ^= state << 17;
         state
     };
-    let all = [DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32, DType::I16, DType::I8, DType::U64, DType::U32, DType::U16, DType::U8, DType::Bool, DType::C64, DType::C128];
+    let all = [
+        DType::F64,
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::I64,
+        DType::I32,
+        DType::I16,
+        DType::I8,
+        DType::U64,
+        DType::U32,
+        DType::U16,
+        DType::U8,
+        DType::Bool,
+        DType::C64,
+        DType::C128,
+    ];
     let mut out = Vec::new();
     for (i, d) in all.iter().enumerate() {
         let rank = (next() % 4) as usize;
@@ -278,11 +361,23 @@ fn random_objects(seed: u64) -> Vec<GenObject> {
         } else {
             (0..n as usize * d.itemsize()).map(|_| next() as u8).collect()
         };
-        out.push(GenObject { name: format!("t{i:02}.{}", d.name()), spec: ObjectSpec::dense(&shape), parts: vec![("data".into(), *d, None, bytes)] });
+        out.push(GenObject {
+            name: format!("t{i:02}.{}", d.name()),
+            spec: ObjectSpec::dense(&shape),
+            parts: vec![("data".into(), *d, None, bytes)],
+        });
     }
     let big: Vec<u8> = (0..300_000u32).flat_map(|v| ((v % 13) as f32).to_le_bytes()).collect();
-    out.push(GenObject { name: "z.big".into(), spec: ObjectSpec::dense(&[300_000]), parts: vec![("data".into(), DType::F32, None, big.clone())] });
-    out.push(GenObject { name: "z.tied".into(), spec: ObjectSpec::dense(&[300_000]), parts: vec![("data".into(), DType::F32, None, big)] });
+    out.push(GenObject {
+        name: "z.big".into(),
+        spec: ObjectSpec::dense(&[300_000]),
+        parts: vec![("data".into(), DType::F32, None, big.clone())],
+    });
+    out.push(GenObject {
+        name: "z.tied".into(),
+        spec: ObjectSpec::dense(&[300_000]),
+        parts: vec![("data".into(), DType::F32, None, big)],
+    });
     let u32s = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
     out.push(GenObject {
         name: "z.csr".into(),
@@ -290,7 +385,12 @@ fn random_objects(seed: u64) -> Vec<GenObject> {
         parts: vec![
             ("indices".into(), DType::U32, None, u32s(&[0, 2, 1])),
             ("indptr".into(), DType::U32, None, u32s(&[0, 2, 3])),
-            ("values".into(), DType::F32, None, [1.0f32, 2.0, 3.0].iter().flat_map(|x| x.to_le_bytes()).collect()),
+            (
+                "values".into(),
+                DType::F32,
+                None,
+                [1.0f32, 2.0, 3.0].iter().flat_map(|x| x.to_le_bytes()).collect(),
+            ),
         ],
     });
     out.push(GenObject {
@@ -356,7 +456,11 @@ fn tensorlane_files_open_in_ztensor() {
         w.add_object(&o.name, &o.spec, &part_specs(o)).unwrap();
     }
     w.finish().unwrap();
-    assert_eq!(&std::fs::read(&p).unwrap()[..before.len()], &before[..], "append must not change old bytes");
+    assert_eq!(
+        &std::fs::read(&p).unwrap()[..before.len()],
+        &before[..],
+        "append must not change old bytes"
+    );
     files.push(expect_entry(&p, &objects, None));
 
     // Sharded: half the objects in an ordinary .zt shard next to the root, referenced by offset.
@@ -367,7 +471,8 @@ fn tensorlane_files_open_in_ztensor() {
         s.add_object(&o.name, &o.spec, &part_specs(o)).unwrap();
     }
     let shard = s.finish().unwrap();
-    let shard_manifest = tensorlane_core::zt::cbor::decode(&shard.manifest, tensorlane_core::zt::cbor::Mode::Deterministic).unwrap();
+    let shard_manifest =
+        tensorlane_core::zt::cbor::decode(&shard.manifest, tensorlane_core::zt::cbor::Mode::Deterministic).unwrap();
     let mut w = ZtFile::publish(&p, Options::non_canonical()).unwrap();
     w.add_shard_file("00001", &sp, DigestAlgo::Sha256).unwrap();
     for o in first {
@@ -378,7 +483,15 @@ fn tensorlane_files_open_in_ztensor() {
             .parts
             .iter()
             .map(|(pn, d, l, _)| {
-                let e = shard_manifest.get("objects").unwrap().get(&o.name).unwrap().get("parts").unwrap().get(pn).unwrap();
+                let e = shard_manifest
+                    .get("objects")
+                    .unwrap()
+                    .get(&o.name)
+                    .unwrap()
+                    .get("parts")
+                    .unwrap()
+                    .get(pn)
+                    .unwrap();
                 let blob = e.get("blob").unwrap().as_array().unwrap();
                 let mut s = PartSpec::external(
                     pn.clone(),
@@ -419,26 +532,57 @@ fn fixtures_reproduce_byte_for_byte() {
     let le16 = |v: &[u16]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
     let f32s: Vec<u8> = (0..6).flat_map(|v| (v as f32).to_le_bytes()).collect();
     let mut w = Writer::new(Vec::new(), Options::default()).unwrap();
-    w.set_attributes(cbor_of(&json!({"producer": "research", "n": 6, "pi": 3.5, "neg": -42, "nested": {"list": [1, 2.5, null, true]}}))).unwrap();
-    w.add("a.bf16", DType::BF16, &[4], &le16(&[0x3F80, 0xC000, 0x3F00, 0x4049])).unwrap();
-    w.add("b.f16", DType::F16, &[3], &le16(&[0x3800, 0xBE00, 0x7BFF])).unwrap();
+    w.set_attributes(cbor_of(
+        &json!({"producer": "research", "n": 6, "pi": 3.5, "neg": -42, "nested": {"list": [1, 2.5, null, true]}}),
+    ))
+    .unwrap();
+    w.add("a.bf16", DType::BF16, &[4], &le16(&[0x3F80, 0xC000, 0x3F00, 0x4049]))
+        .unwrap();
+    w.add("b.f16", DType::F16, &[3], &le16(&[0x3800, 0xBE00, 0x7BFF]))
+        .unwrap();
     w.add("embed.weight", DType::F32, &[2, 3], &f32s).unwrap();
     w.add("int8.q", DType::I8, &[5], &[0x80, 0xFF, 0, 1, 127]).unwrap();
     w.add("mask", DType::Bool, &[3], &[1, 0, 1]).unwrap();
     w.add("tied.weight", DType::F32, &[2, 3], &f32s).unwrap();
     let done = w.finish().unwrap();
-    assert!(done.sink == std::fs::read(fx.join("basic-canonical.zt")).unwrap(), "basic-canonical.zt: {}", first_difference(&done.sink, &std::fs::read(fx.join("basic-canonical.zt")).unwrap()));
-    assert_eq!(content_digest(&done.manifest, DigestAlgo::Sha256).unwrap(), "sha256:8eaa4f8e5f542fc992e6a83bec6695f2ab56391dc0ac8162a8f33736bc88de12");
+    assert!(
+        done.sink == std::fs::read(fx.join("basic-canonical.zt")).unwrap(),
+        "basic-canonical.zt: {}",
+        first_difference(&done.sink, &std::fs::read(fx.join("basic-canonical.zt")).unwrap())
+    );
+    assert_eq!(
+        content_digest(&done.manifest, DigestAlgo::Sha256).unwrap(),
+        "sha256:8eaa4f8e5f542fc992e6a83bec6695f2ab56391dc0ac8162a8f33736bc88de12"
+    );
 
     // appended.zt: a 4096-aligned first generation, then an append.
     let dir = out_dir("fixtures");
     let p = dir.join("appended.zt");
     let mut w = ZtFile::create(&p, Options::non_canonical().alignment(4096)).unwrap();
-    w.add("first", DType::F32, &[4], &[1.0f32, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    w.add(
+        "first",
+        DType::F32,
+        &[4],
+        &[1.0f32, 2.0, 3.0, 4.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
     assert_eq!(w.finish().unwrap().size, 8332);
     let mut w = ZtFile::append(&p, Options::non_canonical()).unwrap();
-    w.add("second", DType::I64, &[2], &[5i64, 6].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    w.add(
+        "second",
+        DType::I64,
+        &[2],
+        &[5i64, 6].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
+    )
+    .unwrap();
     w.finish().unwrap();
-    assert_eq!(std::fs::read(&p).unwrap(), std::fs::read(fx.join("appended.zt")).unwrap(), "appended.zt");
+    assert_eq!(
+        std::fs::read(&p).unwrap(),
+        std::fs::read(fx.join("appended.zt")).unwrap(),
+        "appended.zt"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

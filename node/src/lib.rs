@@ -41,7 +41,10 @@ pub fn decode_raw(input: &[u8], bits: u32, max_decompressed_bytes: f64) -> Resul
     let d = wire::decode_with(input, &opts).map_err(|e| err(e.to_string()))?;
     let (mut json, mut owned) = (String::new(), Vec::new());
     common::describe(&mut json, d.packet, input, 0, &mut owned);
-    Ok(RawDecoded { json, owned: owned.into_iter().map(Buffer::from).collect() })
+    Ok(RawDecoded {
+        json,
+        owned: owned.into_iter().map(Buffer::from).collect(),
+    })
 }
 
 /// Always 0: the addon reads the caller's bytes in place.
@@ -61,7 +64,9 @@ pub fn encode_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Buffer> {
 #[napi(js_name = "dequantizeRaw")]
 pub fn dequantize_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Float32Array> {
     let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
-    common::dequantize_plan(&plan, &refs).map(Float32Array::new).map_err(err)
+    common::dequantize_plan(&plan, &refs)
+        .map(Float32Array::new)
+        .map_err(err)
 }
 
 /// The core's sans-IO stream framer.
@@ -75,7 +80,9 @@ impl RawStreamDecoder {
     /// Limits below zero (or not finite) keep the core's defaults.
     #[napi(constructor)]
     pub fn new(max_packet_bytes: f64, max_buffered_bytes: f64) -> Self {
-        RawStreamDecoder { inner: StreamDecoder::with_limits(common::stream_limits(max_packet_bytes, max_buffered_bytes)) }
+        RawStreamDecoder {
+            inner: StreamDecoder::with_limits(common::stream_limits(max_packet_bytes, max_buffered_bytes)),
+        }
     }
 
     /// Adds received bytes (copied into the framer's buffer).
@@ -87,7 +94,10 @@ impl RawStreamDecoder {
     /// The next whole packet, or `null`.
     #[napi(js_name = "next")]
     pub fn next_packet(&mut self) -> Result<Option<Buffer>> {
-        self.inner.next_packet().map(|p| p.map(Buffer::from)).map_err(|e| err(e.to_string()))
+        self.inner
+            .next_packet()
+            .map(|p| p.map(Buffer::from))
+            .map_err(|e| err(e.to_string()))
     }
 
     /// Bytes held and not yet returned.
@@ -108,7 +118,9 @@ fn pieces<'a>(size: f64, starts: &[f64], lens: &[f64], joined: &'a [u8]) -> Resu
     let mut at = 0usize;
     for (&s, &l) in starts.iter().zip(lens) {
         let l = l as usize;
-        let b = joined.get(at..at + l).ok_or_else(|| err("ztOpenRaw: pieces exceed the joined bytes"))?;
+        let b = joined
+            .get(at..at + l)
+            .ok_or_else(|| err("ztOpenRaw: pieces exceed the joined bytes"))?;
         out.push((s as u64, b));
         at += l;
     }
@@ -126,7 +138,9 @@ pub fn zt_open_raw(size: f64, starts: Vec<f64>, lens: Vec<f64>, joined: &[u8]) -
 /// Decodes an encoded part's stored bytes.
 #[napi(js_name = "ztDecodeRaw")]
 pub fn zt_decode_raw(stored: &[u8], encoding: String, decoded_length: f64) -> Result<Buffer> {
-    zt_common::decode_part(stored, &encoding, decoded_length as u64).map(Buffer::from).map_err(err)
+    zt_common::decode_part(stored, &encoding, decoded_length as u64)
+        .map(Buffer::from)
+        .map_err(err)
 }
 
 /// Deep-verifies a whole in-memory `.zt` file (read in place).
@@ -148,7 +162,10 @@ pub fn zt_write_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Buffer> {
 #[napi(js_name = "ztMmap")]
 pub fn zt_mmap<'env>(env: &'env Env, path: String) -> Result<BufferSlice<'env>> {
     let file = std::fs::File::open(&path).map_err(|e| err(format!("cannot open {path}: {e}")))?;
-    let len = file.metadata().map_err(|e| err(format!("cannot stat {path}: {e}")))?.len();
+    let len = file
+        .metadata()
+        .map_err(|e| err(format!("cannot stat {path}: {e}")))?
+        .len();
     if len < 65536 {
         let data = std::fs::read(&path).map_err(|e| err(format!("cannot read {path}: {e}")))?;
         return BufferSlice::from_data(env, data);
@@ -156,7 +173,8 @@ pub fn zt_mmap<'env>(env: &'env Env, path: String) -> Result<BufferSlice<'env>> 
     // SAFETY: a private (copy-on-write) mapping: writes through it stay in this process. Another
     // process truncating the file while it is mapped is outside what a mapped reader can guard
     // against (as for every mmap-based reader).
-    let mut map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }.map_err(|e| err(format!("cannot map {path}: {e}")))?;
+    let mut map =
+        unsafe { memmap2::MmapOptions::new().map_copy(&file) }.map_err(|e| err(format!("cannot map {path}: {e}")))?;
     let ptr = map.as_mut_ptr();
     let n = map.len();
     // SAFETY: `ptr` points at `n` bytes owned by `map`, which the finaliser drops only when the

@@ -163,7 +163,13 @@ pub fn describe(out: &mut String, p: Packet<'_>, region: &[u8], base: usize, own
             json_shape(out, &q.shape);
             out.push_str(",\"scheme\":\"");
             out.push_str(q.scheme.name());
-            let _ = write!(out, "\",\"schemeCode\":{},\"axis\":{},\"groupSize\":{},\"scales\":", q.scheme.code(), q.axis, q.group_size);
+            let _ = write!(
+                out,
+                "\",\"schemeCode\":{},\"axis\":{},\"groupSize\":{},\"scales\":",
+                q.scheme.code(),
+                q.axis,
+                q.group_size
+            );
             f32_bits(out, &q.scales);
             out.push_str(",\"zeroPoints\":");
             f32_bits(out, &q.zero_points);
@@ -200,12 +206,17 @@ pub fn describe(out: &mut String, p: Packet<'_>, region: &[u8], base: usize, own
 // Encode plans.
 
 fn field<'v>(v: &'v Value, name: &str) -> Result<&'v Value, String> {
-    v.get(name).ok_or_else(|| format!("encode plan: missing field {name:?}"))
+    v.get(name)
+        .ok_or_else(|| format!("encode plan: missing field {name:?}"))
 }
 
 fn as_u64(v: &Value, what: &str) -> Result<u64, String> {
     v.as_u64()
-        .or_else(|| v.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= 9007199254740991.0).map(|f| f as u64))
+        .or_else(|| {
+            v.as_f64()
+                .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= 9007199254740991.0)
+                .map(|f| f as u64)
+        })
         .ok_or_else(|| format!("{what} must be a non-negative integer, got {v}"))
 }
 
@@ -220,11 +231,15 @@ fn shape_of(v: &Value) -> Result<Vec<u64>, String> {
 
 fn buf<'b>(v: &Value, name: &str, bufs: &[&'b [u8]]) -> Result<&'b [u8], String> {
     let i = as_u64(field(v, name)?, name)? as usize;
-    bufs.get(i).copied().ok_or_else(|| format!("encode plan: buffer {i} missing"))
+    bufs.get(i)
+        .copied()
+        .ok_or_else(|| format!("encode plan: buffer {i} missing"))
 }
 
 fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 fn dense<'b>(v: &Value, bufs: &[&'b [u8]]) -> Result<Tensor<'b>, String> {
@@ -238,7 +253,8 @@ fn dense<'b>(v: &Value, bufs: &[&'b [u8]]) -> Result<Tensor<'b>, String> {
 /// Builds a quantized packet from its plan.
 pub fn quantized<'b>(v: &Value, bufs: &[&'b [u8]]) -> Result<Quantized<'b>, String> {
     let name = field(v, "qdtype")?.as_str().ok_or("qdtype must be a string")?;
-    let qdtype = QDType::from_name(name).ok_or_else(|| format!("unknown quantized dtype {name:?} (qint8, quint8, qint4, quint4)"))?;
+    let qdtype = QDType::from_name(name)
+        .ok_or_else(|| format!("unknown quantized dtype {name:?} (qint8, quint8, qint4, quint4)"))?;
     let scheme = as_u64(field(v, "schemeCode")?, "schemeCode")?;
     let axis = as_u64(field(v, "axis")?, "axis")?;
     let group_size = as_u64(field(v, "groupSize")?, "groupSize")?;
@@ -268,9 +284,13 @@ pub fn packet<'b>(v: &Value, bufs: &[&'b [u8]], depth: usize) -> Result<Packet<'
         "bundle" => {
             let mut b = Bundle::new();
             for e in field(v, "entries")?.as_array().ok_or("entries must be an array")? {
-                let pair = e.as_array().filter(|p| p.len() == 2).ok_or("bundle entries are [key, value] pairs")?;
+                let pair = e
+                    .as_array()
+                    .filter(|p| p.len() == 2)
+                    .ok_or("bundle entries are [key, value] pairs")?;
                 let key = pair[0].as_str().ok_or("bundle keys are strings")?;
-                b.entries.push((Cow::Owned(key.to_string()), packet(&pair[1], bufs, depth + 1)?));
+                b.entries
+                    .push((Cow::Owned(key.to_string()), packet(&pair[1], bufs, depth + 1)?));
             }
             Packet::Bundle(b)
         }
@@ -282,7 +302,10 @@ pub fn packet<'b>(v: &Value, bufs: &[&'b [u8]], depth: usize) -> Result<Packet<'
                 "csc" => SparseFormat::Csc,
                 _ => return Err(format!("unknown sparse format {f:?} (coo, csr, csc)")),
             };
-            let c = field(v, "components")?.as_array().filter(|c| c.len() == 3).ok_or("sparse needs three components")?;
+            let c = field(v, "components")?
+                .as_array()
+                .filter(|c| c.len() == 3)
+                .ok_or("sparse needs three components")?;
             Packet::Sparse(Sparse {
                 format,
                 shape: shape_of(v)?,
@@ -296,13 +319,20 @@ pub fn packet<'b>(v: &Value, bufs: &[&'b [u8]], depth: usize) -> Result<Packet<'
             let mut at = 0usize;
             for l in field(v, "lengths")?.as_array().ok_or("lengths must be an array")? {
                 let l = as_u64(l, "string length")? as usize;
-                let end = at.checked_add(l).filter(|&e| e <= payload.len()).ok_or("string lengths exceed the payload")?;
+                let end = at
+                    .checked_add(l)
+                    .filter(|&e| e <= payload.len())
+                    .ok_or("string lengths exceed the payload")?;
                 items.push(&payload[at..end]);
                 at = end;
             }
             Packet::Strings(Strings::from_items(&items))
         }
-        other => return Err(format!("unknown kind {other:?} (dense, bundle, sparse, quantized, string)")),
+        other => {
+            return Err(format!(
+                "unknown kind {other:?} (dense, bundle, sparse, quantized, string)"
+            ));
+        }
     })
 }
 
@@ -333,5 +363,7 @@ pub fn encode_plan(plan: &str, bufs: &[&[u8]]) -> Result<Vec<u8>, String> {
 /// Dequantizes a quantized plan (`{"value": {...}}`) with the core's float32 arithmetic.
 pub fn dequantize_plan(plan: &str, bufs: &[&[u8]]) -> Result<Vec<f32>, String> {
     let v: Value = serde_json::from_str(plan).map_err(|e| format!("dequantize plan: {e}"))?;
-    quantized(field(&v, "value")?, bufs)?.dequantize().map_err(|e| e.to_string())
+    quantized(field(&v, "value")?, bufs)?
+        .dequantize()
+        .map_err(|e| e.to_string())
 }

@@ -95,7 +95,10 @@ impl Walker<'_> {
         }
         // Sparse, quantized, string, compressed: copy this (sub-)packet and let the core decode it.
         let region = self.read(off, len);
-        let opts = DecodeOptions { allow_trailing_bytes: true, ..self.opts.clone() };
+        let opts = DecodeOptions {
+            allow_trailing_bytes: true,
+            ..self.opts.clone()
+        };
         let d = wire::decode_with(&region, &opts).map_err(|_| Fallback)?;
         common::describe(&mut self.json, d.packet, &region, off, &mut self.owned);
         Ok(d.len)
@@ -150,8 +153,10 @@ impl Walker<'_> {
         if ndim > wire::MAX_NDIM || prefix.len() < shape_end + 1 {
             return Err(Fallback);
         }
-        let shape: Vec<u64> =
-            prefix[h.len..shape_end].chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64).collect();
+        let shape: Vec<u64> = prefix[h.len..shape_end]
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64)
+            .collect();
         let (align, pos) = if h.flags & flags::CUST_ALIGN != 0 {
             let e = prefix[shape_end];
             if e >= 32 {
@@ -212,7 +217,12 @@ pub fn decode_raw(input: &Uint8Array, bits: u32, max_decompressed_bytes: f64) ->
     COPIED.store(0, Ordering::Relaxed);
     let opts = common::decode_options(bits, max_decompressed_bytes);
     let total = input.length() as usize;
-    let mut w = Walker { input, opts: &opts, json: String::new(), owned: Vec::new() };
+    let mut w = Walker {
+        input,
+        opts: &opts,
+        json: String::new(),
+        owned: Vec::new(),
+    };
     if let Ok(end) = w.walk(0, total, 0)
         && (opts.allow_trailing_bytes || end == total)
     {
@@ -265,7 +275,9 @@ impl RawStreamDecoder {
     /// Limits below zero (or not finite) keep the core's defaults.
     #[wasm_bindgen(constructor)]
     pub fn new(max_packet_bytes: f64, max_buffered_bytes: f64) -> RawStreamDecoder {
-        RawStreamDecoder { inner: StreamDecoder::with_limits(common::stream_limits(max_packet_bytes, max_buffered_bytes)) }
+        RawStreamDecoder {
+            inner: StreamDecoder::with_limits(common::stream_limits(max_packet_bytes, max_buffered_bytes)),
+        }
     }
 
     /// Adds received bytes.
@@ -297,7 +309,9 @@ pub fn zt_open_raw(size: f64, starts: &[f64], lens: &[f64], joined: &[u8]) -> Re
     let mut at = 0usize;
     for (&s, &l) in starts.iter().zip(lens) {
         let l = l as usize;
-        let b = joined.get(at..at + l).ok_or_else(|| JsError::new("ztOpenRaw: pieces exceed the joined bytes"))?;
+        let b = joined
+            .get(at..at + l)
+            .ok_or_else(|| JsError::new("ztOpenRaw: pieces exceed the joined bytes"))?;
         pieces.push((s as u64, b));
         at += l;
     }

@@ -43,7 +43,10 @@ impl ReadAt for Pieces<'_> {
                 buf.copy_from_slice(s);
                 Ok(())
             }
-            None => Err(SourceError::Io(format!("bytes [{offset}, +{}) were not loaded", buf.len()))),
+            None => Err(SourceError::Io(format!(
+                "bytes [{offset}, +{}) were not loaded",
+                buf.len()
+            ))),
         }
     }
     fn slice(&self, offset: u64, len: u64) -> Option<&[u8]> {
@@ -73,7 +76,12 @@ pub fn cbor_json(v: &Value<'_>) -> J {
         Value::Array(a) => J::Array(a.iter().map(cbor_json).collect()),
         Value::Map(m) => J::Object(
             m.iter()
-                .map(|(k, v)| (k.as_text().map_or_else(|| cbor_json(k).to_string(), str::to_string), cbor_json(v)))
+                .map(|(k, v)| {
+                    (
+                        k.as_text().map_or_else(|| cbor_json(k).to_string(), str::to_string),
+                        cbor_json(v),
+                    )
+                })
                 .collect(),
         ),
         Value::Bool(b) => J::Bool(*b),
@@ -128,8 +136,10 @@ pub fn open_pieces(size: u64, pieces: Vec<(u64, &[u8])>) -> Result<String, Strin
         let _ = write!(out, ",\"attributes\":{}", cbor_json(a));
     }
     if let Some(t) = reader.shard_table() {
-        let m: serde_json::Map<String, J> =
-            t.iter().map(|(n, e)| (n.clone(), serde_json::json!({"size": e.size, "digest": e.digest}))).collect();
+        let m: serde_json::Map<String, J> = t
+            .iter()
+            .map(|(n, e)| (n.clone(), serde_json::json!({"size": e.size, "digest": e.digest})))
+            .collect();
         let _ = write!(out, ",\"shards\":{}", J::Object(m));
     }
     out.push_str(",\"objects\":[");
@@ -139,7 +149,13 @@ pub fn open_pieces(size: u64, pieces: Vec<(u64, &[u8])>) -> Result<String, Strin
                 out.push(',');
             }
             let shape: Vec<String> = o.shape.iter().map(|d| d.to_string()).collect();
-            let _ = write!(out, "{{\"name\":{},\"layout\":{},\"shape\":[{}]", q(name), q(&o.layout), shape.join(","));
+            let _ = write!(
+                out,
+                "{{\"name\":{},\"layout\":{},\"shape\":[{}]",
+                q(name),
+                q(&o.layout),
+                shape.join(",")
+            );
             if let Some(a) = &o.attributes {
                 let _ = write!(out, ",\"attributes\":{}", cbor_json(a));
             }
@@ -161,7 +177,12 @@ pub fn open_pieces(size: u64, pieces: Vec<(u64, &[u8])>) -> Result<String, Strin
                     p.blob.length,
                     p.decoded_size()
                 );
-                for (k, v) in [("type", &p.logical), ("encoding", &p.encoding), ("digest", &p.digest), ("shard", &p.shard)] {
+                for (k, v) in [
+                    ("type", &p.logical),
+                    ("encoding", &p.encoding),
+                    ("digest", &p.digest),
+                    ("shard", &p.shard),
+                ] {
                     if let Some(v) = v {
                         let _ = write!(out, ",\"{k}\":{}", q(v));
                     }
@@ -178,7 +199,10 @@ pub fn open_pieces(size: u64, pieces: Vec<(u64, &[u8])>) -> Result<String, Strin
 /// Decodes a part's stored bytes (`zt.zstd-seekable/1`) to exactly `decoded_length` bytes.
 pub fn decode_part(stored: &[u8], encoding: &str, decoded_length: u64) -> Result<Vec<u8>, String> {
     if encoding != ENCODING_ZSTD_SEEKABLE {
-        return Err(message(&ZtError::new(Rule::Unsupported, format!("encoding {encoding:?} is not supported"))));
+        return Err(message(&ZtError::new(
+            Rule::Unsupported,
+            format!("encoding {encoding:?} is not supported"),
+        )));
     }
     tensorlane_core::zt::seekable::decode(stored, decoded_length)
         .map_err(|e| message(&ZtError::new(Rule::Encoding, e.message.clone()).at(e.offset)))
@@ -195,7 +219,12 @@ pub fn verify_image(bytes: &[u8]) -> Result<String, String> {
             && let Some(o) = e.object.clone()
             && let Ok(obj) = reader.object(&o)
         {
-            let named = obj.parts.keys().filter(|p| e.message.contains(p.as_str())).max_by_key(|p| p.len()).cloned();
+            let named = obj
+                .parts
+                .keys()
+                .filter(|p| e.message.contains(p.as_str()))
+                .max_by_key(|p| p.len())
+                .cloned();
             let guess = named.or_else(|| match obj.layout.as_str() {
                 "zt.sparse_csr/1" => Some("indices".to_string()),
                 "zt.sparse_coo/1" => Some("coords".to_string()),
@@ -227,17 +256,29 @@ pub fn verify_image(bytes: &[u8]) -> Result<String, String> {
 pub fn write_plan(plan: &str, bufs: &[&[u8]]) -> Result<Vec<u8>, String> {
     let plan: J = serde_json::from_str(plan).map_err(|e| format!("bad write plan: {e}"))?;
     let canonical = plan.get("canonical").and_then(J::as_bool).unwrap_or(true);
-    let opts = if canonical { Options::canonical() } else { Options::non_canonical() };
+    let opts = if canonical {
+        Options::canonical()
+    } else {
+        Options::non_canonical()
+    };
     let mut w = Writer::new(Vec::new(), opts).map_err(|e| e.to_string())?;
     if let Some(a) = plan.get("attributes").filter(|a| !a.is_null()) {
         w.set_attributes(json_cbor(a)).map_err(|e| e.to_string())?;
     }
-    let mut objects: Vec<&J> = plan.get("objects").and_then(J::as_array).map(|a| a.iter().collect()).unwrap_or_default();
+    let mut objects: Vec<&J> = plan
+        .get("objects")
+        .and_then(J::as_array)
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
     let name_of = |o: &J| o.get("name").and_then(J::as_str).unwrap_or("").to_string();
     objects.sort_by_key(|o| name_of(o).into_bytes());
     for o in objects {
         let name = name_of(o);
-        let shape: Vec<u64> = o.get("shape").and_then(J::as_array).map(|a| a.iter().filter_map(J::as_u64).collect()).unwrap_or_default();
+        let shape: Vec<u64> = o
+            .get("shape")
+            .and_then(J::as_array)
+            .map(|a| a.iter().filter_map(J::as_u64).collect())
+            .unwrap_or_default();
         let layout = o.get("layout").and_then(J::as_str).unwrap_or("dense");
         let mut spec = ObjectSpec::new(&shape, layout);
         if let Some(a) = o.get("attributes").filter(|a| !a.is_null()) {
@@ -254,7 +295,11 @@ pub fn write_plan(plan: &str, bufs: &[&[u8]]) -> Result<Vec<u8>, String> {
                 "float8_e5m2fnuz" => (DType::U8, Some("f8_e5m2fnuz")),
                 "float8_e8m0fnu" => (DType::U8, Some("f8_e8m0")),
                 "float4_e2m1fn" => (DType::U8, Some("f4_e2m1")),
-                d => (DType::from_name(d).ok_or_else(|| format!("object {name:?} part {pname:?}: unknown dtype {d:?}"))?, None),
+                d => (
+                    DType::from_name(d)
+                        .ok_or_else(|| format!("object {name:?} part {pname:?}: unknown dtype {d:?}"))?,
+                    None,
+                ),
             };
             let buf = p
                 .get("buf")

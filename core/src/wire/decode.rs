@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 use super::error::{Error, ErrorKind, Result};
 use super::layout::{Ctx, Fault, Layout, layout, u64_at};
 use super::lz4::{FrameError, decompress_frame};
-use super::packet::{Bundle, Packet, QDType, Quantized, QuantScheme, Sparse, SparseFormat, Strings};
+use super::packet::{Bundle, Packet, QDType, QuantScheme, Quantized, Sparse, SparseFormat, Strings};
 use super::{dtype_from_code, flags};
 use crate::tensor::Tensor;
 
@@ -72,7 +72,13 @@ pub fn decode_with<'a>(bytes: &'a [u8], opts: &DecodeOptions) -> Result<Decoded<
 }
 
 fn short(bytes: &[u8], needed: u64) -> Error {
-    Error::new(ErrorKind::TooShort { needed, available: bytes.len() as u64 }, bytes.len())
+    Error::new(
+        ErrorKind::TooShort {
+            needed,
+            available: bytes.len() as u64,
+        },
+        bytes.len(),
+    )
 }
 
 fn footer_check(bytes: &[u8], at: Option<usize>, hash: impl FnOnce() -> u64, opts: &DecodeOptions) -> Result<()> {
@@ -93,47 +99,87 @@ fn footer_check(bytes: &[u8], at: Option<usize>, hash: impl FnOnce() -> u64, opt
 }
 
 fn f32s(bytes: &[u8]) -> Vec<f32> {
-    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 pub(crate) fn decode_at<'a>(bytes: &'a [u8], opts: &DecodeOptions, depth: usize) -> Result<(Packet<'a>, usize)> {
-    let l = match layout(bytes, Ctx { bounded: true, allow_v2: opts.allow_v2 }, depth) {
+    let l = match layout(
+        bytes,
+        Ctx {
+            bounded: true,
+            allow_v2: opts.allow_v2,
+        },
+        depth,
+    ) {
         Ok(l) => l,
         Err(Fault::Short(n)) => return Err(short(bytes, n)),
         Err(Fault::Bad(e)) => return Err(e),
     };
     let end = l.end();
     let packet = match l {
-        Layout::Dense { header, shape, body, compressed, footer, .. } => {
-            let dtype = dtype_from_code(header.dtype_code).ok_or_else(|| Error::new(ErrorKind::UnknownDType(header.dtype_code), 7))?;
+        Layout::Dense {
+            header,
+            shape,
+            body,
+            compressed,
+            footer,
+            ..
+        } => {
+            let dtype = dtype_from_code(header.dtype_code)
+                .ok_or_else(|| Error::new(ErrorKind::UnknownDType(header.dtype_code), 7))?;
             footer_check(bytes, footer, || xxhash_rust::xxh3::xxh3_64(&bytes[body.clone()]), opts)?;
             let data: Cow<'a, [u8]> = if compressed {
-                let expected = crate::tensor::numel(&shape).unwrap_or(u64::MAX).saturating_mul(dtype.itemsize() as u64);
+                let expected = crate::tensor::numel(&shape)
+                    .unwrap_or(u64::MAX)
+                    .saturating_mul(dtype.itemsize() as u64);
                 let frame = &bytes[body.clone()];
                 // An LZ4 sequence cannot expand more than ~255:1; anything beyond is a lie.
                 let honest = (frame.len() as u64).saturating_mul(256).saturating_add(64);
                 if expected > opts.max_decompressed_bytes {
                     return Err(Error::new(
-                        ErrorKind::LimitExceeded { what: "decompressed body", size: expected, limit: opts.max_decompressed_bytes },
+                        ErrorKind::LimitExceeded {
+                            what: "decompressed body",
+                            size: expected,
+                            limit: opts.max_decompressed_bytes,
+                        },
                         body.start,
                     ));
                 }
                 if expected > honest {
-                    return Err(Error::new(ErrorKind::DecompressedSize { expected, actual: honest }, body.start));
+                    return Err(Error::new(
+                        ErrorKind::DecompressedSize {
+                            expected,
+                            actual: honest,
+                        },
+                        body.start,
+                    ));
                 }
                 match decompress_frame(frame, expected as usize) {
                     Ok(v) => Cow::Owned(v),
                     Err(FrameError::Size { expected, actual }) => {
                         return Err(Error::new(ErrorKind::DecompressedSize { expected, actual }, body.start));
                     }
-                    Err(FrameError::Malformed(why, at)) => return Err(Error::new(ErrorKind::Lz4(why), body.start + at)),
+                    Err(FrameError::Malformed(why, at)) => {
+                        return Err(Error::new(ErrorKind::Lz4(why), body.start + at));
+                    }
                 }
             } else {
                 Cow::Borrowed(&bytes[body])
             };
             Packet::Dense(Tensor::from_parts_unchecked(dtype, shape, data))
         }
-        Layout::Quantized { header, shape, meta, num_scales, body, footer, .. } => {
+        Layout::Quantized {
+            header,
+            shape,
+            meta,
+            num_scales,
+            body,
+            footer,
+            ..
+        } => {
             footer_check(
                 bytes,
                 footer,
@@ -146,7 +192,8 @@ pub(crate) fn decode_at<'a>(bytes: &'a [u8], opts: &DecodeOptions, depth: usize)
                 opts,
             )?;
             let m = &bytes[meta];
-            let qdtype = QDType::from_code(header.dtype_code).ok_or_else(|| Error::new(ErrorKind::UnknownDType(header.dtype_code), 7))?;
+            let qdtype = QDType::from_code(header.dtype_code)
+                .ok_or_else(|| Error::new(ErrorKind::UnknownDType(header.dtype_code), 7))?;
             let scales = f32s(&m[10..10 + 4 * num_scales]);
             let zero_points = f32s(&m[10 + 4 * num_scales..10 + 8 * num_scales]);
             Packet::Quantized(Quantized {
@@ -160,34 +207,56 @@ pub(crate) fn decode_at<'a>(bytes: &'a [u8], opts: &DecodeOptions, depth: usize)
                 data: Cow::Borrowed(&bytes[body]),
             })
         }
-        Layout::Strings { offsets, payload, footer, .. } => {
-            footer_check(bytes, footer, || xxhash_rust::xxh3::xxh3_64(&bytes[offsets.start..payload.end]), opts)?;
+        Layout::Strings {
+            offsets,
+            payload,
+            footer,
+            ..
+        } => {
+            footer_check(
+                bytes,
+                footer,
+                || xxhash_rust::xxh3::xxh3_64(&bytes[offsets.start..payload.end]),
+                opts,
+            )?;
             let mut prev = 0u64;
             for (i, c) in bytes[offsets.clone()].chunks_exact(8).enumerate() {
                 let o = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
                 if (i == 0 && o != 0) || o < prev {
                     return Err(Error::new(
-                        ErrorKind::BadStringOffsets(alloc::format!("offset {i} is {o}; offsets start at 0 and never decrease")),
+                        ErrorKind::BadStringOffsets(alloc::format!(
+                            "offset {i} is {o}; offsets start at 0 and never decrease"
+                        )),
                         offsets.start + 8 * i,
                     ));
                 }
                 prev = o;
             }
-            Packet::Strings(Strings { offsets: Cow::Borrowed(&bytes[offsets]), payload: Cow::Borrowed(&bytes[payload]) })
+            Packet::Strings(Strings {
+                offsets: Cow::Borrowed(&bytes[offsets]),
+                payload: Cow::Borrowed(&bytes[payload]),
+            })
         }
         Layout::Bundle { entries, .. } => {
             let mut out = Vec::with_capacity(entries.len());
             for (k, v) in entries {
-                let key = core::str::from_utf8(&bytes[k.clone()]).map_err(|_| Error::new(ErrorKind::InvalidKey, k.start))?;
+                let key =
+                    core::str::from_utf8(&bytes[k.clone()]).map_err(|_| Error::new(ErrorKind::InvalidKey, k.start))?;
                 if opts.strict_keys && out.iter().any(|(e, _): &(Cow<'_, str>, Packet<'_>)| e == key) {
                     return Err(Error::new(ErrorKind::DuplicateKey(String::from(key)), k.start));
                 }
-                let (value, _) = decode_at(&bytes[v.clone()], opts, depth + 1).map_err(|e| e.shifted(v.start as u64).within(key))?;
+                let (value, _) =
+                    decode_at(&bytes[v.clone()], opts, depth + 1).map_err(|e| e.shifted(v.start as u64).within(key))?;
                 out.push((Cow::Borrowed(key), value));
             }
             Packet::Bundle(Bundle { entries: out })
         }
-        Layout::Sparse { header, shape, components, .. } => {
+        Layout::Sparse {
+            header,
+            shape,
+            components,
+            ..
+        } => {
             let format = if header.flags & flags::SPARSE_COO != 0 {
                 SparseFormat::Coo
             } else if header.flags & flags::SPARSE_CSR != 0 {
@@ -198,19 +267,29 @@ pub(crate) fn decode_at<'a>(bytes: &'a [u8], opts: &DecodeOptions, depth: usize)
             let names = format.component_names();
             let mut comps: Vec<Tensor<'a>> = Vec::with_capacity(3);
             for (r, name) in components.into_iter().zip(names) {
-                let (p, _) = decode_at(&bytes[r.clone()], opts, depth + 1).map_err(|e| e.shifted(r.start as u64).within(name))?;
+                let (p, _) = decode_at(&bytes[r.clone()], opts, depth + 1)
+                    .map_err(|e| e.shifted(r.start as u64).within(name))?;
                 match p {
                     Packet::Dense(t) => comps.push(t),
                     other => {
                         return Err(Error::new(
-                            ErrorKind::Sparse(alloc::format!("component {name} is a {} packet; components are dense", other.kind_name())),
+                            ErrorKind::Sparse(alloc::format!(
+                                "component {name} is a {} packet; components are dense",
+                                other.kind_name()
+                            )),
                             r.start,
                         ));
                     }
                 }
             }
-            let [a, b, c]: [Tensor<'a>; 3] = comps.try_into().map_err(|_| Error::new(ErrorKind::Sparse("missing components".into()), 0))?;
-            let s = Sparse { format, shape, components: [a, b, c] };
+            let [a, b, c]: [Tensor<'a>; 3] = comps
+                .try_into()
+                .map_err(|_| Error::new(ErrorKind::Sparse("missing components".into()), 0))?;
+            let s = Sparse {
+                format,
+                shape,
+                components: [a, b, c],
+            };
             if opts.validate_sparse {
                 s.validate()?;
             }

@@ -7,7 +7,9 @@ use alloc::vec::Vec;
 use super::error::{Error, Result};
 use super::lz4::compress_frame;
 use super::packet::{Bundle, Packet, Quantized, Sparse, Strings};
-use super::{DEFAULT_ALIGNMENT, MAGIC, MAX_BUNDLE_ENTRIES, MAX_DEPTH, MAX_ELEMENTS, MAX_NDIM, VERSION, dtype_code, flags, pad_to};
+use super::{
+    DEFAULT_ALIGNMENT, MAGIC, MAX_BUNDLE_ENTRIES, MAX_DEPTH, MAX_ELEMENTS, MAX_NDIM, VERSION, dtype_code, flags, pad_to,
+};
 use crate::tensor::Tensor;
 
 /// The largest alignment the encoder accepts (1 MiB). tenso materialises padding for any
@@ -52,10 +54,16 @@ impl Default for EncodeOptions {
 impl EncodeOptions {
     fn check(&self) -> Result<()> {
         if !self.alignment.is_power_of_two() {
-            return Err(Error::encode(format!("alignment {} is not a power of two", self.alignment)));
+            return Err(Error::encode(format!(
+                "alignment {} is not a power of two",
+                self.alignment
+            )));
         }
         if self.alignment > MAX_ALIGNMENT {
-            return Err(Error::encode(format!("alignment {} exceeds the maximum of {MAX_ALIGNMENT}", self.alignment)));
+            return Err(Error::encode(format!(
+                "alignment {} exceeds the maximum of {MAX_ALIGNMENT}",
+                self.alignment
+            )));
         }
         Ok(())
     }
@@ -99,7 +107,10 @@ fn header(out: &mut Vec<u8>, flags: u16, dtype: u8, ndim: usize) {
 
 fn shape(out: &mut Vec<u8>, shape: &[u64]) -> Result<()> {
     if shape.len() > MAX_NDIM {
-        return Err(Error::encode(format!("{} dimensions; the format allows at most {MAX_NDIM}", shape.len())));
+        return Err(Error::encode(format!(
+            "{} dimensions; the format allows at most {MAX_NDIM}",
+            shape.len()
+        )));
     }
     for (i, &d) in shape.iter().enumerate() {
         let d = u32::try_from(d).map_err(|_| {
@@ -115,13 +126,19 @@ fn shape(out: &mut Vec<u8>, shape: &[u64]) -> Result<()> {
 fn check_elements(shape: &[u64]) -> Result<()> {
     match crate::tensor::numel(shape) {
         Some(n) if n <= MAX_ELEMENTS => Ok(()),
-        Some(n) => Err(Error::encode(format!("{n} elements; the format allows at most {MAX_ELEMENTS}"))),
+        Some(n) => Err(Error::encode(format!(
+            "{n} elements; the format allows at most {MAX_ELEMENTS}"
+        ))),
         None => Err(Error::encode("the element count overflows 64 bits")),
     }
 }
 
 fn align_flags(opts: &EncodeOptions) -> u16 {
-    if opts.alignment == DEFAULT_ALIGNMENT { flags::ALIGNED } else { flags::CUST_ALIGN }
+    if opts.alignment == DEFAULT_ALIGNMENT {
+        flags::ALIGNED
+    } else {
+        flags::CUST_ALIGN
+    }
 }
 
 /// Writes the exponent byte (custom alignment) and zero padding relative to `start`.
@@ -223,9 +240,15 @@ fn write_quantized(q: &Quantized<'_>, opts: &EncodeOptions, out: &mut Vec<u8>) -
 }
 
 fn write_strings(s: &Strings<'_>, opts: &EncodeOptions, out: &mut Vec<u8>) -> Result<()> {
-    let count = u32::try_from(s.len()).map_err(|_| Error::encode(format!("{} strings; at most 4294967295 fit", s.len())))?;
+    let count =
+        u32::try_from(s.len()).map_err(|_| Error::encode(format!("{} strings; at most 4294967295 fit", s.len())))?;
     let start = out.len();
-    header(out, flags::STRING | flags::ALIGNED | if opts.integrity { flags::INTEGRITY } else { 0 }, 20, 1);
+    header(
+        out,
+        flags::STRING | flags::ALIGNED | if opts.integrity { flags::INTEGRITY } else { 0 },
+        20,
+        1,
+    );
     out.extend_from_slice(&count.to_le_bytes());
     let pad = pad_to((out.len() - start) as u64, DEFAULT_ALIGNMENT) as usize;
     out.resize(out.len() + pad, 0);
@@ -240,7 +263,11 @@ fn write_strings(s: &Strings<'_>, opts: &EncodeOptions, out: &mut Vec<u8>) -> Re
 }
 
 /// Writes a `u32` length prefix, then `write`, then patches the prefix; refuses 4 GiB or more.
-fn prefixed(out: &mut Vec<u8>, what: &dyn Fn() -> alloc::string::String, write: impl FnOnce(&mut Vec<u8>) -> Result<()>) -> Result<()> {
+fn prefixed(
+    out: &mut Vec<u8>,
+    what: &dyn Fn() -> alloc::string::String,
+    write: impl FnOnce(&mut Vec<u8>) -> Result<()>,
+) -> Result<()> {
     let at = out.len();
     out.extend_from_slice(&[0; 4]);
     write(out)?;
@@ -266,13 +293,18 @@ fn write_bundle(b: &Bundle<'_>, opts: &EncodeOptions, out: &mut Vec<u8>, depth: 
         return Err(Error::encode("containers nested deeper than 64 levels"));
     }
     header(out, flags::BUNDLE, 0, b.entries.len());
-    let leaf_opts = EncodeOptions { compress: opts.compress && opts.compress_in_containers, ..opts.clone() };
+    let leaf_opts = EncodeOptions {
+        compress: opts.compress && opts.compress_in_containers,
+        ..opts.clone()
+    };
     for (k, v) in &b.entries {
         let kb = k.as_bytes();
         let kl = u32::try_from(kb.len()).map_err(|_| Error::encode("bundle key longer than 4 GiB"))?;
         out.extend_from_slice(&kl.to_le_bytes());
         out.extend_from_slice(kb);
-        prefixed(out, &|| format!("bundle entry {k:?}"), |out| write_packet(v, &leaf_opts, out, depth + 1))?;
+        prefixed(out, &|| format!("bundle entry {k:?}"), |out| {
+            write_packet(v, &leaf_opts, out, depth + 1)
+        })?;
     }
     Ok(())
 }
@@ -285,7 +317,9 @@ fn write_sparse(s: &Sparse<'_>, opts: &EncodeOptions, out: &mut Vec<u8>, depth: 
     shape(out, &s.shape)?;
     let copts = opts.sparse_component();
     for (t, name) in s.components.iter().zip(s.format.component_names()) {
-        prefixed(out, &|| format!("sparse component {name}"), |out| write_dense(t, &copts, out))?;
+        prefixed(out, &|| format!("sparse component {name}"), |out| {
+            write_dense(t, &copts, out)
+        })?;
     }
     Ok(())
 }
@@ -351,11 +385,19 @@ pub fn encode_parts<'a>(t: &'a Tensor<'_>, opts: &EncodeOptions) -> Result<Parts
     let body: Cow<'a, [u8]> = if opts.compress {
         let mut frame = Vec::new();
         compress_frame(t.data(), &mut frame);
-        if opts.skip_incompressible && frame.len() >= t.nbytes() { Cow::Borrowed(t.data()) } else { Cow::Owned(frame) }
+        if opts.skip_incompressible && frame.len() >= t.nbytes() {
+            Cow::Borrowed(t.data())
+        } else {
+            Cow::Owned(frame)
+        }
     } else {
         Cow::Borrowed(t.data())
     };
     dense_head(t, opts, matches!(body, Cow::Owned(_)), &mut head)?;
-    let footer = if opts.integrity { xxhash_rust::xxh3::xxh3_64(&body).to_le_bytes().to_vec() } else { Vec::new() };
+    let footer = if opts.integrity {
+        xxhash_rust::xxh3::xxh3_64(&body).to_le_bytes().to_vec()
+    } else {
+        Vec::new()
+    };
     Ok(Parts { head, body, footer })
 }

@@ -84,7 +84,11 @@ pub struct Error {
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, offset: usize) -> Self {
-        Error { kind, offset: offset as u64, path: String::new() }
+        Error {
+            kind,
+            offset: offset as u64,
+            path: String::new(),
+        }
     }
 
     pub(crate) fn encode(msg: impl Into<String>) -> Self {

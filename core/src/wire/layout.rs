@@ -55,7 +55,11 @@ fn bad<T>(kind: ErrorKind, at: usize) -> PResult<T> {
 
 /// Ensures `bytes[..end]` exists.
 fn need(bytes: &[u8], end: u64) -> PResult<()> {
-    if (bytes.len() as u64) < end { Err(Fault::Short(end)) } else { Ok(()) }
+    if (bytes.len() as u64) < end {
+        Err(Fault::Short(end))
+    } else {
+        Ok(())
+    }
 }
 
 fn u32_at(bytes: &[u8], at: u64) -> PResult<u32> {
@@ -73,7 +77,13 @@ pub(crate) fn u64_at(bytes: &[u8], at: usize) -> u64 {
 /// Parses the fixed header (8 bytes for v3, 10 for v4).
 pub fn parse_header(bytes: &[u8]) -> Result<Header, Error> {
     header(bytes, false).map_err(|f| match f {
-        Fault::Short(n) => Error::new(ErrorKind::TooShort { needed: n, available: bytes.len() as u64 }, bytes.len()),
+        Fault::Short(n) => Error::new(
+            ErrorKind::TooShort {
+                needed: n,
+                available: bytes.len() as u64,
+            },
+            bytes.len(),
+        ),
         Fault::Bad(e) => e,
     })
 }
@@ -102,8 +112,22 @@ pub(crate) fn header(bytes: &[u8], allow_v2: bool) -> PResult<Header> {
                 len: 10,
             })
         }
-        3 => Ok(Header { version, flags: bytes[5] as u16, dtype_code: bytes[6], ndim: bytes[7], reserved: 0, len: 8 }),
-        2 if allow_v2 => Ok(Header { version, flags: bytes[5] as u16, dtype_code: bytes[6], ndim: bytes[7], reserved: 0, len: 8 }),
+        3 => Ok(Header {
+            version,
+            flags: bytes[5] as u16,
+            dtype_code: bytes[6],
+            ndim: bytes[7],
+            reserved: 0,
+            len: 8,
+        }),
+        2 if allow_v2 => Ok(Header {
+            version,
+            flags: bytes[5] as u16,
+            dtype_code: bytes[6],
+            ndim: bytes[7],
+            reserved: 0,
+            len: 8,
+        }),
         v => bad(ErrorKind::UnsupportedVersion(v), 4),
     }
 }
@@ -178,7 +202,11 @@ fn shape_at(bytes: &[u8], at: usize, ndim: usize) -> PResult<Vec<u64>> {
 }
 
 fn check_ndim(ndim: usize, at: usize) -> PResult<()> {
-    if ndim > MAX_NDIM { bad(ErrorKind::TooManyDims(ndim), at) } else { Ok(()) }
+    if ndim > MAX_NDIM {
+        bad(ErrorKind::TooManyDims(ndim), at)
+    } else {
+        Ok(())
+    }
 }
 
 fn check_elements(shape: &[u64], at: usize) -> PResult<u64> {
@@ -212,7 +240,11 @@ fn padded(pos: usize, align: u64) -> PResult<usize> {
 
 fn add(a: usize, b: u64) -> PResult<usize> {
     let s = a as u64 as u128 + b as u128;
-    if s > usize::MAX as u128 || s > u64::MAX as u128 { Err(Fault::Short(u64::MAX)) } else { Ok(s as usize) }
+    if s > usize::MAX as u128 || s > u64::MAX as u128 {
+        Err(Fault::Short(u64::MAX))
+    } else {
+        Ok(s as usize)
+    }
 }
 
 pub(crate) fn layout(bytes: &[u8], ctx: Ctx, depth: usize) -> PResult<Layout> {
@@ -266,18 +298,31 @@ pub(crate) fn layout(bytes: &[u8], ctx: Ctx, depth: usize) -> PResult<Layout> {
             need(bytes, c.end as u64)?;
             pos = c.end;
         }
-        return Ok(Layout::Sparse { header: h, shape, components: comps, end: pos });
+        return Ok(Layout::Sparse {
+            header: h,
+            shape,
+            components: comps,
+            end: pos,
+        });
     }
     if f & flags::STRING != 0 || f & flags::RAGGED != 0 {
         if f & flags::STRING == 0 {
-            return bad(ErrorKind::Unsupported("RAGGED packet (flag 0x0200); tenso never writes it and refuses to load it".into()), 5);
+            return bad(
+                ErrorKind::Unsupported(
+                    "RAGGED packet (flag 0x0200); tenso never writes it and refuses to load it".into(),
+                ),
+                5,
+            );
         }
         check_ndim(ndim, 8)?;
         let shape = shape_at(bytes, base, ndim)?;
         let count = if ndim == 0 { 0 } else { shape[0] };
         let (align, pos) = alignment(bytes, &h, base + 4 * ndim)?;
         let body = padded(pos, align)?;
-        let off_len = count.checked_add(1).and_then(|c| c.checked_mul(8)).ok_or(Fault::Short(u64::MAX))?;
+        let off_len = count
+            .checked_add(1)
+            .and_then(|c| c.checked_mul(8))
+            .ok_or(Fault::Short(u64::MAX))?;
         let off_end = add(body, off_len)?;
         need(bytes, off_end as u64)?;
         let payload_len = u64_at(bytes, off_end - 8);
@@ -285,7 +330,12 @@ pub(crate) fn layout(bytes: &[u8], ctx: Ctx, depth: usize) -> PResult<Layout> {
         let footer = if integrity { Some(pay_end) } else { None };
         let end = add(pay_end, if integrity { 8 } else { 0 })?;
         need(bytes, end as u64)?;
-        return Ok(Layout::Strings { offsets: body..off_end, payload: off_end..pay_end, footer, end });
+        return Ok(Layout::Strings {
+            offsets: body..off_end,
+            payload: off_end..pay_end,
+            footer,
+            end,
+        });
     }
     if let Some(q) = super::QDType::from_code(h.dtype_code) {
         check_ndim(ndim, 8)?;
@@ -315,7 +365,10 @@ pub(crate) fn layout(bytes: &[u8], ctx: Ctx, depth: usize) -> PResult<Layout> {
     // Dense.
     let Some(dtype) = dtype_from_code(h.dtype_code) else {
         if h.dtype_code == 21 {
-            return bad(ErrorKind::Unsupported("BYTES dtype (21); it is reserved and never written".into()), base - 3);
+            return bad(
+                ErrorKind::Unsupported("BYTES dtype (21); it is reserved and never written".into()),
+                base - 3,
+            );
         }
         return bad(ErrorKind::UnknownDType(h.dtype_code), base - 3);
     };
@@ -338,13 +391,27 @@ pub(crate) fn layout(bytes: &[u8], ctx: Ctx, depth: usize) -> PResult<Layout> {
         need(bytes, body_start as u64 + foot)?;
         let body_end = bytes.len() - foot as usize;
         let footer = if integrity { Some(body_end) } else { None };
-        return Ok(Layout::Dense { header: h, shape, body: body_start..body_end, compressed: true, footer, end: bytes.len() });
+        return Ok(Layout::Dense {
+            header: h,
+            shape,
+            body: body_start..body_end,
+            compressed: true,
+            footer,
+            end: bytes.len(),
+        });
     }
     let body_end = add(body_start, raw_len)?;
     let end = add(body_end, foot)?;
     need(bytes, end as u64)?;
     let footer = if integrity { Some(body_end) } else { None };
-    Ok(Layout::Dense { header: h, shape, body: body_start..body_end, compressed: false, footer, end })
+    Ok(Layout::Dense {
+        header: h,
+        shape,
+        body: body_start..body_end,
+        compressed: false,
+        footer,
+        end,
+    })
 }
 
 /// Frames one packet at the start of `bytes` without decoding it: how long it is, or how many
@@ -355,7 +422,14 @@ pub(crate) fn layout(bytes: &[u8], ctx: Ctx, depth: usize) -> PResult<Layout> {
 /// containers are framed by their length prefixes (their contents are checked on decode).
 /// Compressed top-level packets cannot be framed (their length is not stored) and are refused.
 pub fn measure(bytes: &[u8]) -> Result<Measure, Error> {
-    match layout(bytes, Ctx { bounded: false, allow_v2: false }, 0) {
+    match layout(
+        bytes,
+        Ctx {
+            bounded: false,
+            allow_v2: false,
+        },
+        0,
+    ) {
         Ok(l) => Ok(Measure::Complete(l.end())),
         Err(Fault::Short(n)) => Ok(Measure::Incomplete(usize::try_from(n).unwrap_or(usize::MAX))),
         Err(Fault::Bad(e)) => Err(e),

@@ -59,14 +59,19 @@ pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>, FrameE
     let magic = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]);
     if magic != MAGIC {
         return malformed(
-            format!("magic {magic:#010x} is not an LZ4 frame (04 22 4d 18); raw LZ4 block bodies are not Tenso packets"),
+            format!(
+                "magic {magic:#010x} is not an LZ4 frame (04 22 4d 18); raw LZ4 block bodies are not Tenso packets"
+            ),
             0,
         );
     }
     let flg = frame[4];
     let bd = frame[5];
     if flg >> 6 != 1 {
-        return malformed(format!("frame version {} (FLG {flg:#04x}); only version 01 exists", flg >> 6), 4);
+        return malformed(
+            format!("frame version {} (FLG {flg:#04x}); only version 01 exists", flg >> 6),
+            4,
+        );
     }
     if flg & 0x02 != 0 || bd & 0x8F != 0 {
         return malformed("reserved bits set in the frame descriptor", 4);
@@ -93,7 +98,10 @@ pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>, FrameE
         a.copy_from_slice(&frame[pos..pos + 8]);
         let cs = u64::from_le_bytes(a);
         if cs != expected as u64 {
-            return Err(FrameError::Size { expected: expected as u64, actual: cs });
+            return Err(FrameError::Size {
+                expected: expected as u64,
+                actual: cs,
+            });
         }
         pos += 8;
     }
@@ -102,7 +110,10 @@ pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>, FrameE
     }
     let hc = ((xxh32(&frame[4..desc_end], 0) >> 8) & 0xFF) as u8;
     if hc != frame[desc_end] {
-        return malformed(format!("header checksum {:#04x} should be {hc:#04x}", frame[desc_end]), desc_end);
+        return malformed(
+            format!("header checksum {:#04x} should be {hc:#04x}", frame[desc_end]),
+            desc_end,
+        );
     }
     pos = desc_end + 1;
 
@@ -130,7 +141,10 @@ pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>, FrameE
         let stored = word & 0x8000_0000 != 0;
         let len = (word & 0x7FFF_FFFF) as usize;
         if len > block_max {
-            return malformed(format!("block of {len} bytes exceeds the frame's {block_max}-byte maximum"), block_at);
+            return malformed(
+                format!("block of {len} bytes exceeds the frame's {block_max}-byte maximum"),
+                block_at,
+            );
         }
         if frame.len() - pos < len + if block_checksum { 4 } else { 0 } {
             return malformed(format!("block of {len} bytes runs past the end of the frame"), block_at);
@@ -147,7 +161,10 @@ pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>, FrameE
         let room = expected - out.len();
         if stored {
             if len > room {
-                return Err(FrameError::Size { expected: expected as u64, actual: (out.len() + len) as u64 });
+                return Err(FrameError::Size {
+                    expected: expected as u64,
+                    actual: (out.len() + len) as u64,
+                });
             }
             out.extend_from_slice(data);
             continue;
@@ -155,14 +172,21 @@ pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>, FrameE
         if room == 0 {
             // A block that produces anything would overflow; an empty compressed block is 1 byte.
             if len > 1 {
-                return Err(FrameError::Size { expected: expected as u64, actual: out.len() as u64 + 1 });
+                return Err(FrameError::Size {
+                    expected: expected as u64,
+                    actual: out.len() as u64 + 1,
+                });
             }
         }
         let start = out.len();
         let cap = room.min(block_max);
         out.resize(start + cap, 0);
         let (prev, dst) = out.split_at_mut(start);
-        let dict = if independent { &[][..] } else { &prev[prev.len().saturating_sub(WINDOW)..] };
+        let dict = if independent {
+            &[][..]
+        } else {
+            &prev[prev.len().saturating_sub(WINDOW)..]
+        };
         let r = if dict.is_empty() {
             lz4_flex::block::decompress_into(data, dst)
         } else {
@@ -171,13 +195,19 @@ pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>, FrameE
         match r {
             Ok(n) => out.truncate(start + n),
             Err(lz4_flex::block::DecompressError::OutputTooSmall { .. }) => {
-                return Err(FrameError::Size { expected: expected as u64, actual: (start + cap + 1) as u64 });
+                return Err(FrameError::Size {
+                    expected: expected as u64,
+                    actual: (start + cap + 1) as u64,
+                });
             }
             Err(e) => return malformed(format!("corrupt block: {e}"), block_at),
         }
     }
     if out.len() != expected {
-        return Err(FrameError::Size { expected: expected as u64, actual: out.len() as u64 });
+        return Err(FrameError::Size {
+            expected: expected as u64,
+            actual: out.len() as u64,
+        });
     }
     Ok(out)
 }
@@ -188,7 +218,8 @@ pub fn compress_frame(body: &[u8], out: &mut Vec<u8>) {
     use std::io::Write;
     let mut enc = lz4_flex::frame::FrameEncoder::new(core::mem::take(out));
     // Writing to a Vec cannot fail, and FrameEncoder only fails when its writer does.
-    enc.write_all(body).expect("writing an LZ4 frame into a Vec cannot fail");
+    enc.write_all(body)
+        .expect("writing an LZ4 frame into a Vec cannot fail");
     *out = enc.finish().expect("finishing an LZ4 frame into a Vec cannot fail");
 }
 
@@ -247,15 +278,33 @@ mod tests {
         assert_eq!(f[5], 0x70);
         assert_eq!(decompress_frame(&f, body.len()).unwrap(), body);
         // One byte less than the frame produces: refused without producing it all.
-        assert!(matches!(decompress_frame(&f, body.len() - 1), Err(FrameError::Size { .. })));
-        assert!(matches!(decompress_frame(&f, body.len() + 1), Err(FrameError::Size { .. })));
+        assert!(matches!(
+            decompress_frame(&f, body.len() - 1),
+            Err(FrameError::Size { .. })
+        ));
+        assert!(matches!(
+            decompress_frame(&f, body.len() + 1),
+            Err(FrameError::Size { .. })
+        ));
     }
 
     #[cfg(feature = "std")]
     #[test]
     fn no_std_writer_matches_frame_encoder_for_one_block() {
         let mut seed = 7u32;
-        for len in [0usize, 1, 15, 60, 1000, 65_535, 65_536, 65_537, 100_000, 262_145, 1 << 20] {
+        for len in [
+            0usize,
+            1,
+            15,
+            60,
+            1000,
+            65_535,
+            65_536,
+            65_537,
+            100_000,
+            262_145,
+            1 << 20,
+        ] {
             for alphabet in [2u32, 16, 251] {
                 let body: Vec<u8> = (0..len)
                     .map(|_| {
@@ -277,6 +326,9 @@ mod tests {
         let mut f = Vec::new();
         compress_frame(&body, &mut f);
         assert!(f.len() < 8192);
-        assert!(matches!(decompress_frame(&f, 10), Err(FrameError::Size { expected: 10, .. })));
+        assert!(matches!(
+            decompress_frame(&f, 10),
+            Err(FrameError::Size { expected: 10, .. })
+        ));
     }
 }

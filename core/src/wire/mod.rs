@@ -34,7 +34,7 @@ pub use decode::{DecodeOptions, Decoded, decode, decode_with};
 pub use encode::{EncodeOptions, MAX_ALIGNMENT, Parts, encode, encode_into, encode_parts};
 pub use error::{Error, ErrorKind, Result};
 pub use layout::{Header, Measure, measure, parse_header};
-pub use packet::{Bundle, Packet, QDType, Quantized, QuantScheme, Sparse, SparseFormat, Strings};
+pub use packet::{Bundle, Packet, QDType, QuantScheme, Quantized, Sparse, SparseFormat, Strings};
 pub use quant::QuantizeParams;
 pub use stream::{StreamDecoder, StreamLimits};
 

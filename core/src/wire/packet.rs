@@ -70,7 +70,10 @@ impl<'a> Packet<'a> {
                     components: [a.into_owned(), b.into_owned(), c.into_owned()],
                 })
             }
-            Packet::Quantized(q) => Packet::Quantized(Quantized { data: Cow::Owned(q.data.into_owned()), ..q }),
+            Packet::Quantized(q) => Packet::Quantized(Quantized {
+                data: Cow::Owned(q.data.into_owned()),
+                ..q
+            }),
             Packet::Strings(s) => Packet::Strings(Strings {
                 offsets: Cow::Owned(s.offsets.into_owned()),
                 payload: Cow::Owned(s.payload.into_owned()),
@@ -173,16 +176,28 @@ impl Sparse<'_> {
         let names = self.format.component_names();
         for (t, n) in self.components.iter().zip(names) {
             if t.shape().len() != 1 {
-                return bad(alloc::format!("component {n} has shape {:?}; components are 1-D", t.shape()));
+                return bad(alloc::format!(
+                    "component {n} has shape {:?}; components are 1-D",
+                    t.shape()
+                ));
             }
         }
         for (t, n) in self.components[1..].iter().zip(&names[1..]) {
-            if !matches!(t.dtype(), DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 | DType::U16 | DType::U32 | DType::U64) {
-                return bad(alloc::format!("component {n} has dtype {}; index arrays must be integers", t.dtype()));
+            if !matches!(
+                t.dtype(),
+                DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 | DType::U16 | DType::U32 | DType::U64
+            ) {
+                return bad(alloc::format!(
+                    "component {n} has dtype {}; index arrays must be integers",
+                    t.dtype()
+                ));
             }
         }
         if self.shape.len() != 2 {
-            return bad(alloc::format!("shape {:?} is not 2-D; sparse matrices have two dimensions", self.shape));
+            return bad(alloc::format!(
+                "shape {:?} is not 2-D; sparse matrices have two dimensions",
+                self.shape
+            ));
         }
         let nnz = self.components[0].numel();
         let (rows, cols) = (self.shape[0], self.shape[1]);
@@ -224,19 +239,29 @@ impl Sparse<'_> {
                 in_range(c, "col", cols)
             }
             SparseFormat::Csr | SparseFormat::Csc => {
-                let (major, minor) = if self.format == SparseFormat::Csr { (rows, cols) } else { (cols, rows) };
+                let (major, minor) = if self.format == SparseFormat::Csr {
+                    (rows, cols)
+                } else {
+                    (cols, rows)
+                };
                 let (ind, ptr) = (&self.components[1], &self.components[2]);
                 if ind.numel() != nnz {
                     return bad(alloc::format!("indices has {} entries but data has {nnz}", ind.numel()));
                 }
                 if ptr.numel() != major.saturating_add(1) {
-                    return bad(alloc::format!("indptr has {} entries; expected {} (major dimension + 1)", ptr.numel(), major.saturating_add(1)));
+                    return bad(alloc::format!(
+                        "indptr has {} entries; expected {} (major dimension + 1)",
+                        ptr.numel(),
+                        major.saturating_add(1)
+                    ));
                 }
                 let mut prev = 0i128;
                 for i in 0..ptr.numel() as usize {
                     let v = idx(ptr, i);
                     if (i == 0 && v != 0) || v < prev || v > nnz as i128 {
-                        return bad(alloc::format!("indptr[{i}] = {v} breaks 0 = indptr[0] <= ... <= indptr[-1] = nnz ({nnz})"));
+                        return bad(alloc::format!(
+                            "indptr[{i}] = {v} breaks 0 = indptr[0] <= ... <= indptr[-1] = nnz ({nnz})"
+                        ));
                     }
                     prev = v;
                 }
@@ -296,7 +321,9 @@ impl QDType {
 
     /// From a name as returned by [`QDType::name`].
     pub fn from_name(name: &str) -> Option<Self> {
-        [QDType::QInt8, QDType::QUInt8, QDType::QInt4, QDType::QUInt4].into_iter().find(|q| q.name() == name)
+        [QDType::QInt8, QDType::QUInt8, QDType::QInt4, QDType::QUInt4]
+            .into_iter()
+            .find(|q| q.name() == name)
     }
 
     /// Whether two values share a byte.
@@ -405,7 +432,10 @@ impl<'a> Strings<'a> {
             payload.extend_from_slice(s.as_ref());
             offsets.extend_from_slice(&(payload.len() as u64).to_le_bytes());
         }
-        Strings { offsets: Cow::Owned(offsets), payload: Cow::Owned(payload) }
+        Strings {
+            offsets: Cow::Owned(offsets),
+            payload: Cow::Owned(payload),
+        }
     }
 
     /// Number of strings.

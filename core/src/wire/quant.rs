@@ -6,7 +6,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::error::{Error, ErrorKind, Result};
-use super::packet::{QDType, Quantized, QuantScheme};
+use super::packet::{QDType, QuantScheme, Quantized};
 
 /// How to slice a tensor for [`Quantized::quantize`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +50,9 @@ fn slices(shape: &[u64], scheme: QuantScheme, axis: usize, group: u64, n: usize)
         }
         QuantScheme::PerGroup => {
             let g = group as usize;
-            (0..n.div_ceil(g)).map(|k| (k * g..((k + 1) * g).min(n)).collect()).collect()
+            (0..n.div_ceil(g))
+                .map(|k| (k * g..((k + 1) * g).min(n)).collect())
+                .collect()
         }
         _ => vec![(0..n).collect()],
     }
@@ -59,10 +61,16 @@ fn slices(shape: &[u64], scheme: QuantScheme, axis: usize, group: u64, n: usize)
 impl Quantized<'_> {
     /// Quantizes float32 values (C order) the way `tenso.QuantizedTensor.quantize` does under
     /// NumPy 2, so the packet bytes match tenso's.
-    pub fn quantize(values: &[f32], shape: &[u64], qdtype: QDType, params: QuantizeParams) -> Result<Quantized<'static>> {
-        let n = crate::tensor::numel(shape).filter(|&n| n == values.len() as u64).ok_or_else(|| {
-            Error::encode(format!("{} values do not fill shape {shape:?}", values.len()))
-        })? as usize;
+    pub fn quantize(
+        values: &[f32],
+        shape: &[u64],
+        qdtype: QDType,
+        params: QuantizeParams,
+    ) -> Result<Quantized<'static>> {
+        let n = crate::tensor::numel(shape)
+            .filter(|&n| n == values.len() as u64)
+            .ok_or_else(|| Error::encode(format!("{} values do not fill shape {shape:?}", values.len())))?
+            as usize;
         let (scheme, axis, group_size) = match params {
             QuantizeParams::PerTensor => (QuantScheme::PerTensor, 0usize, 0u32),
             QuantizeParams::PerChannel { axis } => {
@@ -101,7 +109,11 @@ impl Quantized<'_> {
             };
             for &i in g {
                 let v = round_even(values[i] / scale + zp);
-                q[i] = if v.is_nan() { 0 } else { (v.max(qmin as f32).min(qmax as f32)) as i32 };
+                q[i] = if v.is_nan() {
+                    0
+                } else {
+                    (v.max(qmin as f32).min(qmax as f32)) as i32
+                };
             }
             scales.push(scale);
             zps.push(zp);
@@ -150,10 +162,19 @@ impl Quantized<'_> {
             _ => return fail(format!("shape {:?} has too many elements", self.shape)),
         };
         if self.data.len() as u64 != self.qdtype.packed_len(n as u64) {
-            return fail(format!("body has {} bytes; shape {:?} needs {}", self.data.len(), self.shape, self.qdtype.packed_len(n as u64)));
+            return fail(format!(
+                "body has {} bytes; shape {:?} needs {}",
+                self.data.len(),
+                self.shape,
+                self.qdtype.packed_len(n as u64)
+            ));
         }
         if self.scales.len() != self.zero_points.len() {
-            return fail(format!("{} scales but {} zero points", self.scales.len(), self.zero_points.len()));
+            return fail(format!(
+                "{} scales but {} zero points",
+                self.scales.len(),
+                self.zero_points.len()
+            ));
         }
         let nd = self.shape.len();
         let mut axis = self.axis as usize;
@@ -164,7 +185,10 @@ impl Quantized<'_> {
                     axis = nd - 1;
                 }
                 if axis >= nd {
-                    return fail(format!("per-channel axis {} is outside a tensor of rank {nd}", self.axis));
+                    return fail(format!(
+                        "per-channel axis {} is outside a tensor of rank {nd}",
+                        self.axis
+                    ));
                 }
                 self.shape[axis] as usize
             }
@@ -177,11 +201,18 @@ impl Quantized<'_> {
             QuantScheme::Other(c) => return fail(format!("unknown quantization scheme {c}")),
         };
         if self.scales.len() != expected {
-            return fail(format!("{} scheme needs {expected} scales, the packet has {}", self.scheme.name(), self.scales.len()));
+            return fail(format!(
+                "{} scheme needs {expected} scales, the packet has {}",
+                self.scheme.name(),
+                self.scales.len()
+            ));
         }
         let q = self.values();
         let mut out = vec![0f32; n];
-        for (k, g) in slices(&self.shape, self.scheme, axis, self.group_size as u64, n).iter().enumerate() {
+        for (k, g) in slices(&self.shape, self.scheme, axis, self.group_size as u64, n)
+            .iter()
+            .enumerate()
+        {
             for &i in g {
                 out[i] = (q[i] as f32 - self.zero_points[k]) * self.scales[k];
             }
@@ -208,7 +239,11 @@ mod tests {
     fn quantize_round_trips_within_a_step() {
         let v: Vec<f32> = (0..12).map(|i| i as f32 * 0.25 - 1.0).collect();
         for qd in [QDType::QInt8, QDType::QUInt8, QDType::QInt4, QDType::QUInt4] {
-            for p in [QuantizeParams::PerTensor, QuantizeParams::PerChannel { axis: -1 }, QuantizeParams::PerGroup { group_size: 5 }] {
+            for p in [
+                QuantizeParams::PerTensor,
+                QuantizeParams::PerChannel { axis: -1 },
+                QuantizeParams::PerGroup { group_size: 5 },
+            ] {
                 let q = Quantized::quantize(&v, &[3, 4], qd, p).unwrap();
                 let d = q.dequantize().unwrap();
                 for (k, (a, b)) in v.iter().zip(&d).enumerate() {
@@ -228,7 +263,23 @@ mod tests {
 
     #[test]
     fn bad_axis_refused() {
-        assert!(Quantized::quantize(&[1.0; 4], &[2, 2], QDType::QInt8, QuantizeParams::PerChannel { axis: 2 }).is_err());
-        assert!(Quantized::quantize(&[1.0; 4], &[2, 2], QDType::QInt8, QuantizeParams::PerChannel { axis: -3 }).is_err());
+        assert!(
+            Quantized::quantize(
+                &[1.0; 4],
+                &[2, 2],
+                QDType::QInt8,
+                QuantizeParams::PerChannel { axis: 2 }
+            )
+            .is_err()
+        );
+        assert!(
+            Quantized::quantize(
+                &[1.0; 4],
+                &[2, 2],
+                QDType::QInt8,
+                QuantizeParams::PerChannel { axis: -3 }
+            )
+            .is_err()
+        );
     }
 }

@@ -17,7 +17,10 @@ pub struct StreamLimits {
 
 impl Default for StreamLimits {
     fn default() -> Self {
-        StreamLimits { max_packet_bytes: 1 << 30, max_buffered_bytes: (1 << 30) + (64 << 10) }
+        StreamLimits {
+            max_packet_bytes: 1 << 30,
+            max_buffered_bytes: (1 << 30) + (64 << 10),
+        }
     }
 }
 
@@ -60,7 +63,13 @@ impl StreamDecoder {
 
     /// A decoder with explicit limits.
     pub fn with_limits(limits: StreamLimits) -> Self {
-        StreamDecoder { buf: Vec::new(), start: 0, limits, consumed: 0, failed: false }
+        StreamDecoder {
+            buf: Vec::new(),
+            start: 0,
+            limits,
+            consumed: 0,
+            failed: false,
+        }
     }
 
     /// Bytes held and not yet returned.
@@ -111,7 +120,11 @@ impl StreamDecoder {
         };
         if declared > self.limits.max_packet_bytes {
             return Err(Error::new(
-                ErrorKind::LimitExceeded { what: "packet", size: declared as u64, limit: self.limits.max_packet_bytes as u64 },
+                ErrorKind::LimitExceeded {
+                    what: "packet",
+                    size: declared as u64,
+                    limit: self.limits.max_packet_bytes as u64,
+                },
                 0,
             )
             .shifted(self.position()));

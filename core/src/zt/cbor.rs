@@ -77,7 +77,10 @@ impl<'a> Value<'a> {
 
     /// Looks up a text key in a map.
     pub fn get(&self, key: &str) -> Option<&Value<'a>> {
-        self.as_map()?.iter().find(|(k, _)| k.as_text() == Some(key)).map(|(_, v)| v)
+        self.as_map()?
+            .iter()
+            .find(|(k, _)| k.as_text() == Some(key))
+            .map(|(_, v)| v)
     }
 
     /// Detaches from the input buffer.
@@ -135,7 +138,13 @@ pub struct CborError {
 
 impl fmt::Display for CborError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} (at CBOR byte {})", self.rule.name(), self.message, self.offset)
+        write!(
+            f,
+            "{}: {} (at CBOR byte {})",
+            self.rule.name(),
+            self.message,
+            self.offset
+        )
     }
 }
 
@@ -157,7 +166,10 @@ pub fn decode(bytes: &[u8], mode: Mode) -> Result<Value<'_>, CborError> {
     let mut d = Decoder { b: bytes, pos: 0, mode };
     let v = d.item(0)?;
     if d.pos != bytes.len() {
-        return Err(d.err(CborRule::Syntax, alloc::format!("{} trailing bytes after the root item", bytes.len() - d.pos)));
+        return Err(d.err(
+            CborRule::Syntax,
+            alloc::format!("{} trailing bytes after the root item", bytes.len() - d.pos),
+        ));
     }
     Ok(v)
 }
@@ -175,7 +187,11 @@ enum Len {
 
 impl<'a> Decoder<'a> {
     fn err(&self, rule: CborRule, message: impl Into<String>) -> CborError {
-        CborError { rule, offset: self.pos, message: message.into() }
+        CborError {
+            rule,
+            offset: self.pos,
+            message: message.into(),
+        }
     }
 
     fn strict(&self) -> bool {
@@ -183,7 +199,10 @@ impl<'a> Decoder<'a> {
     }
 
     fn byte(&mut self) -> Result<u8, CborError> {
-        let b = *self.b.get(self.pos).ok_or_else(|| self.err(CborRule::Syntax, "unexpected end of input"))?;
+        let b = *self
+            .b
+            .get(self.pos)
+            .ok_or_else(|| self.err(CborRule::Syntax, "unexpected end of input"))?;
         self.pos += 1;
         Ok(b)
     }
@@ -191,7 +210,10 @@ impl<'a> Decoder<'a> {
     fn take(&mut self, n: u64) -> Result<&'a [u8], CborError> {
         let rest = (self.b.len() - self.pos) as u64;
         if n > rest {
-            return Err(self.err(CborRule::Syntax, alloc::format!("declared length {n} exceeds the {rest} bytes remaining")));
+            return Err(self.err(
+                CborRule::Syntax,
+                alloc::format!("declared length {n} exceeds the {rest} bytes remaining"),
+            ));
         }
         let s = &self.b[self.pos..self.pos + n as usize];
         self.pos += n as usize;
@@ -218,7 +240,10 @@ impl<'a> Decoder<'a> {
                 // Float heads (major 7, ai 25..27) carry bits, not a length: shortness is a float rule.
                 if self.strict() && major != 7 && v < min {
                     self.pos = start;
-                    return Err(self.err(CborRule::Determinism, alloc::format!("argument {v} is not in its shortest head form")));
+                    return Err(self.err(
+                        CborRule::Determinism,
+                        alloc::format!("argument {v} is not in its shortest head form"),
+                    ));
                 }
                 v
             }
@@ -237,7 +262,10 @@ impl<'a> Decoder<'a> {
 
     fn item(&mut self, depth: usize) -> Result<Value<'a>, CborError> {
         if depth > MAX_DEPTH {
-            return Err(self.err(CborRule::Depth, alloc::format!("nesting deeper than {MAX_DEPTH} levels")));
+            return Err(self.err(
+                CborRule::Depth,
+                alloc::format!("nesting deeper than {MAX_DEPTH} levels"),
+            ));
         }
         let start = self.pos;
         let (major, ai, len) = self.head()?;
@@ -249,7 +277,11 @@ impl<'a> Decoder<'a> {
                 let s = self.take(n)?;
                 core::str::from_utf8(s)
                     .map(|s| Value::Text(Cow::Borrowed(s)))
-                    .map_err(|_| CborError { rule: CborRule::Syntax, offset: start, message: "text string is not valid UTF-8".into() })
+                    .map_err(|_| CborError {
+                        rule: CborRule::Syntax,
+                        offset: start,
+                        message: "text string is not valid UTF-8".into(),
+                    })
             }
             (2 | 3, Len::Indefinite) => {
                 let mut buf = Vec::new();
@@ -269,7 +301,11 @@ impl<'a> Decoder<'a> {
                 } else {
                     String::from_utf8(buf)
                         .map(|s| Value::Text(Cow::Owned(s)))
-                        .map_err(|_| CborError { rule: CborRule::Syntax, offset: start, message: "text string is not valid UTF-8".into() })
+                        .map_err(|_| CborError {
+                            rule: CborRule::Syntax,
+                            offset: start,
+                            message: "text string is not valid UTF-8".into(),
+                        })
                 }
             }
             (4, len) => {
@@ -278,7 +314,11 @@ impl<'a> Decoder<'a> {
                     Len::Definite(n) => {
                         // Every item takes at least one byte: a count past the input is a lie.
                         if n > (self.b.len() - self.pos) as u64 {
-                            return Err(CborError { rule: CborRule::Syntax, offset: start, message: alloc::format!("array of {n} items cannot fit the remaining bytes") });
+                            return Err(CborError {
+                                rule: CborRule::Syntax,
+                                offset: start,
+                                message: alloc::format!("array of {n} items cannot fit the remaining bytes"),
+                            });
                         }
                         items.reserve(n as usize);
                         for _ in 0..n {
@@ -302,7 +342,11 @@ impl<'a> Decoder<'a> {
                 let n = match len {
                     Len::Definite(n) => {
                         if n > ((self.b.len() - self.pos) / 2) as u64 {
-                            return Err(CborError { rule: CborRule::Syntax, offset: start, message: alloc::format!("map of {n} entries cannot fit the remaining bytes") });
+                            return Err(CborError {
+                                rule: CborRule::Syntax,
+                                offset: start,
+                                message: alloc::format!("map of {n} entries cannot fit the remaining bytes"),
+                            });
                         }
                         entries.reserve(n as usize);
                         Some(n)
@@ -326,7 +370,11 @@ impl<'a> Decoder<'a> {
                             match p.cmp(key_bytes) {
                                 core::cmp::Ordering::Less => {}
                                 core::cmp::Ordering::Equal => {
-                                    return Err(CborError { rule: CborRule::DuplicateKey, offset: key_start, message: "map key repeats the previous key".into() });
+                                    return Err(CborError {
+                                        rule: CborRule::DuplicateKey,
+                                        offset: key_start,
+                                        message: "map key repeats the previous key".into(),
+                                    });
                                 }
                                 core::cmp::Ordering::Greater => {
                                     return Err(CborError {
@@ -338,7 +386,11 @@ impl<'a> Decoder<'a> {
                             }
                         }
                     } else if entries.iter().any(|(e, _)| *e == k) {
-                        return Err(CborError { rule: CborRule::DuplicateKey, offset: key_start, message: "map key repeats".into() });
+                        return Err(CborError {
+                            rule: CborRule::DuplicateKey,
+                            offset: key_start,
+                            message: "map key repeats".into(),
+                        });
                     }
                     prev_key = Some(key_bytes);
                     let v = self.item(depth + 1)?;
@@ -348,7 +400,11 @@ impl<'a> Decoder<'a> {
                 Ok(Value::Map(entries))
             }
             (6, Len::Definite(_)) if !self.strict() => self.item(depth),
-            (6, _) => Err(CborError { rule: CborRule::Syntax, offset: start, message: "tags are forbidden".into() }),
+            (6, _) => Err(CborError {
+                rule: CborRule::Syntax,
+                offset: start,
+                message: "tags are forbidden".into(),
+            }),
             (7, Len::Definite(arg)) => match ai {
                 20 => Ok(Value::Bool(false)),
                 21 => Ok(Value::Bool(true)),
@@ -356,27 +412,47 @@ impl<'a> Decoder<'a> {
                 25 => {
                     let h = half::f16::from_bits(arg as u16);
                     if self.strict() && h.is_nan() && arg != 0x7e00 {
-                        return Err(CborError { rule: CborRule::Determinism, offset: start, message: "NaN must be encoded as f9 7e00".into() });
+                        return Err(CborError {
+                            rule: CborRule::Determinism,
+                            offset: start,
+                            message: "NaN must be encoded as f9 7e00".into(),
+                        });
                     }
                     Ok(Value::Float(h.to_f64()))
                 }
                 26 => {
                     let f = f32::from_bits(arg as u32);
                     if self.strict() && (f.is_nan() || half::f16::from_f32(f).to_f32() == f) {
-                        return Err(CborError { rule: CborRule::Determinism, offset: start, message: "float32 that has a shorter exact form".into() });
+                        return Err(CborError {
+                            rule: CborRule::Determinism,
+                            offset: start,
+                            message: "float32 that has a shorter exact form".into(),
+                        });
                     }
                     Ok(Value::Float(f as f64))
                 }
                 27 => {
                     let f = f64::from_bits(arg);
                     if self.strict() && (f.is_nan() || (f as f32) as f64 == f) {
-                        return Err(CborError { rule: CborRule::Determinism, offset: start, message: "float64 that has a shorter exact form".into() });
+                        return Err(CborError {
+                            rule: CborRule::Determinism,
+                            offset: start,
+                            message: "float64 that has a shorter exact form".into(),
+                        });
                     }
                     Ok(Value::Float(f))
                 }
-                _ => Err(CborError { rule: CborRule::Syntax, offset: start, message: alloc::format!("simple value {arg} is not allowed") }),
+                _ => Err(CborError {
+                    rule: CborRule::Syntax,
+                    offset: start,
+                    message: alloc::format!("simple value {arg} is not allowed"),
+                }),
             },
-            _ => Err(CborError { rule: CborRule::Syntax, offset: start, message: "malformed item".into() }),
+            _ => Err(CborError {
+                rule: CborRule::Syntax,
+                offset: start,
+                message: "malformed item".into(),
+            }),
         }
     }
 }
@@ -438,7 +514,10 @@ pub fn encode_into(v: &Value<'_>, out: &mut Vec<u8>) -> Result<(), EncodeError> 
             }
             enc.sort_by(|a, b| a.0.cmp(&b.0));
             if let Some(w) = enc.windows(2).find(|w| w[0].0 == w[1].0) {
-                return Err(EncodeError(alloc::format!("duplicate map key (encoded {:02x?})", w[0].0)));
+                return Err(EncodeError(alloc::format!(
+                    "duplicate map key (encoded {:02x?})",
+                    w[0].0
+                )));
             }
             put_head(out, 5, enc.len() as u64);
             for (k, val) in enc {
@@ -492,7 +571,10 @@ mod tests {
         assert_eq!(rule(&[0xf7]), CborRule::Syntax); // undefined
         assert_eq!(rule(&[0x00, 0x00]), CborRule::Syntax); // trailing
         assert_eq!(rule(&[0xa2, 0x61, 0x62, 0x00, 0x61, 0x61, 0x00]), CborRule::Determinism); // unsorted
-        assert_eq!(rule(&[0xa2, 0x61, 0x61, 0x00, 0x61, 0x61, 0x00]), CborRule::DuplicateKey);
+        assert_eq!(
+            rule(&[0xa2, 0x61, 0x61, 0x00, 0x61, 0x61, 0x00]),
+            CborRule::DuplicateKey
+        );
         assert_eq!(rule(&[0xfa, 0x3f, 0x80, 0, 0]), CborRule::Determinism); // 1.0 fits f16
         assert_eq!(rule(&[0xf9, 0x7e, 0x01]), CborRule::Determinism); // NaN payload
         assert_eq!(rule(&[0x5a, 0xff, 0xff, 0xff, 0xff]), CborRule::Syntax); // length past end
@@ -509,15 +591,35 @@ mod tests {
     fn canonical_round_trip() {
         let v = Value::Map(vec![
             (Value::text("tied"), Value::Uint(1)),
-            (Value::text("a.bias"), Value::Array(vec![Value::Float(1.5), Value::Float(f64::NAN), Value::Neg(0), Value::Float(0.1)])),
-            (Value::text("b"), Value::Map(vec![(Value::text("x"), Value::Bool(true)), (Value::text("n"), Value::Null)])),
+            (
+                Value::text("a.bias"),
+                Value::Array(vec![
+                    Value::Float(1.5),
+                    Value::Float(f64::NAN),
+                    Value::Neg(0),
+                    Value::Float(0.1),
+                ]),
+            ),
+            (
+                Value::text("b"),
+                Value::Map(vec![
+                    (Value::text("x"), Value::Bool(true)),
+                    (Value::text("n"), Value::Null),
+                ]),
+            ),
         ]);
         let b = encode(&v).unwrap();
         let back = decode(&b, Mode::Deterministic).unwrap();
         assert_eq!(encode(&back).unwrap(), b);
         // Shorter keys sort first.
         assert_eq!(back.as_map().unwrap()[0].0.as_text(), Some("b"));
-        assert!(encode(&Value::Map(vec![(Value::Uint(1), Value::Null), (Value::Uint(1), Value::Null)])).is_err());
+        assert!(
+            encode(&Value::Map(vec![
+                (Value::Uint(1), Value::Null),
+                (Value::Uint(1), Value::Null)
+            ]))
+            .is_err()
+        );
     }
 
     #[test]

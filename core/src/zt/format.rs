@@ -48,7 +48,10 @@ impl Footer {
     /// left to the caller (the validator checks it next, in spec order).
     pub fn parse(bytes: &[u8; 40]) -> Result<Footer> {
         if bytes[32..40] != MAGIC {
-            return Err(ZtError::new(Rule::FooterMagic, "the last 8 bytes are not the .zt v2 magic"));
+            return Err(ZtError::new(
+                Rule::FooterMagic,
+                "the last 8 bytes are not the .zt v2 magic",
+            ));
         }
         let u64_at = |i: usize| {
             let mut b = [0u8; 8];
@@ -104,7 +107,10 @@ pub fn check_name(name: &str, what: &str) -> Result<()> {
         ));
     }
     if name.contains('\0') {
-        return Err(ZtError::new(Rule::Name, alloc::format!("{what} name {name:?} contains U+0000")));
+        return Err(ZtError::new(
+            Rule::Name,
+            alloc::format!("{what} name {name:?} contains U+0000"),
+        ));
     }
     Ok(())
 }
@@ -114,7 +120,9 @@ pub fn check_shard_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= MAX_SHARD_NAME_LEN
         && !name.starts_with('.')
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if ok {
         Ok(())
     } else {
@@ -128,7 +136,12 @@ pub fn check_shard_name(name: &str) -> Result<()> {
 /// Splits a digest `"<algo>:<hex>"` after checking its syntax (§4): `algo` is `[a-z0-9]+`, hex is
 /// `[0-9a-f]+`. A malformed digest is a `Schema` error.
 pub fn parse_digest(digest: &str) -> Result<(&str, &str)> {
-    let bad = || ZtError::new(Rule::Schema, alloc::format!("digest {digest:?} is not \"<algo>:<lowercase hex>\""));
+    let bad = || {
+        ZtError::new(
+            Rule::Schema,
+            alloc::format!("digest {digest:?} is not \"<algo>:<lowercase hex>\""),
+        )
+    };
     let (algo, hex) = digest.split_once(':').ok_or_else(bad)?;
     if algo.is_empty() || !algo.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
         return Err(bad());
@@ -283,7 +296,13 @@ mod tests {
 
     #[test]
     fn footer_round_trip() {
-        let f = Footer { manifest_offset: 4096, manifest_length: 7, manifest_hash: 9, version: 2, reserved: 0 };
+        let f = Footer {
+            manifest_offset: 4096,
+            manifest_length: 7,
+            manifest_hash: 9,
+            version: 2,
+            reserved: 0,
+        };
         assert_eq!(Footer::parse(&f.to_bytes()).unwrap(), f);
     }
 

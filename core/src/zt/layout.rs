@@ -62,12 +62,16 @@ fn expect_parts(obj: &Object, names: &[&str], layout: &str) -> Result<()> {
         Ok(())
     } else {
         let have: alloc::vec::Vec<&str> = obj.parts.keys().map(|s| s.as_str()).collect();
-        Err(rule(alloc::format!("{layout} needs exactly the parts {names:?}, found {have:?}")))
+        Err(rule(alloc::format!(
+            "{layout} needs exactly the parts {names:?}, found {have:?}"
+        )))
     }
 }
 
 fn part<'o>(obj: &'o Object, name: &str) -> Result<&'o Part> {
-    obj.parts.get(name).ok_or_else(|| rule(alloc::format!("missing part {name:?}")))
+    obj.parts
+        .get(name)
+        .ok_or_else(|| rule(alloc::format!("missing part {name:?}")))
 }
 
 fn size_eq(p: &Part, name: &str, expected: Option<u64>, what: &str) -> Result<()> {
@@ -77,13 +81,17 @@ fn size_eq(p: &Part, name: &str, expected: Option<u64>, what: &str) -> Result<()
             "part {name:?} decodes to {} bytes, but {what} requires {e}",
             p.decoded_size()
         ))),
-        None => Err(rule(alloc::format!("part {name:?}: the size {what} requires overflows u64"))),
+        None => Err(rule(alloc::format!(
+            "part {name:?}: the size {what} requires overflows u64"
+        ))),
     }
 }
 
 fn index_width(p: &Part, name: &str, layout: &str) -> Result<u64> {
     if !matches!(p.dtype, DType::U32 | DType::U64) || p.logical.is_some() {
-        return Err(rule(alloc::format!("{layout}: {name:?} must be u32 or u64 without a logical type")));
+        return Err(rule(alloc::format!(
+            "{layout}: {name:?} must be u32 or u64 without a logical type"
+        )));
     }
     Ok(p.dtype.itemsize() as u64)
 }
@@ -121,19 +129,28 @@ fn check_dense(obj: &Object) -> Result<()> {
         Some(s) => {
             let mut e = ZtError::new(
                 Rule::DenseSize,
-                alloc::format!("dense data decodes to {} bytes, but {n} elements of its type take {s}", p.decoded_size()),
+                alloc::format!(
+                    "dense data decodes to {} bytes, but {n} elements of its type take {s}",
+                    p.decoded_size()
+                ),
             );
             e.part = Some("data".into());
             Err(e)
         }
-        None => Err(ZtError::new(Rule::DenseSize, alloc::format!("the size of {n} elements overflows u64"))),
+        None => Err(ZtError::new(
+            Rule::DenseSize,
+            alloc::format!("the size of {n} elements overflows u64"),
+        )),
     }
 }
 
 /// Derived CSR quantities: `(rows, cols, index width, nnz)`.
 pub(crate) fn check_csr(obj: &Object) -> Result<(u64, u64, u64, u64)> {
     if obj.shape.len() != 2 {
-        return Err(rule(alloc::format!("{SPARSE_CSR} needs rank 2, the shape has rank {}", obj.shape.len())));
+        return Err(rule(alloc::format!(
+            "{SPARSE_CSR} needs rank 2, the shape has rank {}",
+            obj.shape.len()
+        )));
     }
     expect_parts(obj, &["indices", "indptr", "values"], SPARSE_CSR)?;
     let (indices, indptr, values) = (part(obj, "indices")?, part(obj, "indptr")?, part(obj, "values")?);
@@ -148,7 +165,10 @@ pub(crate) fn check_csr(obj: &Object) -> Result<(u64, u64, u64, u64)> {
         .ok_or_else(|| ZtError::new(Rule::Shape, "(rows + 1) × index width overflows u64"))?;
     size_eq(indptr, "indptr", Some(need), "rows + 1 indices")?;
     if !indices.decoded_size().is_multiple_of(w) {
-        return Err(rule(alloc::format!("indices decode to {} bytes, not a multiple of {w}", indices.decoded_size())));
+        return Err(rule(alloc::format!(
+            "indices decode to {} bytes, not a multiple of {w}",
+            indices.decoded_size()
+        )));
     }
     let nnz = indices.decoded_size() / w;
     if values.element_type() != ElementType::Unknown {
@@ -181,19 +201,24 @@ pub(crate) fn check_coo(obj: &Object) -> Result<(u64, u64)> {
 }
 
 fn attr<'o>(obj: &'o Object, key: &str) -> Result<&'o Value<'static>> {
-    obj.attribute(key).ok_or_else(|| rule(alloc::format!("missing required attribute {key:?}")))
+    obj.attribute(key)
+        .ok_or_else(|| rule(alloc::format!("missing required attribute {key:?}")))
 }
 
 fn attr_uint(obj: &Object, key: &str) -> Result<u64> {
-    attr(obj, key)?.as_u64().ok_or_else(|| rule(alloc::format!("attribute {key:?} must be an unsigned integer")))
+    attr(obj, key)?
+        .as_u64()
+        .ok_or_else(|| rule(alloc::format!("attribute {key:?} must be an unsigned integer")))
 }
 
 fn attr_text<'o>(v: &'o Value<'static>, key: &str) -> Result<&'o str> {
-    v.as_text().ok_or_else(|| rule(alloc::format!("attribute {key:?} must be text")))
+    v.as_text()
+        .ok_or_else(|| rule(alloc::format!("attribute {key:?} must be text")))
 }
 
 fn sub<'o>(map: &'o Value<'static>, key: &str, whose: &str) -> Result<&'o Value<'static>> {
-    map.get(key).ok_or_else(|| rule(alloc::format!("{whose} has no {key:?}")))
+    map.get(key)
+        .ok_or_else(|| rule(alloc::format!("{whose} has no {key:?}")))
 }
 
 fn word_dtype(s: &str) -> Option<DType> {
@@ -254,7 +279,10 @@ pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
     let group_size = attr_uint(obj, "group_size")?;
     let axis = attr_uint(obj, "axis")?;
     if axis >= obj.shape.len() as u64 {
-        return Err(rule(alloc::format!("axis {axis} is not below the rank {}", obj.shape.len())));
+        return Err(rule(alloc::format!(
+            "axis {axis} is not below the rank {}",
+            obj.shape.len()
+        )));
     }
     let axis = axis as usize;
     let packing = attr(obj, "packing")?;
@@ -262,22 +290,31 @@ pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
         return Err(rule("attribute \"packing\" must be a map"));
     }
     let word_s = attr_text(sub(packing, "word", "packing")?, "packing.word")?;
-    let word = word_dtype(word_s).ok_or_else(|| rule(alloc::format!("packing.word {word_s:?} is not u8, u16, u32 or u64")))?;
+    let word =
+        word_dtype(word_s).ok_or_else(|| rule(alloc::format!("packing.word {word_s:?} is not u8, u16, u32 or u64")))?;
     let lsb_first = match attr_text(sub(packing, "order", "packing")?, "packing.order")? {
         "lsb_first" => true,
         "msb_first" => false,
-        o => return Err(rule(alloc::format!("packing.order {o:?} is not lsb_first or msb_first"))),
+        o => {
+            return Err(rule(alloc::format!(
+                "packing.order {o:?} is not lsb_first or msb_first"
+            )));
+        }
     };
     let word_bits = 8 * word.itemsize() as u64;
     if !word_bits.is_multiple_of(bits) {
-        return Err(rule(alloc::format!("{bits}-bit codes do not fill a {word_bits}-bit word exactly")));
+        return Err(rule(alloc::format!(
+            "{bits}-bit codes do not fill a {word_bits}-bit word exactly"
+        )));
     }
     let per_word = word_bits / bits;
     let pw = sub(packing, "per_word", "packing")?
         .as_u64()
         .ok_or_else(|| rule("packing.per_word must be an unsigned integer"))?;
     if pw != per_word {
-        return Err(rule(alloc::format!("packing.per_word is {pw}, but {word_bits}-bit words hold {per_word} codes")));
+        return Err(rule(alloc::format!(
+            "packing.per_word is {pw}, but {word_bits}-bit words hold {per_word} codes"
+        )));
     }
     let scale_form = attr_text(attr(obj, "scale_form")?, "scale_form")?;
     let zp = attr(obj, "zero_point")?;
@@ -300,10 +337,18 @@ pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
             zeros_packed = match attr_text(sub(zp, "packing", "zero_point")?, "zero_point.packing")? {
                 "same_as_data" => true,
                 "plain" => false,
-                o => return Err(rule(alloc::format!("zero_point.packing {o:?} is not same_as_data or plain"))),
+                o => {
+                    return Err(rule(alloc::format!(
+                        "zero_point.packing {o:?} is not same_as_data or plain"
+                    )));
+                }
             };
         }
-        o => return Err(rule(alloc::format!("zero_point.form {o:?} is not none, implied or tensor"))),
+        o => {
+            return Err(rule(alloc::format!(
+                "zero_point.form {o:?} is not none, implied or tensor"
+            )));
+        }
     }
     if zero_form == "tensor" {
         expect_parts(obj, &["data", "scales", "zeros"], QUANT_GROUP)?;
@@ -312,7 +357,10 @@ pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
     }
     let data = part(obj, "data")?;
     if unsigned_of(data.dtype) != word {
-        return Err(rule(alloc::format!("data dtype {} does not match packing.word {word_s:?}", data.dtype)));
+        return Err(rule(alloc::format!(
+            "data dtype {} does not match packing.word {word_s:?}",
+            data.dtype
+        )));
     }
     let scales = part(obj, "scales")?;
     match scale_form {
@@ -320,29 +368,55 @@ pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
         "f16_factors" if matches!(scales.dtype, DType::F16 | DType::BF16) && scales.logical.is_none() => {}
         "e8m0_exponent" if scales.dtype == DType::U8 && scales.logical_type() == Some(LogicalType::F8E8M0) => {}
         "f32_factors" | "f16_factors" | "e8m0_exponent" => {
-            return Err(rule(alloc::format!("scales dtype {} does not fit scale_form {scale_form:?}", scales.dtype)));
+            return Err(rule(alloc::format!(
+                "scales dtype {} does not fit scale_form {scale_form:?}",
+                scales.dtype
+            )));
         }
-        o => return Err(rule(alloc::format!("scale_form {o:?} is not f32_factors, f16_factors or e8m0_exponent"))),
+        o => {
+            return Err(rule(alloc::format!(
+                "scale_form {o:?} is not f32_factors, f16_factors or e8m0_exponent"
+            )));
+        }
     }
     let along = obj.shape[axis];
     let groups = if group_size == 0 {
         along
     } else {
         if !along.is_multiple_of(group_size) {
-            return Err(rule(alloc::format!("group_size {group_size} does not divide shape[{axis}] = {along}")));
+            return Err(rule(alloc::format!(
+                "group_size {group_size} does not divide shape[{axis}] = {along}"
+            )));
         }
         along / group_size
     };
-    let lanes = obj.shape.iter().enumerate().filter(|(i, _)| *i != axis).try_fold(1u64, |a, (_, &d)| a.checked_mul(d));
+    let lanes = obj
+        .shape
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != axis)
+        .try_fold(1u64, |a, (_, &d)| a.checked_mul(d));
     let lanes = lanes.ok_or_else(|| rule("the lane count overflows u64"))?;
     let codes = obj.elements();
     if !codes.is_multiple_of(per_word) {
-        return Err(rule(alloc::format!("{codes} codes do not fill whole {per_word}-code words")));
+        return Err(rule(alloc::format!(
+            "{codes} codes do not fill whole {per_word}-code words"
+        )));
     }
     let ww = word.itemsize() as u64;
-    size_eq(data, "data", (codes / per_word).checked_mul(ww), "the packed code count")?;
+    size_eq(
+        data,
+        "data",
+        (codes / per_word).checked_mul(ww),
+        "the packed code count",
+    )?;
     let gl = groups.checked_mul(lanes);
-    size_eq(scales, "scales", gl.and_then(|g| g.checked_mul(scales.dtype.itemsize() as u64)), "one scale per group")?;
+    size_eq(
+        scales,
+        "scales",
+        gl.and_then(|g| g.checked_mul(scales.dtype.itemsize() as u64)),
+        "one scale per group",
+    )?;
     if zero_form == "tensor" {
         let zeros = part(obj, "zeros")?;
         let need = if zeros_packed {
@@ -351,7 +425,9 @@ pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
             }
             let g = gl.ok_or_else(|| rule("the group count overflows u64"))?;
             if !g.is_multiple_of(per_word) {
-                return Err(rule(alloc::format!("{g} zero points do not fill whole {per_word}-code words")));
+                return Err(rule(alloc::format!(
+                    "{g} zero points do not fill whole {per_word}-code words"
+                )));
             }
             (g / per_word).checked_mul(ww)
         } else {
@@ -391,18 +467,30 @@ pub fn mx_params(obj: &Object) -> Result<(u64, usize, Option<ElementType>)> {
     let block = attr_uint(obj, "block_size")?;
     let axis = match obj.attribute("axis") {
         None => obj.shape.len() as u64 - 1,
-        Some(v) => v.as_u64().ok_or_else(|| rule("attribute \"axis\" must be an unsigned integer"))?,
+        Some(v) => v
+            .as_u64()
+            .ok_or_else(|| rule("attribute \"axis\" must be an unsigned integer"))?,
     };
     if axis >= obj.shape.len() as u64 {
-        return Err(rule(alloc::format!("axis {axis} is not below the rank {}", obj.shape.len())));
+        return Err(rule(alloc::format!(
+            "axis {axis} is not below the rank {}",
+            obj.shape.len()
+        )));
     }
     let axis = axis as usize;
     if block < 2 || !obj.shape[axis].is_multiple_of(block) {
-        return Err(rule(alloc::format!("block_size {block} must be ≥ 2 and divide shape[{axis}] = {}", obj.shape[axis])));
+        return Err(rule(alloc::format!(
+            "block_size {block} must be ≥ 2 and divide shape[{axis}] = {}",
+            obj.shape[axis]
+        )));
     }
     match attr_text(attr(obj, "scale_form")?, "scale_form")? {
         "e8m0_exponent" => {}
-        o => return Err(rule(alloc::format!("zt.mx/1 scale_form must be \"e8m0_exponent\", not {o:?}"))),
+        o => {
+            return Err(rule(alloc::format!(
+                "zt.mx/1 scale_form must be \"e8m0_exponent\", not {o:?}"
+            )));
+        }
     }
     let et = match data.element_type() {
         e @ ElementType::Logical(LogicalType::F4E2M1 | LogicalType::F8E4M3Fn | LogicalType::F8E5M2) => Some(e),

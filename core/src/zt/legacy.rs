@@ -120,7 +120,11 @@ pub struct LegacyError {
 
 impl LegacyError {
     fn new(rule: LegacyRule, offset: Option<u64>, message: impl Into<String>) -> Self {
-        LegacyError { rule, offset, message: message.into() }
+        LegacyError {
+            rule,
+            offset,
+            message: message.into(),
+        }
     }
 }
 
@@ -260,12 +264,20 @@ impl Digest {
         match self {
             Digest::Crc32c(want) => {
                 let got = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(stored);
-                if got == *want { Ok(()) } else { Err(alloc::format!("crc32c is 0x{got:08X}, the manifest says 0x{want:08X}")) }
+                if got == *want {
+                    Ok(())
+                } else {
+                    Err(alloc::format!("crc32c is 0x{got:08X}, the manifest says 0x{want:08X}"))
+                }
             }
             Digest::Sha256(want) => {
                 use sha2::Digest as _;
                 let got: [u8; 32] = sha2::Sha256::digest(stored).into();
-                if &got == want { Ok(()) } else { Err(String::from("sha256 does not match the stored bytes")) }
+                if &got == want {
+                    Ok(())
+                } else {
+                    Err(String::from("sha256 does not match the stored bytes"))
+                }
             }
             Digest::Other(_) => Ok(()),
             Digest::Malformed(s) => Err(alloc::format!("malformed digest {s:?}")),
@@ -386,7 +398,10 @@ impl Object {
 
     /// `product(shape)` (checked at open to fit u64).
     pub fn elements(&self) -> u64 {
-        self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).unwrap_or(u64::MAX)
+        self.shape
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .unwrap_or(u64::MAX)
     }
 }
 
@@ -431,7 +446,8 @@ pub struct LegacyReader<R> {
 }
 
 fn read<R: ReadAt + ?Sized>(src: &R, offset: u64, len: u64) -> Result<Vec<u8>, LegacyError> {
-    src.read_vec(offset, len).map_err(|e| LegacyError::new(LegacyRule::Io, Some(offset), e.to_string()))
+    src.read_vec(offset, len)
+        .map_err(|e| LegacyError::new(LegacyRule::Io, Some(offset), e.to_string()))
 }
 
 fn le_u64(b: &[u8]) -> u64 {
@@ -442,7 +458,11 @@ fn le_u64(b: &[u8]) -> u64 {
 
 /// Parses a v1.2 dtype name: v2's twelve storage names, plus `bool`.
 fn dtype_v1(s: &str) -> Option<DType> {
-    if s == "bool" { Some(DType::Bool) } else { super::format::dtype_from_zt(s) }
+    if s == "bool" {
+        Some(DType::Bool)
+    } else {
+        super::format::dtype_from_zt(s)
+    }
 }
 
 /// Parses a v0.1 dtype name (NumPy style).
@@ -454,21 +474,32 @@ fn dtype_v0(s: &str) -> Option<DType> {
 }
 
 fn get_u64(m: &Value<'_>, key: &str, ctx: &str) -> Result<u64, LegacyError> {
-    m.get(key).and_then(Value::as_u64).ok_or_else(|| schema(alloc::format!("{ctx}: `{key}` missing or not an unsigned integer")))
+    m.get(key)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| schema(alloc::format!("{ctx}: `{key}` missing or not an unsigned integer")))
 }
 
 fn get_text<'v>(m: &'v Value<'_>, key: &str, ctx: &str) -> Result<&'v str, LegacyError> {
-    m.get(key).and_then(Value::as_text).ok_or_else(|| schema(alloc::format!("{ctx}: `{key}` missing or not text")))
+    m.get(key)
+        .and_then(Value::as_text)
+        .ok_or_else(|| schema(alloc::format!("{ctx}: `{key}` missing or not text")))
 }
 
 fn parse_shape(v: Option<&Value<'_>>, ctx: &str) -> Result<Vec<u64>, LegacyError> {
-    let items = v.and_then(Value::as_array).ok_or_else(|| schema(alloc::format!("{ctx}: `shape` missing or not an array")))?;
+    let items = v
+        .and_then(Value::as_array)
+        .ok_or_else(|| schema(alloc::format!("{ctx}: `shape` missing or not an array")))?;
     let shape = items
         .iter()
-        .map(|d| d.as_u64().ok_or_else(|| schema(alloc::format!("{ctx}: shape entry is not an unsigned integer"))))
+        .map(|d| {
+            d.as_u64()
+                .ok_or_else(|| schema(alloc::format!("{ctx}: shape entry is not an unsigned integer")))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     if shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).is_none() {
-        return Err(schema(alloc::format!("{ctx}: shape {shape:?} has more than 2^64 elements")));
+        return Err(schema(alloc::format!(
+            "{ctx}: shape {shape:?} has more than 2^64 elements"
+        )));
     }
     Ok(shape)
 }
@@ -478,7 +509,11 @@ impl<R: ReadAt> LegacyReader<R> {
     pub fn open(src: R) -> Result<Self, LegacyError> {
         let size = src.size();
         if size < 16 {
-            return Err(LegacyError::new(LegacyRule::FileTooSmall, None, alloc::format!("{size} bytes is too short for a legacy .zt file")));
+            return Err(LegacyError::new(
+                LegacyRule::FileTooSmall,
+                None,
+                alloc::format!("{size} bytes is too short for a legacy .zt file"),
+            ));
         }
         let head = read(&src, 0, 8)?;
         let version = if head == MAGIC_V1_2 {
@@ -486,15 +521,27 @@ impl<R: ReadAt> LegacyReader<R> {
         } else if head == MAGIC_V0_1 {
             LegacyVersion::V0_1
         } else {
-            return Err(LegacyError::new(LegacyRule::Magic, Some(0), "header magic is neither ZTEN1000 nor ZTEN0001"));
+            return Err(LegacyError::new(
+                LegacyRule::Magic,
+                Some(0),
+                "header magic is neither ZTEN1000 nor ZTEN0001",
+            ));
         };
         let tail_len = if version == LegacyVersion::V1_2 { 16 } else { 8 };
         if size < 8 + tail_len {
-            return Err(LegacyError::new(LegacyRule::FileTooSmall, None, alloc::format!("{size} bytes is too short for the footer")));
+            return Err(LegacyError::new(
+                LegacyRule::FileTooSmall,
+                None,
+                alloc::format!("{size} bytes is too short for the footer"),
+            ));
         }
         let tail = read(&src, size - tail_len, tail_len)?;
         if version == LegacyVersion::V1_2 && &tail[8..16] != MAGIC_V1_2 {
-            return Err(LegacyError::new(LegacyRule::Magic, Some(size - 8), "trailer magic ZTEN1000 missing"));
+            return Err(LegacyError::new(
+                LegacyRule::Magic,
+                Some(size - 8),
+                "trailer magic ZTEN1000 missing",
+            ));
         }
         let msize = le_u64(&tail);
         if msize > MAX_MANIFEST {
@@ -514,8 +561,13 @@ impl<R: ReadAt> LegacyReader<R> {
         }
         let moff = size - tail_len - msize;
         let mbytes = read(&src, moff, msize)?;
-        let root = cbor::decode(&mbytes, Mode::Lenient)
-            .map_err(|e| LegacyError::new(LegacyRule::Cbor, Some(moff + e.offset as u64), alloc::format!("manifest: {e}")))?;
+        let root = cbor::decode(&mbytes, Mode::Lenient).map_err(|e| {
+            LegacyError::new(
+                LegacyRule::Cbor,
+                Some(moff + e.offset as u64),
+                alloc::format!("manifest: {e}"),
+            )
+        })?;
         let mut r = LegacyReader {
             src,
             version,
@@ -545,19 +597,31 @@ impl<R: ReadAt> LegacyReader<R> {
         }
         self.manifest_version = root.get("version").and_then(Value::as_text).map(str::to_string);
         self.attributes = root.get("attributes").cloned().map(Value::into_owned);
-        let objects = root.get("objects").and_then(Value::as_map).ok_or_else(|| schema("`objects` missing or not a map"))?;
+        let objects = root
+            .get("objects")
+            .and_then(Value::as_map)
+            .ok_or_else(|| schema("`objects` missing or not a map"))?;
         for (k, o) in objects {
-            let name = k.as_text().ok_or_else(|| schema("an object name is not text"))?.to_string();
+            let name = k
+                .as_text()
+                .ok_or_else(|| schema("an object name is not text"))?
+                .to_string();
             let ctx = alloc::format!("object {name:?}");
             if o.as_map().is_none() {
                 return Err(schema(alloc::format!("{ctx} is not a map")));
             }
             let shape = parse_shape(o.get("shape"), &ctx)?;
             let format = Format::parse(get_text(o, "format", &ctx)?);
-            let comps = o.get("components").and_then(Value::as_map).ok_or_else(|| schema(alloc::format!("{ctx}: `components` missing or not a map")))?;
+            let comps = o
+                .get("components")
+                .and_then(Value::as_map)
+                .ok_or_else(|| schema(alloc::format!("{ctx}: `components` missing or not a map")))?;
             let mut components = Vec::with_capacity(comps.len());
             for (rk, c) in comps {
-                let role = rk.as_text().ok_or_else(|| schema(alloc::format!("{ctx}: a component role is not text")))?.to_string();
+                let role = rk
+                    .as_text()
+                    .ok_or_else(|| schema(alloc::format!("{ctx}: a component role is not text")))?
+                    .to_string();
                 let cctx = alloc::format!("{ctx} component {role:?}");
                 if c.as_map().is_none() {
                     return Err(schema(alloc::format!("{cctx} is not a map")));
@@ -566,11 +630,17 @@ impl<R: ReadAt> LegacyReader<R> {
                 let dtype = dtype_v1(dname).ok_or_else(|| schema(alloc::format!("{cctx}: unknown dtype {dname:?}")))?;
                 let logical_type = match c.get("type") {
                     None | Some(Value::Null) => None,
-                    Some(t) => Some(LogicalType::parse(t.as_text().ok_or_else(|| schema(alloc::format!("{cctx}: `type` is not text")))?)),
+                    Some(t) => Some(LogicalType::parse(
+                        t.as_text()
+                            .ok_or_else(|| schema(alloc::format!("{cctx}: `type` is not text")))?,
+                    )),
                 };
                 let encoding = match c.get("encoding") {
                     None | Some(Value::Null) => Encoding::Raw,
-                    Some(e) => match e.as_text().ok_or_else(|| schema(alloc::format!("{cctx}: `encoding` is not text")))? {
+                    Some(e) => match e
+                        .as_text()
+                        .ok_or_else(|| schema(alloc::format!("{cctx}: `encoding` is not text")))?
+                    {
                         "raw" => Encoding::Raw,
                         "zstd" => Encoding::Zstd,
                         other => Encoding::Other(other.to_string()),
@@ -578,14 +648,23 @@ impl<R: ReadAt> LegacyReader<R> {
                 };
                 let uncompressed_length = match c.get("uncompressed_length") {
                     None | Some(Value::Null) => None,
-                    Some(v) => Some(v.as_u64().ok_or_else(|| schema(alloc::format!("{cctx}: `uncompressed_length` is not an unsigned integer")))?),
+                    Some(v) => Some(v.as_u64().ok_or_else(|| {
+                        schema(alloc::format!(
+                            "{cctx}: `uncompressed_length` is not an unsigned integer"
+                        ))
+                    })?),
                 };
                 if encoding == Encoding::Zstd && uncompressed_length.is_none() {
-                    return Err(schema(alloc::format!("{cctx}: zstd component without `uncompressed_length`")));
+                    return Err(schema(alloc::format!(
+                        "{cctx}: zstd component without `uncompressed_length`"
+                    )));
                 }
                 let digest = match c.get("digest") {
                     None | Some(Value::Null) => None,
-                    Some(d) => Some(Digest::parse(d.as_text().ok_or_else(|| schema(alloc::format!("{cctx}: `digest` is not text")))?)),
+                    Some(d) => Some(Digest::parse(
+                        d.as_text()
+                            .ok_or_else(|| schema(alloc::format!("{cctx}: `digest` is not text")))?,
+                    )),
                 };
                 components.push(Component {
                     role,
@@ -603,7 +682,13 @@ impl<R: ReadAt> LegacyReader<R> {
                 return Err(schema(alloc::format!("{ctx}: component {:?} appears twice", w[0].role)));
             }
             let attributes = o.get("attributes").cloned().map(Value::into_owned);
-            self.objects.push(Object { name, shape, format, attributes, components });
+            self.objects.push(Object {
+                name,
+                shape,
+                format,
+                attributes,
+                components,
+            });
         }
         Ok(())
     }
@@ -638,10 +723,19 @@ impl<R: ReadAt> LegacyReader<R> {
             let dense = shape
                 .iter()
                 .try_fold(dtype.itemsize() as u64, |a, &d| a.checked_mul(d))
-                .ok_or_else(|| schema(alloc::format!("{ctx}: shape {shape:?} × {} bytes overflows", dtype.itemsize())))?;
+                .ok_or_else(|| {
+                    schema(alloc::format!(
+                        "{ctx}: shape {shape:?} × {} bytes overflows",
+                        dtype.itemsize()
+                    ))
+                })?;
             let digest = match e.get("checksum") {
                 None | Some(Value::Null) => None,
-                Some(d) => Some(Digest::parse(d.as_text().ok_or_else(|| schema(alloc::format!("{ctx}: `checksum` is not text")))?)),
+                Some(d) => {
+                    Some(Digest::parse(d.as_text().ok_or_else(|| {
+                        schema(alloc::format!("{ctx}: `checksum` is not text"))
+                    })?))
+                }
             };
             let component = Component {
                 role: String::from("data"),
@@ -653,7 +747,13 @@ impl<R: ReadAt> LegacyReader<R> {
                 encoding,
                 digest,
             };
-            self.objects.push(Object { name, shape, format: Format::Dense, attributes: None, components: alloc::vec![component] });
+            self.objects.push(Object {
+                name,
+                shape,
+                format: Format::Dense,
+                attributes: None,
+                components: alloc::vec![component],
+            });
         }
         Ok(())
     }
@@ -662,14 +762,22 @@ impl<R: ReadAt> LegacyReader<R> {
         let ctx = |c: &str| alloc::format!("object {:?} component {c:?}", o.name);
         for role in o.format.required() {
             if o.component(role).is_none() {
-                return Err(schema(alloc::format!("object {:?} ({}) lacks component {role:?}", o.name, o.format.name())));
+                return Err(schema(alloc::format!(
+                    "object {:?} ({}) lacks component {role:?}",
+                    o.name,
+                    o.format.name()
+                )));
             }
         }
         for role in o.format.index_roles() {
             if let Some(c) = o.component(role)
                 && c.dtype != DType::U64
             {
-                return Err(schema(alloc::format!("{}: index components must be u64, not {}", ctx(role), c.dtype)));
+                return Err(schema(alloc::format!(
+                    "{}: index components must be u64, not {}",
+                    ctx(role),
+                    c.dtype
+                )));
             }
         }
         for c in &o.components {
@@ -677,7 +785,12 @@ impl<R: ReadAt> LegacyReader<R> {
                 && let Some(want) = t.storage()
                 && c.dtype != want
             {
-                return Err(schema(alloc::format!("{}: logical type {} needs dtype {want}, not {}", ctx(&c.role), t.name(), c.dtype)));
+                return Err(schema(alloc::format!(
+                    "{}: logical type {} needs dtype {want}, not {}",
+                    ctx(&c.role),
+                    t.name(),
+                    c.dtype
+                )));
             }
             if c.offset % ALIGNMENT != 0 {
                 return Err(LegacyError::new(
@@ -737,7 +850,10 @@ impl<R: ReadAt> LegacyReader<R> {
 
     /// The object with this name.
     pub fn object(&self, name: &str) -> Option<&Object> {
-        self.objects.binary_search_by(|o| o.name.as_str().cmp(name)).ok().map(|i| &self.objects[i])
+        self.objects
+            .binary_search_by(|o| o.name.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.objects[i])
     }
 
     /// Names of v0.1 entries skipped because their `layout` is not dense (as the reference does).
@@ -762,7 +878,11 @@ impl<R: ReadAt> LegacyReader<R> {
             .object(object)
             .ok_or_else(|| LegacyError::new(LegacyRule::NotFound, None, alloc::format!("no object {object:?}")))?;
         let c = o.component(component).ok_or_else(|| {
-            LegacyError::new(LegacyRule::NotFound, None, alloc::format!("object {object:?} has no component {component:?}"))
+            LegacyError::new(
+                LegacyRule::NotFound,
+                None,
+                alloc::format!("object {object:?} has no component {component:?}"),
+            )
         })?;
         self.read_component(o, c)
     }
@@ -779,18 +899,27 @@ impl<R: ReadAt> LegacyReader<R> {
     pub fn read_component(&self, o: &Object, c: &Component) -> Result<Cow<'_, [u8]>, LegacyError> {
         let ctx = || alloc::format!("object {:?} component {:?}", o.name, c.role);
         if let Encoding::Other(e) = &c.encoding {
-            return Err(LegacyError::new(LegacyRule::Unsupported, Some(c.offset), alloc::format!("{}: unknown encoding {e:?}", ctx())));
+            return Err(LegacyError::new(
+                LegacyRule::Unsupported,
+                Some(c.offset),
+                alloc::format!("{}: unknown encoding {e:?}", ctx()),
+            ));
         }
         let stored = self.read_stored(c)?;
         if let Some(d) = &c.digest {
-            d.verify(&stored).map_err(|m| LegacyError::new(LegacyRule::Digest, Some(c.offset), alloc::format!("{}: {m}", ctx())))?;
+            d.verify(&stored)
+                .map_err(|m| LegacyError::new(LegacyRule::Digest, Some(c.offset), alloc::format!("{}: {m}", ctx())))?;
         }
         match c.encoding {
             Encoding::Raw => Ok(stored),
             _ => {
                 let want = c.uncompressed_length.unwrap_or(0).min(MAX_DECODED);
                 let out = seekable::decode_stream_bounded(&stored, want).map_err(|(at, m)| {
-                    LegacyError::new(LegacyRule::Encoding, Some(c.offset + at), alloc::format!("{}: zstd: {m}", ctx()))
+                    LegacyError::new(
+                        LegacyRule::Encoding,
+                        Some(c.offset + at),
+                        alloc::format!("{}: zstd: {m}", ctx()),
+                    )
                 })?;
                 if out.len() as u64 != want {
                     return Err(LegacyError::new(
@@ -815,7 +944,12 @@ impl<R: ReadAt> LegacyReader<R> {
                         return Err(LegacyError::new(
                             LegacyRule::Data,
                             Some(c.offset),
-                            alloc::format!("object {:?} component {:?}: bool byte {} at element {p}; v2 bool allows 0 and 1", o.name, c.role, bytes[p]),
+                            alloc::format!(
+                                "object {:?} component {:?}: bool byte {} at element {p}; v2 bool allows 0 and 1",
+                                o.name,
+                                c.role,
+                                bytes[p]
+                            ),
                         ));
                     }
                     (DType::U8, Some(String::from("bool")))
@@ -823,9 +957,20 @@ impl<R: ReadAt> LegacyReader<R> {
                 (Some(t), DType::Bool) => (DType::U8, Some(t.name().to_string())),
                 (t, d) => (d, t.as_ref().map(|t| t.name().to_string())),
             };
-            parts.push(V2Part { name: c.role.clone(), dtype, logical_type, bytes });
+            parts.push(V2Part {
+                name: c.role.clone(),
+                dtype,
+                logical_type,
+                bytes,
+            });
         }
-        Ok(V2Object { name: o.name.clone(), shape: o.shape.clone(), layout: o.format.v2_layout(), attributes: o.attributes.clone(), parts })
+        Ok(V2Object {
+            name: o.name.clone(),
+            shape: o.shape.clone(),
+            layout: o.format.v2_layout(),
+            attributes: o.attributes.clone(),
+            parts,
+        })
     }
 
     /// Converts every object ([`LegacyReader::to_v2_object`]), in name order.

@@ -45,7 +45,10 @@ pub struct Object {
 impl Object {
     /// The element count: product of the shape (1 for a scalar). Validation guarantees it fits u64.
     pub fn elements(&self) -> u64 {
-        self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).unwrap_or(u64::MAX)
+        self.shape
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .unwrap_or(u64::MAX)
     }
 
     /// Looks up an object attribute by key.
@@ -140,34 +143,49 @@ fn value_kind(v: &Value<'_>) -> &'static str {
 /// Checks an `attributes` value: a map whose keys are text (`Schema`) and valid names (`Name`).
 /// Nested keys are not checked.
 pub fn check_attributes(v: &Value<'_>, whose: &str) -> Result<()> {
-    let m = v.as_map().ok_or_else(|| schema(alloc::format!("{whose} attributes are {}, not a map", value_kind(v))))?;
+    let m = v
+        .as_map()
+        .ok_or_else(|| schema(alloc::format!("{whose} attributes are {}, not a map", value_kind(v))))?;
     for (k, _) in m {
-        let k = k.as_text().ok_or_else(|| schema(alloc::format!("{whose} attribute key is {}, not text", value_kind(k))))?;
+        let k = k
+            .as_text()
+            .ok_or_else(|| schema(alloc::format!("{whose} attribute key is {}, not text", value_kind(k))))?;
         check_name(k, "attribute")?;
     }
     Ok(())
 }
 
 fn text<'v>(v: &'v Value<'_>, what: &str) -> Result<&'v str> {
-    v.as_text().ok_or_else(|| schema(alloc::format!("{what} is {}, not text", value_kind(v))))
+    v.as_text()
+        .ok_or_else(|| schema(alloc::format!("{what} is {}, not text", value_kind(v))))
 }
 
 fn uint(v: &Value<'_>, what: &str) -> Result<u64> {
-    v.as_u64().ok_or_else(|| schema(alloc::format!("{what} is {}, not an unsigned integer", value_kind(v))))
+    v.as_u64()
+        .ok_or_else(|| schema(alloc::format!("{what} is {}, not an unsigned integer", value_kind(v))))
 }
 
 fn parse_part(v: &Value<'_>) -> Result<Part> {
-    let m = v.as_map().ok_or_else(|| schema(alloc::format!("part is {}, not a map", value_kind(v))))?;
+    let m = v
+        .as_map()
+        .ok_or_else(|| schema(alloc::format!("part is {}, not a map", value_kind(v))))?;
     let (mut dtype, mut logical, mut blob, mut shard, mut encoding, mut decoded_length, mut digest) =
         (None, None, None, None, None, None, None);
     for (k, v) in m {
         let Some(k) = k.as_text() else { continue };
         match k {
             "blob" => {
-                let a = v.as_array().ok_or_else(|| schema(alloc::format!("blob is {}, not [offset, length]", value_kind(v))))?;
+                let a = v
+                    .as_array()
+                    .ok_or_else(|| schema(alloc::format!("blob is {}, not [offset, length]", value_kind(v))))?;
                 match a {
                     [Value::Uint(o), Value::Uint(l)] => blob = Some(Blob { offset: *o, length: *l }),
-                    _ => return Err(schema(alloc::format!("blob must be exactly two unsigned integers, found {} items", a.len()))),
+                    _ => {
+                        return Err(schema(alloc::format!(
+                            "blob must be exactly two unsigned integers, found {} items",
+                            a.len()
+                        )));
+                    }
                 }
             }
             "type" => logical = Some(text(v, "type")?.to_string()),
@@ -197,20 +215,34 @@ fn parse_part(v: &Value<'_>) -> Result<Part> {
         (None, Some(_)) => return Err(schema("decoded_length without encoding")),
         _ => {}
     }
-    Ok(Part { dtype, logical, blob, shard, encoding, decoded_length, digest })
+    Ok(Part {
+        dtype,
+        logical,
+        blob,
+        shard,
+        encoding,
+        decoded_length,
+        digest,
+    })
 }
 
 fn parse_object(name: &str, v: &Value<'_>) -> Result<Object> {
-    let m = v.as_map().ok_or_else(|| schema(alloc::format!("object is {}, not a map", value_kind(v))).object(name))?;
+    let m = v
+        .as_map()
+        .ok_or_else(|| schema(alloc::format!("object is {}, not a map", value_kind(v))).object(name))?;
     let (mut parts, mut shape, mut layout, mut attributes) = (None, None, None, None);
     for (k, v) in m {
         let Some(k) = k.as_text() else { continue };
         match k {
             "parts" => {
-                let pm = v.as_map().ok_or_else(|| schema(alloc::format!("parts is {}, not a map", value_kind(v))).object(name))?;
+                let pm = v
+                    .as_map()
+                    .ok_or_else(|| schema(alloc::format!("parts is {}, not a map", value_kind(v))).object(name))?;
                 let mut out = BTreeMap::new();
                 for (pk, pv) in pm {
-                    let pname = pk.as_text().ok_or_else(|| schema(alloc::format!("part key is {}, not text", value_kind(pk))).object(name))?;
+                    let pname = pk.as_text().ok_or_else(|| {
+                        schema(alloc::format!("part key is {}, not text", value_kind(pk))).object(name)
+                    })?;
                     check_name(pname, "part").map_err(|e| e.part(name, pname))?;
                     let p = parse_part(pv).map_err(|e| e.part(name, pname))?;
                     out.insert(pname.to_string(), p);
@@ -218,7 +250,9 @@ fn parse_object(name: &str, v: &Value<'_>) -> Result<Object> {
                 parts = Some(out);
             }
             "shape" => {
-                let a = v.as_array().ok_or_else(|| schema(alloc::format!("shape is {}, not an array", value_kind(v))).object(name))?;
+                let a = v
+                    .as_array()
+                    .ok_or_else(|| schema(alloc::format!("shape is {}, not an array", value_kind(v))).object(name))?;
                 let mut dims = Vec::with_capacity(a.len());
                 for d in a {
                     dims.push(uint(d, "shape dimension").map_err(|e| e.object(name))?);
@@ -239,16 +273,27 @@ fn parse_object(name: &str, v: &Value<'_>) -> Result<Object> {
     if parts.is_empty() {
         return Err(schema("object has an empty parts map").object(name));
     }
-    Ok(Object { shape, layout, parts, attributes })
+    Ok(Object {
+        shape,
+        layout,
+        parts,
+        attributes,
+    })
 }
 
 fn parse_shards(v: &Value<'_>) -> Result<BTreeMap<String, ShardEntry>> {
-    let m = v.as_map().ok_or_else(|| schema(alloc::format!("shards is {}, not a map", value_kind(v))))?;
+    let m = v
+        .as_map()
+        .ok_or_else(|| schema(alloc::format!("shards is {}, not a map", value_kind(v))))?;
     let mut out = BTreeMap::new();
     for (k, e) in m {
-        let name = k.as_text().ok_or_else(|| schema(alloc::format!("shard table key is {}, not text", value_kind(k))))?;
+        let name = k
+            .as_text()
+            .ok_or_else(|| schema(alloc::format!("shard table key is {}, not text", value_kind(k))))?;
         check_shard_name(name)?;
-        let em = e.as_map().ok_or_else(|| schema(alloc::format!("shard entry is {}, not a map", value_kind(e))).shard(name))?;
+        let em = e
+            .as_map()
+            .ok_or_else(|| schema(alloc::format!("shard entry is {}, not a map", value_kind(e))).shard(name))?;
         let (mut size, mut digest) = (None, None);
         for (ek, ev) in em {
             match ek.as_text() {
@@ -272,7 +317,9 @@ impl Manifest {
     /// Walks a decoded manifest root in file key order (§13 steps 11 and 12). `manifest_blob` and
     /// `file_size` are recorded for the later blob checks; nothing here looks at blob placement.
     pub fn from_value(root: &Value<'_>, manifest_blob: Blob, file_size: u64) -> Result<Manifest> {
-        let m = root.as_map().ok_or_else(|| schema(alloc::format!("the manifest root is {}, not a map", value_kind(root))))?;
+        let m = root
+            .as_map()
+            .ok_or_else(|| schema(alloc::format!("the manifest root is {}, not a map", value_kind(root))))?;
         let (mut objects, mut shards, mut attributes) = (None, None, None);
         for (k, v) in m {
             let Some(k) = k.as_text() else { continue };
@@ -283,10 +330,14 @@ impl Manifest {
                 }
                 "shards" => shards = Some(parse_shards(v)?),
                 "objects" => {
-                    let om = v.as_map().ok_or_else(|| schema(alloc::format!("objects is {}, not a map", value_kind(v))))?;
+                    let om = v
+                        .as_map()
+                        .ok_or_else(|| schema(alloc::format!("objects is {}, not a map", value_kind(v))))?;
                     let mut out = BTreeMap::new();
                     for (ok, ov) in om {
-                        let name = ok.as_text().ok_or_else(|| schema(alloc::format!("object key is {}, not text", value_kind(ok))))?;
+                        let name = ok
+                            .as_text()
+                            .ok_or_else(|| schema(alloc::format!("object key is {}, not text", value_kind(ok))))?;
                         check_name(name, "object").map_err(|e| e.object(name))?;
                         out.insert(name.to_string(), parse_object(name, ov)?);
                     }
@@ -300,11 +351,19 @@ impl Manifest {
         if let Some(t) = &shards {
             for (name, e) in t {
                 if e.size < super::format::MIN_FILE_SIZE {
-                    return Err(schema(alloc::format!("shard size {} is below the 48-byte minimum", e.size)).shard(name));
+                    return Err(
+                        schema(alloc::format!("shard size {} is below the 48-byte minimum", e.size)).shard(name),
+                    );
                 }
             }
         }
-        Ok(Manifest { objects, shards, attributes, manifest_blob, file_size })
+        Ok(Manifest {
+            objects,
+            shards,
+            attributes,
+            manifest_blob,
+            file_size,
+        })
     }
 
     /// Looks up a file attribute by key.

@@ -3,11 +3,11 @@
 pub mod cbor;
 pub mod format;
 pub mod layout;
+pub mod legacy;
 pub mod manifest;
 pub mod reader;
 pub mod rule;
+pub mod seekable;
 pub mod validate;
 pub mod verify;
-pub mod seekable;
-pub mod legacy;
 pub mod writer;

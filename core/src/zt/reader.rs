@@ -112,7 +112,11 @@ impl<S: ReadAt> Reader<S> {
     /// shard opens too, with no objects ([`Reader::is_data_shard`]).
     pub fn open(source: S) -> Result<Reader<S>> {
         let manifest = validate(&source)?.into_manifest();
-        Ok(Reader { source, manifest, shards: BTreeMap::new() })
+        Ok(Reader {
+            source,
+            manifest,
+            shards: BTreeMap::new(),
+        })
     }
 
     /// The underlying source.
@@ -187,12 +191,20 @@ impl<S: ReadAt> Reader<S> {
         if source.size() != entry.size {
             return Err(ZtError::new(
                 Rule::ShardIdentity,
-                alloc::format!("the supplied file is {} bytes; the shard table says {}", source.size(), entry.size),
+                alloc::format!(
+                    "the supplied file is {} bytes; the shard table says {}",
+                    source.size(),
+                    entry.size
+                ),
             )
             .shard(name));
         }
         if let Err(e) = validate(&source) {
-            return Err(ZtError::new(Rule::ShardIdentity, alloc::format!("the supplied file is not a valid .zt image: {e}")).shard(name));
+            return Err(ZtError::new(
+                Rule::ShardIdentity,
+                alloc::format!("the supplied file is not a valid .zt image: {e}"),
+            )
+            .shard(name));
         }
         self.shards.insert(name.into(), source);
         Ok(self)
@@ -218,11 +230,18 @@ impl<S: ReadAt> Reader<S> {
             .shard_table()
             .and_then(|t| t.get(name))
             .ok_or_else(|| not_found(alloc::format!("the shard table has no shard {name:?}")).shard(name))?;
-        let src = self.shards.get(name).ok_or_else(|| not_found(alloc::format!("shard {name:?} was not supplied")).shard(name))?;
+        let src = self
+            .shards
+            .get(name)
+            .ok_or_else(|| not_found(alloc::format!("shard {name:?} was not supplied")).shard(name))?;
         let (algo, _) = parse_digest(&entry.digest).map_err(|e| e.shard(name))?;
         let got = verify::digest_source(algo, src).map_err(|e| e.shard(name))?;
         if got != entry.digest {
-            return Err(ZtError::new(Rule::ShardIdentity, alloc::format!("the file hashes to {got}, the shard table says {}", entry.digest)).shard(name));
+            return Err(ZtError::new(
+                Rule::ShardIdentity,
+                alloc::format!("the file hashes to {got}, the shard table says {}", entry.digest),
+            )
+            .shard(name));
         }
         Ok(())
     }
@@ -231,16 +250,24 @@ impl<S: ReadAt> Reader<S> {
     /// resolve a part in another file itself.
     pub fn locate(&self, object: &str, part: &str) -> Result<Location<'_>> {
         let p = self.part(object, part)?;
-        Ok(Location { shard: p.shard.as_deref(), offset: p.blob.offset, length: p.blob.length, encoded: p.encoding.is_some() })
+        Ok(Location {
+            shard: p.shard.as_deref(),
+            offset: p.blob.offset,
+            length: p.blob.length,
+            encoded: p.encoding.is_some(),
+        })
     }
 
     fn store(&self, object: &str, part: &str, p: &Part) -> Result<&S> {
         match &p.shard {
             None => Ok(&self.source),
             Some(s) => self.shards.get(s).ok_or_else(|| {
-                ZtError::new(Rule::Unsupported, alloc::format!("the part lives in shard {s:?}, which was not supplied (Reader::with_shard)"))
-                    .part(object, part)
-                    .shard(s)
+                ZtError::new(
+                    Rule::Unsupported,
+                    alloc::format!("the part lives in shard {s:?}, which was not supplied (Reader::with_shard)"),
+                )
+                .part(object, part)
+                .shard(s)
             }),
         }
     }
@@ -250,12 +277,19 @@ impl<S: ReadAt> Reader<S> {
     pub fn view(&self, object: &str, part: &str) -> Result<&[u8]> {
         let p = self.part(object, part)?;
         if let Some(e) = &p.encoding {
-            return Err(ZtError::new(Rule::Unsupported, alloc::format!("the part is stored under encoding {e:?}; encoded parts are never zero-copy (use read)"))
-                .part(object, part));
+            return Err(ZtError::new(
+                Rule::Unsupported,
+                alloc::format!("the part is stored under encoding {e:?}; encoded parts are never zero-copy (use read)"),
+            )
+            .part(object, part));
         }
         let src = self.store(object, part, p)?;
         src.slice(p.blob.offset, p.blob.length).ok_or_else(|| {
-            ZtError::new(Rule::Unsupported, "the source is not in memory, so the part cannot be mapped (use read)").part(object, part)
+            ZtError::new(
+                Rule::Unsupported,
+                "the source is not in memory, so the part cannot be mapped (use read)",
+            )
+            .part(object, part)
         })
     }
 
@@ -277,10 +311,14 @@ impl<S: ReadAt> Reader<S> {
                 let stored = self.read_stored(object, part)?;
                 let n = p.decoded_length.unwrap_or(0);
                 super::seekable::decode(&stored, n).map(Cow::Owned).map_err(|e| {
-                    ZtError::new(Rule::Encoding, e.message).part(object, part).at(p.blob.offset.saturating_add(e.offset))
+                    ZtError::new(Rule::Encoding, e.message)
+                        .part(object, part)
+                        .at(p.blob.offset.saturating_add(e.offset))
                 })
             }
-            Some(e) => Err(ZtError::new(Rule::Unsupported, alloc::format!("encoding {e:?} is not supported")).part(object, part)),
+            Some(e) => Err(
+                ZtError::new(Rule::Unsupported, alloc::format!("encoding {e:?} is not supported")).part(object, part),
+            ),
         }
     }
 
@@ -302,7 +340,9 @@ impl<S: ReadAt> Reader<S> {
         verify::check_content(&o.layout, o.elements(), p, &bytes).map_err(|e| e.part(object, part))?;
         match &p.digest {
             None => Ok(false),
-            Some(d) => verify::check_digest(d, &bytes).map(|_| true).map_err(|e| e.part(object, part)),
+            Some(d) => verify::check_digest(d, &bytes)
+                .map(|_| true)
+                .map_err(|e| e.part(object, part)),
         }
     }
 
@@ -331,8 +371,12 @@ impl<S: ReadAt> Reader<S> {
     pub fn verify(&self) -> Result<VerifyReport> {
         let mut r = VerifyReport::default();
         for (name, o) in self.manifest.iter().flat_map(|m| m.objects.iter()) {
-            let missing: Vec<&String> =
-                o.parts.iter().filter(|(_, p)| p.shard.as_ref().is_some_and(|s| !self.shards.contains_key(s))).map(|(n, _)| n).collect();
+            let missing: Vec<&String> = o
+                .parts
+                .iter()
+                .filter(|(_, p)| p.shard.as_ref().is_some_and(|s| !self.shards.contains_key(s)))
+                .map(|(n, _)| n)
+                .collect();
             if !missing.is_empty() {
                 check_layout(name, o, Profiles::All)?;
                 for pn in missing {
@@ -356,7 +400,11 @@ impl<S: ReadAt> Reader<S> {
     pub fn read_csr(&self, object: &str) -> Result<Csr<'_>> {
         let o = self.object(object)?;
         if o.layout != layout::SPARSE_CSR {
-            return Err(ZtError::new(Rule::Unsupported, alloc::format!("layout {:?} is not {}", o.layout, layout::SPARSE_CSR)).object(object));
+            return Err(ZtError::new(
+                Rule::Unsupported,
+                alloc::format!("layout {:?} is not {}", o.layout, layout::SPARSE_CSR),
+            )
+            .object(object));
         }
         let (rows, cols, w, _) = layout::check_csr(o).map_err(|e| e.object(object))?;
         let indptr = verify::read_indices(&self.read(object, "indptr")?, w);
@@ -364,7 +412,15 @@ impl<S: ReadAt> Reader<S> {
         verify::check_csr_data(rows, cols, &indptr, &indices).map_err(|e| e.object(object))?;
         let values = self.read(object, "values")?;
         let vp = self.part(object, "values")?;
-        Ok(Csr { rows, cols, indptr, indices, values, values_dtype: vp.dtype, values_type: vp.element_type() })
+        Ok(Csr {
+            rows,
+            cols,
+            indptr,
+            indices,
+            values,
+            values_dtype: vp.dtype,
+            values_type: vp.element_type(),
+        })
     }
 
     /// Assembles a `zt.sparse_coo/1` object and checks its data rules (§7.3, `LayoutData`).
@@ -372,14 +428,25 @@ impl<S: ReadAt> Reader<S> {
     pub fn read_coo(&self, object: &str) -> Result<Coo<'_>> {
         let o = self.object(object)?;
         if o.layout != layout::SPARSE_COO {
-            return Err(ZtError::new(Rule::Unsupported, alloc::format!("layout {:?} is not {}", o.layout, layout::SPARSE_COO)).object(object));
+            return Err(ZtError::new(
+                Rule::Unsupported,
+                alloc::format!("layout {:?} is not {}", o.layout, layout::SPARSE_COO),
+            )
+            .object(object));
         }
         let (w, nnz) = layout::check_coo(o).map_err(|e| e.object(object))?;
         let coords = verify::read_indices(&self.read(object, "coords")?, w);
         verify::check_coo_data(&o.shape, &coords).map_err(|e| e.object(object))?;
         let values = self.read(object, "values")?;
         let vp = self.part(object, "values")?;
-        Ok(Coo { shape: o.shape.clone(), nnz, coords, values, values_dtype: vp.dtype, values_type: vp.element_type() })
+        Ok(Coo {
+            shape: o.shape.clone(),
+            nnz,
+            coords,
+            values,
+            values_dtype: vp.dtype,
+            values_type: vp.element_type(),
+        })
     }
 
     /// A `dense` object as a [`Tensor`] (borrowed when possible). The element type must map onto
@@ -389,7 +456,9 @@ impl<S: ReadAt> Reader<S> {
     pub fn tensor(&self, object: &str) -> Result<Tensor<'_>> {
         let o = self.object(object)?;
         if o.layout != layout::DENSE {
-            return Err(ZtError::new(Rule::Unsupported, alloc::format!("layout {:?} is not dense", o.layout)).object(object));
+            return Err(
+                ZtError::new(Rule::Unsupported, alloc::format!("layout {:?} is not dense", o.layout)).object(object),
+            );
         }
         let p = self.part(object, "data")?;
         let dtype = match p.element_type() {
@@ -398,13 +467,19 @@ impl<S: ReadAt> Reader<S> {
             ElementType::Logical(super::format::LogicalType::Complex64) => DType::C64,
             ElementType::Logical(super::format::LogicalType::Complex128) => DType::C128,
             ElementType::Logical(t) => {
-                return Err(ZtError::new(Rule::Unsupported, alloc::format!("logical type {} has no tensor dtype; read its raw bytes", t.name()))
-                    .part(object, "data"));
+                return Err(ZtError::new(
+                    Rule::Unsupported,
+                    alloc::format!("logical type {} has no tensor dtype; read its raw bytes", t.name()),
+                )
+                .part(object, "data"));
             }
             ElementType::Unknown => {
                 return Err(ZtError::new(
                     Rule::Unsupported,
-                    alloc::format!("unknown logical type {:?}: refusing to interpret it", p.logical.as_deref().unwrap_or("")),
+                    alloc::format!(
+                        "unknown logical type {:?}: refusing to interpret it",
+                        p.logical.as_deref().unwrap_or("")
+                    ),
                 )
                 .part(object, "data"));
             }

@@ -159,7 +159,9 @@ impl Rule {
             Rule::FileTooSmall | Rule::FooterMagic => {
                 "the file is truncated or not a .zt v2 file; a crashed append leaves no footer at EOF, re-copy or re-write it"
             }
-            Rule::HeaderMagic => "this is not a .zt v2 file (v1 .zt files start with ZTEN1000 and need the legacy importer)",
+            Rule::HeaderMagic => {
+                "this is not a .zt v2 file (v1 .zt files start with ZTEN1000 and need the legacy importer)"
+            }
             Rule::Version => "the file was written by a newer .zt version; upgrade the reader",
             Rule::ManifestBounds | Rule::ManifestTooLarge | Rule::ManifestHash => {
                 "the footer or manifest is damaged; re-download or re-write the file"
@@ -173,13 +175,21 @@ impl Rule {
             Rule::BlobAlignment | Rule::BlobBounds | Rule::BlobOverlap => {
                 "a blob reference is damaged or the file was truncated; re-write the file"
             }
-            Rule::LayoutRule | Rule::DenseSize => "the object's metadata contradicts its layout profile; fix the writer",
-            Rule::LayoutData => "the tensor's data breaks its layout or logical-type rules; the tensor content is corrupt",
+            Rule::LayoutRule | Rule::DenseSize => {
+                "the object's metadata contradicts its layout profile; fix the writer"
+            }
+            Rule::LayoutData => {
+                "the tensor's data breaks its layout or logical-type rules; the tensor content is corrupt"
+            }
             Rule::Encoding => "the stored bytes are not a valid instance of their encoding; the part is corrupt",
             Rule::Digest => "the bytes do not match their recorded digest; the data is corrupt, re-download it",
-            Rule::ShardIdentity => "the file supplied for a shard is not the one the manifest names; supply the right shard file",
+            Rule::ShardIdentity => {
+                "the file supplied for a shard is not the one the manifest names; supply the right shard file"
+            }
             Rule::NameCollision => "rename one of the tensors or open the sources separately",
-            Rule::Unsupported => "the file is valid but needs a capability this reader lacks; use a structural (raw) API or a newer reader",
+            Rule::Unsupported => {
+                "the file is valid but needs a capability this reader lacks; use a structural (raw) API or a newer reader"
+            }
             Rule::NotFound => "check the object and part names (list them first)",
             Rule::Io => "the source failed to deliver bytes; check the file or connection and retry",
         }
@@ -224,7 +234,14 @@ pub struct ZtError {
 impl ZtError {
     /// An error with no location.
     pub fn new(rule: Rule, message: impl Into<String>) -> ZtError {
-        ZtError { rule, offset: None, object: None, part: None, shard: None, message: message.into() }
+        ZtError {
+            rule,
+            offset: None,
+            object: None,
+            part: None,
+            shard: None,
+            message: message.into(),
+        }
     }
 
     /// Sets the byte offset.
@@ -309,7 +326,10 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for r in Rule::REJECTIONS.iter().chain([Rule::Unsupported, Rule::NotFound, Rule::Io].iter()) {
+        for r in Rule::REJECTIONS
+            .iter()
+            .chain([Rule::Unsupported, Rule::NotFound, Rule::Io].iter())
+        {
             assert_eq!(Rule::from_name(r.name()), Some(*r));
         }
         assert_eq!(Rule::REJECTIONS.len(), 26);
@@ -318,7 +338,9 @@ mod tests {
 
     #[test]
     fn display_says_what_where_and_what_to_do() {
-        let e = ZtError::new(Rule::BlobBounds, "blob [4096, 100] runs past the data region").part("w", "data").at(4096);
+        let e = ZtError::new(Rule::BlobBounds, "blob [4096, 100] runs past the data region")
+            .part("w", "data")
+            .at(4096);
         let s = alloc::format!("{e}");
         assert!(s.starts_with("BlobBounds: blob [4096, 100]"), "{s}");
         assert!(s.contains("object \"w\", part \"data\", at byte 4096)"), "{s}");

@@ -63,7 +63,10 @@ impl EncodingError {
     }
 
     fn new(offset: u64, message: impl Into<String>) -> Self {
-        EncodingError { offset, message: message.into() }
+        EncodingError {
+            offset,
+            message: message.into(),
+        }
     }
 }
 
@@ -109,8 +112,11 @@ fn le32(b: &[u8], at: usize) -> u32 {
 }
 
 fn read_src<R: ReadAt + ?Sized>(src: &R, base: u64, offset: u64, len: u64) -> Result<Vec<u8>, EncodingError> {
-    let abs = base.checked_add(offset).ok_or_else(|| EncodingError::new(offset, "offset overflows"))?;
-    src.read_vec(abs, len).map_err(|e| EncodingError::new(offset, alloc::format!("cannot read stored bytes: {e}")))
+    let abs = base
+        .checked_add(offset)
+        .ok_or_else(|| EncodingError::new(offset, "offset overflows"))?;
+    src.read_vec(abs, len)
+        .map_err(|e| EncodingError::new(offset, alloc::format!("cannot read stored bytes: {e}")))
 }
 
 impl SeekTable {
@@ -128,17 +134,26 @@ impl SeekTable {
         decoded_length: u64,
     ) -> Result<SeekTable, EncodingError> {
         if stored_len < MIN_STORED_LEN {
-            return Err(EncodingError::new(0, alloc::format!("{stored_len} stored bytes; the seekable format needs at least 17")));
+            return Err(EncodingError::new(
+                0,
+                alloc::format!("{stored_len} stored bytes; the seekable format needs at least 17"),
+            ));
         }
         let foot_at = stored_len - 9;
         let foot = read_src(src, base, foot_at, 9)?;
         let n = le32(&foot, 0);
         let descriptor = foot[4];
         if le32(&foot, 5) != SEEKABLE_MAGIC {
-            return Err(EncodingError::new(foot_at + 5, alloc::format!("seekable magic is 0x{:08X}, expected 0x8F92EAB1", le32(&foot, 5))));
+            return Err(EncodingError::new(
+                foot_at + 5,
+                alloc::format!("seekable magic is 0x{:08X}, expected 0x8F92EAB1", le32(&foot, 5)),
+            ));
         }
         if descriptor & 0x7F != 0 {
-            return Err(EncodingError::new(foot_at + 4, alloc::format!("seek-table descriptor 0x{descriptor:02X} sets reserved bits")));
+            return Err(EncodingError::new(
+                foot_at + 4,
+                alloc::format!("seek-table descriptor 0x{descriptor:02X} sets reserved bits"),
+            ));
         }
         let with_checksum = descriptor & 0x80 != 0;
         let entry_size: u64 = if with_checksum { 12 } else { 8 };
@@ -162,7 +177,10 @@ impl SeekTable {
         if u64::from(le32(&head, 4)) != content_len {
             return Err(EncodingError::new(
                 table_offset + 4,
-                alloc::format!("skippable-frame size is {}, expected {content_len} for {n} frames", le32(&head, 4)),
+                alloc::format!(
+                    "skippable-frame size is {}, expected {content_len} for {n} frames",
+                    le32(&head, 4)
+                ),
             ));
         }
         let entries = read_src(src, base, table_offset + 8, entries_len)?;
@@ -172,7 +190,10 @@ impl SeekTable {
             let at = table_offset + 8 + i as u64 * entry_size;
             let (c, d) = (le32(e, 0), le32(e, 4));
             if d > MAX_FRAME_DECODED {
-                return Err(EncodingError::new(at + 4, alloc::format!("frame {i} declares {d} decoded bytes; the limit is 16 MiB")));
+                return Err(EncodingError::new(
+                    at + 4,
+                    alloc::format!("frame {i} declares {d} decoded bytes; the limit is 16 MiB"),
+                ));
             }
             if let Some(first) = frames.first().map(|f: &Frame| f.decoded_size) {
                 // Every frame but the last has the first frame's size; checked on the previous one.
@@ -196,7 +217,9 @@ impl SeekTable {
         if stored_pos != table_offset {
             return Err(EncodingError::new(
                 table_offset,
-                alloc::format!("frames add up to {stored_pos} compressed bytes but the seek table starts at {table_offset}"),
+                alloc::format!(
+                    "frames add up to {stored_pos} compressed bytes but the seek table starts at {table_offset}"
+                ),
             ));
         }
         if decoded_pos != decoded_length {
@@ -205,15 +228,28 @@ impl SeekTable {
                 alloc::format!("frames add up to {decoded_pos} decoded bytes; decoded_length is {decoded_length}"),
             ));
         }
-        Ok(SeekTable { frames, table_offset, decoded_length })
+        Ok(SeekTable {
+            frames,
+            table_offset,
+            decoded_length,
+        })
     }
 
     /// Indices of the frames holding decoded bytes `[offset, offset + len)` (empty for `len == 0`).
     /// The range must lie within `decoded_length`.
     pub fn frames_for(&self, offset: u64, len: u64) -> Result<core::ops::Range<usize>, EncodingError> {
-        let end = offset.checked_add(len).filter(|&e| e <= self.decoded_length).ok_or_else(|| {
-            EncodingError::new(0, alloc::format!("range [{offset}, {offset}+{len}) runs past decoded_length {}", self.decoded_length))
-        })?;
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= self.decoded_length)
+            .ok_or_else(|| {
+                EncodingError::new(
+                    0,
+                    alloc::format!(
+                        "range [{offset}, {offset}+{len}) runs past decoded_length {}",
+                        self.decoded_length
+                    ),
+                )
+            })?;
         if len == 0 || self.frames.is_empty() {
             return Ok(0..0);
         }
@@ -221,7 +257,9 @@ impl SeekTable {
         let size = u64::from(self.frames[0].decoded_size);
         // With one frame (or empty non-final frames) everything lies in the last frame.
         let locate = |pos: u64| -> usize {
-            pos.checked_div(size).and_then(|i| usize::try_from(i).ok()).map_or(last, |i| i.min(last))
+            pos.checked_div(size)
+                .and_then(|i| usize::try_from(i).ok())
+                .map_or(last, |i| i.min(last))
         };
         Ok(locate(offset)..locate(end - 1) + 1)
     }
@@ -284,20 +322,30 @@ fn decode_frame(stored: &[u8], frame: &Frame, index: usize) -> Result<Vec<u8>, E
     match r {
         Ok(FrameOutcome::Data) => {}
         Ok(FrameOutcome::Skippable) => {
-            return Err(EncodingError::new(frame.stored_offset, alloc::format!("frame {index} is a skippable frame, not a zstd frame")));
+            return Err(EncodingError::new(
+                frame.stored_offset,
+                alloc::format!("frame {index} is a skippable frame, not a zstd frame"),
+            ));
         }
         Err(m) => return Err(EncodingError::new(at, alloc::format!("frame {index}: {m}"))),
     }
     if !input.is_empty() {
         return Err(EncodingError::new(
             at,
-            alloc::format!("frame {index} ends after {} of its {} stored bytes", stored.len() - input.len(), stored.len()),
+            alloc::format!(
+                "frame {index} ends after {} of its {} stored bytes",
+                stored.len() - input.len(),
+                stored.len()
+            ),
         ));
     }
     if out.len() as u64 != expected {
         return Err(EncodingError::new(
             frame.stored_offset,
-            alloc::format!("frame {index} decodes to {} bytes; the seek table says {expected}", out.len()),
+            alloc::format!(
+                "frame {index} decodes to {} bytes; the seek table says {expected}",
+                out.len()
+            ),
         ));
     }
     if let Some(want) = frame.checksum {
@@ -331,7 +379,9 @@ pub(crate) fn decode_one_frame(
     match dec.init(&mut *input) {
         Ok(()) => {}
         Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame { length, .. })) => {
-            *input = input.get(length as usize..).ok_or_else(|| String::from("skippable frame runs past the end"))?;
+            *input = input
+                .get(length as usize..)
+                .ok_or_else(|| String::from("skippable frame runs past the end"))?;
             return Ok(FrameOutcome::Skippable);
         }
         Err(e) => return Err(alloc::format!("bad zstd frame header: {e}")),
@@ -360,7 +410,9 @@ pub(crate) fn decode_one_frame(
     if let Some(want) = dec.get_checksum_from_data()
         && dec.get_calculated_checksum() != Some(want)
     {
-        return Err(alloc::format!("zstd content checksum 0x{want:08X} does not match the decoded bytes"));
+        return Err(alloc::format!(
+            "zstd content checksum 0x{want:08X} does not match the decoded bytes"
+        ));
     }
     Ok(FrameOutcome::Data)
 }

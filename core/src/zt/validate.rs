@@ -11,7 +11,9 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use super::cbor::{self, Mode};
-use super::format::{Footer, FOOTER_LEN, MAGIC, MAX_MANIFEST_LEN, MAX_RANK, MIN_FILE_SIZE, VERSION, offset_aligned, xxh3_64};
+use super::format::{
+    FOOTER_LEN, Footer, MAGIC, MAX_MANIFEST_LEN, MAX_RANK, MIN_FILE_SIZE, VERSION, offset_aligned, xxh3_64,
+};
 use super::layout::{Profiles, check_layout};
 use super::manifest::{Blob, Manifest};
 use super::rule::{Result, Rule, ZtError};
@@ -26,7 +28,10 @@ pub(crate) fn fetch<S: ReadAt + ?Sized>(source: &S, offset: u64, len: u64) -> Re
     if let Some(s) = source.slice(offset, len) {
         return Ok(Cow::Borrowed(s));
     }
-    source.read_vec(offset, len).map(Cow::Owned).map_err(ZtError::from_source)
+    source
+        .read_vec(offset, len)
+        .map(Cow::Owned)
+        .map_err(ZtError::from_source)
 }
 
 /// What an image is: a model (with its manifest) or a bare data shard.
@@ -63,14 +68,25 @@ pub fn validate<S: ReadAt + ?Sized>(source: &S) -> Result<Image> {
     let size = source.size();
     // 1. size
     if size < MIN_FILE_SIZE {
-        return Err(ZtError::new(Rule::FileTooSmall, alloc::format!("the file is {size} bytes; a .zt v2 file has at least 48")));
+        return Err(ZtError::new(
+            Rule::FileTooSmall,
+            alloc::format!("the file is {size} bytes; a .zt v2 file has at least 48"),
+        ));
     }
     let tail_start = size.saturating_sub(TAIL_WINDOW);
     let tail = fetch(source, tail_start, size - tail_start)?;
-    let head: Cow<'_, [u8]> = if tail_start == 0 { Cow::Borrowed(&tail[..8]) } else { fetch(source, 0, 8)? };
+    let head: Cow<'_, [u8]> = if tail_start == 0 {
+        Cow::Borrowed(&tail[..8])
+    } else {
+        fetch(source, 0, 8)?
+    };
     // 2. header magic
     if head[..] != MAGIC {
-        return Err(ZtError::new(Rule::HeaderMagic, "the first 8 bytes are not the .zt v2 magic \\x89ZT2\\r\\n\\x1a\\n").at(0));
+        return Err(ZtError::new(
+            Rule::HeaderMagic,
+            "the first 8 bytes are not the .zt v2 magic \\x89ZT2\\r\\n\\x1a\\n",
+        )
+        .at(0));
     }
     // 3. footer magic
     let fb = &tail[tail.len() - FOOTER_LEN as usize..];
@@ -79,7 +95,11 @@ pub fn validate<S: ReadAt + ?Sized>(source: &S) -> Result<Image> {
     let footer = Footer::parse(&fa).map_err(|e| e.at(size - 8))?;
     // 4. version
     if footer.version != VERSION {
-        return Err(ZtError::new(Rule::Version, alloc::format!("footer version {} is not implemented (only 2)", footer.version)).at(size - 16));
+        return Err(ZtError::new(
+            Rule::Version,
+            alloc::format!("footer version {} is not implemented (only 2)", footer.version),
+        )
+        .at(size - 16));
     }
     let footer_at = size - FOOTER_LEN;
     // 5. data shard
@@ -100,11 +120,19 @@ pub fn validate<S: ReadAt + ?Sized>(source: &S) -> Result<Image> {
     let (mo, ml) = (footer.manifest_offset, footer.manifest_length);
     // 6. manifest size limit
     if ml > MAX_MANIFEST_LEN {
-        return Err(ZtError::new(Rule::ManifestTooLarge, alloc::format!("manifest length {ml} exceeds 1 GiB")).at(footer_at + 8));
+        return Err(ZtError::new(
+            Rule::ManifestTooLarge,
+            alloc::format!("manifest length {ml} exceeds 1 GiB"),
+        )
+        .at(footer_at + 8));
     }
     // 7. manifest alignment
     if !offset_aligned(mo) {
-        return Err(ZtError::new(Rule::BlobAlignment, alloc::format!("manifest offset {mo} is not a multiple of 4096 at or above 4096")).at(footer_at));
+        return Err(ZtError::new(
+            Rule::BlobAlignment,
+            alloc::format!("manifest offset {mo} is not a multiple of 4096 at or above 4096"),
+        )
+        .at(footer_at));
     }
     // 8. manifest bounds
     match mo.checked_add(ml) {
@@ -128,7 +156,10 @@ pub fn validate<S: ReadAt + ?Sized>(source: &S) -> Result<Image> {
     if h != footer.manifest_hash {
         return Err(ZtError::new(
             Rule::ManifestHash,
-            alloc::format!("manifest hashes to {h:016x}, the footer says {:016x}", footer.manifest_hash),
+            alloc::format!(
+                "manifest hashes to {h:016x}, the footer says {:016x}",
+                footer.manifest_hash
+            ),
         )
         .at(mo));
     }
@@ -149,22 +180,36 @@ pub fn check_blobs(m: &Manifest) -> Result<()> {
             return Err(ZtError::new(Rule::Shape, alloc::format!("rank {} exceeds 64", obj.shape.len())).object(name));
         }
         if obj.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).is_none() {
-            return Err(ZtError::new(Rule::Shape, alloc::format!("the element count of shape {:?} overflows u64", obj.shape)).object(name));
+            return Err(ZtError::new(
+                Rule::Shape,
+                alloc::format!("the element count of shape {:?} overflows u64", obj.shape),
+            )
+            .object(name));
         }
         for (pname, p) in &obj.parts {
             let b = p.blob;
             if !offset_aligned(b.offset) {
-                return Err(ZtError::new(Rule::BlobAlignment, alloc::format!("blob offset {} is not a multiple of 4096 at or above 4096", b.offset))
-                    .part(name, pname)
-                    .at(b.offset));
+                return Err(ZtError::new(
+                    Rule::BlobAlignment,
+                    alloc::format!("blob offset {} is not a multiple of 4096 at or above 4096", b.offset),
+                )
+                .part(name, pname)
+                .at(b.offset));
             }
             let target_size = match &p.shard {
                 None => m.file_size,
                 Some(s) => match m.shards.as_ref().and_then(|t| t.get(s)) {
                     Some(e) => e.size,
                     None => {
-                        let why = if m.shards.is_none() { "there is no shard table" } else { "it is not in the shard table" };
-                        return Err(ZtError::new(Rule::ShardRef, alloc::format!("part names shard {s:?}, but {why}")).part(name, pname));
+                        let why = if m.shards.is_none() {
+                            "there is no shard table"
+                        } else {
+                            "it is not in the shard table"
+                        };
+                        return Err(
+                            ZtError::new(Rule::ShardRef, alloc::format!("part names shard {s:?}, but {why}"))
+                                .part(name, pname),
+                        );
                     }
                 },
             };
@@ -172,7 +217,11 @@ pub fn check_blobs(m: &Manifest) -> Result<()> {
             if !matches!(b.offset.checked_add(b.length), Some(e) if e <= data_end) {
                 let mut e = ZtError::new(
                     Rule::BlobBounds,
-                    alloc::format!("blob [{}, +{}) runs past the data region, which ends at {data_end}", b.offset, b.length),
+                    alloc::format!(
+                        "blob [{}, +{}) runs past the data region, which ends at {data_end}",
+                        b.offset,
+                        b.length
+                    ),
                 )
                 .part(name, pname)
                 .at(b.offset);
@@ -184,7 +233,12 @@ pub fn check_blobs(m: &Manifest) -> Result<()> {
             {
                 return Err(ZtError::new(
                     Rule::Schema,
-                    alloc::format!("logical type {} must be stored as {}, not {}", t.name(), t.dtype(), p.dtype),
+                    alloc::format!(
+                        "logical type {} must be stored as {}, not {}",
+                        t.name(),
+                        t.dtype(),
+                        p.dtype
+                    ),
                 )
                 .part(name, pname));
             }
@@ -210,8 +264,16 @@ pub fn check_blobs(m: &Manifest) -> Result<()> {
                 continue;
             }
             if b.offset < end {
-                let what = if o.is_empty() { alloc::string::String::from("the manifest") } else { alloc::format!("blob [{}, +{}]", b.offset, b.length) };
-                let mut e = ZtError::new(Rule::BlobOverlap, alloc::format!("{what} partially overlaps another blob that ends at {end}")).at(b.offset);
+                let what = if o.is_empty() {
+                    alloc::string::String::from("the manifest")
+                } else {
+                    alloc::format!("blob [{}, +{}]", b.offset, b.length)
+                };
+                let mut e = ZtError::new(
+                    Rule::BlobOverlap,
+                    alloc::format!("{what} partially overlaps another blob that ends at {end}"),
+                )
+                .at(b.offset);
                 if !o.is_empty() {
                     e = e.part(o, p);
                 }

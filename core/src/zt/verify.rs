@@ -74,20 +74,31 @@ pub fn compute_digest(algo: &str, bytes: &[u8]) -> Option<String> {
 /// `Unsupported` when the algorithm is unknown.
 pub fn check_digest(digest: &str, bytes: &[u8]) -> Result<()> {
     let (algo, _) = parse_digest(digest).map_err(|e| ZtError::new(Rule::Digest, e.message))?;
-    let got = compute_digest(algo, bytes)
-        .ok_or_else(|| ZtError::new(Rule::Unsupported, alloc::format!("digest algorithm {algo:?} is not supported (xxh3, sha256)")))?;
+    let got = compute_digest(algo, bytes).ok_or_else(|| {
+        ZtError::new(
+            Rule::Unsupported,
+            alloc::format!("digest algorithm {algo:?} is not supported (xxh3, sha256)"),
+        )
+    })?;
     if got == digest {
         Ok(())
     } else {
-        Err(ZtError::new(Rule::Digest, alloc::format!("the bytes hash to {got}, the manifest says {digest}")))
+        Err(ZtError::new(
+            Rule::Digest,
+            alloc::format!("the bytes hash to {got}, the manifest says {digest}"),
+        ))
     }
 }
 
 /// Whole-file digest of a source, read in 1 MiB chunks (for shard identities); `Unsupported` for
 /// an unknown algorithm.
 pub fn digest_source<S: ReadAt + ?Sized>(algo: &str, source: &S) -> Result<String> {
-    let mut h = Hasher::new(algo)
-        .ok_or_else(|| ZtError::new(Rule::Unsupported, alloc::format!("digest algorithm {algo:?} is not supported (xxh3, sha256)")))?;
+    let mut h = Hasher::new(algo).ok_or_else(|| {
+        ZtError::new(
+            Rule::Unsupported,
+            alloc::format!("digest algorithm {algo:?} is not supported (xxh3, sha256)"),
+        )
+    })?;
     let size = source.size();
     if let Some(all) = source.slice(0, size) {
         h.update(all);
@@ -111,7 +122,10 @@ pub fn check_content(layout: &str, elements: u64, part: &Part, bytes: &[u8]) -> 
     match part.logical_type() {
         Some(LogicalType::Bool) => {
             if let Some(i) = bytes.iter().position(|&b| b > 1) {
-                return Err(ZtError::new(Rule::LayoutData, alloc::format!("bool element {i} is byte {:#04x}, not 0 or 1", bytes[i])));
+                return Err(ZtError::new(
+                    Rule::LayoutData,
+                    alloc::format!("bool element {i} is byte {:#04x}, not 0 or 1", bytes[i]),
+                ));
             }
         }
         Some(LogicalType::F4E2M1) if layout == DENSE && elements % 2 == 1 => {
@@ -120,7 +134,10 @@ pub fn check_content(layout: &str, elements: u64, part: &Part, bytes: &[u8]) -> 
             {
                 return Err(ZtError::new(
                     Rule::LayoutData,
-                    alloc::format!("f4_e2m1 with {elements} elements: the unused high nibble of the last byte is {:#x}, not 0", last >> 4),
+                    alloc::format!(
+                        "f4_e2m1 with {elements} elements: the unused high nibble of the last byte is {:#x}, not 0",
+                        last >> 4
+                    ),
                 ));
             }
         }
@@ -132,7 +149,10 @@ pub fn check_content(layout: &str, elements: u64, part: &Part, bytes: &[u8]) -> 
 /// Reads little-endian unsigned indices of width 4 or 8.
 pub fn read_indices(bytes: &[u8], width: u64) -> Vec<u64> {
     if width == 4 {
-        bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64).collect()
+        bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64)
+            .collect()
     } else {
         bytes
             .chunks_exact(8)
@@ -150,26 +170,41 @@ fn data(msg: String) -> ZtError {
 pub fn check_csr_data(rows: u64, cols: u64, indptr: &[u64], indices: &[u64]) -> Result<()> {
     let nnz = indices.len() as u64;
     if indptr.len() as u64 != rows.saturating_add(1) {
-        return Err(data(alloc::format!("indptr has {} entries, not rows + 1 = {}", indptr.len(), rows.saturating_add(1))));
+        return Err(data(alloc::format!(
+            "indptr has {} entries, not rows + 1 = {}",
+            indptr.len(),
+            rows.saturating_add(1)
+        )));
     }
     if indptr[0] != 0 {
         return Err(data(alloc::format!("indptr[0] is {}, not 0", indptr[0])));
     }
     if let Some(i) = indptr.windows(2).position(|w| w[1] < w[0]) {
-        return Err(data(alloc::format!("indptr decreases at row {i}: {} then {}", indptr[i], indptr[i + 1])));
+        return Err(data(alloc::format!(
+            "indptr decreases at row {i}: {} then {}",
+            indptr[i],
+            indptr[i + 1]
+        )));
     }
     let last = indptr[indptr.len() - 1];
     if last != nnz {
-        return Err(data(alloc::format!("indptr[{rows}] is {last}, but there are {nnz} indices")));
+        return Err(data(alloc::format!(
+            "indptr[{rows}] is {last}, but there are {nnz} indices"
+        )));
     }
     for r in 0..indptr.len() - 1 {
         let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
         for (k, &c) in row.iter().enumerate() {
             if k > 0 && c <= row[k - 1] {
-                return Err(data(alloc::format!("row {r}: column indices are not strictly increasing ({} then {c})", row[k - 1])));
+                return Err(data(alloc::format!(
+                    "row {r}: column indices are not strictly increasing ({} then {c})",
+                    row[k - 1]
+                )));
             }
             if c >= cols {
-                return Err(data(alloc::format!("row {r}: column index {c} is not below the {cols} columns")));
+                return Err(data(alloc::format!(
+                    "row {r}: column index {c} is not below the {cols} columns"
+                )));
             }
         }
     }
@@ -181,19 +216,29 @@ pub fn check_csr_data(rows: u64, cols: u64, indptr: &[u64], indices: &[u64]) -> 
 pub fn check_coo_data(shape: &[u64], coords: &[u64]) -> Result<()> {
     let ndim = shape.len();
     if ndim == 0 || !coords.len().is_multiple_of(ndim) {
-        return Err(data(alloc::format!("{} coordinates do not split into {ndim} dimensions", coords.len())));
+        return Err(data(alloc::format!(
+            "{} coordinates do not split into {ndim} dimensions",
+            coords.len()
+        )));
     }
     let nnz = coords.len() / ndim;
     for (d, &extent) in shape.iter().enumerate() {
         if let Some(i) = coords[d * nnz..(d + 1) * nnz].iter().position(|&c| c >= extent) {
-            return Err(data(alloc::format!("element {i}: coordinate {} in dimension {d} is not below {extent}", coords[d * nnz + i])));
+            return Err(data(alloc::format!(
+                "element {i}: coordinate {} in dimension {d} is not below {extent}",
+                coords[d * nnz + i]
+            )));
         }
     }
     let mut order: Vec<usize> = (0..nnz).collect();
     let key = |i: usize| (0..ndim).map(move |d| coords[d * nnz + i]);
     order.sort_unstable_by(|&a, &b| key(a).cmp(key(b)));
     if let Some(w) = order.windows(2).find(|w| key(w[0]).eq(key(w[1]))) {
-        return Err(data(alloc::format!("elements {} and {} have the same coordinates", w[0].min(w[1]), w[0].max(w[1]))));
+        return Err(data(alloc::format!(
+            "elements {} and {} have the same coordinates",
+            w[0].min(w[1]),
+            w[0].max(w[1])
+        )));
     }
     Ok(())
 }

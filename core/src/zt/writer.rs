@@ -125,7 +125,11 @@ impl Sink for Vec<u8> {
                 buf.copy_from_slice(&self[offset as usize..end as usize]);
                 Ok(())
             }
-            None => Err(SinkError(format!("read back of {} bytes at {offset} is past the end ({})", buf.len(), self.len()))),
+            None => Err(SinkError(format!(
+                "read back of {} bytes at {offset} is past the end ({})",
+                buf.len(),
+                self.len()
+            ))),
         }
     }
     fn truncate(&mut self, len: u64) -> core::result::Result<(), SinkError> {
@@ -201,7 +205,12 @@ pub struct WriteError {
 
 impl WriteError {
     fn new(rule: WriteRule, message: impl Into<String>) -> Self {
-        WriteError { rule, object: None, part: None, message: message.into() }
+        WriteError {
+            rule,
+            object: None,
+            part: None,
+            message: message.into(),
+        }
     }
     fn at(mut self, object: &str) -> Self {
         if self.object.is_none() {
@@ -345,7 +354,11 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { canonical: true, alignment: None, digest: DigestAlgo::Xxh3 }
+        Options {
+            canonical: true,
+            alignment: None,
+            digest: DigestAlgo::Xxh3,
+        }
     }
 }
 
@@ -358,7 +371,10 @@ impl Options {
     /// Not canonical: any insertion order, shards, sha256 digests, other alignments, append.
     /// Placement still defaults to 64 KiB, like the reference writer.
     pub fn non_canonical() -> Self {
-        Options { canonical: false, ..Options::default() }
+        Options {
+            canonical: false,
+            ..Options::default()
+        }
     }
 
     /// Blob alignment: a power of two ≥ 4096 (canonical form allows only 65536).
@@ -426,7 +442,12 @@ pub struct PartSpec<'d> {
 impl<'d> PartSpec<'d> {
     /// A part with bytes in hand.
     pub fn new(name: impl Into<String>, dtype: DType, data: &'d [u8]) -> Self {
-        PartSpec { name: name.into(), dtype, logical: None, data: PartData::Bytes(data) }
+        PartSpec {
+            name: name.into(),
+            dtype,
+            logical: None,
+            data: PartData::Bytes(data),
+        }
     }
 
     /// Sets the logical type.
@@ -436,13 +457,45 @@ impl<'d> PartSpec<'d> {
     }
 
     /// A part stored encoded (see [`PartData::Encoded`]).
-    pub fn encoded(name: impl Into<String>, dtype: DType, encoding: impl Into<String>, stored: &'d [u8], decoded: &'d [u8]) -> Self {
-        PartSpec { name: name.into(), dtype, logical: None, data: PartData::Encoded { encoding: encoding.into(), stored, decoded } }
+    pub fn encoded(
+        name: impl Into<String>,
+        dtype: DType,
+        encoding: impl Into<String>,
+        stored: &'d [u8],
+        decoded: &'d [u8],
+    ) -> Self {
+        PartSpec {
+            name: name.into(),
+            dtype,
+            logical: None,
+            data: PartData::Encoded {
+                encoding: encoding.into(),
+                stored,
+                decoded,
+            },
+        }
     }
 
     /// A part stored in a registered shard at `[offset, offset + length)`.
-    pub fn external(name: impl Into<String>, dtype: DType, shard: impl Into<String>, offset: u64, length: u64, digest: Option<String>) -> Self {
-        PartSpec { name: name.into(), dtype, logical: None, data: PartData::External { shard: shard.into(), offset, length, digest } }
+    pub fn external(
+        name: impl Into<String>,
+        dtype: DType,
+        shard: impl Into<String>,
+        offset: u64,
+        length: u64,
+        digest: Option<String>,
+    ) -> Self {
+        PartSpec {
+            name: name.into(),
+            dtype,
+            logical: None,
+            data: PartData::External {
+                shard: shard.into(),
+                offset,
+                length,
+                digest,
+            },
+        }
     }
 }
 
@@ -462,7 +515,12 @@ pub struct PartDecl {
 impl PartDecl {
     /// A declaration of `length` bytes.
     pub fn new(name: impl Into<String>, dtype: DType, length: u64) -> Self {
-        PartDecl { name: name.into(), dtype, logical: None, length }
+        PartDecl {
+            name: name.into(),
+            dtype,
+            logical: None,
+            length,
+        }
     }
     /// Sets the logical type.
     pub fn logical(mut self, logical: impl Into<String>) -> Self {
@@ -486,11 +544,19 @@ pub struct ObjectSpec {
 impl ObjectSpec {
     /// A dense object of `shape`.
     pub fn dense(shape: &[u64]) -> Self {
-        ObjectSpec { shape: shape.to_vec(), layout: LAYOUT_DENSE.into(), attributes: None }
+        ObjectSpec {
+            shape: shape.to_vec(),
+            layout: LAYOUT_DENSE.into(),
+            attributes: None,
+        }
     }
     /// An object of `shape` with `layout`.
     pub fn new(shape: &[u64], layout: impl Into<String>) -> Self {
-        ObjectSpec { shape: shape.to_vec(), layout: layout.into(), attributes: None }
+        ObjectSpec {
+            shape: shape.to_vec(),
+            layout: layout.into(),
+            attributes: None,
+        }
     }
     /// Sets the attributes (a map with text keys).
     pub fn attributes(mut self, attributes: Value<'static>) -> Self {
@@ -540,10 +606,16 @@ impl QuantGroup {
         let per_word = if self.bits == 0 { 0 } else { 8 * width / self.bits };
         let zp = match &self.zero_point {
             ZeroPoint::None => vec![(Value::text("form"), Value::text("none"))],
-            ZeroPoint::Implied(v) => vec![(Value::text("form"), Value::text("implied")), (Value::text("value"), int_value(*v))],
+            ZeroPoint::Implied(v) => vec![
+                (Value::text("form"), Value::text("implied")),
+                (Value::text("value"), int_value(*v)),
+            ],
             ZeroPoint::Tensor { same_as_data } => vec![
                 (Value::text("form"), Value::text("tensor")),
-                (Value::text("packing"), Value::text(if *same_as_data { "same_as_data" } else { "plain" })),
+                (
+                    Value::text("packing"),
+                    Value::text(if *same_as_data { "same_as_data" } else { "plain" }),
+                ),
             ],
         };
         Value::Map(vec![
@@ -554,18 +626,28 @@ impl QuantGroup {
                 Value::text("packing"),
                 Value::Map(vec![
                     (Value::text("word"), Value::Text(Cow::Owned(self.word.clone()))),
-                    (Value::text("order"), Value::text(if self.msb_first { "msb_first" } else { "lsb_first" })),
+                    (
+                        Value::text("order"),
+                        Value::text(if self.msb_first { "msb_first" } else { "lsb_first" }),
+                    ),
                     (Value::text("per_word"), Value::Uint(per_word)),
                 ]),
             ),
-            (Value::text("scale_form"), Value::Text(Cow::Owned(self.scale_form.clone()))),
+            (
+                Value::text("scale_form"),
+                Value::Text(Cow::Owned(self.scale_form.clone())),
+            ),
             (Value::text("zero_point"), Value::Map(zp)),
         ])
     }
 }
 
 fn int_value(v: i64) -> Value<'static> {
-    if v >= 0 { Value::Uint(v as u64) } else { Value::Neg((-(v + 1)) as u64) }
+    if v >= 0 {
+        Value::Uint(v as u64)
+    } else {
+        Value::Neg((-(v + 1)) as u64)
+    }
 }
 
 /// A blob written by [`Writer::put_blob`]: where it is and its digest.
@@ -599,13 +681,22 @@ pub struct Finished<S> {
 
 fn check_name(name: &str, what: &str, canonical: bool) -> Res<()> {
     if name.is_empty() {
-        return Err(WriteError::new(WriteRule::Name, format!("{what} name is empty (§5: names are non-empty UTF-8)")));
+        return Err(WriteError::new(
+            WriteRule::Name,
+            format!("{what} name is empty (§5: names are non-empty UTF-8)"),
+        ));
     }
     if name.len() > MAX_NAME_LEN {
-        return Err(WriteError::new(WriteRule::Name, format!("{what} name is {} bytes; §5 allows at most {MAX_NAME_LEN}", name.len())));
+        return Err(WriteError::new(
+            WriteRule::Name,
+            format!("{what} name is {} bytes; §5 allows at most {MAX_NAME_LEN}", name.len()),
+        ));
     }
     if name.contains('\0') {
-        return Err(WriteError::new(WriteRule::Name, format!("{what} name contains U+0000 (§5 forbids it)")));
+        return Err(WriteError::new(
+            WriteRule::Name,
+            format!("{what} name contains U+0000 (§5 forbids it)"),
+        ));
     }
     if canonical && !name.is_ascii() && !unicode_normalization::is_nfc(name) {
         return Err(WriteError::new(
@@ -621,11 +712,16 @@ fn check_shard_name(name: &str) -> Res<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with('.')
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if ok {
         Ok(())
     } else {
-        Err(WriteError::new(WriteRule::Shard, format!("shard name {name:?} must be 1-64 bytes of [A-Za-z0-9._-] not starting with '.' (§5)")))
+        Err(WriteError::new(
+            WriteRule::Shard,
+            format!("shard name {name:?} must be 1-64 bytes of [A-Za-z0-9._-] not starting with '.' (§5)"),
+        ))
     }
 }
 
@@ -639,17 +735,29 @@ fn check_digest(d: &str) -> Res<()> {
         }
         None => false,
     };
-    if ok { Ok(()) } else { Err(WriteError::new(WriteRule::Schema, format!("digest {d:?} is not \"<algo>:<lowercase hex>\" (§4)"))) }
+    if ok {
+        Ok(())
+    } else {
+        Err(WriteError::new(
+            WriteRule::Schema,
+            format!("digest {d:?} is not \"<algo>:<lowercase hex>\" (§4)"),
+        ))
+    }
 }
 
 fn check_shape(shape: &[u64]) -> Res<u64> {
     if shape.len() > MAX_RANK {
-        return Err(WriteError::new(WriteRule::Shape, format!("rank {} exceeds {MAX_RANK} (§5)", shape.len())));
+        return Err(WriteError::new(
+            WriteRule::Shape,
+            format!("rank {} exceeds {MAX_RANK} (§5)", shape.len()),
+        ));
     }
-    shape
-        .iter()
-        .try_fold(1u64, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| WriteError::new(WriteRule::Shape, format!("the element count of shape {shape:?} overflows u64 (§5)")))
+    shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or_else(|| {
+        WriteError::new(
+            WriteRule::Shape,
+            format!("the element count of shape {shape:?} overflows u64 (§5)"),
+        )
+    })
 }
 
 fn depth(v: &Value<'_>) -> usize {
@@ -663,16 +771,27 @@ fn depth(v: &Value<'_>) -> usize {
 /// Checks an attributes map that sits at manifest depth `at` (its own depth).
 fn check_attributes(v: &Value<'_>, at: usize) -> Res<()> {
     let Value::Map(entries) = v else {
-        return Err(WriteError::new(WriteRule::Schema, "attributes must be a map with text keys (§4)"));
+        return Err(WriteError::new(
+            WriteRule::Schema,
+            "attributes must be a map with text keys (§4)",
+        ));
     };
     for (k, _) in entries {
         match k {
             Value::Text(s) => check_name(s, "attribute", false)?,
-            _ => return Err(WriteError::new(WriteRule::Schema, format!("attribute key {k:?} is not text (§4)"))),
+            _ => {
+                return Err(WriteError::new(
+                    WriteRule::Schema,
+                    format!("attribute key {k:?} is not text (§4)"),
+                ));
+            }
         }
     }
     if at + depth(v) - 1 > MAX_DEPTH {
-        return Err(WriteError::new(WriteRule::Schema, format!("attributes nest too deep: the manifest allows CBOR depth {MAX_DEPTH} (§3)")));
+        return Err(WriteError::new(
+            WriteRule::Schema,
+            format!("attributes nest too deep: the manifest allows CBOR depth {MAX_DEPTH} (§3)"),
+        ));
     }
     cbor::encode(v).map_err(|e| WriteError::new(WriteRule::Schema, format!("attributes: {e}")))?;
     Ok(())
@@ -764,7 +883,9 @@ fn expect_parts(parts: &[PartMeta<'_>], names: &[&str], layout: &str) -> Res<()>
     let mut want: Vec<&str> = names.to_vec();
     want.sort_unstable();
     if have != want {
-        return Err(layout_err(format!("{layout} needs exactly the parts {want:?}, got {have:?}")));
+        return Err(layout_err(format!(
+            "{layout} needs exactly the parts {want:?}, got {have:?}"
+        )));
     }
     Ok(())
 }
@@ -772,9 +893,16 @@ fn expect_parts(parts: &[PartMeta<'_>], names: &[&str], layout: &str) -> Res<()>
 fn expect_size(p: &PartMeta<'_>, n: u64, what: &str) -> Res<()> {
     match size_fn(p.dtype, p.logical, n) {
         None => Ok(()),
-        Some(None) => Err(WriteError::new(WriteRule::Shape, format!("size of {n} elements overflows u64")).part(p.name)),
+        Some(None) => {
+            Err(WriteError::new(WriteRule::Shape, format!("size of {n} elements overflows u64")).part(p.name))
+        }
         Some(Some(s)) if s == p.size => Ok(()),
-        Some(Some(s)) => Err(layout_err(format!("{what}: {n} elements of {} are {s} bytes, got {}", p.logical.unwrap_or(p.dtype), p.size)).part(p.name)),
+        Some(Some(s)) => Err(layout_err(format!(
+            "{what}: {n} elements of {} are {s} bytes, got {}",
+            p.logical.unwrap_or(p.dtype),
+            p.size
+        ))
+        .part(p.name)),
     }
 }
 
@@ -784,7 +912,11 @@ fn get_part<'p, 'a>(parts: &'p [PartMeta<'a>], n: &str) -> &'p PartMeta<'a> {
 
 fn index_part(p: &PartMeta<'_>, layout: &str) -> Res<u64> {
     if p.logical.is_some() || !matches!(p.dtype, "u32" | "u64") {
-        return Err(layout_err(format!("{layout}: part {:?} must be u32 or u64 with no logical type", p.name)).part(p.name));
+        return Err(layout_err(format!(
+            "{layout}: part {:?} must be u32 or u64 with no logical type",
+            p.name
+        ))
+        .part(p.name));
     }
     Ok(dtype_width(p.dtype))
 }
@@ -810,7 +942,12 @@ fn validate_layout(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -> Res
                 Some(Some(s)) if s == p.size => Ok(()),
                 Some(s) => Err(WriteError::new(
                     WriteRule::DenseSize,
-                    format!("shape {shape:?} of {} needs {} bytes, got {}", p.logical.unwrap_or(p.dtype), s.map_or("> u64::MAX".to_string(), |s| s.to_string()), p.size),
+                    format!(
+                        "shape {shape:?} of {} needs {} bytes, got {}",
+                        p.logical.unwrap_or(p.dtype),
+                        s.map_or("> u64::MAX".to_string(), |s| s.to_string()),
+                        p.size
+                    ),
                 )
                 .part("data")),
             }
@@ -821,18 +958,35 @@ fn validate_layout(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -> Res
                 return Err(layout_err(format!("{layout} needs rank 2, got shape {shape:?}")));
             }
             expect_parts(parts, &["values", "indices", "indptr"], layout)?;
-            let (indices, indptr, values) = (get_part(parts, "indices"), get_part(parts, "indptr"), get_part(parts, "values"));
+            let (indices, indptr, values) = (
+                get_part(parts, "indices"),
+                get_part(parts, "indptr"),
+                get_part(parts, "values"),
+            );
             let w = index_part(indices, layout)?;
             index_part(indptr, layout)?;
             if indptr.dtype != indices.dtype {
-                return Err(layout_err(format!("{layout}: indptr is {} but indices is {}", indptr.dtype, indices.dtype)).part("indptr"));
+                return Err(layout_err(format!(
+                    "{layout}: indptr is {} but indices is {}",
+                    indptr.dtype, indices.dtype
+                ))
+                .part("indptr"));
             }
             let rows = shape[0].checked_add(1).and_then(|r| r.checked_mul(w));
             if rows != Some(indptr.size) {
-                return Err(layout_err(format!("{layout}: indptr must hold R+1 = {} entries of {w} bytes, got {} bytes", shape[0].wrapping_add(1), indptr.size)).part("indptr"));
+                return Err(layout_err(format!(
+                    "{layout}: indptr must hold R+1 = {} entries of {w} bytes, got {} bytes",
+                    shape[0].wrapping_add(1),
+                    indptr.size
+                ))
+                .part("indptr"));
             }
             if indices.size % w != 0 {
-                return Err(layout_err(format!("{layout}: indices is {} bytes, not a multiple of {w}", indices.size)).part("indices"));
+                return Err(layout_err(format!(
+                    "{layout}: indices is {} bytes, not a multiple of {w}",
+                    indices.size
+                ))
+                .part("indices"));
             }
             expect_size(values, indices.size / w, "values must hold one element per index")
         }
@@ -846,7 +1000,12 @@ fn validate_layout(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -> Res
             let w = index_part(coords, layout)?;
             let per = w * shape.len() as u64;
             if coords.size % per != 0 {
-                return Err(layout_err(format!("{layout}: coords is {} bytes, not a multiple of {w} x rank {}", coords.size, shape.len())).part("coords"));
+                return Err(layout_err(format!(
+                    "{layout}: coords is {} bytes, not a multiple of {w} x rank {}",
+                    coords.size,
+                    shape.len()
+                ))
+                .part("coords"));
             }
             expect_size(values, coords.size / per, "values must hold one element per coordinate")
         }
@@ -857,54 +1016,92 @@ fn validate_layout(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -> Res
 
 fn validate_quant_group(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -> Res<()> {
     let l = LAYOUT_QUANT_GROUP;
-    let attrs = spec.attributes.as_ref().ok_or_else(|| layout_err(format!("{l} requires attributes bits, group_size, axis, packing, scale_form, zero_point")))?;
-    let uint = |k: &str| attrs.get(k).and_then(Value::as_u64).ok_or_else(|| layout_err(format!("{l}: attribute {k:?} must be an unsigned integer")));
+    let attrs = spec.attributes.as_ref().ok_or_else(|| {
+        layout_err(format!(
+            "{l} requires attributes bits, group_size, axis, packing, scale_form, zero_point"
+        ))
+    })?;
+    let uint = |k: &str| {
+        attrs
+            .get(k)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| layout_err(format!("{l}: attribute {k:?} must be an unsigned integer")))
+    };
     let text = |v: Option<&Value<'static>>, k: &str| -> Res<String> {
-        v.and_then(Value::as_text).map(str::to_string).ok_or_else(|| layout_err(format!("{l}: attribute {k:?} must be text")))
+        v.and_then(Value::as_text)
+            .map(str::to_string)
+            .ok_or_else(|| layout_err(format!("{l}: attribute {k:?} must be text")))
     };
     let (bits, group_size, axis) = (uint("bits")?, uint("group_size")?, uint("axis")?);
     if !matches!(bits, 2 | 3 | 4 | 5 | 6 | 8) {
         return Err(layout_err(format!("{l}: bits must be 2, 3, 4, 5, 6 or 8, got {bits}")));
     }
     if axis >= spec.shape.len() as u64 {
-        return Err(layout_err(format!("{l}: axis {axis} is not below rank {}", spec.shape.len())));
+        return Err(layout_err(format!(
+            "{l}: axis {axis} is not below rank {}",
+            spec.shape.len()
+        )));
     }
-    let packing = attrs.get("packing").filter(|v| v.as_map().is_some()).ok_or_else(|| layout_err(format!("{l}: attribute \"packing\" must be a map")))?;
+    let packing = attrs
+        .get("packing")
+        .filter(|v| v.as_map().is_some())
+        .ok_or_else(|| layout_err(format!("{l}: attribute \"packing\" must be a map")))?;
     let word = text(packing.get("word"), "packing.word")?;
-    let ww = word_width(&word).ok_or_else(|| layout_err(format!("{l}: packing.word must be u8, u16, u32 or u64, got {word:?}")))?;
+    let ww = word_width(&word)
+        .ok_or_else(|| layout_err(format!("{l}: packing.word must be u8, u16, u32 or u64, got {word:?}")))?;
     let order = text(packing.get("order"), "packing.order")?;
     if order != "lsb_first" && order != "msb_first" {
-        return Err(layout_err(format!("{l}: packing.order must be lsb_first or msb_first, got {order:?}")));
+        return Err(layout_err(format!(
+            "{l}: packing.order must be lsb_first or msb_first, got {order:?}"
+        )));
     }
     if (8 * ww) % bits != 0 {
-        return Err(layout_err(format!("{l}: bits {bits} must divide the {}-bit word", 8 * ww)));
+        return Err(layout_err(format!(
+            "{l}: bits {bits} must divide the {}-bit word",
+            8 * ww
+        )));
     }
     let per_word = 8 * ww / bits;
     if packing.get("per_word").and_then(Value::as_u64) != Some(per_word) {
-        return Err(layout_err(format!("{l}: packing.per_word must be 8 x width(word) / bits = {per_word}")));
+        return Err(layout_err(format!(
+            "{l}: packing.per_word must be 8 x width(word) / bits = {per_word}"
+        )));
     }
     let scale_form = text(attrs.get("scale_form"), "scale_form")?;
     if !matches!(scale_form.as_str(), "f32_factors" | "f16_factors" | "e8m0_exponent") {
-        return Err(layout_err(format!("{l}: scale_form must be f32_factors, f16_factors or e8m0_exponent, got {scale_form:?}")));
+        return Err(layout_err(format!(
+            "{l}: scale_form must be f32_factors, f16_factors or e8m0_exponent, got {scale_form:?}"
+        )));
     }
-    let zp = attrs.get("zero_point").filter(|v| v.as_map().is_some()).ok_or_else(|| layout_err(format!("{l}: attribute \"zero_point\" must be a map")))?;
+    let zp = attrs
+        .get("zero_point")
+        .filter(|v| v.as_map().is_some())
+        .ok_or_else(|| layout_err(format!("{l}: attribute \"zero_point\" must be a map")))?;
     let form = text(zp.get("form"), "zero_point.form")?;
     let zeros = match form.as_str() {
         "none" => None,
         "implied" => {
             if !matches!(zp.get("value"), Some(Value::Uint(_) | Value::Neg(_))) {
-                return Err(layout_err(format!("{l}: zero_point.value (an integer) is required when form is implied")));
+                return Err(layout_err(format!(
+                    "{l}: zero_point.value (an integer) is required when form is implied"
+                )));
             }
             None
         }
         "tensor" => {
             let p = text(zp.get("packing"), "zero_point.packing")?;
             if p != "same_as_data" && p != "plain" {
-                return Err(layout_err(format!("{l}: zero_point.packing must be same_as_data or plain, got {p:?}")));
+                return Err(layout_err(format!(
+                    "{l}: zero_point.packing must be same_as_data or plain, got {p:?}"
+                )));
             }
             Some(p == "same_as_data")
         }
-        other => return Err(layout_err(format!("{l}: zero_point.form must be none, implied or tensor, got {other:?}"))),
+        other => {
+            return Err(layout_err(format!(
+                "{l}: zero_point.form must be none, implied or tensor, got {other:?}"
+            )));
+        }
     };
     if zeros.is_some() {
         expect_parts(parts, &["data", "scales", "zeros"], l)?;
@@ -920,7 +1117,11 @@ fn validate_quant_group(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -
         d => d,
     };
     if unsigned != word || data.logical.is_some() {
-        return Err(layout_err(format!("{l}: data must be stored as the packing word {word} (or its signed twin), got {}", data.dtype)).part("data"));
+        return Err(layout_err(format!(
+            "{l}: data must be stored as the packing word {word} (or its signed twin), got {}",
+            data.dtype
+        ))
+        .part("data"));
     }
     let scales = get_part(parts, "scales");
     if scale_form == "e8m0_exponent" && !(scales.dtype == "u8" && scales.logical == Some("f8_e8m0")) {
@@ -931,21 +1132,38 @@ fn validate_quant_group(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -
         along
     } else {
         if along % group_size != 0 {
-            return Err(layout_err(format!("{l}: group_size {group_size} does not divide shape[{axis}] = {along}")));
+            return Err(layout_err(format!(
+                "{l}: group_size {group_size} does not divide shape[{axis}] = {along}"
+            )));
         }
         along / group_size
     };
     let lanes = if along == 0 { 0 } else { count / along };
-    let gl = groups.checked_mul(lanes).ok_or_else(|| WriteError::new(WriteRule::Shape, "groups x lanes overflows u64"))?;
+    let gl = groups
+        .checked_mul(lanes)
+        .ok_or_else(|| WriteError::new(WriteRule::Shape, "groups x lanes overflows u64"))?;
     if count % per_word != 0 || count / per_word * ww != data.size {
-        return Err(layout_err(format!("{l}: {count} codes of {bits} bits pack into {} bytes of {word}, got {}", count / per_word * ww, data.size)).part("data"));
+        return Err(layout_err(format!(
+            "{l}: {count} codes of {bits} bits pack into {} bytes of {word}, got {}",
+            count / per_word * ww,
+            data.size
+        ))
+        .part("data"));
     }
     if gl * dtype_width(scales.dtype) != scales.size {
-        return Err(layout_err(format!("{l}: scales must hold groups x lanes = {gl} values, got {} bytes", scales.size)).part("scales"));
+        return Err(layout_err(format!(
+            "{l}: scales must hold groups x lanes = {gl} values, got {} bytes",
+            scales.size
+        ))
+        .part("scales"));
     }
     if let Some(same) = zeros {
         let z = get_part(parts, "zeros");
-        let want = if same { gl / per_word * ww } else { gl * dtype_width(z.dtype) };
+        let want = if same {
+            gl / per_word * ww
+        } else {
+            gl * dtype_width(z.dtype)
+        };
         if want != z.size {
             return Err(layout_err(format!("{l}: zeros must be {want} bytes, got {}", z.size)).part("zeros"));
         }
@@ -953,9 +1171,19 @@ fn validate_quant_group(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -
     Ok(())
 }
 
-fn part_value(dtype: &str, logical: Option<&str>, offset: u64, length: u64, shard: Option<&str>, digest: Option<&str>) -> Value<'static> {
+fn part_value(
+    dtype: &str,
+    logical: Option<&str>,
+    offset: u64,
+    length: u64,
+    shard: Option<&str>,
+    digest: Option<&str>,
+) -> Value<'static> {
     let mut m = vec![
-        (Value::text("blob"), Value::Array(vec![Value::Uint(offset), Value::Uint(length)])),
+        (
+            Value::text("blob"),
+            Value::Array(vec![Value::Uint(offset), Value::Uint(length)]),
+        ),
         (Value::text("dtype"), Value::Text(Cow::Owned(dtype.to_string()))),
     ];
     if let Some(l) = logical {
@@ -971,7 +1199,9 @@ fn part_value(dtype: &str, logical: Option<&str>, offset: u64, length: u64, shar
 }
 
 fn align_up(v: u64, align: u64) -> Res<u64> {
-    v.checked_add(align - 1).map(|x| x & !(align - 1)).ok_or_else(|| WriteError::new(WriteRule::Io, "file offset overflows u64"))
+    v.checked_add(align - 1)
+        .map(|x| x & !(align - 1))
+        .ok_or_else(|| WriteError::new(WriteRule::Io, "file offset overflows u64"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1014,7 +1244,11 @@ pub struct Writer<S: Sink> {
 
 impl<S: Sink> fmt::Debug for Writer<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Writer").field("options", &self.opts).field("align", &self.align).field("objects", &self.objects.len()).finish()
+        f.debug_struct("Writer")
+            .field("options", &self.opts)
+            .field("align", &self.align)
+            .field("objects", &self.objects.len())
+            .finish()
     }
 }
 
@@ -1023,7 +1257,13 @@ impl<S: Sink> Writer<S> {
     pub fn new(mut sink: S, opts: Options) -> Res<Self> {
         let align = Self::check_options(&opts)?;
         if sink.position() != 0 {
-            return Err(WriteError::new(WriteRule::Usage, format!("a new file needs an empty sink, this one is at {}; use Writer::append to add to a file", sink.position())));
+            return Err(WriteError::new(
+                WriteRule::Usage,
+                format!(
+                    "a new file needs an empty sink, this one is at {}; use Writer::append to add to a file",
+                    sink.position()
+                ),
+            ));
         }
         sink.write_all(&MAGIC)?;
         Ok(Writer {
@@ -1043,15 +1283,24 @@ impl<S: Sink> Writer<S> {
     fn check_options(opts: &Options) -> Res<u64> {
         if opts.canonical {
             if let Some(a) = opts.alignment.filter(|&a| a != ALIGN_CANONICAL) {
-                return Err(WriteError::new(WriteRule::Canonical, format!("canonical form places blobs at 65536, not {a}; use Options::non_canonical() to choose")));
+                return Err(WriteError::new(
+                    WriteRule::Canonical,
+                    format!("canonical form places blobs at 65536, not {a}; use Options::non_canonical() to choose"),
+                ));
             }
             if opts.digest != DigestAlgo::Xxh3 {
-                return Err(WriteError::new(WriteRule::Canonical, "canonical form requires xxh3 part digests; use Options::non_canonical() for sha256"));
+                return Err(WriteError::new(
+                    WriteRule::Canonical,
+                    "canonical form requires xxh3 part digests; use Options::non_canonical() for sha256",
+                ));
             }
         }
         let a = opts.alignment.unwrap_or(ALIGN_CANONICAL);
         if !a.is_power_of_two() || a < ALIGN_FLOOR {
-            return Err(WriteError::new(WriteRule::Usage, format!("alignment must be a power of two >= 4096, got {a}")));
+            return Err(WriteError::new(
+                WriteRule::Usage,
+                format!("alignment must be a power of two >= 4096, got {a}"),
+            ));
         }
         Ok(a)
     }
@@ -1064,15 +1313,28 @@ impl<S: Sink> Writer<S> {
     /// manifest as an unreferenced blob). New blobs are not shared with old ones.
     pub fn append(sink: S, existing: &impl ReadAt, opts: Options) -> Res<Self> {
         if opts.canonical {
-            return Err(WriteError::new(WriteRule::Canonical, "canonical form is written in one pass; append with Options::non_canonical()"));
+            return Err(WriteError::new(
+                WriteRule::Canonical,
+                "canonical form is written in one pass; append with Options::non_canonical()",
+            ));
         }
         let align = Self::check_options(&opts)?;
         let size = existing.size();
         if sink.position() != size {
-            return Err(WriteError::new(WriteRule::Usage, format!("the sink is at {}, but the existing file ends at {size}: append writes from EOF", sink.position())));
+            return Err(WriteError::new(
+                WriteRule::Usage,
+                format!(
+                    "the sink is at {}, but the existing file ends at {size}: append writes from EOF",
+                    sink.position()
+                ),
+            ));
         }
         let bad = |m: String| WriteError::new(WriteRule::Existing, m);
-        let read = |off: u64, len: u64| existing.read_vec(off, len).map_err(|e| bad(format!("cannot read the existing file: {e}")));
+        let read = |off: u64, len: u64| {
+            existing
+                .read_vec(off, len)
+                .map_err(|e| bad(format!("cannot read the existing file: {e}")))
+        };
         if size < 48 {
             return Err(bad(format!("{size} bytes is too small for a .zt file")));
         }
@@ -1082,15 +1344,21 @@ impl<S: Sink> Writer<S> {
         let footer = read(size - FOOTER_LEN, FOOTER_LEN)?;
         let u64_at = |i: usize| u64::from_le_bytes(footer[i..i + 8].try_into().unwrap());
         if footer[32..40] != MAGIC {
-            return Err(bad("the existing file's footer magic is missing (a crashed append is not recoverable, §2.3)".into()));
+            return Err(bad(
+                "the existing file's footer magic is missing (a crashed append is not recoverable, §2.3)".into(),
+            ));
         }
         let version = u32::from_le_bytes(footer[24..28].try_into().unwrap());
         if version != VERSION {
-            return Err(bad(format!("footer version {version}; only version 2 can be appended to")));
+            return Err(bad(format!(
+                "footer version {version}; only version 2 can be appended to"
+            )));
         }
         let (moff, mlen, mhash) = (u64_at(0), u64_at(8), u64_at(16));
         if mlen == 0 {
-            return Err(bad("the existing file is a data shard: it has no manifest to add to".into()));
+            return Err(bad(
+                "the existing file is a data shard: it has no manifest to add to".into()
+            ));
         }
         if mlen > MAX_MANIFEST_LEN || moff.checked_add(mlen).is_none_or(|e| e > size - FOOTER_LEN) {
             return Err(bad(format!("manifest [{moff}, +{mlen}) lies outside the file")));
@@ -1099,12 +1367,16 @@ impl<S: Sink> Writer<S> {
         if xxh3_64(&mbytes) != mhash {
             return Err(bad("the manifest does not hash to the footer's XXH3 value".into()));
         }
-        let root = cbor::decode(&mbytes, cbor::Mode::Deterministic).map_err(|e| bad(format!("manifest CBOR: {e}")))?.into_owned();
+        let root = cbor::decode(&mbytes, cbor::Mode::Deterministic)
+            .map_err(|e| bad(format!("manifest CBOR: {e}")))?
+            .into_owned();
         let mut objects = BTreeMap::new();
         let mut shards = BTreeMap::new();
         let mut attributes = None;
         let mut gcd = moff;
-        let Some(root_map) = root.as_map() else { return Err(bad("the manifest is not a map".into())) };
+        let Some(root_map) = root.as_map() else {
+            return Err(bad("the manifest is not a map".into()));
+        };
         for (k, v) in root_map {
             match k.as_text() {
                 Some("objects") => {
@@ -1114,7 +1386,11 @@ impl<S: Sink> Writer<S> {
                         if let Some(parts) = obj.get("parts").and_then(Value::as_map) {
                             for (_, p) in parts {
                                 let local = p.get("shard").is_none();
-                                let off = p.get("blob").and_then(Value::as_array).and_then(|b| b.first()).and_then(Value::as_u64);
+                                let off = p
+                                    .get("blob")
+                                    .and_then(Value::as_array)
+                                    .and_then(|b| b.first())
+                                    .and_then(Value::as_u64);
                                 if let (true, Some(off)) = (local, off) {
                                     gcd = gcd_u64(gcd, off);
                                 }
@@ -1127,8 +1403,14 @@ impl<S: Sink> Writer<S> {
                     let m = v.as_map().ok_or_else(|| bad("\"shards\" is not a map".into()))?;
                     for (name, e) in m {
                         let name = name.as_text().ok_or_else(|| bad("a shard name is not text".into()))?;
-                        let sz = e.get("size").and_then(Value::as_u64).ok_or_else(|| bad(format!("shard {name:?} has no size")))?;
-                        let d = e.get("digest").and_then(Value::as_text).ok_or_else(|| bad(format!("shard {name:?} has no digest")))?;
+                        let sz = e
+                            .get("size")
+                            .and_then(Value::as_u64)
+                            .ok_or_else(|| bad(format!("shard {name:?} has no size")))?;
+                        let d = e
+                            .get("digest")
+                            .and_then(Value::as_text)
+                            .ok_or_else(|| bad(format!("shard {name:?} has no digest")))?;
                         shards.insert(name.to_string(), (sz, d.to_string()));
                     }
                 }
@@ -1139,10 +1421,25 @@ impl<S: Sink> Writer<S> {
         let align = if opts.alignment.is_some() {
             align
         } else {
-            let p = if gcd == 0 { ALIGN_FLOOR } else { 1u64 << gcd.trailing_zeros().min(63) };
+            let p = if gcd == 0 {
+                ALIGN_FLOOR
+            } else {
+                1u64 << gcd.trailing_zeros().min(63)
+            };
             p.clamp(ALIGN_FLOOR, ALIGN_CANONICAL)
         };
-        Ok(Writer { sink, opts, align, objects, shards, attributes, dedup: BTreeMap::new(), last_object: None, stream: None, appending: true })
+        Ok(Writer {
+            sink,
+            opts,
+            align,
+            objects,
+            shards,
+            attributes,
+            dedup: BTreeMap::new(),
+            last_object: None,
+            stream: None,
+            appending: true,
+        })
     }
 
     /// The alignment blobs are placed at.
@@ -1167,15 +1464,24 @@ impl<S: Sink> Writer<S> {
     /// (`xxh3:` at least, `sha256:` for signed distribution). Non-canonical only.
     pub fn add_shard(&mut self, name: &str, size: u64, digest: &str) -> Res<()> {
         if self.opts.canonical {
-            return Err(WriteError::new(WriteRule::Canonical, "canonical form is single-file (§10 rule 6); use Options::non_canonical() for shards"));
+            return Err(WriteError::new(
+                WriteRule::Canonical,
+                "canonical form is single-file (§10 rule 6); use Options::non_canonical() for shards",
+            ));
         }
         check_shard_name(name)?;
         check_digest(digest)?;
         if size < 48 {
-            return Err(WriteError::new(WriteRule::Shard, format!("shard {name:?}: size {size} is below the 48-byte minimum")));
+            return Err(WriteError::new(
+                WriteRule::Shard,
+                format!("shard {name:?}: size {size} is below the 48-byte minimum"),
+            ));
         }
         match self.shards.get(name) {
-            Some(e) if *e != (size, digest.to_string()) => Err(WriteError::new(WriteRule::Shard, format!("shard {name:?} is already registered with another identity"))),
+            Some(e) if *e != (size, digest.to_string()) => Err(WriteError::new(
+                WriteRule::Shard,
+                format!("shard {name:?} is already registered with another identity"),
+            )),
             _ => {
                 self.shards.insert(name.to_string(), (size, digest.to_string()));
                 Ok(())
@@ -1198,15 +1504,34 @@ impl<S: Sink> Writer<S> {
         let mut metas = Vec::with_capacity(order.len());
         let mut storages = Vec::with_capacity(order.len());
         for (i, p) in order.iter().enumerate() {
-            let (dtype, logical) = self.check_part(p.name.as_str(), p.dtype, p.logical.as_deref(), i, &order.iter().map(|p| p.name.as_str()).collect::<Vec<_>>()).map_err(|e| e.at(name))?;
+            let (dtype, logical) = self
+                .check_part(
+                    p.name.as_str(),
+                    p.dtype,
+                    p.logical.as_deref(),
+                    i,
+                    &order.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+                )
+                .map_err(|e| e.at(name))?;
             let size = match &p.data {
                 PartData::Bytes(b) => b.len() as u64,
-                PartData::External { shard, offset, length, digest } => {
-                    self.check_external(shard, *offset, *length, digest.as_deref()).map_err(|e| e.at(name).part(&p.name))?;
+                PartData::External {
+                    shard,
+                    offset,
+                    length,
+                    digest,
+                } => {
+                    self.check_external(shard, *offset, *length, digest.as_deref())
+                        .map_err(|e| e.at(name).part(&p.name))?;
                     *length
                 }
-                PartData::Encoded { encoding, stored, decoded } => {
-                    self.check_encoded(encoding, stored, decoded.len() as u64).map_err(|e| e.at(name).part(&p.name))?;
+                PartData::Encoded {
+                    encoding,
+                    stored,
+                    decoded,
+                } => {
+                    self.check_encoded(encoding, stored, decoded.len() as u64)
+                        .map_err(|e| e.at(name).part(&p.name))?;
                     decoded.len() as u64
                 }
             };
@@ -1214,8 +1539,17 @@ impl<S: Sink> Writer<S> {
             metas.push(size);
         }
         {
-            let pm: Vec<PartMeta<'_>> =
-                order.iter().zip(&storages).zip(&metas).map(|((p, (d, l)), s)| PartMeta { name: &p.name, dtype: d, logical: l.as_deref(), size: *s }).collect();
+            let pm: Vec<PartMeta<'_>> = order
+                .iter()
+                .zip(&storages)
+                .zip(&metas)
+                .map(|((p, (d, l)), s)| PartMeta {
+                    name: &p.name,
+                    dtype: d,
+                    logical: l.as_deref(),
+                    size: *s,
+                })
+                .collect();
             validate_layout(spec, check_shape(&spec.shape)?, &pm).map_err(|e| e.at(name))?;
         }
         let mut part_values = Vec::with_capacity(order.len());
@@ -1225,13 +1559,38 @@ impl<S: Sink> Writer<S> {
                     let (offset, digest) = self.write_or_share(b).map_err(|e| e.at(name).part(&p.name))?;
                     part_value(dtype, logical.as_deref(), offset, b.len() as u64, None, Some(&digest))
                 }
-                PartData::External { shard, offset, length, digest } => part_value(dtype, logical.as_deref(), *offset, *length, Some(shard), digest.as_deref()),
-                PartData::Encoded { encoding, stored, decoded } => {
+                PartData::External {
+                    shard,
+                    offset,
+                    length,
+                    digest,
+                } => part_value(
+                    dtype,
+                    logical.as_deref(),
+                    *offset,
+                    *length,
+                    Some(shard),
+                    digest.as_deref(),
+                ),
+                PartData::Encoded {
+                    encoding,
+                    stored,
+                    decoded,
+                } => {
                     let offset = align_up(self.sink.position(), self.align)?;
                     self.pad_to(offset).map_err(|e| e.at(name).part(&p.name))?;
-                    self.sink.write_all(stored).map_err(|e| WriteError::from(e).at(name).part(&p.name))?;
+                    self.sink
+                        .write_all(stored)
+                        .map_err(|e| WriteError::from(e).at(name).part(&p.name))?;
                     let digest = self.opts.digest.digest(decoded);
-                    let mut v = part_value(dtype, logical.as_deref(), offset, stored.len() as u64, None, Some(&digest));
+                    let mut v = part_value(
+                        dtype,
+                        logical.as_deref(),
+                        offset,
+                        stored.len() as u64,
+                        None,
+                        Some(&digest),
+                    );
                     if let Value::Map(m) = &mut v {
                         m.push((Value::text("encoding"), Value::Text(Cow::Owned(encoding.clone()))));
                         m.push((Value::text("decoded_length"), Value::Uint(decoded.len() as u64)));
@@ -1247,18 +1606,26 @@ impl<S: Sink> Writer<S> {
 
     fn check_object(&self, name: &str, spec: &ObjectSpec) -> Res<()> {
         if self.stream.is_some() {
-            return Err(WriteError::new(WriteRule::Usage, "a streamed object is open; finish it with end_object first"));
+            return Err(WriteError::new(
+                WriteRule::Usage,
+                "a streamed object is open; finish it with end_object first",
+            ));
         }
         check_name(name, "object", self.opts.canonical)?;
         if self.objects.contains_key(name) {
-            return Err(WriteError::new(WriteRule::Name, "an object of this name already exists in the file"));
+            return Err(WriteError::new(
+                WriteRule::Name,
+                "an object of this name already exists in the file",
+            ));
         }
         if self.opts.canonical {
             if let Some(last) = &self.last_object {
                 if name.as_bytes() <= last.as_bytes() {
                     return Err(WriteError::new(
                         WriteRule::Order,
-                        format!("canonical form places blobs in name order: {name:?} comes after {last:?}; add objects sorted by name (bytewise), or use Options::non_canonical()"),
+                        format!(
+                            "canonical form places blobs in name order: {name:?} comes after {last:?}; add objects sorted by name (bytewise), or use Options::non_canonical()"
+                        ),
                     ));
                 }
             }
@@ -1273,7 +1640,14 @@ impl<S: Sink> Writer<S> {
         Ok(())
     }
 
-    fn check_part(&self, pname: &str, dtype: DType, logical: Option<&str>, i: usize, names: &[&str]) -> Res<(&'static str, Option<String>)> {
+    fn check_part(
+        &self,
+        pname: &str,
+        dtype: DType,
+        logical: Option<&str>,
+        i: usize,
+        names: &[&str],
+    ) -> Res<(&'static str, Option<String>)> {
         check_name(pname, "part", self.opts.canonical).map_err(|e| e.part(pname))?;
         if i > 0 && names[i - 1] == pname {
             return Err(WriteError::new(WriteRule::Name, "two parts have this name").part(pname));
@@ -1285,7 +1659,11 @@ impl<S: Sink> Writer<S> {
             }
             if let Some(pin) = logical_dtype(l) {
                 if pin != d {
-                    return Err(WriteError::new(WriteRule::Schema, format!("logical type {l:?} requires dtype {pin}, got {d} (§6.2)")).part(pname));
+                    return Err(WriteError::new(
+                        WriteRule::Schema,
+                        format!("logical type {l:?} requires dtype {pin}, got {d} (§6.2)"),
+                    )
+                    .part(pname));
                 }
             }
         }
@@ -1294,14 +1672,31 @@ impl<S: Sink> Writer<S> {
 
     fn check_external(&self, shard: &str, offset: u64, length: u64, digest: Option<&str>) -> Res<()> {
         if self.opts.canonical {
-            return Err(WriteError::new(WriteRule::Canonical, "canonical form is single-file (§10 rule 6); use Options::non_canonical() for parts in shards"));
+            return Err(WriteError::new(
+                WriteRule::Canonical,
+                "canonical form is single-file (§10 rule 6); use Options::non_canonical() for parts in shards",
+            ));
         }
-        let (size, _) = self.shards.get(shard).ok_or_else(|| WriteError::new(WriteRule::Shard, format!("shard {shard:?} is not registered; call add_shard first")))?;
+        let (size, _) = self.shards.get(shard).ok_or_else(|| {
+            WriteError::new(
+                WriteRule::Shard,
+                format!("shard {shard:?} is not registered; call add_shard first"),
+            )
+        })?;
         if offset % ALIGN_FLOOR != 0 || offset < ALIGN_FLOOR {
-            return Err(WriteError::new(WriteRule::Shard, format!("offset {offset} in shard {shard:?} is not a multiple of 4096 at or above 4096")));
+            return Err(WriteError::new(
+                WriteRule::Shard,
+                format!("offset {offset} in shard {shard:?} is not a multiple of 4096 at or above 4096"),
+            ));
         }
         if offset.checked_add(length).is_none_or(|e| e > size - FOOTER_LEN) {
-            return Err(WriteError::new(WriteRule::Shard, format!("blob [{offset}, +{length}) runs past shard {shard:?}'s data region ({} bytes)", size - FOOTER_LEN)));
+            return Err(WriteError::new(
+                WriteRule::Shard,
+                format!(
+                    "blob [{offset}, +{length}) runs past shard {shard:?}'s data region ({} bytes)",
+                    size - FOOTER_LEN
+                ),
+            ));
         }
         if let Some(d) = digest {
             check_digest(d)?;
@@ -1311,7 +1706,10 @@ impl<S: Sink> Writer<S> {
 
     fn check_encoded(&self, encoding: &str, stored: &[u8], decoded_length: u64) -> Res<()> {
         if self.opts.canonical {
-            return Err(WriteError::new(WriteRule::Canonical, "canonical form stores every part raw (§10 rule 4); use Options::non_canonical() for encodings"));
+            return Err(WriteError::new(
+                WriteRule::Canonical,
+                "canonical form stores every part raw (§10 rule 4); use Options::non_canonical() for encodings",
+            ));
         }
         if encoding.is_empty() {
             return Err(WriteError::new(WriteRule::Schema, "the encoding id is empty"));
@@ -1326,7 +1724,10 @@ impl<S: Sink> Writer<S> {
     fn commit(&mut self, name: &str, spec: &ObjectSpec, parts: Vec<(Value<'static>, Value<'static>)>) {
         let mut obj = vec![
             (Value::text("parts"), Value::Map(parts)),
-            (Value::text("shape"), Value::Array(spec.shape.iter().map(|&d| Value::Uint(d)).collect())),
+            (
+                Value::text("shape"),
+                Value::Array(spec.shape.iter().map(|&d| Value::Uint(d)).collect()),
+            ),
             (Value::text("layout"), Value::Text(Cow::Owned(spec.layout.clone()))),
         ];
         if let Some(a) = &spec.attributes {
@@ -1357,7 +1758,9 @@ impl<S: Sink> Writer<S> {
         let mut at = 0usize;
         while at < data.len() {
             let n = (data.len() - at).min(CHUNK);
-            self.sink.read_back(offset + at as u64, &mut buf[..n]).map_err(|e| self.no_confirm(e))?;
+            self.sink
+                .read_back(offset + at as u64, &mut buf[..n])
+                .map_err(|e| self.no_confirm(e))?;
             if buf[..n] != data[at..at + n] {
                 return Ok(false);
             }
@@ -1373,8 +1776,12 @@ impl<S: Sink> Writer<S> {
         let mut at = 0u64;
         while at < len {
             let n = ((len - at) as usize).min(CHUNK);
-            self.sink.read_back(a + at, &mut x[..n]).map_err(|e| self.no_confirm(e))?;
-            self.sink.read_back(b + at, &mut y[..n]).map_err(|e| self.no_confirm(e))?;
+            self.sink
+                .read_back(a + at, &mut x[..n])
+                .map_err(|e| self.no_confirm(e))?;
+            self.sink
+                .read_back(b + at, &mut y[..n])
+                .map_err(|e| self.no_confirm(e))?;
             if x[..n] != y[..n] {
                 return Ok(false);
             }
@@ -1384,7 +1791,13 @@ impl<S: Sink> Writer<S> {
     }
 
     fn no_confirm(&self, e: SinkError) -> WriteError {
-        WriteError::new(WriteRule::Io, format!("cannot confirm that two parts are byte-identical before sharing a blob: {}", e.0))
+        WriteError::new(
+            WriteRule::Io,
+            format!(
+                "cannot confirm that two parts are byte-identical before sharing a blob: {}",
+                e.0
+            ),
+        )
     }
 
     /// Writes `data` as a new blob, or shares an earlier byte-identical one. Returns the offset and
@@ -1414,15 +1827,25 @@ impl<S: Sink> Writer<S> {
     /// manifests reference. Non-canonical only.
     pub fn put_blob(&mut self, data: &[u8]) -> Res<BlobRef> {
         if self.opts.canonical {
-            return Err(WriteError::new(WriteRule::Canonical, "canonical form has no unreferenced blobs (§10 rule 1); use Options::non_canonical()"));
+            return Err(WriteError::new(
+                WriteRule::Canonical,
+                "canonical form has no unreferenced blobs (§10 rule 1); use Options::non_canonical()",
+            ));
         }
         if self.stream.is_some() {
-            return Err(WriteError::new(WriteRule::Usage, "a streamed object is open; finish it with end_object first"));
+            return Err(WriteError::new(
+                WriteRule::Usage,
+                "a streamed object is open; finish it with end_object first",
+            ));
         }
         let target = align_up(self.sink.position(), self.align)?;
         self.pad_to(target)?;
         self.sink.write_all(data)?;
-        Ok(BlobRef { offset: target, length: data.len() as u64, digest: self.opts.digest.digest(data) })
+        Ok(BlobRef {
+            offset: target,
+            length: data.len() as u64,
+            digest: self.opts.digest.digest(data),
+        })
     }
 
     // ---- streaming ----
@@ -1438,14 +1861,38 @@ impl<S: Sink> Writer<S> {
         let names: Vec<&str> = order.iter().map(|p| p.name.as_str()).collect();
         let mut sp = Vec::new();
         for (i, p) in order.iter().enumerate() {
-            let (dtype, logical) = self.check_part(&p.name, p.dtype, p.logical.as_deref(), i, &names).map_err(|e| e.at(name))?;
-            sp.push(StreamPart { decl: (*p).clone(), dtype, logical, start: None, written: 0, done: None });
+            let (dtype, logical) = self
+                .check_part(&p.name, p.dtype, p.logical.as_deref(), i, &names)
+                .map_err(|e| e.at(name))?;
+            sp.push(StreamPart {
+                decl: (*p).clone(),
+                dtype,
+                logical,
+                start: None,
+                written: 0,
+                done: None,
+            });
         }
         {
-            let pm: Vec<PartMeta<'_>> = sp.iter().map(|p| PartMeta { name: &p.decl.name, dtype: p.dtype, logical: p.logical.as_deref(), size: p.decl.length }).collect();
+            let pm: Vec<PartMeta<'_>> = sp
+                .iter()
+                .map(|p| PartMeta {
+                    name: &p.decl.name,
+                    dtype: p.dtype,
+                    logical: p.logical.as_deref(),
+                    size: p.decl.length,
+                })
+                .collect();
             validate_layout(spec, check_shape(&spec.shape)?, &pm).map_err(|e| e.at(name))?;
         }
-        self.stream = Some(Stream { name: name.to_string(), spec: spec.clone(), parts: sp, current: None, hasher: None, dedup_hasher: None });
+        self.stream = Some(Stream {
+            name: name.to_string(),
+            spec: spec.clone(),
+            parts: sp,
+            current: None,
+            hasher: None,
+            dedup_hasher: None,
+        });
         Ok(())
     }
 
@@ -1454,31 +1901,57 @@ impl<S: Sink> Writer<S> {
         let pos = self.sink.position();
         let align = self.align;
         let digest = self.opts.digest;
-        let st = self.stream.as_mut().ok_or_else(|| WriteError::new(WriteRule::Usage, "begin_part without begin_object"))?;
+        let st = self
+            .stream
+            .as_mut()
+            .ok_or_else(|| WriteError::new(WriteRule::Usage, "begin_part without begin_object"))?;
         if st.current.is_some() {
-            return Err(WriteError::new(WriteRule::Usage, "the previous part is still open; call end_part first").at(&st.name).part(part));
+            return Err(
+                WriteError::new(WriteRule::Usage, "the previous part is still open; call end_part first")
+                    .at(&st.name)
+                    .part(part),
+            );
         }
         let next = st.parts.iter().position(|p| p.done.is_none());
         let Some(i) = next.filter(|&i| st.parts[i].decl.name == part) else {
             let want = next.map(|i| st.parts[i].decl.name.clone());
-            return Err(WriteError::new(WriteRule::Usage, format!("parts are streamed in name order; the next one is {want:?}")).at(&st.name).part(part));
+            return Err(WriteError::new(
+                WriteRule::Usage,
+                format!("parts are streamed in name order; the next one is {want:?}"),
+            )
+            .at(&st.name)
+            .part(part));
         };
         let target = align_up(pos, align)?;
         st.parts[i].start = Some((pos, target));
         st.current = Some(i);
         st.hasher = Some(Hasher::new(digest));
-        st.dedup_hasher = if digest == DigestAlgo::Xxh3 { None } else { Some(Xxh3::new()) };
+        st.dedup_hasher = if digest == DigestAlgo::Xxh3 {
+            None
+        } else {
+            Some(Xxh3::new())
+        };
         self.pad_to(target)
     }
 
     /// Streams the next bytes of the open part.
     pub fn write_chunk(&mut self, chunk: &[u8]) -> Res<()> {
-        let st = self.stream.as_mut().ok_or_else(|| WriteError::new(WriteRule::Usage, "write_chunk without begin_object"))?;
-        let i = st.current.ok_or_else(|| WriteError::new(WriteRule::Usage, "write_chunk without begin_part").at(&st.name))?;
+        let st = self
+            .stream
+            .as_mut()
+            .ok_or_else(|| WriteError::new(WriteRule::Usage, "write_chunk without begin_object"))?;
+        let i = st
+            .current
+            .ok_or_else(|| WriteError::new(WriteRule::Usage, "write_chunk without begin_part").at(&st.name))?;
         let p = &mut st.parts[i];
         let end = p.written + chunk.len() as u64;
         if end > p.decl.length {
-            return Err(WriteError::new(WriteRule::Usage, format!("{end} bytes written into a part declared as {}", p.decl.length)).at(&st.name).part(&p.decl.name));
+            return Err(WriteError::new(
+                WriteRule::Usage,
+                format!("{end} bytes written into a part declared as {}", p.decl.length),
+            )
+            .at(&st.name)
+            .part(&p.decl.name));
         }
         p.written = end;
         if let Some(h) = st.hasher.as_mut() {
@@ -1494,24 +1967,39 @@ impl<S: Sink> Writer<S> {
     /// byte-identical blob when there is one (taking the streamed copy back with
     /// [`Sink::truncate`]).
     pub fn end_part(&mut self) -> Res<()> {
-        let st = self.stream.as_mut().ok_or_else(|| WriteError::new(WriteRule::Usage, "end_part without begin_object"))?;
-        let i = st.current.ok_or_else(|| WriteError::new(WriteRule::Usage, "end_part without begin_part").at(&st.name))?;
+        let st = self
+            .stream
+            .as_mut()
+            .ok_or_else(|| WriteError::new(WriteRule::Usage, "end_part without begin_object"))?;
+        let i = st
+            .current
+            .ok_or_else(|| WriteError::new(WriteRule::Usage, "end_part without begin_part").at(&st.name))?;
         let (oname, pname) = (st.name.clone(), st.parts[i].decl.name.clone());
         let p = &st.parts[i];
         if p.written != p.decl.length {
-            return Err(WriteError::new(WriteRule::Usage, format!("{} of {} declared bytes written", p.written, p.decl.length)).at(&oname).part(&pname));
+            return Err(WriteError::new(
+                WriteRule::Usage,
+                format!("{} of {} declared bytes written", p.written, p.decl.length),
+            )
+            .at(&oname)
+            .part(&pname));
         }
         let (before, offset) = p.start.expect("begun");
         let len = p.written;
         let mut h = st.hasher.take().expect("begun");
-        let key64 = h.finish_u64().unwrap_or_else(|| st.dedup_hasher.take().map_or(0, |x| x.digest()));
+        let key64 = h
+            .finish_u64()
+            .unwrap_or_else(|| st.dedup_hasher.take().map_or(0, |x| x.digest()));
         let digest = h.finish();
         st.current = None;
         let key = (key64, len);
         let mut placed = offset;
         if let Some(cands) = self.dedup.get(&key).cloned() {
             for c in cands {
-                if self.ranges_equal(c, offset, len).map_err(|e| e.at(&oname).part(&pname))? {
+                if self
+                    .ranges_equal(c, offset, len)
+                    .map_err(|e| e.at(&oname).part(&pname))?
+                {
                     match self.sink.truncate(before) {
                         Ok(()) => placed = c,
                         Err(e) if self.opts.canonical => {
@@ -1533,9 +2021,14 @@ impl<S: Sink> Writer<S> {
 
     /// Ends the streamed object and adds it to the manifest.
     pub fn end_object(&mut self) -> Res<()> {
-        let st = self.stream.as_ref().ok_or_else(|| WriteError::new(WriteRule::Usage, "end_object without begin_object"))?;
+        let st = self
+            .stream
+            .as_ref()
+            .ok_or_else(|| WriteError::new(WriteRule::Usage, "end_object without begin_object"))?;
         if let Some(p) = st.parts.iter().find(|p| p.done.is_none()) {
-            return Err(WriteError::new(WriteRule::Usage, "this part has not been streamed yet").at(&st.name).part(&p.decl.name));
+            return Err(WriteError::new(WriteRule::Usage, "this part has not been streamed yet")
+                .at(&st.name)
+                .part(&p.decl.name));
         }
         let st = self.stream.take().expect("open");
         let parts = st
@@ -1543,7 +2036,10 @@ impl<S: Sink> Writer<S> {
             .iter()
             .map(|p| {
                 let (off, d) = p.done.as_ref().expect("done");
-                (Value::Text(Cow::Owned(p.decl.name.clone())), part_value(p.dtype, p.logical.as_deref(), *off, p.decl.length, None, Some(d)))
+                (
+                    Value::Text(Cow::Owned(p.decl.name.clone())),
+                    part_value(p.dtype, p.logical.as_deref(), *off, p.decl.length, None, Some(d)),
+                )
             })
             .collect();
         self.commit(&st.name, &st.spec, parts);
@@ -1556,7 +2052,12 @@ impl<S: Sink> Writer<S> {
     pub fn manifest(&self) -> Value<'static> {
         let mut root = vec![(
             Value::text("objects"),
-            Value::Map(self.objects.iter().map(|(k, v)| (Value::Text(Cow::Owned(k.clone())), v.clone())).collect()),
+            Value::Map(
+                self.objects
+                    .iter()
+                    .map(|(k, v)| (Value::Text(Cow::Owned(k.clone())), v.clone()))
+                    .collect(),
+            ),
         )];
         if !self.shards.is_empty() {
             root.push((
@@ -1565,7 +2066,13 @@ impl<S: Sink> Writer<S> {
                     self.shards
                         .iter()
                         .map(|(k, (s, d))| {
-                            (Value::Text(Cow::Owned(k.clone())), Value::Map(vec![(Value::text("size"), Value::Uint(*s)), (Value::text("digest"), Value::Text(Cow::Owned(d.clone())))]))
+                            (
+                                Value::Text(Cow::Owned(k.clone())),
+                                Value::Map(vec![
+                                    (Value::text("size"), Value::Uint(*s)),
+                                    (Value::text("digest"), Value::Text(Cow::Owned(d.clone()))),
+                                ]),
+                            )
                         })
                         .collect(),
                 ),
@@ -1580,29 +2087,51 @@ impl<S: Sink> Writer<S> {
     /// Writes the manifest at the next aligned offset and the footer after it.
     pub fn finish(mut self) -> Res<Finished<S>> {
         if self.stream.is_some() {
-            return Err(WriteError::new(WriteRule::Usage, "a streamed object is still open; call end_object before finish"));
+            return Err(WriteError::new(
+                WriteRule::Usage,
+                "a streamed object is still open; call end_object before finish",
+            ));
         }
-        let manifest = cbor::encode(&self.manifest()).map_err(|e| WriteError::new(WriteRule::Schema, format!("manifest: {e}")))?;
+        let manifest =
+            cbor::encode(&self.manifest()).map_err(|e| WriteError::new(WriteRule::Schema, format!("manifest: {e}")))?;
         let len = manifest.len() as u64;
         if len > MAX_MANIFEST_LEN {
-            return Err(WriteError::new(WriteRule::ManifestTooLarge, format!("the manifest is {len} bytes; §2.1 allows at most 1 GiB")));
+            return Err(WriteError::new(
+                WriteRule::ManifestTooLarge,
+                format!("the manifest is {len} bytes; §2.1 allows at most 1 GiB"),
+            ));
         }
         let offset = align_up(self.sink.position(), self.align)?;
         self.pad_to(offset)?;
         self.sink.write_all(&manifest)?;
         let hash = xxh3_64(&manifest);
         self.write_footer(offset, len, hash)?;
-        Ok(Finished { size: self.sink.position(), sink: self.sink, manifest_offset: offset, manifest_length: len, manifest })
+        Ok(Finished {
+            size: self.sink.position(),
+            sink: self.sink,
+            manifest_offset: offset,
+            manifest_length: len,
+            manifest,
+        })
     }
 
     /// Ends a **data shard** (§12): blobs written with [`put_blob`](Self::put_blob), then a footer
     /// with zero manifest offset, length and hash. Non-canonical, no objects, not an append.
     pub fn finish_data_shard(mut self) -> Res<Finished<S>> {
         if self.opts.canonical || !self.objects.is_empty() || self.appending || self.stream.is_some() {
-            return Err(WriteError::new(WriteRule::Usage, "a data shard is a fresh non-canonical file holding only put_blob blobs (no objects)"));
+            return Err(WriteError::new(
+                WriteRule::Usage,
+                "a data shard is a fresh non-canonical file holding only put_blob blobs (no objects)",
+            ));
         }
         self.write_footer(0, 0, 0)?;
-        Ok(Finished { size: self.sink.position(), sink: self.sink, manifest_offset: 0, manifest_length: 0, manifest: Vec::new() })
+        Ok(Finished {
+            size: self.sink.position(),
+            sink: self.sink,
+            manifest_offset: 0,
+            manifest_length: 0,
+            manifest: Vec::new(),
+        })
     }
 
     fn write_footer(&mut self, offset: u64, len: u64, hash: u64) -> Res<()> {
@@ -1631,7 +2160,10 @@ fn gcd_u64(a: u64, b: u64) -> u64 {
 pub fn content_digest(manifest: &[u8], algo: DigestAlgo) -> Res<String> {
     let bad = |m: String| WriteError::new(WriteRule::Schema, m);
     let root = cbor::decode(manifest, cbor::Mode::Deterministic).map_err(|e| bad(format!("manifest CBOR: {e}")))?;
-    let objects = root.get("objects").and_then(Value::as_map).ok_or_else(|| bad("the manifest has no objects map".into()))?;
+    let objects = root
+        .get("objects")
+        .and_then(Value::as_map)
+        .ok_or_else(|| bad("the manifest has no objects map".into()))?;
     let mut out = Vec::with_capacity(objects.len());
     for (name, obj) in objects {
         let oname = name.as_text().unwrap_or("?");
@@ -1641,7 +2173,10 @@ pub fn content_digest(manifest: &[u8], algo: DigestAlgo) -> Res<String> {
                 o.push((Value::text(key), v.clone()));
             }
         }
-        let parts = obj.get("parts").and_then(Value::as_map).ok_or_else(|| bad(format!("object {oname:?} has no parts")))?;
+        let parts = obj
+            .get("parts")
+            .and_then(Value::as_map)
+            .ok_or_else(|| bad(format!("object {oname:?} has no parts")))?;
         let mut pm = Vec::with_capacity(parts.len());
         for (pname, part) in parts {
             let mut e = Vec::new();
@@ -1651,7 +2186,10 @@ pub fn content_digest(manifest: &[u8], algo: DigestAlgo) -> Res<String> {
                 }
             }
             let d = part.get("digest").ok_or_else(|| {
-                bad(format!("object {oname:?} part {:?} has no digest, so the content digest is undefined (§11)", pname.as_text().unwrap_or("?")))
+                bad(format!(
+                    "object {oname:?} part {:?} has no digest, so the content digest is undefined (§11)",
+                    pname.as_text().unwrap_or("?")
+                ))
             })?;
             e.push((Value::text("digest"), d.clone()));
             pm.push((pname.clone(), Value::Map(e)));
@@ -1695,7 +2233,19 @@ mod tests {
         assert_eq!(mh, xxh3_64(&b[mo as usize..(mo + ml) as usize]));
         assert!(b[8..65536].iter().all(|&z| z == 0));
         let m = cbor::decode(&done.manifest, cbor::Mode::Deterministic).unwrap();
-        let blob = |o: &str| m.get("objects").unwrap().get(o).unwrap().get("parts").unwrap().get("data").unwrap().get("blob").unwrap().clone();
+        let blob = |o: &str| {
+            m.get("objects")
+                .unwrap()
+                .get(o)
+                .unwrap()
+                .get("parts")
+                .unwrap()
+                .get("data")
+                .unwrap()
+                .get("blob")
+                .unwrap()
+                .clone()
+        };
         assert_eq!(blob("a"), Value::Array(vec![Value::Uint(65536), Value::Uint(0)]));
         assert_eq!(blob("b"), Value::Array(vec![Value::Uint(65536), Value::Uint(24)]));
         assert_eq!(blob("d"), blob("b"));
@@ -1705,15 +2255,30 @@ mod tests {
     #[test]
     fn names_and_limits() {
         let mut w = Writer::new(Vec::new(), Options::default()).unwrap();
-        assert_eq!(w.add("e\u{301}", DType::U8, &[1], &[1]).unwrap_err().rule, WriteRule::Name);
+        assert_eq!(
+            w.add("e\u{301}", DType::U8, &[1], &[1]).unwrap_err().rule,
+            WriteRule::Name
+        );
         assert_eq!(w.add("", DType::U8, &[1], &[1]).unwrap_err().rule, WriteRule::Name);
         assert_eq!(w.add("a\0", DType::U8, &[1], &[1]).unwrap_err().rule, WriteRule::Name);
-        assert_eq!(w.add(&"x".repeat(1025), DType::U8, &[1], &[1]).unwrap_err().rule, WriteRule::Name);
+        assert_eq!(
+            w.add(&"x".repeat(1025), DType::U8, &[1], &[1]).unwrap_err().rule,
+            WriteRule::Name
+        );
         w.add(&"x".repeat(1024), DType::U8, &[1], &[1]).unwrap();
         let e = w.add("y", DType::U8, &[2], &[1]).unwrap_err();
-        assert_eq!((e.rule, e.object.as_deref(), e.part.as_deref()), (WriteRule::DenseSize, Some("y"), Some("data")));
-        assert_eq!(w.add("z", DType::U8, &vec![1; 65], &[1]).unwrap_err().rule, WriteRule::Shape);
-        assert_eq!(w.add("z", DType::U8, &[u64::MAX, 2], &[1]).unwrap_err().rule, WriteRule::Shape);
+        assert_eq!(
+            (e.rule, e.object.as_deref(), e.part.as_deref()),
+            (WriteRule::DenseSize, Some("y"), Some("data"))
+        );
+        assert_eq!(
+            w.add("z", DType::U8, &vec![1; 65], &[1]).unwrap_err().rule,
+            WriteRule::Shape
+        );
+        assert_eq!(
+            w.add("z", DType::U8, &[u64::MAX, 2], &[1]).unwrap_err().rule,
+            WriteRule::Shape
+        );
         w.add("z", DType::U8, &vec![1; 64], &[1]).unwrap();
         let mut n = Writer::new(Vec::new(), Options::non_canonical()).unwrap();
         n.add("e\u{301}", DType::U8, &[1], &[1]).unwrap();
@@ -1727,10 +2292,24 @@ mod tests {
         let mut w = Writer::new(Vec::new(), Options::default()).unwrap();
         let u32s = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         let (ind, ptr, val) = (u32s(&[0, 2, 1]), u32s(&[0, 2, 3]), f32s(&[1.0, 2.0, 3.0]));
-        let csr = [PartSpec::new("values", DType::F32, &val), PartSpec::new("indices", DType::U32, &ind), PartSpec::new("indptr", DType::U32, &ptr)];
-        w.add_object("csr", &ObjectSpec::new(&[2, 3], LAYOUT_SPARSE_CSR), &csr).unwrap();
-        let bad = [PartSpec::new("values", DType::F32, &val), PartSpec::new("indices", DType::U32, &ind), PartSpec::new("indptr", DType::U32, &ind[..8])];
-        assert_eq!(w.add_object("csr2", &ObjectSpec::new(&[2, 3], LAYOUT_SPARSE_CSR), &bad).unwrap_err().rule, WriteRule::LayoutRule);
+        let csr = [
+            PartSpec::new("values", DType::F32, &val),
+            PartSpec::new("indices", DType::U32, &ind),
+            PartSpec::new("indptr", DType::U32, &ptr),
+        ];
+        w.add_object("csr", &ObjectSpec::new(&[2, 3], LAYOUT_SPARSE_CSR), &csr)
+            .unwrap();
+        let bad = [
+            PartSpec::new("values", DType::F32, &val),
+            PartSpec::new("indices", DType::U32, &ind),
+            PartSpec::new("indptr", DType::U32, &ind[..8]),
+        ];
+        assert_eq!(
+            w.add_object("csr2", &ObjectSpec::new(&[2, 3], LAYOUT_SPARSE_CSR), &bad)
+                .unwrap_err()
+                .rule,
+            WriteRule::LayoutRule
+        );
         let q = QuantGroup {
             bits: 4,
             group_size: 8,
@@ -1742,11 +2321,26 @@ mod tests {
         };
         let data = u32s(&[1985229328, 4275878552, 1985229328, 4275878552]);
         let scales = f32s(&[0.5, 0.25, 1.0, 2.0]);
-        let parts = [PartSpec::new("data", DType::U32, &data), PartSpec::new("scales", DType::F32, &scales)];
-        w.add_object("q4", &ObjectSpec::new(&[2, 16], LAYOUT_QUANT_GROUP).attributes(q.attributes()), &parts).unwrap();
+        let parts = [
+            PartSpec::new("data", DType::U32, &data),
+            PartSpec::new("scales", DType::F32, &scales),
+        ];
+        w.add_object(
+            "q4",
+            &ObjectSpec::new(&[2, 16], LAYOUT_QUANT_GROUP).attributes(q.attributes()),
+            &parts,
+        )
+        .unwrap();
         let coords = u32s(&[0, 1, 2, 0]);
-        w.add_object("z", &ObjectSpec::new(&[3, 3], LAYOUT_SPARSE_COO), &[PartSpec::new("coords", DType::U32, &coords), PartSpec::new("values", DType::F32, &val[..8])])
-            .unwrap();
+        w.add_object(
+            "z",
+            &ObjectSpec::new(&[3, 3], LAYOUT_SPARSE_COO),
+            &[
+                PartSpec::new("coords", DType::U32, &coords),
+                PartSpec::new("values", DType::F32, &val[..8]),
+            ],
+        )
+        .unwrap();
         w.finish().unwrap();
     }
 
@@ -1759,7 +2353,12 @@ mod tests {
         let a = a.finish().unwrap().sink;
         let mut b = Writer::new(Vec::new(), Options::default()).unwrap();
         for name in ["p", "q"] {
-            b.begin_object(name, &ObjectSpec::dense(&[200_000]), &[PartDecl::new("data", DType::U32, x.len() as u64)]).unwrap();
+            b.begin_object(
+                name,
+                &ObjectSpec::dense(&[200_000]),
+                &[PartDecl::new("data", DType::U32, x.len() as u64)],
+            )
+            .unwrap();
             b.begin_part("data").unwrap();
             for c in x.chunks(7777) {
                 b.write_chunk(c).unwrap();
@@ -1777,7 +2376,13 @@ mod tests {
         let old = w.finish().unwrap().sink;
         let mut w = Writer::append(old.clone(), &old, Options::non_canonical()).unwrap();
         assert_eq!(w.alignment(), 4096);
-        w.add("second", DType::I64, &[2], &[5, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+        w.add(
+            "second",
+            DType::I64,
+            &[2],
+            &[5, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0],
+        )
+        .unwrap();
         let done = w.finish().unwrap();
         let grow = &done.sink;
         assert_eq!(&grow[..old.len()], &old[..]);
@@ -1794,14 +2399,44 @@ mod tests {
         let shard = s.finish_data_shard().unwrap();
         assert_eq!(footer(&shard.sink), (0, 0, 0));
         let mut w = Writer::new(Vec::new(), Options::non_canonical().digest(DigestAlgo::Sha256)).unwrap();
-        assert_eq!(w.add_shard("../x", shard.size, "xxh3:00").unwrap_err().rule, WriteRule::Shard);
-        w.add_shard("data", shard.size, &DigestAlgo::Xxh3.digest(&shard.sink)).unwrap();
-        w.add_object("t", &ObjectSpec::dense(&[4]), &[PartSpec::external("data", DType::U8, "data", r.offset, r.length, Some(r.digest.clone()))]).unwrap();
+        assert_eq!(
+            w.add_shard("../x", shard.size, "xxh3:00").unwrap_err().rule,
+            WriteRule::Shard
+        );
+        w.add_shard("data", shard.size, &DigestAlgo::Xxh3.digest(&shard.sink))
+            .unwrap();
+        w.add_object(
+            "t",
+            &ObjectSpec::dense(&[4]),
+            &[PartSpec::external(
+                "data",
+                DType::U8,
+                "data",
+                r.offset,
+                r.length,
+                Some(r.digest.clone()),
+            )],
+        )
+        .unwrap();
         w.add("local", DType::U8, &[1], &[9]).unwrap();
         let done = w.finish().unwrap();
         let m = cbor::decode(&done.manifest, cbor::Mode::Deterministic).unwrap();
-        let d = m.get("objects").unwrap().get("local").unwrap().get("parts").unwrap().get("data").unwrap().get("digest").unwrap();
+        let d = m
+            .get("objects")
+            .unwrap()
+            .get("local")
+            .unwrap()
+            .get("parts")
+            .unwrap()
+            .get("data")
+            .unwrap()
+            .get("digest")
+            .unwrap();
         assert!(d.as_text().unwrap().starts_with("sha256:"));
-        assert!(content_digest(&done.manifest, DigestAlgo::Sha256).unwrap().starts_with("sha256:"));
+        assert!(
+            content_digest(&done.manifest, DigestAlgo::Sha256)
+                .unwrap()
+                .starts_with("sha256:")
+        );
     }
 }

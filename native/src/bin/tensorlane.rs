@@ -24,7 +24,11 @@ use tensorlane::inspect::{InspectOptions, inspect_bytes};
 use tensorlane::zt_tools::{self, Target, ToolError};
 
 #[derive(Parser)]
-#[command(name = "tensorlane", version, about = "Inspect, verify and convert tensor files: Tenso packets, .zt v2 and legacy .zt v1/v0")]
+#[command(
+    name = "tensorlane",
+    version,
+    about = "Inspect, verify and convert tensor files: Tenso packets, .zt v2 and legacy .zt v1/v0"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -89,8 +93,18 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Inspect { file: Some(file), json, hash, sample: false } => run_inspect(&file, json, hash),
-        Command::Inspect { sample: true, json, hash, .. } => demo(None, json, hash),
+        Command::Inspect {
+            file: Some(file),
+            json,
+            hash,
+            sample: false,
+        } => run_inspect(&file, json, hash),
+        Command::Inspect {
+            sample: true,
+            json,
+            hash,
+            ..
+        } => demo(None, json, hash),
         Command::Inspect { file: None, .. } => {
             eprintln!("error: give a FILE to inspect, or --sample");
             ExitCode::from(2)
