@@ -17,7 +17,7 @@
 //! * `open_*`: median `Reader::open` over an already-mapped `MmapSource` (validation of the
 //!   footer, manifest hash, CBOR manifest and every blob reference), and `MmapSource::open` +
 //!   `Reader::open` (adds `open`+`mmap`+`munmap`), for the three files;
-//! * `read_*`: every tensor's bytes touched (wrapping sum of u64 words over `Reader::tensor`'s
+//! * `read_*`: every tensor's bytes touched (`checksum`: wrapping sum of u64 words over `Reader::tensor`'s
 //!   zero-copy view, all 146 tensors), median of ITERS (default 7) passes, against
 //!   (1) `memcpy` of the whole mapping into a preallocated buffer, (2) the same u64 sum over the
 //!   whole mapping in one sequential pass, (3) `pread` of the whole file into a preallocated
@@ -238,7 +238,7 @@ fn bench(dir: &Path, iters: usize) {
 
     // Read-all, steady state: one mapping.
     let reader = Reader::open(src.clone()).unwrap();
-    let (_, payload) = read_all(&reader);
+    let (checksum, payload) = read_all(&reader);
     let mut dst = vec![0u8; file_bytes];
     dst.fill(1); // fault the destination in before timing
     let file = File::open(&path).unwrap();
@@ -277,6 +277,7 @@ fn bench(dir: &Path, iters: usize) {
     let (zt, sum, cpy, pread, zt_fresh, sum_fresh) = (m(zt), m(sum), m(cpy), m(pread), m(zt_fresh), m(sum_fresh));
     let gbs = |bytes: usize, s: f64| bytes as f64 / s / 1e9;
     put("payload_bytes", payload.into());
+    put("checksum", format!("{checksum:016x}").into());
     put("iters", iters.into());
     put("read_zt_mapped_s", zt.into());
     put("read_zt_mapped_gbps", gbs(payload, zt).into());
