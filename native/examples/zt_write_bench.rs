@@ -14,7 +14,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use tensorlane::zt_write::ZtFile;
+use tensorlane::zt_write::{DenseItem, ZtFile};
 use tensorlane_core::DType;
 use tensorlane_core::zt::writer::Options;
 
@@ -71,9 +71,15 @@ fn main() {
             ZtFile::create(&zt, Options::default())
         }
         .unwrap();
-        for (name, x) in names.iter().zip(&tensors) {
-            w.add(name, DType::F32, &[(x.len() / 4) as u64], x).unwrap();
-        }
+        // add_many hashes the next tensor on a second thread while this one is written.
+        let shapes: Vec<[u64; 1]> = tensors.iter().map(|x| [(x.len() / 4) as u64]).collect();
+        let items: Vec<DenseItem<'_>> = names
+            .iter()
+            .zip(&tensors)
+            .zip(&shapes)
+            .map(|((name, x), shape)| DenseItem { name, dtype: DType::F32, shape, data: x })
+            .collect();
+        w.add_many(&items).unwrap();
         w.finish().unwrap();
         let s = t.elapsed().as_secs_f64();
         std::fs::remove_file(&zt).unwrap();

@@ -1240,6 +1240,8 @@ pub struct Writer<S: Sink> {
     last_object: Option<String>,
     stream: Option<Stream>,
     appending: bool,
+    /// The xxh3-64 of the next part's bytes (address, length, hash), from [`Writer::add_prehashed`].
+    prehashed: Option<(usize, usize, u64)>,
 }
 
 impl<S: Sink> fmt::Debug for Writer<S> {
@@ -1277,6 +1279,7 @@ impl<S: Sink> Writer<S> {
             last_object: None,
             stream: None,
             appending: false,
+            prehashed: None,
         })
     }
 
@@ -1439,6 +1442,7 @@ impl<S: Sink> Writer<S> {
             last_object: None,
             stream: None,
             appending: true,
+            prehashed: None,
         })
     }
 
@@ -1492,6 +1496,23 @@ impl<S: Sink> Writer<S> {
     /// Adds a dense tensor: one raw `data` part of `product(shape)` elements.
     pub fn add(&mut self, name: &str, dtype: DType, shape: &[u64], data: &[u8]) -> Res<()> {
         self.add_object(name, &ObjectSpec::dense(shape), &[PartSpec::new("data", dtype, data)])
+    }
+
+    /// [`Writer::add`] for a part whose xxh3-64 is already known, so the caller can hash the next
+    /// part on another thread while this one is written (what `tensorlane::zt_write::ZtFile::add_many`
+    /// does). `xxh3` must be `xxh3_64(data)`: it becomes the part's digest and dedup key (sharing
+    /// still compares the bytes). Needs xxh3 part digests (the default).
+    pub fn add_prehashed(&mut self, name: &str, dtype: DType, shape: &[u64], data: &[u8], xxh3: u64) -> Res<()> {
+        if self.opts.digest != DigestAlgo::Xxh3 {
+            return Err(WriteError::new(
+                WriteRule::Usage,
+                "add_prehashed needs xxh3 part digests; use add with sha256",
+            ));
+        }
+        self.prehashed = Some((data.as_ptr() as usize, data.len(), xxh3));
+        let r = self.add(name, dtype, shape, data);
+        self.prehashed = None;
+        r
     }
 
     /// Adds an object with any number of parts, validated against its layout (for `dense`,
@@ -1803,10 +1824,15 @@ impl<S: Sink> Writer<S> {
     /// Writes `data` as a new blob, or shares an earlier byte-identical one. Returns the offset and
     /// the part digest.
     fn write_or_share(&mut self, data: &[u8]) -> Res<(u64, String)> {
-        let mut h = Hasher::new(self.opts.digest);
-        h.update(data);
-        let key64 = h.finish_u64().unwrap_or_else(|| xxh3_64(data));
-        let digest = h.finish();
+        let (key64, digest) = match self.prehashed.take() {
+            Some((at, len, h)) if at == data.as_ptr() as usize && len == data.len() => (h, format!("xxh3:{h:016x}")),
+            _ => {
+                let mut h = Hasher::new(self.opts.digest);
+                h.update(data);
+                let key64 = h.finish_u64().unwrap_or_else(|| xxh3_64(data));
+                (key64, h.finish())
+            }
+        };
         let key = (key64, data.len() as u64);
         if let Some(cands) = self.dedup.get(&key).cloned() {
             for off in cands {
