@@ -1,6 +1,7 @@
 // The page: sends packet URLs to the worker, draws one card (kind/dtype/shape/view-or-copy and a
 // histogram) per tensor. Also exposes `window.demo` for the browser tests and benchmarks.
 import * as tensorlane from '../js/browser.js';
+import { showZt } from './zt-view.js';
 
 const DEFAULT_PACKETS = [
   'large_float32_256x1024', 'bundle_with_sparse', 'quant_qint8_per_channel_axis1', 'dtype_bfloat16',
@@ -8,7 +9,8 @@ const DEFAULT_PACKETS = [
 ].map((n) => `/shared/vectors/tenso/${n}.tenso`);
 
 const params = new URLSearchParams(location.search);
-const packets = params.get('packets') ? params.get('packets').split(',') : DEFAULT_PACKETS;
+// ?packets= (empty) opens the page with no packets, e.g. to drop .zt files into it.
+const packets = params.has('packets') ? params.get('packets').split(',').filter(Boolean) : DEFAULT_PACKETS;
 const cards = document.getElementById('cards');
 const status = document.getElementById('status');
 
@@ -107,11 +109,43 @@ function inWorker(msg, transfer = []) {
   });
 }
 
-document.getElementById('files').addEventListener('change', async (ev) => {
-  for (const f of ev.target.files) {
-    const bytes = await f.arrayBuffer();
-    render(await inWorker({ bytes, name: f.name }, [bytes]));
-  }
+// --- opening local files: .zt lazily as a Blob on this thread, packets whole in the worker
+const ZT_MAGIC = [0x89, 0x5a, 0x54, 0x32]; // \x89ZT2
+async function isZt(file) {
+  if (/\.zt$/i.test(file.name)) return true;
+  if (/\.tenso$/i.test(file.name)) return false;
+  const head = new Uint8Array(await file.slice(0, 4).arrayBuffer());
+  return ZT_MAGIC.every((b, i) => head[i] === b);
+}
+const ztContainer = document.getElementById('zt-files');
+let opening = Promise.resolve();
+function openFiles(files) {
+  const list = [...files];
+  opening = opening.then(async () => {
+    document.body.dataset.files = 'loading';
+    for (const f of list) {
+      if (await isZt(f)) {
+        status.textContent = `opening ${f.name}…`;
+        const s = await showZt(tensorlane, f, ztContainer);
+        window.demo.zt.push(s);
+        status.textContent = s.error ? `${f.name}: ${s.error}` : `${f.name}: ${s.objects.length} objects`;
+      } else {
+        const bytes = await f.arrayBuffer();
+        render(await inWorker({ bytes, name: f.name }, [bytes]));
+      }
+    }
+    document.body.dataset.files = 'done';
+  });
+  return opening;
+}
+document.getElementById('files').addEventListener('change', (ev) => openFiles(ev.target.files));
+const drop = document.getElementById('drop');
+for (const t of ['dragenter', 'dragover']) document.addEventListener(t, (ev) => { ev.preventDefault(); drop.classList.add('over'); });
+document.addEventListener('dragleave', (ev) => { if (!ev.relatedTarget) drop.classList.remove('over'); });
+document.addEventListener('drop', (ev) => {
+  ev.preventDefault();
+  drop.classList.remove('over');
+  if (ev.dataTransfer?.files?.length) openFiles(ev.dataTransfer.files);
 });
 
 // --- test / benchmark hooks (main thread, same package)
@@ -184,7 +218,7 @@ async function decodeUrl(url) {
   };
 }
 
-window.demo = { tensorlane, decodeUrl, bench, parseNpy, npyFloat32, results: [] };
+window.demo = { tensorlane, decodeUrl, bench, parseNpy, npyFloat32, results: [], zt: [], openFiles };
 
 const backend = await workerReady;
 status.textContent = `worker ready (${backend}); decoding ${packets.length} packets…`;

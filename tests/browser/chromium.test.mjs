@@ -1,6 +1,9 @@
 // The web demo in Debian's Chromium (headless, via playwright-core; no browser download):
 // the wasm build decodes packets fetched from a local server into views on the fetched
 // ArrayBuffer, the inspector renders (screenshot in tests/out/), and a small benchmark runs.
+// .zt fixtures (../shared/fixtures) are opened in the page as Files (file input and a synthetic drop):
+// open must read only the header, the 64 KiB tail and the manifest; the object table must match
+// manifest.json; screenshot in tests/out/web-demo-zt.png.
 // TENSORLANE_BENCH=1 adds the 64 MiB size and rewrites BENCHMARKS.md's "Browser (Chromium)" section.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,11 +16,13 @@ const CI = process.env.CI === 'true';
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const OUT = new URL('../out/', import.meta.url);
 const VECTORS = new URL('../../../shared/vectors/tenso/', import.meta.url);
+const FIXTURES = new URL('../../../shared/fixtures/', import.meta.url);
 const BENCH = process.env.TENSORLANE_BENCH === '1';
 
 let missing = null;
 if (!existsSync(CHROMIUM)) missing = `Chromium not found at ${CHROMIUM}`;
 else if (!existsSync(fileURLToPath(VECTORS))) missing = `shared vectors missing at ${fileURLToPath(VECTORS)}`;
+else if (!existsSync(fileURLToPath(new URL('manifest.json', FIXTURES)))) missing = `shared fixtures missing at ${fileURLToPath(FIXTURES)}`;
 else if (!existsSync(fileURLToPath(new URL('../../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url)))) missing = 'wasm/pkg not built (scripts/build-js.sh)';
 let chromium = null;
 try {
@@ -114,6 +119,105 @@ describe('Chromium: web demo on the wasm build', { skip: missing ?? false }, () 
     assert.equal(r.compressed.sharesFetchedBuffer, false);
     assert.equal(r.bundle.kind, 'bundle');
     assert.equal(r.bundle.dtype, 'bfloat16');
+  });
+
+  it('opens .zt files lazily as Blobs: object table, histograms, open reads only header + tail + manifest', { timeout: 60000 }, async () => {
+    const manifest = JSON.parse(readFileSync(new URL('manifest.json', FIXTURES), 'utf8'));
+    const picked = ['basic-canonical.zt', 'compressed-zstd-seekable.zt'];
+    const dropped = 'profiles-csr-quant-mx.zt';
+    const ztPage = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    const errs = [];
+    ztPage.on('pageerror', (e) => errs.push(`pageerror: ${e.message}`));
+    ztPage.on('console', (m) => m.type() === 'error' && errs.push(`console: ${m.text()}`));
+    try {
+      await ztPage.goto(`${url}/web-demo/?packets=`);
+      await ztPage.waitForSelector('body[data-done="true"]', { timeout: 30000 });
+      // Count every byte sliced out of a File; snapshot the count when the page says open() returned.
+      await ztPage.evaluate(() => {
+        window.__reads = [];
+        window.__atOpen = {};
+        const slice = Blob.prototype.slice;
+        Blob.prototype.slice = function (start, end, type) {
+          const b = slice.call(this, start, end, type);
+          if (this instanceof File) window.__reads.push({ file: this.name, start, end, size: b.size });
+          return b;
+        };
+        document.addEventListener('zt-opened', (ev) => {
+          window.__atOpen[ev.detail.name] = window.__reads.filter((r) => r.file === ev.detail.name).map((r) => ({ ...r }));
+        });
+      });
+      await ztPage.setInputFiles('#files', picked.map((f) => fileURLToPath(new URL(f, FIXTURES))));
+      await ztPage.waitForFunction(() => window.demo.zt.length === 2 && document.body.dataset.files === 'done', null, { timeout: 30000 });
+      // A synthetic drop of a File built in the page.
+      await ztPage.evaluate(async (name) => {
+        const bytes = await (await fetch(`/shared/fixtures/${name}`)).arrayBuffer();
+        const dt = new DataTransfer();
+        dt.items.add(new File([bytes], name));
+        document.getElementById('drop').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+      }, dropped);
+      await ztPage.waitForFunction(() => window.demo.zt.length === 3 && document.body.dataset.files === 'done', null, { timeout: 30000 });
+
+      const page = await ztPage.evaluate(() => ({
+        files: [...document.querySelectorAll('section.zt')].map((s) => ({
+          file: s.dataset.file,
+          state: s.dataset.state,
+          rows: [...s.querySelectorAll('tbody tr')].map((tr) => [...tr.children].map((td) => td.textContent)),
+          hist: s.querySelectorAll('canvas.hist').length,
+          heat: s.querySelectorAll('canvas.heat').length,
+          progress: [s.querySelector('progress').value, s.querySelector('progress').max],
+        })),
+        summaries: window.demo.zt,
+        reads: window.__reads,
+        atOpen: window.__atOpen,
+      }));
+      assert.deepEqual(page.files.map((f) => f.file), [...picked, dropped]);
+      for (const f of page.files) {
+        const entry = manifest.files.find((m) => m.file === f.file);
+        const summary = page.summaries.find((s) => s.name === f.file);
+        assert.equal(f.state, 'done', f.file);
+        assert.equal(summary.error, undefined, f.file);
+        const want = [...entry.tensors].sort((a, b) => (a.name < b.name ? -1 : 1));
+        // The table: name | layout | dtype | shape | bytes | stored | encoding | state
+        assert.deepEqual(f.rows.map((r) => r[0]), want.map((t) => t.name), `${f.file}: names`);
+        assert.deepEqual(f.rows.map((r) => r[3]), want.map((t) => `[${t.shape.join(', ')}]`), `${f.file}: shapes`);
+        assert.deepEqual(summary.objects.map((o) => [o.name, o.dtype ?? null, o.shape, o.layout]), want.map((t) => [t.name, t.dtype ?? null, t.shape, t.zt_layout]), `${f.file}: metadata`);
+        for (const [i, t] of want.entries()) {
+          if (t.dtype) assert.equal(f.rows[i][2], t.dtype, `${f.file}: ${t.name} dtype cell`);
+          if (t.nbytes !== undefined && t.zt_layout === 'dense') assert.equal(summary.objects[i].nbytes, t.nbytes, `${f.file}: ${t.name} nbytes`);
+          assert.match(f.rows[i][7], /^loaded/, `${f.file}: ${t.name} state`);
+        }
+        assert.deepEqual(f.progress, [want.length, want.length]);
+        // open() read the 8-byte header, the tail window and (only when outside it) the manifest.
+        const bytes = readFileSync(new URL(f.file, FIXTURES));
+        const size = bytes.byteLength;
+        const tailStart = Math.max(0, size - 65536);
+        const mo = Number(bytes.readBigUInt64LE(size - 40)), ml = Number(bytes.readBigUInt64LE(size - 32));
+        const allowed = [[0, Math.min(8, size)], [tailStart, size], ...(mo < tailStart ? [[mo, mo + ml]] : [])];
+        const atOpen = page.atOpen[f.file];
+        assert.ok(atOpen && atOpen.length > 0, `${f.file}: reads recorded at open`);
+        for (const r of atOpen) assert.ok(allowed.some(([a, b]) => r.start === a && r.end === b), `${f.file}: open read [${r.start}, ${r.end}) (allowed ${JSON.stringify(allowed)})`);
+        const openBytes = atOpen.reduce((n, r) => n + r.size, 0);
+        assert.equal(openBytes, allowed.reduce((n, [a, b]) => n + b - a, 0), `${f.file}: bytes read at open`);
+        assert.equal(summary.openBytes, openBytes, `${f.file}: the page's own count`);
+        if (size > 65536 + 8) assert.ok(openBytes < size, `${f.file}: open read ${openBytes} of ${size} bytes`);
+        const total = page.reads.filter((r) => r.file === f.file).reduce((n, r) => n + r.size, 0);
+        assert.ok(total > openBytes, `${f.file}: get() read part bytes afterwards`);
+      }
+      const [basic, zstd, profiles] = page.files;
+      assert.equal(basic.hist, 5); // a.bf16, b.f16, embed.weight, int8.q, tied.weight (not the bool mask)
+      assert.equal(basic.heat, 2); // the two 2-D float32 matrices
+      assert.equal(zstd.hist, 3);
+      assert.equal(profiles.hist, 0);
+      assert.ok(zstd.rows.some((r) => /zstd/.test(r[6])), JSON.stringify(zstd.rows));
+      const ramp = page.summaries[1].objects.find((o) => o.name === 'ramp');
+      assert.equal(ramp.copied, true); // decoded from zstd
+      await ztPage.waitForTimeout(200); // let the canvases paint
+      mkdirSync(OUT, { recursive: true });
+      await ztPage.screenshot({ path: fileURLToPath(new URL('web-demo-zt.png', OUT)), fullPage: true });
+      assert.deepEqual(errs, []);
+    } finally {
+      await ztPage.close();
+    }
   });
 
   it('benchmark: decode vs npyjs-style .npy parsing', { timeout: 240000 }, async () => {
