@@ -19,6 +19,7 @@
 //!   v2 ↔ Tenso, canonicalise).
 #![warn(missing_docs)]
 
+pub mod device;
 pub mod inspect;
 pub mod net;
 pub mod sample;
