@@ -22,6 +22,7 @@
 pub mod device;
 pub mod inspect;
 pub mod net;
+pub mod offload;
 pub mod sample;
 pub mod source;
 pub mod zt_encode;

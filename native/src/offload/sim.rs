@@ -1,0 +1,207 @@
+//! The discrete-event simulator: runs a [`Plan`] for K forwards on a [`DeviceProfile`]'s
+//! resources — the disk queue (Io stream), the host-to-device copy engine (H2D stream, `α +
+//! bytes/P`, pageable copies at the pageable rate) and the compute stream (each op's roofline
+//! time). Each resource belongs to one stream and runs its instructions in order, so the timeline
+//! is exact for the model (a max-plus system): an instruction starts when its stream is free and
+//! every event it waits on has been recorded.
+
+use serde::{Deserialize, Serialize};
+
+use super::OffloadError;
+use super::plan::{Home, Instr, Plan, StreamKind};
+use super::profile::DeviceProfile;
+
+/// Forwards simulated by default (the first is the cold one; the rest are steady state).
+pub const DEFAULT_FORWARDS: usize = 6;
+/// Forwards simulated per candidate during the scheduler's search.
+pub const SEARCH_FORWARDS: usize = 4;
+
+/// What a simulation reports.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SimReport {
+    /// Forwards simulated.
+    pub forwards: usize,
+    /// Steady-state time per forward, seconds.
+    pub forward_s: f64,
+    /// The first (cold) forward, seconds.
+    pub cold_s: f64,
+    /// `C`: compute time per forward, seconds.
+    pub compute_s: f64,
+    /// `X`: bytes copied host → device per forward (counted by the simulator).
+    pub h2d_bytes: u64,
+    /// `X_disk`: bytes read from disk per forward.
+    pub disk_bytes: u64,
+    /// Copy-engine busy time per forward, seconds (`T_xfer`).
+    pub xfer_s: f64,
+    /// The floor `max(C, X/P, X_disk/D)`, seconds.
+    pub floor_s: f64,
+    /// `forward_s / floor_s`.
+    pub ratio: f64,
+    /// Hidden transfer fraction `1 − stall/T_xfer` (1 when nothing is copied).
+    pub hidden_fraction: f64,
+    /// The hideable maximum `min(1, C/T_xfer)`.
+    pub hideable: f64,
+    /// Peak arena bytes in use over the timeline (resident + live slots).
+    pub peak_bytes: u64,
+    /// Achieved host → device GB/s while copying (`X / T_xfer`).
+    pub achieved_gbps: f64,
+}
+
+#[derive(Clone, Copy)]
+struct Span {
+    start: f64,
+    end: f64,
+}
+
+/// Runs `plan` for `forwards` forwards (at least 3). Fails on a deadlock (a wait no record can
+/// satisfy) or a plan whose indices are out of range.
+pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result<SimReport, OffloadError> {
+    let k = forwards.max(3);
+    let n_ev = plan.events.len();
+    let bad = |what: &str| OffloadError::InvalidPlan(what.to_string());
+    // rec[event][forward]
+    let mut rec: Vec<Vec<Option<f64>>> = vec![vec![None; k]; n_ev];
+    let ns = plan.streams.len();
+    let mut pos = vec![(0usize, 0usize); ns]; // (forward, index)
+    let mut clock = vec![0.0f64; ns];
+    let mut exec: Vec<Vec<Span>> = vec![Vec::new(); k];
+    let mut copies: Vec<(usize, usize, Span)> = Vec::new(); // (forward, chunk, span)
+    let mut copy_busy = vec![0.0f64; k];
+    let mut chunk_end: Vec<Vec<f64>> = vec![vec![0.0; plan.chunks.len()]; k];
+    loop {
+        let mut progressed = false;
+        let mut all_done = true;
+        for s in 0..ns {
+            let prog = &plan.streams[s].program;
+            loop {
+                let (it, idx) = pos[s];
+                if it >= k || prog.is_empty() {
+                    break;
+                }
+                let instr = prog[idx];
+                match instr {
+                    Instr::Wait { event, lag } => {
+                        let e = event as usize;
+                        if e >= n_ev {
+                            return Err(bad("wait on an unknown event"));
+                        }
+                        if it >= lag as usize {
+                            match rec[e][it - lag as usize] {
+                                Some(t) => clock[s] = clock[s].max(t),
+                                None => break,
+                            }
+                        }
+                    }
+                    Instr::Record { event } => {
+                        let e = event as usize;
+                        if e >= n_ev {
+                            return Err(bad("record of an unknown event"));
+                        }
+                        rec[e][it] = Some(clock[s]);
+                    }
+                    Instr::Copy { chunk } => {
+                        let c = plan.chunks.get(chunk as usize).ok_or_else(|| bad("copy of an unknown chunk"))?;
+                        let d = profile.copy_seconds(c.bytes, c.home == Home::Pageable);
+                        let sp = Span {
+                            start: clock[s],
+                            end: clock[s] + d,
+                        };
+                        copies.push((it, chunk as usize, sp));
+                        copy_busy[it] += d;
+                        clock[s] = sp.end;
+                    }
+                    Instr::Read { chunk } => {
+                        let c = plan.chunks.get(chunk as usize).ok_or_else(|| bad("read of an unknown chunk"))?;
+                        clock[s] += profile.disk_seconds(c.bytes);
+                    }
+                    Instr::Exec { op } => {
+                        let o = plan.ops.get(op as usize).ok_or_else(|| bad("exec of an unknown op"))?;
+                        let sp = Span {
+                            start: clock[s],
+                            end: clock[s] + o.seconds,
+                        };
+                        exec[it].push(sp);
+                        for &c in &o.chunks {
+                            if let Some(e) = chunk_end[it].get_mut(c as usize) {
+                                *e = e.max(sp.end);
+                            }
+                        }
+                        clock[s] = sp.end;
+                    }
+                }
+                progressed = true;
+                pos[s] = if idx + 1 == prog.len() { (it + 1, 0) } else { (it, idx + 1) };
+            }
+            if pos[s].0 < k && !prog.is_empty() {
+                all_done = false;
+            }
+        }
+        if all_done {
+            break;
+        }
+        if !progressed {
+            let stuck: Vec<String> = (0..ns)
+                .filter(|&s| pos[s].0 < k && !plan.streams[s].program.is_empty())
+                .map(|s| format!("{:?} at forward {} instruction {}", plan.streams[s].kind, pos[s].0, pos[s].1))
+                .collect();
+            return Err(OffloadError::Deadlock(stuck.join("; ")));
+        }
+    }
+    let compute_idx = plan.streams.iter().position(|s| s.kind == StreamKind::Compute);
+    if compute_idx.is_none() {
+        return Err(bad("no compute stream"));
+    }
+    let end_of = |it: usize| exec[it].last().map_or(0.0, |s| s.end);
+    let cold = end_of(0);
+    let m = k - 2;
+    let forward = (end_of(k - 1) - end_of(1)) / m as f64;
+    // Stalls on the compute stream over the steady forwards 2..k.
+    let mut stall = 0.0;
+    for it in 2..k {
+        let mut prev = end_of(it - 1);
+        for sp in &exec[it] {
+            stall += (sp.start - prev).max(0.0);
+            prev = sp.end;
+        }
+    }
+    let stall = stall / m as f64;
+    let compute: f64 = plan.ops.iter().map(|o| o.seconds).sum();
+    let xfer = copy_busy[k - 1];
+    let h2d_bytes = plan.streamed_bytes();
+    let disk_bytes = plan.disk_bytes();
+    let floor = compute
+        .max(h2d_bytes as f64 / (profile.h2d_pinned_gbps * 1e9))
+        .max(disk_bytes as f64 / (profile.disk_gbps * 1e9));
+    let hidden = if xfer > 0.0 { (1.0 - stall / xfer).clamp(0.0, 1.0) } else { 1.0 };
+    let hideable = if xfer > 0.0 { (compute / xfer).min(1.0) } else { 1.0 };
+    // Peak memory: resident + slots live from copy start to last reader's end.
+    let resident = plan.resident_bytes();
+    let mut deltas: Vec<(f64, i128)> = Vec::with_capacity(copies.len() * 2);
+    for &(it, c, sp) in &copies {
+        let b = plan.chunks[c].bytes as i128;
+        deltas.push((sp.start, b));
+        deltas.push((chunk_end[it][c].max(sp.end), -b));
+    }
+    deltas.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut cur: i128 = 0;
+    let mut peak: i128 = 0;
+    for (_, d) in deltas {
+        cur += d;
+        peak = peak.max(cur);
+    }
+    Ok(SimReport {
+        forwards: k,
+        forward_s: forward,
+        cold_s: cold,
+        compute_s: compute,
+        h2d_bytes,
+        disk_bytes,
+        xfer_s: xfer,
+        floor_s: floor,
+        ratio: if floor > 0.0 { forward / floor } else { 1.0 },
+        hidden_fraction: hidden,
+        hideable,
+        peak_bytes: resident.saturating_add(peak.max(0) as u64),
+        achieved_gbps: if xfer > 0.0 { h2d_bytes as f64 / xfer / 1e9 } else { 0.0 },
+    })
+}
