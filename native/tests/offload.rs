@@ -321,12 +321,12 @@ fn checker_reasons_over_the_partial_order_not_one_timeline() {
 // ---- Random plans: zero findings. ----
 
 fn arb_profile() -> impl Strategy<Value = DeviceProfile> {
-    (1.0f64..60.0, 0.5f64..30.0, 0.0f64..50.0, 0.1f64..10.0, 1.0f64..1000.0, 10.0f64..4000.0, 0u64..20_000).prop_map(
+    (1.0f64..60.0, 0.05f64..1.0, 0.0f64..50.0, 0.1f64..10.0, 1.0f64..1000.0, 10.0f64..4000.0, 0u64..20_000).prop_map(
         |(p, pg, lat, d, f, hbm, host)| DeviceProfile {
             id: "random".into(),
             description: String::new(),
             h2d_pinned_gbps: p,
-            h2d_pageable_gbps: pg,
+            h2d_pageable_gbps: p * pg, // pageable never beats pinned
             h2d_latency_us: lat,
             disk_gbps: d,
             disk_latency_us: lat * 3.0,

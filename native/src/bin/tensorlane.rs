@@ -5,6 +5,7 @@
 //! tensorlane verify FILE [--canonical] [--deep]    validate and check every digest and content rule
 //! tensorlane convert IN OUT [--to zt|tenso]        legacy .zt -> .zt v2, .zt v2 <-> Tenso
 //! tensorlane demo [--json] [--hash] [--out P]      write the bundled sample packet, then inspect it
+//! tensorlane offload plan|sim MODEL --budget 4GiB  offload plan vs baselines (simulated, hazard-checked)
 //! ```
 //!
 //! Exit codes: 0 success, 1 the file could not be read or written (I/O), or is valid but needs
@@ -77,6 +78,9 @@ enum Command {
     },
     /// Write the bundled sample packet (a float32 weight, a quantized tensor, a sparse matrix,
     /// strings) to a file and inspect it.
+    /// Plan, simulate and hazard-check streaming a model bigger than the GPU budget.
+    #[command(subcommand)]
+    Offload(tensorlane::offload::cli::OffloadCommand),
     Demo {
         /// Where to write the sample (default: a file in the temp directory).
         #[arg(long)]
@@ -110,6 +114,7 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
         Command::Demo { out, json, hash } => demo(out, json, hash),
+        Command::Offload(cmd) => tensorlane::offload::cli::run(cmd),
         Command::Verify { file, canonical, deep } => run_verify(&file, canonical, deep),
         Command::Convert { input, output, to } => run_convert(&input, &output, to.as_deref().and_then(Target::parse)),
     }

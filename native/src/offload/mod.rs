@@ -21,6 +21,7 @@
 //! ```
 
 pub mod check;
+pub mod cli;
 pub mod model;
 pub mod plan;
 pub mod profile;

@@ -656,7 +656,7 @@ fn scheduler(model: &Model, profile: &DeviceProfile, budget: u64, f: &Facts) -> 
                     mode: Mode::Async,
                     pageable: false,
                     alloc: Alloc::OpFifo,
-                    label: format!("{fam:?} split, {k}x ring ({} MB)", ring / 1_000_000).to_lowercase(),
+                    label: format!("{} split, {k}x ring ({} MB)", format!("{fam:?}").to_lowercase(), ring / 1_000_000),
                 };
                 push(build(model, profile, budget, Policy::Scheduler, f, &layout), &mut cands);
             }

@@ -1,0 +1,207 @@
+//! `tensorlane offload …`: plan, simulate and check from the command line.
+//!
+//! ```text
+//! tensorlane offload plan MODEL --budget 4GiB [--profile h100|pcie4|FILE] [--json OUT] [--prefill N]
+//! tensorlane offload sim  MODEL --budget 4GiB [--profile …] [--prefill N] [--forwards K] [--json OUT]
+//! tensorlane offload run  …   (needs a device executor: --features wgpu/cuda)
+//! ```
+//!
+//! `MODEL` is a preset (`llama-7b`, `llama-13b`, `tiny`) or a `.zt` file.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+
+use super::{DeviceProfile, Evaluation, Model, OffloadError, Phase, Policy, check, evaluate, parse_bytes, simulate};
+
+/// `tensorlane offload` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum OffloadCommand {
+    /// Compile the scheduler's plan and compare it with the baselines (simulated).
+    Plan(OffloadArgs),
+    /// Simulate the plan for K forwards and run the hazard checker on it and on every baseline.
+    Sim(OffloadArgs),
+    /// Execute a plan on a device (not built into this binary).
+    Run(OffloadArgs),
+}
+
+/// Arguments shared by the `offload` subcommands.
+#[derive(Args, Debug)]
+pub struct OffloadArgs {
+    /// A preset (`llama-7b`, `llama-13b`, `tiny`) or a `.zt` file.
+    pub model: String,
+    /// VRAM budget for weights: `4GiB`, `4GB`, `512MiB`, bytes.
+    #[arg(long)]
+    pub budget: String,
+    /// Device profile: `h100`, `pcie4` or a JSON file.
+    #[arg(long, default_value = "h100")]
+    pub profile: String,
+    /// Write the plan as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Prefill N tokens per forward instead of decoding one.
+    #[arg(long)]
+    pub prefill: Option<u64>,
+    /// KV context for decode.
+    #[arg(long, default_value_t = 512)]
+    pub context: u64,
+    /// Forwards to simulate.
+    #[arg(long, default_value_t = 6)]
+    pub forwards: usize,
+}
+
+/// Runs an `offload` subcommand; prints to stdout, errors to stderr. Exit 0 on success, 1 for
+/// I/O or a plan with hazard findings, 2 for bad input.
+pub fn run(cmd: OffloadCommand) -> ExitCode {
+    let (args, sim) = match cmd {
+        OffloadCommand::Plan(a) => (a, false),
+        OffloadCommand::Sim(a) => (a, true),
+        OffloadCommand::Run(_) => {
+            eprintln!(
+                "error: `offload run` executes plans on a device and needs a build with --features wgpu or \
+                 --features cuda; use `offload sim` to simulate"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match run_inner(&args, sim) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(match e {
+                OffloadError::Io(_) => 1,
+                _ => 2,
+            })
+        }
+    }
+}
+
+fn load_model(name: &str, phase: Phase) -> Result<Model, OffloadError> {
+    if let Some(m) = Model::preset(name, phase) {
+        return Ok(m);
+    }
+    let p = Path::new(name);
+    if p.exists() {
+        return Model::from_zt(p, phase);
+    }
+    Err(OffloadError::Input(format!(
+        "{name}: not a preset (llama-7b, llama-13b, tiny) and no such file"
+    )))
+}
+
+fn gb(b: u64) -> String {
+    format!("{:.3} GB", b as f64 / 1e9)
+}
+
+fn row(e: &Evaluation, reference: f64) -> String {
+    format!(
+        "  {:<13} {:>10.2} ms  ({:>5.2}x scheduler)  streamed {:>10}  floor ratio {:.3}  hidden {:.2} / {:.2}  [{}]",
+        e.policy.name(),
+        e.sim.forward_s * 1e3,
+        e.sim.forward_s / reference,
+        gb(e.streamed_bytes),
+        e.sim.ratio,
+        e.sim.hidden_fraction,
+        e.sim.hideable,
+        e.layout
+    )
+}
+
+fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, OffloadError> {
+    let budget = parse_bytes(&a.budget).ok_or_else(|| OffloadError::Input(format!("bad --budget {:?}", a.budget)))?;
+    let profile = DeviceProfile::load(&a.profile)?;
+    let phase = match a.prefill {
+        Some(n) if n > 0 => Phase::Prefill { tokens: n },
+        Some(_) => return Err(OffloadError::Input("--prefill needs N > 0".into())),
+        None => Phase::Decode { context: a.context },
+    };
+    let model = load_model(&a.model, phase)?;
+    let forwards = a.forwards.clamp(3, 1000);
+    let (plan, s) = evaluate(&model, &profile, budget, Policy::Scheduler, forwards)?;
+    println!(
+        "model {} ({}, {} ops, W = {}, gathered {}), profile {}, budget {}",
+        model.name,
+        phase.label(),
+        model.ops.len(),
+        gb(model.weight_bytes()),
+        gb(model.gather_bytes()),
+        profile.id,
+        gb(budget)
+    );
+    if budget > profile.vram_bytes {
+        println!("note: the budget exceeds the profile's VRAM ({})", gb(profile.vram_bytes));
+    }
+    println!("plan: {}", plan.layout);
+    println!(
+        "  resident {}  ring {}  arena {}  streamed per forward {} in {} copies{}",
+        gb(plan.resident_bytes()),
+        gb(plan.ring.len),
+        gb(plan.arena_bytes),
+        gb(plan.streamed_bytes()),
+        plan.chunks.len(),
+        if plan.disk_bytes() > 0 {
+            format!(" ({} from disk)", gb(plan.disk_bytes()))
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "  predicted {:.2} ms per forward (cold {:.2} ms), floor {:.2} ms (C {:.2} ms, X/P {:.2} ms), ratio {:.3}",
+        s.sim.forward_s * 1e3,
+        s.sim.cold_s * 1e3,
+        s.sim.floor_s * 1e3,
+        s.sim.compute_s * 1e3,
+        s.streamed_bytes as f64 / (profile.h2d_pinned_gbps * 1e9) * 1e3,
+        s.sim.ratio
+    );
+    println!(
+        "  hidden fraction {:.3} (hideable {:.3}), achieved {:.1} GB/s, peak {}",
+        s.sim.hidden_fraction,
+        s.sim.hideable,
+        s.sim.achieved_gbps,
+        gb(s.sim.peak_bytes)
+    );
+    println!("baselines:");
+    println!("{}", row(&s, s.sim.forward_s));
+    let mut clean = s.findings.is_empty();
+    for p in Policy::BASELINES {
+        match evaluate(&model, &profile, budget, p, forwards) {
+            Ok((_, e)) => {
+                clean &= e.findings.is_empty();
+                println!("{}", row(&e, s.sim.forward_s));
+                if sim {
+                    for f in e.findings.iter().take(5) {
+                        println!("    hazard: {f}");
+                    }
+                }
+            }
+            Err(e) => println!("  {:<13} {e}", p.name()),
+        }
+    }
+    if sim {
+        let r = simulate(&plan, &profile, forwards)?;
+        println!(
+            "simulated {} forwards: steady {:.3} ms, cold {:.3} ms, H2D {} per forward, disk {}",
+            r.forwards,
+            r.forward_s * 1e3,
+            r.cold_s * 1e3,
+            gb(r.h2d_bytes),
+            gb(r.disk_bytes)
+        );
+        let findings = check(&plan);
+        println!("hazard checker: {} finding(s) in the scheduler's plan", findings.len());
+        for f in findings.iter().take(20) {
+            println!("  {f}");
+        }
+        println!(
+            "hazard checker over the baselines: {}",
+            if clean { "no findings" } else { "FINDINGS (see above)" }
+        );
+    }
+    if let Some(out) = &a.json {
+        std::fs::write(out, plan.to_json()).map_err(|e| OffloadError::Io(format!("{}: {e}", out.display())))?;
+        println!("plan written to {}", out.display());
+    }
+    Ok(if clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
