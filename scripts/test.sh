@@ -20,6 +20,11 @@ cargo build -q -p tensorlane-core --no-default-features --target wasm32-unknown-
 step "Rust tests (workspace)"
 cargo test --workspace --no-fail-fast
 
+step "device transfer: wgpu on lavapipe (CI=true: no adapter fails), CUDA build and error paths"
+XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}" cargo test -p tensorlane --features wgpu --test device_wgpu
+cargo build -p tensorlane --features cuda
+cargo test -p tensorlane --features cuda --test device_cuda
+
 step "JavaScript builds (wasm + N-API addon)"
 scripts/build-js.sh
 
