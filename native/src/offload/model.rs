@@ -242,11 +242,11 @@ impl Model {
             let b = *bytes as f64;
             let cost = if tensors[i].access == Access::Gather {
                 // A row gather: a few rows per token.
-                let row = shape.iter().skip(1).product::<u64>().max(1) as f64 * b / (shape_elems(shape).max(1) as f64);
+                let row = shape_elems(shape.get(1..).unwrap_or(&[])).max(1) as f64 * b / (shape_elems(shape).max(1) as f64);
                 Cost::roofline(0.0, row * tokens as f64)
             } else if shape.len() >= 2 {
                 let elems = shape_elems(shape) as f64;
-                let width = (shape[0] + shape[1..].iter().product::<u64>()) as f64;
+                let width = shape[0] as f64 + shape_elems(&shape[1..]) as f64;
                 let esize = b / elems.max(1.0);
                 Cost::roofline(2.0 * tokens as f64 * elems, b + tokens as f64 * width * esize)
             } else {

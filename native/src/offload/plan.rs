@@ -791,7 +791,7 @@ fn build(
                         model.ops[op as usize].name
                     )));
                 }
-                if p + total > ring_len {
+                if p.saturating_add(total) > ring_len {
                     p = 0;
                 }
                 for c in &mut chunks[i..j] {
@@ -816,7 +816,7 @@ fn build(
                     limit = p + half;
                     cur_group = Some(g);
                 }
-                if p + align(c.bytes) > limit {
+                if p.saturating_add(align(c.bytes)) > limit {
                     return Err(ring_err(format!("layer group {g} does not fit its layer buffer of {half} bytes")));
                 }
                 c.dev_offset = ring_base + p;
@@ -854,7 +854,7 @@ fn build(
         let mut p = 0u64;
         for &i in &disk {
             let b = align(chunks[i].bytes);
-            if p + b > host_staging.len {
+            if p.saturating_add(b) > host_staging.len {
                 p = 0;
             }
             chunks[i].host_offset = Some(p);
