@@ -247,7 +247,7 @@ impl<'a> Decoder<'a> {
                 }
                 v
             }
-            31 if major >= 2 && major <= 5 && !self.strict() => return Ok((major, ai, Len::Indefinite)),
+            31 if (2..=5).contains(&major) && !self.strict() => return Ok((major, ai, Len::Indefinite)),
             31 => {
                 self.pos = start;
                 return Err(self.err(CborRule::Syntax, "indefinite-length items are forbidden"));

@@ -603,7 +603,7 @@ impl QuantGroup {
     /// The attribute map the profile requires.
     pub fn attributes(&self) -> Value<'static> {
         let width = word_width(&self.word).unwrap_or(0);
-        let per_word = if self.bits == 0 { 0 } else { 8 * width / self.bits };
+        let per_word = (8 * width).checked_div(self.bits).unwrap_or(0);
         let zp = match &self.zero_point {
             ZeroPoint::None => vec![(Value::text("form"), Value::text("none"))],
             ZeroPoint::Implied(v) => vec![
@@ -1131,18 +1131,18 @@ fn validate_quant_group(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -
     let groups = if group_size == 0 {
         along
     } else {
-        if along % group_size != 0 {
+        if !along.is_multiple_of(group_size) {
             return Err(layout_err(format!(
                 "{l}: group_size {group_size} does not divide shape[{axis}] = {along}"
             )));
         }
         along / group_size
     };
-    let lanes = if along == 0 { 0 } else { count / along };
+    let lanes = count.checked_div(along).unwrap_or(0);
     let gl = groups
         .checked_mul(lanes)
         .ok_or_else(|| WriteError::new(WriteRule::Shape, "groups x lanes overflows u64"))?;
-    if count % per_word != 0 || count / per_word * ww != data.size {
+    if !count.is_multiple_of(per_word) || count / per_word * ww != data.size {
         return Err(layout_err(format!(
             "{l}: {count} codes of {bits} bits pack into {} bytes of {word}, got {}",
             count / per_word * ww,
@@ -1639,9 +1639,9 @@ impl<S: Sink> Writer<S> {
                 "an object of this name already exists in the file",
             ));
         }
-        if self.opts.canonical {
-            if let Some(last) = &self.last_object {
-                if name.as_bytes() <= last.as_bytes() {
+        if self.opts.canonical
+            && let Some(last) = &self.last_object
+                && name.as_bytes() <= last.as_bytes() {
                     return Err(WriteError::new(
                         WriteRule::Order,
                         format!(
@@ -1649,8 +1649,6 @@ impl<S: Sink> Writer<S> {
                         ),
                     ));
                 }
-            }
-        }
         check_shape(&spec.shape)?;
         if spec.layout.is_empty() {
             return Err(WriteError::new(WriteRule::Schema, "the layout id is empty"));
@@ -1678,15 +1676,14 @@ impl<S: Sink> Writer<S> {
             if l.is_empty() {
                 return Err(WriteError::new(WriteRule::Schema, "the logical type is empty").part(pname));
             }
-            if let Some(pin) = logical_dtype(l) {
-                if pin != d {
+            if let Some(pin) = logical_dtype(l)
+                && pin != d {
                     return Err(WriteError::new(
                         WriteRule::Schema,
                         format!("logical type {l:?} requires dtype {pin}, got {d} (§6.2)"),
                     )
                     .part(pname));
                 }
-            }
         }
         Ok((d, l))
     }
@@ -1704,7 +1701,7 @@ impl<S: Sink> Writer<S> {
                 format!("shard {shard:?} is not registered; call add_shard first"),
             )
         })?;
-        if offset % ALIGN_FLOOR != 0 || offset < ALIGN_FLOOR {
+        if !offset.is_multiple_of(ALIGN_FLOOR) || offset < ALIGN_FLOOR {
             return Err(WriteError::new(
                 WriteRule::Shard,
                 format!("offset {offset} in shard {shard:?} is not a multiple of 4096 at or above 4096"),
@@ -1751,11 +1748,10 @@ impl<S: Sink> Writer<S> {
             ),
             (Value::text("layout"), Value::Text(Cow::Owned(spec.layout.clone()))),
         ];
-        if let Some(a) = &spec.attributes {
-            if a.as_map().is_some_and(|m| !m.is_empty()) {
+        if let Some(a) = &spec.attributes
+            && a.as_map().is_some_and(|m| !m.is_empty()) {
                 obj.push((Value::text("attributes"), a.clone()));
             }
-        }
         self.objects.insert(name.to_string(), Value::Map(obj));
         self.last_object = Some(name.to_string());
     }
