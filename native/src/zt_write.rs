@@ -29,6 +29,7 @@ use std::io::{self, Read};
 use std::ops::{Deref, DerefMut};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread;
 
@@ -67,6 +68,9 @@ pub struct FileSink {
     tx: Option<mpsc::SyncSender<Msg>>,
     recycled: mpsc::Receiver<Vec<u8>>,
     worker: Option<thread::JoinHandle<()>>,
+    /// Write large chunks straight from the caller's memory on the calling thread (set while
+    /// [`ZtFile::add_many`] hashes on a second thread, so no third thread competes for the cores).
+    direct: Arc<AtomicBool>,
 }
 
 impl FileSink {
@@ -106,6 +110,7 @@ impl FileSink {
             tx: Some(tx),
             recycled,
             worker: Some(worker),
+            direct: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -165,6 +170,15 @@ fn io_err(what: &str, e: io::Error) -> SinkError {
 
 impl Sink for FileSink {
     fn write_all(&mut self, mut data: &[u8]) -> Result<(), SinkError> {
+        if data.len() >= BUF && self.direct.load(Ordering::Relaxed) {
+            // Everything queued must land first: the I/O thread writes at earlier offsets.
+            self.drain().map_err(|e| io_err("write", e))?;
+            self.file
+                .write_all_at(data, self.flushed)
+                .map_err(|e| io_err("write", e))?;
+            self.flushed += data.len() as u64;
+            return Ok(());
+        }
         while !data.is_empty() {
             let room = BUF - self.buf.len();
             let n = room.min(data.len());
@@ -394,7 +408,9 @@ impl ZtFile {
             }
             return Ok(());
         }
-        std::thread::scope(|s| {
+        let direct = Arc::clone(&w.sink().direct);
+        direct.store(true, Ordering::Relaxed);
+        let r = std::thread::scope(|s| {
             let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(2);
             s.spawn(move || {
                 for it in items {
@@ -409,7 +425,9 @@ impl ZtFile {
                 w.add_prehashed(it.name, it.dtype, it.shape, it.data, h)?;
             }
             Ok(())
-        })
+        });
+        direct.store(false, Ordering::Relaxed);
+        r
     }
 
     /// Writes the manifest and footer; when publishing or appending, fsyncs (and renames the
@@ -505,7 +523,15 @@ mod tests {
     fn add_many_writes_the_same_file_as_add() {
         let dir = std::env::temp_dir().join(format!("tl-zt-many-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
-        let data: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i % 3; 70_000 + i as usize]).collect();
+        // Small parts go through the buffered path, parts of 4 MiB or more are written directly;
+        // repeats of both are shared.
+        let data: Vec<Vec<u8>> = vec![
+            vec![0; 70_000],
+            vec![1; 5 << 20],
+            vec![0; 70_000],
+            vec![1; 5 << 20],
+            vec![2; (4 << 20) + 3],
+        ];
         let shapes: Vec<[u64; 1]> = data.iter().map(|d| [d.len() as u64]).collect();
         let names = ["a", "b", "c", "d", "e"];
         let items: Vec<DenseItem<'_>> = (0..5)

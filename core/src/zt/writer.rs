@@ -1451,6 +1451,11 @@ impl<S: Sink> Writer<S> {
         self.align
     }
 
+    /// The sink being written (read-only: its settings, never its bytes).
+    pub fn sink(&self) -> &S {
+        &self.sink
+    }
+
     /// Bytes written so far (the sink's position).
     pub fn position(&self) -> u64 {
         self.sink.position()
