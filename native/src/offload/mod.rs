@@ -22,6 +22,7 @@
 
 pub mod check;
 pub mod cli;
+pub mod exec;
 pub mod model;
 pub mod plan;
 pub mod profile;
