@@ -21,7 +21,7 @@ step "Rust tests (workspace)"
 cargo test --workspace --no-fail-fast
 
 step "device transfer: wgpu on lavapipe (CI=true: no adapter fails), CUDA build and error paths"
-XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}" cargo test -p tensorlane --features wgpu --test device_wgpu
+XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}" cargo test -p tensorlane --features wgpu --test device_wgpu --test offload_wgpu
 cargo build -p tensorlane --features cuda
 cargo test -p tensorlane --features cuda --test device_cuda
 

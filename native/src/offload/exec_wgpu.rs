@@ -1,0 +1,375 @@
+//! The wgpu executor (feature `wgpu`): the arena is one GPU buffer, or one per region (resident
+//! part, ring) when it exceeds a buffer or storage-binding limit; copies go through
+//! [`GpuDevice::upload_into`] at the plan's offsets; each op first gathers its weights out of
+//! their arena pieces into a scratch buffer with a byte-exact WGSL kernel (pieces may start
+//! mid-element), then runs [`GpuDevice::matmul_f32_into`] and small elementwise WGSL kernels.
+//! Submission order on the one queue is the plan's interleaving, so the waits are honoured by
+//! [`execute`](super::execute)'s walk.
+
+use wgpu::util::DeviceExt;
+
+use super::{Backend, Dims, ExecError, ExecOp, OpKind, TensorRef, to_f32};
+use crate::device::wgpu::{GpuBuffer, GpuDevice};
+use crate::offload::plan::Plan;
+
+const GATHER_WGSL: &str = r#"
+struct P { src_off: u32, dst_off: u32, len: u32, gx: u32 };
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(2) var<uniform> p: P;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let first = p.dst_off / 4u;
+    let last = (p.dst_off + p.len + 3u) / 4u;
+    let w = first + gid.x + gid.y * p.gx * 64u;
+    if (w >= last) { return; }
+    var out = dst[w];
+    for (var j = 0u; j < 4u; j = j + 1u) {
+        let q = w * 4u + j;
+        if (q >= p.dst_off && q < p.dst_off + p.len) {
+            let s = p.src_off + (q - p.dst_off);
+            let b = (src[s / 4u] >> ((s % 4u) * 8u)) & 0xffu;
+            out = (out & ~(0xffu << (j * 8u))) | (b << (j * 8u));
+        }
+    }
+    dst[w] = out;
+}
+"#;
+
+const ELEM_WGSL: &str = r#"
+struct P { mode: u32, n: u32, h: u32, kv: u32, gx: u32, p1: u32, p2: u32, p3: u32 };
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read> c: array<f32>;
+@group(0) @binding(3) var<storage, read_write> o: array<f32>;
+@group(0) @binding(4) var<uniform> p: P;
+fn wrap(v: f32) -> f32 { return v - 16.0 * floor((v + 8.0) / 16.0); }
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * p.gx * 64u;
+    if (i >= p.n) { return; }
+    if (p.mode == 0u) {
+        o[i] = a[i] * b[i % p.h];
+    } else if (p.mode == 1u) {
+        let j = (i / p.h) * p.kv + (i % p.h) % p.kv;
+        o[i] = wrap(a[i] + b[j] + c[j]);
+    } else if (p.mode == 2u) {
+        o[i] = wrap(a[i] + b[i]);
+    } else {
+        o[i] = wrap(max(wrap(a[i]), 0.0) * wrap(b[i]));
+    }
+}
+"#;
+
+struct Kernel {
+    layout: wgpu::BindGroupLayout,
+    pipeline: wgpu::ComputePipeline,
+}
+
+fn kernel(device: &wgpu::Device, src: &str, reads: u32, label: &str) -> Kernel {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(label),
+        source: wgpu::ShaderSource::Wgsl(src.into()),
+    });
+    let entry = |binding, ty| wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty,
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    };
+    let mut entries: Vec<_> = (0..reads)
+        .map(|i| entry(i, wgpu::BufferBindingType::Storage { read_only: true }))
+        .collect();
+    entries.push(entry(reads, wgpu::BufferBindingType::Storage { read_only: false }));
+    entries.push(entry(reads + 1, wgpu::BufferBindingType::Uniform));
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(label),
+        entries: &entries,
+    });
+    let pl = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(label),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(label),
+        layout: Some(&pl),
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    Kernel { layout, pipeline }
+}
+
+/// Activation buffers.
+struct Acts {
+    x: GpuBuffer,
+    tmp_h: GpuBuffer,
+    a: GpuBuffer,
+    q: GpuBuffer,
+    k: GpuBuffer,
+    v: GpuBuffer,
+    s: GpuBuffer,
+    b: GpuBuffer,
+    g: GpuBuffer,
+    u: GpuBuffer,
+    m: GpuBuffer,
+    logits: GpuBuffer,
+}
+
+/// The wgpu executor (see the module docs).
+pub struct WgpuBackend {
+    dev: GpuDevice,
+    /// `(base, len, buffer)` per arena region.
+    regions: Vec<(u64, u64, GpuBuffer)>,
+    scratch: Vec<GpuBuffer>,
+    acts: Option<Acts>,
+    dims: Option<Dims>,
+    tokens: Vec<u32>,
+    gather: Kernel,
+    elem: Kernel,
+}
+
+fn dev_err(e: impl std::fmt::Display) -> ExecError {
+    ExecError::Device(e.to_string())
+}
+
+impl WgpuBackend {
+    /// Opens the first adapter ([`GpuDevice::new`]).
+    pub fn new() -> Result<WgpuBackend, ExecError> {
+        let dev = GpuDevice::new().map_err(dev_err)?;
+        let (d, _) = dev.raw();
+        let gather = kernel(d, GATHER_WGSL, 1, "tensorlane offload gather");
+        let elem = kernel(d, ELEM_WGSL, 3, "tensorlane offload elementwise");
+        Ok(WgpuBackend {
+            dev,
+            regions: Vec::new(),
+            scratch: Vec::new(),
+            acts: None,
+            dims: None,
+            tokens: Vec::new(),
+            gather,
+            elem,
+        })
+    }
+
+    /// Number of GPU buffers the arena was split into.
+    pub fn arena_buffers(&self) -> usize {
+        self.regions.len()
+    }
+
+    fn region(&self, off: u64, len: u64) -> Result<(&GpuBuffer, u64), ExecError> {
+        self.regions
+            .iter()
+            .find(|(b, l, _)| off >= *b && off.saturating_add(len) <= b + l)
+            .map(|(b, _, buf)| (buf, off - b))
+            .ok_or_else(|| ExecError::Device(format!("{len} bytes at {off} span arena regions")))
+    }
+
+    fn dispatch(&self, k: &Kernel, bufs: &[&GpuBuffer], params: &[u32], n: u32) {
+        let (d, q) = self.dev.raw();
+        let groups = n.div_ceil(64).max(1);
+        let gx = groups.min(65535);
+        let gy = groups.div_ceil(gx);
+        let mut p = params.to_vec();
+        p.push(gx);
+        while p.len() % 4 != 0 {
+            p.push(0);
+        }
+        // The shader reads gx at a fixed index: gather has 3 params + gx, elem 4 + gx (+3 pad).
+        let uni = d.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("tensorlane offload params"),
+            contents: &p.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
+            usage: wgpu::BufferUsages::UNIFORM,
+        });
+        let mut entries: Vec<wgpu::BindGroupEntry> = bufs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.raw().as_entire_binding(),
+            })
+            .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: bufs.len() as u32,
+            resource: uni.as_entire_binding(),
+        });
+        let group = d.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &k.layout,
+            entries: &entries,
+        });
+        let mut enc = d.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&k.pipeline);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups(gx, gy, 1);
+        }
+        q.submit([enc.finish()]);
+    }
+
+    fn elem(&self, mode: u32, a: &GpuBuffer, b: &GpuBuffer, c: &GpuBuffer, o: &GpuBuffer, n: usize) -> Result<(), ExecError> {
+        let d = self.dims.ok_or_else(|| ExecError::Device("not prepared".into()))?;
+        self.dispatch(&self.elem, &[a, b, c, o], &[mode, n as u32, d.h as u32, d.kv as u32], n as u32);
+        Ok(())
+    }
+
+    fn copy(&self, src: &GpuBuffer, dst: &GpuBuffer, bytes: u64) {
+        let (d, q) = self.dev.raw();
+        let mut enc = d.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(src.raw(), 0, dst.raw(), 0, bytes.div_ceil(4) * 4);
+        q.submit([enc.finish()]);
+    }
+}
+
+impl Backend for WgpuBackend {
+    fn name(&self) -> String {
+        let a = self.dev.adapter();
+        format!("wgpu ({}, {})", a.name, a.backend)
+    }
+
+    fn prepare(&mut self, plan: &Plan, d: Dims, tokens: &[u32]) -> Result<(), ExecError> {
+        let lim = {
+            let a = self.dev.adapter();
+            a.max_buffer_size.min(a.max_storage_binding)
+        };
+        let mut spans = vec![(0u64, plan.arena_bytes)];
+        if plan.arena_bytes > lim {
+            // One buffer per region: the resident part, then the ring.
+            spans = vec![(0, plan.ring.base), (plan.ring.base, plan.arena_bytes - plan.ring.base)];
+        }
+        self.regions.clear();
+        for (base, len) in spans {
+            if len == 0 {
+                continue;
+            }
+            if len > lim {
+                return Err(ExecError::Device(format!(
+                    "arena region of {len} bytes exceeds the device's buffer/binding limit {lim}"
+                )));
+            }
+            let buf = self.dev.alloc(len.div_ceil(4) * 4).map_err(dev_err)?;
+            self.regions.push((base, len, buf));
+        }
+        let max_t = plan.tensors.iter().map(|t| t.bytes).max().unwrap_or(4).max(4);
+        self.scratch = (0..2)
+            .map(|_| self.dev.alloc(max_t.div_ceil(4) * 4))
+            .collect::<Result<_, _>>()
+            .map_err(dev_err)?;
+        let f = |n: usize| self.dev.alloc((d.t * n * 4) as u64).map_err(dev_err);
+        self.acts = Some(Acts {
+            x: f(d.h)?,
+            tmp_h: f(d.h)?,
+            a: f(d.h)?,
+            q: f(d.h)?,
+            k: f(d.kv)?,
+            v: f(d.kv)?,
+            s: f(d.h)?,
+            b: f(d.h)?,
+            g: f(d.ffn)?,
+            u: f(d.ffn)?,
+            m: f(d.ffn)?,
+            logits: f(d.vocab)?,
+        });
+        self.dims = Some(d);
+        self.tokens = tokens.to_vec();
+        Ok(())
+    }
+
+    fn copy_in(&mut self, dev_offset: u64, bytes: &[u8]) -> Result<(), ExecError> {
+        let (buf, at) = self.region(dev_offset, bytes.len() as u64)?;
+        if bytes.len() % 4 == 0 {
+            return self.dev.upload_into(buf, at, bytes).map_err(dev_err);
+        }
+        // A piece ending mid-word: pad the last word. Every planned offset is 256-aligned, so the
+        // padding bytes belong to no other tensor.
+        let mut padded = bytes.to_vec();
+        padded.resize(bytes.len().div_ceil(4) * 4, 0);
+        let (buf, at) = self.region(dev_offset, padded.len() as u64)?;
+        self.dev.upload_into(buf, at, &padded).map_err(dev_err)
+    }
+
+    fn exec(&mut self, op: &ExecOp<'_>) -> Result<(), ExecError> {
+        let d = self.dims.ok_or_else(|| ExecError::Device("exec before prepare".into()))?;
+        // Gather every arena weight into its scratch buffer.
+        let mut slot = 0;
+        for w in &op.weights {
+            if let TensorRef::Arena { segments, .. } = w {
+                let dst = self.scratch.get(slot).ok_or_else(|| ExecError::Device("op reads > 2 weights".into()))?;
+                for s in segments {
+                    let (src, at) = self.region(s.dev_offset, s.bytes)?;
+                    let words = (s.tensor_offset + s.bytes).div_ceil(4) - s.tensor_offset / 4;
+                    self.dispatch(
+                        &self.gather,
+                        &[src, dst],
+                        &[at as u32, s.tensor_offset as u32, s.bytes as u32],
+                        words as u32,
+                    );
+                }
+                slot += 1;
+            }
+        }
+        let acts = self.acts.as_ref().ok_or_else(|| ExecError::Device("not prepared".into()))?;
+        let (t, h, kv, ffn, vocab) = (d.t as u32, d.h as u32, d.kv as u32, d.ffn as u32, d.vocab as u32);
+        let (w0, w1) = (&self.scratch[0], &self.scratch[1]);
+        let mm = |a: &GpuBuffer, w: &GpuBuffer, c: &GpuBuffer, k: u32, n: u32| {
+            self.dev.matmul_f32_into(a, w, c, t, k, n).map_err(dev_err)
+        };
+        let nh = d.t * d.h;
+        match op.kind {
+            OpKind::Embed => {
+                let Some(TensorRef::Host(e)) = op.weights.first() else {
+                    return Err(ExecError::Device("embed without a host table".into()));
+                };
+                let e = to_f32(e);
+                let mut x = Vec::with_capacity(nh * 4);
+                for &tok in self.tokens.iter().take(d.t) {
+                    let tok = (tok as usize).min(d.vocab - 1);
+                    let row = e.get(tok * d.h..(tok + 1) * d.h).ok_or_else(|| ExecError::Device("embed row".into()))?;
+                    x.extend(row.iter().flat_map(|v| v.to_le_bytes()));
+                }
+                self.dev.upload_into(&acts.x, 0, &x).map_err(dev_err)?;
+            }
+            OpKind::QProj => {
+                self.elem(0, &acts.x, w0, w0, &acts.a, nh)?;
+                mm(&acts.a, w1, &acts.q, h, h)?;
+            }
+            OpKind::KProj => mm(&acts.a, w0, &acts.k, h, kv)?,
+            OpKind::VProj => mm(&acts.a, w0, &acts.v, h, kv)?,
+            OpKind::Attn => self.elem(1, &acts.q, &acts.k, &acts.v, &acts.s, nh)?,
+            OpKind::OProj => {
+                mm(&acts.s, w0, &acts.tmp_h, h, h)?;
+                self.elem(2, &acts.x, &acts.tmp_h, &acts.tmp_h, &acts.a, nh)?;
+                self.copy(&acts.a, &acts.x, (nh * 4) as u64);
+            }
+            OpKind::Gate => {
+                self.elem(0, &acts.x, w0, w0, &acts.b, nh)?;
+                mm(&acts.b, w1, &acts.g, h, ffn)?;
+            }
+            OpKind::Up => mm(&acts.b, w0, &acts.u, h, ffn)?,
+            OpKind::Down => {
+                self.elem(3, &acts.g, &acts.u, &acts.u, &acts.m, d.t * d.ffn)?;
+                mm(&acts.m, w0, &acts.tmp_h, ffn, h)?;
+                self.elem(2, &acts.x, &acts.tmp_h, &acts.tmp_h, &acts.a, nh)?;
+                self.copy(&acts.a, &acts.x, (nh * 4) as u64);
+            }
+            OpKind::LmHead => {
+                self.elem(0, &acts.x, w0, w0, &acts.a, nh)?;
+                mm(&acts.a, w1, &acts.logits, h, vocab)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish_forward(&mut self) -> Result<Vec<f32>, ExecError> {
+        let acts = self.acts.as_ref().ok_or_else(|| ExecError::Device("no forward ran".into()))?;
+        let bytes = self.dev.download(&acts.logits).map_err(dev_err)?;
+        Ok(to_f32(&bytes))
+    }
+}
