@@ -166,3 +166,25 @@ fn malformed_plans_are_errors_not_panics() {
     .unwrap();
     assert!(run(&other, &plan).is_err());
 }
+
+/// CUDA executor: builds with `--features cuda`; without a driver it is a clean error (set
+/// `TENSORLANE_EXPECT_CUDA=1` on a GPU machine to require the real run).
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_executor_runs_or_reports_no_driver() {
+    use tensorlane::offload::exec::cuda::CudaBackend;
+    let expect = std::env::var("TENSORLANE_EXPECT_CUDA").as_deref() == Ok("1");
+    match CudaBackend::new() {
+        Err(e) => {
+            assert!(!expect, "TENSORLANE_EXPECT_CUDA=1 but: {e}");
+            assert!(matches!(e, ExecError::Device(_)), "{e:?}");
+            assert!(e.to_string().contains("CUDA"), "{e}");
+        }
+        Ok(mut b) => {
+            let (m, plan) = tiny_streaming_plan(Policy::Scheduler);
+            let rep = execute(&plan, &m, &mut b, ExecOptions::default()).unwrap();
+            let reference = m.reference();
+            assert!(rep.outputs.iter().all(|o| bit_equal(o, &reference)));
+        }
+    }
+}

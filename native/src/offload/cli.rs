@@ -22,7 +22,7 @@ pub enum OffloadCommand {
     Plan(OffloadArgs),
     /// Simulate the plan for K forwards and run the hazard checker on it and on every baseline.
     Sim(OffloadArgs),
-    /// Execute a plan on a device (not built into this binary).
+    /// Execute a plan on a device (cpu; wgpu and cuda with their cargo features).
     Run(OffloadArgs),
 }
 
@@ -46,9 +46,16 @@ pub struct OffloadArgs {
     /// KV context for decode.
     #[arg(long, default_value_t = 512)]
     pub context: u64,
-    /// Forwards to simulate.
+    /// Forwards to simulate (or, for `run`, to execute).
     #[arg(long, default_value_t = 6)]
     pub forwards: usize,
+    /// `run` only: the executor, `cpu`, `wgpu` or `cuda` (the latter two need their cargo feature).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// `run` only: the policy whose plan runs (`scheduler`, `all-resident`, `sync-jit`,
+    /// `full-offload`, `flexgen-like`).
+    #[arg(long, default_value = "scheduler")]
+    pub policy: String,
 }
 
 /// Runs an `offload` subcommand; prints to stdout, errors to stderr. Exit 0 on success, 1 for
@@ -57,13 +64,7 @@ pub fn run(cmd: OffloadCommand) -> ExitCode {
     let (args, sim) = match cmd {
         OffloadCommand::Plan(a) => (a, false),
         OffloadCommand::Sim(a) => (a, true),
-        OffloadCommand::Run(_) => {
-            eprintln!(
-                "error: `offload run` executes plans on a device and needs a build with --features wgpu or \
-                 --features cuda; use `offload sim` to simulate"
-            );
-            return ExitCode::from(2);
-        }
+        OffloadCommand::Run(a) => return run_exec(&a),
     };
     match run_inner(&args, sim) {
         Ok(code) => code,
@@ -204,4 +205,102 @@ fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, OffloadError> {
         println!("plan written to {}", out.display());
     }
     Ok(if clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// `offload run`: executes the plan of `--policy` for the model (tiny-style presets with real
+/// seeded weights) on `--device`, prints time per forward, bytes moved and the exact check
+/// against the all-resident reference. Exit 0 when every forward matches, 1 when not or on a
+/// device error, 2 for bad input.
+fn run_exec(a: &OffloadArgs) -> ExitCode {
+    use super::exec::{Backend, CpuBackend, ExecModel, ExecOptions, bit_equal, execute};
+    use super::model::LlamaShape;
+    let Some(budget) = parse_bytes(&a.budget) else {
+        eprintln!("error: bad --budget {:?}", a.budget);
+        return ExitCode::from(2);
+    };
+    let shape = match a.model.as_str() {
+        "tiny" => LlamaShape::tiny(),
+        other => {
+            eprintln!("error: `offload run` executes the `tiny` preset (real seeded f32 weights); got {other:?}");
+            return ExitCode::from(2);
+        }
+    };
+    let policy = match [Policy::Scheduler, Policy::AllResident, Policy::SyncJit, Policy::FullOffload, Policy::FlexGen]
+        .into_iter()
+        .find(|p| p.name() == a.policy)
+    {
+        Some(p) => p,
+        None => {
+            eprintln!("error: unknown --policy {:?}", a.policy);
+            return ExitCode::from(2);
+        }
+    };
+    let phase = match a.prefill {
+        Some(n) if n > 0 => Phase::Prefill { tokens: n },
+        Some(_) => {
+            eprintln!("error: --prefill needs N > 0");
+            return ExitCode::from(2);
+        }
+        None => Phase::Decode { context: a.context },
+    };
+    let result = (|| -> Result<bool, String> {
+        let profile = DeviceProfile::load(&a.profile).map_err(|e| e.to_string())?;
+        let m = ExecModel::synthetic(&a.model, &shape, phase, 1).map_err(|e| e.to_string())?;
+        let plan = super::compile_policy(&m.model, &profile, budget, policy).map_err(|e| e.to_string())?;
+        let mut backend: Box<dyn Backend> = match a.device.as_str() {
+            "cpu" => Box::new(CpuBackend::new()),
+            #[cfg(feature = "wgpu")]
+            "wgpu" => Box::new(super::exec::wgpu::WgpuBackend::new().map_err(|e| e.to_string())?),
+            #[cfg(feature = "cuda")]
+            "cuda" => Box::new(super::exec::cuda::CudaBackend::new().map_err(|e| e.to_string())?),
+            d if d == "wgpu" || d == "cuda" => {
+                return Err(format!("--device {} needs a build with --features {}", a.device, a.device));
+            }
+            d => return Err(format!("unknown --device {d:?} (cpu, wgpu, cuda)")),
+        };
+        let forwards = a.forwards.clamp(1, 1000);
+        let opts = ExecOptions { forwards, poison: true, copies_first: true };
+        let rep = execute(&plan, &m, backend.as_mut(), opts).map_err(|e| e.to_string())?;
+        let sim = simulate(&plan, &profile, forwards.max(3)).map_err(|e| e.to_string())?;
+        let reference = m.reference();
+        println!(
+            "model {} ({}), W = {} B dense, policy {}, budget {} B, arena {} B, device {}",
+            m.model.name,
+            phase.label(),
+            m.dense_bytes(),
+            policy.name(),
+            budget,
+            plan.arena_bytes,
+            rep.backend
+        );
+        println!(
+            "resident {} B loaded once in {:.1} ms; plan streams {} B per forward, simulator {} B",
+            rep.resident_load_bytes,
+            rep.load_s * 1e3,
+            plan.streamed_bytes(),
+            sim.h2d_bytes
+        );
+        let mut all = true;
+        for (f, out) in rep.outputs.iter().enumerate() {
+            let ok = bit_equal(out, &reference);
+            all &= ok;
+            println!(
+                "forward {f}: {:.2} ms, H2D {} B in {} copies, output {}",
+                rep.forward_s[f] * 1e3,
+                rep.h2d_bytes.get(f).copied().unwrap_or(0),
+                rep.copies.get(f).copied().unwrap_or(0),
+                if ok { "== all-resident (bit-exact)" } else { "DIFFERS from all-resident" }
+            );
+        }
+        println!("steady forward {:.2} ms (median after the first)", rep.steady_forward_s() * 1e3);
+        Ok(all)
+    })();
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
