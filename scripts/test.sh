@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Runs every test tensorlane has: Rust (core, native, the live tenso cross-check), the no_std
-# core built for wasm32, both JavaScript backends under Node, and the page in headless Chromium.
-# Prerequisites are installed by .ci/run (or see README "Set up").
+# Runs every test tensorlane has: Rust (core, native, the live tenso and ztensor cross-checks,
+# the .zt conformance corpus, offload), the no_std core built for wasm32, wgpu on lavapipe, both
+# JavaScript backends under Node, and the pages in headless Chromium. Installs what is missing
+# first (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$HOME/.cargo/bin:$PWD/node_modules/.bin:$PATH"
 
 step() { printf '\n== %s\n' "$*"; }
+
+step "install what is missing"
+bash scripts/setup.sh
+export PATH="$HOME/.cargo/bin:$PWD/node_modules/.bin:$PATH"
+# Mesa complains on every Vulkan instance without a runtime dir.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 
 step "shared reference data"
 if [ ! -d ../shared/vectors/tenso ]; then
@@ -21,7 +27,7 @@ step "Rust tests (workspace)"
 cargo test --workspace --no-fail-fast
 
 step "device transfer: wgpu on lavapipe (CI=true: no adapter fails), CUDA build and error paths"
-XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}" cargo test -p tensorlane --features wgpu --test device_wgpu --test offload_wgpu
+cargo test -p tensorlane --features wgpu --test device_wgpu --test offload_wgpu
 cargo build -p tensorlane --features cuda
 cargo test -p tensorlane --features cuda --test device_cuda
 

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what the tests need and a fresh machine lacks: Debian packages (Chromium, lavapipe,
+# python3-venv), the wasm32 target, wasm-bindgen-cli at the lockfile's version, npm packages and
+# the two Python venvs of the live cross-checks (tenso 0.24.0, ztensor 2.1.2). Idempotent: on a
+# machine that has everything it only checks. Called by scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+export PATH="$HOME/.cargo/bin:$PATH"
+
+need_apt=()
+command -v chromium >/dev/null || need_apt+=(chromium)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+# wgpu's device tests run on Mesa lavapipe (Vulkan on the CPU).
+ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1 || need_apt+=(mesa-vulkan-drivers libvulkan1)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+rustup target add wasm32-unknown-unknown >/dev/null 2>&1 || rustup target add wasm32-unknown-unknown
+
+# wasm-bindgen-cli must match the wasm-bindgen crate in Cargo.lock exactly (install without --locked).
+WBG=$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"$/\1/p' | head -n1)
+if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $WBG"; then
+  cargo install -q wasm-bindgen-cli --version "$WBG"
+fi
+npm ci --no-audit --no-fund --loglevel=error
+# The live tenso cross-check creates its own venv (tests/python/setup_venv.sh); do it up front so a
+# registry problem shows here, not as a test failure.
+bash tests/python/setup_venv.sh
+bash tests/python/setup_zt_venv.sh
