@@ -48,7 +48,11 @@ fn grid() {
                     if !s.findings.is_empty() {
                         failures.push(format!("{cell}: scheduler findings {:?}", s.findings));
                     }
-                    let bar = if matches!(phase, Phase::Decode { .. }) { 1.05 } else { 1.10 };
+                    let bar = if matches!(phase, Phase::Decode { .. }) {
+                        1.05
+                    } else {
+                        1.10
+                    };
                     if matches!(phase, Phase::Decode { .. }) {
                         worst_decode = worst_decode.max(s.sim.ratio);
                     } else {
@@ -118,7 +122,10 @@ fn decode_bytes_streamed_near_w_minus_b() {
     let max_chunk = plan.chunks.iter().map(|c| c.bytes).max().unwrap();
     let x = plan.streamed_bytes();
     assert!(x >= w - 4 * GB);
-    assert!(x as f64 <= (w - 4 * GB + 2 * max_chunk) as f64 * 1.02, "X {x} W {w} max chunk {max_chunk}");
+    assert!(
+        x as f64 <= (w - 4 * GB + 2 * max_chunk) as f64 * 1.02,
+        "X {x} W {w} max chunk {max_chunk}"
+    );
 }
 
 #[test]
@@ -247,8 +254,10 @@ fn checker_catches_copy_after_read() {
     h2d.push(copy);
     let f = check(&plan);
     assert!(
-        f.iter()
-            .any(|f| matches!(f.rule, Rule::ReadBeforeCopy | Rule::OverwriteBeforeLastReader | Rule::Cycle)),
+        f.iter().any(|f| matches!(
+            f.rule,
+            Rule::ReadBeforeCopy | Rule::OverwriteBeforeLastReader | Rule::Cycle
+        )),
         "{f:?}"
     );
 }
@@ -266,7 +275,10 @@ fn checker_catches_overwrite_before_last_reader() {
         .collect();
     stream_mut(&mut plan, StreamKind::H2d).retain(|i| !matches!(i, Instr::Wait { event, .. } if free.contains(event)));
     let f = check(&plan);
-    let hit = f.iter().find(|f| f.rule == Rule::OverwriteBeforeLastReader).expect("finding");
+    let hit = f
+        .iter()
+        .find(|f| f.rule == Rule::OverwriteBeforeLastReader)
+        .expect("finding");
     assert!(hit.op.is_some() && hit.slot.is_some() && hit.chunk.is_some());
 }
 
@@ -321,8 +333,16 @@ fn checker_reasons_over_the_partial_order_not_one_timeline() {
 // ---- Random plans: zero findings. ----
 
 fn arb_profile() -> impl Strategy<Value = DeviceProfile> {
-    (1.0f64..60.0, 0.05f64..1.0, 0.0f64..50.0, 0.1f64..10.0, 1.0f64..1000.0, 10.0f64..4000.0, 0u64..20_000).prop_map(
-        |(p, pg, lat, d, f, hbm, host)| DeviceProfile {
+    (
+        1.0f64..60.0,
+        0.05f64..1.0,
+        0.0f64..50.0,
+        0.1f64..10.0,
+        1.0f64..1000.0,
+        10.0f64..4000.0,
+        0u64..20_000,
+    )
+        .prop_map(|(p, pg, lat, d, f, hbm, host)| DeviceProfile {
             id: "random".into(),
             description: String::new(),
             h2d_pinned_gbps: p,
@@ -336,8 +356,7 @@ fn arb_profile() -> impl Strategy<Value = DeviceProfile> {
             launch_us: 1.0,
             vram_bytes: 1 << 40,
             host_ram_bytes: host,
-        },
-    )
+        })
 }
 
 #[derive(Debug, Clone)]
@@ -356,61 +375,63 @@ fn arb_case() -> impl Strategy<Value = RandomCase> {
         any::<bool>(),
         any::<bool>(),
     );
-    (
-        prop::collection::vec(op, 1..9),
-        0u64..40_000,
-        0usize..5,
-        arb_profile(),
-    )
-        .prop_map(|(ops, budget, pol, profile)| {
-            let mut tensors: Vec<TensorInfo> = Vec::new();
-            let mut out = Vec::new();
-            let mut group = 0u32;
-            for (i, (sizes, shared, secs, new_group, gather)) in ops.into_iter().enumerate() {
-                if new_group {
-                    group += 1;
-                }
-                let mut reads = Vec::new();
-                for (j, b) in sizes.into_iter().enumerate() {
-                    tensors.push(TensorInfo {
-                        name: format!("t{i}.{j}"),
-                        bytes: b,
-                        access: if gather && j == 0 { Access::Gather } else { Access::Dense },
-                    });
-                    reads.push(tensors.len() - 1);
-                }
-                // Sometimes read a tensor of an earlier op again (shared / tied weights).
-                if let Some(s) = shared
-                    && s < tensors.len()
-                    && !reads.contains(&s)
-                {
-                    reads.push(s);
-                }
-                out.push(Op {
-                    name: format!("op{i}"),
-                    group,
-                    reads,
-                    cost: if secs < 1e-6 { Cost::explicit(secs) } else { Cost::roofline(secs * 1e12, 1000.0) },
+    (prop::collection::vec(op, 1..9), 0u64..40_000, 0usize..5, arb_profile()).prop_map(|(ops, budget, pol, profile)| {
+        let mut tensors: Vec<TensorInfo> = Vec::new();
+        let mut out = Vec::new();
+        let mut group = 0u32;
+        for (i, (sizes, shared, secs, new_group, gather)) in ops.into_iter().enumerate() {
+            if new_group {
+                group += 1;
+            }
+            let mut reads = Vec::new();
+            for (j, b) in sizes.into_iter().enumerate() {
+                tensors.push(TensorInfo {
+                    name: format!("t{i}.{j}"),
+                    bytes: b,
+                    access: if gather && j == 0 {
+                        Access::Gather
+                    } else {
+                        Access::Dense
+                    },
                 });
+                reads.push(tensors.len() - 1);
             }
-            RandomCase {
-                model: Model {
-                    name: "random".into(),
-                    tokens: 1,
-                    tensors,
-                    ops: out,
+            // Sometimes read a tensor of an earlier op again (shared / tied weights).
+            if let Some(s) = shared
+                && s < tensors.len()
+                && !reads.contains(&s)
+            {
+                reads.push(s);
+            }
+            out.push(Op {
+                name: format!("op{i}"),
+                group,
+                reads,
+                cost: if secs < 1e-6 {
+                    Cost::explicit(secs)
+                } else {
+                    Cost::roofline(secs * 1e12, 1000.0)
                 },
-                budget,
-                policy: [
-                    Policy::Scheduler,
-                    Policy::AllResident,
-                    Policy::SyncJit,
-                    Policy::FullOffload,
-                    Policy::FlexGen,
-                ][pol],
-                profile,
-            }
-        })
+            });
+        }
+        RandomCase {
+            model: Model {
+                name: "random".into(),
+                tokens: 1,
+                tensors,
+                ops: out,
+            },
+            budget,
+            policy: [
+                Policy::Scheduler,
+                Policy::AllResident,
+                Policy::SyncJit,
+                Policy::FullOffload,
+                Policy::FlexGen,
+            ][pol],
+            profile,
+        }
+    })
 }
 
 proptest! {

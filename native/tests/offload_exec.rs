@@ -11,7 +11,13 @@ use tensorlane::offload::{DeviceProfile, OffloadError, Plan, Policy, check, comp
 const MB: u64 = 1_000_000;
 
 fn policies() -> [Policy; 5] {
-    [Policy::Scheduler, Policy::AllResident, Policy::SyncJit, Policy::FullOffload, Policy::FlexGen]
+    [
+        Policy::Scheduler,
+        Policy::AllResident,
+        Policy::SyncJit,
+        Policy::FullOffload,
+        Policy::FlexGen,
+    ]
 }
 
 fn plan_for(m: &ExecModel, budget: u64, p: Policy) -> Option<Plan> {
@@ -34,18 +40,36 @@ fn every_policy_matches_the_resident_reference_while_streaming() {
         for p in policies() {
             let Some(plan) = plan_for(&m, budget, p) else { continue };
             assert!(check(&plan).is_empty(), "{} at {budget}: hazards", p.name());
-            let rep = execute(&plan, &m, &mut CpuBackend::new(), ExecOptions { forwards: 2, poison: true, copies_first: true })
-                .unwrap_or_else(|e| panic!("{} at {budget}: {e}", p.name()));
+            let rep = execute(
+                &plan,
+                &m,
+                &mut CpuBackend::new(),
+                ExecOptions {
+                    forwards: 2,
+                    poison: true,
+                    copies_first: true,
+                },
+            )
+            .unwrap_or_else(|e| panic!("{} at {budget}: {e}", p.name()));
             assert_eq!(rep.outputs.len(), 2);
             for (f, out) in rep.outputs.iter().enumerate() {
-                assert!(bit_equal(out, &reference), "{} at {budget} B, forward {f}: output differs", p.name());
+                assert!(
+                    bit_equal(out, &reference),
+                    "{} at {budget} B, forward {f}: output differs",
+                    p.name()
+                );
             }
             // Bytes counted by the executor = the plan's = the simulator's.
             let sim = simulate(&plan, &profile, 3).unwrap();
             for f in 0..2 {
                 assert_eq!(rep.h2d_bytes[f], plan.streamed_bytes(), "{} forward {f}", p.name());
             }
-            assert_eq!(rep.h2d_bytes[1], sim.h2d_bytes, "{}: executor vs simulator bytes", p.name());
+            assert_eq!(
+                rep.h2d_bytes[1],
+                sim.h2d_bytes,
+                "{}: executor vs simulator bytes",
+                p.name()
+            );
             assert_eq!(rep.resident_load_bytes, plan.resident_bytes());
             if plan.streamed_bytes() > 0 && budget < w {
                 *streamed_per_policy.entry(p.name()).or_insert(0) += 1;
@@ -82,7 +106,17 @@ fn tiny_streaming_plan(p: Policy) -> (ExecModel, Plan) {
 }
 
 fn run(m: &ExecModel, plan: &Plan) -> Result<Vec<Vec<f32>>, ExecError> {
-    execute(plan, m, &mut CpuBackend::new(), ExecOptions { forwards: 2, poison: true, copies_first: true }).map(|r| r.outputs)
+    execute(
+        plan,
+        m,
+        &mut CpuBackend::new(),
+        ExecOptions {
+            forwards: 2,
+            poison: true,
+            copies_first: true,
+        },
+    )
+    .map(|r| r.outputs)
 }
 
 fn differs(m: &ExecModel, plan: &Plan) -> bool {
@@ -101,30 +135,49 @@ fn removing_slot_free_waits_changes_the_output() {
         let h2d = plan.streams.iter().position(|s| s.kind == StreamKind::H2d).unwrap();
         let events = plan.events.clone();
         let before = plan.streams[h2d].program.len();
-        plan.streams[h2d].program.retain(|i| {
-            !matches!(i, Instr::Wait { event, .. } if matches!(events[*event as usize], EventKind::SlotFree(_)))
-        });
-        assert!(plan.streams[h2d].program.len() < before, "{}: no SlotFree waits to remove", p.name());
+        plan.streams[h2d].program.retain(
+            |i| !matches!(i, Instr::Wait { event, .. } if matches!(events[*event as usize], EventKind::SlotFree(_))),
+        );
+        assert!(
+            plan.streams[h2d].program.len() < before,
+            "{}: no SlotFree waits to remove",
+            p.name()
+        );
         assert!(!check(&plan).is_empty(), "the checker flags it too");
-        assert!(differs(&m, &plan), "{}: copies overwrote live slots, yet the output is unchanged", p.name());
+        assert!(
+            differs(&m, &plan),
+            "{}: copies overwrote live slots, yet the output is unchanged",
+            p.name()
+        );
     }
 }
 
 #[test]
 fn removing_a_loaded_wait_changes_the_output() {
     let (m, mut plan) = tiny_streaming_plan(Policy::Scheduler);
-    let late = ExecOptions { forwards: 2, poison: true, copies_first: false };
+    let late = ExecOptions {
+        forwards: 2,
+        poison: true,
+        copies_first: false,
+    };
     let reference = m.reference();
     let ok = execute(&plan, &m, &mut CpuBackend::new(), late).unwrap();
-    assert!(ok.outputs.iter().all(|o| bit_equal(o, &reference)), "compute-first order must match too");
+    assert!(
+        ok.outputs.iter().all(|o| bit_equal(o, &reference)),
+        "compute-first order must match too"
+    );
     let comp = plan.streams.iter().position(|s| s.kind == StreamKind::Compute).unwrap();
     let events = plan.events.clone();
-    plan.streams[comp].program.retain(|i| {
-        !matches!(i, Instr::Wait { event, .. } if matches!(events[*event as usize], EventKind::Loaded(_)))
-    });
+    plan.streams[comp]
+        .program
+        .retain(|i| !matches!(i, Instr::Wait { event, .. } if matches!(events[*event as usize], EventKind::Loaded(_))));
     // Compute runs before the copies it no longer waits for: it reads unwritten (NaN) slots.
     let broken = execute(&plan, &m, &mut CpuBackend::new(), late);
-    assert!(broken.map(|r| r.outputs.iter().any(|o| !bit_equal(o, &reference))).unwrap_or(true));
+    assert!(
+        broken
+            .map(|r| r.outputs.iter().any(|o| !bit_equal(o, &reference)))
+            .unwrap_or(true)
+    );
 }
 
 #[test]
@@ -155,11 +208,19 @@ fn malformed_plans_are_errors_not_panics() {
     assert!(run(&m, &p).is_err());
     let mut p = plan.clone();
     p.streams[0].program.insert(0, Instr::Wait { event: 0, lag: 0 });
-    p.streams.iter_mut().for_each(|s| s.program.retain(|i| !matches!(i, Instr::Record { event: 0 })));
-    assert!(matches!(run(&m, &p), Err(ExecError::Plan(OffloadError::Deadlock(_))) | Err(_)));
+    p.streams
+        .iter_mut()
+        .for_each(|s| s.program.retain(|i| !matches!(i, Instr::Record { event: 0 })));
+    assert!(matches!(
+        run(&m, &p),
+        Err(ExecError::Plan(OffloadError::Deadlock(_))) | Err(_)
+    ));
     let other = ExecModel::synthetic(
         "other",
-        &tensorlane::offload::LlamaShape { layers: 2, ..tensorlane::offload::LlamaShape::tiny() },
+        &tensorlane::offload::LlamaShape {
+            layers: 2,
+            ..tensorlane::offload::LlamaShape::tiny()
+        },
         tensorlane::offload::Phase::DECODE,
         1,
     )

@@ -12,7 +12,10 @@ fn backend() -> Option<WgpuBackend> {
     match WgpuBackend::new() {
         Ok(b) => Some(b),
         Err(e) => {
-            assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true but no wgpu adapter: {e}");
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true but no wgpu adapter: {e}"
+            );
             eprintln!("skip: no wgpu adapter: {e}");
             None
         }
@@ -26,22 +29,40 @@ fn every_policy_matches_the_resident_reference_on_the_gpu() {
     let reference = m.reference();
     let w = m.dense_bytes();
     let profile = DeviceProfile::h100();
-    let opts = ExecOptions { forwards: 2, poison: true, copies_first: true };
+    let opts = ExecOptions {
+        forwards: 2,
+        poison: true,
+        copies_first: true,
+    };
     let mut ran = 0;
     for (budget, policies) in [
-        (14_000_000u64, &[Policy::SyncJit, Policy::FullOffload, Policy::FlexGen][..]),
-        (26_000_000, &[Policy::Scheduler, Policy::SyncJit, Policy::FullOffload, Policy::FlexGen][..]),
+        (
+            14_000_000u64,
+            &[Policy::SyncJit, Policy::FullOffload, Policy::FlexGen][..],
+        ),
+        (
+            26_000_000,
+            &[Policy::Scheduler, Policy::SyncJit, Policy::FullOffload, Policy::FlexGen][..],
+        ),
         (40_000_000, &[Policy::AllResident][..]),
     ] {
         for &p in policies {
             let plan = compile_policy(&m.model, &profile, budget, p).unwrap_or_else(|e| panic!("{}: {e}", p.name()));
             assert!(check(&plan).is_empty());
             if p != Policy::AllResident {
-                assert!(plan.streamed_bytes() > 0 && budget < w, "{} at {budget}: must stream", p.name());
+                assert!(
+                    plan.streamed_bytes() > 0 && budget < w,
+                    "{} at {budget}: must stream",
+                    p.name()
+                );
             }
             let rep = execute(&plan, &m, &mut b, opts).unwrap_or_else(|e| panic!("{} at {budget}: {e}", p.name()));
             for (f, out) in rep.outputs.iter().enumerate() {
-                assert!(bit_equal(out, &reference), "{} at {budget}: forward {f} differs", p.name());
+                assert!(
+                    bit_equal(out, &reference),
+                    "{} at {budget}: forward {f} differs",
+                    p.name()
+                );
             }
             assert_eq!(rep.h2d_bytes[1], plan.streamed_bytes());
             eprintln!(
@@ -67,5 +88,8 @@ fn a_shifted_slot_changes_the_gpu_output() {
     plan.chunks[n - 1].dev_offset = plan.chunks[n - 2].dev_offset;
     let reference = m.reference();
     let r = execute(&plan, &m, &mut b, ExecOptions::default());
-    assert!(r.map(|r| r.outputs.iter().any(|o| !bit_equal(o, &reference))).unwrap_or(true));
+    assert!(
+        r.map(|r| r.outputs.iter().any(|o| !bit_equal(o, &reference)))
+            .unwrap_or(true)
+    );
 }

@@ -15,10 +15,11 @@
 //! The venv comes from tests/python/setup_venv.sh (tests/.venv, pinned versions). The tests skip
 //! only when `python3` is missing and `CI` is not `true`; in CI every setup failure fails.
 
+mod common;
+use common::root;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -30,75 +31,8 @@ use tensorlane_core::{DType, Tensor};
 // ---------------------------------------------------------------------------------------------
 // Environment
 
-/// The repository root (`TENSORLANE_ROOT` overrides it).
-fn root() -> PathBuf {
-    match std::env::var_os("TENSORLANE_ROOT") {
-        Some(r) => PathBuf::from(r),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf(),
-    }
-}
-
-fn in_ci() -> bool {
-    matches!(
-        std::env::var("CI").as_deref(),
-        Ok("true") | Ok("1") | Ok("TRUE") | Ok("True")
-    )
-}
-
-enum Setup {
-    Ready(PathBuf),
-    NoPython(String),
-    Failed(String),
-}
-
-fn setup() -> Setup {
-    let py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    match Command::new(&py).arg("--version").output() {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => {
-            return Setup::NoPython(format!(
-                "`{py} --version` failed: {}",
-                String::from_utf8_lossy(&o.stderr)
-            ));
-        }
-        Err(e) => return Setup::NoPython(format!("`{py}` cannot be run: {e}")),
-    }
-    let script = root().join("tests/python/setup_venv.sh");
-    let out = match Command::new("bash").arg(&script).output() {
-        Ok(o) => o,
-        Err(e) => return Setup::Failed(format!("cannot run {}: {e}", script.display())),
-    };
-    if !out.status.success() {
-        return Setup::Failed(format!(
-            "{} failed ({}):\n{}",
-            script.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    match stdout.lines().last().map(str::trim) {
-        Some(p) if Path::new(p).exists() => Setup::Ready(PathBuf::from(p)),
-        other => Setup::Failed(format!("setup_venv.sh printed no python path (last line {other:?})")),
-    }
-}
-
-/// The venv's python, or `None` when the test must be skipped (no python3, not in CI).
 fn venv_python() -> Option<&'static Path> {
-    static SETUP: OnceLock<Setup> = OnceLock::new();
-    match SETUP.get_or_init(setup) {
-        Setup::Ready(p) => Some(p),
-        Setup::NoPython(why) if !in_ci() => {
-            eprintln!("SKIPPED: tenso live cross-check needs python3 ({why})");
-            None
-        }
-        Setup::NoPython(why) | Setup::Failed(why) => {
-            panic!(
-                "tenso live cross-check setup failed{}: {why}",
-                if in_ci() { " (CI=true)" } else { "" }
-            )
-        }
-    }
+    common::venv_python("setup_venv.sh", "tenso")
 }
 
 fn scratch(name: &str) -> PathBuf {

@@ -14,10 +14,11 @@
 //! The venv comes from tests/python/setup_zt_venv.sh (tests/.venv-zt, pinned). The Python tests skip
 //! only when `python3` is missing and `CI` is not `true`; in CI every setup failure fails.
 
+mod common;
+use common::{in_ci, root};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use serde_json::{Value as Json, json};
 use sha2::{Digest, Sha256};
@@ -27,69 +28,8 @@ use tensorlane_core::zt::cbor::Value;
 use tensorlane_core::zt::reader::Reader;
 use tensorlane_core::zt::writer::{DigestAlgo, ObjectSpec, Options, PartDecl, PartSpec, Writer, content_digest};
 
-fn root() -> PathBuf {
-    match std::env::var_os("TENSORLANE_ROOT") {
-        Some(r) => PathBuf::from(r),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf(),
-    }
-}
-
-fn in_ci() -> bool {
-    matches!(
-        std::env::var("CI").as_deref(),
-        Ok("true") | Ok("1") | Ok("TRUE") | Ok("True")
-    )
-}
-
-enum Setup {
-    Ready(PathBuf),
-    NoPython(String),
-    Failed(String),
-}
-
-fn setup() -> Setup {
-    let py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    match Command::new(&py).arg("--version").output() {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => {
-            return Setup::NoPython(format!(
-                "`{py} --version` failed: {}",
-                String::from_utf8_lossy(&o.stderr)
-            ));
-        }
-        Err(e) => return Setup::NoPython(format!("`{py}` cannot be run: {e}")),
-    }
-    let script = root().join("tests/python/setup_zt_venv.sh");
-    let out = match Command::new("bash").arg(&script).output() {
-        Ok(o) => o,
-        Err(e) => return Setup::Failed(format!("cannot run {}: {e}", script.display())),
-    };
-    if !out.status.success() {
-        return Setup::Failed(format!(
-            "{} failed ({}):\n{}",
-            script.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    match stdout.lines().last().map(str::trim) {
-        Some(p) if Path::new(p).exists() => Setup::Ready(PathBuf::from(p)),
-        other => Setup::Failed(format!("setup_zt_venv.sh printed no python path (last line {other:?})")),
-    }
-}
-
-/// The venv's python, or `None` when the test must be skipped (no python3, not in CI).
 fn venv_python() -> Option<&'static Path> {
-    static SETUP: OnceLock<Setup> = OnceLock::new();
-    match SETUP.get_or_init(setup) {
-        Setup::Ready(p) => Some(p),
-        Setup::NoPython(why) if !in_ci() => {
-            eprintln!("skipping the ztensor live cross-check: {why}");
-            None
-        }
-        Setup::NoPython(why) | Setup::Failed(why) => panic!("ztensor live cross-check setup failed: {why}"),
-    }
+    common::venv_python("setup_zt_venv.sh", "ztensor")
 }
 
 fn run_py(py: &Path, script: &str, args: &[&str]) -> String {
