@@ -77,7 +77,12 @@ fn main() {
             .iter()
             .zip(&tensors)
             .zip(&shapes)
-            .map(|((name, x), shape)| DenseItem { name, dtype: DType::F32, shape, data: x })
+            .map(|((name, x), shape)| DenseItem {
+                name,
+                dtype: DType::F32,
+                shape,
+                data: x,
+            })
             .collect();
         w.add_many(&items).unwrap();
         w.finish().unwrap();

@@ -535,7 +535,12 @@ mod tests {
         let shapes: Vec<[u64; 1]> = data.iter().map(|d| [d.len() as u64]).collect();
         let names = ["a", "b", "c", "d", "e"];
         let items: Vec<DenseItem<'_>> = (0..5)
-            .map(|i| DenseItem { name: names[i], dtype: DType::U8, shape: &shapes[i], data: &data[i] })
+            .map(|i| DenseItem {
+                name: names[i],
+                dtype: DType::U8,
+                shape: &shapes[i],
+                data: &data[i],
+            })
             .collect();
         let mut v = Writer::new(Vec::new(), Options::default()).unwrap();
         for it in &items {

@@ -129,7 +129,10 @@ pub fn check(plan: &Plan) -> Vec<Finding> {
             {
                 out.push(finding(
                     Rule::UnmatchedWait,
-                    format!("wait on event {event} ({:?}), which nothing records", plan.events[event as usize]),
+                    format!(
+                        "wait on event {event} ({:?}), which nothing records",
+                        plan.events[event as usize]
+                    ),
                 ));
             }
         }
@@ -236,7 +239,11 @@ pub fn check(plan: &Plan) -> Vec<Finding> {
             readers_of[c as usize].push(i as u32);
         }
     }
-    let tname = |c: u32| plan.tensors.get(plan.chunks[c as usize].tensor as usize).map(|t| t.name.clone());
+    let tname = |c: u32| {
+        plan.tensors
+            .get(plan.chunks[c as usize].tensor as usize)
+            .map(|t| t.name.clone())
+    };
     let mut insts: Vec<Inst> = Vec::new();
     for (c, ch) in plan.chunks.iter().enumerate() {
         let Some((cs, ci)) = copy_at[c] else {
@@ -268,10 +275,7 @@ pub fn check(plan: &Plan) -> Vec<Finding> {
             if let (Some((rs, ri)), Some(h)) = (read_at[c], ch.host_offset) {
                 insts.push(Inst {
                     space: 1,
-                    region: Region {
-                        base: h,
-                        len: ch.bytes,
-                    },
+                    region: Region { base: h, len: ch.bytes },
                     chunk: c as u32,
                     forward: it as u32,
                     writer: node(rs, it, ri),
@@ -400,7 +404,10 @@ fn static_checks(plan: &Plan, out: &mut Vec<Finding>) {
     if plan.arena_bytes > plan.budget_bytes {
         out.push(finding(
             Rule::OverBudget,
-            format!("arena {} bytes exceeds the budget of {} bytes", plan.arena_bytes, plan.budget_bytes),
+            format!(
+                "arena {} bytes exceeds the budget of {} bytes",
+                plan.arena_bytes, plan.budget_bytes
+            ),
         ));
     }
     let arena = Region {
@@ -424,14 +431,20 @@ fn static_checks(plan: &Plan, out: &mut Vec<Finding>) {
             out.push(Finding {
                 tensor: Some(name.clone()),
                 slot: Some(reg),
-                ..finding(Rule::OutOfArena, format!("resident part of {name} lies outside the arena"))
+                ..finding(
+                    Rule::OutOfArena,
+                    format!("resident part of {name} lies outside the arena"),
+                )
             });
         }
         if !plan.chunks.is_empty() && reg.overlaps(&plan.ring) {
             out.push(Finding {
                 tensor: Some(name.clone()),
                 slot: Some(reg),
-                ..finding(Rule::ResidentOverlap, format!("resident part of {name} overlaps the ring"))
+                ..finding(
+                    Rule::ResidentOverlap,
+                    format!("resident part of {name} overlaps the ring"),
+                )
             });
         }
         for o in &plan.resident[i + 1..] {
@@ -460,7 +473,10 @@ fn static_checks(plan: &Plan, out: &mut Vec<Finding>) {
                 chunk: Some(i as u32),
                 tensor: Some(plan.tensors[c.tensor as usize].name.clone()),
                 slot: Some(c.slot()),
-                ..finding(Rule::OutOfArena, format!("slot of chunk {i} lies outside the ring or arena"))
+                ..finding(
+                    Rule::OutOfArena,
+                    format!("slot of chunk {i} lies outside the ring or arena"),
+                )
             });
         }
         if let Some(h) = c.host_offset {
@@ -469,7 +485,10 @@ fn static_checks(plan: &Plan, out: &mut Vec<Finding>) {
                 out.push(Finding {
                     chunk: Some(i as u32),
                     slot: Some(r),
-                    ..finding(Rule::OutOfArena, format!("host staging slot of chunk {i} lies outside staging"))
+                    ..finding(
+                        Rule::OutOfArena,
+                        format!("host staging slot of chunk {i} lies outside staging"),
+                    )
                 });
             }
         }

@@ -131,7 +131,10 @@ fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, OffloadError> {
         gb(budget)
     );
     if budget > profile.vram_bytes {
-        println!("note: the budget exceeds the profile's VRAM ({})", gb(profile.vram_bytes));
+        println!(
+            "note: the budget exceeds the profile's VRAM ({})",
+            gb(profile.vram_bytes)
+        );
     }
     println!("plan: {}", plan.layout);
     println!(
@@ -225,9 +228,15 @@ fn run_exec(a: &OffloadArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let policy = match [Policy::Scheduler, Policy::AllResident, Policy::SyncJit, Policy::FullOffload, Policy::FlexGen]
-        .into_iter()
-        .find(|p| p.name() == a.policy)
+    let policy = match [
+        Policy::Scheduler,
+        Policy::AllResident,
+        Policy::SyncJit,
+        Policy::FullOffload,
+        Policy::FlexGen,
+    ]
+    .into_iter()
+    .find(|p| p.name() == a.policy)
     {
         Some(p) => p,
         None => {
@@ -254,12 +263,19 @@ fn run_exec(a: &OffloadArgs) -> ExitCode {
             #[cfg(feature = "cuda")]
             "cuda" => Box::new(super::exec::cuda::CudaBackend::new().map_err(|e| e.to_string())?),
             d if d == "wgpu" || d == "cuda" => {
-                return Err(format!("--device {} needs a build with --features {}", a.device, a.device));
+                return Err(format!(
+                    "--device {} needs a build with --features {}",
+                    a.device, a.device
+                ));
             }
             d => return Err(format!("unknown --device {d:?} (cpu, wgpu, cuda)")),
         };
         let forwards = a.forwards.clamp(1, 1000);
-        let opts = ExecOptions { forwards, poison: true, copies_first: true };
+        let opts = ExecOptions {
+            forwards,
+            poison: true,
+            copies_first: true,
+        };
         let rep = execute(&plan, &m, backend.as_mut(), opts).map_err(|e| e.to_string())?;
         let sim = simulate(&plan, &profile, forwards.max(3)).map_err(|e| e.to_string())?;
         let reference = m.reference();
@@ -289,10 +305,17 @@ fn run_exec(a: &OffloadArgs) -> ExitCode {
                 rep.forward_s[f] * 1e3,
                 rep.h2d_bytes.get(f).copied().unwrap_or(0),
                 rep.copies.get(f).copied().unwrap_or(0),
-                if ok { "== all-resident (bit-exact)" } else { "DIFFERS from all-resident" }
+                if ok {
+                    "== all-resident (bit-exact)"
+                } else {
+                    "DIFFERS from all-resident"
+                }
             );
         }
-        println!("steady forward {:.2} ms (median after the first)", rep.steady_forward_s() * 1e3);
+        println!(
+            "steady forward {:.2} ms (median after the first)",
+            rep.steady_forward_s() * 1e3
+        );
         Ok(all)
     })();
     match result {

@@ -192,7 +192,9 @@ impl ExecModel {
         }
         let elems: u64 = model.tensors.iter().map(|t| t.bytes / 4).sum();
         if elems > MAX_ELEMS {
-            return Err(inv(&format!("{elems} weight elements; executors take at most {MAX_ELEMS}")));
+            return Err(inv(&format!(
+                "{elems} weight elements; executors take at most {MAX_ELEMS}"
+            )));
         }
         let mut rng = Rng(seed ^ 0x9E37_79B9_7F4A_7C15 | 1);
         let weights = model
@@ -380,12 +382,11 @@ pub fn cpu_op(kind: OpKind, d: Dims, tokens: &[u32], a: &mut Acts, w: &[&[f32]])
         }
         OpKind::Down => {
             need(1, &[ffn * h])?;
-            let m: Vec<f32> = a
-                .g
-                .iter()
-                .zip(&a.u)
-                .map(|(g, u)| wrap(wrap(*g).max(0.0) * wrap(*u)))
-                .collect();
+            let m: Vec<f32> =
+                a.g.iter()
+                    .zip(&a.u)
+                    .map(|(g, u)| wrap(wrap(*g).max(0.0) * wrap(*u)))
+                    .collect();
             let y = matmul(&m, w[0], t, ffn, h);
             for (x, y) in a.x.iter_mut().zip(y) {
                 *x = wrap(*x + y);
@@ -613,7 +614,9 @@ pub fn execute<B: Backend + ?Sized>(
     }
     let computes = plan.streams.iter().filter(|s| s.kind == StreamKind::Compute).count();
     if computes != 1 {
-        return Err(bad_plan(format!("{computes} compute streams; the executors run exactly one")));
+        return Err(bad_plan(format!(
+            "{computes} compute streams; the executors run exactly one"
+        )));
     }
     if plan.arena_bytes > (1u64 << 40) || plan.host_staging.len > (1u64 << 40) {
         return Err(bad_plan("arena or host staging larger than 1 TiB"));
@@ -627,7 +630,9 @@ pub fn execute<B: Backend + ?Sized>(
             return Err(bad_plan(format!("chunk of tensor {} past the arena", c.tensor)));
         }
         if c.home == Home::Disk {
-            let h = c.host_offset.ok_or_else(|| bad_plan("disk chunk without a host slot"))?;
+            let h = c
+                .host_offset
+                .ok_or_else(|| bad_plan("disk chunk without a host slot"))?;
             if h.checked_add(c.bytes).is_none_or(|e| e > plan.host_staging.end()) || h < plan.host_staging.base {
                 return Err(bad_plan("disk chunk's host slot outside host staging"));
             }
@@ -810,7 +815,9 @@ impl Backend for CpuBackend {
             .arena
             .get_mut(dev_offset as usize..)
             .and_then(|d| d.get_mut(..bytes.len()))
-            .ok_or_else(|| ExecError::Device(format!("copy of {} bytes at {dev_offset} past the arena", bytes.len())))?;
+            .ok_or_else(|| {
+                ExecError::Device(format!("copy of {} bytes at {dev_offset} past the arena", bytes.len()))
+            })?;
         dst.copy_from_slice(bytes);
         Ok(())
     }

@@ -49,7 +49,10 @@ impl CudaBackend {
     }
 
     fn read_back(&self, off: u64, len: u64) -> Result<Vec<u8>, ExecError> {
-        let arena = self.arena.as_ref().ok_or_else(|| ExecError::Device("not prepared".into()))?;
+        let arena = self
+            .arena
+            .as_ref()
+            .ok_or_else(|| ExecError::Device("not prepared".into()))?;
         let end = off.checked_add(len).filter(|&e| e <= arena.len() as u64);
         let end = end.ok_or_else(|| ExecError::Device("read past the arena".into()))?;
         let view = arena.slice(off as usize..end as usize);
@@ -75,7 +78,10 @@ impl Backend for CudaBackend {
     }
 
     fn copy_in(&mut self, dev_offset: u64, bytes: &[u8]) -> Result<(), ExecError> {
-        let arena = self.arena.as_mut().ok_or_else(|| ExecError::Device("not prepared".into()))?;
+        let arena = self
+            .arena
+            .as_mut()
+            .ok_or_else(|| ExecError::Device("not prepared".into()))?;
         let t = self
             .dev
             .upload_staged(&self.stream, bytes, arena, dev_offset as usize, &mut self.staging)
@@ -84,7 +90,9 @@ impl Backend for CudaBackend {
     }
 
     fn exec(&mut self, op: &ExecOp<'_>) -> Result<(), ExecError> {
-        let dims = self.dims.ok_or_else(|| ExecError::Device("exec before prepare".into()))?;
+        let dims = self
+            .dims
+            .ok_or_else(|| ExecError::Device("exec before prepare".into()))?;
         let mut ws = Vec::new();
         for w in &op.weights {
             ws.push(match w {
@@ -102,7 +110,10 @@ impl Backend for CudaBackend {
             });
         }
         let refs: Vec<&[f32]> = ws.iter().map(|w| w.as_slice()).collect();
-        let acts = self.acts.as_mut().ok_or_else(|| ExecError::Device("not prepared".into()))?;
+        let acts = self
+            .acts
+            .as_mut()
+            .ok_or_else(|| ExecError::Device("not prepared".into()))?;
         cpu_op(op.kind, dims, &self.tokens, acts, &refs)
     }
 

@@ -214,9 +214,22 @@ impl WgpuBackend {
         q.submit([enc.finish()]);
     }
 
-    fn elem(&self, mode: u32, a: &GpuBuffer, b: &GpuBuffer, c: &GpuBuffer, o: &GpuBuffer, n: usize) -> Result<(), ExecError> {
+    fn elem(
+        &self,
+        mode: u32,
+        a: &GpuBuffer,
+        b: &GpuBuffer,
+        c: &GpuBuffer,
+        o: &GpuBuffer,
+        n: usize,
+    ) -> Result<(), ExecError> {
         let d = self.dims.ok_or_else(|| ExecError::Device("not prepared".into()))?;
-        self.dispatch(&self.elem, &[a, b, c, o], &[mode, n as u32, d.h as u32, d.kv as u32], n as u32);
+        self.dispatch(
+            &self.elem,
+            &[a, b, c, o],
+            &[mode, n as u32, d.h as u32, d.kv as u32],
+            n as u32,
+        );
         Ok(())
     }
 
@@ -296,12 +309,17 @@ impl Backend for WgpuBackend {
     }
 
     fn exec(&mut self, op: &ExecOp<'_>) -> Result<(), ExecError> {
-        let d = self.dims.ok_or_else(|| ExecError::Device("exec before prepare".into()))?;
+        let d = self
+            .dims
+            .ok_or_else(|| ExecError::Device("exec before prepare".into()))?;
         // Gather every arena weight into its scratch buffer.
         let mut slot = 0;
         for w in &op.weights {
             if let TensorRef::Arena { segments, .. } = w {
-                let dst = self.scratch.get(slot).ok_or_else(|| ExecError::Device("op reads > 2 weights".into()))?;
+                let dst = self
+                    .scratch
+                    .get(slot)
+                    .ok_or_else(|| ExecError::Device("op reads > 2 weights".into()))?;
                 for s in segments {
                     let (src, at) = self.region(s.dev_offset, s.bytes)?;
                     let words = (s.tensor_offset + s.bytes).div_ceil(4) - s.tensor_offset / 4;
@@ -315,7 +333,10 @@ impl Backend for WgpuBackend {
                 slot += 1;
             }
         }
-        let acts = self.acts.as_ref().ok_or_else(|| ExecError::Device("not prepared".into()))?;
+        let acts = self
+            .acts
+            .as_ref()
+            .ok_or_else(|| ExecError::Device("not prepared".into()))?;
         let (t, h, kv, ffn, vocab) = (d.t as u32, d.h as u32, d.kv as u32, d.ffn as u32, d.vocab as u32);
         let (w0, w1) = (&self.scratch[0], &self.scratch[1]);
         let mm = |a: &GpuBuffer, w: &GpuBuffer, c: &GpuBuffer, k: u32, n: u32| {
@@ -331,7 +352,9 @@ impl Backend for WgpuBackend {
                 let mut x = Vec::with_capacity(nh * 4);
                 for &tok in self.tokens.iter().take(d.t) {
                     let tok = (tok as usize).min(d.vocab - 1);
-                    let row = e.get(tok * d.h..(tok + 1) * d.h).ok_or_else(|| ExecError::Device("embed row".into()))?;
+                    let row = e
+                        .get(tok * d.h..(tok + 1) * d.h)
+                        .ok_or_else(|| ExecError::Device("embed row".into()))?;
                     x.extend(row.iter().flat_map(|v| v.to_le_bytes()));
                 }
                 self.dev.upload_into(&acts.x, 0, &x).map_err(dev_err)?;
@@ -368,7 +391,10 @@ impl Backend for WgpuBackend {
     }
 
     fn finish_forward(&mut self) -> Result<Vec<f32>, ExecError> {
-        let acts = self.acts.as_ref().ok_or_else(|| ExecError::Device("no forward ran".into()))?;
+        let acts = self
+            .acts
+            .as_ref()
+            .ok_or_else(|| ExecError::Device("no forward ran".into()))?;
         let bytes = self.dev.download(&acts.logits).map_err(dev_err)?;
         Ok(to_f32(&bytes))
     }

@@ -145,5 +145,9 @@ pub fn parse_bytes(s: &str) -> Option<u64> {
         _ => return None,
     };
     let b = v * mul;
-    if b.is_finite() && b >= 0.0 && b < 1.8e19 { Some(b as u64) } else { None }
+    if b.is_finite() && b >= 0.0 && b < 1.8e19 {
+        Some(b as u64)
+    } else {
+        None
+    }
 }

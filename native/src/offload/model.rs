@@ -131,9 +131,15 @@ impl Model {
             if let Some(s) = op.cost.seconds
                 && !(s.is_finite() && s >= 0.0)
             {
-                return Err(OffloadError::InvalidModel(format!("op {}: bad explicit time {s}", op.name)));
+                return Err(OffloadError::InvalidModel(format!(
+                    "op {}: bad explicit time {s}",
+                    op.name
+                )));
             }
-            if !(op.cost.flops.is_finite() && op.cost.flops >= 0.0 && op.cost.hbm_bytes.is_finite() && op.cost.hbm_bytes >= 0.0)
+            if !(op.cost.flops.is_finite()
+                && op.cost.flops >= 0.0
+                && op.cost.hbm_bytes.is_finite()
+                && op.cost.hbm_bytes >= 0.0)
             {
                 return Err(OffloadError::InvalidModel(format!("op {}: bad cost", op.name)));
             }
@@ -199,15 +205,23 @@ impl Model {
     /// the rest by name), post-layer tensors (norms before heads).
     pub fn from_zt(path: &Path, phase: Phase) -> Result<Model, OffloadError> {
         use tensorlane_core::zt::reader::Reader;
-        let src = crate::source::MmapSource::open(path).map_err(|e| OffloadError::Io(format!("{}: {e}", path.display())))?;
+        let src =
+            crate::source::MmapSource::open(path).map_err(|e| OffloadError::Io(format!("{}: {e}", path.display())))?;
         let reader = Reader::open(src).map_err(|e| OffloadError::Input(format!("{}: {e}", path.display())))?;
         let mut list = Vec::new();
         for name in reader.objects() {
             let obj = reader.object(name).map_err(|e| OffloadError::Input(e.to_string()))?;
-            let bytes: u64 = obj.parts.values().map(|p| p.decoded_size()).fold(0u64, |a, b| a.saturating_add(b));
+            let bytes: u64 = obj
+                .parts
+                .values()
+                .map(|p| p.decoded_size())
+                .fold(0u64, |a, b| a.saturating_add(b));
             list.push((name.to_string(), obj.shape.clone(), bytes));
         }
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         Ok(Model::from_tensor_list(&name, &list, phase))
     }
 
@@ -242,7 +256,8 @@ impl Model {
             let b = *bytes as f64;
             let cost = if tensors[i].access == Access::Gather {
                 // A row gather: a few rows per token.
-                let row = shape_elems(shape.get(1..).unwrap_or(&[])).max(1) as f64 * b / (shape_elems(shape).max(1) as f64);
+                let row =
+                    shape_elems(shape.get(1..).unwrap_or(&[])).max(1) as f64 * b / (shape_elems(shape).max(1) as f64);
                 Cost::roofline(0.0, row * tokens as f64)
             } else if shape.len() >= 2 {
                 let elems = shape_elems(shape) as f64;
@@ -282,14 +297,19 @@ impl Model {
 }
 
 fn shape_elems(shape: &[u64]) -> u64 {
-    shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).unwrap_or(u64::MAX)
+    shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .unwrap_or(u64::MAX)
 }
 
 /// `N` in `…layers.N.…`, `h.N.…`, `blocks.N.…`, `layer.N.…`.
 fn layer_index(name: &str) -> Option<u64> {
     let parts: Vec<&str> = name.split('.').collect();
     parts.windows(2).find_map(|w| {
-        if matches!(w[0], "layers" | "h" | "blocks" | "layer") && !w[1].is_empty() && w[1].bytes().all(|b| b.is_ascii_digit())
+        if matches!(w[0], "layers" | "h" | "blocks" | "layer")
+            && !w[1].is_empty()
+            && w[1].bytes().all(|b| b.is_ascii_digit())
         {
             w[1].parse().ok()
         } else {
@@ -418,7 +438,11 @@ impl LlamaShape {
         let t = phase.tokens() as f64;
         let db = self.dtype_bytes.max(1);
         let h = self.hidden;
-        let kv = if self.heads == 0 { h } else { h / self.heads.max(1) * self.kv_heads };
+        let kv = if self.heads == 0 {
+            h
+        } else {
+            h / self.heads.max(1) * self.kv_heads
+        };
         let mut tensors: Vec<TensorInfo> = Vec::new();
         let mut ops = Vec::new();
         let mut tensor = |name: String, elems: u64, access: Access| {

@@ -42,7 +42,12 @@ pub enum Policy {
 
 impl Policy {
     /// The four baselines of offload.md §6.2, in table order.
-    pub const BASELINES: [Policy; 4] = [Policy::AllResident, Policy::SyncJit, Policy::FullOffload, Policy::FlexGen];
+    pub const BASELINES: [Policy; 4] = [
+        Policy::AllResident,
+        Policy::SyncJit,
+        Policy::FullOffload,
+        Policy::FlexGen,
+    ];
 
     /// Short name used in tables and on the command line.
     pub fn name(&self) -> &'static str {
@@ -276,7 +281,11 @@ impl Plan {
     }
     /// Bytes read from disk per forward.
     pub fn disk_bytes(&self) -> u64 {
-        self.chunks.iter().filter(|c| c.home == Home::Disk).map(|c| c.bytes).sum()
+        self.chunks
+            .iter()
+            .filter(|c| c.home == Home::Disk)
+            .map(|c| c.bytes)
+            .sum()
     }
     /// The plan as pretty JSON.
     pub fn to_json(&self) -> String {
@@ -540,7 +549,12 @@ fn family_split_min(
     let n = model.tensors.len();
     let w = |t: usize| model.tensors[t].bytes;
     let mut streamed = vec![0u64; n];
-    let small: u64 = f.dense.iter().filter(|&&t| w(t) < min_stream).map(|&t| align(w(t))).sum();
+    let small: u64 = f
+        .dense
+        .iter()
+        .filter(|&&t| w(t) < min_stream)
+        .map(|&t| align(w(t)))
+        .sum();
     let elig: Vec<usize> = f.dense.iter().copied().filter(|&t| w(t) >= min_stream).collect();
     let room = room.checked_sub(small)?;
     let elig_total: u64 = elig.iter().map(|&t| w(t)).sum();
@@ -656,7 +670,11 @@ fn scheduler(model: &Model, profile: &DeviceProfile, budget: u64, f: &Facts) -> 
                     mode: Mode::Async,
                     pageable: false,
                     alloc: Alloc::OpFifo,
-                    label: format!("{} split, {k}x ring ({} MB)", format!("{fam:?}").to_lowercase(), ring / 1_000_000),
+                    label: format!(
+                        "{} split, {k}x ring ({} MB)",
+                        format!("{fam:?}").to_lowercase(),
+                        ring / 1_000_000
+                    ),
                 };
                 push(build(model, profile, budget, Policy::Scheduler, f, &layout), &mut cands);
             }
@@ -726,7 +744,11 @@ fn build(
             } else {
                 0
             };
-            let r = if ti.access == Access::Dense && f.first[t].is_some() { ti.bytes - s } else { 0 };
+            let r = if ti.access == Access::Dense && f.first[t].is_some() {
+                ti.bytes - s
+            } else {
+                0
+            };
             PlanTensor {
                 name: ti.name.clone(),
                 bytes: ti.bytes,
@@ -817,14 +839,20 @@ fn build(
                     cur_group = Some(g);
                 }
                 if p.saturating_add(align(c.bytes)) > limit {
-                    return Err(ring_err(format!("layer group {g} does not fit its layer buffer of {half} bytes")));
+                    return Err(ring_err(format!(
+                        "layer group {g} does not fit its layer buffer of {half} bytes"
+                    )));
                 }
                 c.dev_offset = ring_base + p;
                 p += align(c.bytes);
             }
         }
     }
-    let arena = if chunks.is_empty() { ring_base } else { ring_base + ring_len };
+    let arena = if chunks.is_empty() {
+        ring_base
+    } else {
+        ring_base + ring_len
+    };
     if arena > budget {
         return Err(OffloadError::DoesNotFit {
             needed: arena,
@@ -911,7 +939,11 @@ fn build(
         match layout.mode {
             Mode::Async => {}
             Mode::SyncJit => {
-                let (op, lag) = if c.first_reader > 0 { (c.first_reader - 1, 0) } else { ((n_ops - 1) as u32, 1) };
+                let (op, lag) = if c.first_reader > 0 {
+                    (c.first_reader - 1, 0)
+                } else {
+                    ((n_ops - 1) as u32, 1)
+                };
                 need_done[op as usize] = true;
                 waits.push((ev(EventKind::OpDone(op)), lag));
             }

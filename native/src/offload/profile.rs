@@ -59,8 +59,8 @@ impl DeviceProfile {
             "h100" => DeviceProfile::from_json(H100_JSON),
             "pcie4" => DeviceProfile::from_json(PCIE4_JSON),
             path => {
-                let text = std::fs::read_to_string(Path::new(path))
-                    .map_err(|e| OffloadError::Io(format!("{path}: {e}")))?;
+                let text =
+                    std::fs::read_to_string(Path::new(path)).map_err(|e| OffloadError::Io(format!("{path}: {e}")))?;
                 DeviceProfile::from_json(&text)
             }
         }
@@ -106,7 +106,9 @@ impl DeviceProfile {
         ];
         for (n, v) in rates {
             if !(v.is_finite() && v > 0.0) {
-                return Err(OffloadError::InvalidProfile(format!("{n} must be a positive number, got {v}")));
+                return Err(OffloadError::InvalidProfile(format!(
+                    "{n} must be a positive number, got {v}"
+                )));
             }
         }
         for (n, v) in [
@@ -123,7 +125,11 @@ impl DeviceProfile {
 
     /// Seconds for one pinned (or pageable) host-to-device copy of `bytes`.
     pub fn copy_seconds(&self, bytes: u64, pageable: bool) -> f64 {
-        let bw = if pageable { self.h2d_pageable_gbps } else { self.h2d_pinned_gbps };
+        let bw = if pageable {
+            self.h2d_pageable_gbps
+        } else {
+            self.h2d_pinned_gbps
+        };
         self.h2d_latency_us * 1e-6 + bytes as f64 / (bw * 1e9)
     }
 

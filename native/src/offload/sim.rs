@@ -100,7 +100,10 @@ pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result
                         rec[e][it] = Some(clock[s]);
                     }
                     Instr::Copy { chunk } => {
-                        let c = plan.chunks.get(chunk as usize).ok_or_else(|| bad("copy of an unknown chunk"))?;
+                        let c = plan
+                            .chunks
+                            .get(chunk as usize)
+                            .ok_or_else(|| bad("copy of an unknown chunk"))?;
                         let d = profile.copy_seconds(c.bytes, c.home == Home::Pageable);
                         let sp = Span {
                             start: clock[s],
@@ -111,7 +114,10 @@ pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result
                         clock[s] = sp.end;
                     }
                     Instr::Read { chunk } => {
-                        let c = plan.chunks.get(chunk as usize).ok_or_else(|| bad("read of an unknown chunk"))?;
+                        let c = plan
+                            .chunks
+                            .get(chunk as usize)
+                            .ok_or_else(|| bad("read of an unknown chunk"))?;
                         clock[s] += profile.disk_seconds(c.bytes);
                     }
                     Instr::Exec { op } => {
@@ -130,7 +136,11 @@ pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result
                     }
                 }
                 progressed = true;
-                pos[s] = if idx + 1 == prog.len() { (it + 1, 0) } else { (it, idx + 1) };
+                pos[s] = if idx + 1 == prog.len() {
+                    (it + 1, 0)
+                } else {
+                    (it, idx + 1)
+                };
             }
             if pos[s].0 < k && !prog.is_empty() {
                 all_done = false;
@@ -142,7 +152,12 @@ pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result
         if !progressed {
             let stuck: Vec<String> = (0..ns)
                 .filter(|&s| pos[s].0 < k && !plan.streams[s].program.is_empty())
-                .map(|s| format!("{:?} at forward {} instruction {}", plan.streams[s].kind, pos[s].0, pos[s].1))
+                .map(|s| {
+                    format!(
+                        "{:?} at forward {} instruction {}",
+                        plan.streams[s].kind, pos[s].0, pos[s].1
+                    )
+                })
                 .collect();
             return Err(OffloadError::Deadlock(stuck.join("; ")));
         }
@@ -172,7 +187,11 @@ pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result
     let floor = compute
         .max(h2d_bytes as f64 / (profile.h2d_pinned_gbps * 1e9))
         .max(disk_bytes as f64 / (profile.disk_gbps * 1e9));
-    let hidden = if xfer > 0.0 { (1.0 - stall / xfer).clamp(0.0, 1.0) } else { 1.0 };
+    let hidden = if xfer > 0.0 {
+        (1.0 - stall / xfer).clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
     let hideable = if xfer > 0.0 { (compute / xfer).min(1.0) } else { 1.0 };
     // Peak memory: resident + slots live from copy start to last reader's end.
     let resident = plan.resident_bytes();
