@@ -26,7 +26,7 @@ if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $WBG"; then
   cargo install -q wasm-bindgen-cli --version "$WBG"
 fi
 npm ci --no-audit --no-fund --loglevel=error
-# The live tenso cross-check creates its own venv (tests/python/setup_venv.sh); do it up front so a
+# The live cross-checks create their own venvs (tests/python/setup_*venv.sh); do it up front so a
 # registry problem shows here, not as a test failure.
 bash tests/python/setup_venv.sh
 bash tests/python/setup_zt_venv.sh
