@@ -1,7 +1,7 @@
 // The page: sends packet URLs to the worker, draws one card (kind/dtype/shape/view-or-copy and a
 // histogram) per tensor. Also exposes `window.demo` for the browser tests and benchmarks.
 import * as tensorlane from '../js/browser.js';
-import { showZt } from './zt-view.js';
+import { fmt, histogram, showZt } from './zt-view.js';
 
 const DEFAULT_PACKETS = [
   'large_float32_256x1024', 'bundle_with_sparse', 'quant_qint8_per_channel_axis1', 'dtype_bfloat16',
@@ -13,32 +13,6 @@ const params = new URLSearchParams(location.search);
 const packets = params.has('packets') ? params.get('packets').split(',').filter(Boolean) : DEFAULT_PACKETS;
 const cards = document.getElementById('cards');
 const status = document.getElementById('status');
-
-function fmt(x) {
-  if (typeof x !== 'number' || !Number.isFinite(x)) return String(x);
-  return Math.abs(x) >= 1e5 || (Math.abs(x) < 1e-3 && x !== 0) ? x.toExponential(3) : Number(x.toPrecision(5)).toString();
-}
-
-function histogram(canvas, s) {
-  const dpr = window.devicePixelRatio || 1;
-  const w = (canvas.width = canvas.clientWidth * dpr);
-  const h = (canvas.height = canvas.clientHeight * dpr);
-  const g = canvas.getContext('2d');
-  g.fillStyle = '#f3f5f8';
-  g.fillRect(0, 0, w, h);
-  const top = Math.max(1, ...s.bins);
-  const bw = w / s.bins.length;
-  g.fillStyle = '#3b6fd6';
-  s.bins.forEach((c, i) => {
-    const bh = c === 0 ? 0 : Math.max(1, (c / top) * (h - 14 * dpr));
-    g.fillRect(i * bw + 0.5, h - bh, Math.max(1, bw - 1), bh);
-  });
-  g.fillStyle = '#394252';
-  g.font = `${10 * dpr}px ui-monospace, monospace`;
-  g.fillText(fmt(s.min), 2, 10 * dpr);
-  const t = fmt(s.max);
-  g.fillText(t, w - g.measureText(t).width - 2, 10 * dpr);
-}
 
 function card(result, leaf) {
   const el = document.createElement('div');
