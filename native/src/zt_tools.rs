@@ -874,45 +874,13 @@ pub fn verify_zt(path: &Path, src: MmapSource, deep: bool, canonical: bool) -> R
         ..Default::default()
     };
     if !reader.is_data_shard() {
-        s.report = reader.verify().map_err(|e| with_blob_offset(&reader, e))?;
+        s.report = reader.verify().map_err(|e| reader.with_location(e))?;
     }
     if canonical {
         check_canonical(&reader)?;
         s.canonical = true;
     }
     Ok(s)
-}
-
-/// Gives a part error without an offset the offset of the part's blob (so every message says
-/// where to look).
-fn with_blob_offset(reader: &Reader<MmapSource>, mut e: ZtError) -> ZtError {
-    // An object-level data rule (CSR/COO): name the part the message is about.
-    if e.part.is_none()
-        && let Some(o) = e.object.clone()
-        && let Ok(obj) = reader.object(&o)
-    {
-        let named = obj
-            .parts
-            .keys()
-            .filter(|p| e.message.contains(p.as_str()))
-            .max_by_key(|p| p.len())
-            .cloned();
-        let guess = named.or_else(|| match obj.layout.as_str() {
-            layout::SPARSE_CSR => Some("indices".to_string()),
-            layout::SPARSE_COO => Some("coords".to_string()),
-            _ => None,
-        });
-        if let Some(p) = guess.filter(|p| obj.parts.contains_key(p)) {
-            e.part = Some(p);
-        }
-    }
-    if e.offset.is_none()
-        && let (Some(o), Some(p)) = (&e.object, &e.part)
-        && let Ok(loc) = reader.locate(o, p)
-    {
-        e.offset = Some(loc.offset);
-    }
-    e
 }
 
 /// Verifies a legacy file: every component is read, its digest (over the stored bytes) checked

@@ -212,34 +212,7 @@ pub fn decode_part(stored: &[u8], encoding: &str, decoded_length: u64) -> Result
 /// unresolved). Returns `{"partsDigestChecked", "partsWithoutDigest", "unresolved": [[o, p]]}`.
 pub fn verify_image(bytes: &[u8]) -> Result<String, String> {
     let reader = Reader::open(bytes).map_err(|e| message(&e))?;
-    let r = reader.verify().map_err(|e| {
-        let mut e = e;
-        // An object-level data rule (CSR/COO): name the part the message is about.
-        if e.part.is_none()
-            && let Some(o) = e.object.clone()
-            && let Ok(obj) = reader.object(&o)
-        {
-            let named = obj
-                .parts
-                .keys()
-                .filter(|p| e.message.contains(p.as_str()))
-                .max_by_key(|p| p.len())
-                .cloned();
-            let guess = named.or_else(|| match obj.layout.as_str() {
-                "zt.sparse_csr/1" => Some("indices".to_string()),
-                "zt.sparse_coo/1" => Some("coords".to_string()),
-                _ => None,
-            });
-            e.part = guess.filter(|p| obj.parts.contains_key(p));
-        }
-        if e.offset.is_none()
-            && let (Some(o), Some(p)) = (&e.object, &e.part)
-            && let Ok(l) = reader.locate(o, p)
-        {
-            e.offset = Some(l.offset);
-        }
-        message(&e)
-    })?;
+    let r = reader.verify().map_err(|e| message(&reader.with_location(e)))?;
     Ok(serde_json::json!({
         "partsDigestChecked": r.parts_digest_checked,
         "partsWithoutDigest": r.parts_without_digest,

@@ -246,6 +246,18 @@ impl<S: ReadAt> Reader<S> {
         Ok(())
     }
 
+    /// Completes an error that names an object and part but no byte offset with the part's blob
+    /// offset, so the message says where to look.
+    pub fn with_location(&self, mut e: ZtError) -> ZtError {
+        if e.offset.is_none()
+            && let (Some(o), Some(p)) = (&e.object, &e.part)
+            && let Ok(l) = self.locate(o, p)
+        {
+            e.offset = Some(l.offset);
+        }
+        e
+    }
+
     /// Where a part's stored bytes are (shard name, offset, length): what a caller needs to
     /// resolve a part in another file itself.
     pub fn locate(&self, object: &str, part: &str) -> Result<Location<'_>> {

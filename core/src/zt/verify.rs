@@ -161,8 +161,11 @@ pub fn read_indices(bytes: &[u8], width: u64) -> Vec<u64> {
     }
 }
 
-fn data(msg: String) -> ZtError {
-    ZtError::new(Rule::LayoutData, msg)
+/// A data-rule violation in one part (the object is named by the caller).
+fn data_in(part: &str, msg: String) -> ZtError {
+    let mut e = ZtError::new(Rule::LayoutData, msg);
+    e.part = Some(part.into());
+    e
 }
 
 /// CSR data rules (§7.2), in the spec's order: `indptr[0] == 0`; `indptr` non-decreasing;
@@ -170,41 +173,48 @@ fn data(msg: String) -> ZtError {
 pub fn check_csr_data(rows: u64, cols: u64, indptr: &[u64], indices: &[u64]) -> Result<()> {
     let nnz = indices.len() as u64;
     if indptr.len() as u64 != rows.saturating_add(1) {
-        return Err(data(alloc::format!(
-            "indptr has {} entries, not rows + 1 = {}",
-            indptr.len(),
-            rows.saturating_add(1)
-        )));
+        return Err(data_in(
+            "indptr",
+            alloc::format!(
+                "indptr has {} entries, not rows + 1 = {}",
+                indptr.len(),
+                rows.saturating_add(1)
+            ),
+        ));
     }
     if indptr[0] != 0 {
-        return Err(data(alloc::format!("indptr[0] is {}, not 0", indptr[0])));
+        return Err(data_in("indptr", alloc::format!("indptr[0] is {}, not 0", indptr[0])));
     }
     if let Some(i) = indptr.windows(2).position(|w| w[1] < w[0]) {
-        return Err(data(alloc::format!(
-            "indptr decreases at row {i}: {} then {}",
-            indptr[i],
-            indptr[i + 1]
-        )));
+        return Err(data_in(
+            "indptr",
+            alloc::format!("indptr decreases at row {i}: {} then {}", indptr[i], indptr[i + 1]),
+        ));
     }
     let last = indptr[indptr.len() - 1];
     if last != nnz {
-        return Err(data(alloc::format!(
-            "indptr[{rows}] is {last}, but there are {nnz} indices"
-        )));
+        return Err(data_in(
+            "indptr",
+            alloc::format!("indptr[{rows}] is {last}, but there are {nnz} indices"),
+        ));
     }
     for r in 0..indptr.len() - 1 {
         let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
         for (k, &c) in row.iter().enumerate() {
             if k > 0 && c <= row[k - 1] {
-                return Err(data(alloc::format!(
-                    "row {r}: column indices are not strictly increasing ({} then {c})",
-                    row[k - 1]
-                )));
+                return Err(data_in(
+                    "indices",
+                    alloc::format!(
+                        "row {r}: column indices are not strictly increasing ({} then {c})",
+                        row[k - 1]
+                    ),
+                ));
             }
             if c >= cols {
-                return Err(data(alloc::format!(
-                    "row {r}: column index {c} is not below the {cols} columns"
-                )));
+                return Err(data_in(
+                    "indices",
+                    alloc::format!("row {r}: column index {c} is not below the {cols} columns"),
+                ));
             }
         }
     }
@@ -216,29 +226,35 @@ pub fn check_csr_data(rows: u64, cols: u64, indptr: &[u64], indices: &[u64]) -> 
 pub fn check_coo_data(shape: &[u64], coords: &[u64]) -> Result<()> {
     let ndim = shape.len();
     if ndim == 0 || !coords.len().is_multiple_of(ndim) {
-        return Err(data(alloc::format!(
-            "{} coordinates do not split into {ndim} dimensions",
-            coords.len()
-        )));
+        return Err(data_in(
+            "coords",
+            alloc::format!("{} coordinates do not split into {ndim} dimensions", coords.len()),
+        ));
     }
     let nnz = coords.len() / ndim;
     for (d, &extent) in shape.iter().enumerate() {
         if let Some(i) = coords[d * nnz..(d + 1) * nnz].iter().position(|&c| c >= extent) {
-            return Err(data(alloc::format!(
-                "element {i}: coordinate {} in dimension {d} is not below {extent}",
-                coords[d * nnz + i]
-            )));
+            return Err(data_in(
+                "coords",
+                alloc::format!(
+                    "element {i}: coordinate {} in dimension {d} is not below {extent}",
+                    coords[d * nnz + i]
+                ),
+            ));
         }
     }
     let mut order: Vec<usize> = (0..nnz).collect();
     let key = |i: usize| (0..ndim).map(move |d| coords[d * nnz + i]);
     order.sort_unstable_by(|&a, &b| key(a).cmp(key(b)));
     if let Some(w) = order.windows(2).find(|w| key(w[0]).eq(key(w[1]))) {
-        return Err(data(alloc::format!(
-            "elements {} and {} have the same coordinates",
-            w[0].min(w[1]),
-            w[0].max(w[1])
-        )));
+        return Err(data_in(
+            "coords",
+            alloc::format!(
+                "elements {} and {} have the same coordinates",
+                w[0].min(w[1]),
+                w[0].max(w[1])
+            ),
+        ));
     }
     Ok(())
 }

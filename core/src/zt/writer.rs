@@ -1646,14 +1646,15 @@ impl<S: Sink> Writer<S> {
         }
         if self.opts.canonical
             && let Some(last) = &self.last_object
-                && name.as_bytes() <= last.as_bytes() {
-                    return Err(WriteError::new(
-                        WriteRule::Order,
-                        format!(
-                            "canonical form places blobs in name order: {name:?} comes after {last:?}; add objects sorted by name (bytewise), or use Options::non_canonical()"
-                        ),
-                    ));
-                }
+            && name.as_bytes() <= last.as_bytes()
+        {
+            return Err(WriteError::new(
+                WriteRule::Order,
+                format!(
+                    "canonical form places blobs in name order: {name:?} comes after {last:?}; add objects sorted by name (bytewise), or use Options::non_canonical()"
+                ),
+            ));
+        }
         check_shape(&spec.shape)?;
         if spec.layout.is_empty() {
             return Err(WriteError::new(WriteRule::Schema, "the layout id is empty"));
@@ -1682,13 +1683,14 @@ impl<S: Sink> Writer<S> {
                 return Err(WriteError::new(WriteRule::Schema, "the logical type is empty").part(pname));
             }
             if let Some(pin) = logical_dtype(l)
-                && pin != d {
-                    return Err(WriteError::new(
-                        WriteRule::Schema,
-                        format!("logical type {l:?} requires dtype {pin}, got {d} (§6.2)"),
-                    )
-                    .part(pname));
-                }
+                && pin != d
+            {
+                return Err(WriteError::new(
+                    WriteRule::Schema,
+                    format!("logical type {l:?} requires dtype {pin}, got {d} (§6.2)"),
+                )
+                .part(pname));
+            }
         }
         Ok((d, l))
     }
@@ -1754,9 +1756,10 @@ impl<S: Sink> Writer<S> {
             (Value::text("layout"), Value::Text(Cow::Owned(spec.layout.clone()))),
         ];
         if let Some(a) = &spec.attributes
-            && a.as_map().is_some_and(|m| !m.is_empty()) {
-                obj.push((Value::text("attributes"), a.clone()));
-            }
+            && a.as_map().is_some_and(|m| !m.is_empty())
+        {
+            obj.push((Value::text("attributes"), a.clone()));
+        }
         self.objects.insert(name.to_string(), Value::Map(obj));
         self.last_object = Some(name.to_string());
     }
