@@ -27,7 +27,7 @@ impl Format {
 }
 
 /// The `.zt` v2 magic (PNG style).
-pub const ZT_MAGIC: [u8; 8] = *b"\x89ZT2\r\n\x1a\n";
+pub use crate::zt::format::MAGIC as ZT_MAGIC;
 
 /// Recognises a format from the first bytes of a file (16 are plenty).
 pub fn detect(head: &[u8]) -> Option<Format> {

@@ -31,7 +31,7 @@ use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
 use crate::source::ReadAt;
 
 /// The encoding id.
-pub const ENCODING_ID: &str = "zt.zstd-seekable/1";
+pub use super::format::ENCODING_ZSTD_SEEKABLE as ENCODING_ID;
 /// Largest decoded size of one frame (16 MiB).
 pub const MAX_FRAME_DECODED: u32 = 16 << 20;
 /// Shortest valid stored stream (zero frames): the 17-byte seek-table frame.

@@ -50,28 +50,21 @@ use super::cbor::{self, Value};
 use crate::dtype::DType;
 use crate::source::ReadAt;
 
-const MAGIC: [u8; 8] = [0x89, b'Z', b'T', b'2', 0x0D, 0x0A, 0x1A, 0x0A];
-const FOOTER_LEN: u64 = 40;
-const VERSION: u32 = 2;
-const ALIGN_FLOOR: u64 = 4096;
-const ALIGN_CANONICAL: u64 = 65536;
-const MAX_MANIFEST_LEN: u64 = 1 << 30;
-const MAX_RANK: usize = 64;
-const MAX_NAME_LEN: usize = 1024;
+use super::format::{
+    ALIGNMENT as ALIGN_FLOOR, CANONICAL_ALIGNMENT as ALIGN_CANONICAL, FOOTER_LEN, MAGIC, MAX_MANIFEST_LEN, MAX_RANK,
+    VERSION,
+};
 const MAX_DEPTH: usize = cbor::MAX_DEPTH;
 /// Chunk size for padding and read-back comparisons.
 const CHUNK: usize = 1 << 20;
 
-/// Layout id of plain dense tensors (§7.1).
-pub const LAYOUT_DENSE: &str = "dense";
-/// Layout id of CSR sparse matrices (§7.2): parts `values`, `indices`, `indptr`.
-pub const LAYOUT_SPARSE_CSR: &str = "zt.sparse_csr/1";
-/// Layout id of COO sparse tensors (§7.3): parts `values`, `coords` (structure of arrays).
-pub const LAYOUT_SPARSE_COO: &str = "zt.sparse_coo/1";
-/// Layout id of affine group quantization (§7.4): parts `data`, `scales`, optional `zeros`.
-pub const LAYOUT_QUANT_GROUP: &str = "zt.quant_group/1";
 /// The `zt.zstd-seekable/1` encoding id (§8.1).
-pub const ENCODING_ZSTD_SEEKABLE: &str = "zt.zstd-seekable/1";
+pub use super::format::ENCODING_ZSTD_SEEKABLE;
+/// Layout ids, re-exported from [`super::layout`] under the writer's names.
+pub use super::layout::{
+    DENSE as LAYOUT_DENSE, QUANT_GROUP as LAYOUT_QUANT_GROUP, SPARSE_COO as LAYOUT_SPARSE_COO,
+    SPARSE_CSR as LAYOUT_SPARSE_CSR,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Sink
@@ -680,24 +673,8 @@ pub struct Finished<S> {
 // Checks
 
 fn check_name(name: &str, what: &str, canonical: bool) -> Res<()> {
-    if name.is_empty() {
-        return Err(WriteError::new(
-            WriteRule::Name,
-            format!("{what} name is empty (§5: names are non-empty UTF-8)"),
-        ));
-    }
-    if name.len() > MAX_NAME_LEN {
-        return Err(WriteError::new(
-            WriteRule::Name,
-            format!("{what} name is {} bytes; §5 allows at most {MAX_NAME_LEN}", name.len()),
-        ));
-    }
-    if name.contains('\0') {
-        return Err(WriteError::new(
-            WriteRule::Name,
-            format!("{what} name contains U+0000 (§5 forbids it)"),
-        ));
-    }
+    // The reader's §5 rules, then what canonical form adds.
+    super::format::check_name(name, what).map_err(|e| WriteError::new(WriteRule::Name, e.message))?;
     if canonical && !name.is_ascii() && !unicode_normalization::is_nfc(name) {
         return Err(WriteError::new(
             WriteRule::Name,
@@ -707,42 +684,16 @@ fn check_name(name: &str, what: &str, canonical: bool) -> Res<()> {
     Ok(())
 }
 
-/// §5 shard names: 1–64 bytes of `[A-Za-z0-9._-]`, not starting with `.`.
+/// §5 shard names, as the reader checks them.
 fn check_shard_name(name: &str) -> Res<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(WriteError::new(
-            WriteRule::Shard,
-            format!("shard name {name:?} must be 1-64 bytes of [A-Za-z0-9._-] not starting with '.' (§5)"),
-        ))
-    }
+    super::format::check_shard_name(name).map_err(|e| WriteError::new(WriteRule::Shard, e.message))
 }
 
+/// `"<algo>:<lowercase hex>"` (§4), as the reader checks it.
 fn check_digest(d: &str) -> Res<()> {
-    let ok = match d.split_once(':') {
-        Some((a, h)) => {
-            !a.is_empty()
-                && !h.is_empty()
-                && a.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-                && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        }
-        None => false,
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(WriteError::new(
-            WriteRule::Schema,
-            format!("digest {d:?} is not \"<algo>:<lowercase hex>\" (§4)"),
-        ))
-    }
+    super::format::parse_digest(d)
+        .map(|_| ())
+        .map_err(|e| WriteError::new(WriteRule::Schema, e.message))
 }
 
 fn check_shape(shape: &[u64]) -> Res<u64> {
