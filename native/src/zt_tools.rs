@@ -1286,9 +1286,7 @@ pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Conver
         }
         (Format::Zt, Target::Zt) => {
             let (reader, _, _) = open_zt(input, src, true)?;
-            let m = reader.manifest().ok_or_else(|| {
-                ToolError::Refused("a data shard describes no tensors; there is nothing to convert".into())
-            })?;
+            let m = convertible(&reader)?;
             let mut entries = Vec::new();
             for (name, o) in &m.objects {
                 let mut parts = Vec::new();
@@ -1314,9 +1312,7 @@ pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Conver
         }
         (Format::Zt, Target::Tenso) => {
             let (reader, _, _) = open_zt(input, src, true)?;
-            let m = reader.manifest().ok_or_else(|| {
-                ToolError::Refused("a data shard describes no tensors; there is nothing to convert".into())
-            })?;
+            let m = convertible(&reader)?;
             let total: u64 = m
                 .objects
                 .values()
@@ -1363,4 +1359,12 @@ pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Conver
         ))),
         (f, _) => Err(ToolError::Refused(format!("converting {} is not supported", f.name()))),
     }
+}
+
+
+/// The manifest of a file that describes tensors (a data shard has none to convert).
+fn convertible<S: ReadAt>(reader: &Reader<S>) -> Result<&tensorlane_core::zt::manifest::Manifest, ToolError> {
+    reader
+        .manifest()
+        .ok_or_else(|| ToolError::Refused("a data shard describes no tensors; there is nothing to convert".into()))
 }
