@@ -2,25 +2,16 @@
 //! its sidecar's expectation, every case tenso wrote re-encodes to identical bytes, and every
 //! `invalid/` case is refused (except tenso's own compressed bundle, which tensorlane reads).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tensorlane_core::wire::{self, DecodeOptions, EncodeOptions, Packet, flags};
 
 fn vectors_dir() -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/vectors/tenso");
-    if d.is_dir() {
-        Some(d)
-    } else if std::env::var("CI").as_deref() == Ok("true") {
-        panic!(
-            "golden vectors missing at {} (CI=true: a missing folder is a failure)",
-            d.display()
-        );
-    } else {
-        eprintln!("skipping: {} not found", d.display());
-        None
-    }
+    common::shared("vectors/tenso").map(|p| p.join("vectors/tenso"))
 }
 
 struct Case {

@@ -2,6 +2,8 @@
 //! mutation pass over the valid files (§17.4). Shared data lives at `../../shared`; when it is
 //! missing these tests skip, except under `CI=true`, where they fail.
 
+mod common;
+use common::shared;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -9,21 +11,6 @@ use sha2::{Digest, Sha256};
 use tensorlane_core::zt::reader::Reader;
 use tensorlane_core::zt::rule::{Rule, ZtError};
 use tensorlane_core::zt::validate::{Image, validate};
-
-fn shared() -> Option<PathBuf> {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared"));
-    if p.join("conformance/zt/expectations.json").is_file() {
-        return Some(p);
-    }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!(
-            "shared test data missing at {} (CI=true: a missing folder is a failure)",
-            p.display()
-        );
-    }
-    eprintln!("skipping: shared test data missing at {}", p.display());
-    None
-}
 
 fn outcome<T>(r: Result<T, ZtError>, ok: &str) -> String {
     match r {
@@ -58,7 +45,9 @@ fn run_case(bytes: &[u8], op: &str, object: &str, part: &str) -> String {
 
 #[test]
 fn corpus_76_cases() {
-    let Some(root) = shared() else { return };
+    let Some(root) = shared("conformance/zt/expectations.json") else {
+        return;
+    };
     let dir = root.join("conformance/zt");
     let exp: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("expectations.json")).unwrap()).unwrap();
@@ -105,7 +94,9 @@ fn corpus_76_cases() {
 /// The six reject/ files that open and fail only at a later operation (spec §17.3) must open.
 #[test]
 fn later_operation_rejects_open_cleanly() {
-    let Some(root) = shared() else { return };
+    let Some(root) = shared("conformance/zt/expectations.json") else {
+        return;
+    };
     let dir = root.join("conformance/zt/reject");
     for f in [
         "verify-digest-mismatch.zt",
@@ -175,7 +166,9 @@ fn open_with_shards<'a>(root: &Path, file: &str, bytes: &'a [u8], store: &'a [(S
 
 #[test]
 fn fixtures_read_to_manifest() {
-    let Some(root) = shared() else { return };
+    let Some(root) = shared("conformance/zt/expectations.json") else {
+        return;
+    };
     let files = fixture_manifest(&root);
     assert_eq!(files.len(), 9, "fixtures/manifest.json lists 9 .zt v2 files");
     let mut checked = 0;
@@ -273,7 +266,9 @@ fn fixtures_read_to_manifest() {
 
 #[test]
 fn fixture_details() {
-    let Some(root) = shared() else { return };
+    let Some(root) = shared("conformance/zt/expectations.json") else {
+        return;
+    };
     let fx = |f: &str| std::fs::read(root.join("fixtures").join(f)).unwrap();
     // profiles: CSR assembles, quant_group and mx pass the stricter profile checks.
     let b = fx("profiles-csr-quant-mx.zt");
@@ -418,7 +413,9 @@ fn mutation_inputs(root: &Path) -> Vec<Vec<u8>> {
 
 #[test]
 fn mutation_smoke() {
-    let Some(root) = shared() else { return };
+    let Some(root) = shared("conformance/zt/expectations.json") else {
+        return;
+    };
     let inputs = mutation_inputs(&root);
     assert!(inputs.len() >= 25);
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);

@@ -1,29 +1,13 @@
 //! Legacy `.zt` v1.2 / v0.1: the reference fixtures, hostile variants, and a mutation loop.
 
-use std::path::PathBuf;
+mod common;
+use common::shared;
 
 use ruzstd::encoding::{CompressionLevel, compress_to_vec};
 use sha2::{Digest as _, Sha256};
 use tensorlane_core::dtype::DType;
 use tensorlane_core::zt::cbor::{self, Value};
 use tensorlane_core::zt::legacy::{Digest, Encoding, Format, LegacyReader, LegacyRule, LegacyVersion};
-
-/// Shared reference data; `None` (skip) locally when absent, a failure when `CI=true`.
-fn shared() -> Option<PathBuf> {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared"));
-    if p.join("fixtures/v1").is_dir() {
-        Some(p)
-    } else {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "shared reference data missing at {} in CI",
-            p.display()
-        );
-        eprintln!("skipping: {} not found", p.display());
-        None
-    }
-}
 
 fn sha(b: &[u8]) -> String {
     hex::encode(Sha256::digest(b))
@@ -128,7 +112,7 @@ fn open_err(b: &[u8]) -> tensorlane_core::zt::legacy::LegacyError {
 
 #[test]
 fn fixtures_read_to_manifest_entries() {
-    let Some(root) = shared() else { return };
+    let Some(root) = shared("fixtures/v1") else { return };
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("fixtures/manifest.json")).unwrap()).unwrap();
     let mut files = 0;
@@ -196,7 +180,7 @@ fn fixtures_read_to_manifest_entries() {
 
 #[test]
 fn fixture_manifest_matches_json_and_converts() {
-    let Some(root) = shared() else { return };
+    let Some(root) = shared("fixtures/v1") else { return };
     let bytes = std::fs::read(root.join("fixtures/v1/v1-sample.zt")).unwrap();
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("fixtures/v1/v1-sample.manifest.json")).unwrap()).unwrap();
@@ -594,7 +578,7 @@ fn hostile_files_refused() {
 /// Deterministic mutations of the fixtures: nothing may panic, and whatever opens must read or fail cleanly.
 #[test]
 fn mutation_loop_never_panics() {
-    let Some(root) = shared() else { return };
+    let Some(root) = shared("fixtures/v1") else { return };
     let mut seeds = Vec::new();
     for name in ["v1-sample.zt", "v1-csr.zt"] {
         seeds.push(std::fs::read(root.join("fixtures/v1").join(name)).unwrap());

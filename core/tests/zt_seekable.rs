@@ -1,28 +1,12 @@
 //! `zt.zstd-seekable/1`: round trips, random access, hostile seek tables, and the reference fixture.
 
-use std::path::PathBuf;
+mod common;
+use common::shared;
 
 use ruzstd::encoding::{CompressionLevel, compress_to_vec};
 use sha2::{Digest, Sha256};
 use tensorlane_core::zt::cbor::{self, Mode, Value};
 use tensorlane_core::zt::seekable::{self, SEEKABLE_MAGIC, SKIPPABLE_MAGIC, SeekTable};
-
-/// Shared reference data; `None` (skip) locally when absent, a failure when `CI=true`.
-fn shared() -> Option<PathBuf> {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared"));
-    if p.join("fixtures").is_dir() {
-        Some(p)
-    } else {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "shared reference data missing at {} in CI",
-            p.display()
-        );
-        eprintln!("skipping: {} not found", p.display());
-        None
-    }
-}
 
 /// A minimal seekable writer for tests (the product one lives in the `tensorlane` crate).
 fn encode(bytes: &[u8], frame: usize, checksum_column: bool) -> Vec<u8> {
@@ -246,7 +230,7 @@ fn v2_parts(file: &[u8]) -> Vec<PartRow> {
 
 #[test]
 fn reference_fixture_decodes_to_manifest_sha256() {
-    let Some(root) = shared() else { return };
+    let Some(root) = shared("fixtures") else { return };
     let file = std::fs::read(root.join("fixtures/compressed-zstd-seekable.zt")).unwrap();
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("fixtures/manifest.json")).unwrap()).unwrap();
