@@ -1,5 +1,6 @@
 //! The `tensorlane` binary against tenso 0.24.0's golden vectors in `../shared/vectors/tenso`.
 
+mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -7,22 +8,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tensorlane");
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared");
-
-/// The golden vector folder; in CI (`CI=true`) its absence fails the test, elsewhere it skips.
 fn vectors() -> Option<PathBuf> {
-    let dir = Path::new(SHARED).join("vectors/tenso");
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-        panic!("{} is missing; CI must have the shared reference data", dir.display());
-    }
-    eprintln!(
-        "skipping: {} not found (set CI=true to make this a failure)",
-        dir.display()
-    );
-    None
+    common::shared("vectors/tenso")
 }
 
 fn tenso_files(dir: &Path) -> Vec<PathBuf> {

@@ -3,29 +3,14 @@
 //! the Tenso golden vectors (`../shared/vectors/tenso`). In CI (`CI=true`) missing shared data is
 //! a failure, never a skip.
 
+mod common;
+use common::shared;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tensorlane");
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared");
-
-/// A folder of the shared reference data; in CI its absence fails the test, elsewhere it skips.
-fn shared(sub: &str) -> Option<PathBuf> {
-    let dir = Path::new(SHARED).join(sub);
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-        panic!("{} is missing; CI must have the shared reference data", dir.display());
-    }
-    eprintln!(
-        "skipping: {} not found (set CI=true to make this a failure)",
-        dir.display()
-    );
-    None
-}
 
 fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().expect("the binary runs")

@@ -1,5 +1,5 @@
-//! Shared by the live cross-check tests (`tenso_live.rs`, `zt_live.rs`): the repository root,
-//! CI detection, and the pinned Python venv a setup script builds.
+//! Shared by the integration tests: the repository root, the shared reference folder, CI
+//! detection, and the pinned Python venv a setup script builds (live cross-checks).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -20,6 +20,23 @@ pub fn in_ci() -> bool {
         std::env::var("CI").as_deref(),
         Ok("true") | Ok("1") | Ok("TRUE") | Ok("True")
     )
+}
+
+/// A folder of the shared reference data (`../shared/<sub>`); in CI its absence fails the test,
+/// elsewhere it skips with a message.
+pub fn shared(sub: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared").join(sub);
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    if in_ci() {
+        panic!("{} is missing; CI must have the shared reference data", dir.display());
+    }
+    eprintln!(
+        "skipping: {} not found (set CI=true to make this a failure)",
+        dir.display()
+    );
+    None
 }
 
 enum Setup {
