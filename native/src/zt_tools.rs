@@ -1361,7 +1361,6 @@ pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Conver
     }
 }
 
-
 /// The manifest of a file that describes tensors (a data shard has none to convert).
 fn convertible<S: ReadAt>(reader: &Reader<S>) -> Result<&tensorlane_core::zt::manifest::Manifest, ToolError> {
     reader
