@@ -8,6 +8,7 @@
 //! * [`tensor`] — [`Tensor`], a dense tensor that borrows its bytes when it can.
 //! * [`source`] — [`source::ReadAt`], random access over memory, files or the network.
 //! * [`zt`] — the `.zt` container.
+//! * [`formats`] — safetensors, GGUF, PyTorch, NumPy, ONNX and HDF5 files as one [`formats::Catalog`].
 //! * [`wire`] — Tenso 0.24-compatible packets: [`wire::decode`], [`wire::encode`],
 //!   [`wire::StreamDecoder`].
 //!
@@ -32,6 +33,7 @@ extern crate std;
 
 pub mod detect;
 pub mod dtype;
+pub mod formats;
 pub mod source;
 pub mod tensor;
 pub mod wire;

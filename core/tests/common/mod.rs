@@ -19,3 +19,82 @@ pub fn shared(needed: &str) -> Option<PathBuf> {
     eprintln!("skipping: {} not found", p.join(needed).display());
     None
 }
+
+/// One file of `../shared/fixtures/` with its `manifest.json` entry.
+#[allow(dead_code)]
+pub struct Fixture {
+    /// Absolute path of the file.
+    pub path: PathBuf,
+    /// Its manifest entry (`file`, `format`, `expect`, `tensors`, `reason`, ...).
+    pub entry: serde_json::Value,
+}
+
+#[allow(dead_code)]
+impl Fixture {
+    /// `expect` of the entry (`read`, `reject`, `companion`, `no-tensors`).
+    pub fn expect(&self) -> &str {
+        self.entry["expect"].as_str().unwrap_or("")
+    }
+
+    /// The manifest's relative file name.
+    pub fn file(&self) -> &str {
+        self.entry["file"].as_str().unwrap_or("")
+    }
+
+    /// The file's bytes.
+    pub fn bytes(&self) -> Vec<u8> {
+        std::fs::read(&self.path).unwrap_or_else(|e| panic!("{}: {e}", self.path.display()))
+    }
+}
+
+/// The fixtures of the given manifest formats (`"safetensors"`, `"gguf"`, `"pt"`, ...), or
+/// `None` (skip) when the shared folder is missing locally.
+#[allow(dead_code)]
+pub fn fixtures(formats: &[&str]) -> Option<Vec<Fixture>> {
+    let root = shared("fixtures/manifest.json")?.join("fixtures");
+    let text = std::fs::read_to_string(root.join("manifest.json")).unwrap();
+    let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let out: Vec<Fixture> = m["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| formats.contains(&f["format"].as_str().unwrap_or("")))
+        .map(|f| Fixture {
+            path: root.join(f["file"].as_str().unwrap()),
+            entry: f.clone(),
+        })
+        .collect();
+    assert!(!out.is_empty(), "no fixtures of formats {formats:?} in the manifest");
+    Some(out)
+}
+
+/// Checks a catalog against a `read` fixture: exactly the manifest's tensors, in its order, each
+/// with the manifest's dtype, shape, nbytes and the sha256 of [`tensorlane_core::formats::read`]'s
+/// bytes. `sources` are the catalog's sources, in order.
+#[allow(dead_code)]
+pub fn check_catalog(fx: &Fixture, cat: &tensorlane_core::formats::Catalog, sources: &[&[u8]]) {
+    use sha2::{Digest, Sha256};
+    let want = fx.entry["tensors"].as_array().unwrap();
+    let names: Vec<&str> = cat.tensors.iter().map(|t| t.name.as_str()).collect();
+    let want_names: Vec<&str> = want.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, want_names, "{}: tensor names", fx.file());
+    for (t, w) in cat.tensors.iter().zip(want) {
+        let what = format!("{} / {}", fx.file(), t.name);
+        assert_eq!(t.ty.name(), w["dtype"].as_str().unwrap(), "{what}: dtype");
+        let shape: Vec<u64> = w["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap())
+            .collect();
+        assert_eq!(t.shape, shape, "{what}: shape");
+        assert_eq!(t.nbytes(), w["nbytes"].as_u64(), "{what}: nbytes");
+        let bytes = tensorlane_core::formats::read(cat.format.name(), t, sources)
+            .unwrap_or_else(|e| panic!("{what}: read failed: {e}"));
+        assert_eq!(
+            hex::encode(Sha256::digest(&bytes)),
+            w["sha256"].as_str().unwrap(),
+            "{what}: sha256"
+        );
+    }
+}

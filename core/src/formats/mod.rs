@@ -1,0 +1,700 @@
+//! Foreign model formats, each a read-only projection over [`ReadAt`] into one [`Catalog`].
+//!
+//! A [`Catalog`] lists the tensors of a file (name, element type, shape, where the bytes are and
+//! how they are laid out, attributes) and the file-level metadata. Opening reads only the
+//! header-like parts of a file; [`read`] then fetches one tensor's bytes, borrowing them when the
+//! source is in memory and the stored bytes already are the tensor (C order, little-endian).
+//!
+//! | format | module | detected by |
+//! | --- | --- | --- |
+//! | safetensors (+ `model.safetensors.index.json`) | [`safetensors`] | 8-byte header length, then `{` |
+//! | GGUF v1–v3 (+ `-0000N-of-0000M` splits) | [`gguf`], block dequantization in [`ggml`] | `GGUF` |
+//! | PyTorch zip and legacy | [`pt`] (restricted pickle VM, nothing is executed) | zip with `data.pkl`; pickle magic |
+//! | NumPy `.npy` / `.npz` | [`npy`] | `\x93NUMPY`; zip of `.npy` members |
+//! | ONNX | [`onnx`] (hand-written protobuf walk) | the first ModelProto fields |
+//! | HDF5 | [`hdf5`] | `\x89HDF\r\n\x1a\n` at 0, 512, 1024, ... |
+//!
+//! Every parser is bounded: it checks each length and count against the bytes that are actually
+//! there before it allocates, nests at most [`MAX_DEPTH`] deep and refuses with a [`FormatError`]
+//! that names the byte offset, the tensor and the rule broken. No parser panics on input.
+
+use alloc::borrow::Cow;
+use alloc::boxed::Box;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::detect::Format;
+use crate::dtype::DType;
+use crate::source::{ReadAt, SourceError};
+use crate::zt::format::LogicalType;
+
+pub mod ggml;
+pub mod gguf;
+pub mod hdf5;
+pub mod npy;
+pub mod onnx;
+pub mod pt;
+pub mod safetensors;
+pub mod zip;
+
+/// The deepest nesting any parser follows (JSON, pickle, protobuf messages, HDF5 groups).
+pub const MAX_DEPTH: usize = 64;
+/// The largest header any format may declare (safetensors JSON, npy header, pickle, GGUF KV
+/// section, ONNX model without its tensor data): 100 MiB, as safetensors' own limit.
+pub const MAX_HEADER: u64 = 100 << 20;
+
+/// The element type of a catalog entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElementType {
+    /// A plain dtype (`float32`, `bool`, `complex64`, ...).
+    Dense(DType),
+    /// A byte-sized logical type (float8 variants, packed float4).
+    Logical(LogicalType),
+    /// ggml block-quantized data (GGUF): raw blocks, see [`ggml::dequantize`].
+    Ggml(ggml::GgmlType),
+}
+
+impl ElementType {
+    /// The NumPy-style name used in manifests and JSON output: `float32`, `bfloat16`,
+    /// `float8_e4m3fn`, `float8_e8m0fnu`, `float4_e2m1fn`, `complex64`, or a ggml type name
+    /// (`Q4_0`, `Q6_K`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ElementType::Dense(d) => d.name(),
+            ElementType::Logical(t) => match t {
+                LogicalType::Bool => "bool",
+                LogicalType::F8E4M3Fn => "float8_e4m3fn",
+                LogicalType::F8E5M2 => "float8_e5m2",
+                LogicalType::F8E4M3Fnuz => "float8_e4m3fnuz",
+                LogicalType::F8E5M2Fnuz => "float8_e5m2fnuz",
+                LogicalType::F8E8M0 => "float8_e8m0fnu",
+                LogicalType::F4E2M1 => "float4_e2m1fn",
+                LogicalType::Complex64 => "complex64",
+                LogicalType::Complex128 => "complex128",
+            },
+            ElementType::Ggml(g) => g.name(),
+        }
+    }
+
+    /// Bytes for `n` elements in the stored form (`None` on overflow, or for a ggml type when `n`
+    /// is not a whole number of blocks).
+    pub fn nbytes(self, n: u64) -> Option<u64> {
+        match self {
+            ElementType::Dense(d) => n.checked_mul(d.itemsize() as u64),
+            ElementType::Logical(t) => t.size(n),
+            ElementType::Ggml(g) => g.nbytes(n),
+        }
+    }
+
+    /// The size of one scalar lane for byte swapping (1 for byte-sized and block types).
+    pub fn lane(self) -> usize {
+        match self {
+            ElementType::Dense(d) => d.lane_size(),
+            _ => 1,
+        }
+    }
+
+    /// Bytes per element where every element has whole bytes (`None` for packed float4 and ggml
+    /// blocks).
+    pub fn itemsize(self) -> Option<usize> {
+        match self {
+            ElementType::Dense(d) => Some(d.itemsize()),
+            ElementType::Logical(LogicalType::F4E2M1) | ElementType::Ggml(_) => None,
+            ElementType::Logical(t) => Some(t.size(1)? as usize),
+        }
+    }
+}
+
+/// A metadata or attribute value, in the shape JSON can show.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Meta {
+    /// No value.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// A signed integer.
+    Int(i64),
+    /// An unsigned integer too large for `Int`, or a format's unsigned type.
+    UInt(u64),
+    /// A float (f32 values are widened).
+    Float(f64),
+    /// A UTF-8 string.
+    Str(String),
+    /// Bytes that are not valid UTF-8.
+    Bytes(Vec<u8>),
+    /// A list.
+    List(Vec<Meta>),
+    /// Key/value pairs in file order.
+    Map(Vec<(String, Meta)>),
+}
+
+/// Where the stored bytes of a tensor are.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Storage {
+    /// Bytes `offset..offset + len` of source `source` (0 is the opened file; `k > 0` is
+    /// [`Catalog::sources`]`[k]`).
+    Range {
+        /// Index into [`Catalog::sources`].
+        source: usize,
+        /// Absolute byte offset in that source.
+        offset: u64,
+        /// Number of bytes.
+        len: u64,
+    },
+    /// A raw-deflate stream (a deflated zip member) at `offset..offset + compressed` that
+    /// inflates to `inflated` bytes, of which the tensor's stored bytes are `skip..skip + len`.
+    Deflate {
+        /// Index into [`Catalog::sources`].
+        source: usize,
+        /// Absolute byte offset of the compressed stream.
+        offset: u64,
+        /// Compressed length.
+        compressed: u64,
+        /// Declared inflated length (checked while inflating: never more is produced).
+        inflated: u64,
+        /// Where the tensor bytes start in the inflated stream.
+        skip: u64,
+        /// Number of tensor bytes.
+        len: u64,
+    },
+    /// Bytes decoded while opening (ONNX typed fields, HDF5 compact data). They came out of the
+    /// header, so they are bounded by its size.
+    Inline(Vec<u8>),
+    /// An HDF5 chunked dataset: chunks are found and unfiltered when the tensor is read.
+    Hdf5Chunked(Box<hdf5::Chunked>),
+}
+
+/// A strided view into the stored elements (PyTorch views, Fortran order).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct View {
+    /// Offset of element `[0, 0, ...]`, in elements.
+    pub offset: u64,
+    /// Step per dimension, in elements (same length as the shape).
+    pub strides: Vec<u64>,
+}
+
+/// How the stored bytes map onto the tensor's C-order, little-endian bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Arrangement {
+    /// Each scalar lane is stored big-endian.
+    pub big_endian: bool,
+    /// The elements are picked through a strided view (`None`: stored bytes are the elements in
+    /// C order, back to back).
+    pub view: Option<View>,
+}
+
+impl Arrangement {
+    /// Stored bytes are the tensor bytes as they are.
+    pub fn is_native(&self) -> bool {
+        !self.big_endian && self.view.is_none()
+    }
+}
+
+/// One tensor of a catalog.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorInfo {
+    /// The tensor's name (format rules: safetensors key, GGUF name, pickle path joined with `.`,
+    /// `array` for `.npy`, member name for `.npz`, ONNX initializer name, HDF5 path without `/`).
+    pub name: String,
+    /// Element type.
+    pub ty: ElementType,
+    /// Row-major shape (`[]` for a scalar).
+    pub shape: Vec<u64>,
+    /// Where the stored bytes are.
+    pub storage: Storage,
+    /// How stored bytes become C-order, little-endian element bytes.
+    pub arrangement: Arrangement,
+    /// Per-tensor details of the source format (stored dtype, strides, layout, filters, ...).
+    pub attributes: Vec<(String, Meta)>,
+}
+
+impl TensorInfo {
+    /// Number of elements (`None` on overflow).
+    pub fn numel(&self) -> Option<u64> {
+        crate::tensor::numel(&self.shape)
+    }
+
+    /// Bytes of the tensor in C order (`None` on overflow).
+    pub fn nbytes(&self) -> Option<u64> {
+        self.ty.nbytes(self.numel()?)
+    }
+
+    /// Whether [`read`] can hand out the stored bytes without copying (when the source is in
+    /// memory).
+    pub fn is_zero_copy(&self) -> bool {
+        matches!(self.storage, Storage::Range { .. }) && self.arrangement.is_native()
+    }
+}
+
+/// Every tensor of a file (or of a set of files), plus the file-level metadata.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Catalog {
+    /// The format of the opened file.
+    pub format: Format,
+    /// Tensors in file order.
+    pub tensors: Vec<TensorInfo>,
+    /// File-level metadata (`__metadata__`, GGUF key/values, ONNX model fields, HDF5 root
+    /// attributes, ...), in file order.
+    pub metadata: Vec<(String, Meta)>,
+    /// Entries that are not tensors and were left out, with why (HDF5 string datasets, pickle
+    /// leaves that are not tensors, ...).
+    pub skipped: Vec<(String, String)>,
+    /// The files the catalog reads from: `sources[0]` is `""` (the opened file); the others are
+    /// paths relative to the opened file's folder (shards, external data), already checked not
+    /// to leave that folder. The host opens them in this order.
+    pub sources: Vec<String>,
+}
+
+impl Catalog {
+    /// An empty catalog of `format` reading only the opened file.
+    pub fn new(format: Format) -> Catalog {
+        Catalog {
+            format,
+            tensors: Vec::new(),
+            metadata: Vec::new(),
+            skipped: Vec::new(),
+            sources: alloc::vec![String::new()],
+        }
+    }
+
+    /// The tensor called `name`.
+    pub fn get(&self, name: &str) -> Option<&TensorInfo> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+
+    /// The index of companion file `path` in [`Catalog::sources`], added when new.
+    pub fn source_index(&mut self, path: &str) -> Result<usize, FormatError> {
+        check_companion_path(self.format.name(), path)?;
+        if let Some(i) = self.sources.iter().position(|s| s == path) {
+            return Ok(i);
+        }
+        self.sources.push(path.to_string());
+        Ok(self.sources.len() - 1)
+    }
+}
+
+/// What went wrong, as a stable category (tests and callers match on it; the message says more).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The file ends before a structure it declares.
+    Truncated,
+    /// A declared header or section size is over [`MAX_HEADER`] or the file size.
+    HeaderTooLarge,
+    /// Bytes are not valid for the format (bad JSON, bad pickle opcode, bad protobuf, bad magic).
+    Syntax,
+    /// A version this reader does not know.
+    UnsupportedVersion,
+    /// A feature or type this reader does not support (named in the message).
+    Unsupported,
+    /// A data range runs outside the file, section or storage.
+    OutOfBounds,
+    /// Two tensors' byte ranges overlap.
+    Overlap,
+    /// Bytes of a data section belong to no tensor.
+    Gap,
+    /// A tensor's byte count does not match its dtype and shape.
+    SizeMismatch,
+    /// Two entries with the same name.
+    Duplicate,
+    /// Element counts or sizes overflow 64 bits.
+    Overflow,
+    /// A declared count, length or depth is over a limit or over what the file can hold.
+    Limit,
+    /// Refused for safety: code a pickle would run, an object array, a path leaving the model
+    /// folder.
+    Refused,
+    /// A companion file (shard, external data) is missing or does not match.
+    Companion,
+    /// A checksum does not match (HDF5 fletcher32, zip CRC).
+    Checksum,
+    /// The source could not be read.
+    Io,
+}
+
+impl ErrorKind {
+    /// A short kebab-case name (`out-of-bounds`, `refused`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Truncated => "truncated",
+            ErrorKind::HeaderTooLarge => "header-too-large",
+            ErrorKind::Syntax => "syntax",
+            ErrorKind::UnsupportedVersion => "unsupported-version",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::OutOfBounds => "out-of-bounds",
+            ErrorKind::Overlap => "overlap",
+            ErrorKind::Gap => "gap",
+            ErrorKind::SizeMismatch => "size-mismatch",
+            ErrorKind::Duplicate => "duplicate",
+            ErrorKind::Overflow => "overflow",
+            ErrorKind::Limit => "limit",
+            ErrorKind::Refused => "refused",
+            ErrorKind::Companion => "companion",
+            ErrorKind::Checksum => "checksum",
+            ErrorKind::Io => "io",
+        }
+    }
+}
+
+/// Why a file could not be read: the format, the category, where (byte offset, tensor) and a
+/// message that says what is wrong and what to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FormatError {
+    /// The format being read (`"safetensors"`, `"gguf"`, ...).
+    pub format: &'static str,
+    /// The category.
+    pub kind: ErrorKind,
+    /// The byte offset in the file where the problem is, when known.
+    pub offset: Option<u64>,
+    /// The tensor concerned, when known.
+    pub tensor: Option<String>,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl FormatError {
+    /// A new error.
+    pub fn new(format: &'static str, kind: ErrorKind, message: impl Into<String>) -> FormatError {
+        FormatError {
+            format,
+            kind,
+            offset: None,
+            tensor: None,
+            message: message.into(),
+        }
+    }
+
+    /// Sets the byte offset.
+    pub fn at(mut self, offset: u64) -> FormatError {
+        self.offset = Some(offset);
+        self
+    }
+
+    /// Sets the tensor name.
+    pub fn tensor(mut self, name: impl Into<String>) -> FormatError {
+        self.tensor = Some(name.into());
+        self
+    }
+
+    /// Maps a source error (out of bounds → [`ErrorKind::Truncated`], I/O → [`ErrorKind::Io`]).
+    pub fn source(format: &'static str, e: SourceError) -> FormatError {
+        match e {
+            SourceError::OutOfBounds { offset, len, size } => FormatError::new(
+                format,
+                ErrorKind::Truncated,
+                alloc::format!(
+                    "needs bytes [{offset}, {offset}+{len}) but the file has {size} bytes; the file is truncated or a \
+                     length in it is wrong"
+                ),
+            )
+            .at(offset),
+            SourceError::Io(m) => FormatError::new(format, ErrorKind::Io, m),
+        }
+    }
+}
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.format)?;
+        if let Some(t) = &self.tensor {
+            write!(f, "tensor '{t}': ")?;
+        }
+        f.write_str(&self.message)?;
+        if let Some(o) = self.offset {
+            write!(f, " (at byte {o})")?;
+        }
+        write!(f, " [{}]", self.kind.name())
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for FormatError {}
+
+/// Checks a companion path (shard, external data file) named inside a file: relative, no `..`,
+/// no absolute or drive path, no NUL, so that it stays in the model's folder.
+pub fn check_companion_path(format: &'static str, path: &str) -> Result<(), FormatError> {
+    let bad = path.is_empty()
+        || path.contains('\0')
+        || path.starts_with('/')
+        || path.starts_with('\\')
+        || path.as_bytes().get(1) == Some(&b':')
+        || path.split(['/', '\\']).any(|c| c == "..");
+    if bad {
+        return Err(FormatError::new(
+            format,
+            ErrorKind::Refused,
+            alloc::format!(
+                "companion file '{path}' is not a plain relative path inside the model's folder; refusing to read \
+                 outside it"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads `len` bytes at `offset` of `src` for `format`, borrowing when the source is in memory.
+pub fn bytes_at<'s, S: ReadAt + ?Sized>(
+    format: &'static str,
+    src: &'s S,
+    offset: u64,
+    len: u64,
+) -> Result<Cow<'s, [u8]>, FormatError> {
+    if let Some(s) = src.slice(offset, len) {
+        return Ok(Cow::Borrowed(s));
+    }
+    src.read_vec(offset, len)
+        .map(Cow::Owned)
+        .map_err(|e| FormatError::source(format, e))
+}
+
+/// Opens `src` as `format`: the catalog of its tensors. Companion files named by the catalog
+/// ([`Catalog::sources`]) are not opened here; a safetensors index lists its shards as sources
+/// and its tensors come from [`safetensors::open_index`].
+pub fn open_as<S: ReadAt + ?Sized>(format: Format, src: &S) -> Result<Catalog, FormatError> {
+    match format {
+        Format::Safetensors => safetensors::open(src),
+        Format::Gguf => gguf::open(src),
+        Format::PyTorch | Format::PyTorchLegacy => pt::open(src),
+        Format::Npy => npy::open(src),
+        Format::Npz => npy::open_npz(src),
+        Format::Onnx => onnx::open(src),
+        Format::Hdf5 => hdf5::open(src),
+        other => Err(FormatError::new(
+            "formats",
+            ErrorKind::Unsupported,
+            alloc::format!(
+                "{} files are read by their own reader, not as a model format",
+                other.name()
+            ),
+        )),
+    }
+}
+
+/// Detects the format from the file's first bytes and opens it (see [`open_as`]).
+pub fn open<S: ReadAt + ?Sized>(src: &S) -> Result<Catalog, FormatError> {
+    let n = src.size().min(crate::detect::HEAD_LEN as u64);
+    let head = bytes_at("formats", src, 0, n)?;
+    match crate::detect::detect(&head) {
+        Some(f) => open_as(f, src),
+        None => Err(FormatError::new(
+            "formats",
+            ErrorKind::Unsupported,
+            "the first bytes match no known format (safetensors, GGUF, PyTorch, NumPy, ONNX, HDF5, .zt, Tenso)",
+        )),
+    }
+}
+
+/// The tensor's bytes in C order, little-endian (one byte per bool, packed float4 as stored,
+/// ggml blocks as stored). `sources[k]` must be the file named by [`Catalog::sources`]`[k]`.
+/// Borrowed from the source when [`TensorInfo::is_zero_copy`] and the source is in memory.
+pub fn read<'s, S: ReadAt + ?Sized>(
+    format: &'static str,
+    t: &TensorInfo,
+    sources: &[&'s S],
+) -> Result<Cow<'s, [u8]>, FormatError> {
+    let err = |kind, msg: String| FormatError::new(format, kind, msg).tensor(t.name.clone());
+    let want = t
+        .nbytes()
+        .ok_or_else(|| err(ErrorKind::Overflow, "its size overflows 64 bits".into()))?;
+    let src = |i: usize| {
+        sources.get(i).copied().ok_or_else(|| {
+            err(
+                ErrorKind::Companion,
+                alloc::format!("needs source #{i}, but only {} were supplied", sources.len()),
+            )
+        })
+    };
+    let stored: Cow<'s, [u8]> = match &t.storage {
+        Storage::Range { source, offset, len } => {
+            bytes_at(format, src(*source)?, *offset, *len).map_err(|e| e.tensor(t.name.clone()))?
+        }
+        Storage::Deflate {
+            source,
+            offset,
+            compressed,
+            inflated,
+            skip,
+            len,
+        } => {
+            let raw = bytes_at(format, src(*source)?, *offset, *compressed).map_err(|e| e.tensor(t.name.clone()))?;
+            let out = zip::inflate(&raw, *inflated).map_err(|m| err(ErrorKind::Syntax, m).at(*offset))?;
+            let end = skip
+                .checked_add(*len)
+                .filter(|e| *e <= out.len() as u64)
+                .ok_or_else(|| {
+                    err(
+                        ErrorKind::Truncated,
+                        alloc::format!("the inflated member has {} bytes, fewer than it declared", out.len()),
+                    )
+                })?;
+            Cow::Owned(out[*skip as usize..end as usize].to_vec())
+        }
+        Storage::Inline(b) => Cow::Owned(b.clone()),
+        Storage::Hdf5Chunked(c) => {
+            Cow::Owned(hdf5::read_chunked(c, src(c.source)?).map_err(|e| e.tensor(t.name.clone()))?)
+        }
+    };
+    arrange(format, t, stored, want)
+}
+
+/// Applies [`TensorInfo::arrangement`] to stored bytes: strided gather, then byte swap.
+fn arrange<'s>(
+    format: &'static str,
+    t: &TensorInfo,
+    stored: Cow<'s, [u8]>,
+    want: u64,
+) -> Result<Cow<'s, [u8]>, FormatError> {
+    let err = |kind, msg: String| FormatError::new(format, kind, msg).tensor(t.name.clone());
+    let mut bytes = match &t.arrangement.view {
+        None => {
+            if stored.len() as u64 != want {
+                return Err(err(
+                    ErrorKind::SizeMismatch,
+                    alloc::format!(
+                        "{} {:?} needs {want} bytes but {} are stored",
+                        t.ty.name(),
+                        t.shape,
+                        stored.len()
+                    ),
+                ));
+            }
+            stored
+        }
+        Some(v) => Cow::Owned(gather(&stored, t, v).map_err(|m| err(ErrorKind::OutOfBounds, m))?),
+    };
+    let lane = t.ty.lane();
+    if t.arrangement.big_endian && lane > 1 {
+        crate::tensor::swap_lanes(bytes.to_mut(), lane);
+    }
+    Ok(bytes)
+}
+
+/// The last byte a strided view touches, plus one (`None` on overflow). For an empty view: 0.
+pub fn view_extent(shape: &[u64], view: &View, itemsize: u64) -> Option<u64> {
+    if shape.iter().any(|&d| d == 0) {
+        return Some(0);
+    }
+    let mut last = view.offset;
+    for (d, s) in shape.iter().zip(&view.strides) {
+        last = last.checked_add((d - 1).checked_mul(*s)?)?;
+    }
+    last.checked_add(1)?.checked_mul(itemsize)
+}
+
+fn gather(stored: &[u8], t: &TensorInfo, v: &View) -> Result<Vec<u8>, String> {
+    let item =
+        t.ty.itemsize()
+            .ok_or_else(|| alloc::format!("a strided view of {} is not supported", t.ty.name()))? as u64;
+    if v.strides.len() != t.shape.len() {
+        return Err(alloc::format!(
+            "the view has {} strides for {} dimensions",
+            v.strides.len(),
+            t.shape.len()
+        ));
+    }
+    let end = view_extent(&t.shape, v, item).ok_or_else(|| "the view's extent overflows 64 bits".to_string())?;
+    if end > stored.len() as u64 {
+        return Err(alloc::format!(
+            "the view (offset {}, strides {:?}, shape {:?}) needs {end} bytes of a {}-byte storage",
+            v.offset,
+            v.strides,
+            t.shape,
+            stored.len()
+        ));
+    }
+    let n = t.numel().unwrap_or(0);
+    let item = item as usize;
+    let mut out = Vec::with_capacity((n as usize).saturating_mul(item));
+    if n == 0 {
+        return Ok(out);
+    }
+    let rank = t.shape.len();
+    let mut idx = alloc::vec![0u64; rank];
+    loop {
+        let mut e = v.offset;
+        for k in 0..rank {
+            e += idx[k] * v.strides[k];
+        }
+        let at = e as usize * item;
+        out.extend_from_slice(&stored[at..at + item]);
+        // Odometer increment, last dimension fastest.
+        let mut k = rank;
+        loop {
+            if k == 0 {
+                return Ok(out);
+            }
+            k -= 1;
+            idx[k] += 1;
+            if idx[k] < t.shape[k] {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn companion_paths() {
+        assert!(check_companion_path("x", "model.onnx.data").is_ok());
+        assert!(check_companion_path("x", "sub/shard-1.safetensors").is_ok());
+        for bad in ["", "../x", "a/../../x", "/etc/passwd", "\\\\srv\\x", "C:\\x", "a\0b"] {
+            assert_eq!(
+                check_companion_path("x", bad).unwrap_err().kind,
+                ErrorKind::Refused,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn strided_fortran_view() {
+        // A 2x3 array stored in Fortran order: column-major elements 0..6.
+        let stored: Vec<u8> = (0u8..6).collect();
+        let t = TensorInfo {
+            name: "a".into(),
+            ty: ElementType::Dense(DType::U8),
+            shape: alloc::vec![2, 3],
+            storage: Storage::Inline(stored.clone()),
+            arrangement: Arrangement {
+                big_endian: false,
+                view: Some(View {
+                    offset: 0,
+                    strides: alloc::vec![1, 2],
+                }),
+            },
+            attributes: Vec::new(),
+        };
+        let out = read::<[u8]>("test", &t, &[]).unwrap();
+        assert_eq!(&out[..], &[0, 2, 4, 1, 3, 5]);
+        let mut bad = t.clone();
+        bad.arrangement.view = Some(View {
+            offset: 2,
+            strides: alloc::vec![1, 2],
+        });
+        assert_eq!(
+            read::<[u8]>("test", &bad, &[]).unwrap_err().kind,
+            ErrorKind::OutOfBounds
+        );
+    }
+
+    #[test]
+    fn big_endian_swap() {
+        let t = TensorInfo {
+            name: "b".into(),
+            ty: ElementType::Dense(DType::U16),
+            shape: alloc::vec![2],
+            storage: Storage::Inline(alloc::vec![0, 1, 0, 2]),
+            arrangement: Arrangement {
+                big_endian: true,
+                view: None,
+            },
+            attributes: Vec::new(),
+        };
+        assert_eq!(&read::<[u8]>("test", &t, &[]).unwrap()[..], &[1, 0, 2, 0]);
+    }
+}
