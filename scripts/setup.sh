@@ -30,3 +30,4 @@ npm ci --no-audit --no-fund --loglevel=error
 # registry problem shows here, not as a test failure.
 bash tests/python/setup_venv.sh
 bash tests/python/setup_zt_venv.sh
+bash tests/python/setup_formats_venv.sh
