@@ -272,6 +272,86 @@ impl Catalog {
         self.sources.push(path.to_string());
         Ok(self.sources.len() - 1)
     }
+
+    /// Moves the tensors of `part` (a shard or split opened on its own) into this catalog, as
+    /// read from companion file `path`: their storage now points at `path`'s source index.
+    /// Refuses a tensor name that is already present.
+    pub fn absorb(&mut self, part: Catalog, path: &str) -> Result<(), FormatError> {
+        let format = self.format.name();
+        // The part's own sources: 0 is `path`; others are its companions, relative to the same folder.
+        let mut map = alloc::vec![self.source_index(path)?];
+        for p in part.sources.iter().skip(1) {
+            map.push(self.source_index(p)?);
+        }
+        for mut t in part.tensors {
+            if self.get(&t.name).is_some() {
+                return Err(FormatError::new(
+                    format,
+                    ErrorKind::Duplicate,
+                    alloc::format!("'{path}' repeats a tensor name"),
+                )
+                .tensor(t.name));
+            }
+            let source = match &mut t.storage {
+                Storage::Range { source, .. } | Storage::Deflate { source, .. } => Some(source),
+                Storage::Hdf5Chunked(c) => Some(&mut c.source),
+                Storage::Inline(_) => None,
+            };
+            if let Some(s) = source {
+                *s = *map.get(*s).ok_or_else(|| {
+                    FormatError::new(
+                        format,
+                        ErrorKind::Companion,
+                        alloc::format!("'{path}' names source #{s} it does not list"),
+                    )
+                })?;
+            }
+            self.tensors.push(t);
+        }
+        Ok(())
+    }
+
+    /// Checks every stored range against the sizes of the sources (`sizes[k]` is the size of
+    /// [`Catalog::sources`]`[k]`): a companion file that is shorter than the ranges that point
+    /// into it is refused here, when the set is opened, not when a tensor is read.
+    pub fn check_ranges(&self, sizes: &[u64]) -> Result<(), FormatError> {
+        let format = self.format.name();
+        for t in &self.tensors {
+            let (source, offset, len) = match &t.storage {
+                Storage::Range { source, offset, len } => (*source, *offset, *len),
+                Storage::Deflate {
+                    source,
+                    offset,
+                    compressed,
+                    ..
+                } => (*source, *offset, *compressed),
+                _ => continue,
+            };
+            let size = *sizes.get(source).ok_or_else(|| {
+                FormatError::new(
+                    format,
+                    ErrorKind::Companion,
+                    alloc::format!("no size given for source #{source}"),
+                )
+                .tensor(t.name.clone())
+            })?;
+            if offset.checked_add(len).is_none_or(|end| end > size) {
+                let file = if source == 0 {
+                    "the file"
+                } else {
+                    self.sources[source].as_str()
+                };
+                return Err(FormatError::new(
+                    format,
+                    ErrorKind::OutOfBounds,
+                    alloc::format!("its bytes [{offset}, {offset}+{len}) run past the end of {file} ({size} bytes)"),
+                )
+                .tensor(t.name.clone())
+                .at(offset));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What went wrong, as a stable category (tests and callers match on it; the message says more).
@@ -696,5 +776,36 @@ mod tests {
             attributes: Vec::new(),
         };
         assert_eq!(&read::<[u8]>("test", &t, &[]).unwrap()[..], &[1, 0, 2, 0]);
+    }
+
+    fn range_tensor(name: &str, source: usize, offset: u64, len: u64) -> TensorInfo {
+        TensorInfo {
+            name: name.into(),
+            ty: ElementType::Dense(DType::U8),
+            shape: alloc::vec![len],
+            storage: Storage::Range { source, offset, len },
+            arrangement: Arrangement::default(),
+            attributes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn absorb_remaps_sources_and_refuses_duplicates() {
+        let mut set = Catalog::new(Format::Safetensors);
+        let mut a = Catalog::new(Format::Safetensors);
+        a.tensors.push(range_tensor("a", 0, 8, 4));
+        let mut b = Catalog::new(Format::Onnx);
+        b.sources.push("b.data".into());
+        b.tensors.push(range_tensor("b", 1, 0, 4));
+        set.absorb(a.clone(), "part-1").unwrap();
+        set.absorb(b, "part-2").unwrap();
+        assert_eq!(set.sources, ["", "part-1", "part-2", "b.data"]);
+        assert_eq!(set.tensors[0].storage, Storage::Range { source: 1, offset: 8, len: 4 });
+        assert_eq!(set.tensors[1].storage, Storage::Range { source: 3, offset: 0, len: 4 });
+        assert_eq!(set.absorb(a, "part-3").unwrap_err().kind, ErrorKind::Duplicate);
+        assert!(set.check_ranges(&[0, 12, 0, 4]).is_ok());
+        let e = set.check_ranges(&[0, 12, 0, 3]).unwrap_err();
+        assert_eq!((e.kind, e.tensor.as_deref()), (ErrorKind::OutOfBounds, Some("b")));
+        assert!(set.absorb(Catalog::new(Format::Onnx), "../escape").is_err());
     }
 }
