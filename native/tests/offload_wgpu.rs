@@ -6,6 +6,7 @@
 
 use tensorlane::offload::exec::wgpu::WgpuBackend;
 use tensorlane::offload::exec::{ExecModel, ExecOptions, bit_equal, execute};
+use tensorlane::offload::plan::{EventKind, Instr, StreamKind};
 use tensorlane::offload::{DeviceProfile, Policy, check, compile_policy};
 
 fn backend() -> Option<WgpuBackend> {
@@ -88,6 +89,34 @@ fn a_shifted_slot_changes_the_gpu_output() {
     plan.chunks[n - 1].dev_offset = plan.chunks[n - 2].dev_offset;
     let reference = m.reference();
     let r = execute(&plan, &m, &mut b, ExecOptions::default());
+    assert!(
+        r.map(|r| r.outputs.iter().any(|o| !bit_equal(o, &reference)))
+            .unwrap_or(true)
+    );
+}
+
+#[test]
+fn removing_slot_free_waits_changes_the_gpu_output() {
+    // With freed slots poisoned on the GPU too, copies that overwrite live slots (no SlotFree
+    // waits) must show in the output, as on the CPU executor.
+    let Some(mut b) = backend() else { return };
+    let m = ExecModel::tiny(3).unwrap();
+    let mut plan = compile_policy(&m.model, &DeviceProfile::h100(), 14_000_000, Policy::FullOffload).unwrap();
+    assert!(plan.streamed_bytes() > 0);
+    let reference = m.reference();
+    let opts = ExecOptions {
+        forwards: 2,
+        poison: true,
+        copies_first: true,
+    };
+    let intact = execute(&plan, &m, &mut b, opts).unwrap();
+    assert!(intact.outputs.iter().all(|o| bit_equal(o, &reference)));
+    let h2d = plan.streams.iter().position(|s| s.kind == StreamKind::H2d).unwrap();
+    let events = plan.events.clone();
+    plan.streams[h2d].program.retain(
+        |i| !matches!(i, Instr::Wait { event, .. } if matches!(events[*event as usize], EventKind::SlotFree(_))),
+    );
+    let r = execute(&plan, &m, &mut b, opts);
     assert!(
         r.map(|r| r.outputs.iter().any(|o| !bit_equal(o, &reference)))
             .unwrap_or(true)

@@ -10,7 +10,7 @@ use wgpu::util::DeviceExt;
 
 use super::{Backend, Dims, ExecError, ExecOp, OpKind, TensorRef, to_f32};
 use crate::device::wgpu::{GpuBuffer, GpuDevice};
-use crate::offload::plan::Plan;
+use crate::offload::plan::{Plan, Region};
 
 const GATHER_WGSL: &str = r#"
 struct P { src_off: u32, dst_off: u32, len: u32, gx: u32 };
@@ -386,6 +386,28 @@ impl Backend for WgpuBackend {
                 self.elem(0, &acts.x, w0, w0, &acts.a, nh)?;
                 mm(&acts.a, w1, &acts.logits, h, vocab)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Fills the freed slot with NaN in every arena buffer it touches, as the CPU executor does,
+    /// so a read after eviction shows in the output. Slots start 256-aligned; a tail shorter than
+    /// one word is slot padding and left alone.
+    fn poison(&mut self, region: Region) -> Result<(), ExecError> {
+        for (base, len, buf) in &self.regions {
+            let start = region.base.max(*base);
+            let end = region.end().min(base + len);
+            if start >= end {
+                continue;
+            }
+            let bytes = (end - start) / 4 * 4;
+            if bytes == 0 || !(start - base).is_multiple_of(4) {
+                continue;
+            }
+            let nan: Vec<u8> = std::iter::repeat_n(f32::NAN.to_le_bytes(), (bytes / 4) as usize)
+                .flatten()
+                .collect();
+            self.dev.upload_into(buf, start - base, &nan).map_err(dev_err)?;
         }
         Ok(())
     }
