@@ -72,7 +72,8 @@ const PT_LEGACY_MAGIC: [u8; 14] = [
 /// Recognises a format from the first bytes of a file ([`HEAD_LEN`] are plenty), never from its
 /// name.
 ///
-/// Zip archives are told apart by their first member: `.npy` members make an `.npz`, a
+/// A bare pickle stream (protocol 2–5) is taken as a legacy PyTorch file: its reader refuses
+/// anything that is not a checkpoint. Zip archives are told apart by their first member: `.npy` members make an `.npz`, a
 /// `data.pkl` or `<name>/...` layout with `data.pkl` makes a PyTorch checkpoint. ONNX has no
 /// magic: a file is taken as ONNX when it starts with `ir_version` (field 1, a small varint)
 /// followed by another `ModelProto` field.
@@ -91,7 +92,7 @@ pub fn detect(head: &[u8]) -> Option<Format> {
         Some(Format::Npy)
     } else if head.starts_with(&HDF5_MAGIC) {
         Some(Format::Hdf5)
-    } else if head.starts_with(&PT_LEGACY_MAGIC) {
+    } else if head.starts_with(&PT_LEGACY_MAGIC) || is_pickle(head) {
         Some(Format::PyTorchLegacy)
     } else if head.starts_with(b"PK\x03\x04") {
         detect_zip(head)
@@ -116,6 +117,13 @@ fn detect_zip(head: &[u8]) -> Option<Format> {
     } else {
         None
     }
+}
+
+/// A bare pickle (protocol 2–5: `PROTO n` then an opcode that starts a value). Legacy PyTorch
+/// files start with the magic number; anything else that is a pickle goes to the same reader,
+/// which refuses what is not a checkpoint (and never runs it).
+fn is_pickle(head: &[u8]) -> bool {
+    matches!(head, [0x80, 2..=5, op, ..] if b"}]()\x95\x8acX".contains(op))
 }
 
 fn is_safetensors(head: &[u8]) -> bool {
