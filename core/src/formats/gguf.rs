@@ -17,7 +17,9 @@
 //! Tensors: shape is the reversed `ne`; F32, F16, BF16, F64, I8, I16, I32 and I64 are dense
 //! dtypes, block-quantized types are [`ElementType::Ggml`] (raw blocks, see
 //! [`super::ggml::dequantize`]). Attributes: `ggml_type` (name), `ggml_ne` (dimensions as
-//! stored), `data_offset` (absolute byte offset).
+//! stored), `data_offset` (absolute byte offset). In a big-endian file, plain tensors are read
+//! byte-swapped ([`Arrangement::big_endian`]); quantized blocks, whose inner byte order ggml does
+//! not define portably, are left out and listed in [`Catalog::skipped`].
 
 use alloc::collections::BTreeSet;
 use alloc::string::{String, ToString};
