@@ -25,7 +25,7 @@
 //!   checked by [`Catalog::check_ranges`] once the host has opened it. The checksum (SHA-1) is
 //!   kept as an attribute, not verified.
 //!
-//! Every element type of ONNX 1.18 that has a catalog type is read (FLOAT ... FLOAT8E8M0).
+//! Every element type of ONNX (1.23) that has a catalog type is read (FLOAT ... FLOAT8E8M0).
 //! STRING, INT4, UINT4, INT2, UINT2, FLOAT6E2M3, FLOAT6E3M2 and unknown type codes are listed in
 //! [`Catalog::skipped`] with the reason, as are sparse initializers (`GraphProto.sparse_initializer`)
 //! by the name of their values. Initializers of subgraphs (If/Loop/Scan bodies in node
