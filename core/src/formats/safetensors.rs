@@ -283,7 +283,8 @@ fn entry(name: String, v: Json, at: u64) -> Result<Entry, FormatError> {
             .into_iter()
             .map(|d| match d {
                 Json::UInt(u) => Ok(u),
-                Json::Float(f) if f >= 0.0 && f == f.trunc() => Err(err(
+                // serde_json reads an integer beyond u64 as a float.
+                Json::Float(f) if f >= 18_446_744_073_709_551_616.0 => Err(err(
                     ErrorKind::Overflow,
                     format!("its {what} holds {f}, which does not fit in 64 bits"),
                 )),
