@@ -530,11 +530,13 @@ pub fn bytes_at<'s, S: ReadAt + ?Sized>(
 }
 
 /// Opens `src` as `format`: the catalog of its tensors. Companion files named by the catalog
-/// ([`Catalog::sources`]) are not opened here; a safetensors index lists its shards as sources
-/// and its tensors come from [`safetensors::open_index`].
+/// ([`Catalog::sources`]) are not opened here. A safetensors index is checked and then refused
+/// with [`ErrorKind::Companion`]: its tensors are in its shards, which
+/// [`safetensors::open_index`] opens through a callback the host gives it.
 pub fn open_as<S: ReadAt + ?Sized>(format: Format, src: &S) -> Result<Catalog, FormatError> {
     match format {
         Format::Safetensors => safetensors::open(src),
+        Format::SafetensorsIndex => safetensors::open_index_alone(src),
         Format::Gguf => gguf::open(src),
         Format::PyTorch | Format::PyTorchLegacy => pt::open(src),
         Format::Npy => npy::open(src),
