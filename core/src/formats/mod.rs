@@ -34,6 +34,7 @@ pub mod gguf;
 pub mod hdf5;
 pub mod npy;
 pub mod onnx;
+pub mod pickle;
 pub mod pt;
 pub mod safetensors;
 pub mod zip;
@@ -800,8 +801,22 @@ mod tests {
         set.absorb(a.clone(), "part-1").unwrap();
         set.absorb(b, "part-2").unwrap();
         assert_eq!(set.sources, ["", "part-1", "part-2", "b.data"]);
-        assert_eq!(set.tensors[0].storage, Storage::Range { source: 1, offset: 8, len: 4 });
-        assert_eq!(set.tensors[1].storage, Storage::Range { source: 3, offset: 0, len: 4 });
+        assert_eq!(
+            set.tensors[0].storage,
+            Storage::Range {
+                source: 1,
+                offset: 8,
+                len: 4
+            }
+        );
+        assert_eq!(
+            set.tensors[1].storage,
+            Storage::Range {
+                source: 3,
+                offset: 0,
+                len: 4
+            }
+        );
         assert_eq!(set.absorb(a, "part-3").unwrap_err().kind, ErrorKind::Duplicate);
         assert!(set.check_ranges(&[0, 12, 0, 4]).is_ok());
         let e = set.check_ranges(&[0, 12, 0, 3]).unwrap_err();
