@@ -666,7 +666,7 @@ impl<'a> Machine<'a> {
     }
 
     fn set_items(&mut self, target: &Value, items: Vec<Value>) -> Result<(), FormatError> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return Err(self.fail(ErrorKind::Syntax, "SETITEMS has an odd number of values"));
         }
         self.with_obj(target, "SETITEM(S)", |o| match o {
@@ -1192,7 +1192,7 @@ mod tests {
         // Truncated, empty, bad opcode, extension registry, out-of-band buffers.
         assert_eq!(run(&[0x80, 2, b'K']).unwrap_err().kind, ErrorKind::Truncated);
         assert_eq!(run(&[]).unwrap_err().kind, ErrorKind::Truncated);
-        assert_eq!(run(&[b'.']).unwrap_err().kind, ErrorKind::Syntax);
+        assert_eq!(run(b".").unwrap_err().kind, ErrorKind::Syntax);
         assert_eq!(run(&[0xff]).unwrap_err().kind, ErrorKind::Syntax);
         assert_eq!(run(&[0x82, 1, b'.']).unwrap_err().kind, ErrorKind::Refused);
         assert_eq!(run(&[0x97, b'.']).unwrap_err().kind, ErrorKind::Unsupported);
