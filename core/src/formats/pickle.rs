@@ -301,6 +301,49 @@ impl Pickle {
     }
 }
 
+/// The longest decimal integer a text `INT`/`LONG` opcode may have beyond 64 bits (protocol 1
+/// writes the legacy magic number this way); the conversion is quadratic in the digits.
+const MAX_TEXT_DIGITS: usize = 64;
+
+/// A decimal integer as minimal little-endian two's complement bytes, as `LONG1` stores it.
+fn big_decimal(s: &str) -> Option<Vec<u8>> {
+    let (neg, digits) = match s.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    if digits.is_empty() || digits.len() > MAX_TEXT_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // Magnitude, little-endian, by repeated multiply-add.
+    let mut mag: Vec<u8> = Vec::new();
+    for d in digits.bytes() {
+        let mut carry = u32::from(d - b'0');
+        for b in mag.iter_mut() {
+            let v = u32::from(*b) * 10 + carry;
+            *b = v as u8;
+            carry = v >> 8;
+        }
+        if carry > 0 {
+            mag.push(carry as u8);
+        }
+    }
+    if neg {
+        // Two's complement: invert and add one.
+        let mut carry = 1u16;
+        for b in mag.iter_mut() {
+            let v = u16::from(!*b) + carry;
+            *b = v as u8;
+            carry = v >> 8;
+        }
+        if mag.last().is_none_or(|&b| b & 0x80 == 0) {
+            mag.push(0xff);
+        }
+    } else if mag.last().is_some_and(|&b| b & 0x80 != 0) {
+        mag.push(0);
+    }
+    Some(mag)
+}
+
 struct Machine<'a> {
     data: &'a [u8],
     pos: usize,
@@ -521,10 +564,13 @@ impl<'a> Machine<'a> {
             "01" => return Ok(Value::Bool(true)),
             _ => {}
         }
-        s.parse::<i64>().map(Value::Int).map_err(|_| {
+        if let Ok(i) = s.parse::<i64>() {
+            return Ok(Value::Int(i));
+        }
+        big_decimal(s).map(|b| Value::Long(Rc::from(b))).ok_or_else(|| {
             self.fail(
                 ErrorKind::Unsupported,
-                alloc::format!("text integer '{s}' is not a 64-bit integer"),
+                alloc::format!("text integer '{s}' is not an integer of at most {MAX_TEXT_DIGITS} digits"),
             )
         })
     }
@@ -1155,6 +1201,22 @@ mod tests {
         assert_eq!(r.root, Value::Int(-1));
         let r = run(&[0x8a, 0, b'.']).unwrap();
         assert_eq!(r.root, Value::Int(0));
+        let r = run(b"L119547037146038801333356L\n.").unwrap();
+        assert_eq!(
+            r.root,
+            Value::Long(Rc::from(
+                &[0x6cu8, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19][..]
+            ))
+        );
+        assert_eq!(
+            big_decimal("-9223372036854775809").unwrap(),
+            [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0xff]
+        );
+        assert_eq!(
+            big_decimal("18446744073709551615").unwrap(),
+            [0xff; 8].iter().copied().chain([0]).collect::<Vec<_>>()
+        );
+        assert!(big_decimal(&"9".repeat(65)).is_none());
         let r = run(b"(I7\nI01\nF0.5\nS'ab'\nVcd\nL12L\nlp0\ng0\n0.").unwrap();
         let Some(Object::List(l)) = r.object(&r.root) else {
             panic!()
