@@ -812,3 +812,57 @@ fn mutated_fixtures_never_panic() {
             .unwrap();
     }
 }
+
+#[test]
+fn legacy_storage_view_metadata() {
+    // Old torch wrote views of storages: ('storage', type, root_key, location, root_numel,
+    // (view_key, offset, size)). A 2-element tensor on view [3, +4) of an 8-element storage, at
+    // tensor offset 1: elements 4 and 5.
+    let pickle = |b: P| b.done();
+    let mut file = pickle(P::default().op(&[0x8a, 10, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19]));
+    file.extend(pickle(P::default().op(&[b'M', 0xe9, 0x03])));
+    file.extend(pickle(P::default().op(b"}").s("little_endian").op(&[0x88, b's'])));
+    let view = |key: &str, offset: i64, size: &[i64], vsize: i64| {
+        P::default()
+            .global("torch._utils", "_rebuild_tensor_v2")
+            .op(b"((")
+            .s("storage")
+            .global("torch", "FloatStorage")
+            .s(key)
+            .s("cpu")
+            .int(8)
+            .op(b"(")
+            .s("view")
+            .int(3)
+            .int(vsize)
+            .op(b"ttQ")
+            .int(offset)
+            .ints(size)
+            .ints(&[1])
+            .op(&[0x89])
+            .global("collections", "OrderedDict")
+            .op(b")RtR")
+    };
+    let main = |size: i64, vsize: i64| {
+        let mut b = P::default().op(b"}").s("v");
+        b.0.extend(view("root", 1, &[size], vsize).0);
+        pickle(b.op(b"s"))
+    };
+    let keys = pickle(P::default().op(b"(").s("root").op(b"l"));
+    let tail = |file: &[u8], main: Vec<u8>| {
+        let mut f = file.to_vec();
+        f.extend(main);
+        f.extend(&keys);
+        f.extend(8u64.to_le_bytes());
+        f.extend(floats(8));
+        f
+    };
+    let ok = tail(&file, main(2, 4));
+    let cat = open(&ok).unwrap();
+    let got = formats::read("pt", &cat.tensors[0], &[&ok[..]]).unwrap();
+    assert_eq!(&got[..], &floats(8)[16..24]);
+    // The tensor runs past its view (3 elements from offset 1 of a 3-element view).
+    assert_eq!(open(&tail(&file, main(3, 3))).unwrap_err().kind, ErrorKind::OutOfBounds);
+    // The view runs past its root storage.
+    assert_eq!(open(&tail(&file, main(1, 6))).unwrap_err().kind, ErrorKind::OutOfBounds);
+}
