@@ -2,7 +2,8 @@
 //! disk, with the companion files it names.
 //!
 //! [`Model::open`] memory-maps the file, recognises its format by content
-//! ([`tensorlane_core::detect::detect`], never by name), builds its
+//! ([`tensorlane_core::detect::detect`]; the name is only a fallback when no content matches, so
+//! that the format's own parser explains a damaged file), builds its
 //! [`Catalog`] with the core parser, and opens every companion file the catalog lists
 //! ([`Catalog::sources`]: safetensors shards, GGUF splits, ONNX external data) next to it. A
 //! companion is resolved in the root file's folder and must stay there once symlinks are followed;
@@ -71,10 +72,37 @@ fn io_error(format: &'static str, path: &Path, e: &std::io::Error) -> FormatErro
     FormatError::new(format, ErrorKind::Io, format!("cannot read {}: {e}", path.display()))
 }
 
-/// The file's first bytes' format, or an error that lists what is recognised.
-fn detect_format(path: &Path, src: &MmapSource) -> Result<Format, FormatError> {
+/// The format a model file's name suggests (`.safetensors`, `.gguf`, `.pt`/`.pth`/`.bin`/`.ckpt`,
+/// `.npy`, `.npz`, `.onnx`, `.h5`/`.hdf5`), used only when the content matches no format: the
+/// parser of that format then says what is wrong with the file (a truncated header, a bad magic)
+/// instead of a bare "unknown format".
+pub fn format_from_name(path: &Path) -> Option<Format> {
+    let name = path.file_name()?.to_str()?.to_ascii_lowercase();
+    if name.ends_with(".safetensors.index.json") {
+        return Some(Format::SafetensorsIndex);
+    }
+    Some(match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
+        "safetensors" => Format::Safetensors,
+        "gguf" => Format::Gguf,
+        "pt" | "pth" | "bin" | "ckpt" => Format::PyTorch,
+        "npy" => Format::Npy,
+        "npz" => Format::Npz,
+        "onnx" => Format::Onnx,
+        "h5" | "hdf5" => Format::Hdf5,
+        _ => return None,
+    })
+}
+
+/// The format of a model file: from its first bytes, else (when they match nothing) from its name
+/// ([`format_from_name`]). `None` when neither tells.
+pub fn model_format(path: &Path, src: &MmapSource) -> Option<Format> {
     let head = &src.bytes()[..src.bytes().len().min(HEAD_LEN)];
-    detect(head).ok_or_else(|| {
+    detect(head).or_else(|| format_from_name(path))
+}
+
+/// [`model_format`], or an error that lists what is recognised.
+fn detect_format(path: &Path, src: &MmapSource) -> Result<Format, FormatError> {
+    model_format(path, src).ok_or_else(|| {
         FormatError::new(
             "formats",
             ErrorKind::Unsupported,
@@ -178,6 +206,13 @@ impl Model {
                          as a foreign model format",
                         path.display()
                     ),
+                ));
+            }
+            Format::SafetensorsIndex => {
+                return Err(FormatError::new(
+                    name,
+                    ErrorKind::Unsupported,
+                    "sharded safetensors sets: not yet implemented (open a shard on its own)",
                 ));
             }
             other => formats::open_as(other, &root)?,

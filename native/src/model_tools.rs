@@ -25,7 +25,7 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use sha2::{Digest as _, Sha256};
 use tensorlane_core::DType;
-use tensorlane_core::detect::{Format, HEAD_LEN};
+use tensorlane_core::detect::Format;
 use tensorlane_core::formats::ggml::GgmlType;
 use tensorlane_core::formats::{ElementType, ErrorKind, FormatError, Meta, Storage, TensorInfo};
 use tensorlane_core::zt::cbor::Value;
@@ -740,7 +740,7 @@ pub fn target_from_extension(output: &Path) -> Option<&'static str> {
 pub fn convert(input: &Path, output: &Path, to: Option<&str>, dequantize: bool) -> Result<Converted, ToolError> {
     let to = to.or_else(|| target_from_extension(output));
     let src = crate::zt_tools::open_source(input)?;
-    let format = tensorlane_core::detect::detect(&src.bytes()[..src.bytes().len().min(HEAD_LEN)]);
+    let format = crate::model::model_format(input, &src);
     match format {
         Some(f) if !crate::model::is_model_format(f) => {
             return match (f, to) {

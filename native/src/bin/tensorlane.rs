@@ -292,11 +292,7 @@ impl Contents {
 /// other files.
 fn inspect_model(path: &Path, json: bool, hash: bool) -> Option<ExitCode> {
     let name = path.display().to_string();
-    let format = {
-        let src = zt_tools::open_source(path).ok()?;
-        let head = &src.bytes()[..src.bytes().len().min(tensorlane::core::detect::HEAD_LEN)];
-        tensorlane::core::detect::detect(head)?
-    };
+    let format = tensorlane::model::model_format(path, &zt_tools::open_source(path).ok()?)?;
     if !tensorlane::model::is_model_format(format) {
         return None;
     }
