@@ -177,6 +177,15 @@ impl Companions {
         }
         Ok(&self.opened[rel])
     }
+
+    /// Opens companion `rel` as `format` on its own (a shard or a split).
+    fn open_as(&mut self, format: Format, rel: &str) -> Result<Catalog, FormatError> {
+        let (path, src) = self.get(rel)?;
+        formats::open_as(format, src).map_err(|mut e| {
+            e.message = format!("{} (in {})", e.message, path.display());
+            e
+        })
+    }
 }
 
 impl Model {
@@ -209,11 +218,12 @@ impl Model {
                 ));
             }
             Format::SafetensorsIndex => {
-                return Err(FormatError::new(
-                    name,
-                    ErrorKind::Unsupported,
-                    "sharded safetensors sets: not yet implemented (open a shard on its own)",
-                ));
+                formats::safetensors::open_index(&root, &mut |shard| companions.open_as(Format::Safetensors, shard))?
+            }
+            Format::Gguf => {
+                let first = formats::open_as(Format::Gguf, &root)?;
+                let file_name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+                formats::gguf::open_splits(first, &file_name, &mut |part| companions.open_as(Format::Gguf, part))?
             }
             other => formats::open_as(other, &root)?,
         };
