@@ -342,10 +342,15 @@ mod tests {
     #[test]
     fn refuses_what_is_not_a_model() {
         let d = temp("refuse");
-        let p = d.join("x.bin");
+        let p = d.join("x.txt");
         std::fs::write(&p, b"hello, world").unwrap();
         let e = Model::open(&p).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Unsupported);
+        // No content matches, but the name does: that format's parser explains the refusal.
+        let p = d.join("x.bin");
+        std::fs::write(&p, b"hello, world").unwrap();
+        let e = Model::open(&p).unwrap_err();
+        assert_eq!(e.format, "pt", "{e}");
         let e = Model::open(d.join("nope.safetensors")).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Io);
         let z = d.join("a.zt");
