@@ -15,8 +15,9 @@
 //! * `gguf_splits_are_joined_from_the_first_file`: hand-built `-0000N-of-00002.gguf` splits read
 //!   and convert as one model from the first file; a missing split is named.
 //!
-//! A format whose parser has not landed yet answers "not yet implemented": such fixtures are
-//! counted and listed, not checked (any other answer is checked).
+//! A format listed in `NOT_LANDED` (its parser still a stub on main) answers "not yet
+//! implemented": its fixtures are counted and listed, not checked; any other format giving that
+//! answer fails.
 
 mod common;
 use std::collections::BTreeMap;
@@ -69,9 +70,23 @@ fn p(x: &Path) -> &str {
     x.to_str().unwrap()
 }
 
+/// Formats whose parser is still a stub on main. Their fixtures are counted, not checked; any
+/// other format answering "not yet implemented" fails. Empty once every parser has landed.
+const NOT_LANDED: &[&str] = &["hdf5"];
+
 /// The parser of this format has not landed yet.
 fn pending(o: &Output) -> bool {
-    !o.status.success() && stderr(o).contains("not yet implemented")
+    let msg = stderr(o);
+    if o.status.success() || !msg.contains("not yet implemented") {
+        return false;
+    }
+    assert!(
+        NOT_LANDED
+            .iter()
+            .any(|f| msg.contains(&format!(": {f}: not yet implemented"))),
+        "a parser that has landed answers 'not yet implemented': {msg}"
+    );
+    true
 }
 
 fn temp_dir(tag: &str) -> PathBuf {

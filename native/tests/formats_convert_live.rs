@@ -12,7 +12,7 @@
 //!
 //! The venvs come from tests/python/setup_formats_venv.sh and setup_zt_venv.sh. The test skips
 //! only when `python3` is missing and `CI` is not `true`. Fixture formats whose parser has not
-//! landed yet ("not yet implemented") are left out and listed.
+//! landed yet (`NOT_LANDED`, answering "not yet implemented") are left out and listed.
 
 mod common;
 use std::collections::BTreeMap;
@@ -22,6 +22,8 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tensorlane");
+/// Formats whose parser is still a stub on main (see cli_formats.rs). Empty once all have landed.
+const NOT_LANDED: &[&str] = &["hdf5"];
 const FORMATS: [&str; 8] = [
     "safetensors",
     "safetensors-index",
