@@ -138,12 +138,12 @@ pub fn open<S: ReadAt + ?Sized>(src: &S) -> Result<Catalog, FormatError> {
         }
     };
     let ctx = Ctx::new(src, base, so, sl);
-    if base.checked_add(eof).is_none_or(|e| e > src.size()) && !ctx.undefined(eof) {
+    // HDF5 writes the end-of-file address counting the user block, whatever the base address.
+    if eof > src.size() && !ctx.undefined(eof) {
         return Err(err(
             ErrorKind::Truncated,
             alloc::format!(
-                "the superblock says the file ends at byte {}, but it has {} bytes; the file is truncated",
-                base.saturating_add(eof),
+                "the superblock says the file ends at byte {eof}, but it has {} bytes; the file is truncated",
                 src.size()
             ),
         )
