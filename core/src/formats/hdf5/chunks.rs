@@ -329,11 +329,16 @@ fn extensible_array<S: ReadAt + ?Sized>(
         let paged = n > page;
         let prefix = (4 + 2 + so + off_size) as u64;
         let body = if paged {
-            n.div_ceil(page) * (page * esize + 4)
+            n.div_ceil(page).checked_mul(page * esize + 4)
         } else {
-            n * esize
+            n.checked_mul(esize)
         };
-        let d = ctx.read(a, prefix + 4 + body)?;
+        // The block must be in the file before its elements are walked.
+        let len = body
+            .and_then(|b| b.checked_add(prefix + 4))
+            .ok_or_else(|| err(ErrorKind::Overflow, "an extensible array data block's size overflows"))?;
+        let body = len - prefix - 4;
+        let d = ctx.read(a, len)?;
         let mut c = Cur::of(&d, ctx.abs(a)?);
         c.sig(b"EADB", "extensible array data block")?;
         let start = if paged {
@@ -380,8 +385,14 @@ fn extensible_array<S: ReadAt + ?Sized>(
             continue;
         }
         let paged = ne > page;
-        let bitmap = if paged { nd * ne.div_ceil(page).div_ceil(8) } else { 0 };
-        let slen = (4 + 2 + so + off_size) as u64 + bitmap + nd * so as u64 + 4;
+        let bitmap = if paged {
+            nd.saturating_mul(ne.div_ceil(page).div_ceil(8))
+        } else {
+            0
+        };
+        let slen = ((4 + 2 + so + off_size + 4) as u64)
+            .saturating_add(bitmap)
+            .saturating_add(nd.saturating_mul(so as u64));
         let mut s = ctx.cur(sb, slen)?;
         s.sig(b"EASB", "extensible array super block")?;
         s.skip(2 + so + off_size + bitmap as usize)?;
@@ -403,7 +414,11 @@ fn unfilter(mut data: Vec<u8>, filters: &[Filter], mask: u32, limit: u64) -> Res
             continue;
         }
         data = match f.id {
-            DEFLATE => miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(&data, limit as usize).map_err(|e| {
+            DEFLATE => miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(
+                &data,
+                usize::try_from(limit).unwrap_or(usize::MAX),
+            )
+            .map_err(|e| {
                 err(
                     ErrorKind::Syntax,
                     alloc::format!(
@@ -413,17 +428,21 @@ fn unfilter(mut data: Vec<u8>, filters: &[Filter], mask: u32, limit: u64) -> Res
                 )
             })?,
             SHUFFLE => {
-                let es = f.params.first().copied().unwrap_or(1).max(1) as usize;
-                let n = data.len() / es;
-                let mut out = alloc::vec![0u8; data.len()];
-                for j in 0..es {
-                    for k in 0..n {
-                        out[k * es + j] = data[j * n + k];
+                let es = f.params.first().copied().unwrap_or(1) as usize;
+                if es <= 1 || es > data.len() {
+                    data // HDF5 leaves such chunks as they are
+                } else {
+                    let n = data.len() / es;
+                    let mut out = alloc::vec![0u8; data.len()];
+                    for j in 0..es {
+                        for k in 0..n {
+                            out[k * es + j] = data[j * n + k];
+                        }
                     }
+                    let tail = n * es;
+                    out[tail..].copy_from_slice(&data[tail..]);
+                    out
                 }
-                let tail = n * es;
-                out[tail..].copy_from_slice(&data[tail..]);
-                out
             }
             FLETCHER32 => {
                 let n = data
@@ -479,13 +498,19 @@ pub(super) fn read<S: ReadAt + ?Sized>(ctx: &Ctx<'_, S>, c: &Chunked) -> Result<
             ));
         }
     }
-    let mut out = Vec::with_capacity(total as usize);
+    let total = usize::try_from(total).map_err(|_| {
+        err(
+            ErrorKind::Limit,
+            alloc::format!("the dataset's {total} bytes do not fit in memory here"),
+        )
+    })?;
+    let mut out = Vec::with_capacity(total);
     if c.fill.len() as u64 == c.elem && c.fill.iter().any(|&b| b != 0) {
         for _ in 0..numel {
             out.extend_from_slice(&c.fill);
         }
     } else {
-        out.resize(total as usize, 0);
+        out.resize(total, 0);
     }
     if numel == 0 {
         return Ok(out);

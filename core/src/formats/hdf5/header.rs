@@ -402,7 +402,7 @@ pub(super) fn datatype(c: &mut Cur<'_>, depth: usize) -> Result<Dt, FormatError>
             let offset = c.u16()?;
             let precision = c.u16()?;
             let (be, signed) = (bits & 1 != 0, bits & 8 != 0);
-            if offset == 0 && precision as u32 == size * 8 && matches!(size, 1 | 2 | 4 | 8) {
+            if offset == 0 && precision as u64 == size as u64 * 8 && matches!(size, 1 | 2 | 4 | 8) {
                 Dt::Int {
                     size: size as usize,
                     signed,
@@ -423,6 +423,7 @@ pub(super) fn datatype(c: &mut Cur<'_>, depth: usize) -> Result<Dt, FormatError>
             let sign = (bits >> 8) & 0xff;
             let ieee = bits & 0x40 == 0
                 && offset == 0
+                && matches!(size, 2 | 4 | 8)
                 && precision as u32 == size * 8
                 && mant_loc == 0
                 && exp_loc == mant

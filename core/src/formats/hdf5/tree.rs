@@ -414,7 +414,8 @@ impl FractalHeap {
         if r == 0 {
             Some(self.start)
         } else {
-            self.start.checked_shl(r as u32 - 1).filter(|s| *s >= self.start)
+            let shift = r - 1;
+            (shift < self.start.leading_zeros() as u64).then(|| self.start << shift)
         }
     }
 
@@ -525,7 +526,12 @@ impl FractalHeap {
                 return self.direct(ctx, a, pos, size);
             }
             iblock = a;
-            nrows = (log2(size) - first_bits + 1) as u64;
+            nrows = (log2(size) + 1).checked_sub(first_bits).ok_or_else(|| {
+                err(
+                    ErrorKind::Syntax,
+                    "a fractal heap indirect block is smaller than one row of direct blocks",
+                )
+            })? as u64;
             base = pos;
         }
         Err(err(ErrorKind::Limit, "fractal heap indirect blocks nest too deep"))
