@@ -14,10 +14,6 @@
 //!   symlink leading out of the model's folder, is refused with the file's name.
 //! * `gguf_splits_are_joined_from_the_first_file`: hand-built `-0000N-of-00002.gguf` splits read
 //!   and convert as one model from the first file; a missing split is named.
-//!
-//! A format listed in `NOT_LANDED` (its parser still a stub on main) answers "not yet
-//! implemented": its fixtures are counted and listed, not checked; any other format giving that
-//! answer fails.
 
 mod common;
 use std::collections::BTreeMap;
@@ -70,25 +66,6 @@ fn p(x: &Path) -> &str {
     x.to_str().unwrap()
 }
 
-/// Formats whose parser is still a stub on main. Their fixtures are counted, not checked; any
-/// other format answering "not yet implemented" fails. Empty once every parser has landed.
-const NOT_LANDED: &[&str] = &["hdf5"];
-
-/// The parser of this format has not landed yet.
-fn pending(o: &Output) -> bool {
-    let msg = stderr(o);
-    if o.status.success() || !msg.contains("not yet implemented") {
-        return false;
-    }
-    assert!(
-        NOT_LANDED
-            .iter()
-            .any(|f| msg.contains(&format!(": {f}: not yet implemented"))),
-        "a parser that has landed answers 'not yet implemented': {msg}"
-    );
-    true
-}
-
 fn temp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tl-cli-formats-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -114,37 +91,14 @@ fn shape(v: &Value) -> Vec<u64> {
     v.as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect()
 }
 
-/// Pending formats, reported once at the end of a test.
-#[derive(Default)]
-struct Tally {
-    checked: usize,
-    pending: BTreeMap<String, usize>,
-}
-
-impl Tally {
-    fn pend(&mut self, format: &str) {
-        *self.pending.entry(format.to_string()).or_default() += 1;
-    }
-    fn report(&self, what: &str) {
-        eprintln!(
-            "{what}: {} checked; not yet implemented: {:?}",
-            self.checked, self.pending
-        );
-    }
-}
-
 #[test]
 fn read_fixtures_inspect_like_the_manifest() {
     let Some((dir, files)) = manifest() else { return };
-    let mut tally = Tally::default();
+    let mut checked = 0;
     for f in files.iter().filter(|f| f["expect"] == "read") {
         let file = f["file"].as_str().unwrap();
         let path = dir.join(file);
         let out = run(&["inspect", "--json", "--hash", p(&path)]);
-        if pending(&out) {
-            tally.pend(f["format"].as_str().unwrap());
-            continue;
-        }
         assert!(out.status.success(), "{file}: {}", stderr(&out));
         let r: Value = serde_json::from_slice(&out.stdout).unwrap();
         let got = r["tensors"].as_array().unwrap();
@@ -172,9 +126,9 @@ fn read_fixtures_inspect_like_the_manifest() {
         for n in names(want) {
             assert!(table.contains(&n), "{file}: {n} missing from the table:\n{table}");
         }
-        tally.checked += 1;
+        checked += 1;
     }
-    tally.report("read fixtures");
+    eprintln!("read fixtures: {checked} checked");
 }
 
 #[test]
@@ -186,15 +140,11 @@ fn reject_fixtures_fail_with_the_reason() {
         ("onnx/hostile/external-out-of-bounds.onnx", "out-of-bounds"),
     ]
     .into();
-    let mut tally = Tally::default();
+    let mut checked = 0;
     for f in files.iter().filter(|f| f["expect"] == "reject") {
         let file = f["file"].as_str().unwrap();
         let format = f["format"].as_str().unwrap();
         let out = run(&["inspect", "--json", "--hash", p(&dir.join(file))]);
-        if pending(&out) {
-            tally.pend(format);
-            continue;
-        }
         let msg = stderr(&out);
         // 2: invalid; 1: valid but beyond this reader (an unknown version, an unsupported dtype).
         assert!(
@@ -210,9 +160,9 @@ fn reject_fixtures_fail_with_the_reason() {
         if let Some(want) = own.get(file) {
             assert_eq!(kind, want, "{file}: {msg}");
         }
-        tally.checked += 1;
+        checked += 1;
     }
-    tally.report("reject fixtures");
+    eprintln!("reject fixtures: {checked} checked");
 }
 
 /// sha256 of bytes as lowercase hex.
@@ -325,7 +275,7 @@ fn read_with_safetensors_crate(path: &Path) -> BTreeMap<String, (String, Vec<u64
 fn convert_fixtures_to_zt_and_safetensors() {
     let Some((dir, files)) = manifest() else { return };
     let tmp = temp_dir("convert");
-    let mut tally = Tally::default();
+    let mut checked = 0;
     let (mut blocks, mut dequantized) = (0, 0);
     for f in files.iter().filter(|f| f["expect"] == "read") {
         let file = f["file"].as_str().unwrap();
@@ -334,10 +284,6 @@ fn convert_fixtures_to_zt_and_safetensors() {
         let (zt, st) = (tmp.join("out.zt"), tmp.join("out.safetensors"));
         // .zt: ggml blocks stay blocks where the .zt gguf layouts have the type.
         let out = run(&["convert", p(&src), p(&zt)]);
-        if pending(&out) {
-            tally.pend(f["format"].as_str().unwrap());
-            continue;
-        }
         let zt_dequantized = !out.status.success();
         if zt_dequantized {
             let msg = stderr(&out);
@@ -373,10 +319,7 @@ fn convert_fixtures_to_zt_and_safetensors() {
             want,
             "{file} -> .safetensors (safetensors crate)"
         );
-        let back = run(&["inspect", "--json", "--hash", p(&st)]);
-        if !pending(&back) {
-            assert_eq!(reported(&st), want, "{file} -> .safetensors (tensorlane)");
-        }
+        assert_eq!(reported(&st), want, "{file} -> .safetensors (tensorlane)");
         // And back from .zt to safetensors: the same tensors.
         let st2 = tmp.join("again.safetensors");
         let out = run(&["convert", p(&zt), p(&st2)]);
@@ -397,37 +340,29 @@ fn convert_fixtures_to_zt_and_safetensors() {
         for x in [&zt, &st, &st2] {
             let _ = std::fs::remove_file(x);
         }
-        tally.checked += 1;
+        checked += 1;
     }
-    tally.report("conversions");
-    if !tally.pending.contains_key("gguf") {
-        assert!(
-            blocks > 0 && dequantized > 0,
-            "gguf: {blocks} kept as blocks, {dequantized} dequantized"
-        );
-    }
+    eprintln!("conversions: {checked} checked");
+    assert!(
+        blocks > 0 && dequantized > 0,
+        "gguf: {blocks} kept as blocks, {dequantized} dequantized"
+    );
     // A file the safetensors library wrote comes back byte for byte.
     let lib = dir.join("safetensors/dtypes.safetensors");
     let out = run(&["convert", p(&lib), p(&tmp.join("d.safetensors"))]);
-    if !pending(&out) {
-        assert!(out.status.success(), "{}", stderr(&out));
-        assert_eq!(
-            std::fs::read(tmp.join("d.safetensors")).unwrap(),
-            std::fs::read(&lib).unwrap(),
-            "safetensors -> safetensors is the library's own bytes"
-        );
-    }
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read(tmp.join("d.safetensors")).unwrap(),
+        std::fs::read(&lib).unwrap(),
+        "safetensors -> safetensors is the library's own bytes"
+    );
     // The target comes from --to over the extension.
     let out = run(&["convert", "--to", "safetensors", p(&lib), p(&tmp.join("d.bin"))]);
-    if !pending(&out) {
-        assert!(out.status.success(), "{}", stderr(&out));
-        read_with_safetensors_crate(&tmp.join("d.bin"));
-    }
+    assert!(out.status.success(), "{}", stderr(&out));
+    read_with_safetensors_crate(&tmp.join("d.bin"));
     let out = run(&["convert", p(&lib), p(&tmp.join("d.tenso"))]);
-    if !pending(&out) {
-        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-        assert!(stderr(&out).contains("not supported"), "{}", stderr(&out));
-    }
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not supported"), "{}", stderr(&out));
     std::fs::remove_dir_all(&tmp).unwrap();
 }
 
@@ -441,10 +376,6 @@ fn companions_missing_or_escaping_are_refused() {
     std::fs::copy(dir.join("onnx/external.onnx"), &onnx).unwrap();
     // Missing: refused, naming the file.
     let out = run(&["inspect", p(&onnx)]);
-    if pending(&out) {
-        eprintln!("onnx: not yet implemented; companion checks skipped");
-        return;
-    }
     let msg = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{msg}");
     assert!(
@@ -511,10 +442,6 @@ fn gguf_splits_are_joined_from_the_first_file() {
     std::fs::write(&first, gguf_split(0, 2, &[("a", a)])).unwrap();
     std::fs::write(&second, gguf_split(1, 2, &[("b", b)])).unwrap();
     let out = run(&["inspect", "--json", "--hash", p(&first)]);
-    if pending(&out) {
-        eprintln!("gguf: not yet implemented; split checks skipped");
-        return;
-    }
     assert!(out.status.success(), "{}", stderr(&out));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     let bytes = |v: &[f32; 8]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();

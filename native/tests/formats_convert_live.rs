@@ -11,8 +11,7 @@
 //!   sha256 as the source.
 //!
 //! The venvs come from tests/python/setup_formats_venv.sh and setup_zt_venv.sh. The test skips
-//! only when `python3` is missing and `CI` is not `true`. Fixture formats whose parser has not
-//! landed yet (`NOT_LANDED`, answering "not yet implemented") are left out and listed.
+//! only when `python3` is missing and `CI` is not `true`.
 
 mod common;
 use std::collections::BTreeMap;
@@ -22,8 +21,6 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tensorlane");
-/// Formats whose parser is still a stub on main (see cli_formats.rs). Empty once all have landed.
-const NOT_LANDED: &[&str] = &["hdf5"];
 const FORMATS: [&str; 8] = [
     "safetensors",
     "safetensors-index",
@@ -89,7 +86,7 @@ struct Source {
     dequantized: BTreeMap<String, Value>,
 }
 
-fn fixture_sources(pending: &mut Vec<String>) -> Vec<Source> {
+fn fixture_sources() -> Vec<Source> {
     let Some(dir) = common::shared("fixtures") else {
         return Vec::new();
     };
@@ -109,18 +106,8 @@ fn fixture_sources(pending: &mut Vec<String>) -> Vec<Source> {
                 dequantized.insert(name, e(&t["dequantized"], &json!("float32")));
             }
         }
-        let path = dir.join(file);
-        // A format whose parser has not landed is left out.
-        let probe = Command::new(BIN)
-            .args(["inspect", path.to_str().unwrap()])
-            .output()
-            .unwrap();
-        if String::from_utf8_lossy(&probe.stderr).contains("not yet implemented") {
-            pending.push(file.to_string());
-            continue;
-        }
         out.push(Source {
-            path,
+            path: dir.join(file),
             label: file.to_string(),
             tensors,
             dequantized,
@@ -164,8 +151,7 @@ fn converted_files_read_back_in_safetensors_and_ztensor() {
             dequantized: BTreeMap::new(),
         })
         .collect();
-    let mut pending = Vec::new();
-    sources.extend(fixture_sources(&mut pending));
+    sources.extend(fixture_sources());
 
     let (mut st_files, mut zt_files) = (Vec::new(), Vec::new());
     for (i, s) in sources.iter().enumerate() {
@@ -204,9 +190,6 @@ fn converted_files_read_back_in_safetensors_and_ztensor() {
         std::fs::write(&expect, serde_json::to_vec(&json!({ "files": files })).unwrap()).unwrap();
         let text = python(py, &[mode, expect.to_str().unwrap()]);
         eprintln!("{}", text.lines().last().unwrap_or_default());
-    }
-    if !pending.is_empty() {
-        eprintln!("not yet implemented, left out: {pending:?}");
     }
     std::fs::remove_dir_all(&tmp).unwrap();
 }
