@@ -6,7 +6,7 @@
 // wasm build) holds only the byte ranges fetched so far. When a parser needs bytes it does not
 // have, the session says which (`{need: {source, offset, len}}`); this module reads them from the
 // source (a Buffer, a Blob, a file) and runs the step again, at most `maxRounds` times. Sequential
-// reads grow geometrically (64 KiB, then twice what is already held there, up to 16 MiB a read),
+// reads grow geometrically (64 KiB, then as much as is already held there, up to 16 MiB a read),
 // so a header of any size takes a handful of rounds, and a 50 GB file lists by reading only its
 // header-like bytes.
 //
@@ -72,6 +72,8 @@ function revive(_k, v) {
 
 /** A source over bytes in memory (`path`: the file they were mapped from, for companions). */
 export function memorySource(bytes, name, path) {
+  // A plain Uint8Array over the same memory (a Node Buffer's slice() would not copy).
+  if (bytes.constructor !== Uint8Array) bytes = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   return { name, path, size: bytes.byteLength, memory: bytes, lazy: false, read: (o, l) => bytes.subarray(o, o + l) };
 }
 
@@ -143,7 +145,8 @@ function plan(ranges, size, offset, len) {
     }
   }
   const need = offset + len - start;
-  const want = Math.max(need, MIN_READ, Math.min(MAX_READ, 2 * run));
+  // Continuing a run doubles what is held there (so a header of n bytes takes log2(n / 64 KiB) rounds).
+  const want = Math.max(need, MIN_READ, Math.min(MAX_READ, run));
   return [start, Math.min(size, start + want)];
 }
 
@@ -157,7 +160,7 @@ export function makeFormats(backend, zt, io = {}) {
     constructor(main, options) {
       this.main = main;
       this.options = options;
-      this.session = new backend.FormatSession(main.size, options.format ?? '');
+      this.session = new backend.FormatSession(main.size, main.name ?? '', options.format ?? '');
       this.sources = new Map([['', main]]);
       this.held = new Map([['', []]]);
       this.bytesRead = 0;
@@ -410,7 +413,7 @@ function typedOf(dtype, bytes) {
   const size = Ctor.BYTES_PER_ELEMENT;
   if (bytes.byteLength % size !== 0) return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (LITTLE_ENDIAN && bytes.byteOffset % size === 0) return new Ctor(bytes.buffer, bytes.byteOffset, bytes.byteLength / size);
-  const copy = bytes.slice();
+  const copy = Uint8Array.prototype.slice.call(bytes);
   return new Ctor(copy.buffer, 0, copy.byteLength / size);
 }
 

@@ -93,7 +93,7 @@ function typedZt(dtype, bytes) {
   if (LITTLE_ENDIAN && bytes.byteOffset % size === 0) {
     return { data: new Ctor(bytes.buffer, bytes.byteOffset, bytes.byteLength / size), copied: false };
   }
-  const copy = bytes.slice();
+  const copy = Uint8Array.prototype.slice.call(bytes); // a copy even for a Node Buffer
   return { data: new Ctor(copy.buffer, 0, copy.byteLength / size), copied: true };
 }
 

@@ -199,10 +199,11 @@ pub struct FormatSession {
 
 #[napi]
 impl FormatSession {
-    /// A session for a file of `size` bytes; `format` forces a format (`""`: detect).
+    /// A session for a file of `size` bytes named `name` (GGUF splits are found by it; may be
+    /// empty); `format` forces a format (`""`: detect).
     #[napi(constructor)]
-    pub fn new(size: f64, format: String) -> Result<Self> {
-        let inner = formats_common::Session::new(size as u64, &format).map_err(err)?;
+    pub fn new(size: f64, name: String, format: String) -> Result<Self> {
+        let inner = formats_common::Session::new(size as u64, &name, &format).map_err(err)?;
         Ok(FormatSession {
             inner,
             status: String::new(),

@@ -186,6 +186,7 @@ pub fn format_from_name(name: &str) -> Option<Format> {
 
 /// An open (or opening) file with its companions, over sparse sources.
 pub struct Session {
+    name: String,
     forced: Option<Format>,
     /// `sources[0]` is the opened file (name `""`); companions follow in registration order.
     sources: Vec<Sparse>,
@@ -193,14 +194,16 @@ pub struct Session {
 }
 
 impl Session {
-    /// A session for a file of `size` bytes; `format` forces a format (`""`: detect by content).
-    pub fn new(size: u64, format: &str) -> Result<Session, String> {
+    /// A session for a file of `size` bytes called `name` (its file name, which GGUF splits are
+    /// named after; may be empty); `format` forces a format (`""`: detect by content).
+    pub fn new(size: u64, name: &str, format: &str) -> Result<Session, String> {
         let forced = if format.is_empty() {
             None
         } else {
             Some(format_from_name(format).ok_or_else(|| format!("unknown format {format:?}"))?)
         };
         Ok(Session {
+            name: name.to_string(),
             forced,
             sources: vec![Sparse::new("", size)],
             catalog: None,
@@ -346,9 +349,15 @@ impl Session {
         }
         // A companion asked for by a multi-file reader that JS has not registered yet.
         let unknown: RefCell<Option<String>> = RefCell::new(None);
-        // TODO(merge): Format::SafetensorsIndex => formats::safetensors::open_index(main, &mut |n| {
-        //     self.open_part(n, Format::Safetensors, &unknown) }) once it lands.
-        let result = formats::open_as(format, main);
+        let result = match format {
+            Format::SafetensorsIndex => {
+                formats::safetensors::open_index(main, &mut |n| self.open_part(n, Format::Safetensors, &unknown))
+            }
+            Format::Gguf => formats::gguf::open(main).and_then(|first| {
+                formats::gguf::open_splits(first, &self.name, &mut |n| self.open_part(n, Format::Gguf, &unknown))
+            }),
+            f => formats::open_as(f, main),
+        };
         if let Some(name) = unknown.into_inner() {
             return Self::register(&name);
         }
@@ -360,7 +369,6 @@ impl Session {
 
     /// Opens companion `name` as `format` for a multi-file reader (shards, splits); an unknown
     /// companion is noted in `unknown` so that JS registers it and the step runs again.
-    #[allow(dead_code)]
     fn open_part(&self, name: &str, format: Format, unknown: &RefCell<Option<String>>) -> Result<Catalog, FormatError> {
         let fmt = format.name();
         formats::check_companion_path(fmt, name)?;

@@ -353,10 +353,11 @@ pub struct FormatSession {
 
 #[wasm_bindgen(js_class = FormatSession)]
 impl FormatSession {
-    /// A session for a file of `size` bytes; `format` forces a format (`""`: detect).
+    /// A session for a file of `size` bytes named `name` (GGUF splits are found by it; may be
+    /// empty); `format` forces a format (`""`: detect).
     #[wasm_bindgen(constructor)]
-    pub fn new(size: f64, format: &str) -> Result<FormatSession, JsError> {
-        let inner = formats_common::Session::new(size as u64, format).map_err(|e| JsError::new(&e))?;
+    pub fn new(size: f64, name: &str, format: &str) -> Result<FormatSession, JsError> {
+        let inner = formats_common::Session::new(size as u64, name, format).map_err(|e| JsError::new(&e))?;
         Ok(FormatSession {
             inner,
             status: String::new(),
