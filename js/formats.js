@@ -23,8 +23,12 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 export const MIN_READ = 64 << 10;
 /** The largest single read a sequential scan grows to. */
 export const MAX_READ = 16 << 20;
-/** Default bound on fetch-and-retry rounds per open() or tensor(). */
-export const MAX_ROUNDS = 256;
+/**
+ * Default bound on fetch-and-retry rounds per open() or tensor(). Every round reads bytes not yet
+ * held, so the bound only matters for files whose structures are scattered (an HDF5 file with
+ * a thousand datasets interleaved with their data takes about a round per dataset).
+ */
+export const MAX_ROUNDS = 1024;
 
 /** TypedArrays of ggml's plain (not block-quantized) types. */
 const GGML_PLAIN = { F32: 'float32', F16: 'float16', BF16: 'bfloat16', F64: 'float64', I8: 'int8', I16: 'int16', I32: 'int32', I64: 'int64' };
@@ -218,6 +222,8 @@ export function makeFormats(backend, zt, io = {}) {
         }
         if (!held.has(source)) held.set(source, []);
         const [s, e] = plan(held.get(source), this.sources.get(source).size, offset, len);
+        // Every round reads bytes not held before: the loop cannot spin in place.
+        if (e <= s) throw jsError(this.format ?? 'formats', 'io', `the reader asked again for bytes [${offset}, +${len}) of '${source || 'the file'}', which it holds`);
         yield* this.fetch(source, s, e, transient, held);
       }
       throw jsError(this.format ?? 'formats', 'limit', `gave up after ${this.maxRounds} fetch-and-parse rounds; raise {maxRounds} for a file this scattered`);
@@ -275,6 +281,7 @@ export function makeFormats(backend, zt, io = {}) {
   class ModelReader {
     #ctx;
     #index;
+    #turn = Promise.resolve();
     constructor(ctx, cat) {
       this.#ctx = ctx;
       /** The format: safetensors, safetensors-index, gguf, pt, pt-legacy, npy, npz, onnx, hdf5. */
@@ -331,16 +338,23 @@ export function makeFormats(backend, zt, io = {}) {
           })(),
         );
       }
-      ctx.phase = 'tensor';
-      // What this read fetches is dropped when it ends; it starts from what open() holds.
-      const held = new Map([...ctx.held].map(([k, v]) => [k, v.map((r) => [...r])]));
-      return run(
-        (function* () {
-          if (L.storage === 'range' || L.storage === 'deflate') yield* ctx.fetch(L.source, L.offset, L.offset + L.length, true, held);
-          const out = yield* ctx.drive(() => ctx.session.read(i), true, held);
-          return out instanceof Uint8Array ? out : new Uint8Array(out);
-        })(),
-      );
+      const read = () => {
+        ctx.phase = 'tensor';
+        // What this read fetches is dropped when it ends; it starts from what open() holds.
+        const held = new Map([...ctx.held].map(([k, v]) => [k, v.map((r) => [...r])]));
+        return run(
+          (function* () {
+            if (L.storage === 'range' || L.storage === 'deflate') yield* ctx.fetch(L.source, L.offset, L.offset + L.length, true, held);
+            const out = yield* ctx.drive(() => ctx.session.read(i), true, held);
+            return out instanceof Uint8Array ? out : new Uint8Array(out);
+          })(),
+        );
+      };
+      if (!this.lazy) return read();
+      // Reads through the session take turns (they share its transient pieces).
+      const turn = this.#turn.then(read);
+      this.#turn = turn.catch(() => {});
+      return turn;
     }
 
     /**
