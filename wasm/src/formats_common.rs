@@ -563,6 +563,140 @@ mod tests {
         assert_eq!(p, vec![(0, vec![9, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 2, 3, 4])]);
     }
 
+    /// Drives a session the way `js/formats.js` does, but fetching exactly the missing ranges
+    /// (the worst case for rounds). Companions come from `dir`.
+    fn drive_open(bytes: &[u8], dir: &std::path::Path) -> (Step<String>, Session, usize) {
+        let mut s = Session::new(bytes.len() as u64, "", "").unwrap();
+        for round in 0..10_000 {
+            match s.open() {
+                Step::Need {
+                    source,
+                    offset,
+                    len,
+                    register,
+                } => {
+                    let file = if source.is_empty() {
+                        bytes.to_vec()
+                    } else {
+                        std::fs::read(dir.join(&source)).unwrap()
+                    };
+                    if register {
+                        s.add_source(&source, file.len() as u64);
+                    } else {
+                        let piece = file[offset as usize..(offset + len) as usize].to_vec();
+                        s.add_piece(&source, offset, piece, false).unwrap();
+                    }
+                }
+                done => return (done, s, round),
+            }
+        }
+        panic!("no end");
+    }
+
+    #[test]
+    fn every_fixture_opens_over_exactly_the_ranges_it_asks_for() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
+        let Ok(manifest) = std::fs::read_to_string(root.join("manifest.json")) else {
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "shared fixtures missing");
+            return;
+        };
+        let manifest: J = serde_json::from_str(&manifest).unwrap();
+        let mut opened = 0;
+        for e in manifest["files"].as_array().unwrap() {
+            let file = e["file"].as_str().unwrap();
+            if e["expect"] == "companion" || file.ends_with(".zt") {
+                continue;
+            }
+            let path = root.join(file);
+            let dir = path.parent().unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            let (step, mut s, _) = drive_open(&bytes, dir);
+            match step {
+                Step::Done(_) if e["expect"] == "reject" => {
+                    // Refused when a tensor is read (a view past its storage, ...), not at open.
+                    let n = s.catalog.as_ref().unwrap().tensors.len();
+                    let refused = (0..n).any(|i| {
+                        loop {
+                            match s.read(i) {
+                                Step::Need {
+                                    source, offset, len, ..
+                                } => {
+                                    let data = if source.is_empty() {
+                                        bytes.clone()
+                                    } else {
+                                        std::fs::read(dir.join(&source)).unwrap()
+                                    };
+                                    let piece = data[offset as usize..(offset + len) as usize].to_vec();
+                                    s.add_piece(&source, offset, piece, true).unwrap();
+                                }
+                                Step::Failed(_) => break true,
+                                _ => break false,
+                            }
+                        }
+                    });
+                    assert!(refused, "{file}: opened and read, but the manifest says reject");
+                }
+                Step::Done(json) => {
+                    assert_eq!(
+                        e["expect"], "read",
+                        "{file}: opened, but the manifest says {}",
+                        e["expect"]
+                    );
+                    let cat: J = serde_json::from_str(&json).unwrap();
+                    let names: Vec<&str> = cat["tensors"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|t| t["name"].as_str().unwrap())
+                        .collect();
+                    let want: Vec<&str> = e["tensors"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|t| t["name"].as_str().unwrap())
+                        .collect();
+                    assert_eq!(names, want, "{file}");
+                    // Every tensor reads to the bytes a whole-file read gives.
+                    let srcs: Vec<Vec<u8>> = cat["sources"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|n| match n.as_str().unwrap() {
+                            "" => bytes.clone(),
+                            n => std::fs::read(dir.join(n)).unwrap(),
+                        })
+                        .collect();
+                    let whole = s.catalog.clone().unwrap();
+                    let refs: Vec<&[u8]> = srcs.iter().map(|v| v.as_slice()).collect();
+                    for (i, t) in whole.tensors.iter().enumerate() {
+                        let want = formats::read(whole.format.name(), t, &refs).unwrap().into_owned();
+                        let got = loop {
+                            match s.read(i) {
+                                Step::Done(b) => break b,
+                                Step::Need {
+                                    source, offset, len, ..
+                                } => {
+                                    let k = whole.sources.iter().position(|n| *n == source).unwrap();
+                                    let piece = srcs[k][offset as usize..(offset + len) as usize].to_vec();
+                                    s.add_piece(&source, offset, piece, true).unwrap();
+                                }
+                                _ => panic!("{file} / {}: read failed", t.name),
+                            }
+                        };
+                        assert_eq!(got, want, "{file} / {}", t.name);
+                    }
+                    assert!(s.sources.iter().all(|x| x.transient.is_empty()));
+                    opened += 1;
+                }
+                Step::Failed(err) if err.message.contains("not yet implemented") => {}
+                Step::Failed(err) => assert_eq!(e["expect"], "reject", "{file}: {err}"),
+                Step::Delegate(_) => panic!("{file}: delegated"),
+                Step::Need { .. } => unreachable!(),
+            }
+        }
+        assert!(opened > 0);
+    }
+
     #[test]
     fn a_missing_range_is_recorded_once_and_reported() {
         let mut s = Sparse::new("", 100);
