@@ -41,7 +41,7 @@ export function safetensorsFile(tensors, metadata) {
   return concat([u64(json.length), enc.encode(json), ...tensors.map(([, t]) => t.data)]);
 }
 
-const GGUF_TYPES = { UINT32: 4, STRING: 8, ARRAY: 9 };
+const GGUF_TYPES = { UINT16: 2, UINT32: 4, INT32: 5, STRING: 8, ARRAY: 9 };
 
 function ggufString(s) {
   const b = enc.encode(s);
@@ -49,7 +49,7 @@ function ggufString(s) {
 }
 
 /**
- * A GGUF v3 file. `kv`: [[key, {type: 'UINT32' | 'STRING', value}] | [key, {type: 'ARRAY',
+ * A GGUF v3 file. `kv`: [[key, {type: 'UINT16' | 'UINT32' | 'INT32' | 'STRING', value}] | [key, {type: 'ARRAY',
  * item: 'STRING', value: [...]}]]; `tensors`: [[name, {type (ggml id), ne (fastest first), data}]].
  * Tensor data is aligned to 32 bytes. Returns the bytes.
  */
@@ -57,7 +57,8 @@ export function ggufFile(kv, tensors) {
   const parts = [enc.encode('GGUF'), u32(3), u64(tensors.length), u64(kv.length)];
   for (const [key, v] of kv) {
     parts.push(ggufString(key), u32(GGUF_TYPES[v.type]));
-    if (v.type === 'UINT32') parts.push(u32(v.value));
+    if (v.type === 'UINT32' || v.type === 'INT32') parts.push(u32(v.value));
+    else if (v.type === 'UINT16') parts.push(new Uint8Array([v.value & 0xff, v.value >> 8]));
     else if (v.type === 'STRING') parts.push(ggufString(v.value));
     else {
       parts.push(u32(GGUF_TYPES[v.item]), u64(v.value.length));
@@ -146,4 +147,19 @@ export function bigModels() {
     ],
   );
   return { safetensors, gguf, expect: { side, bias: [...bias], half: [1.5, -2, 0.25], q8: q.values, tokens: tokens.length } };
+}
+
+/** A GGUF model split in two (as llama-gguf-split names and tags the parts): [[file name, bytes]]. */
+export function ggufSplits(prefix = 'model') {
+  const a = new Float32Array([1, 2, 3, 4]);
+  const b = new Float32Array([5, 6, 7, 8, 9, 10]);
+  const tags = (no) => [
+    ['split.no', { type: 'UINT16', value: no }],
+    ['split.count', { type: 'UINT16', value: 2 }],
+    ['split.tensors.count', { type: 'INT32', value: 2 }],
+  ];
+  return [
+    [`${prefix}-00001-of-00002.gguf`, ggufFile([['general.architecture', { type: 'STRING', value: 'llama' }], ...tags(0)], [['a', { type: 0, ne: [4], data: new Uint8Array(a.buffer) }]])],
+    [`${prefix}-00002-of-00002.gguf`, ggufFile(tags(1), [['b', { type: 0, ne: [3, 2], data: new Uint8Array(b.buffer) }]])],
+  ];
 }

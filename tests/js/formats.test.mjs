@@ -8,10 +8,12 @@
 // Large generated files check that a Blob is read lazily: listing reads a few header bytes.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, openAsBlob, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, openAsBlob, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CI, SHARED, loadBackends, sha256 } from './_helpers.mjs';
-import { bigModels } from './_model_files.mjs';
+import { bigModels, ggufSplits } from './_model_files.mjs';
 
 const FIXTURES = new URL('fixtures/', SHARED);
 const FOREIGN = new Set(['safetensors', 'safetensors-index', 'gguf', 'pt', 'npy', 'npz', 'onnx', 'hdf5']);
@@ -263,6 +265,51 @@ for (const { name, api } of backends) {
         assert.ok(reads.every(([s, e]) => e - s <= 272), JSON.stringify(reads));
       }
     }
+  });
+
+  test(`${name}: a split GGUF set opens from its first file (folder, {companions}, or a clear error)`, async (t) => {
+    const parts = ggufSplits();
+    const dir = mkdtempSync(join(tmpdir(), 'tensorlane-splits-'));
+    try {
+      for (const [f, b] of parts) writeFileSync(join(dir, f), b);
+      const [[first, firstBytes], [second, secondBytes]] = parts;
+      let r;
+      try {
+        r = api.open(join(dir, first));
+      } catch (err) {
+        if (pending(err)) return t.skip('gguf not yet implemented');
+        throw err;
+      }
+      const check = async (m, how) => {
+        assert.deepEqual(m.keys(), ['a', 'b'], how);
+        assert.deepEqual(m.sources, ['', second], how);
+        assert.equal(m.info('b').layout.source, second, how);
+        assert.deepEqual(m.info('b').shape, [2, 3], how);
+        assert.deepEqual([...(await m.tensor('b'))], [5, 6, 7, 8, 9, 10], how);
+        assert.deepEqual([...(await m.tensor('a'))], [1, 2, 3, 4], how);
+      };
+      await check(r, 'path');
+      await check(api.open(firstBytes, { name: first, companions: { [second]: secondBytes } }), 'bytes');
+      const blob = await api.open(new File([firstBytes], first), { companions: { [second]: new Blob([secondBytes]) } });
+      assert.equal(blob.lazy, true);
+      await check(blob, 'File');
+      // The second part alone, or bytes without a name, say what to open instead.
+      assert.throws(() => api.open(join(dir, second)), (err) => err.kind === 'companion' && /not the first/.test(err.message));
+      assert.throws(() => api.open(firstBytes), (err) => err.kind === 'companion' && /named/.test(err.message));
+      assert.throws(() => api.open(firstBytes, { name: first }), (err) => err.kind === 'companion' && err.message.includes(second));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test(`${name}: open() hands a .zt to the .zt reader, which lists like the others`, { skip: !haveFixtures }, () => {
+    const r = api.open(path('basic-canonical.zt'));
+    assert.equal(r.format, 'zt');
+    const w = r.tensors.find((x) => x.name === 'embed.weight');
+    assert.equal(w.dtype, 'float32');
+    assert.equal(w.layout.zeroCopy, true);
+    assert.deepEqual([...r.tensor('embed.weight')], [0, 1, 2, 3, 4, 5]);
+    assert.deepEqual(r.tensor('b.f16', { widen: true }), api.widen('float16', r.get('b.f16').data));
   });
 
   test(`${name}: rounds are bounded ({maxRounds})`, async (t) => {
