@@ -138,7 +138,7 @@ function hold(ranges, start, end) {
   ranges.splice(0, ranges.length, ...out);
 }
 
-/** The range to read for a need: from the first byte not held, at least MIN_READ, twice the held run it continues. */
+/** The range to read for a need: from the first byte not held, at least MIN_READ, and as much as the held run it continues. */
 function plan(ranges, size, offset, len) {
   let start = offset;
   let run = 0;
@@ -299,7 +299,7 @@ export function makeFormats(backend, zt, io = {}) {
       this.#index = new Map(this.tensors.map((t, i) => [t.name, i]));
     }
 
-    /** Bytes read from the sources so far (open included), and in how many reads. */
+    /** Bytes read from the sources so far (open included: what was handed to the parsers, and tensors read from Blobs or files), and in how many reads. */
     get bytesRead() {
       return this.#ctx.bytesRead;
     }
@@ -402,9 +402,10 @@ export function makeFormats(backend, zt, io = {}) {
       return then(this.tensor(name, { widen: true }), (a) => (a instanceof Float32Array ? a : Float32Array.from(a, Number)));
     }
 
-    /** Frees the backend's session (wasm memory); the reader cannot read tensors afterwards. */
+    /** Frees the backend's session (wasm memory) and closes file descriptors; the reader cannot read tensors afterwards. */
     close() {
       this.#ctx.session.free?.();
+      for (const s of this.#ctx.sources.values()) s.close?.();
     }
   }
 

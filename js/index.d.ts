@@ -445,14 +445,14 @@ interface ModelReaderBase {
   readonly skipped: { name: string; reason: string }[];
   /** The files the model reads: `''` (the opened file), then companions relative to it. */
   readonly sources: string[];
-  /** Bytes read from lazy sources so far (open included) and in how many reads. */
+  /** Bytes read so far and in how many reads: what open() and tensor() handed to the parsers, plus tensors read from Blobs or files (views on memory are not counted). */
   readonly bytesRead: number;
   readonly reads: number;
   /** Tensor names in file order. */
   keys(): string[];
   /** The listing entry of a tensor (throws a TensorlaneError with kind `'not-found'`). */
   info(name: string): TensorEntry;
-  /** Frees the backend's session (wasm memory). */
+  /** Frees the backend's session (wasm memory) and closes file descriptors. */
   close(): void;
 }
 

@@ -40,6 +40,8 @@ function pathSource(path) {
       return out;
     },
     close() {
+      if (src.closed) return;
+      src.closed = true;
       closer.unregister(src);
       closeSync(fd);
     },
