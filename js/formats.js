@@ -7,8 +7,8 @@
 // have, the session says which (`{need: {source, offset, len}}`); this module reads them from the
 // source (a Buffer, a Blob, a file) and runs the step again, at most `maxRounds` times. Sequential
 // reads grow geometrically (64 KiB, then as much as is already held there, up to 16 MiB a read),
-// so a header of any size takes a handful of rounds, and a 50 GB file lists by reading only its
-// header-like bytes.
+// so a header of any size takes a handful of rounds; a jump elsewhere starts with 4 KiB. A 50 GB
+// file lists by reading only its header-like bytes.
 //
 // Sources: bytes (Uint8Array/ArrayBuffer/view: everything is synchronous, tensors are views on
 // them), a Blob/File (open and tensor() return Promises; each read is one blob.slice), and in Node
@@ -21,14 +21,26 @@ import { DTYPES, TensorlaneError, widen } from './common.js';
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 /** First read of a file, and the smallest read after it. */
 export const MIN_READ = 64 << 10;
+/**
+ * The smallest read where a parser jumps to bytes away from everything held (a zip directory, an
+ * HDF5 object header): such structures are small and often scattered, so start small and grow.
+ */
+export const MIN_JUMP_READ = 4 << 10;
+/**
+ * A need this close past held bytes continues them (the gap is read too): structures packed
+ * between small tensors (ONNX fields, npz members) are then read in a few growing reads instead
+ * of one round each. Larger gaps (tensor data) are jumped over.
+ */
+export const GAP_FILL = 64 << 10;
 /** The largest single read a sequential scan grows to. */
 export const MAX_READ = 16 << 20;
 /**
  * Default bound on fetch-and-retry rounds per open() or tensor(). Every round reads bytes not yet
- * held, so the bound only matters for files whose structures are scattered (an HDF5 file with
- * a thousand datasets interleaved with their data takes about a round per dataset).
+ * held, so the bound only matters for files whose structures are scattered between large tensors
+ * (an HDF5 file with a thousand datasets interleaved with their data takes about a round per
+ * dataset, and each round parses the header again: listing such a file costs rounds^2/2 parses).
  */
-export const MAX_ROUNDS = 1024;
+export const MAX_ROUNDS = 4096;
 
 /** TypedArrays of ggml's plain (not block-quantized) types. */
 const GGML_PLAIN = { F32: 'float32', F16: 'float16', BF16: 'bfloat16', F64: 'float64', I8: 'int8', I16: 'int16', I32: 'int32', I64: 'int64' };
@@ -138,19 +150,22 @@ function hold(ranges, start, end) {
   ranges.splice(0, ranges.length, ...out);
 }
 
-/** The range to read for a need: from the first byte not held, at least MIN_READ, and as much as the held run it continues. */
+/**
+ * The range to read for a need. A need at most GAP_FILL bytes past a held range continues it:
+ * the read starts where that range ends (filling the gap) and is at least MIN_READ and as long
+ * as the range (so a sequential scan doubles what it holds each round, up to MAX_READ a read).
+ * A need anywhere else is a jump: a MIN_JUMP_READ window at the need.
+ */
 function plan(ranges, size, offset, len) {
   let start = offset;
   let run = 0;
-  for (const [s, e] of ranges) {
-    if (s <= start && start <= e) {
-      run = e - s;
-      start = Math.max(start, e);
-    }
+  const before = ranges.filter(([s]) => s <= offset).pop();
+  if (before && offset <= before[1] + GAP_FILL) {
+    start = before[1];
+    run = before[1] - before[0];
   }
   const need = offset + len - start;
-  // Continuing a run doubles what is held there (so a header of n bytes takes log2(n / 64 KiB) rounds).
-  const want = Math.max(need, MIN_READ, Math.min(MAX_READ, run));
+  const want = Math.max(need, run ? MIN_READ : MIN_JUMP_READ, Math.min(MAX_READ, run));
   return [start, Math.min(size, start + want)];
 }
 

@@ -427,7 +427,7 @@ export interface OpenOptions {
   /** The file name of bytes (GGUF split sets are named after the first file). */
   name?: string;
   /**
-   * Bound on fetch-and-parse rounds per open() or tensor() (default 1024): each round parses
+   * Bound on fetch-and-parse rounds per open() or tensor() (default 4096): each round parses
    * with the bytes fetched so far and fetches the first missing range.
    */
   maxRounds?: number;
