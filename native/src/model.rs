@@ -2,8 +2,9 @@
 //! disk, with the companion files it names.
 //!
 //! [`Model::open`] memory-maps the file, recognises its format by content
-//! ([`tensorlane_core::detect::detect`]; the name is only a fallback when no content matches, so
-//! that the format's own parser explains a damaged file), builds its
+//! ([`tensorlane_core::formats::detect_source`]: magic bytes, and HDF5 after a user block; the
+//! name is only a fallback when no content matches, so that the format's own parser explains a
+//! damaged file), builds its
 //! [`Catalog`] with the core parser, and opens every companion file the catalog lists
 //! ([`Catalog::sources`]: safetensors shards, GGUF splits, ONNX external data) next to it. A
 //! companion is resolved in the root file's folder and must stay there once symlinks are followed;
@@ -34,7 +35,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use tensorlane_core::detect::{Format, HEAD_LEN, detect};
+use tensorlane_core::detect::Format;
 use tensorlane_core::formats::{self, Catalog, ElementType, ErrorKind, FormatError, TensorInfo};
 use tensorlane_core::source::ReadAt;
 
@@ -96,8 +97,10 @@ pub fn format_from_name(path: &Path) -> Option<Format> {
 /// The format of a model file: from its first bytes, else (when they match nothing) from its name
 /// ([`format_from_name`]). `None` when neither tells.
 pub fn model_format(path: &Path, src: &MmapSource) -> Option<Format> {
-    let head = &src.bytes()[..src.bytes().len().min(HEAD_LEN)];
-    detect(head).or_else(|| format_from_name(path))
+    formats::detect_source(src)
+        .ok()
+        .flatten()
+        .or_else(|| format_from_name(path))
 }
 
 /// [`model_format`], or an error that lists what is recognised.

@@ -555,11 +555,32 @@ pub fn open_as<S: ReadAt + ?Sized>(format: Format, src: &S) -> Result<Catalog, F
     }
 }
 
-/// Detects the format from the file's first bytes and opens it (see [`open_as`]).
+/// The format of `src` from its content: [`crate::detect::detect`] over the first
+/// [`crate::detect::HEAD_LEN`] bytes, then the HDF5 signature after a user block (at 512, 1024,
+/// 2048, ... bytes: one 8-byte read per power of two up to the file size). `None` when nothing
+/// matches.
+pub fn detect_source<S: ReadAt + ?Sized>(src: &S) -> Result<Option<Format>, FormatError> {
+    let size = src.size();
+    let head = bytes_at("formats", src, 0, size.min(crate::detect::HEAD_LEN as u64))?;
+    if let Some(f) = crate::detect::detect(&head) {
+        return Ok(Some(f));
+    }
+    let mut at = 512u64;
+    while at.checked_add(8).is_some_and(|end| end <= size) {
+        if bytes_at("formats", src, at, 8)?.as_ref() == crate::detect::HDF5_MAGIC {
+            return Ok(Some(Format::Hdf5));
+        }
+        at = match at.checked_mul(2) {
+            Some(next) => next,
+            None => break,
+        };
+    }
+    Ok(None)
+}
+
+/// Detects the format from the file's content ([`detect_source`]) and opens it (see [`open_as`]).
 pub fn open<S: ReadAt + ?Sized>(src: &S) -> Result<Catalog, FormatError> {
-    let n = src.size().min(crate::detect::HEAD_LEN as u64);
-    let head = bytes_at("formats", src, 0, n)?;
-    match crate::detect::detect(&head) {
+    match detect_source(src)? {
         Some(f) => open_as(f, src),
         None => Err(FormatError::new(
             "formats",
@@ -718,6 +739,16 @@ fn gather(stored: &[u8], t: &TensorInfo, v: &View) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hdf5_after_a_user_block_is_detected() {
+        let mut file = alloc::vec![0u8; 2048 + 64];
+        file[1024..1032].copy_from_slice(&crate::detect::HDF5_MAGIC);
+        assert_eq!(detect_source(&file[..]).unwrap(), Some(Format::Hdf5));
+        file[1024] = 0;
+        assert_eq!(detect_source(&file[..]).unwrap(), None);
+        assert_eq!(detect_source(&[][..]).unwrap(), None);
+    }
 
     #[test]
     fn companion_paths() {
