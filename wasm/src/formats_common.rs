@@ -21,7 +21,7 @@
 use std::cell::{Cell, RefCell};
 
 use serde_json::{Map, Value as J, json};
-use tensorlane_core::detect::{self, Format};
+use tensorlane_core::detect::Format;
 use tensorlane_core::formats::{self, Catalog, ElementType, ErrorKind, FormatError, Meta, Storage, TensorInfo};
 use tensorlane_core::source::{ReadAt, SourceError, check_range};
 
@@ -317,24 +317,18 @@ impl Session {
         let main = &self.sources[0];
         let format = match self.forced {
             Some(f) => f,
-            None => {
-                let n = main.size.min(detect::HEAD_LEN as u64);
-                let head = match formats::bytes_at("formats", main, 0, n) {
-                    Ok(h) => h,
-                    Err(e) => return Step::Failed(e),
-                };
-                match detect::detect(&head) {
-                    Some(f) => f,
-                    None => {
-                        return Step::Failed(FormatError::new(
-                            "formats",
-                            ErrorKind::Unsupported,
-                            "the first bytes match no known format (safetensors, GGUF, PyTorch, NumPy, ONNX, HDF5, \
-                             .zt); pass {format} to force one",
-                        ));
-                    }
+            None => match formats::detect_source(main) {
+                Ok(Some(f)) => f,
+                Ok(None) => {
+                    return Step::Failed(FormatError::new(
+                        "formats",
+                        ErrorKind::Unsupported,
+                        "the first bytes match no known format (safetensors, GGUF, PyTorch, NumPy, ONNX, HDF5, .zt); pass \
+                         {format} to force one",
+                    ));
                 }
-            }
+                Err(e) => return Step::Failed(e),
+            },
         };
         match format {
             Format::Zt | Format::ZtV1 | Format::ZtV0 => return Step::Delegate("zt"),
