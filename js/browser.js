@@ -4,10 +4,13 @@
 import { glue, wasmBackend } from './wasm-backend.js';
 import { makeApi } from './common.js';
 import { makeZt } from './zt.js';
+import { makeFormats } from './formats.js';
 
 const exports = await glue.default({ module_or_path: new URL('../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url) });
 const backend = wasmBackend(exports);
-const api = { ...makeApi(backend), ...makeZt(backend) };
+const zt = makeZt(backend);
+// open(): every model format; .zt files are handed to the .zt reader.
+const api = { ...makeApi(backend), ...zt, open: makeFormats(backend, zt).open };
 
 export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, writeZt } = api;
 export const backendName = 'wasm';

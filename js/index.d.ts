@@ -216,9 +216,18 @@ export declare function decodeStream(
 /** Widens raw float16/bfloat16 bits to a new Float32Array. */
 export declare function widen(dtype: 'float16' | 'bfloat16', bits: Uint16Array): Float32Array;
 
-/** An error from the codec; `offset` is the byte offset the message ends with. */
+/**
+ * An error from the codec, the `.zt` reader or a model-format reader. `offset` is the byte offset
+ * where the problem is (when known).
+ */
 export declare class TensorlaneError extends Error {
   offset: number | undefined;
+  /** Model formats: the format that refused the file (`'safetensors'`, `'gguf'`, ...; `'formats'` when none matched). */
+  format?: string;
+  /** Model formats: what went wrong, as a stable category. */
+  kind?: FormatErrorKind;
+  /** Model formats: the tensor concerned, when known. */
+  tensor?: string;
   /** Bundle keys / sparse component names leading to the fault ('' at top level). */
   path: string;
   /** `.zt` errors: the spec's rule name (`'BlobAlignment'`, `'Digest'`, ...; `'Unsupported'`, `'NotFound'` for non-rejections). */
@@ -299,6 +308,9 @@ export interface ZtVerifyReport {
 }
 
 interface ZtReaderBase {
+  readonly format: 'zt';
+  /** Every object as a listing entry (the shape the model readers use; non-dense objects: `dtype` null, `layout.storage` 'parts'). */
+  readonly tensors: Array<Omit<TensorEntry, 'dtype' | 'layout'> & { dtype: ZtElementType | null; layout: Record<string, unknown> }>;
   /** Object names in bytewise order. */
   keys(): string[];
   /** Shape, layout, parts and attributes of an object (sync for every source). */
@@ -312,6 +324,8 @@ interface ZtReaderBase {
 export interface ZtReader extends ZtReaderBase {
   readonly lazy: false;
   get(name: string): ZtDense | ZtObject;
+  /** A dense object's data (as `get(name).data`; `{widen: true}` widens float16/bfloat16). */
+  tensor(name: string, options?: { widen?: boolean }): AnyTypedArray;
   /** Deep verify; throws a TensorlaneError with `rule` on the first failure. */
   verify(): ZtVerifyReport;
 }
@@ -320,18 +334,161 @@ export interface ZtReader extends ZtReaderBase {
 export interface ZtBlobReader extends ZtReaderBase {
   readonly lazy: true;
   get(name: string): Promise<ZtDense | ZtObject>;
+  tensor(name: string, options?: { widen?: boolean }): Promise<AnyTypedArray>;
   /** Reads the whole Blob, then verifies. */
   verify(): Promise<ZtVerifyReport>;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Model formats: one open() for safetensors (+ shard index), GGUF (+ splits), PyTorch, NumPy,
+// ONNX (+ external data), HDF5 and .zt
+
+/** The formats `open()` reads besides `.zt` (as a reader's `format` names them). */
+export type ModelFormat = 'safetensors' | 'safetensors-index' | 'gguf' | 'pt' | 'pt-legacy' | 'npy' | 'npz' | 'onnx' | 'hdf5';
+
+/** Categories of model-format errors (the core's `ErrorKind`, plus `not-found` for an unknown tensor name). */
+export type FormatErrorKind =
+  | 'truncated' | 'header-too-large' | 'syntax' | 'unsupported-version' | 'unsupported' | 'out-of-bounds'
+  | 'overlap' | 'gap' | 'size-mismatch' | 'duplicate' | 'overflow' | 'limit' | 'refused' | 'companion'
+  | 'checksum' | 'io' | 'not-found';
+
 /**
- * Opens a `.zt` v2 file (validated like the spec's §13; shards are not resolved at open).
- * A path (Node only: mapped by the addon, read by the wasm backend; shards are found next to it
- * as `<stem>-<name>.zt`) or bytes give a synchronous reader; a Blob/File gives a Promise of a
- * lazy reader.
+ * Element type names: the dense dtypes, the 1-byte float8 types and packed float4 (raw bytes), or
+ * for GGUF block-quantized tensors the ggml type name (`'Q4_0'`, `'Q6_K'`, `'IQ2_XS'`, ...).
  */
-export declare function open(source: string | Uint8Array | ArrayBuffer | ArrayBufferView): ZtReader;
-export declare function open(source: Blob): Promise<ZtBlobReader>;
+export type ModelElementType =
+  | DType | 'float8_e4m3fn' | 'float8_e5m2' | 'float8_e4m3fnuz' | 'float8_e5m2fnuz' | 'float8_e8m0fnu' | 'float4_e2m1fn'
+  | (string & {});
+
+/**
+ * A metadata or attribute value. Integers beyond 2^53 are BigInts, non-finite floats NaN/±Infinity,
+ * byte strings that are not UTF-8 a Uint8Array.
+ */
+export type MetaValue = null | boolean | number | bigint | string | Uint8Array | MetaValue[] | { [key: string]: MetaValue };
+
+/** Where a tensor's bytes are and how they are laid out. */
+export interface TensorLayout {
+  /** `range`: bytes of a file; `deflate`: inside a deflated zip member; `inline`: decoded at open (ONNX typed fields, HDF5 compact); `chunked`: HDF5 chunks. */
+  storage: 'range' | 'deflate' | 'inline' | 'chunked';
+  /** The file: `''` is the opened one, others are companions (`sources`). */
+  source?: string;
+  /** Byte offset and stored length in that file (range, deflate). */
+  offset?: number;
+  length?: number;
+  /** deflate: inflated size of the member, and where the tensor starts in it. */
+  inflated?: number;
+  skip?: number;
+  /** The stored bytes are the tensor (C order, little-endian): tensor() can be a view. */
+  zeroCopy: boolean;
+  /** Stored big-endian (swapped on read). */
+  bigEndian: boolean;
+  /** A strided view (PyTorch views, Fortran order), in elements. */
+  view?: { offset: number; strides: number[] };
+}
+
+/** GGUF tensors: the ggml type. */
+export interface GgmlInfo {
+  /** The `GGML_TYPE_*` id. */
+  type: number;
+  name: string;
+  /** Block-quantized (read values with dequantize()). */
+  quantized: boolean;
+  /** Elements and bytes per block. */
+  blockSize: number | null;
+  typeSize: number | null;
+}
+
+/** One tensor of a model, as listed at open (nothing read yet). */
+export interface TensorEntry {
+  name: string;
+  dtype: ModelElementType;
+  /** Row-major; [] for a scalar. */
+  shape: number[];
+  /** Bytes of the tensor in C order (packed float4: half the element count; GGUF blocks: the block bytes); null on overflow. */
+  nbytes: number | null;
+  layout: TensorLayout;
+  /** Per-tensor details of the source format (stored dtype, strides, shard, filters, GGUF offsets, ...). */
+  attributes: Record<string, MetaValue>;
+  ggml?: GgmlInfo;
+}
+
+/** What a Node path, bytes or a Blob can be: the first argument of open() and a companion. */
+export type ModelSource = string | Blob | Uint8Array | ArrayBuffer | ArrayBufferView;
+
+export interface OpenOptions {
+  /** Force a format instead of detecting it by content. */
+  format?: ModelFormat | 'zt';
+  /**
+   * Companion files by the name the model gives them (or their base name): safetensors shards, GGUF
+   * splits, ONNX external data. For a Node path they are otherwise found in the model's folder.
+   * Names that would leave that folder are refused by the reader before they are asked for.
+   */
+  companions?: Record<string, ModelSource>;
+  /** The file name of bytes (GGUF split sets are named after the first file). */
+  name?: string;
+  /**
+   * Bound on fetch-and-parse rounds per open() or tensor() (default 4096): each round parses
+   * with the bytes fetched so far and fetches the first missing range.
+   */
+  maxRounds?: number;
+  /** Called after every read while listing or reading a tensor. */
+  onProgress?: (p: { phase: 'open' | 'tensor'; bytesRead: number; reads: number }) => void;
+}
+
+interface ModelReaderBase {
+  readonly format: ModelFormat;
+  /** Every tensor, in file order (a shard index: the index's order). */
+  readonly tensors: TensorEntry[];
+  /** File-level metadata: safetensors `__metadata__`, GGUF key/values, ONNX model fields, HDF5 root attributes, ... */
+  readonly metadata: Record<string, MetaValue>;
+  /** Entries that are not tensors, and why (HDF5 string datasets, pickle leaves, ...). */
+  readonly skipped: { name: string; reason: string }[];
+  /** The files the model reads: `''` (the opened file), then companions relative to it. */
+  readonly sources: string[];
+  /** Bytes read so far and in how many reads: what open() and tensor() handed to the parsers, plus tensors read from Blobs or files (views on memory are not counted). */
+  readonly bytesRead: number;
+  readonly reads: number;
+  /** Tensor names in file order. */
+  keys(): string[];
+  /** The listing entry of a tensor (throws a TensorlaneError with kind `'not-found'`). */
+  info(name: string): TensorEntry;
+  /** Frees the backend's session (wasm memory) and closes file descriptors. */
+  close(): void;
+}
+
+/**
+ * A model over bytes in memory or a Node path (the addon maps the file; the wasm build reads
+ * it on demand): everything is synchronous (`lazy` is true only when a companion is a Blob).
+ */
+export interface ModelReader extends ModelReaderBase {
+  readonly lazy: boolean;
+  /**
+   * The tensor's values (C order, little-endian): a view on the caller's bytes or the mapped file
+   * when they are stored that way and aligned, else a copy. Types as `decode` (float16/bfloat16
+   * raw Uint16Array bits unless `{widen: true}`); float8/float4 and GGUF blocks as raw Uint8Array.
+   */
+  tensor(name: string, options?: { widen?: boolean }): AnyTypedArray;
+  /** float32 values: GGUF blocks dequantized (as `gguf.quants.dequantize`), others converted. */
+  dequantize(name: string): Float32Array;
+}
+
+/** A model over a Blob/File: open read only header-like bytes; each tensor is read when asked for. */
+export interface ModelBlobReader extends ModelReaderBase {
+  readonly lazy: true;
+  tensor(name: string, options?: { widen?: boolean }): Promise<AnyTypedArray>;
+  dequantize(name: string): Promise<Float32Array>;
+}
+
+/**
+ * Opens a model file of any supported format, detected by content: safetensors (and a
+ * `model.safetensors.index.json` with its shards), GGUF (and its splits), PyTorch (zip and
+ * legacy; nothing is executed), `.npy`/`.npz`, ONNX (and external data), HDF5, or `.zt` (a
+ * `ZtReader`). Only the bytes the format's reader asks for are read: a Blob of any size lists from
+ * its header. A path or bytes give a reader at once; a Blob gives a Promise of a lazy reader.
+ * Errors are TensorlaneErrors with `format`, `kind`, `offset` and `tensor` (`.zt`: `rule`).
+ */
+export declare function open(source: string | Uint8Array | ArrayBuffer | ArrayBufferView, options?: OpenOptions): ModelReader | ZtReader;
+export declare function open(source: Blob, options?: OpenOptions): Promise<ModelBlobReader | ZtBlobReader>;
 
 /** What `writeZt` accepts per object. */
 export type ZtEntry =

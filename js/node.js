@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { basename, dirname, extname, join } from 'node:path';
 import { makeApi } from './common.js';
 import { makeZt } from './zt.js';
+import { companionPath, makeFormats, memorySource } from './formats.js';
 
 const require = createRequire(import.meta.url);
 const want = process.env.TENSORLANE_BACKEND ?? '';
@@ -50,7 +51,10 @@ if (addon) {
     copiedBytes: addon.copiedBytes,
     RawStreamDecoder: addon.RawStreamDecoder,
   });
-  api = { ...api, ...makeZt(addon, { openPath: (p) => addon.ztMmap(p), shardPath }) };
+  const zt = makeZt(addon, { openPath: (p) => addon.ztMmap(p), shardPath });
+  // A path is mapped (zero-copy views; only the pages a parser touches are read).
+  const pathSource = (p) => memorySource(addon.ztMmap(p), basename(p), p);
+  api = { ...api, ...zt, open: makeFormats(addon, zt, { pathSource, companionPath }).open };
 } else {
   const wasm = await import('./wasm-node.js');
   api = wasm.default;

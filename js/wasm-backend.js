@@ -17,6 +17,8 @@ export function wasmBackend(exports) {
     ztDecodeRaw: glue.ztDecodeRaw,
     ztVerifyRaw: glue.ztVerifyRaw,
     ztWriteRaw: glue.ztWriteRaw,
+    FormatSession: glue.FormatSession,
+    ggmlDequantize: glue.ggmlDequantize,
     /** The wasm instance's memory (tests check that views survive its growth). */
     memory: () => exports.memory,
   };

@@ -1,9 +1,10 @@
 // Node entry of the wasm build: reads the .wasm with fs and instantiates it synchronously.
-import { existsSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
 import { basename, dirname, extname, join } from 'node:path';
 import { glue, wasmBackend } from './wasm-backend.js';
 import { makeApi } from './common.js';
 import { makeZt } from './zt.js';
+import { companionPath, makeFormats } from './formats.js';
 
 const exports = glue.initSync({ module: readFileSync(new URL('../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url)) });
 const backend = wasmBackend(exports);
@@ -13,8 +14,42 @@ function shardPath(root, name) {
   for (const f of [join(dir, `${stem}-${name}.zt`), join(dir, name), join(dir, `${name}.zt`)]) if (existsSync(f)) return f;
   return null;
 }
-// Paths are read whole with fs (the wasm backend cannot map files); views are on that buffer.
-const api = { ...makeApi(backend), ...makeZt(backend, { openPath: (p) => new Uint8Array(readFileSync(p)), shardPath }) };
+// .zt paths are read whole with fs (the wasm backend cannot map files); views are on that buffer.
+const zt = makeZt(backend, { openPath: (p) => new Uint8Array(readFileSync(p)), shardPath });
+
+// Other formats read a path on demand through a file descriptor (closed with the source).
+const closer = new FinalizationRegistry((fd) => {
+  try {
+    closeSync(fd);
+  } catch {}
+});
+function pathSource(path) {
+  const fd = openSync(path, 'r');
+  const src = {
+    name: basename(path),
+    path,
+    size: fstatSync(fd).size,
+    lazy: false,
+    read(offset, len) {
+      const out = new Uint8Array(len);
+      for (let n = 0; n < len; ) {
+        const r = readSync(fd, out, n, len - n, offset + n);
+        if (r === 0) throw new Error(`${path}: the file ended at ${offset + n} (it changed while open?)`);
+        n += r;
+      }
+      return out;
+    },
+    close() {
+      if (src.closed) return;
+      src.closed = true;
+      closer.unregister(src);
+      closeSync(fd);
+    },
+  };
+  closer.register(src, fd, src);
+  return src;
+}
+const api = { ...makeApi(backend), ...zt, open: makeFormats(backend, zt, { pathSource, companionPath }).open };
 
 export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, writeZt } = api;
 export const backendName = 'wasm';

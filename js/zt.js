@@ -13,7 +13,7 @@
 // the addon) get() returns a TypedArray *view* on those bytes when the part is raw and aligned;
 // a Blob/File is read lazily with blob.slice(), so open(blob), get() and verify() are async.
 
-import { DTYPES, TensorlaneError, inferDtype } from './common.js';
+import { DTYPES, TensorlaneError, inferDtype, widen } from './common.js';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 /** Bytes read from the end of a file at open (the core's tail window). */
@@ -93,7 +93,7 @@ function typedZt(dtype, bytes) {
   if (LITTLE_ENDIAN && bytes.byteOffset % size === 0) {
     return { data: new Ctor(bytes.buffer, bytes.byteOffset, bytes.byteLength / size), copied: false };
   }
-  const copy = bytes.slice();
+  const copy = Uint8Array.prototype.slice.call(bytes); // a copy even for a Node Buffer
   return { data: new Ctor(copy.buffer, 0, copy.byteLength / size), copied: true };
 }
 
@@ -115,6 +115,39 @@ class ZtReader {
     this.#whole = whole;
     /** True when get() and verify() return Promises (Blob/File sources). */
     this.lazy = lazy;
+  }
+  /** Always 'zt' (the same field as the other formats' readers). */
+  get format() {
+    return 'zt';
+  }
+  /**
+   * Every object as a listing entry, in the shape the other formats' readers use: {name, dtype,
+   * shape, nbytes, layout: {storage, source, offset, length, zeroCopy, encoding, ztLayout}, attributes}.
+   */
+  get tensors() {
+    return this.keys().map((name) => {
+      const o = this.#objects.get(name);
+      const d = o.layout === 'dense' ? o.parts.find((p) => p.name === 'data') : undefined;
+      const nbytes = o.parts.reduce((n, p) => n + p.nbytes, 0);
+      const layout = d
+        ? { storage: 'range', source: d.shard ?? '', offset: d.offset, length: d.length, zeroCopy: d.encoding === undefined, encoding: d.encoding, ztLayout: o.layout }
+        : { storage: 'parts', ztLayout: o.layout, parts: o.parts.map((p) => p.name) };
+      return { name, dtype: o.dtype ?? null, shape: o.shape, nbytes, layout, attributes: o.attributes ?? {} };
+    });
+  }
+  /**
+   * A dense object's values as a TypedArray (as get(name).data; float16/bfloat16 widened with
+   * `{widen: true}`). Throws for other layouts: use get().
+   */
+  tensor(name, options = {}) {
+    const o = this.#objects.get(name);
+    if (!o) throw notFound(name);
+    if (o.layout !== 'dense') {
+      const e = new TensorlaneError(`Unsupported: ${JSON.stringify(name)} is a ${o.layout} object; read its parts with get()`);
+      e.rule = 'Unsupported';
+      throw e;
+    }
+    return then(this.get(name), (d) => (options.widen && (d.dtype === 'float16' || d.dtype === 'bfloat16') ? widen(d.dtype, d.data) : d.data));
   }
   /** Object names in bytewise order. */
   keys() {
@@ -240,11 +273,13 @@ export function makeZt(backend, io = {}) {
     return new ZtReader(backend, meta, read, () => bytes, false);
   }
 
-  async function openBlob(blob) {
+  async function openBlob(blob, known) {
     const size = blob.size;
     const tailStart = Math.max(0, size - ZT_TAIL_WINDOW);
     const get = async (o, l) => new Uint8Array(await blob.slice(o, o + l).arrayBuffer());
-    const [head, tail] = await Promise.all([get(0, Math.min(8, size)), get(tailStart, size - tailStart)]);
+    // The first bytes may have been read already (open() looks at the magic to pick a reader).
+    const first = known && known.byteLength >= Math.min(8, size) ? known.subarray(0, Math.min(8, size)) : get(0, Math.min(8, size));
+    const [head, tail] = await Promise.all([first, get(tailStart, size - tailStart)]);
     const pieces = [[0, head], [tailStart, tail]];
     for (const [o, l] of plan(size, tail, tailStart)) pieces.push([o, await get(o, l)]);
     const meta = describe(backend, size, pieces);
@@ -262,13 +297,14 @@ export function makeZt(backend, io = {}) {
   /**
    * Opens a `.zt` v2 file: a path (Node; mapped by the addon), a Uint8Array/ArrayBuffer (sync),
    * or a Blob/File (async: returns a Promise, and the reader's get()/verify() are async).
+   * `options.head`: the file's first bytes when the caller already read them.
    */
-  function open(source) {
+  function open(source, options = {}) {
     if (typeof source === 'string') {
       if (!io.openPath) throw new TypeError('open(path) needs Node; pass a Uint8Array or a Blob');
       return openBytes(io.openPath(source), source);
     }
-    if (isBlob(source)) return openBlob(source);
+    if (isBlob(source)) return openBlob(source, options.head);
     return openBytes(asBytes(source), undefined);
   }
 

@@ -2,6 +2,7 @@
 // histogram) per tensor. Also exposes `window.demo` for the browser tests and benchmarks.
 import * as tensorlane from '../js/browser.js';
 import { fmt, histogram, showZt } from './zt-view.js';
+import { showModel } from './model-view.js';
 
 const DEFAULT_PACKETS = [
   'large_float32_256x1024', 'bundle_with_sparse', 'quant_qint8_per_channel_axis1', 'dtype_bfloat16',
@@ -83,26 +84,43 @@ function inWorker(msg, transfer = []) {
   });
 }
 
-// --- opening local files: .zt lazily as a Blob on this thread, packets whole in the worker
+// --- opening local files: .zt and model files lazily as Blobs on this thread, packets whole in the worker
 const ZT_MAGIC = [0x89, 0x5a, 0x54, 0x32]; // \x89ZT2
-async function isZt(file) {
-  if (/\.zt$/i.test(file.name)) return true;
-  if (/\.tenso$/i.test(file.name)) return false;
+const TENSO_MAGIC = [0x54, 0x4e, 0x53, 0x4f]; // TNSO
+async function kindOf(file) {
+  if (/\.zt$/i.test(file.name)) return 'zt';
+  if (/\.tenso$/i.test(file.name)) return 'tenso';
+  if (/\.(safetensors|json|gguf|pt|pth|bin|npy|npz|onnx|data|h5|hdf5)$/i.test(file.name)) return 'model';
   const head = new Uint8Array(await file.slice(0, 4).arrayBuffer());
-  return ZT_MAGIC.every((b, i) => head[i] === b);
+  if (ZT_MAGIC.every((b, i) => head[i] === b)) return 'zt';
+  if (TENSO_MAGIC.every((b, i) => head[i] === b)) return 'tenso';
+  return 'model';
 }
 const ztContainer = document.getElementById('zt-files');
 let opening = Promise.resolve();
 function openFiles(files) {
-  const list = [...files];
+  // Files dropped together are each other's companions (shards next to their index, ONNX
+  // external data): indexes and graphs open first, and a file a model read is not listed again.
+  const list = [...files].sort((a, b) => Number(/\.(json|onnx)$/i.test(b.name)) - Number(/\.(json|onnx)$/i.test(a.name)));
+  const companions = Object.fromEntries(list.map((f) => [f.name, f]));
+  const used = new Set();
   opening = opening.then(async () => {
     document.body.dataset.files = 'loading';
     for (const f of list) {
-      if (await isZt(f)) {
+      if (used.has(f.name)) continue;
+      const kind = await kindOf(f);
+      if (kind === 'zt') {
         status.textContent = `opening ${f.name}…`;
         const s = await showZt(tensorlane, f, ztContainer);
         window.demo.zt.push(s);
         status.textContent = s.error ? `${f.name}: ${s.error}` : `${f.name}: ${s.objects.length} objects`;
+      } else if (kind === 'model') {
+        status.textContent = `opening ${f.name}…`;
+        const others = Object.fromEntries(Object.entries(companions).filter(([n]) => n !== f.name));
+        const s = await showModel(tensorlane, f, ztContainer, others);
+        for (const src of s.sources ?? []) if (src) used.add(src.split('/').pop());
+        window.demo.models.push(s);
+        status.textContent = s.error ? `${f.name}: ${s.error}` : `${f.name}: ${s.format}, ${s.tensors.length} tensors`;
       } else {
         const bytes = await f.arrayBuffer();
         render(await inWorker({ bytes, name: f.name }, [bytes]));
@@ -192,7 +210,7 @@ async function decodeUrl(url) {
   };
 }
 
-window.demo = { tensorlane, decodeUrl, bench, parseNpy, npyFloat32, results: [], zt: [], openFiles };
+window.demo = { tensorlane, decodeUrl, bench, parseNpy, npyFloat32, results: [], zt: [], models: [], openFiles };
 
 const backend = await workerReady;
 status.textContent = `worker ready (${backend}); decoding ${packets.length} packets…`;

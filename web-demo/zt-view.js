@@ -8,7 +8,7 @@ const FLOATS = new Set(['float16', 'bfloat16', 'float32', 'float64']);
 /** Objects larger than this are listed but not read automatically (click "load" to read one). */
 export const AUTO_LOAD_BYTES = 64 << 20;
 
-function el(tag, props = {}, ...children) {
+export function el(tag, props = {}, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(props)) {
     if (k === 'class') e.className = v;
@@ -120,23 +120,30 @@ function heatmap(canvas, values, rows, cols, s) {
   return { lo, hi, sampled: sr > 1 || sc > 1 };
 }
 
-function plot(row, obj, api) {
-  const values = numbers(api, obj.dtype, obj.data);
+/**
+ * A plot box for a tensor's values: title, statistics, histogram, and a heatmap for a 2-D float
+ * tensor (`heat`). Returns {box, stats}.
+ */
+export function plotValues(name, label, values, shape, heat) {
   const s = stats(values);
-  const box = el('div', { class: 'plot', data: { name: row.name } }, el('div', { class: 'title', textContent: row.name }));
-  box.append(el('div', { textContent: `${obj.dtype} [${obj.shape.join('×')}] n=${s.count}` }));
+  const box = el('div', { class: 'plot', data: { name } }, el('div', { class: 'title', textContent: name }));
+  box.append(el('div', { textContent: `${label} [${shape.join('×')}] n=${s.count}` }));
   box.append(el('div', { textContent: `min=${fmt(s.min)} max=${fmt(s.max)} mean=${fmt(s.mean)} std=${fmt(s.std)}${s.nan || s.inf ? ` NaN=${s.nan} Inf=${s.inf}` : ''}` }));
   const hist = el('canvas', { class: 'hist' });
   box.append(hist);
   requestAnimationFrame(() => histogram(hist, s));
-  if (obj.shape.length === 2 && FLOATS.has(obj.dtype) && s.count > 0) {
-    const heat = el('canvas', { class: 'heat' });
-    const [rows, cols] = obj.shape;
-    const { lo, hi, sampled } = heatmap(heat, values, rows, cols, s);
-    box.append(heat, el('div', { class: 'scale' }, el('span', { textContent: fmt(lo) }), el('i'), el('span', { textContent: fmt(hi) })));
+  if (heat && shape.length === 2 && s.count > 0) {
+    const canvas = el('canvas', { class: 'heat' });
+    const [rows, cols] = shape;
+    const { lo, hi, sampled } = heatmap(canvas, values, rows, cols, s);
+    box.append(canvas, el('div', { class: 'scale' }, el('span', { textContent: fmt(lo) }), el('i'), el('span', { textContent: fmt(hi) })));
     if (sampled) box.append(el('div', { textContent: '(heatmap subsampled)' }));
   }
   return { box, stats: s };
+}
+
+function plot(row, obj, api) {
+  return plotValues(row.name, obj.dtype, numbers(api, obj.dtype, obj.data), obj.shape, FLOATS.has(obj.dtype));
 }
 
 /**

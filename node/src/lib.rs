@@ -181,3 +181,89 @@ pub fn zt_mmap<'env>(env: &'env Env, path: String) -> Result<BufferSlice<'env>> 
     // Buffer is collected.
     unsafe { BufferSlice::from_external(env, ptr, n, map, |_, m| drop(m)) }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Foreign model formats (see wasm/src/formats_common.rs, shared with the wasm backend)
+
+#[path = "../../wasm/src/formats_common.rs"]
+mod formats_common;
+
+/// An open model file over the byte ranges JS fetched (see `formats_common`): `open()` and
+/// `read()` return `null` unless done, and JS reads `status()` (JSON: `need`, `error` or
+/// `delegate`) then. Pieces are copied into the session.
+#[napi(js_name = "FormatSession")]
+pub struct FormatSession {
+    inner: formats_common::Session,
+    status: String,
+}
+
+#[napi]
+impl FormatSession {
+    /// A session for a file of `size` bytes named `name` (GGUF splits are found by it; may be
+    /// empty); `format` forces a format (`""`: detect).
+    #[napi(constructor)]
+    pub fn new(size: f64, name: String, format: String) -> Result<Self> {
+        let inner = formats_common::Session::new(size as u64, &name, &format).map_err(err)?;
+        Ok(FormatSession {
+            inner,
+            status: String::new(),
+        })
+    }
+
+    /// Registers a companion file (path relative to the opened file) and its size.
+    #[napi(js_name = "addSource")]
+    pub fn add_source(&mut self, name: String, size: f64) {
+        self.inner.add_source(&name, size as u64);
+    }
+
+    /// Adds fetched bytes of source `name` at `offset` (copied).
+    #[napi(js_name = "addPiece")]
+    pub fn add_piece(&mut self, name: String, offset: f64, bytes: &[u8], transient: bool) -> Result<()> {
+        self.inner
+            .add_piece(&name, offset as u64, bytes.to_vec(), transient)
+            .map_err(err)
+    }
+
+    /// One attempt at opening: the catalog JSON, or `null` (see `status()`).
+    #[napi]
+    pub fn open(&mut self) -> Option<String> {
+        let step = self.inner.open();
+        self.status = step.status();
+        match step {
+            formats_common::Step::Done(json) => Some(json),
+            _ => None,
+        }
+    }
+
+    /// One attempt at reading tensor `index`: its C-order little-endian bytes, or `null` (see
+    /// `status()`).
+    #[napi]
+    pub fn read(&mut self, index: u32) -> Option<Buffer> {
+        let step = self.inner.read(index as usize);
+        self.status = step.status();
+        match step {
+            formats_common::Step::Done(b) => Some(Buffer::from(b)),
+            _ => None,
+        }
+    }
+
+    /// What the last `open()`/`read()` came to (JSON).
+    #[napi]
+    pub fn status(&self) -> String {
+        self.status.clone()
+    }
+
+    /// Bytes the session holds (header pieces plus the current read's).
+    #[napi(js_name = "heldBytes")]
+    pub fn held_bytes(&self) -> f64 {
+        self.inner.held_bytes() as f64
+    }
+}
+
+/// Dequantizes ggml blocks (GGUF) of type id `ty` to float32.
+#[napi(js_name = "ggmlDequantize")]
+pub fn ggml_dequantize(ty: u32, blocks: &[u8]) -> Result<Float32Array> {
+    formats_common::ggml_dequantize(ty, blocks)
+        .map(Float32Array::new)
+        .map_err(err)
+}

@@ -34,6 +34,7 @@ use tensorlane_core::wire::{self, DecodeOptions, Measure, StreamDecoder, flags};
 use wasm_bindgen::prelude::*;
 
 pub mod common;
+pub mod formats_common;
 pub mod zt_common;
 
 /// Bytes of each (sub-)packet read to parse its header: 10 (v4 header) + 32 * 4 (shape) + 1
@@ -336,4 +337,82 @@ pub fn zt_write_raw(plan: &str, bufs: &Array) -> Result<Vec<u8>, JsError> {
     let owned = buffers(bufs);
     let refs: Vec<&[u8]> = owned.iter().map(|v| v.as_slice()).collect();
     zt_common::write_plan(plan, &refs).map_err(|e| JsError::new(&e))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Foreign model formats (see formats_common.rs, shared with the addon)
+
+/// An open model file over the byte ranges JS fetched (see `formats_common`): `open()` and
+/// `read()` return `undefined`/the result when done, and JS reads `status()` (JSON: `need`,
+/// `error` or `delegate`) otherwise. Pieces are copied into wasm memory.
+#[wasm_bindgen(js_name = FormatSession)]
+pub struct FormatSession {
+    inner: formats_common::Session,
+    status: String,
+}
+
+#[wasm_bindgen(js_class = FormatSession)]
+impl FormatSession {
+    /// A session for a file of `size` bytes named `name` (GGUF splits are found by it; may be
+    /// empty); `format` forces a format (`""`: detect).
+    #[wasm_bindgen(constructor)]
+    pub fn new(size: f64, name: &str, format: &str) -> Result<FormatSession, JsError> {
+        let inner = formats_common::Session::new(size as u64, name, format).map_err(|e| JsError::new(&e))?;
+        Ok(FormatSession {
+            inner,
+            status: String::new(),
+        })
+    }
+
+    /// Registers a companion file (path relative to the opened file) and its size.
+    #[wasm_bindgen(js_name = addSource)]
+    pub fn add_source(&mut self, name: &str, size: f64) {
+        self.inner.add_source(name, size as u64);
+    }
+
+    /// Adds fetched bytes of source `name` at `offset`.
+    #[wasm_bindgen(js_name = addPiece)]
+    pub fn add_piece(&mut self, name: &str, offset: f64, bytes: Vec<u8>, transient: bool) -> Result<(), JsError> {
+        self.inner
+            .add_piece(name, offset as u64, bytes, transient)
+            .map_err(|e| JsError::new(&e))
+    }
+
+    /// One attempt at opening: the catalog JSON, or `undefined` (see `status()`).
+    pub fn open(&mut self) -> Option<String> {
+        let step = self.inner.open();
+        self.status = step.status();
+        match step {
+            formats_common::Step::Done(json) => Some(json),
+            _ => None,
+        }
+    }
+
+    /// One attempt at reading tensor `index`: its C-order little-endian bytes (copied out), or
+    /// `undefined` (see `status()`).
+    pub fn read(&mut self, index: u32) -> Option<Vec<u8>> {
+        let step = self.inner.read(index as usize);
+        self.status = step.status();
+        match step {
+            formats_common::Step::Done(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// What the last `open()`/`read()` came to (JSON).
+    pub fn status(&self) -> String {
+        self.status.clone()
+    }
+
+    /// Bytes the session holds in wasm memory (header pieces plus the current read's).
+    #[wasm_bindgen(js_name = heldBytes)]
+    pub fn held_bytes(&self) -> f64 {
+        self.inner.held_bytes() as f64
+    }
+}
+
+/// Dequantizes ggml blocks (GGUF) of type id `ty` to float32 (blocks copied in, values out).
+#[wasm_bindgen(js_name = ggmlDequantize)]
+pub fn ggml_dequantize(ty: u32, blocks: &[u8]) -> Result<Vec<f32>, JsError> {
+    formats_common::ggml_dequantize(ty, blocks).map_err(|e| JsError::new(&e))
 }

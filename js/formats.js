@@ -1,0 +1,458 @@
+// open() for every model format, on both JavaScript backends: safetensors (+ shard index), GGUF,
+// PyTorch, NumPy .npy/.npz, ONNX (+ external data), HDF5, and .zt (handed to js/zt.js).
+//
+// The parsers are the core's (`tensorlane_core::formats`), run by the backend over a *sparse*
+// copy of the file: a `FormatSession` (wasm/src/formats_common.rs, shared by the addon and the
+// wasm build) holds only the byte ranges fetched so far. When a parser needs bytes it does not
+// have, the session says which (`{need: {source, offset, len}}`); this module reads them from the
+// source (a Buffer, a Blob, a file) and runs the step again, at most `maxRounds` times. Sequential
+// reads grow geometrically (64 KiB, then as much as is already held there, up to 16 MiB a read),
+// so a header of any size takes a handful of rounds; a jump elsewhere starts with 4 KiB. A 50 GB
+// file lists by reading only its header-like bytes.
+//
+// Sources: bytes (Uint8Array/ArrayBuffer/view: everything is synchronous, tensors are views on
+// them), a Blob/File (open and tensor() return Promises; each read is one blob.slice), and in Node
+// a path (the addon maps the file; the wasm build reads it with a file descriptor on demand).
+// Companions (safetensors shards, ONNX external data) come from `{companions: {name: source}}`,
+// or, for a path, from the same folder.
+
+import { DTYPES, TensorlaneError, widen } from './common.js';
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+/** First read of a file, and the smallest read after it. */
+export const MIN_READ = 64 << 10;
+/**
+ * The smallest read where a parser jumps to bytes away from everything held (a zip directory, an
+ * HDF5 object header): such structures are small and often scattered, so start small and grow.
+ */
+export const MIN_JUMP_READ = 4 << 10;
+/**
+ * A need this close past held bytes continues them (the gap is read too): structures packed
+ * between small tensors (ONNX fields, npz members) are then read in a few growing reads instead
+ * of one round each. Larger gaps (tensor data) are jumped over.
+ */
+export const GAP_FILL = 64 << 10;
+/** The largest single read a sequential scan grows to. */
+export const MAX_READ = 16 << 20;
+/**
+ * Default bound on fetch-and-retry rounds per open() or tensor(). Every round reads bytes not yet
+ * held, so the bound only matters for files whose structures are scattered between large tensors
+ * (an HDF5 file with a thousand datasets interleaved with their data takes about a round per
+ * dataset, and each round parses the header again: listing such a file costs rounds^2/2 parses).
+ */
+export const MAX_ROUNDS = 4096;
+
+/** TypedArrays of ggml's plain (not block-quantized) types. */
+const GGML_PLAIN = { F32: 'float32', F16: 'float16', BF16: 'bfloat16', F64: 'float64', I8: 'int8', I16: 'int16', I32: 'int32', I64: 'int64' };
+
+function isBlob(x) {
+  return typeof Blob !== 'undefined' && x instanceof Blob;
+}
+
+function asBytes(input) {
+  if (input instanceof Uint8Array) return input;
+  if (input instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && input instanceof SharedArrayBuffer)) return new Uint8Array(input);
+  if (ArrayBuffer.isView(input)) return new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
+  throw new TypeError('open expects a path (Node), a Uint8Array/Buffer, an ArrayBuffer, or a Blob/File');
+}
+
+/** A TensorlaneError with the fields of a core FormatError ({format, kind, offset, tensor, message, display}). */
+function formatError(e) {
+  const err = new TensorlaneError(e.display ?? e.message);
+  err.format = e.format;
+  err.kind = e.kind;
+  err.offset = e.offset ?? undefined;
+  err.tensor = e.tensor ?? undefined;
+  return err;
+}
+
+function jsError(format, kind, message, extra = {}) {
+  return formatError({ format, kind, message, display: `${format}: ${message} [${kind}]`, ...extra });
+}
+
+/** Revives the tagged values of the catalog JSON ({$bigint}, {$float}, {$bytes}). */
+function revive(_k, v) {
+  if (v && typeof v === 'object' && !Array.isArray(v)) {
+    const keys = Object.keys(v);
+    if (keys.length === 1) {
+      if (keys[0] === '$bigint') return BigInt(v.$bigint);
+      if (keys[0] === '$float') return v.$float === 'nan' ? NaN : v.$float === 'inf' ? Infinity : -Infinity;
+      if (keys[0] === '$bytes') return Uint8Array.from(v.$bytes.match(/../g) ?? [], (h) => parseInt(h, 16));
+    }
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sources: {name, size, memory?: Uint8Array, read(offset, len) -> Uint8Array | Promise, path?}
+
+/** A source over bytes in memory (`path`: the file they were mapped from, for companions). */
+export function memorySource(bytes, name, path) {
+  // A plain Uint8Array over the same memory (a Node Buffer's slice() would not copy).
+  if (bytes.constructor !== Uint8Array) bytes = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return { name, path, size: bytes.byteLength, memory: bytes, lazy: false, read: (o, l) => bytes.subarray(o, o + l) };
+}
+
+function blobSource(blob) {
+  return {
+    name: blob.name,
+    size: blob.size,
+    lazy: true,
+    read: async (o, l) => new Uint8Array(await blob.slice(o, o + l).arrayBuffer()),
+  };
+}
+
+/** `input` as a source; `io.pathSource(path)` (Node) opens a path. */
+function toSource(input, io, name) {
+  if (typeof input === 'string') {
+    if (!io.pathSource) throw new TypeError('open(path) needs Node; pass a Uint8Array or a Blob');
+    return io.pathSource(input);
+  }
+  if (isBlob(input)) return blobSource(input);
+  return memorySource(asBytes(input), name);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The driver: a generator yields thunks that read bytes; run() feeds their results back,
+// synchronously while the reads are synchronous, through Promises once one is not.
+
+/** `{ok, value}` or `{ok: false, error}` of `f()`, or a Promise of it when `f` returns one. */
+function settle(f) {
+  try {
+    const v = f();
+    if (v instanceof Promise) return v.then((value) => ({ ok: true, value }), (error) => ({ ok: false, error }));
+    return { ok: true, value: v };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
+
+function run(gen, input) {
+  for (;;) {
+    const r = gen.next(input);
+    if (r.done) return r.value;
+    const v = r.value();
+    if (v instanceof Promise) return v.then((x) => run(gen, x));
+    input = v;
+  }
+}
+
+/** Sorted, disjoint [start, end) ranges a session holds for one source. */
+function hold(ranges, start, end) {
+  ranges.push([start, end]);
+  ranges.sort((a, b) => a[0] - b[0]);
+  const out = [];
+  for (const r of ranges) {
+    const last = out[out.length - 1];
+    if (last && r[0] <= last[1]) last[1] = Math.max(last[1], r[1]);
+    else out.push([...r]);
+  }
+  ranges.splice(0, ranges.length, ...out);
+}
+
+/**
+ * The range to read for a need. A need at most GAP_FILL bytes past a held range continues it:
+ * the read starts where that range ends (filling the gap) and is at least MIN_READ and as long
+ * as the range (so a sequential scan doubles what it holds each round, up to MAX_READ a read).
+ * A need anywhere else is a jump: a MIN_JUMP_READ window at the need.
+ */
+function plan(ranges, size, offset, len) {
+  let start = offset;
+  let run = 0;
+  const before = ranges.filter(([s]) => s <= offset).pop();
+  if (before && offset <= before[1] + GAP_FILL) {
+    start = before[1];
+    run = before[1] - before[0];
+  }
+  const need = offset + len - start;
+  const want = Math.max(need, run ? MIN_READ : MIN_JUMP_READ, Math.min(MAX_READ, run));
+  return [start, Math.min(size, start + want)];
+}
+
+/**
+ * The foreign-format API of a backend. `zt` is the `.zt` API (js/zt.js), used when a file turns
+ * out to be a `.zt`. `io` (Node only): `pathSource(path) -> source`, `companionPath(root, name)
+ * -> path | null`.
+ */
+export function makeFormats(backend, zt, io = {}) {
+  class Context {
+    constructor(main, options) {
+      this.main = main;
+      this.options = options;
+      this.session = new backend.FormatSession(main.size, main.name ?? '', options.format ?? '');
+      this.sources = new Map([['', main]]);
+      this.held = new Map([['', []]]);
+      this.bytesRead = 0;
+      this.reads = 0;
+      this.maxRounds = options.maxRounds ?? MAX_ROUNDS;
+    }
+
+    /** Resolves companion `name` to a source: `options.companions`, else next to a path. */
+    companion(name) {
+      const given = this.options.companions;
+      const base = name.split('/').pop();
+      const input = given?.[name] ?? given?.[base];
+      let src;
+      if (input !== undefined) src = toSource(input, io, base);
+      let why = 'pass it as {companions: {name: Blob | bytes}}';
+      if (!src && this.main.path && io.companionPath) {
+        const p = io.companionPath(this.main.path, name);
+        try {
+          src = io.pathSource(p);
+        } catch (e) {
+          why = `cannot open ${p}: ${e.code ?? e.message}`;
+        }
+      }
+      if (!src) throw jsError(this.format ?? 'formats', 'companion', `the model needs its companion file '${name}': ${why}`);
+      this.sources.set(name, src);
+      this.held.set(name, []);
+      this.session.addSource(name, src.size);
+      return src;
+    }
+
+    /** Yields the read of [start, end) of `name` and adds it to the session. */
+    *fetch(name, start, end, transient, held) {
+      if (end <= start) return;
+      const src = this.sources.get(name);
+      const bytes = yield () => src.read(start, end - start);
+      this.bytesRead += bytes.byteLength;
+      this.reads++;
+      this.session.addPiece(name, start, bytes, transient);
+      hold(held.get(name), start, end);
+      this.options.onProgress?.({ phase: this.phase, bytesRead: this.bytesRead, reads: this.reads });
+    }
+
+    /** Runs `step()` until it gives a result, fetching what it needs (bounded). */
+    *drive(step, transient, held = this.held) {
+      for (let round = 0; round < this.maxRounds; round++) {
+        const out = step();
+        if (out !== null && out !== undefined) return out;
+        const st = JSON.parse(this.session.status());
+        if (st.error) throw formatError(st.error);
+        if (st.delegate) return { delegate: st.delegate };
+        const { source, offset, len, register } = st.need;
+        if (register) {
+          if (!this.sources.has(source)) this.companion(source);
+          continue;
+        }
+        if (!held.has(source)) held.set(source, []);
+        const [s, e] = plan(held.get(source), this.sources.get(source).size, offset, len);
+        // Every round reads bytes not held before: the loop cannot spin in place.
+        if (e <= s) throw jsError(this.format ?? 'formats', 'io', `the reader asked again for bytes [${offset}, +${len}) of '${source || 'the file'}', which it holds`);
+        yield* this.fetch(source, s, e, transient, held);
+      }
+      throw jsError(this.format ?? 'formats', 'limit', `gave up after ${this.maxRounds} fetch-and-parse rounds; raise {maxRounds} for a file this scattered`);
+    }
+  }
+
+  function* openSteps(input, main, options) {
+    const ctx = new Context(main, options);
+    ctx.phase = 'open';
+    // The magic first: a .zt goes to its own reader (which reads its header and tail itself).
+    const peek = Math.min(8, main.size);
+    const head = peek > 0 ? yield () => main.read(0, peek) : new Uint8Array(0);
+    const magic = String.fromCharCode(...head.subarray(0, 4));
+    if (options.format === undefined && (magic === '\x89ZT2' || magic === 'ZTEN')) {
+      main.close?.();
+      return zt.open(input, { head });
+    }
+    if (peek > 0) {
+      ctx.bytesRead += peek;
+      ctx.reads++;
+      ctx.session.addPiece('', 0, head, false);
+      hold(ctx.held.get(''), 0, peek);
+    }
+    let json;
+    try {
+      json = yield* ctx.drive(() => ctx.session.open(), false);
+    } catch (e) {
+      if (!(e.format === 'formats' && e.kind === 'unsupported' && options.format === undefined)) throw e;
+      // No format matched: say also what the .zt reader makes of it (a damaged .zt keeps its rule).
+      const asZt = yield () => settle(() => zt.open(input, { head }));
+      if (asZt.ok) return asZt.value;
+      e.message = `${e.message}; read as .zt: ${asZt.error.message}`;
+      e.rule = asZt.error.rule;
+      throw e;
+    }
+    if (json.delegate) {
+      main.close?.();
+      ctx.session.free?.();
+      return zt.open(input, { head });
+    }
+    const cat = JSON.parse(json, revive);
+    ctx.format = cat.format;
+    return new ModelReader(ctx, cat);
+  }
+
+  /**
+   * Opens a model file of any supported format (detected by content; `{format}` forces one).
+   * Bytes and (Node) paths give a reader at once; a Blob gives a Promise of a lazy reader.
+   */
+  function open(source, options = {}) {
+    const main = toSource(source, io, options.name);
+    return run(openSteps(source, main, options));
+  }
+
+  class ModelReader {
+    #ctx;
+    #index;
+    #turn = Promise.resolve();
+    constructor(ctx, cat) {
+      this.#ctx = ctx;
+      /** The format: safetensors, safetensors-index, gguf, pt, pt-legacy, npy, npz, onnx, hdf5. */
+      this.format = cat.format;
+      /** True when tensor() and dequantize() return Promises (Blob sources). */
+      this.lazy = [...ctx.sources.values()].some((s) => s.lazy);
+      /** Every tensor, in file order. */
+      this.tensors = cat.tensors.map(entry);
+      /** File-level metadata (safetensors __metadata__, GGUF key/values, ...). */
+      this.metadata = cat.metadata;
+      /** Entries that are not tensors: [{name, reason}]. */
+      this.skipped = cat.skipped;
+      /** Files read: '' is the opened file, the others are companions relative to it. */
+      this.sources = cat.sources;
+      this.#index = new Map(this.tensors.map((t, i) => [t.name, i]));
+    }
+
+    /** Bytes read from the sources so far (open included: what was handed to the parsers, and tensors read from Blobs or files), and in how many reads. */
+    get bytesRead() {
+      return this.#ctx.bytesRead;
+    }
+    get reads() {
+      return this.#ctx.reads;
+    }
+
+    /** Tensor names in file order. */
+    keys() {
+      return this.tensors.map((t) => t.name);
+    }
+
+    /** The listing entry of tensor `name` (throws a TensorlaneError with kind 'not-found'). */
+    info(name) {
+      const i = this.#index.get(name);
+      if (i === undefined) throw jsError(this.format, 'not-found', `no tensor named ${JSON.stringify(name)}`, { tensor: name });
+      return this.tensors[i];
+    }
+
+    /** The tensor's C-order little-endian bytes: a view on the source when they are stored that way. */
+    #bytes(name) {
+      const t = this.info(name);
+      const i = this.#index.get(name);
+      const ctx = this.#ctx;
+      const L = t.layout;
+      if (L.zeroCopy) {
+        const src = ctx.sources.get(L.source);
+        return run(
+          (function* () {
+            const b = yield () => src.read(L.offset, L.length);
+            if (!src.memory) {
+              ctx.bytesRead += b.byteLength;
+              ctx.reads++;
+            }
+            return b;
+          })(),
+        );
+      }
+      const read = () => {
+        ctx.phase = 'tensor';
+        // What this read fetches is dropped when it ends; it starts from what open() holds.
+        const held = new Map([...ctx.held].map(([k, v]) => [k, v.map((r) => [...r])]));
+        return run(
+          (function* () {
+            if (L.storage === 'range' || L.storage === 'deflate') yield* ctx.fetch(L.source, L.offset, L.offset + L.length, true, held);
+            const out = yield* ctx.drive(() => ctx.session.read(i), true, held);
+            return out instanceof Uint8Array ? out : new Uint8Array(out);
+          })(),
+        );
+      };
+      if (!this.lazy) return read();
+      // Reads through the session take turns (they share its transient pieces).
+      const turn = this.#turn.then(read);
+      this.#turn = turn.catch(() => {});
+      return turn;
+    }
+
+    /**
+     * Tensor `name` as a TypedArray (see `index.d.ts`): a view on the caller's bytes (or the
+     * mapped file) when the stored bytes are the tensor and aligned, else a copy. float16 and
+     * bfloat16 are raw Uint16Array bits unless `{widen: true}`; float8/float4 and GGUF blocks
+     * are raw Uint8Array bytes.
+     */
+    tensor(name, options = {}) {
+      const t = this.info(name);
+      const then = (x, f) => (x instanceof Promise ? x.then(f) : f(x));
+      return then(this.#bytes(name), (bytes) => {
+        const dtype = t.ggml && !t.ggml.quantized ? GGML_PLAIN[t.dtype] ?? t.dtype : t.dtype;
+        if (options.widen && (dtype === 'float16' || dtype === 'bfloat16')) return widen(dtype, typedOf('float16', bytes));
+        return typedOf(dtype, bytes);
+      });
+    }
+
+    /**
+     * Tensor `name` as float32 values: GGUF block-quantized tensors are dequantized by the core
+     * (as `gguf.quants.dequantize`), float16/bfloat16 widened, other numbers converted.
+     */
+    dequantize(name) {
+      const t = this.info(name);
+      const then = (x, f) => (x instanceof Promise ? x.then(f) : f(x));
+      if (t.ggml?.quantized) {
+        return then(this.#bytes(name), (bytes) => {
+          try {
+            return backend.ggmlDequantize(t.ggml.type, bytes);
+          } catch (e) {
+            let parsed;
+            try {
+              parsed = JSON.parse(e.message);
+            } catch {
+              throw e;
+            }
+            throw formatError({ ...parsed, tensor: name });
+          }
+        });
+      }
+      const dtype = t.ggml ? GGML_PLAIN[t.dtype] : t.dtype;
+      if (!dtype || !(dtype in DTYPES) || dtype === 'complex64' || dtype === 'complex128') {
+        throw jsError(this.format, 'unsupported', `${t.dtype} values cannot be converted to float32 (read the raw bytes with tensor())`, { tensor: name });
+      }
+      return then(this.tensor(name, { widen: true }), (a) => (a instanceof Float32Array ? a : Float32Array.from(a, Number)));
+    }
+
+    /** Frees the backend's session (wasm memory) and closes file descriptors; the reader cannot read tensors afterwards. */
+    close() {
+      this.#ctx.session.free?.();
+      for (const s of this.#ctx.sources.values()) s.close?.();
+    }
+  }
+
+  return { open, MIN_READ, MAX_READ };
+}
+
+/** The listing entry a user sees for one catalog tensor. */
+function entry(t) {
+  const s = t.storage;
+  const layout = { storage: s.kind, source: s.source, offset: s.offset, length: s.length, zeroCopy: t.zeroCopy, bigEndian: t.bigEndian, view: t.view ?? undefined };
+  if (s.kind === 'deflate') Object.assign(layout, { inflated: s.inflated, skip: s.skip });
+  const e = { name: t.name, dtype: t.dtype, shape: t.shape, nbytes: t.nbytes, layout, attributes: t.attributes };
+  if (t.ggml) e.ggml = t.ggml;
+  return e;
+}
+
+/** A TypedArray for `dtype` over `bytes`: a view when aligned (little-endian host), else a copy. */
+function typedOf(dtype, bytes) {
+  const Ctor = DTYPES[dtype] ?? Uint8Array;
+  const size = Ctor.BYTES_PER_ELEMENT;
+  if (bytes.byteLength % size !== 0) return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (LITTLE_ENDIAN && bytes.byteOffset % size === 0) return new Ctor(bytes.buffer, bytes.byteOffset, bytes.byteLength / size);
+  const copy = Uint8Array.prototype.slice.call(bytes);
+  return new Ctor(copy.buffer, 0, copy.byteLength / size);
+}
+
+/**
+ * Where companion `name` of the model at `root` is (Node): `name` relative to the model's folder.
+ * The core has already refused names that leave that folder.
+ */
+export function companionPath(root, name) {
+  const sep = root.includes('\\') && !root.includes('/') ? '\\' : '/';
+  const dir = root.includes(sep) ? root.slice(0, root.lastIndexOf(sep) + 1) : '';
+  return dir + name;
+}

@@ -1,0 +1,706 @@
+//! Foreign model formats (safetensors, GGUF, PyTorch, NumPy, ONNX, HDF5) for both JavaScript
+//! backends: `tensorlane-wasm` compiles this file as its own module, `tensorlane-node` includes it
+//! with `#[path]`, so `open()` lists and reads every format identically on both.
+//!
+//! ## Sparse sources and the "need" protocol
+//!
+//! The JavaScript layer (`js/formats.js`) does the I/O. A [`Session`] holds, per file, only the
+//! byte ranges ("pieces") JS has fetched so far. A parser runs over these sparse sources; when it
+//! asks for bytes that are not there, [`Sparse`] records the first missing range and fails the
+//! read. Whatever the parser then returns (error or not), the session reports
+//! `{"need": {"source", "offset", "len"}}` instead; JS fetches that range (from a `Blob`, a file
+//! descriptor or a buffer), adds it with [`Session::add_piece`] and runs the step again. A
+//! companion file (safetensors shard, GGUF split, ONNX external data) that JS has not registered
+//! yet is asked for the same way, with `"register": true`. So a 50 GB file lists by reading only
+//! its header-like bytes, in a bounded number of rounds (JS grows sequential reads
+//! geometrically).
+//!
+//! Pieces fetched to open a file stay for the life of the session (they are the header bytes);
+//! pieces fetched to read one tensor are *transient* and dropped when that read ends.
+
+use std::cell::{Cell, RefCell};
+
+use serde_json::{Map, Value as J, json};
+use tensorlane_core::detect::Format;
+use tensorlane_core::formats::{self, Catalog, ElementType, ErrorKind, FormatError, Meta, Storage, TensorInfo};
+use tensorlane_core::source::{ReadAt, SourceError, check_range};
+
+/// One file of which only some ranges are loaded.
+pub struct Sparse {
+    name: String,
+    size: u64,
+    /// Disjoint, non-adjacent ranges `(offset, bytes)`, sorted by offset.
+    pieces: Vec<(u64, Vec<u8>)>,
+    /// Pieces for the current tensor read only.
+    transient: Vec<(u64, Vec<u8>)>,
+    /// The first range asked for that was not loaded.
+    miss: Cell<Option<(u64, u64)>>,
+}
+
+/// Adds `(offset, bytes)` to sorted, disjoint `pieces`, merging with every piece it overlaps or
+/// touches (so that a read spanning two fetches is served from one slice).
+fn insert_piece(pieces: &mut Vec<(u64, Vec<u8>)>, offset: u64, bytes: Vec<u8>) {
+    let end = offset + bytes.len() as u64;
+    let touching = |&(o, ref b): &(u64, Vec<u8>)| o <= end && offset <= o + b.len() as u64;
+    let first = pieces.iter().position(touching);
+    let Some(first) = first else {
+        let at = pieces.partition_point(|(o, _)| *o < offset);
+        pieces.insert(at, (offset, bytes));
+        return;
+    };
+    let last = pieces.iter().rposition(touching).unwrap_or(first);
+    let start = pieces[first].0.min(offset);
+    let stop = (pieces[last].0 + pieces[last].1.len() as u64).max(end);
+    let mut merged = vec![0u8; (stop - start) as usize];
+    for (o, b) in pieces.drain(first..=last) {
+        let at = (o - start) as usize;
+        merged[at..at + b.len()].copy_from_slice(&b);
+    }
+    let at = (offset - start) as usize;
+    merged[at..at + bytes.len()].copy_from_slice(&bytes);
+    pieces.insert(first, (start, merged));
+}
+
+fn find(pieces: &[(u64, Vec<u8>)], offset: u64, end: u64) -> Option<&[u8]> {
+    pieces.iter().find_map(|(o, b)| {
+        (offset >= *o && end <= o + b.len() as u64).then(|| &b[(offset - o) as usize..(end - o) as usize])
+    })
+}
+
+impl Sparse {
+    fn new(name: &str, size: u64) -> Sparse {
+        Sparse {
+            name: name.to_string(),
+            size,
+            pieces: Vec::new(),
+            transient: Vec::new(),
+            miss: Cell::new(None),
+        }
+    }
+}
+
+impl ReadAt for Sparse {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
+        let len = buf.len() as u64;
+        check_range(offset, len, self.size)?;
+        match self.slice(offset, len) {
+            Some(s) => {
+                buf.copy_from_slice(s);
+                Ok(())
+            }
+            None => {
+                if self.miss.get().is_none() {
+                    self.miss.set(Some((offset, len)));
+                }
+                Err(SourceError::Io(format!(
+                    "bytes [{offset}, +{len}) of '{}' are not loaded yet",
+                    self.name
+                )))
+            }
+        }
+    }
+
+    fn slice(&self, offset: u64, len: u64) -> Option<&[u8]> {
+        check_range(offset, len, self.size).ok()?;
+        if len == 0 {
+            return Some(&[]);
+        }
+        let end = offset + len;
+        find(&self.pieces, offset, end).or_else(|| find(&self.transient, offset, end))
+    }
+}
+
+/// What a step of the session came to.
+pub enum Step<T> {
+    /// Finished.
+    Done(T),
+    /// Bytes `[offset, offset + len)` of `source` are needed (`register`: the source itself is
+    /// not known yet; JS must add it with its size first).
+    Need {
+        /// Source name (`""` is the opened file; others are companion paths).
+        source: String,
+        /// Byte offset.
+        offset: u64,
+        /// Length.
+        len: u64,
+        /// The source is not registered yet.
+        register: bool,
+    },
+    /// The file is a `.zt` (or legacy `.zt`): JS opens it with its `.zt` reader.
+    Delegate(&'static str),
+    /// The format refused the file.
+    Failed(FormatError),
+}
+
+impl<T> Step<T> {
+    /// The step as JSON (`Done` gives `{"done": true}`; its value travels separately).
+    pub fn status(&self) -> String {
+        match self {
+            Step::Done(_) => json!({ "done": true }).to_string(),
+            Step::Need {
+                source,
+                offset,
+                len,
+                register,
+            } => {
+                json!({ "need": { "source": source, "offset": offset, "len": len, "register": register } }).to_string()
+            }
+            Step::Delegate(f) => json!({ "delegate": f }).to_string(),
+            Step::Failed(e) => json!({ "error": error_json(e) }).to_string(),
+        }
+    }
+}
+
+/// A [`FormatError`] as JSON: `{format, kind, offset, tensor, message, display}`.
+pub fn error_json(e: &FormatError) -> J {
+    json!({
+        "format": e.format,
+        "kind": e.kind.name(),
+        "offset": e.offset,
+        "tensor": e.tensor,
+        "message": e.message,
+        "display": e.to_string(),
+    })
+}
+
+/// The format a name selects (`open(src, {format})`): the names [`Format::name`] gives.
+pub fn format_from_name(name: &str) -> Option<Format> {
+    Some(match name {
+        "safetensors" => Format::Safetensors,
+        "safetensors-index" => Format::SafetensorsIndex,
+        "gguf" => Format::Gguf,
+        "pt" => Format::PyTorch,
+        "pt-legacy" => Format::PyTorchLegacy,
+        "npy" => Format::Npy,
+        "npz" => Format::Npz,
+        "onnx" => Format::Onnx,
+        "hdf5" => Format::Hdf5,
+        "zt" => Format::Zt,
+        _ => return None,
+    })
+}
+
+/// An open (or opening) file with its companions, over sparse sources.
+pub struct Session {
+    name: String,
+    forced: Option<Format>,
+    /// `sources[0]` is the opened file (name `""`); companions follow in registration order.
+    sources: Vec<Sparse>,
+    catalog: Option<Catalog>,
+}
+
+impl Session {
+    /// A session for a file of `size` bytes called `name` (its file name, which GGUF splits are
+    /// named after; may be empty); `format` forces a format (`""`: detect by content).
+    pub fn new(size: u64, name: &str, format: &str) -> Result<Session, String> {
+        let forced = if format.is_empty() {
+            None
+        } else {
+            Some(format_from_name(format).ok_or_else(|| format!("unknown format {format:?}"))?)
+        };
+        Ok(Session {
+            name: name.to_string(),
+            forced,
+            sources: vec![Sparse::new("", size)],
+            catalog: None,
+        })
+    }
+
+    /// Registers companion file `name` (a path relative to the opened file's folder) of `size` bytes.
+    pub fn add_source(&mut self, name: &str, size: u64) {
+        if self.source(name).is_none() {
+            self.sources.push(Sparse::new(name, size));
+        }
+    }
+
+    /// Adds fetched bytes of source `name` at `offset` (`transient`: for the current read only).
+    pub fn add_piece(&mut self, name: &str, offset: u64, bytes: Vec<u8>, transient: bool) -> Result<(), String> {
+        let s = self
+            .sources
+            .iter_mut()
+            .find(|s| s.name == name)
+            .ok_or_else(|| format!("no source named {name:?}"))?;
+        if check_range(offset, bytes.len() as u64, s.size).is_err() {
+            return Err(format!("piece [{offset}, +{}) lies outside {name:?}", bytes.len()));
+        }
+        insert_piece(if transient { &mut s.transient } else { &mut s.pieces }, offset, bytes);
+        Ok(())
+    }
+
+    /// Bytes held for the opened file and its companions (header pieces; transient ones included).
+    pub fn held_bytes(&self) -> u64 {
+        self.sources
+            .iter()
+            .flat_map(|s| s.pieces.iter().chain(&s.transient))
+            .map(|(_, b)| b.len() as u64)
+            .sum()
+    }
+
+    fn source(&self, name: &str) -> Option<&Sparse> {
+        self.sources.iter().find(|s| s.name == name)
+    }
+
+    fn clear_misses(&self) {
+        for s in &self.sources {
+            s.miss.set(None);
+        }
+    }
+
+    /// The first recorded miss, as a step.
+    fn missed<T>(&self) -> Option<Step<T>> {
+        self.sources.iter().find_map(|s| {
+            s.miss.get().map(|(offset, len)| Step::Need {
+                source: s.name.clone(),
+                offset,
+                len,
+                register: false,
+            })
+        })
+    }
+
+    fn register<T>(name: &str) -> Step<T> {
+        Step::Need {
+            source: name.to_string(),
+            offset: 0,
+            len: 0,
+            register: true,
+        }
+    }
+
+    /// One attempt at opening: the catalog as JSON, or what is needed first.
+    pub fn open(&mut self) -> Step<String> {
+        self.clear_misses();
+        let step = self.try_open();
+        if let Some(need) = self.missed() {
+            return need;
+        }
+        match step {
+            Step::Done(cat) => {
+                // Every companion the catalog names must be known (its size, at least) so that its
+                // ranges are checked now, not when a tensor is read.
+                if let Some(name) = cat.sources.iter().skip(1).find(|n| self.source(n).is_none()) {
+                    return Self::register(name);
+                }
+                let sizes: Vec<u64> = cat
+                    .sources
+                    .iter()
+                    .map(|n| self.source(n).map_or(0, |s| s.size))
+                    .collect();
+                if let Err(e) = cat.check_ranges(&sizes) {
+                    return Step::Failed(e);
+                }
+                let out = catalog_json(&cat).to_string();
+                self.catalog = Some(cat);
+                Step::Done(out)
+            }
+            Step::Need {
+                source,
+                offset,
+                len,
+                register,
+            } => Step::Need {
+                source,
+                offset,
+                len,
+                register,
+            },
+            Step::Delegate(f) => Step::Delegate(f),
+            Step::Failed(e) => Step::Failed(e),
+        }
+    }
+
+    fn try_open(&self) -> Step<Catalog> {
+        let main = &self.sources[0];
+        let format = match self.forced {
+            Some(f) => f,
+            None => match formats::detect_source(main) {
+                Ok(Some(f)) => f,
+                Ok(None) => {
+                    return Step::Failed(FormatError::new(
+                        "formats",
+                        ErrorKind::Unsupported,
+                        "the first bytes match no known format (safetensors, GGUF, PyTorch, NumPy, ONNX, HDF5, .zt); pass \
+                         {format} to force one",
+                    ));
+                }
+                Err(e) => return Step::Failed(e),
+            },
+        };
+        match format {
+            Format::Zt | Format::ZtV1 | Format::ZtV0 => return Step::Delegate("zt"),
+            Format::Tenso => {
+                return Step::Failed(FormatError::new(
+                    "tenso",
+                    ErrorKind::Unsupported,
+                    "this is a Tenso packet, not a model file: read it with decode()",
+                ));
+            }
+            _ => {}
+        }
+        // A companion asked for by a multi-file reader that JS has not registered yet.
+        let unknown: RefCell<Option<String>> = RefCell::new(None);
+        let result = match format {
+            Format::SafetensorsIndex => {
+                formats::safetensors::open_index(main, &mut |n| self.open_part(n, Format::Safetensors, &unknown))
+            }
+            Format::Gguf => formats::gguf::open(main).and_then(|first| {
+                formats::gguf::open_splits(first, &self.name, &mut |n| self.open_part(n, Format::Gguf, &unknown))
+            }),
+            f => formats::open_as(f, main),
+        };
+        if let Some(name) = unknown.into_inner() {
+            return Self::register(&name);
+        }
+        match result {
+            Ok(c) => Step::Done(c),
+            Err(e) => Step::Failed(e),
+        }
+    }
+
+    /// Opens companion `name` as `format` for a multi-file reader (shards, splits); an unknown
+    /// companion is noted in `unknown` so that JS registers it and the step runs again.
+    fn open_part(&self, name: &str, format: Format, unknown: &RefCell<Option<String>>) -> Result<Catalog, FormatError> {
+        let fmt = format.name();
+        formats::check_companion_path(fmt, name)?;
+        match self.source(name) {
+            Some(src) => formats::open_as(format, src),
+            None => {
+                unknown.borrow_mut().get_or_insert_with(|| name.to_string());
+                Err(FormatError::new(
+                    fmt,
+                    ErrorKind::Companion,
+                    format!("companion file '{name}' is not loaded"),
+                ))
+            }
+        }
+    }
+
+    /// The opened catalog.
+    fn catalog(&self) -> Result<&Catalog, FormatError> {
+        self.catalog
+            .as_ref()
+            .ok_or_else(|| FormatError::new("formats", ErrorKind::Io, "the file is not open"))
+    }
+
+    /// One attempt at reading tensor `index` (C-order, little-endian bytes). Transient pieces are
+    /// dropped once the read is done or failed.
+    pub fn read(&mut self, index: usize) -> Step<Vec<u8>> {
+        self.clear_misses();
+        let step = self.try_read(index);
+        let step = self.missed().unwrap_or(step);
+        if !matches!(step, Step::Need { .. }) {
+            for s in &mut self.sources {
+                s.transient.clear();
+            }
+        }
+        step
+    }
+
+    fn try_read(&self, index: usize) -> Step<Vec<u8>> {
+        let cat = match self.catalog() {
+            Ok(c) => c,
+            Err(e) => return Step::Failed(e),
+        };
+        let Some(t) = cat.tensors.get(index) else {
+            return Step::Failed(FormatError::new(
+                cat.format.name(),
+                ErrorKind::OutOfBounds,
+                format!("no tensor #{index}"),
+            ));
+        };
+        let mut srcs = Vec::with_capacity(cat.sources.len());
+        for name in &cat.sources {
+            match self.source(name) {
+                Some(s) => srcs.push(s),
+                None => return Self::register(name),
+            }
+        }
+        match formats::read(cat.format.name(), t, &srcs) {
+            Ok(b) => Step::Done(b.into_owned()),
+            Err(e) => Step::Failed(e),
+        }
+    }
+}
+
+/// Dequantizes ggml blocks of type `ty` (GGUF) to f32.
+pub fn ggml_dequantize(ty: u32, blocks: &[u8]) -> Result<Vec<f32>, String> {
+    formats::ggml::dequantize(formats::ggml::GgmlType(ty), blocks).map_err(|e| error_json(&e).to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Catalog -> JSON (read by js/formats.js)
+
+/// An integer as a JSON number when JavaScript holds it exactly, else `{"$bigint": "..."}`.
+fn int_json(v: i128) -> J {
+    const SAFE: i128 = (1 << 53) - 1;
+    if (-SAFE..=SAFE).contains(&v) {
+        J::from(v as i64)
+    } else {
+        json!({ "$bigint": v.to_string() })
+    }
+}
+
+/// A [`Meta`] value as JSON: big integers, non-finite floats and bytes as tagged objects
+/// (`{"$bigint"}`, `{"$float"}`, `{"$bytes": hex}`), which `js/formats.js` revives.
+pub fn meta_json(m: &Meta) -> J {
+    match m {
+        Meta::Null => J::Null,
+        Meta::Bool(b) => J::Bool(*b),
+        Meta::Int(i) => int_json(i128::from(*i)),
+        Meta::UInt(u) => int_json(i128::from(*u)),
+        Meta::Float(f) => serde_json::Number::from_f64(*f).map_or_else(
+            || {
+                let s = if f.is_nan() {
+                    "nan"
+                } else if *f > 0.0 {
+                    "inf"
+                } else {
+                    "-inf"
+                };
+                json!({ "$float": s })
+            },
+            J::Number,
+        ),
+        Meta::Str(s) => J::String(s.clone()),
+        Meta::Bytes(b) => {
+            let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            json!({ "$bytes": hex })
+        }
+        Meta::List(l) => J::Array(l.iter().map(meta_json).collect()),
+        Meta::Map(kv) => pairs_json(kv),
+    }
+}
+
+fn pairs_json(kv: &[(String, Meta)]) -> J {
+    // Keys keep file order; a repeated key keeps its last value, as JSON objects do.
+    let mut m = Map::new();
+    for (k, v) in kv {
+        m.insert(k.clone(), meta_json(v));
+    }
+    J::Object(m)
+}
+
+fn storage_json(t: &TensorInfo, sources: &[String]) -> J {
+    let name = |i: &usize| sources.get(*i).cloned().unwrap_or_default();
+    match &t.storage {
+        Storage::Range { source, offset, len } => {
+            json!({ "kind": "range", "source": name(source), "offset": offset, "length": len })
+        }
+        Storage::Deflate {
+            source,
+            offset,
+            compressed,
+            inflated,
+            skip,
+            len,
+        } => json!({
+            "kind": "deflate", "source": name(source), "offset": offset, "length": compressed,
+            "inflated": inflated, "skip": skip, "tensorLength": len,
+        }),
+        Storage::Inline(b) => json!({ "kind": "inline", "length": b.len() }),
+        Storage::Hdf5Chunked(c) => json!({ "kind": "chunked", "source": name(&c.source) }),
+    }
+}
+
+fn tensor_json(t: &TensorInfo, sources: &[String]) -> J {
+    let mut o = json!({
+        "name": t.name,
+        "dtype": t.ty.name(),
+        "shape": t.shape,
+        "nbytes": t.nbytes(),
+        "storage": storage_json(t, sources),
+        "zeroCopy": t.is_zero_copy(),
+        "bigEndian": t.arrangement.big_endian,
+        "view": t.arrangement.view.as_ref().map(|v| json!({ "offset": v.offset, "strides": v.strides })),
+        "attributes": pairs_json(&t.attributes),
+    });
+    if let ElementType::Ggml(g) = t.ty {
+        o["ggml"] = json!({
+            "type": g.0,
+            "name": g.name(),
+            "quantized": g.is_quantized(),
+            "blockSize": g.block_size(),
+            "typeSize": g.type_size(),
+        });
+    }
+    o
+}
+
+/// The catalog as JSON: `{format, tensors: [...], metadata: {...}, skipped: [{name, reason}],
+/// sources: [...]}`.
+pub fn catalog_json(cat: &Catalog) -> J {
+    json!({
+        "format": cat.format.name(),
+        "tensors": cat.tensors.iter().map(|t| tensor_json(t, &cat.sources)).collect::<Vec<_>>(),
+        "metadata": pairs_json(&cat.metadata),
+        "skipped": cat.skipped.iter().map(|(n, r)| json!({ "name": n, "reason": r })).collect::<Vec<_>>(),
+        "sources": cat.sources,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_merge_when_they_touch_or_overlap() {
+        let mut p = Vec::new();
+        insert_piece(&mut p, 10, vec![1, 2]);
+        insert_piece(&mut p, 0, vec![9]);
+        insert_piece(&mut p, 12, vec![3, 4]);
+        assert_eq!(p, vec![(0, vec![9]), (10, vec![1, 2, 3, 4])]);
+        insert_piece(&mut p, 1, vec![7; 10]);
+        assert_eq!(p, vec![(0, vec![9, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 2, 3, 4])]);
+    }
+
+    /// Drives a session the way `js/formats.js` does, but fetching exactly the missing ranges
+    /// (the worst case for rounds). Companions come from `dir`.
+    fn drive_open(bytes: &[u8], dir: &std::path::Path) -> (Step<String>, Session, usize) {
+        let mut s = Session::new(bytes.len() as u64, "", "").unwrap();
+        for round in 0..10_000 {
+            match s.open() {
+                Step::Need {
+                    source,
+                    offset,
+                    len,
+                    register,
+                } => {
+                    let file = if source.is_empty() {
+                        bytes.to_vec()
+                    } else {
+                        std::fs::read(dir.join(&source)).unwrap()
+                    };
+                    if register {
+                        s.add_source(&source, file.len() as u64);
+                    } else {
+                        let piece = file[offset as usize..(offset + len) as usize].to_vec();
+                        s.add_piece(&source, offset, piece, false).unwrap();
+                    }
+                }
+                done => return (done, s, round),
+            }
+        }
+        panic!("no end");
+    }
+
+    #[test]
+    fn every_fixture_opens_over_exactly_the_ranges_it_asks_for() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
+        let Ok(manifest) = std::fs::read_to_string(root.join("manifest.json")) else {
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "shared fixtures missing");
+            return;
+        };
+        let manifest: J = serde_json::from_str(&manifest).unwrap();
+        let mut opened = 0;
+        for e in manifest["files"].as_array().unwrap() {
+            let file = e["file"].as_str().unwrap();
+            if e["expect"] == "companion" || file.ends_with(".zt") {
+                continue;
+            }
+            let path = root.join(file);
+            let dir = path.parent().unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            let (step, mut s, _) = drive_open(&bytes, dir);
+            match step {
+                Step::Done(_) if e["expect"] == "reject" => {
+                    // Refused when a tensor is read (a view past its storage, ...), not at open.
+                    let n = s.catalog.as_ref().unwrap().tensors.len();
+                    let refused = (0..n).any(|i| {
+                        loop {
+                            match s.read(i) {
+                                Step::Need {
+                                    source, offset, len, ..
+                                } => {
+                                    let data = if source.is_empty() {
+                                        bytes.clone()
+                                    } else {
+                                        std::fs::read(dir.join(&source)).unwrap()
+                                    };
+                                    let piece = data[offset as usize..(offset + len) as usize].to_vec();
+                                    s.add_piece(&source, offset, piece, true).unwrap();
+                                }
+                                Step::Failed(_) => break true,
+                                _ => break false,
+                            }
+                        }
+                    });
+                    assert!(refused, "{file}: opened and read, but the manifest says reject");
+                }
+                Step::Done(json) => {
+                    assert_eq!(
+                        e["expect"], "read",
+                        "{file}: opened, but the manifest says {}",
+                        e["expect"]
+                    );
+                    let cat: J = serde_json::from_str(&json).unwrap();
+                    let names: Vec<&str> = cat["tensors"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|t| t["name"].as_str().unwrap())
+                        .collect();
+                    let want: Vec<&str> = e["tensors"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|t| t["name"].as_str().unwrap())
+                        .collect();
+                    assert_eq!(names, want, "{file}");
+                    // Every tensor reads to the bytes a whole-file read gives.
+                    let srcs: Vec<Vec<u8>> = cat["sources"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|n| match n.as_str().unwrap() {
+                            "" => bytes.clone(),
+                            n => std::fs::read(dir.join(n)).unwrap(),
+                        })
+                        .collect();
+                    let whole = s.catalog.clone().unwrap();
+                    let refs: Vec<&[u8]> = srcs.iter().map(|v| v.as_slice()).collect();
+                    for (i, t) in whole.tensors.iter().enumerate() {
+                        let want = formats::read(whole.format.name(), t, &refs).unwrap().into_owned();
+                        let got = loop {
+                            match s.read(i) {
+                                Step::Done(b) => break b,
+                                Step::Need {
+                                    source, offset, len, ..
+                                } => {
+                                    let k = whole.sources.iter().position(|n| *n == source).unwrap();
+                                    let piece = srcs[k][offset as usize..(offset + len) as usize].to_vec();
+                                    s.add_piece(&source, offset, piece, true).unwrap();
+                                }
+                                _ => panic!("{file} / {}: read failed", t.name),
+                            }
+                        };
+                        assert_eq!(got, want, "{file} / {}", t.name);
+                    }
+                    assert!(s.sources.iter().all(|x| x.transient.is_empty()));
+                    opened += 1;
+                }
+                Step::Failed(err) if err.message.contains("not yet implemented") => {}
+                Step::Failed(err) => assert_eq!(e["expect"], "reject", "{file}: {err}"),
+                Step::Delegate(_) => panic!("{file}: delegated"),
+                Step::Need { .. } => unreachable!(),
+            }
+        }
+        assert!(opened > 0);
+    }
+
+    #[test]
+    fn a_missing_range_is_recorded_once_and_reported() {
+        let mut s = Sparse::new("", 100);
+        insert_piece(&mut s.pieces, 0, vec![0; 10]);
+        let mut b = [0u8; 4];
+        assert!(s.read_at(2, &mut b).is_ok());
+        assert!(matches!(s.read_at(8, &mut b), Err(SourceError::Io(_))));
+        assert!(s.read_at(50, &mut b).is_err());
+        assert_eq!(s.miss.get(), Some((8, 4)));
+        assert!(matches!(s.read_at(98, &mut b), Err(SourceError::OutOfBounds { .. })));
+        assert_eq!(s.slice(100, 0), Some(&[][..]));
+    }
+}
