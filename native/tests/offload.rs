@@ -11,8 +11,8 @@
 use proptest::prelude::*;
 use tensorlane::offload::plan::{EventKind, Home, Instr, StreamKind};
 use tensorlane::offload::{
-    Access, Cost, DeviceProfile, Model, Op, Phase, Plan, Policy, Rule, TensorInfo, check, compile, compile_policy,
-    evaluate, simulate,
+    Access, Cost, DeviceProfile, HostWeights, Model, Op, Phase, Plan, Policy, Rule, TensorInfo, check, compile,
+    compile_policy, evaluate, simulate,
 };
 
 const GB: u64 = 1_000_000_000;
@@ -164,6 +164,48 @@ fn disk_tier_plans_are_safe() {
         assert!(e.findings.is_empty(), "{policy:?}: {:?}", e.findings);
         assert!(e.sim.forward_s >= e.sim.floor_s * 0.999);
         assert!(e.sim.peak_bytes <= plan.arena_bytes);
+    }
+}
+
+#[test]
+fn page_cache_tier_is_staged_by_memcpy_threads() {
+    // Weights warm in the page cache: every streamed chunk is staged into pinned memory by the
+    // memcpy threads before its copy. With 2 threads (20 GB/s < P = 50 GB/s) the memcpy stage
+    // is the bottleneck, and the floor says so: X_m/M.
+    let mut profile = DeviceProfile::h100();
+    profile.host_weights = HostWeights::PageCache;
+    profile.memcpy_threads = 2;
+    for phase in [Phase::DECODE, Phase::Prefill { tokens: 2048 }] {
+        let model = Model::preset("llama-7b", phase).unwrap();
+        for policy in [Policy::Scheduler, Policy::FullOffload, Policy::FlexGen] {
+            let (plan, e) = evaluate(&model, &profile, 4 * GB, policy, 6).unwrap();
+            assert!(
+                plan.chunks
+                    .iter()
+                    .all(|c| c.home == Home::PageCache && c.host_offset.is_some())
+            );
+            assert_eq!(plan.memcpy_bytes(), plan.streamed_bytes());
+            assert!(plan.streams.iter().any(|s| s.kind == StreamKind::Memcpy));
+            assert!(e.findings.is_empty(), "{policy:?}: {:?}", e.findings);
+            assert_eq!(e.sim.memcpy_bytes, plan.streamed_bytes());
+            let xm = plan.memcpy_bytes() as f64 / (profile.memcpy_total_gbps() * 1e9);
+            assert!(
+                e.sim.floor_s >= xm * 0.999,
+                "{policy:?}: floor {} < X_m/M {xm}",
+                e.sim.floor_s
+            );
+            assert!(e.sim.forward_s >= e.sim.floor_s * 0.999);
+            if policy == Policy::Scheduler {
+                let bar = if phase == Phase::DECODE { 1.05 } else { 1.10 };
+                assert!(e.sim.ratio <= bar, "{phase:?}: ratio {} over {bar}", e.sim.ratio);
+            }
+        }
+        // More threads than the link needs: the copy engine is the bottleneck again.
+        let mut fast = profile.clone();
+        fast.memcpy_threads = 8;
+        let (_, e) = evaluate(&model, &fast, 4 * GB, Policy::Scheduler, 6).unwrap();
+        let (_, pinned) = evaluate(&model, &DeviceProfile::h100(), 4 * GB, Policy::Scheduler, 6).unwrap();
+        assert!((e.sim.floor_s - pinned.sim.floor_s).abs() < 1e-9);
     }
 }
 
@@ -341,8 +383,9 @@ fn arb_profile() -> impl Strategy<Value = DeviceProfile> {
         1.0f64..1000.0,
         10.0f64..4000.0,
         0u64..20_000,
+        (1u32..8, any::<bool>()),
     )
-        .prop_map(|(p, pg, lat, d, f, hbm, host)| DeviceProfile {
+        .prop_map(|(p, pg, lat, d, f, hbm, host, (threads, page_cache))| DeviceProfile {
             id: "random".into(),
             description: String::new(),
             h2d_pinned_gbps: p,
@@ -351,6 +394,12 @@ fn arb_profile() -> impl Strategy<Value = DeviceProfile> {
             disk_gbps: d,
             disk_latency_us: lat * 3.0,
             memcpy_gbps: 10.0,
+            memcpy_threads: threads,
+            host_weights: if page_cache {
+                HostWeights::PageCache
+            } else {
+                HostWeights::Pinned
+            },
             compute_tflops: f,
             hbm_gbps: hbm,
             launch_us: 1.0,
@@ -450,7 +499,7 @@ proptest! {
                 prop_assert!(r.peak_bytes <= plan.arena_bytes);
                 prop_assert!(r.forward_s + 1e-12 >= r.floor_s * (1.0 - 1e-9));
                 for c in &plan.chunks {
-                    prop_assert!(c.home != Home::Disk || c.host_offset.is_some());
+                    prop_assert!(!c.home.is_staged() || c.host_offset.is_some());
                 }
             }
             Err(e) => {

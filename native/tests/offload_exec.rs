@@ -5,7 +5,7 @@
 //! Broken plans (a removed wait, a shifted slot) give a different output or an error.
 
 use tensorlane::offload::exec::{CpuBackend, ExecError, ExecModel, ExecOptions, bit_equal, execute};
-use tensorlane::offload::plan::{EventKind, Instr, StreamKind};
+use tensorlane::offload::plan::{EventKind, Home, Instr, StreamKind};
 use tensorlane::offload::{DeviceProfile, OffloadError, Plan, Policy, check, compile_policy, simulate};
 
 const MB: u64 = 1_000_000;
@@ -148,6 +148,42 @@ fn removing_slot_free_waits_changes_the_output() {
             differs(&m, &plan),
             "{}: copies overwrote live slots, yet the output is unchanged",
             p.name()
+        );
+    }
+}
+
+#[test]
+fn page_cache_and_disk_staging_match_the_reference() {
+    // Chunks staged through pinned host slots (by the memcpy threads or the disk thread) reach
+    // the device intact, with staging slots reused under their HostFree waits.
+    let m = ExecModel::tiny(3).unwrap();
+    let mut profile = DeviceProfile::h100();
+    profile.host_weights = tensorlane::offload::HostWeights::PageCache;
+    for (host_ram, policy) in [(u64::MAX, Policy::Scheduler), (4 * MB, Policy::FullOffload)] {
+        profile.host_ram_bytes = host_ram;
+        let plan = compile_policy(&m.model, &profile, 14 * MB, policy).unwrap();
+        let homes: Vec<Home> = plan.chunks.iter().map(|c| c.home).collect();
+        assert!(
+            homes.contains(&Home::PageCache) && homes.iter().all(|h| h.is_staged()),
+            "{homes:?}"
+        );
+        assert_eq!(homes.contains(&Home::Disk), host_ram < u64::MAX, "{homes:?}");
+        assert!(check(&plan).is_empty());
+        assert!(
+            !differs(&m, &plan),
+            "host_ram {host_ram}: staged plan differs from the reference"
+        );
+        // Without their HostFree waits the staging threads overwrite slots not yet copied out.
+        let mut broken = plan.clone();
+        for s in &mut broken.streams {
+            if matches!(s.kind, StreamKind::Memcpy | StreamKind::Io) {
+                s.program.retain(|i| !matches!(i, Instr::Wait { .. }));
+            }
+        }
+        assert!(!check(&broken).is_empty());
+        assert!(
+            differs(&m, &broken),
+            "host_ram {host_ram}: staging overwrites went unnoticed"
         );
     }
 }

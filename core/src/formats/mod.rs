@@ -34,6 +34,7 @@ pub mod gguf;
 pub mod hdf5;
 pub mod npy;
 pub mod onnx;
+pub mod protobuf;
 pub mod pt;
 pub mod safetensors;
 pub mod zip;
@@ -529,11 +530,13 @@ pub fn bytes_at<'s, S: ReadAt + ?Sized>(
 }
 
 /// Opens `src` as `format`: the catalog of its tensors. Companion files named by the catalog
-/// ([`Catalog::sources`]) are not opened here; a safetensors index lists its shards as sources
-/// and its tensors come from [`safetensors::open_index`].
+/// ([`Catalog::sources`]) are not opened here. A safetensors index is checked and then refused
+/// with [`ErrorKind::Companion`]: its tensors are in its shards, which
+/// [`safetensors::open_index`] opens through a callback the host gives it.
 pub fn open_as<S: ReadAt + ?Sized>(format: Format, src: &S) -> Result<Catalog, FormatError> {
     match format {
         Format::Safetensors => safetensors::open(src),
+        Format::SafetensorsIndex => safetensors::open_index_alone(src),
         Format::Gguf => gguf::open(src),
         Format::PyTorch | Format::PyTorchLegacy => pt::open(src),
         Format::Npy => npy::open(src),
@@ -652,7 +655,7 @@ fn arrange<'s>(
 
 /// The last byte a strided view touches, plus one (`None` on overflow). For an empty view: 0.
 pub fn view_extent(shape: &[u64], view: &View, itemsize: u64) -> Option<u64> {
-    if shape.iter().any(|&d| d == 0) {
+    if shape.contains(&0) {
         return Some(0);
     }
     let mut last = view.offset;
@@ -692,10 +695,7 @@ fn gather(stored: &[u8], t: &TensorInfo, v: &View) -> Result<Vec<u8>, String> {
     let rank = t.shape.len();
     let mut idx = alloc::vec![0u64; rank];
     loop {
-        let mut e = v.offset;
-        for k in 0..rank {
-            e += idx[k] * v.strides[k];
-        }
+        let e = v.offset + idx.iter().zip(&v.strides).map(|(i, s)| i * s).sum::<u64>();
         let at = e as usize * item;
         out.extend_from_slice(&stored[at..at + item]);
         // Odometer increment, last dimension fastest.
@@ -800,8 +800,22 @@ mod tests {
         set.absorb(a.clone(), "part-1").unwrap();
         set.absorb(b, "part-2").unwrap();
         assert_eq!(set.sources, ["", "part-1", "part-2", "b.data"]);
-        assert_eq!(set.tensors[0].storage, Storage::Range { source: 1, offset: 8, len: 4 });
-        assert_eq!(set.tensors[1].storage, Storage::Range { source: 3, offset: 0, len: 4 });
+        assert_eq!(
+            set.tensors[0].storage,
+            Storage::Range {
+                source: 1,
+                offset: 8,
+                len: 4
+            }
+        );
+        assert_eq!(
+            set.tensors[1].storage,
+            Storage::Range {
+                source: 3,
+                offset: 0,
+                len: 4
+            }
+        );
         assert_eq!(set.absorb(a, "part-3").unwrap_err().kind, ErrorKind::Duplicate);
         assert!(set.check_ranges(&[0, 12, 0, 4]).is_ok());
         let e = set.check_ranges(&[0, 12, 0, 3]).unwrap_err();

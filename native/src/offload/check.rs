@@ -150,13 +150,13 @@ pub fn check(plan: &Plan) -> Vec<Finding> {
     let mut stream_of = vec![0usize; n];
     let mut pos_of = vec![0u32; n];
     let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for s in 0..ns {
+    for (s, &len) in lens.iter().enumerate().take(ns) {
         for it in 0..k {
-            for i in 0..lens[s] {
+            for i in 0..len {
                 let v = node(s, it, i);
                 stream_of[v] = s;
-                pos_of[v] = (it * lens[s] + i) as u32;
-                if it * lens[s] + i > 0 {
+                pos_of[v] = (it * len + i) as u32;
+                if it * len + i > 0 {
                     preds[v].push(v - 1);
                 }
                 if let Instr::Wait { event, lag } = plan.streams[s].program[i]

@@ -13,7 +13,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use super::{DeviceProfile, Evaluation, Model, OffloadError, Phase, Policy, check, evaluate, parse_bytes, simulate};
+use super::{
+    DeviceProfile, Evaluation, HostWeights, Model, OffloadError, Phase, Policy, check, evaluate, parse_bytes, simulate,
+};
 
 /// `tensorlane offload` subcommands.
 #[derive(Subcommand, Debug)]
@@ -37,6 +39,11 @@ pub struct OffloadArgs {
     /// Device profile: `h100`, `pcie4` or a JSON file.
     #[arg(long, default_value = "h100")]
     pub profile: String,
+    /// Where host copies of streamed weights live: `pinned` (a pinned copy made at load) or
+    /// `page-cache` (the mapped file; memcpy threads stage each chunk into pinned buffers).
+    /// Overrides the profile's `host_weights`.
+    #[arg(long)]
+    pub host: Option<String>,
     /// Write the plan as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -109,9 +116,19 @@ fn row(e: &Evaluation, reference: f64) -> String {
     )
 }
 
+/// The profile named by `--profile`, with `--host` applied.
+fn load_profile(a: &OffloadArgs) -> Result<DeviceProfile, OffloadError> {
+    let mut profile = DeviceProfile::load(&a.profile)?;
+    if let Some(h) = &a.host {
+        profile.host_weights = HostWeights::parse(h)
+            .ok_or_else(|| OffloadError::Input(format!("bad --host {h:?}: expected pinned or page-cache")))?;
+    }
+    Ok(profile)
+}
+
 fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, OffloadError> {
     let budget = parse_bytes(&a.budget).ok_or_else(|| OffloadError::Input(format!("bad --budget {:?}", a.budget)))?;
-    let profile = DeviceProfile::load(&a.profile)?;
+    let profile = load_profile(a)?;
     let phase = match a.prefill {
         Some(n) if n > 0 => Phase::Prefill { tokens: n },
         Some(_) => return Err(OffloadError::Input("--prefill needs N > 0".into())),
@@ -150,6 +167,14 @@ fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, OffloadError> {
             String::new()
         }
     );
+    if plan.memcpy_bytes() > 0 {
+        println!(
+            "  staged from the page cache by {} memcpy threads: {} per forward (X_m/M {:.2} ms)",
+            profile.memcpy_threads,
+            gb(plan.memcpy_bytes()),
+            plan.memcpy_bytes() as f64 / (profile.memcpy_total_gbps() * 1e9) * 1e3
+        );
+    }
     println!(
         "  predicted {:.2} ms per forward (cold {:.2} ms), floor {:.2} ms (C {:.2} ms, X/P {:.2} ms), ratio {:.3}",
         s.sim.forward_s * 1e3,
@@ -186,12 +211,13 @@ fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, OffloadError> {
     if sim {
         let r = simulate(&plan, &profile, forwards)?;
         println!(
-            "simulated {} forwards: steady {:.3} ms, cold {:.3} ms, H2D {} per forward, disk {}",
+            "simulated {} forwards: steady {:.3} ms, cold {:.3} ms, H2D {} per forward, disk {}, page cache {}",
             r.forwards,
             r.forward_s * 1e3,
             r.cold_s * 1e3,
             gb(r.h2d_bytes),
-            gb(r.disk_bytes)
+            gb(r.disk_bytes),
+            gb(r.memcpy_bytes)
         );
         let findings = check(&plan);
         println!("hazard checker: {} finding(s) in the scheduler's plan", findings.len());
@@ -253,7 +279,7 @@ fn run_exec(a: &OffloadArgs) -> ExitCode {
         None => Phase::Decode { context: a.context },
     };
     let result = (|| -> Result<bool, String> {
-        let profile = DeviceProfile::load(&a.profile).map_err(|e| e.to_string())?;
+        let profile = load_profile(a).map_err(|e| e.to_string())?;
         let m = ExecModel::synthetic(&a.model, &shape, phase, 1).map_err(|e| e.to_string())?;
         let plan = super::compile_policy(&m.model, &profile, budget, policy).map_err(|e| e.to_string())?;
         let mut backend: Box<dyn Backend> = match a.device.as_str() {

@@ -629,12 +629,12 @@ pub fn execute<B: Backend + ?Sized>(
         if c.dev_offset.checked_add(c.bytes).is_none_or(|e| e > plan.arena_bytes) {
             return Err(bad_plan(format!("chunk of tensor {} past the arena", c.tensor)));
         }
-        if c.home == Home::Disk {
+        if c.home.is_staged() {
             let h = c
                 .host_offset
-                .ok_or_else(|| bad_plan("disk chunk without a host slot"))?;
+                .ok_or_else(|| bad_plan("staged chunk without a host slot"))?;
             if h.checked_add(c.bytes).is_none_or(|e| e > plan.host_staging.end()) || h < plan.host_staging.base {
-                return Err(bad_plan("disk chunk's host slot outside host staging"));
+                return Err(bad_plan("staged chunk's host slot outside host staging"));
             }
         }
     }
@@ -665,7 +665,7 @@ pub fn execute<B: Backend + ?Sized>(
     // Copy streams first: they run as far ahead as the plan allows.
     let mut order: Vec<usize> = (0..ns).collect();
     order.sort_by_key(|&s| match (plan.streams[s].kind, opts.copies_first) {
-        (StreamKind::Io, _) => 0,
+        (StreamKind::Io | StreamKind::Memcpy, _) => 0,
         (StreamKind::H2d, true) | (StreamKind::Compute, false) => 1,
         _ => 2,
     });
@@ -719,13 +719,15 @@ pub fn execute<B: Backend + ?Sized>(
                         let src = &m.weights[c.tensor as usize][c.tensor_offset as usize..][..c.bytes as usize];
                         let at = (h - plan.host_staging.base) as usize;
                         staging[at..at + c.bytes as usize].copy_from_slice(src);
-                        rep.disk_bytes[f] += c.bytes;
+                        if c.home == Home::Disk {
+                            rep.disk_bytes[f] += c.bytes;
+                        }
                     }
                 }
                 Instr::Copy { chunk } => {
                     let c = &plan.chunks[chunk as usize];
                     let src: &[u8] = match (c.home, c.host_offset) {
-                        (Home::Disk, Some(h)) => {
+                        (Home::Disk | Home::PageCache, Some(h)) => {
                             let at = (h - plan.host_staging.base) as usize;
                             &staging[at..at + c.bytes as usize]
                         }

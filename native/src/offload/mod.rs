@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 pub use check::{Finding, Rule, check};
 pub use model::{Access, Cost, LlamaShape, Model, Op, Phase, TensorInfo};
 pub use plan::{Plan, Policy, compile, compile_policy};
-pub use profile::DeviceProfile;
+pub use profile::{DeviceProfile, HostWeights};
 pub use sim::{SimReport, simulate};
 
 /// What can go wrong planning or simulating.

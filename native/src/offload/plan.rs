@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::OffloadError;
 use super::model::{Access, Model};
-use super::profile::DeviceProfile;
+use super::profile::{DeviceProfile, HostWeights};
 
 /// Alignment of every arena and staging offset, bytes.
 pub const ALIGN: u64 = 256;
@@ -70,6 +70,16 @@ pub enum Home {
     Pageable,
     /// On disk: read into a pinned host staging slot first (`D`), then copied.
     Disk,
+    /// In the page cache (a warm, mapped file): staged into a pinned host slot by the memcpy
+    /// threads (`M`), then copied.
+    PageCache,
+}
+
+impl Home {
+    /// Whether the chunk passes through a pinned host staging slot (disk or page cache).
+    pub fn is_staged(self) -> bool {
+        matches!(self, Home::Disk | Home::PageCache)
+    }
 }
 
 /// A byte range `[base, base + len)`.
@@ -132,7 +142,8 @@ pub struct Chunk {
     pub dev_offset: u64,
     /// Where its bytes come from.
     pub home: Home,
-    /// Offset of its host staging slot (inside [`Plan::host_staging`]) for [`Home::Disk`].
+    /// Offset of its host staging slot (inside [`Plan::host_staging`]) for [`Home::Disk`] and
+    /// [`Home::PageCache`].
     pub host_offset: Option<u64>,
     /// First op reading it.
     pub first_reader: u32,
@@ -174,9 +185,9 @@ pub enum EventKind {
     SlotFree(u32),
     /// Op done.
     OpDone(u32),
-    /// Disk chunk read into its host staging slot.
+    /// Staged chunk (disk or page cache) filled into its host staging slot.
     HostReady(u32),
-    /// Disk chunk copied out of its host staging slot.
+    /// Staged chunk copied out of its host staging slot.
     HostFree(u32),
 }
 
@@ -189,6 +200,8 @@ pub enum StreamKind {
     H2d,
     /// The disk IO thread (disk → pinned host staging).
     Io,
+    /// The memcpy threads (page cache → pinned host staging), each chunk split across them.
+    Memcpy,
 }
 
 /// One instruction of a stream's program.
@@ -207,7 +220,8 @@ pub enum Instr {
         /// Index into [`Plan::events`].
         event: u32,
     },
-    /// Disk read of a chunk into its host staging slot (Io stream).
+    /// Fill a chunk's host staging slot: a disk read (Io stream) or a page-cache memcpy (Memcpy
+    /// stream).
     Read {
         /// Index into [`Plan::chunks`].
         chunk: u32,
@@ -256,7 +270,8 @@ pub struct Plan {
     pub resident: Vec<Resident>,
     /// The FIFO ring for streamed chunks (arena offsets).
     pub ring: Region,
-    /// Pinned host staging for disk chunks (host offsets; empty when nothing comes from disk).
+    /// Pinned host staging for staged chunks (host offsets; empty when every chunk has a pinned
+    /// host copy).
     pub host_staging: Region,
     /// Streamed chunks in consumption (= copy) order.
     pub chunks: Vec<Chunk>,
@@ -284,6 +299,14 @@ impl Plan {
         self.chunks
             .iter()
             .filter(|c| c.home == Home::Disk)
+            .map(|c| c.bytes)
+            .sum()
+    }
+    /// Bytes staged from the page cache by the memcpy threads per forward.
+    pub fn memcpy_bytes(&self) -> u64 {
+        self.chunks
+            .iter()
+            .filter(|c| c.home == Home::PageCache)
             .map(|c| c.bytes)
             .sum()
     }
@@ -860,7 +883,7 @@ fn build(
             policy: policy.name(),
         });
     }
-    // Homes: pinned host copies up to host RAM, the rest from disk.
+    // Homes: host copies (pinned, or the page cache) up to host RAM, the rest from disk.
     let mut host_used = 0u64;
     for c in &mut chunks {
         host_used = host_used.saturating_add(c.bytes);
@@ -868,19 +891,22 @@ fn build(
             Home::Disk
         } else if layout.pageable {
             Home::Pageable
+        } else if profile.host_weights == HostWeights::PageCache {
+            Home::PageCache
         } else {
             Home::Pinned
         };
     }
-    let disk: Vec<usize> = (0..chunks.len()).filter(|&i| chunks[i].home == Home::Disk).collect();
-    let max_disk = disk.iter().map(|&i| align(chunks[i].bytes)).max().unwrap_or(0);
+    // Disk and page-cache chunks share one double-buffered pinned staging ring.
+    let staged: Vec<usize> = (0..chunks.len()).filter(|&i| chunks[i].home.is_staged()).collect();
+    let max_staged = staged.iter().map(|&i| align(chunks[i].bytes)).max().unwrap_or(0);
     let host_staging = Region {
         base: 0,
-        len: 2 * max_disk,
+        len: 2 * max_staged,
     };
     {
         let mut p = 0u64;
-        for &i in &disk {
+        for &i in &staged {
             let b = align(chunks[i].bytes);
             if p.saturating_add(b) > host_staging.len {
                 p = 0;
@@ -904,7 +930,7 @@ fn build(
         }
         dev_preds.push(preds);
     }
-    let host_slots: Vec<Region> = disk
+    let host_slots: Vec<Region> = staged
         .iter()
         .map(|&i| Region {
             base: chunks[i].host_offset.unwrap_or(0),
@@ -930,7 +956,7 @@ fn build(
     let mut h2d = Vec::new();
     for (j, c) in chunks.iter().enumerate() {
         let mut waits: Vec<(u32, u32)> = Vec::new();
-        if c.home == Home::Disk {
+        if c.home.is_staged() {
             waits.push((ev(EventKind::HostReady(j as u32)), 0));
         }
         for &(k, lag) in &dev_preds[j] {
@@ -972,22 +998,29 @@ fn build(
         h2d.push(Instr::Record {
             event: ev(EventKind::Loaded(j as u32)),
         });
-        if c.home == Home::Disk {
+        if c.home.is_staged() {
             h2d.push(Instr::Record {
                 event: ev(EventKind::HostFree(j as u32)),
             });
         }
     }
-    let mut io = Vec::new();
-    for (d, &j) in disk.iter().enumerate() {
+    // The disk thread fills the staging slots of disk chunks, the memcpy threads those of
+    // page-cache chunks; both wait until the slot's previous chunk was copied out.
+    let (mut io, mut memcpy) = (Vec::new(), Vec::new());
+    for (d, &j) in staged.iter().enumerate() {
+        let program = if chunks[j].home == Home::Disk {
+            &mut io
+        } else {
+            &mut memcpy
+        };
         for (k, lag) in overlapping_preds(d, &host_slots) {
-            io.push(Instr::Wait {
-                event: ev(EventKind::HostFree(disk[k] as u32)),
+            program.push(Instr::Wait {
+                event: ev(EventKind::HostFree(staged[k] as u32)),
                 lag,
             });
         }
-        io.push(Instr::Read { chunk: j as u32 });
-        io.push(Instr::Record {
+        program.push(Instr::Read { chunk: j as u32 });
+        program.push(Instr::Record {
             event: ev(EventKind::HostReady(j as u32)),
         });
     }
@@ -1049,6 +1082,12 @@ fn build(
         streams.push(Stream {
             kind: StreamKind::Io,
             program: io,
+        });
+    }
+    if !memcpy.is_empty() {
+        streams.push(Stream {
+            kind: StreamKind::Memcpy,
+            program: memcpy,
         });
     }
     Ok(Plan {

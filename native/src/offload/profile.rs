@@ -26,8 +26,15 @@ pub struct DeviceProfile {
     pub disk_gbps: f64,
     /// Fixed cost per disk read, microseconds.
     pub disk_latency_us: f64,
-    /// `M`: host memcpy bandwidth (page cache → pinned staging), GB/s.
+    /// Host memcpy bandwidth of one thread (page cache → pinned staging), GB/s.
     pub memcpy_gbps: f64,
+    /// Memcpy threads staging page-cache weights into pinned buffers; `M` = `memcpy_gbps` ×
+    /// this (offload.md §2.2: one thread's ≈ 10 GB/s is below a Gen5 link).
+    #[serde(default = "default_memcpy_threads")]
+    pub memcpy_threads: u32,
+    /// Where the host copies of streamed weights live (within `host_ram_bytes`).
+    #[serde(default)]
+    pub host_weights: HostWeights,
     /// `F`: effective compute rate, TFLOP/s.
     pub compute_tflops: f64,
     /// Device memory bandwidth, GB/s.
@@ -38,6 +45,33 @@ pub struct DeviceProfile {
     pub vram_bytes: u64,
     /// Host RAM usable for pinned weight copies, bytes; streamed bytes beyond it come from disk.
     pub host_ram_bytes: u64,
+}
+
+/// Where streamed weights that fit in host RAM are kept (offload.md §5, weight tiers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostWeights {
+    /// A pinned host copy, made once at load: copies run at `P` straight from it.
+    #[default]
+    Pinned,
+    /// The model file mapped and warm in the page cache: memcpy threads stage each chunk into a
+    /// pinned buffer (at `M`) before its copy.
+    PageCache,
+}
+
+impl HostWeights {
+    /// `pinned` or `page-cache`.
+    pub fn parse(s: &str) -> Option<HostWeights> {
+        match s {
+            "pinned" => Some(HostWeights::Pinned),
+            "page-cache" => Some(HostWeights::PageCache),
+            _ => None,
+        }
+    }
+}
+
+fn default_memcpy_threads() -> u32 {
+    4
 }
 
 /// The checked-in H100 profile (`native/profiles/h100.json`).
@@ -86,6 +120,8 @@ impl DeviceProfile {
             disk_gbps: 7.45,
             disk_latency_us: 100.0,
             memcpy_gbps: 10.0,
+            memcpy_threads: default_memcpy_threads(),
+            host_weights: HostWeights::Pinned,
             compute_tflops: 35.0,
             hbm_gbps: 504.0,
             launch_us: 5.0,
@@ -111,6 +147,12 @@ impl DeviceProfile {
                 )));
             }
         }
+        if !(1..=256).contains(&self.memcpy_threads) {
+            return Err(OffloadError::InvalidProfile(format!(
+                "memcpy_threads must be between 1 and 256, got {}",
+                self.memcpy_threads
+            )));
+        }
         for (n, v) in [
             ("h2d_latency_us", self.h2d_latency_us),
             ("disk_latency_us", self.disk_latency_us),
@@ -131,6 +173,17 @@ impl DeviceProfile {
             self.h2d_pinned_gbps
         };
         self.h2d_latency_us * 1e-6 + bytes as f64 / (bw * 1e9)
+    }
+
+    /// `M`: aggregate page cache → pinned staging bandwidth of all memcpy threads, GB/s.
+    pub fn memcpy_total_gbps(&self) -> f64 {
+        self.memcpy_gbps * f64::from(self.memcpy_threads)
+    }
+
+    /// Seconds to stage one chunk of `bytes` from the page cache into pinned memory, split
+    /// evenly over the memcpy threads.
+    pub fn memcpy_seconds(&self, bytes: u64) -> f64 {
+        bytes as f64 / (self.memcpy_total_gbps() * 1e9)
     }
 
     /// Seconds for one disk read of `bytes`.

@@ -1,6 +1,8 @@
 //! The discrete-event simulator: runs a [`Plan`] for K forwards on a [`DeviceProfile`]'s
-//! resources — the disk queue (Io stream), the host-to-device copy engine (H2D stream, `α +
-//! bytes/P`, pageable copies at the pageable rate) and the compute stream (each op's roofline
+//! resources — the disk queue (Io stream), the memcpy threads staging page-cache weights into
+//! pinned memory (Memcpy stream, `bytes/M` with `M` the threads' aggregate rate), the
+//! host-to-device copy engine (H2D stream, `α + bytes/P`, pageable copies at the pageable rate)
+//! and the compute stream (each op's roofline
 //! time). Each resource belongs to one stream and runs its instructions in order, so the timeline
 //! is exact for the model (a max-plus system): an instruction starts when its stream is free and
 //! every event it waits on has been recorded.
@@ -31,9 +33,12 @@ pub struct SimReport {
     pub h2d_bytes: u64,
     /// `X_disk`: bytes read from disk per forward.
     pub disk_bytes: u64,
+    /// `X_m`: bytes staged from the page cache by the memcpy threads per forward.
+    #[serde(default)]
+    pub memcpy_bytes: u64,
     /// Copy-engine busy time per forward, seconds (`T_xfer`).
     pub xfer_s: f64,
-    /// The floor `max(C, X/P, X_disk/D)`, seconds.
+    /// The floor `max(C, X/P, X_disk/D, X_m/M)`, seconds.
     pub floor_s: f64,
     /// `forward_s / floor_s`.
     pub ratio: f64,
@@ -118,7 +123,11 @@ pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result
                             .chunks
                             .get(chunk as usize)
                             .ok_or_else(|| bad("read of an unknown chunk"))?;
-                        clock[s] += profile.disk_seconds(c.bytes);
+                        clock[s] += if c.home == Home::PageCache {
+                            profile.memcpy_seconds(c.bytes)
+                        } else {
+                            profile.disk_seconds(c.bytes)
+                        };
                     }
                     Instr::Exec { op } => {
                         let o = plan.ops.get(op as usize).ok_or_else(|| bad("exec of an unknown op"))?;
@@ -172,9 +181,9 @@ pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result
     let forward = (end_of(k - 1) - end_of(1)) / m as f64;
     // Stalls on the compute stream over the steady forwards 2..k.
     let mut stall = 0.0;
-    for it in 2..k {
+    for (it, spans) in exec.iter().enumerate().take(k).skip(2) {
         let mut prev = end_of(it - 1);
-        for sp in &exec[it] {
+        for sp in spans {
             stall += (sp.start - prev).max(0.0);
             prev = sp.end;
         }
@@ -184,9 +193,11 @@ pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result
     let xfer = copy_busy[k - 1];
     let h2d_bytes = plan.streamed_bytes();
     let disk_bytes = plan.disk_bytes();
+    let memcpy_bytes = plan.memcpy_bytes();
     let floor = compute
         .max(h2d_bytes as f64 / (profile.h2d_pinned_gbps * 1e9))
-        .max(disk_bytes as f64 / (profile.disk_gbps * 1e9));
+        .max(disk_bytes as f64 / (profile.disk_gbps * 1e9))
+        .max(memcpy_bytes as f64 / (profile.memcpy_total_gbps() * 1e9));
     let hidden = if xfer > 0.0 {
         (1.0 - stall / xfer).clamp(0.0, 1.0)
     } else {
@@ -215,6 +226,7 @@ pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result
         compute_s: compute,
         h2d_bytes,
         disk_bytes,
+        memcpy_bytes,
         xfer_s: xfer,
         floor_s: floor,
         ratio: if floor > 0.0 { forward / floor } else { 1.0 },

@@ -1,0 +1,151 @@
+//! Live cross-check of the safetensors reader with safetensors 0.8.0 from PyPI (tests/python/).
+//!
+//! formats_gen_safetensors.py writes random files with `safetensors.numpy.save_file` (every dtype
+//! it writes, bfloat16 and the float8 types through ml_dtypes, 0-d and zero-size tensors, random
+//! `__metadata__`), packed float4 through `serialize_file`, and a sharded set with its index; it
+//! reports each tensor's bytes as a sha256. tensorlane's reader must list the same tensors in
+//! data-offset order (the index: weight_map order), with the same dtype, shape, metadata and
+//! bytes.
+//!
+//! The venv comes from tests/python/setup_formats_venv.sh (pinned). The test skips only when
+//! `python3` is missing and `CI` is not `true`. `FORMATS_LIVE_SEED` fixes the seed.
+
+mod common;
+use common::root;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+use tensorlane_core::formats::{self, Catalog, ErrorKind, FormatError, Meta, safetensors};
+
+fn seed() -> u64 {
+    std::env::var("FORMATS_LIVE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+                % 100_000
+        })
+}
+
+fn out_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tensorlane-formats-live-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn generate(py: &Path, dir: &Path, seed: u64) -> Json {
+    let out = Command::new(py)
+        .arg(root().join("tests/python/formats_gen_safetensors.py"))
+        .arg(dir)
+        .arg(seed.to_string())
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "seed {seed}: formats_gen_safetensors.py failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the generator prints JSON")
+}
+
+/// Compares a catalog with the generator's tensors (in order): dtype, shape, nbytes, sha256.
+fn compare(what: &str, cat: &Catalog, want: &[Json], sources: &[&[u8]]) {
+    let names: Vec<&str> = cat.tensors.iter().map(|t| t.name.as_str()).collect();
+    let want_names: Vec<&str> = want.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, want_names, "{what}: names and order");
+    for (t, w) in cat.tensors.iter().zip(want) {
+        let at = format!("{what} / {}", t.name);
+        assert_eq!(t.ty.name(), w["dtype"].as_str().unwrap(), "{at}: dtype");
+        let shape: Vec<u64> = w["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap())
+            .collect();
+        assert_eq!(t.shape, shape, "{at}: shape");
+        assert_eq!(t.nbytes(), w["nbytes"].as_u64(), "{at}: nbytes");
+        let bytes = formats::read(cat.format.name(), t, sources).unwrap_or_else(|e| panic!("{at}: {e}"));
+        assert_eq!(
+            hex::encode(Sha256::digest(&bytes)),
+            w["sha256"].as_str().unwrap(),
+            "{at}: bytes"
+        );
+        let st = t.attributes.iter().find(|(k, _)| k == "st_dtype").map(|(_, v)| v);
+        if let Some(s) = w["st_dtype"].as_str() {
+            assert_eq!(st, Some(&Meta::Str(s.into())), "{at}: st_dtype");
+        }
+        if let Some(s) = w["shard"].as_str() {
+            let shard = t.attributes.iter().find(|(k, _)| k == "shard").map(|(_, v)| v);
+            assert_eq!(shard, Some(&Meta::Str(s.into())), "{at}: shard");
+        }
+    }
+}
+
+#[test]
+fn files_written_by_safetensors_read_identically() {
+    let Some(py) = common::venv_python("setup_formats_venv.sh", "safetensors") else {
+        return;
+    };
+    let seed = seed();
+    let dir = out_dir("safetensors");
+    let report = generate(py, &dir, seed);
+    for f in report["files"].as_array().unwrap() {
+        let path = f["path"].as_str().unwrap();
+        let what = format!("seed {seed}: {path}");
+        let bytes = std::fs::read(path).unwrap();
+        let cat = safetensors::open(&bytes[..]).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(
+            formats::open(&bytes[..]).as_ref(),
+            Ok(&cat),
+            "{what}: detected and opened"
+        );
+        compare(&what, &cat, f["tensors"].as_array().unwrap(), &[&bytes[..]]);
+        let mut meta: Vec<(String, Meta)> = f["metadata"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), Meta::Str(v.as_str().unwrap().into())))
+            .collect();
+        let mut got = cat.metadata.clone();
+        meta.sort_by(|a, b| a.0.cmp(&b.0));
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(got, meta, "{what}: __metadata__");
+        assert!(cat.tensors.iter().all(|t| t.is_zero_copy()), "{what}: zero-copy");
+    }
+
+    // The sharded set, shards opened from the files beside the index.
+    let index = &report["index"];
+    let path = PathBuf::from(index["path"].as_str().unwrap());
+    let folder = path.parent().unwrap().to_path_buf();
+    let what = format!("seed {seed}: {}", path.display());
+    let index_bytes = std::fs::read(&path).unwrap();
+    let cat = safetensors::open_index(&index_bytes[..], &mut |name: &str| {
+        let b = std::fs::read(folder.join(name))
+            .map_err(|e| FormatError::new("safetensors", ErrorKind::Companion, format!("{name}: {e}")))?;
+        safetensors::open(&b[..])
+    })
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let shards: Vec<Vec<u8>> = cat.sources[1..]
+        .iter()
+        .map(|s| std::fs::read(folder.join(s)).unwrap())
+        .collect();
+    let mut sources: Vec<&[u8]> = vec![&index_bytes[..]];
+    sources.extend(shards.iter().map(Vec::as_slice));
+    let sizes: Vec<u64> = sources.iter().map(|s| s.len() as u64).collect();
+    cat.check_ranges(&sizes).unwrap();
+    compare(&what, &cat, index["tensors"].as_array().unwrap(), &sources);
+    assert_eq!(
+        cat.metadata,
+        [(
+            "total_size".to_string(),
+            Meta::Int(index["total_size"].as_i64().unwrap())
+        )]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
