@@ -87,7 +87,7 @@ fn list_mapped_from_disk(path: &Path) -> Result<Catalog, String> {
     let src = MmapSource::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let cat = formats::open(&src).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut sizes = vec![src.size()];
-    for rel in &cat.sources[1..] {
+    for rel in cat.sources.iter().skip(1) {
         let p = companion(path, rel);
         sizes.push(fs::metadata(&p).map_err(|e| format!("{}: {e}", p.display()))?.len());
     }
@@ -106,7 +106,7 @@ fn list_pread(path: &Path) -> Result<(Catalog, u64, u64), String> {
     };
     let cat = formats::open(&src).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut sizes = vec![src.size()];
-    for rel in &cat.sources[1..] {
+    for rel in cat.sources.iter().skip(1) {
         let p = companion(path, rel);
         sizes.push(fs::metadata(&p).map_err(|e| format!("{}: {e}", p.display()))?.len());
     }
@@ -120,7 +120,7 @@ fn open_part(path: &Path) -> Result<Part, String> {
     let src = MmapSource::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let cat = formats::open(&src).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut maps = vec![src];
-    for rel in &cat.sources[1..] {
+    for rel in cat.sources.iter().skip(1) {
         let p = companion(path, rel);
         maps.push(MmapSource::open(&p).map_err(|e| format!("{}: {e}", p.display()))?);
     }
@@ -185,7 +185,7 @@ fn bench(path: &Path, iters: usize) -> Result<Map<String, Value>, String> {
     let mut files: Vec<PathBuf> = vec![];
     for (p, part) in paths.iter().zip(&parts) {
         files.push(p.clone());
-        files.extend(part.cat.sources[1..].iter().map(|rel| companion(p, rel)));
+        files.extend(part.cat.sources.iter().skip(1).map(|rel| companion(p, rel)));
     }
     let maps: Vec<MmapSource> = files
         .iter()
