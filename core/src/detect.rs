@@ -69,6 +69,10 @@ const PT_LEGACY_MAGIC: [u8; 14] = [
     0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19,
 ];
 
+/// The same magic number pickled with protocol 0 or 1 (a text `LONG`), as `torch.save(...,
+/// pickle_protocol=1)` writes it.
+const PT_LEGACY_MAGIC_TEXT: &[u8] = b"L119547037146038801333356L\n.";
+
 /// Recognises a format from the first bytes of a file ([`HEAD_LEN`] are plenty), never from its
 /// name.
 ///
@@ -92,7 +96,7 @@ pub fn detect(head: &[u8]) -> Option<Format> {
         Some(Format::Npy)
     } else if head.starts_with(&HDF5_MAGIC) {
         Some(Format::Hdf5)
-    } else if head.starts_with(&PT_LEGACY_MAGIC) || is_pickle(head) {
+    } else if head.starts_with(&PT_LEGACY_MAGIC) || head.starts_with(PT_LEGACY_MAGIC_TEXT) || is_pickle(head) {
         Some(Format::PyTorchLegacy)
     } else if head.starts_with(b"PK\x03\x04") {
         detect_zip(head)
@@ -166,6 +170,7 @@ mod tests {
         assert_eq!(detect(b"TNSO\x04"), Some(Format::Tenso));
         assert_eq!(detect(b"PK\x03\x04"), None);
         assert_eq!(detect(b"GGUF\x03\0\0\0"), Some(Format::Gguf));
+        assert_eq!(detect(b"L119547037146038801333356L\n.K\x01."), Some(Format::PyTorchLegacy));
         assert_eq!(detect(b"\x93NUMPY\x01\0"), Some(Format::Npy));
         assert_eq!(detect(b"\x89HDF\r\n\x1a\n\0"), Some(Format::Hdf5));
         assert_eq!(detect(b"\x10\0\0\0\0\0\0\0{\"a\":{}}"), Some(Format::Safetensors));

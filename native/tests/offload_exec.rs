@@ -278,10 +278,34 @@ fn cuda_executor_runs_or_reports_no_driver() {
             assert!(e.to_string().contains("CUDA"), "{e}");
         }
         Ok(mut b) => {
-            let (m, plan) = tiny_streaming_plan(Policy::Scheduler);
-            let rep = execute(&plan, &m, &mut b, ExecOptions::default()).unwrap();
+            // Every streaming policy matches the resident reference bit for bit, with freed
+            // slots poisoned; the executor moves exactly the plan's bytes.
+            let opts = ExecOptions {
+                forwards: 2,
+                poison: true,
+                copies_first: true,
+            };
+            for p in policies().into_iter().filter(|p| *p != Policy::AllResident) {
+                let (m, plan) = tiny_streaming_plan(p);
+                let rep = execute(&plan, &m, &mut b, opts).unwrap();
+                let reference = m.reference();
+                assert!(rep.outputs.iter().all(|o| bit_equal(o, &reference)), "{}", p.name());
+                assert!(rep.h2d_bytes.iter().all(|&x| x == plan.streamed_bytes()));
+            }
+            // Without the SlotFree waits copies overwrite live slots: the output must change.
+            let (m, mut plan) = tiny_streaming_plan(Policy::FullOffload);
+            let events = plan.events.clone();
+            for s in &mut plan.streams {
+                s.program.retain(
+                    |i| !matches!(i, Instr::Wait { event, .. } if matches!(events[*event as usize], EventKind::SlotFree(_))),
+                );
+            }
             let reference = m.reference();
-            assert!(rep.outputs.iter().all(|o| bit_equal(o, &reference)));
+            let r = execute(&plan, &m, &mut b, opts);
+            assert!(
+                r.map(|r| r.outputs.iter().any(|o| !bit_equal(o, &reference)))
+                    .unwrap_or(true)
+            );
         }
     }
 }

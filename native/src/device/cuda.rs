@@ -53,7 +53,7 @@ impl From<cudarc::driver::DriverError> for CudaError {
 }
 
 /// Runs `f` (which calls into the driver) turning a panic into [`CudaError::Panicked`].
-fn guarded<T>(f: impl FnOnce() -> Result<T, CudaError>) -> Result<T, CudaError> {
+pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, CudaError>) -> Result<T, CudaError> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(p) => {
