@@ -170,7 +170,10 @@ mod tests {
         assert_eq!(detect(b"TNSO\x04"), Some(Format::Tenso));
         assert_eq!(detect(b"PK\x03\x04"), None);
         assert_eq!(detect(b"GGUF\x03\0\0\0"), Some(Format::Gguf));
-        assert_eq!(detect(b"L119547037146038801333356L\n.K\x01."), Some(Format::PyTorchLegacy));
+        assert_eq!(
+            detect(b"L119547037146038801333356L\n.K\x01."),
+            Some(Format::PyTorchLegacy)
+        );
         assert_eq!(detect(b"\x93NUMPY\x01\0"), Some(Format::Npy));
         assert_eq!(detect(b"\x89HDF\r\n\x1a\n\0"), Some(Format::Hdf5));
         assert_eq!(detect(b"\x10\0\0\0\0\0\0\0{\"a\":{}}"), Some(Format::Safetensors));

@@ -8,6 +8,11 @@
 //!   uncompressed body on the way out.
 //! * [`inspect`] — what a packet file holds (kinds, dtypes, shapes, flags, sizes, hashes), as a
 //!   serialisable report; the engine of `tensorlane inspect`.
+//! * [`model`] — [`model::Model`]: a safetensors, GGUF, PyTorch, NumPy, ONNX or HDF5 file (with its
+//!   shards, splits or external data) memory-mapped, its catalog of tensors, zero-copy reads.
+//! * [`model_tools`] — those formats in the CLI: `inspect` (the packet report's schema plus
+//!   metadata, layout and attributes) and `convert` to `.zt` or `.safetensors`, streaming.
+//! * [`st_write`] — writing `.safetensors` files: header first, tensor bytes streamed, atomic.
 //! * [`source`] — [`tensorlane_core::source::ReadAt`] over files: a memory map (zero-copy) or `pread`.
 //! * [`sample`] — a small bundled sample packet (a float32 weight, a quantized tensor, a sparse
 //!   matrix and strings), used by `tensorlane demo`.
@@ -21,10 +26,13 @@
 
 pub mod device;
 pub mod inspect;
+pub mod model;
+pub mod model_tools;
 pub mod net;
 pub mod offload;
 pub mod sample;
 pub mod source;
+pub mod st_write;
 pub mod zt_encode;
 pub mod zt_tools;
 pub mod zt_write;

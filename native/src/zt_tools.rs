@@ -27,6 +27,7 @@ use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 use tensorlane_core::DType;
 use tensorlane_core::detect::{Format, detect};
+use tensorlane_core::formats::{ErrorKind, FormatError};
 use tensorlane_core::source::ReadAt;
 use tensorlane_core::wire::{self, Bundle, DecodeOptions, EncodeOptions, Packet};
 use tensorlane_core::zt::cbor::Value;
@@ -62,6 +63,9 @@ pub enum ToolError {
     Refused(String),
     /// The file could not be read or written (exit 1).
     Io(String),
+    /// A foreign model format refused the file (exit 2), or it could not be read or is valid but
+    /// needs what the reader does not support (exit 1: [`ErrorKind::Io`], [`ErrorKind::Unsupported`]).
+    Format(FormatError),
 }
 
 impl ToolError {
@@ -79,6 +83,14 @@ impl ToolError {
                 1
             }
             ToolError::Io(_) => 1,
+            ToolError::Format(e)
+                if matches!(
+                    e.kind,
+                    ErrorKind::Io | ErrorKind::Unsupported | ErrorKind::UnsupportedVersion
+                ) =>
+            {
+                1
+            }
             _ => 2,
         }
     }
@@ -93,6 +105,7 @@ impl fmt::Display for ToolError {
             ToolError::NotCanonical(m) => write!(f, "Canonical: not in canonical form: {m}"),
             ToolError::Refused(m) => f.write_str(m),
             ToolError::Io(m) => f.write_str(m),
+            ToolError::Format(e) => e.fmt(f),
         }
     }
 }
@@ -108,6 +121,12 @@ impl From<ZtError> for ToolError {
 impl From<LegacyError> for ToolError {
     fn from(e: LegacyError) -> Self {
         ToolError::Legacy(e)
+    }
+}
+
+impl From<FormatError> for ToolError {
+    fn from(e: FormatError) -> Self {
+        ToolError::Format(e)
     }
 }
 
@@ -1086,6 +1105,8 @@ pub struct Converted {
     pub objects: usize,
     /// Output size in bytes.
     pub bytes: u64,
+    /// What was not carried over (printed as warnings).
+    pub warnings: Vec<String>,
 }
 
 /// Writes `bytes` to `dest` through a temporary file in the same directory (fsync, rename).
@@ -1256,6 +1277,7 @@ pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Conver
                 to: "zt",
                 objects: n,
                 bytes,
+                warnings: Vec::new(),
             })
         }
         (Format::ZtV1 | Format::ZtV0, Target::Zt) => {
@@ -1282,6 +1304,7 @@ pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Conver
                 to: "zt",
                 objects: n,
                 bytes,
+                warnings: Vec::new(),
             })
         }
         (Format::Zt, Target::Zt) => {
@@ -1308,6 +1331,7 @@ pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Conver
                 to: "zt",
                 objects: n,
                 bytes,
+                warnings: Vec::new(),
             })
         }
         (Format::Zt, Target::Tenso) => {
@@ -1351,6 +1375,7 @@ pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Conver
                 to: "tenso",
                 objects: n,
                 bytes: bytes.len() as u64,
+                warnings: Vec::new(),
             })
         }
         (f, Target::Tenso) => Err(ToolError::Refused(format!(

@@ -1,9 +1,12 @@
-//! `tensorlane`: inspect, verify and convert tensor files (Tenso packets, `.zt` v2, legacy `.zt`).
+//! `tensorlane`: inspect, verify and convert tensor files (Tenso packets, `.zt` v2, legacy `.zt`,
+//! and the foreign model formats: safetensors, GGUF, PyTorch, NumPy, ONNX, HDF5).
 //!
 //! ```text
-//! tensorlane inspect FILE [--json] [--hash]        what a file holds (format from its magic bytes)
+//! tensorlane inspect FILE [--json] [--hash]        what a file holds (format from its content)
 //! tensorlane verify FILE [--canonical] [--deep]    validate and check every digest and content rule
-//! tensorlane convert IN OUT [--to zt|tenso]        legacy .zt -> .zt v2, .zt v2 <-> Tenso
+//! tensorlane convert IN OUT [--to zt|tenso|safetensors] [--dequantize]
+//!                                                  any format -> .zt or .safetensors (streaming),
+//!                                                  legacy .zt -> .zt v2, .zt v2 <-> Tenso
 //! tensorlane demo [--json] [--hash] [--out P]      write the bundled sample packet, then inspect it
 //! tensorlane offload plan|sim MODEL --budget 4GiB  offload plan vs baselines (simulated, hazard-checked)
 //! ```
@@ -22,13 +25,14 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tensorlane::core::detect::Format;
 use tensorlane::inspect::{InspectOptions, inspect_bytes};
-use tensorlane::zt_tools::{self, Target, ToolError};
+use tensorlane::zt_tools::{self, ToolError};
 
 #[derive(Parser)]
 #[command(
     name = "tensorlane",
     version,
-    about = "Inspect, verify and convert tensor files: Tenso packets, .zt v2 and legacy .zt v1/v0"
+    about = "Inspect, verify and convert tensor files: Tenso packets, .zt v2, legacy .zt v1/v0, safetensors, GGUF, \
+             PyTorch, NumPy, ONNX and HDF5"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -38,10 +42,13 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Print what a file holds: kinds, dtypes, shapes, sizes; for .zt also layouts, parts, blobs,
-    /// digests, attributes and shards. The format is detected from the magic bytes.
+    /// digests, attributes and shards; for model formats metadata, storage and attributes. The
+    /// format is detected from the file's content.
     Inspect {
         /// A Tenso packet file (one packet or several back to back), a .zt v2 file (shards are
-        /// looked up next to it) or a legacy .zt v1/v0 file.
+        /// looked up next to it), a legacy .zt v1/v0 file, or a model: safetensors (or a sharded
+        /// set's model.safetensors.index.json), GGUF, PyTorch .pt/.pth/.bin, .npy/.npz, ONNX
+        /// (external data next to it) or HDF5.
         file: Option<PathBuf>,
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -65,16 +72,22 @@ enum Command {
         #[arg(long)]
         deep: bool,
     },
-    /// Convert between formats: legacy .zt v1/v0 -> .zt v2, .zt v2 -> a Tenso bundle, Tenso
-    /// packets -> .zt v2. .zt output is canonical and written atomically.
+    /// Convert between formats: any model format -> .zt v2 or .safetensors, legacy .zt v1/v0 ->
+    /// .zt v2, .zt v2 -> a Tenso bundle or .safetensors, Tenso packets -> .zt v2. Tensors are
+    /// streamed one at a time; output is written atomically (.zt in canonical form).
     Convert {
-        /// The input (format detected from its magic bytes).
+        /// The input (format detected from its content).
         input: PathBuf,
         /// The output file.
         output: PathBuf,
-        /// Target format: `zt` or `tenso` (default: tenso for .zt v2 input, zt otherwise).
-        #[arg(long, value_parser = ["zt", "tenso"])]
+        /// Target format: `zt`, `tenso` or `safetensors` (default: from OUT's extension, else
+        /// tenso for .zt v2 input and zt otherwise).
+        #[arg(long, value_parser = ["zt", "tenso", "safetensors"])]
         to: Option<String>,
+        /// Write ggml block-quantized tensors (GGUF) as float32. Without it they go to .zt as
+        /// lossless gguf.<type>/1 objects and are refused for safetensors.
+        #[arg(long)]
+        dequantize: bool,
     },
     /// Write the bundled sample packet (a float32 weight, a quantized tensor, a sparse matrix,
     /// strings) to a file and inspect it.
@@ -116,7 +129,12 @@ fn main() -> ExitCode {
         Command::Demo { out, json, hash } => demo(out, json, hash),
         Command::Offload(cmd) => tensorlane::offload::cli::run(cmd),
         Command::Verify { file, canonical, deep } => run_verify(&file, canonical, deep),
-        Command::Convert { input, output, to } => run_convert(&input, &output, to.as_deref().and_then(Target::parse)),
+        Command::Convert {
+            input,
+            output,
+            to,
+            dequantize,
+        } => run_convert(&input, &output, to.as_deref(), dequantize),
     }
 }
 
@@ -150,9 +168,12 @@ fn run_verify(path: &Path, canonical: bool, deep: bool) -> ExitCode {
     }
 }
 
-fn run_convert(input: &Path, output: &Path, to: Option<Target>) -> ExitCode {
-    match zt_tools::convert(input, output, to) {
+fn run_convert(input: &Path, output: &Path, to: Option<&str>, dequantize: bool) -> ExitCode {
+    match tensorlane::model_tools::convert(input, output, to, dequantize) {
         Ok(c) => {
+            for w in &c.warnings {
+                eprintln!("warning: {}: {w}", input.display());
+            }
             eprintln!(
                 "converted {} ({}) to {} ({}): {} tensor{}, {} bytes",
                 input.display(),
@@ -267,7 +288,40 @@ impl Contents {
     }
 }
 
+/// `inspect` of a foreign model file (safetensors, GGUF, PyTorch, NumPy, ONNX, HDF5); `None` for
+/// other files.
+fn inspect_model(path: &Path, json: bool, hash: bool) -> Option<ExitCode> {
+    let name = path.display().to_string();
+    let format = tensorlane::model::model_format(path, &zt_tools::open_source(path).ok()?)?;
+    if !tensorlane::model::is_model_format(format) {
+        return None;
+    }
+    let model = match tensorlane::model::Model::open(path) {
+        Ok(m) => m,
+        Err(e) => return Some(fail(&name, &ToolError::Format(e))),
+    };
+    let report = match tensorlane::model_tools::inspect_model(&model, &name, hash) {
+        Ok(r) => r,
+        Err(e) => return Some(fail(&name, &e)),
+    };
+    let text = if json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(s) => s + "\n",
+            Err(e) => {
+                eprintln!("error: cannot serialise the report: {e}");
+                return Some(ExitCode::from(1));
+            }
+        }
+    } else {
+        report.to_table()
+    };
+    Some(print(&text))
+}
+
 fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
+    if let Some(code) = inspect_model(path, json, hash) {
+        return code;
+    }
     if let Some(code) = inspect_zt(path, json, hash) {
         return code;
     }

@@ -458,11 +458,36 @@ impl GpuDevice {
         k: u32,
         n: u32,
     ) -> Result<(), DeviceError> {
+        self.matmul_f32_into_at(a, (b, 0), c, m, k, n)
+    }
+
+    /// [`matmul_f32_into`](Self::matmul_f32_into) with `b` read from byte `offset` of its buffer
+    /// (a weight in place inside a larger arena). The offset must be a multiple of the device's
+    /// storage-binding offset alignment (256 on every adapter tensorlane has met).
+    pub fn matmul_f32_into_at(
+        &self,
+        a: &GpuBuffer,
+        (b, b_offset): (&GpuBuffer, u64),
+        c: &GpuBuffer,
+        m: u32,
+        k: u32,
+        n: u32,
+    ) -> Result<(), DeviceError> {
         let need = |rows: u32, cols: u32| u64::from(rows) * u64::from(cols) * 4;
-        for (name, buf, want) in [("a", a, need(m, k)), ("b", b, need(k, n)), ("c", c, need(m, n))] {
-            if buf.size < want {
+        let align = u64::from(self.device.limits().min_storage_buffer_offset_alignment);
+        if !b_offset.is_multiple_of(align) {
+            return Err(DeviceError::Range(format!(
+                "offset {b_offset} is not a multiple of {align}"
+            )));
+        }
+        for (name, buf, off, want) in [
+            ("a", a, 0, need(m, k)),
+            ("b", b, b_offset, need(k, n)),
+            ("c", c, 0, need(m, n)),
+        ] {
+            if buf.size.saturating_sub(off) < want {
                 return Err(DeviceError::Shape(format!(
-                    "{name} holds {} bytes, {m}x{k}x{n} needs {want}",
+                    "{name} holds {} bytes from {off}, {m}x{k}x{n} needs {want}",
                     buf.size
                 )));
             }
@@ -491,11 +516,11 @@ impl GpuDevice {
             contents: &[m, k, n, 0].map(u32::to_le_bytes).concat(),
             usage: wgpu::BufferUsages::UNIFORM,
         });
-        fn binding(buf: &GpuBuffer, size: u64) -> wgpu::BufferBinding<'_> {
+        fn binding(buf: &GpuBuffer, offset: u64, size: u64) -> wgpu::BufferBinding<'_> {
             wgpu::BufferBinding {
                 buffer: &buf.buffer,
-                offset: 0,
-                size: wgpu::BufferSize::new(round4(size).max(ALIGN)),
+                offset,
+                size: wgpu::BufferSize::new(round4(size).max(ALIGN).min(buf.size.saturating_sub(offset))),
             }
         }
         let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -504,15 +529,15 @@ impl GpuDevice {
             entries: &[
                 wgpu::BindGroupEntry {
                     binding: 0,
-                    resource: wgpu::BindingResource::Buffer(binding(a, need(m, k))),
+                    resource: wgpu::BindingResource::Buffer(binding(a, 0, need(m, k))),
                 },
                 wgpu::BindGroupEntry {
                     binding: 1,
-                    resource: wgpu::BindingResource::Buffer(binding(b, need(k, n))),
+                    resource: wgpu::BindingResource::Buffer(binding(b, b_offset, need(k, n))),
                 },
                 wgpu::BindGroupEntry {
                     binding: 2,
-                    resource: wgpu::BindingResource::Buffer(binding(c, need(m, n))),
+                    resource: wgpu::BindingResource::Buffer(binding(c, 0, need(m, n))),
                 },
                 wgpu::BindGroupEntry {
                     binding: 3,

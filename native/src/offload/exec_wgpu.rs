@@ -1,7 +1,8 @@
 //! The wgpu executor (feature `wgpu`): the arena is one GPU buffer, or one per region (resident
 //! part, ring) when it exceeds a buffer or storage-binding limit; copies go through
-//! [`GpuDevice::upload_into`] at the plan's offsets; each op first gathers its weights out of
-//! their arena pieces into a scratch buffer with a byte-exact WGSL kernel (pieces may start
+//! [`GpuDevice::upload_into`] at the plan's offsets; each op binds its weights in place in the
+//! arena when a weight is one aligned piece, and gathers the others (a resident prefix plus a
+//! streamed rest) into a scratch buffer with a byte-exact WGSL kernel (pieces may start
 //! mid-element), then runs [`GpuDevice::matmul_f32_into`] and small elementwise WGSL kernels.
 //! Submission order on the one queue is the plan's interleaving, so the waits are honoured by
 //! [`execute`](super::execute)'s walk.
@@ -10,6 +11,7 @@ use wgpu::util::DeviceExt;
 
 use super::{Backend, Dims, ExecError, ExecOp, OpKind, TensorRef, to_f32};
 use crate::device::wgpu::{GpuBuffer, GpuDevice};
+use crate::offload::Access;
 use crate::offload::plan::{Plan, Region};
 
 const GATHER_WGSL: &str = r#"
@@ -122,12 +124,17 @@ struct Acts {
     logits: GpuBuffer,
 }
 
+/// A buffer bound from a byte offset.
+type W<'a> = (&'a GpuBuffer, u64);
+
 /// The wgpu executor (see the module docs).
 pub struct WgpuBackend {
     dev: GpuDevice,
     /// `(base, len, buffer)` per arena region.
     regions: Vec<(u64, u64, GpuBuffer)>,
     scratch: Vec<GpuBuffer>,
+    /// The device's storage-binding offset alignment.
+    align: u64,
     acts: Option<Acts>,
     dims: Option<Dims>,
     tokens: Vec<u32>,
@@ -150,12 +157,19 @@ impl WgpuBackend {
             dev,
             regions: Vec::new(),
             scratch: Vec::new(),
+            align: 256,
             acts: None,
             dims: None,
             tokens: Vec::new(),
             gather,
             elem,
         })
+    }
+
+    /// Bytes of gather scratch on top of the arena (two buffers of the largest weight that is
+    /// split into pieces; weights in one aligned piece are read in place).
+    pub fn scratch_bytes(&self) -> u64 {
+        self.scratch.iter().map(|b| b.size).sum()
     }
 
     /// Number of GPU buffers the arena was split into.
@@ -171,7 +185,9 @@ impl WgpuBackend {
             .ok_or_else(|| ExecError::Device(format!("{len} bytes at {off} span arena regions")))
     }
 
-    fn dispatch(&self, k: &Kernel, bufs: &[&GpuBuffer], params: &[u32], n: u32) {
+    /// Runs kernel `k` over `n` words with the given buffers, each bound from a byte offset (a
+    /// multiple of the storage-binding offset alignment) to its end.
+    fn dispatch(&self, k: &Kernel, bufs: &[(&GpuBuffer, u64)], params: &[u32], n: u32) {
         let (d, q) = self.dev.raw();
         let groups = n.div_ceil(64).max(1);
         let gx = groups.min(65535);
@@ -190,9 +206,13 @@ impl WgpuBackend {
         let mut entries: Vec<wgpu::BindGroupEntry> = bufs
             .iter()
             .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
+            .map(|(i, (b, offset))| wgpu::BindGroupEntry {
                 binding: i as u32,
-                resource: b.raw().as_entire_binding(),
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: b.raw(),
+                    offset: *offset,
+                    size: None,
+                }),
             })
             .collect();
         entries.push(wgpu::BindGroupEntry {
@@ -214,19 +234,11 @@ impl WgpuBackend {
         q.submit([enc.finish()]);
     }
 
-    fn elem(
-        &self,
-        mode: u32,
-        a: &GpuBuffer,
-        b: &GpuBuffer,
-        c: &GpuBuffer,
-        o: &GpuBuffer,
-        n: usize,
-    ) -> Result<(), ExecError> {
+    fn elem(&self, mode: u32, a: &GpuBuffer, b: W<'_>, c: W<'_>, o: &GpuBuffer, n: usize) -> Result<(), ExecError> {
         let d = self.dims.ok_or_else(|| ExecError::Device("not prepared".into()))?;
         self.dispatch(
             &self.elem,
-            &[a, b, c, o],
+            &[(a, 0), b, c, (o, 0)],
             &[mode, n as u32, d.h as u32, d.kv as u32],
             n as u32,
         );
@@ -270,7 +282,34 @@ impl Backend for WgpuBackend {
             let buf = self.dev.alloc(len.div_ceil(4) * 4).map_err(dev_err)?;
             self.regions.push((base, len, buf));
         }
-        let max_t = plan.tensors.iter().map(|t| t.bytes).max().unwrap_or(4).max(4);
+        // Weights whose one piece starts at an aligned arena offset are bound in place; only the
+        // others (split into a resident prefix and a streamed rest) are gathered, so scratch is
+        // sized by the largest split weight, not the largest weight.
+        let align = u64::from(self.dev.raw().0.limits().min_storage_buffer_offset_alignment);
+        self.align = align;
+        let max_t = plan
+            .tensors
+            .iter()
+            .enumerate()
+            .filter(|(i, t)| {
+                let pieces: Vec<u64> = plan
+                    .resident
+                    .iter()
+                    .filter(|r| r.tensor as usize == *i)
+                    .map(|r| r.offset)
+                    .chain(
+                        plan.chunks
+                            .iter()
+                            .filter(|c| c.tensor as usize == *i)
+                            .map(|c| c.dev_offset),
+                    )
+                    .collect();
+                t.access == Access::Dense && (pieces.len() > 1 || pieces.iter().any(|o| !o.is_multiple_of(align)))
+            })
+            .map(|(_, t)| t.bytes)
+            .max()
+            .unwrap_or(4)
+            .max(4);
         self.scratch = (0..2)
             .map(|_| self.dev.alloc(max_t.div_ceil(4) * 4))
             .collect::<Result<_, _>>()
@@ -312,10 +351,20 @@ impl Backend for WgpuBackend {
         let d = self
             .dims
             .ok_or_else(|| ExecError::Device("exec before prepare".into()))?;
-        // Gather every arena weight into its scratch buffer.
+        // Bind each arena weight in place when it is one aligned piece; gather the others into
+        // a scratch buffer.
         let mut slot = 0;
+        let mut ws: Vec<W<'_>> = Vec::new();
         for w in &op.weights {
             if let TensorRef::Arena { segments, .. } = w {
+                if let [s] = segments.as_slice()
+                    && s.tensor_offset == 0
+                    && let Ok((buf, at)) = self.region(s.dev_offset, s.bytes)
+                    && at.is_multiple_of(self.align)
+                {
+                    ws.push((buf, at));
+                    continue;
+                }
                 let dst = self
                     .scratch
                     .get(slot)
@@ -325,22 +374,27 @@ impl Backend for WgpuBackend {
                     let words = (s.tensor_offset + s.bytes).div_ceil(4) - s.tensor_offset / 4;
                     self.dispatch(
                         &self.gather,
-                        &[src, dst],
+                        &[(src, 0), (dst, 0)],
                         &[at as u32, s.tensor_offset as u32, s.bytes as u32],
                         words as u32,
                     );
                 }
+                ws.push((dst, 0));
                 slot += 1;
             }
         }
+        let w = |i: usize| {
+            ws.get(i)
+                .copied()
+                .ok_or_else(|| ExecError::Device(format!("{:?}: missing weight", op.kind)))
+        };
         let acts = self
             .acts
             .as_ref()
             .ok_or_else(|| ExecError::Device("not prepared".into()))?;
         let (t, h, kv, ffn, vocab) = (d.t as u32, d.h as u32, d.kv as u32, d.ffn as u32, d.vocab as u32);
-        let (w0, w1) = (&self.scratch[0], &self.scratch[1]);
-        let mm = |a: &GpuBuffer, w: &GpuBuffer, c: &GpuBuffer, k: u32, n: u32| {
-            self.dev.matmul_f32_into(a, w, c, t, k, n).map_err(dev_err)
+        let mm = |a: &GpuBuffer, w: W<'_>, c: &GpuBuffer, k: u32, n: u32| {
+            self.dev.matmul_f32_into_at(a, w, c, t, k, n).map_err(dev_err)
         };
         let nh = d.t * d.h;
         match op.kind {
@@ -360,31 +414,31 @@ impl Backend for WgpuBackend {
                 self.dev.upload_into(&acts.x, 0, &x).map_err(dev_err)?;
             }
             OpKind::QProj => {
-                self.elem(0, &acts.x, w0, w0, &acts.a, nh)?;
-                mm(&acts.a, w1, &acts.q, h, h)?;
+                self.elem(0, &acts.x, w(0)?, w(0)?, &acts.a, nh)?;
+                mm(&acts.a, w(1)?, &acts.q, h, h)?;
             }
-            OpKind::KProj => mm(&acts.a, w0, &acts.k, h, kv)?,
-            OpKind::VProj => mm(&acts.a, w0, &acts.v, h, kv)?,
-            OpKind::Attn => self.elem(1, &acts.q, &acts.k, &acts.v, &acts.s, nh)?,
+            OpKind::KProj => mm(&acts.a, w(0)?, &acts.k, h, kv)?,
+            OpKind::VProj => mm(&acts.a, w(0)?, &acts.v, h, kv)?,
+            OpKind::Attn => self.elem(1, &acts.q, (&acts.k, 0), (&acts.v, 0), &acts.s, nh)?,
             OpKind::OProj => {
-                mm(&acts.s, w0, &acts.tmp_h, h, h)?;
-                self.elem(2, &acts.x, &acts.tmp_h, &acts.tmp_h, &acts.a, nh)?;
+                mm(&acts.s, w(0)?, &acts.tmp_h, h, h)?;
+                self.elem(2, &acts.x, (&acts.tmp_h, 0), (&acts.tmp_h, 0), &acts.a, nh)?;
                 self.copy(&acts.a, &acts.x, (nh * 4) as u64);
             }
             OpKind::Gate => {
-                self.elem(0, &acts.x, w0, w0, &acts.b, nh)?;
-                mm(&acts.b, w1, &acts.g, h, ffn)?;
+                self.elem(0, &acts.x, w(0)?, w(0)?, &acts.b, nh)?;
+                mm(&acts.b, w(1)?, &acts.g, h, ffn)?;
             }
-            OpKind::Up => mm(&acts.b, w0, &acts.u, h, ffn)?,
+            OpKind::Up => mm(&acts.b, w(0)?, &acts.u, h, ffn)?,
             OpKind::Down => {
-                self.elem(3, &acts.g, &acts.u, &acts.u, &acts.m, d.t * d.ffn)?;
-                mm(&acts.m, w0, &acts.tmp_h, ffn, h)?;
-                self.elem(2, &acts.x, &acts.tmp_h, &acts.tmp_h, &acts.a, nh)?;
+                self.elem(3, &acts.g, (&acts.u, 0), (&acts.u, 0), &acts.m, d.t * d.ffn)?;
+                mm(&acts.m, w(0)?, &acts.tmp_h, ffn, h)?;
+                self.elem(2, &acts.x, (&acts.tmp_h, 0), (&acts.tmp_h, 0), &acts.a, nh)?;
                 self.copy(&acts.a, &acts.x, (nh * 4) as u64);
             }
             OpKind::LmHead => {
-                self.elem(0, &acts.x, w0, w0, &acts.a, nh)?;
-                mm(&acts.a, w1, &acts.logits, h, vocab)?;
+                self.elem(0, &acts.x, w(0)?, w(0)?, &acts.a, nh)?;
+                mm(&acts.a, w(1)?, &acts.logits, h, vocab)?;
             }
         }
         Ok(())

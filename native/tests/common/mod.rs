@@ -2,9 +2,10 @@
 //! detection, and the pinned Python venv a setup script builds (live cross-checks).
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// The repository root (`TENSORLANE_ROOT` overrides it).
 pub fn root() -> PathBuf {
@@ -80,11 +81,19 @@ fn setup(script: &str) -> Setup {
     }
 }
 
-/// The python of the venv that `tests/python/<script>` builds (once per test binary), or `None`
-/// when the test must be skipped: no python3 and not in CI. Any other failure panics.
+/// The python of the venv that `tests/python/<script>` builds (once per script and test binary),
+/// or `None` when the test must be skipped: no python3 and not in CI. Any other failure panics.
 pub fn venv_python(script: &str, what: &str) -> Option<&'static Path> {
-    static SETUP: OnceLock<Setup> = OnceLock::new();
-    match SETUP.get_or_init(|| setup(script)) {
+    static SETUPS: OnceLock<Mutex<HashMap<String, &'static Setup>>> = OnceLock::new();
+    let setup_of = {
+        let mut map = SETUPS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *map.entry(script.to_string())
+            .or_insert_with(|| Box::leak(Box::new(setup(script))))
+    };
+    match setup_of {
         Setup::Ready(p) => Some(p),
         Setup::NoPython(why) if !in_ci() => {
             eprintln!("SKIPPED: the {what} live cross-check needs python3 ({why})");
