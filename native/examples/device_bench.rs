@@ -1,7 +1,11 @@
 //! Device-transfer figures for BENCHMARKS.md: host weight tiers (RAM, page cache, O_DIRECT disk)
-//! and, with `--features wgpu`, upload/download bandwidth on the wgpu adapter (lavapipe in CI).
+//! and, with `--features wgpu`, upload/download bandwidth on the wgpu adapter (lavapipe in CI);
+//! with `--features cuda`, host-to-device bandwidth by memory kind (pinned, write-combined,
+//! pageable) and chunk size, timed with CUDA events — the numbers a device profile's
+//! `h2d_pinned_gbps` / `h2d_pageable_gbps` / `h2d_latency_us` are calibrated from.
 //!
 //! `cargo run --release -p tensorlane --features wgpu --example device_bench [FILE_MIB]`
+//! `cargo run --release -p tensorlane --features cuda --example device_bench [FILE_MIB]`
 
 use tensorlane::device::tiers;
 
@@ -28,6 +32,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     std::fs::remove_file(&path)?;
+
+    #[cfg(feature = "cuda")]
+    {
+        use tensorlane::device::cuda::{CudaDevice, HostMem};
+        match CudaDevice::new(0) {
+            Err(e) => println!("cuda: {e}"),
+            Ok(dev) => {
+                println!("cuda: {}", dev.name()?);
+                let chunks = [64usize << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20];
+                let kinds = [HostMem::Pinned, HostMem::WriteCombined, HostMem::Pageable];
+                for r in dev.probe_h2d(1 << 30, &chunks, &kinds)? {
+                    println!(
+                        "  H2D {:<14} chunk {:>9} B: {:>6.2} GB/s",
+                        r.kind.name(),
+                        r.chunk,
+                        r.gbps
+                    );
+                }
+            }
+        }
+    }
 
     #[cfg(feature = "wgpu")]
     {
