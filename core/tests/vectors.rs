@@ -69,10 +69,10 @@ fn check(p: &Packet<'_>, exp: &Value, at: &str) -> Result<(), String> {
             if sha(t.data()) != exp["data_sha256"].as_str().unwrap() {
                 return Err(format!("{at}: data sha256 differs"));
             }
-            if let Some(h) = exp.get("data_hex") {
-                if hex::encode(t.data()) != h.as_str().unwrap() {
-                    return Err(format!("{at}: data_hex differs"));
-                }
+            if let Some(h) = exp.get("data_hex")
+                && hex::encode(t.data()) != h.as_str().unwrap()
+            {
+                return Err(format!("{at}: data_hex differs"));
             }
             Ok(())
         }

@@ -109,7 +109,7 @@ fn main() {
         let packet = Packet::Dense(t);
         // fewer repetitions for big bodies keep a full run in minutes on a small machine
         let (runs, warmup) = if size >= 32 << 20 {
-            (runs.min(7).max(3), warmup.min(1))
+            (runs.clamp(3, 7), warmup.min(1))
         } else {
             (runs, warmup)
         };

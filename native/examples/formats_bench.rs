@@ -10,8 +10,8 @@
 //! from the part's folder. Page cache warm: everything is read once first. Prints one JSON object
 //! (`{"path", "error"}` if the model cannot be listed or read):
 //! * `list_*`: listing = `formats::open` of every part. `list_mapped_us`: median over many
-//!   listings of already-mapped `MmapSource`s; `list_mmap_us`: `MmapSource::open` + `formats::open`
-//!   + the companions' sizes checked (`Catalog::check_ranges`); `list_pread_us`: the same through
+//!   listings of already-mapped `MmapSource`s; `list_mmap_us`: `MmapSource::open`, `formats::open`
+//!   and the companions' sizes checked (`Catalog::check_ranges`); `list_pread_us`: the same through
 //!   `FileSource` (positioned reads, nothing mapped). `list_bytes_read` / `list_read_calls`: what
 //!   one listing through `FileSource` asked for, summed over every `read_at` call — what a browser
 //!   `File` or HTTP Range reader would fetch; `list_fraction` = bytes read / `file_bytes` (all

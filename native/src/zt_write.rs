@@ -85,10 +85,10 @@ impl FileSink {
             for msg in rx {
                 match msg {
                     Msg::Write(off, mut b) => {
-                        if failed.is_none() {
-                            if let Err(e) = f.write_all_at(&b, off) {
-                                failed = Some(e);
-                            }
+                        if failed.is_none()
+                            && let Err(e) = f.write_all_at(&b, off)
+                        {
+                            failed = Some(e);
                         }
                         b.clear();
                         let _ = back_tx.try_send(b);

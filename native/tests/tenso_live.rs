@@ -545,7 +545,7 @@ fn gen_tensorlane_packets(out: &mut Out) {
                 let n = shape.iter().product::<u64>() as usize;
                 let (scale, offset) = (rng.unit() * 40.0 + 0.01, rng.unit() * 10.0 - 5.0);
                 let mut x: Vec<f32> = (0..n).map(|_| rng.normalish() * scale + offset).collect();
-                if k % 5 == 0 {
+                if k.is_multiple_of(5) {
                     x.iter_mut().for_each(|v| *v = v.abs());
                 }
                 let o = [(64, false), (64, true), (8, false), (256, true)][k % 4];

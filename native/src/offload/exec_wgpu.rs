@@ -194,7 +194,7 @@ impl WgpuBackend {
         let gy = groups.div_ceil(gx);
         let mut p = params.to_vec();
         p.push(gx);
-        while p.len() % 4 != 0 {
+        while !p.len().is_multiple_of(4) {
             p.push(0);
         }
         // The shader reads gx at a fixed index: gather has 3 params + gx, elem 4 + gx (+3 pad).
@@ -336,7 +336,7 @@ impl Backend for WgpuBackend {
 
     fn copy_in(&mut self, dev_offset: u64, bytes: &[u8]) -> Result<(), ExecError> {
         let (buf, at) = self.region(dev_offset, bytes.len() as u64)?;
-        if bytes.len() % 4 == 0 {
+        if bytes.len().is_multiple_of(4) {
             return self.dev.upload_into(buf, at, bytes).map_err(dev_err);
         }
         // A piece ending mid-word: pad the last word. Every planned offset is 256-aligned, so the

@@ -145,7 +145,7 @@ pub fn parse_bytes(s: &str) -> Option<u64> {
         _ => return None,
     };
     let b = v * mul;
-    if b.is_finite() && b >= 0.0 && b < 1.8e19 {
+    if b.is_finite() && (0.0..1.8e19).contains(&b) {
         Some(b as u64)
     } else {
         None
