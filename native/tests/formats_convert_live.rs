@@ -23,16 +23,6 @@ use serde_json::{Value, json};
 const BIN: &str = env!("CARGO_BIN_EXE_tensorlane");
 /// The converter's cross-check script (tests/python/).
 const CHECK: &str = "formats_convert_check.py";
-const FORMATS: [&str; 8] = [
-    "safetensors",
-    "safetensors-index",
-    "gguf",
-    "npy",
-    "npz",
-    "pt",
-    "onnx",
-    "hdf5",
-];
 
 /// Runs `tensorlane convert`; `Err(stderr)` when it fails.
 fn convert(args: &[&str]) -> Result<(), String> {
@@ -64,7 +54,7 @@ fn fixture_sources() -> Vec<Source> {
     let m: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     let mut out = Vec::new();
     for f in m["files"].as_array().unwrap() {
-        if f["expect"] != "read" || !FORMATS.contains(&f["format"].as_str().unwrap()) {
+        if f["expect"] != "read" || !common::MODEL_FORMATS.contains(&f["format"].as_str().unwrap()) {
             continue;
         }
         let file = f["file"].as_str().unwrap();

@@ -113,6 +113,19 @@ pub fn venv_python(script: &str, what: &str) -> Option<&'static Path> {
     }
 }
 
+/// The manifest formats (`../shared/fixtures/manifest.json`) that `Model` reads and `convert`
+/// converts.
+pub const MODEL_FORMATS: [&str; 8] = [
+    "safetensors",
+    "safetensors-index",
+    "gguf",
+    "npy",
+    "npz",
+    "pt",
+    "onnx",
+    "hdf5",
+];
+
 /// The seed in the environment variable `var`, when it is set to a number.
 pub fn env_seed(var: &str) -> Option<u64> {
     std::env::var(var).ok().and_then(|s| s.parse().ok())
