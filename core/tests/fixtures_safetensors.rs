@@ -11,45 +11,17 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use common::counting::{Counting, largest_alloc};
 use std::path::Path;
 
 use proptest::prelude::*;
 use tensorlane_core::formats::{self, Catalog, ErrorKind, FormatError, Meta, safetensors};
 
 // ---------------------------------------------------------------------------------------------
-// The largest single allocation made by this thread since `reset`.
-
-struct Counting;
-
-thread_local! {
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = LARGEST.try_with(|l| l.set(l.get().max(layout.size())));
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let _ = LARGEST.try_with(|l| l.set(l.get().max(new_size)));
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+// The largest single allocation made by this thread (common::counting).
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
-
-/// Runs `f` and returns its result with the largest single allocation it made.
-fn largest_alloc<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    LARGEST.with(|l| l.set(0));
-    let out = f();
-    (out, LARGEST.with(|l| l.get()))
-}
 
 #[test]
 fn allocation_counter_sees_allocations() {

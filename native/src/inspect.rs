@@ -662,37 +662,45 @@ impl Report {
                 None => {}
             }
         }
-        // Column widths from full rows only (detail lines span the row).
-        let ncol = rows[0].len();
-        let mut w = vec![0usize; ncol];
-        for r in rows.iter().filter(|r| r.len() == ncol) {
-            for (i, c) in r.iter().enumerate() {
-                w[i] = w[i].max(c.chars().count());
-            }
-        }
-        for r in &rows {
-            let mut line = String::new();
-            for (i, c) in r.iter().enumerate() {
-                if i + 1 == r.len() {
-                    line.push_str(c);
-                } else {
-                    let right = (4..=6).contains(&i);
-                    let pad = w[i].saturating_sub(c.chars().count());
-                    if right {
-                        line.push_str(&" ".repeat(pad));
-                        line.push_str(c);
-                    } else {
-                        line.push_str(c);
-                        line.push_str(&" ".repeat(pad));
-                    }
-                    line.push_str("  ");
-                }
-            }
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
+        out.push_str(&render_table(&rows, &[4, 5, 6]));
         out
     }
+}
+
+/// Renders `rows` as aligned text, one line per row, columns two spaces apart and padded to
+/// their widest cell (in chars), right-aligned for the column indices in `right_aligned`, each
+/// line's trailing spaces trimmed. Widths come from the rows as long as the first (the header);
+/// a shorter row (a detail line) is written as is, its last cell spanning the rest of the line.
+pub(crate) fn render_table(rows: &[Vec<String>], right_aligned: &[usize]) -> String {
+    let mut out = String::new();
+    let ncol = rows.first().map_or(0, Vec::len);
+    let mut w = vec![0usize; ncol];
+    for r in rows.iter().filter(|r| r.len() == ncol) {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    for r in rows {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(c);
+            } else {
+                let pad = w[i].saturating_sub(c.chars().count());
+                if right_aligned.contains(&i) {
+                    line.push_str(&" ".repeat(pad));
+                    line.push_str(c);
+                } else {
+                    line.push_str(c);
+                    line.push_str(&" ".repeat(pad));
+                }
+                line.push_str("  ");
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]

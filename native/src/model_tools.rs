@@ -395,28 +395,7 @@ impl ModelReport<'_> {
             }
             rows.push(r);
         }
-        let mut w = vec![0usize; rows[0].len()];
-        for r in &rows {
-            for (i, c) in r.iter().enumerate() {
-                w[i] = w[i].max(c.chars().count());
-            }
-        }
-        for r in &rows {
-            let mut line = String::new();
-            for (i, c) in r.iter().enumerate() {
-                let pad = w[i].saturating_sub(c.chars().count());
-                if i == 3 {
-                    line.push_str(&" ".repeat(pad));
-                    line.push_str(c);
-                } else {
-                    line.push_str(c);
-                    line.push_str(&" ".repeat(pad));
-                }
-                line.push_str("  ");
-            }
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
+        out.push_str(&crate::inspect::render_table(&rows, &[3]));
         if n == 0 {
             out.push_str("(no tensors)\n");
         }

@@ -772,33 +772,7 @@ impl ZtReport {
         for w in &self.warnings {
             rows.push(vec![format!("warning: {w}")]);
         }
-        let ncol = rows[0].len();
-        let mut w = vec![0usize; ncol];
-        for r in rows.iter().filter(|r| r.len() == ncol) {
-            for (i, c) in r.iter().enumerate() {
-                w[i] = w[i].max(c.chars().count());
-            }
-        }
-        for r in &rows {
-            let mut line = String::new();
-            for (i, c) in r.iter().enumerate() {
-                if i + 1 == r.len() {
-                    line.push_str(c);
-                } else {
-                    let pad = w[i].saturating_sub(c.chars().count());
-                    if i == 4 {
-                        line.push_str(&" ".repeat(pad));
-                        line.push_str(c);
-                    } else {
-                        line.push_str(c);
-                        line.push_str(&" ".repeat(pad));
-                    }
-                    line.push_str("  ");
-                }
-            }
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
+        out.push_str(&crate::inspect::render_table(&rows, &[4]));
         out
     }
 }

@@ -24,17 +24,6 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tensorlane");
-/// The manifest formats `Model` reads.
-const FORMATS: [&str; 8] = [
-    "safetensors",
-    "safetensors-index",
-    "gguf",
-    "npy",
-    "npz",
-    "pt",
-    "onnx",
-    "hdf5",
-];
 const KINDS: [&str; 16] = [
     "truncated",
     "header-too-large",
@@ -81,7 +70,7 @@ fn manifest() -> Option<(PathBuf, Vec<Value>)> {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| FORMATS.contains(&f["format"].as_str().unwrap()))
+        .filter(|f| common::MODEL_FORMATS.contains(&f["format"].as_str().unwrap()))
         .cloned()
         .collect();
     Some((dir, files))

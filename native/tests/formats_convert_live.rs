@@ -15,40 +15,14 @@
 
 mod common;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tensorlane");
-const FORMATS: [&str; 8] = [
-    "safetensors",
-    "safetensors-index",
-    "gguf",
-    "npy",
-    "npz",
-    "pt",
-    "onnx",
-    "hdf5",
-];
-
-fn script() -> PathBuf {
-    common::root().join("tests/python/formats_convert_check.py")
-}
-
-fn python(py: &Path, args: &[&str]) -> String {
-    let out = Command::new(py).arg(script()).args(args).output().expect("run python");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "formats_convert_check.py {args:?} failed:\n{text}"
-    );
-    text
-}
+/// The converter's cross-check script (tests/python/).
+const CHECK: &str = "formats_convert_check.py";
 
 /// Runs `tensorlane convert`; `Err(stderr)` when it fails.
 fn convert(args: &[&str]) -> Result<(), String> {
@@ -62,19 +36,6 @@ fn convert(args: &[&str]) -> Result<(), String> {
     } else {
         Err(String::from_utf8_lossy(&out.stderr).into_owned())
     }
-}
-
-fn seed() -> u64 {
-    std::env::var("FORMATS_LIVE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs()
-                % 100_000
-        })
 }
 
 /// A source file and the tensors (name -> {dtype, shape, sha256}) it holds.
@@ -93,7 +54,7 @@ fn fixture_sources() -> Vec<Source> {
     let m: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     let mut out = Vec::new();
     for f in m["files"].as_array().unwrap() {
-        if f["expect"] != "read" || !FORMATS.contains(&f["format"].as_str().unwrap()) {
+        if f["expect"] != "read" || !common::MODEL_FORMATS.contains(&f["format"].as_str().unwrap()) {
             continue;
         }
         let file = f["file"].as_str().unwrap();
@@ -124,17 +85,16 @@ fn converted_files_read_back_in_safetensors_and_ztensor() {
     let Some(py_zt) = common::venv_python("setup_zt_venv.sh", "ztensor") else {
         return;
     };
-    let tmp = std::env::temp_dir().join(format!("tl-formats-convert-live-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
+    let tmp = common::live_dir("tl-formats-convert-live");
     let gen_dir = tmp.join("gen");
     std::fs::create_dir_all(&gen_dir).unwrap();
-    let seed = seed();
+    let seed = common::live_seed("FORMATS_LIVE_SEED", 100_000);
     eprintln!("FORMATS_LIVE_SEED={seed}");
-    let generated: Value = serde_json::from_str(&python(
+    let generated = common::run_json(
         py_formats,
+        CHECK,
         &["gen", gen_dir.to_str().unwrap(), &seed.to_string()],
-    ))
-    .unwrap();
+    );
     let mut sources: Vec<Source> = generated["files"]
         .as_array()
         .unwrap()
@@ -188,7 +148,7 @@ fn converted_files_read_back_in_safetensors_and_ztensor() {
     for (mode, files, py) in [("safetensors", &st_files, py_formats), ("zt", &zt_files, py_zt)] {
         let expect = tmp.join(format!("expect-{mode}.json"));
         std::fs::write(&expect, serde_json::to_vec(&json!({ "files": files })).unwrap()).unwrap();
-        let text = python(py, &[mode, expect.to_str().unwrap()]);
+        let text = common::run_python(py, CHECK, &[mode, expect.to_str().unwrap()]);
         eprintln!("{}", text.lines().last().unwrap_or_default());
     }
     std::fs::remove_dir_all(&tmp).unwrap();

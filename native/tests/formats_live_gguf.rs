@@ -15,45 +15,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use common::sha256_hex as sha;
+use std::path::Path;
 
 use serde_json::Value as Json;
-use sha2::{Digest, Sha256};
 use tensorlane_core::formats::ggml::{self, GgmlType};
 use tensorlane_core::formats::{self, Catalog, ElementType, ErrorKind, FormatError, Meta, gguf};
-
-fn sha(b: &[u8]) -> String {
-    hex::encode(Sha256::digest(b))
-}
-
-fn seed() -> u64 {
-    std::env::var("GGUF_LIVE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs()
-                % 1_000_000
-        })
-}
-
-fn generate(py: &Path, dir: &Path, seed: u64) -> Json {
-    let out = Command::new(py)
-        .arg(common::root().join("tests/python/formats_gen_gguf.py"))
-        .arg(dir)
-        .arg(seed.to_string())
-        .output()
-        .expect("run formats_gen_gguf.py");
-    assert!(
-        out.status.success(),
-        "formats_gen_gguf.py failed (seed {seed}):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("formats_gen_gguf.py prints JSON")
-}
 
 /// A reported metadata value (`{type, value[, bits]}`, arrays with `item_type`) as [`Meta`].
 fn meta_of(e: &Json) -> Meta {
@@ -110,11 +77,10 @@ fn gguf_package_files_read_and_dequantize_identically() {
     let Some(py) = common::venv_python("setup_formats_venv.sh", "gguf") else {
         return;
     };
-    let seed = seed();
+    let seed = common::live_seed("GGUF_LIVE_SEED", 1_000_000);
     eprintln!("GGUF_LIVE_SEED={seed}");
-    let dir: PathBuf = std::env::temp_dir().join(format!("tensorlane-gguf-live-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let report = generate(py, &dir, seed);
+    let dir = common::live_dir("tensorlane-gguf-live");
+    let report = common::run_json(py, "formats_gen_gguf.py", &[dir.to_str().unwrap(), &seed.to_string()]);
     let mut dequantized = std::collections::BTreeSet::new();
     for f in report["files"].as_array().unwrap() {
         let file = f["file"].as_str().unwrap();
@@ -142,19 +108,11 @@ fn gguf_package_files_read_and_dequantize_identically() {
             }
         }
         let want = f["tensors"].as_array().unwrap();
-        let names: Vec<&str> = cat.tensors.iter().map(|t| t.name.as_str()).collect();
-        let want_names: Vec<&str> = want.iter().map(|t| t["name"].as_str().unwrap()).collect();
-        assert_eq!(names, want_names, "{}", what("tensor names"));
+        common::check_names(&what("tensors"), &cat, want);
         for (t, w) in cat.tensors.iter().zip(want) {
             let what = |s: &str| format!("seed {seed}, {file} / {}: {s}", t.name);
             let ty = type_by_name(w["ggml_type"].as_str().unwrap());
-            let shape: Vec<u64> = w["shape"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| d.as_u64().unwrap())
-                .collect();
-            assert_eq!(t.shape, shape, "{}", what("shape"));
+            assert_eq!(t.shape, common::json_shape(w), "{}", what("shape"));
             match t.ty {
                 ElementType::Ggml(g) => assert_eq!(g, ty, "{}", what("type")),
                 other => assert_eq!(other.name(), ElementType::Dense(dense(ty)).name(), "{}", what("type")),

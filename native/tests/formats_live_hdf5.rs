@@ -13,10 +13,8 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value as Json;
-use sha2::{Digest, Sha256};
 use tensorlane_core::formats::{self, Meta, hdf5};
 
 fn meta_json(m: &Meta) -> Json {
@@ -48,45 +46,15 @@ fn same(a: &Json, b: &Json) -> bool {
     }
 }
 
-fn seed() -> u64 {
-    std::env::var("HDF5_LIVE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs()
-                % 100_000
-        })
-}
-
 /// Checks one generated file; returns `layout[+filters]` of each tensor, for the summary.
 fn check_file(dir: &Path, f: &Json) -> Vec<String> {
     let name = f["file"].as_str().unwrap();
     let bytes = std::fs::read(dir.join(name)).unwrap();
     let cat = hdf5::open(&bytes[..]).unwrap_or_else(|e| panic!("{name}: open: {e}"));
     let want = f["tensors"].as_array().unwrap();
-    let names: Vec<&str> = cat.tensors.iter().map(|t| t.name.as_str()).collect();
-    let want_names: Vec<&str> = want.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, want_names, "{name}: tensor names in h5py's visititems order");
+    common::check_tensors(name, &cat, want, &[&bytes[..]]);
     for (t, w) in cat.tensors.iter().zip(want) {
         let what = format!("{name} / {}", t.name);
-        assert_eq!(t.ty.name(), w["dtype"].as_str().unwrap(), "{what}: dtype");
-        let shape: Vec<u64> = w["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_u64().unwrap())
-            .collect();
-        assert_eq!(t.shape, shape, "{what}: shape");
-        let data = formats::read("hdf5", t, &[&bytes[..]]).unwrap_or_else(|e| panic!("{what}: read: {e}"));
-        assert_eq!(
-            hex::encode(Sha256::digest(&data)),
-            w["sha256"].as_str().unwrap(),
-            "{what}: sha256 ({:?})",
-            t.attributes
-        );
         let attrs = t
             .attributes
             .iter()
@@ -137,23 +105,10 @@ fn h5py_files_read_back_identically() {
     let Some(py) = common::venv_python("setup_formats_venv.sh", "h5py") else {
         return;
     };
-    let seed = seed();
+    let seed = common::live_seed("HDF5_LIVE_SEED", 100_000);
     eprintln!("HDF5_LIVE_SEED={seed}");
-    let dir = std::env::temp_dir().join(format!("tensorlane-hdf5-live-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = Command::new(py)
-        .arg(common::root().join("tests/python/formats_gen_hdf5.py"))
-        .arg(&dir)
-        .arg(seed.to_string())
-        .output()
-        .expect("run formats_gen_hdf5.py");
-    assert!(
-        out.status.success(),
-        "formats_gen_hdf5.py failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Json = serde_json::from_slice(&out.stdout).expect("JSON from formats_gen_hdf5.py");
+    let dir = common::live_dir("tensorlane-hdf5-live");
+    let report = common::run_json(py, "formats_gen_hdf5.py", &[dir.to_str().unwrap(), &seed.to_string()]);
     let files = report["files"].as_array().unwrap();
     assert_eq!(files.len(), 4);
     let mut seen = std::collections::BTreeMap::new();

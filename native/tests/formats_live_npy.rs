@@ -11,57 +11,16 @@
 //! `python3` is missing and `CI` is not `true`. `FORMATS_LIVE_SEED` fixes the seed.
 
 mod common;
-use common::root;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use serde_json::Value as Json;
-use sha2::{Digest, Sha256};
 use tensorlane_core::formats::{self, Meta, Storage, npy};
-
-fn seed() -> u64 {
-    std::env::var("FORMATS_LIVE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs()
-                % 100_000
-        })
-}
-
-fn out_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tensorlane-formats-live-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn generate(py: &Path, dir: &Path, seed: u64) -> Json {
-    let out = Command::new(py)
-        .arg(root().join("tests/python/formats_gen_npy.py"))
-        .arg(dir)
-        .arg(seed.to_string())
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "seed {seed}: formats_gen_npy.py failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the generator prints JSON")
-}
 
 #[test]
 fn files_written_by_numpy_read_identically() {
     let Some(py) = common::venv_python("setup_formats_venv.sh", "numpy") else {
         return;
     };
-    let seed = seed();
-    let dir = out_dir("npy");
-    let report = generate(py, &dir, seed);
+    let seed = common::live_seed("FORMATS_LIVE_SEED", 100_000);
+    let dir = common::live_dir("tensorlane-formats-live-npy");
+    let report = common::run_json(py, "formats_gen_npy.py", &[dir.to_str().unwrap(), &seed.to_string()]);
     let files = report["files"].as_array().unwrap();
     assert!(files.len() >= 17);
     for f in files {
@@ -81,26 +40,9 @@ fn files_written_by_numpy_read_identically() {
             "{what}: detected and opened"
         );
         let want = f["tensors"].as_array().unwrap();
-        let names: Vec<&str> = cat.tensors.iter().map(|t| t.name.as_str()).collect();
-        let want_names: Vec<&str> = want.iter().map(|t| t["name"].as_str().unwrap()).collect();
-        assert_eq!(names, want_names, "{what}: names and order");
+        common::check_tensors(&what, &cat, want, &[&bytes[..]]);
         for (t, w) in cat.tensors.iter().zip(want) {
             let at = format!("{what} / {}", t.name);
-            assert_eq!(t.ty.name(), w["dtype"].as_str().unwrap(), "{at}: dtype");
-            let shape: Vec<u64> = w["shape"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| d.as_u64().unwrap())
-                .collect();
-            assert_eq!(t.shape, shape, "{at}: shape");
-            assert_eq!(t.nbytes(), w["nbytes"].as_u64(), "{at}: nbytes");
-            let got = formats::read(cat.format.name(), t, &[&bytes[..]]).unwrap_or_else(|e| panic!("{at}: {e}"));
-            assert_eq!(
-                hex::encode(Sha256::digest(&got)),
-                w["sha256"].as_str().unwrap(),
-                "{at}: bytes"
-            );
             let attr = |k: &str| t.attributes.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
             for k in ["stored_dtype", "header_version", "member", "zip_method"] {
                 if let Some(v) = w[k].as_str() {

@@ -12,11 +12,6 @@
 //! when `python3` is missing and `CI` is not `true`.
 
 mod common;
-use common::root;
-use std::process::Command;
-
-use serde_json::Value as Json;
-use sha2::{Digest, Sha256};
 use tensorlane_core::formats::{self, Meta};
 
 #[test]
@@ -24,25 +19,9 @@ fn checkpoints_written_by_cpython_pickle_read_back() {
     let Some(py) = common::venv_python("setup_formats_venv.sh", "PyTorch (pickle)") else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("tensorlane-pt-live-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let seed: u64 = std::env::var("PT_LIVE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20260);
-    let out = Command::new(py)
-        .arg(root().join("tests/python/formats_gen_pt.py"))
-        .arg(&dir)
-        .arg(seed.to_string())
-        .output()
-        .expect("run formats_gen_pt.py");
-    assert!(
-        out.status.success(),
-        "formats_gen_pt.py failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let files: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let dir = common::live_dir("tensorlane-pt-live");
+    let seed = common::env_seed("PT_LIVE_SEED").unwrap_or(20260);
+    let files = common::run_json(py, "formats_gen_pt.py", &[dir.to_str().unwrap(), &seed.to_string()]);
     let mut tensors = 0;
     let mut protocols = std::collections::BTreeSet::new();
     for f in files.as_array().unwrap() {
@@ -67,21 +46,9 @@ fn checkpoints_written_by_cpython_pickle_read_back() {
             "{what}"
         );
         let want = f["tensors"].as_array().unwrap();
-        let names: Vec<&str> = cat.tensors.iter().map(|t| t.name.as_str()).collect();
-        let want_names: Vec<&str> = want.iter().map(|t| t["name"].as_str().unwrap()).collect();
-        assert_eq!(names, want_names, "{what}");
+        common::check_tensors(&what, &cat, want, &[&bytes[..]]);
         for (t, w) in cat.tensors.iter().zip(want) {
             let tw = format!("{what} / {}", t.name);
-            assert_eq!(t.ty.name(), w["dtype"].as_str().unwrap(), "{tw}");
-            let shape: Vec<u64> = w["shape"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| d.as_u64().unwrap())
-                .collect();
-            assert_eq!(t.shape, shape, "{tw}");
-            let got = formats::read("pt", t, &[&bytes[..]]).unwrap_or_else(|e| panic!("{tw}: {e}"));
-            assert_eq!(hex::encode(Sha256::digest(&got)), w["sha256"].as_str().unwrap(), "{tw}");
             let param = t
                 .attributes
                 .iter()

@@ -11,71 +11,17 @@
 //! `python3` is missing and `CI` is not `true`. `FORMATS_LIVE_SEED` fixes the seed.
 
 mod common;
-use common::root;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use serde_json::Value as Json;
-use sha2::{Digest, Sha256};
 use tensorlane_core::formats::{self, Catalog, ErrorKind, FormatError, Meta, safetensors};
 
-fn seed() -> u64 {
-    std::env::var("FORMATS_LIVE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs()
-                % 100_000
-        })
-}
-
-fn out_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tensorlane-formats-live-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn generate(py: &Path, dir: &Path, seed: u64) -> Json {
-    let out = Command::new(py)
-        .arg(root().join("tests/python/formats_gen_safetensors.py"))
-        .arg(dir)
-        .arg(seed.to_string())
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "seed {seed}: formats_gen_safetensors.py failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the generator prints JSON")
-}
-
-/// Compares a catalog with the generator's tensors (in order): dtype, shape, nbytes, sha256.
+/// The generator's tensors (in order) as `common::check_tensors` compares them, and the
+/// safetensors attributes: the stored dtype and, in a sharded set, the shard.
 fn compare(what: &str, cat: &Catalog, want: &[Json], sources: &[&[u8]]) {
-    let names: Vec<&str> = cat.tensors.iter().map(|t| t.name.as_str()).collect();
-    let want_names: Vec<&str> = want.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, want_names, "{what}: names and order");
+    common::check_tensors(what, cat, want, sources);
     for (t, w) in cat.tensors.iter().zip(want) {
         let at = format!("{what} / {}", t.name);
-        assert_eq!(t.ty.name(), w["dtype"].as_str().unwrap(), "{at}: dtype");
-        let shape: Vec<u64> = w["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_u64().unwrap())
-            .collect();
-        assert_eq!(t.shape, shape, "{at}: shape");
-        assert_eq!(t.nbytes(), w["nbytes"].as_u64(), "{at}: nbytes");
-        let bytes = formats::read(cat.format.name(), t, sources).unwrap_or_else(|e| panic!("{at}: {e}"));
-        assert_eq!(
-            hex::encode(Sha256::digest(&bytes)),
-            w["sha256"].as_str().unwrap(),
-            "{at}: bytes"
-        );
         let st = t.attributes.iter().find(|(k, _)| k == "st_dtype").map(|(_, v)| v);
         if let Some(s) = w["st_dtype"].as_str() {
             assert_eq!(st, Some(&Meta::Str(s.into())), "{at}: st_dtype");
@@ -92,9 +38,13 @@ fn files_written_by_safetensors_read_identically() {
     let Some(py) = common::venv_python("setup_formats_venv.sh", "safetensors") else {
         return;
     };
-    let seed = seed();
-    let dir = out_dir("safetensors");
-    let report = generate(py, &dir, seed);
+    let seed = common::live_seed("FORMATS_LIVE_SEED", 100_000);
+    let dir = common::live_dir("tensorlane-formats-live-safetensors");
+    let report = common::run_json(
+        py,
+        "formats_gen_safetensors.py",
+        &[dir.to_str().unwrap(), &seed.to_string()],
+    );
     for f in report["files"].as_array().unwrap() {
         let path = f["path"].as_str().unwrap();
         let what = format!("seed {seed}: {path}");

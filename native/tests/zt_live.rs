@@ -18,7 +18,6 @@ mod common;
 use common::{in_ci, root};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{Value as Json, json};
 use sha2::{Digest, Sha256};
@@ -28,43 +27,13 @@ use tensorlane_core::zt::cbor::Value;
 use tensorlane_core::zt::reader::Reader;
 use tensorlane_core::zt::writer::{DigestAlgo, ObjectSpec, Options, PartDecl, PartSpec, Writer, content_digest};
 
+/// A fresh scratch folder for one test.
+fn live_dir(tag: &str) -> PathBuf {
+    common::live_dir(&format!("tensorlane-zt-live-{tag}"))
+}
+
 fn venv_python() -> Option<&'static Path> {
     common::venv_python("setup_zt_venv.sh", "ztensor")
-}
-
-fn run_py(py: &Path, script: &str, args: &[&str]) -> String {
-    let out = Command::new(py)
-        .arg(root().join("tests/python").join(script))
-        .args(args)
-        .output()
-        .expect("run python");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{script} {args:?} failed:\n{text}");
-    text
-}
-
-fn out_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tensorlane-zt-live-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn seed() -> u64 {
-    std::env::var("ZT_LIVE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs()
-                % 100_000
-        })
 }
 
 /// JSON (as zt_gen.py writes attributes) to a CBOR value.
@@ -166,9 +135,9 @@ fn first_difference(a: &[u8], b: &[u8]) -> String {
 #[test]
 fn canonical_bytes_match_ztensor_and_ztensor_files_read() {
     let Some(py) = venv_python() else { return };
-    let dir = out_dir("gen");
-    let seed = seed();
-    run_py(py, "zt_gen.py", &[dir.to_str().unwrap(), &seed.to_string()]);
+    let dir = live_dir("gen");
+    let seed = common::live_seed("ZT_LIVE_SEED", 100_000);
+    common::run_python(py, "zt_gen.py", &[dir.to_str().unwrap(), &seed.to_string()]);
     let manifest: Json = serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
     let objects = load_gen(&manifest);
 
@@ -345,8 +314,8 @@ fn random_objects(seed: u64) -> Vec<GenObject> {
 #[test]
 fn tensorlane_files_open_in_ztensor() {
     let Some(py) = venv_python() else { return };
-    let dir = out_dir("check");
-    let objects = random_objects(seed());
+    let dir = live_dir("check");
+    let objects = random_objects(common::live_seed("ZT_LIVE_SEED", 100_000));
     let attrs = json!({"producer": "tensorlane", "n": 3});
     let mut files = Vec::new();
 
@@ -454,7 +423,7 @@ fn tensorlane_files_open_in_ztensor() {
 
     let expect = dir.join("expect.json");
     std::fs::write(&expect, serde_json::to_vec_pretty(&json!({"files": files})).unwrap()).unwrap();
-    let report = run_py(py, "zt_check.py", &[expect.to_str().unwrap()]);
+    let report = common::run_python(py, "zt_check.py", &[expect.to_str().unwrap()]);
     eprintln!("{report}");
     assert_eq!(report.lines().filter(|l| l.starts_with("ok ")).count(), 5, "{report}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -496,7 +465,7 @@ fn fixtures_reproduce_byte_for_byte() {
     );
 
     // appended.zt: a 4096-aligned first generation, then an append.
-    let dir = out_dir("fixtures");
+    let dir = live_dir("fixtures");
     let p = dir.join("appended.zt");
     let mut w = ZtFile::create(&p, Options::non_canonical().alignment(4096)).unwrap();
     w.add(

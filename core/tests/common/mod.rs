@@ -98,3 +98,41 @@ pub fn check_catalog(fx: &Fixture, cat: &tensorlane_core::formats::Catalog, sour
         );
     }
 }
+
+/// A global allocator that records the largest single allocation of each thread, for "no
+/// allocation while opening a file is larger than the file" checks. A test binary installs it
+/// with `#[global_allocator] static ALLOC: Counting = Counting;`.
+#[allow(dead_code)]
+pub mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    /// The counting allocator (over [`System`]).
+    pub struct Counting;
+
+    thread_local! {
+        static LARGEST: Cell<usize> = const { Cell::new(0) };
+    }
+
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let _ = LARGEST.try_with(|l| l.set(l.get().max(layout.size())));
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            let _ = LARGEST.try_with(|l| l.set(l.get().max(new_size)));
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    /// Runs `f` and returns its result with the largest single allocation it made (on this
+    /// thread; only meaningful where [`Counting`] is the global allocator).
+    pub fn largest_alloc<T>(f: impl FnOnce() -> T) -> (T, usize) {
+        LARGEST.with(|l| l.set(0));
+        let out = f();
+        (out, LARGEST.with(|l| l.get()))
+    }
+}

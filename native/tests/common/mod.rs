@@ -1,11 +1,16 @@
 //! Shared by the integration tests: the repository root, the shared reference folder, CI
-//! detection, and the pinned Python venv a setup script builds (live cross-checks).
+//! detection, the pinned Python venv a setup script builds, and the pieces every live
+//! cross-check repeats (seed, scratch folder, running a generator, comparing a catalog).
 #![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
+
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+use tensorlane_core::formats::{self, Catalog};
 
 /// The repository root (`TENSORLANE_ROOT` overrides it).
 pub fn root() -> PathBuf {
@@ -105,5 +110,122 @@ pub fn venv_python(script: &str, what: &str) -> Option<&'static Path> {
                 if in_ci() { " (CI=true)" } else { "" }
             )
         }
+    }
+}
+
+/// The manifest formats (`../shared/fixtures/manifest.json`) that `Model` reads and `convert`
+/// converts.
+pub const MODEL_FORMATS: [&str; 8] = [
+    "safetensors",
+    "safetensors-index",
+    "gguf",
+    "npy",
+    "npz",
+    "pt",
+    "onnx",
+    "hdf5",
+];
+
+/// The seed in the environment variable `var`, when it is set to a number.
+pub fn env_seed(var: &str) -> Option<u64> {
+    std::env::var(var).ok().and_then(|s| s.parse().ok())
+}
+
+/// A live cross-check's seed: `var` when set (to replay a failure), else the clock's seconds
+/// modulo `range`.
+pub fn live_seed(var: &str, range: u64) -> u64 {
+    env_seed(var).unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            % range
+    })
+}
+
+/// A fresh, empty scratch folder `<temp>/<prefix>-<pid>` (whatever was there is removed).
+pub fn live_dir(prefix: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run_script(py: &Path, script: &str, args: &[&str]) -> Output {
+    Command::new(py)
+        .arg(root().join("tests/python").join(script))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {script}: {e}"))
+}
+
+/// Runs `tests/python/<script> <args>` with `py`; returns its stdout then its stderr, and panics
+/// with both when it fails.
+pub fn run_python(py: &Path, script: &str, args: &[&str]) -> String {
+    let out = run_script(py, script, args);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{script} {args:?} failed:\n{text}");
+    text
+}
+
+/// Runs `tests/python/<script> <args>` with `py` and parses its stdout as JSON; panics with its
+/// stderr when it fails, and when it prints no JSON.
+pub fn run_json(py: &Path, script: &str, args: &[&str]) -> Json {
+    let out = run_script(py, script, args);
+    assert!(
+        out.status.success(),
+        "{script} {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{script} {args:?} printed no JSON: {e}"))
+}
+
+/// Lowercase hex sha256 of `b`.
+pub fn sha256_hex(b: &[u8]) -> String {
+    hex::encode(Sha256::digest(b))
+}
+
+/// A reported tensor's `shape` array.
+pub fn json_shape(w: &Json) -> Vec<u64> {
+    w["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_u64().unwrap())
+        .collect()
+}
+
+/// The catalog lists exactly the reported tensors' names, in the same order.
+pub fn check_names(what: &str, cat: &Catalog, want: &[Json]) {
+    let names: Vec<&str> = cat.tensors.iter().map(|t| t.name.as_str()).collect();
+    let want_names: Vec<&str> = want.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, want_names, "{what}: names and order");
+}
+
+/// Compares a catalog with a generator's tensors (`{name, dtype, shape, sha256[, nbytes]}`, in
+/// order): names and order, dtype name, shape, the bytes `formats::read` gives (sha256) and their
+/// count (`TensorInfo::nbytes`, and the reported `nbytes` where there is one). `sources` are the
+/// catalog's sources.
+pub fn check_tensors(what: &str, cat: &Catalog, want: &[Json], sources: &[&[u8]]) {
+    check_names(what, cat, want);
+    for (t, w) in cat.tensors.iter().zip(want) {
+        let at = format!("{what} / {}", t.name);
+        assert_eq!(t.ty.name(), w["dtype"].as_str().unwrap(), "{at}: dtype");
+        assert_eq!(t.shape, json_shape(w), "{at}: shape");
+        if let Some(n) = w.get("nbytes") {
+            assert_eq!(t.nbytes(), n.as_u64(), "{at}: nbytes");
+        }
+        let bytes = formats::read(cat.format.name(), t, sources).unwrap_or_else(|e| panic!("{at}: {e}"));
+        assert_eq!(t.nbytes(), Some(bytes.len() as u64), "{at}: nbytes read");
+        assert_eq!(
+            sha256_hex(&bytes),
+            w["sha256"].as_str().unwrap(),
+            "{at}: bytes ({:?})",
+            t.attributes
+        );
     }
 }
