@@ -678,16 +678,7 @@ pub(super) fn layout<S: ReadAt + ?Sized>(ctx: &Ctx<'_, S>, m: &Message) -> Resul
                 2 => {
                     let addr = c.uv(so)?;
                     let dims = dims_of(&mut c, nd, 4)?;
-                    let index = if addr == undefined {
-                        ChunkIndex::Unallocated
-                    } else {
-                        ChunkIndex::BTreeV1 { addr }
-                    };
-                    Ok(Layout::Chunked {
-                        dims,
-                        index,
-                        edge_unfiltered: false,
-                    })
+                    Ok(btree_v1_chunked(addr, undefined, dims))
                 }
                 k => Err(err(ErrorKind::Syntax, alloc::format!("layout class {k}")).at(at)),
             }
@@ -710,16 +701,7 @@ pub(super) fn layout<S: ReadAt + ?Sized>(ctx: &Ctx<'_, S>, m: &Message) -> Resul
                     let nd = c.u8()? as usize;
                     let addr = c.uv(so)?;
                     let dims = dims_of(&mut c, nd, 4)?;
-                    let index = if addr == undefined {
-                        ChunkIndex::Unallocated
-                    } else {
-                        ChunkIndex::BTreeV1 { addr }
-                    };
-                    Ok(Layout::Chunked {
-                        dims,
-                        index,
-                        edge_unfiltered: false,
-                    })
+                    Ok(btree_v1_chunked(addr, undefined, dims))
                 }
                 2 => {
                     let flags = c.u8()?;
@@ -969,4 +951,19 @@ pub(super) fn attribute(c: &mut Cur<'_>, sl: u8) -> Result<Attribute, FormatErro
     let dt = datatype(&mut Cur::of(&dt_bytes, dt_at), 0).map_err(|e| e.message);
     let space = dataspace(&mut Cur::of(&ds_bytes, ds_at), sl)?;
     Ok(Attribute { name, dt, space, data })
+}
+
+/// A layout v1–v3 chunked dataset: its chunks are indexed by a version-1 B-tree at `addr`, or
+/// none were ever written (`addr` undefined).
+fn btree_v1_chunked(addr: u64, undefined: u64, dims: Vec<u64>) -> Layout {
+    let index = if addr == undefined {
+        ChunkIndex::Unallocated
+    } else {
+        ChunkIndex::BTreeV1 { addr }
+    };
+    Layout::Chunked {
+        dims,
+        index,
+        edge_unfiltered: false,
+    }
 }
