@@ -456,6 +456,28 @@ pub trait Backend {
     fn finish_forward(&mut self) -> Result<Vec<f32>, ExecError>;
 }
 
+/// Bytes of the largest dense weight a device executor must gather into scratch before an op
+/// can read it: one split into several arena pieces (a resident prefix and a streamed rest), or
+/// whose one piece does not start on an `align`-byte boundary. Others are read in place. At
+/// least 4, so a scratch buffer can always be allocated.
+pub fn largest_gathered_weight(plan: &Plan, align: u64) -> u64 {
+    let mut offsets: Vec<Vec<u64>> = vec![Vec::new(); plan.tensors.len()];
+    let pieces = plan.resident.iter().map(|r| (r.tensor, r.offset));
+    for (t, off) in pieces.chain(plan.chunks.iter().map(|c| (c.tensor, c.dev_offset))) {
+        if let Some(v) = offsets.get_mut(t as usize) {
+            v.push(off);
+        }
+    }
+    plan.tensors
+        .iter()
+        .zip(&offsets)
+        .filter(|(t, o)| t.access == Access::Dense && (o.len() > 1 || o.iter().any(|x| !x.is_multiple_of(align))))
+        .map(|(t, _)| t.bytes)
+        .max()
+        .unwrap_or(0)
+        .max(4)
+}
+
 /// Knobs for [`execute`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExecOptions {

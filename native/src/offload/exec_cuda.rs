@@ -88,7 +88,7 @@ pub struct CudaBackend {
     kernels: Kernels,
     staging: Vec<Staging>,
     arena: Option<CudaSlice<u8>>,
-    /// Two gather buffers of the largest streamed-and-split weight (bytes).
+    /// Two gather buffers of the largest weight that is not one aligned piece (bytes).
     scratch: Vec<CudaSlice<u8>>,
     acts: Option<Acts>,
     dims: Option<Dims>,
@@ -201,7 +201,8 @@ impl Backend for CudaBackend {
         let n = usize::try_from(plan.arena_bytes).map_err(|_| ExecError::Device("arena too large".into()))?;
         let s = &self.compute;
         self.arena = Some(self.dev.alloc_device(s, n.max(4)).map_err(dev_err)?);
-        let max_t = plan.tensors.iter().map(|t| t.bytes).max().unwrap_or(4).max(4) as usize;
+        // Weights in one 4-byte-aligned piece are read in place; scratch holds the others.
+        let max_t = super::largest_gathered_weight(plan, 4) as usize;
         self.scratch = (0..2)
             .map(|_| self.dev.alloc_device(s, max_t))
             .collect::<Result<_, _>>()

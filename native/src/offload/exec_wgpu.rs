@@ -11,7 +11,6 @@ use wgpu::util::DeviceExt;
 
 use super::{Backend, Dims, ExecError, ExecOp, OpKind, TensorRef, to_f32};
 use crate::device::wgpu::{GpuBuffer, GpuDevice};
-use crate::offload::Access;
 use crate::offload::plan::{Plan, Region};
 
 const GATHER_WGSL: &str = r#"
@@ -287,29 +286,7 @@ impl Backend for WgpuBackend {
         // sized by the largest split weight, not the largest weight.
         let align = u64::from(self.dev.raw().0.limits().min_storage_buffer_offset_alignment);
         self.align = align;
-        let max_t = plan
-            .tensors
-            .iter()
-            .enumerate()
-            .filter(|(i, t)| {
-                let pieces: Vec<u64> = plan
-                    .resident
-                    .iter()
-                    .filter(|r| r.tensor as usize == *i)
-                    .map(|r| r.offset)
-                    .chain(
-                        plan.chunks
-                            .iter()
-                            .filter(|c| c.tensor as usize == *i)
-                            .map(|c| c.dev_offset),
-                    )
-                    .collect();
-                t.access == Access::Dense && (pieces.len() > 1 || pieces.iter().any(|o| !o.is_multiple_of(align)))
-            })
-            .map(|(_, t)| t.bytes)
-            .max()
-            .unwrap_or(4)
-            .max(4);
+        let max_t = super::largest_gathered_weight(plan, align);
         self.scratch = (0..2)
             .map(|_| self.dev.alloc(max_t.div_ceil(4) * 4))
             .collect::<Result<_, _>>()
