@@ -623,7 +623,7 @@ pub fn read<'s, S: ReadAt + ?Sized>(
             len,
         } => {
             let raw = bytes_at(format, src(*source)?, *offset, *compressed).map_err(|e| e.tensor(t.name.clone()))?;
-            let out = zip::inflate(&raw, *inflated).map_err(|m| err(ErrorKind::Syntax, m).at(*offset))?;
+            let mut out = zip::inflate(&raw, *inflated).map_err(|m| err(ErrorKind::Syntax, m).at(*offset))?;
             let end = skip
                 .checked_add(*len)
                 .filter(|e| *e <= out.len() as u64)
@@ -633,7 +633,10 @@ pub fn read<'s, S: ReadAt + ?Sized>(
                         alloc::format!("the inflated member has {} bytes, fewer than it declared", out.len()),
                     )
                 })?;
-            Cow::Owned(out[*skip as usize..end as usize].to_vec())
+            // Keep the tensor's bytes in the inflated buffer itself: no second copy.
+            out.truncate(end as usize);
+            out.drain(..*skip as usize);
+            Cow::Owned(out)
         }
         Storage::Inline(b) => Cow::Owned(b.clone()),
         Storage::Hdf5Chunked(c) => {
