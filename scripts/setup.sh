@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need and a fresh machine lacks: Debian packages (Chromium, lavapipe,
 # python3-venv), the wasm32 target, wasm-bindgen-cli at the lockfile's version, npm packages and
-# the two Python venvs of the live cross-checks (tenso 0.24.0, ztensor 2.1.2). Idempotent: on a
+# the three Python venvs of the live cross-checks (tenso 0.24.0, ztensor 2.1.2, and the model
+# formats' reference libraries). Idempotent: on a
 # machine that has everything it only checks. Called by scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
