@@ -7,7 +7,7 @@ import { showModel } from './model-view.js';
 const DEFAULT_PACKETS = [
   'large_float32_256x1024', 'bundle_with_sparse', 'quant_qint8_per_channel_axis1', 'dtype_bfloat16',
   'compress_tile_f64_integrity', 'string_mixed_utf8', 'bundle_nested',
-].map((n) => `/shared/vectors/tenso/${n}.tenso`);
+].map((n) => `/tests/data/vectors/tenso/${n}.tenso`);
 
 const params = new URLSearchParams(location.search);
 // ?packets= (empty) opens the page with no packets, e.g. to drop .zt files into it.

@@ -1,5 +1,5 @@
-// A tiny static server for the web demo and the browser tests: serves the repository root at /,
-// the shared test data (../shared) at /shared/, and in-memory packets registered by tests at /gen/.
+// A tiny static server for the web demo and the browser tests: serves the repository root at /
+// (the test data at /tests/data/) and in-memory packets registered by tests at /gen/.
 // Run `node web-demo/serve.mjs [port]` and open http://127.0.0.1:<port>/web-demo/.
 import { createServer } from 'node:http';
 import { readFile, stat } from 'node:fs/promises';
@@ -7,7 +7,6 @@ import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const SHARED = fileURLToPath(new URL('../../shared/', import.meta.url));
 const TYPES = {
   '.html': 'text/html; charset=utf-8',
   '.js': 'text/javascript; charset=utf-8',
@@ -29,9 +28,8 @@ export function serve({ port = 0, generated = new Map() } = {}) {
       if (path.startsWith('/gen/')) {
         body = generated.get(path.slice(5));
       } else {
-        const [base, rel] = path.startsWith('/shared/') ? [SHARED, path.slice(8)] : [ROOT, path.slice(1)];
-        let file = normalize(join(base, rel));
-        if (!file.startsWith(base.endsWith(sep) ? base : base + sep) && file !== base) throw Object.assign(new Error('outside'), { code: 'ENOENT' });
+        let file = normalize(join(ROOT, path.slice(1)));
+        if (!file.startsWith(ROOT.endsWith(sep) ? ROOT : ROOT + sep) && file !== ROOT) throw Object.assign(new Error('outside'), { code: 'ENOENT' });
         if ((await stat(file)).isDirectory()) file = join(file, 'index.html');
         body = await readFile(file);
         type = TYPES[extname(file)] ?? type;

@@ -1,4 +1,4 @@
-//! ONNX reader: every `onnx` fixture of the shared manifest (external data companions read with
+//! ONNX reader: every `onnx` fixture of the fixture manifest (external data companions read with
 //! std::fs), the hostile fixtures, one named test per known attack (hand-built protobuf), a
 //! 2.5 GB model listed through a counting source, and property tests.
 
@@ -140,9 +140,7 @@ fn open_set(path: &Path) -> Result<(Catalog, Vec<Vec<u8>>), FormatError> {
 
 #[test]
 fn manifest_fixtures() {
-    let Some(fixtures) = common::fixtures(&["onnx", "onnx-external-data"]) else {
-        return;
-    };
+    let fixtures = common::fixtures(&["onnx", "onnx-external-data"]);
     // Each hostile fixture, with the refusal it must get.
     let rejects: &[(&str, ErrorKind)] = &[
         ("onnx/hostile/external-path-traversal.onnx", ErrorKind::Refused),
@@ -213,9 +211,7 @@ fn manifest_fixtures() {
 
 #[test]
 fn metadata_of_a_fixture() {
-    let Some(root) = common::shared("fixtures/onnx/initializers.onnx") else {
-        return;
-    };
+    let root = common::data("fixtures/onnx/initializers.onnx");
     let bytes = std::fs::read(root.join("fixtures/onnx/initializers.onnx")).unwrap();
     let cat = onnx::open(&bytes[..]).unwrap();
     let keys: Vec<&str> = cat.metadata.iter().map(|(k, _)| k.as_str()).collect();

@@ -1,4 +1,4 @@
-//! safetensors against the shared fixtures, hand-built attacks and property tests.
+//! safetensors against the fixtures in `tests/data`, hand-built attacks and property tests.
 //!
 //! * every `safetensors` and `safetensors-index` fixture of the manifest: `read` files give the
 //!   manifest's tensors (names in order, dtype, shape, sha256 of the bytes), `st_dtype`,
@@ -140,9 +140,7 @@ const REJECT: &[(&str, ErrorKind)] = &[
 
 #[test]
 fn every_manifest_fixture() {
-    let Some(fixtures) = common::fixtures(&["safetensors", "safetensors-index"]) else {
-        return;
-    };
+    let fixtures = common::fixtures(&["safetensors", "safetensors-index"]);
     let (mut read, mut rejected) = (0, 0);
     for fx in &fixtures {
         let bytes = fx.bytes();
@@ -200,13 +198,13 @@ fn every_manifest_fixture() {
 // ---------------------------------------------------------------------------------------------
 // The sharded set.
 
-fn sharded() -> Option<std::path::PathBuf> {
-    Some(common::shared("fixtures/safetensors/sharded")?.join("fixtures/safetensors/sharded"))
+fn sharded() -> std::path::PathBuf {
+    common::data("fixtures/safetensors/sharded").join("fixtures/safetensors/sharded")
 }
 
 /// A copy of the sharded set in a temporary folder, with `index` as its index.
-fn sharded_copy(tag: &str, index: &str) -> Option<std::path::PathBuf> {
-    let src = sharded()?;
+fn sharded_copy(tag: &str, index: &str) -> std::path::PathBuf {
+    let src = sharded();
     let dir = std::env::temp_dir().join(format!("tensorlane-st-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -215,7 +213,7 @@ fn sharded_copy(tag: &str, index: &str) -> Option<std::path::PathBuf> {
         std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
     }
     std::fs::write(dir.join("model.safetensors.index.json"), index).unwrap();
-    Some(dir.join("model.safetensors.index.json"))
+    dir.join("model.safetensors.index.json")
 }
 
 const S1: &str = "model-00001-of-00002.safetensors";
@@ -223,7 +221,7 @@ const S2: &str = "model-00002-of-00002.safetensors";
 
 #[test]
 fn index_sources_and_order() {
-    let Some(dir) = sharded() else { return };
+    let dir = sharded();
     let (cat, _) = open_index_at(&dir.join("model.safetensors.index.json"));
     let cat = cat.unwrap();
     assert_eq!(cat.sources, ["", S2, S1]);
@@ -290,7 +288,7 @@ fn index_disagreeing_with_shards_is_refused() {
         ("no-map", "{\"metadata\": {}}".into(), ErrorKind::Syntax, None),
     ];
     for (tag, index, kind, tensor) in cases {
-        let Some(path) = sharded_copy(tag, &index) else { return };
+        let path = sharded_copy(tag, &index);
         let (r, _) = open_index_at(&path);
         let e = r.unwrap_err();
         assert_eq!(e.kind, kind, "{tag}: {e}");
@@ -304,9 +302,7 @@ fn index_disagreeing_with_shards_is_refused() {
         &format!("\"model.embed_tokens.weight\": \"{S2}\""),
         &format!("\"model.embed_tokens.weight\": \"{S1}\""),
     );
-    let Some(path) = sharded_copy("moved", &moved) else {
-        return;
-    };
+    let path = sharded_copy("moved", &moved);
     let e = open_index_at(&path).0.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Companion);
     assert!(e.message.contains(S1) && e.message.contains(S2), "{e}");

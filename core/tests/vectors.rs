@@ -1,4 +1,4 @@
-//! Golden vectors written by tenso 0.24.0 (`../shared/vectors/tenso/`): every case decodes to
+//! Golden vectors written by tenso 0.24.0 (`tests/data/vectors/tenso`): every case decodes to
 //! its sidecar's expectation, every case tenso wrote re-encodes to identical bytes, and every
 //! `invalid/` case is refused (except tenso's own compressed bundle, which tensorlane reads).
 
@@ -10,8 +10,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tensorlane_core::wire::{self, DecodeOptions, EncodeOptions, Packet, flags};
 
-fn vectors_dir() -> Option<PathBuf> {
-    common::shared("vectors/tenso").map(|p| p.join("vectors/tenso"))
+fn vectors_dir() -> PathBuf {
+    common::data("vectors/tenso").join("vectors/tenso")
 }
 
 struct Case {
@@ -21,7 +21,7 @@ struct Case {
 }
 
 fn cases(sub: &str) -> Vec<Case> {
-    let Some(root) = vectors_dir() else { return vec![] };
+    let root = vectors_dir();
     let dir = root.join(sub);
     let mut out = Vec::new();
     for e in std::fs::read_dir(&dir).unwrap() {
@@ -206,9 +206,7 @@ fn every_valid_vector_decodes_to_its_sidecar() {
         failures.len(),
         failures.join("\n")
     );
-    if vectors_dir().is_some() {
-        assert!(n >= 107, "only {n} cases found");
-    }
+    assert!(n >= 107, "only {n} cases found");
 }
 
 #[test]
@@ -244,9 +242,7 @@ fn every_tenso_packet_reencodes_byte_exact() {
         failures.len(),
         failures.join("\n")
     );
-    if vectors_dir().is_some() {
-        assert!(n >= 98, "only {n} re-encoded");
-    }
+    assert!(n >= 98, "only {n} re-encoded");
 }
 
 #[test]
@@ -282,7 +278,7 @@ fn every_invalid_vector_is_refused_with_a_clear_error() {
 
 #[test]
 fn aligned_decode_is_a_view_of_the_input() {
-    let Some(root) = vectors_dir() else { return };
+    let root = vectors_dir();
     let bytes = std::fs::read(root.join("large_float32_256x1024.tenso")).unwrap();
     let p = wire::decode(&bytes).unwrap();
     let t = p.as_dense().unwrap();
@@ -292,7 +288,7 @@ fn aligned_decode_is_a_view_of_the_input() {
 
 #[test]
 fn strict_options_refuse_what_tenso_lets_through() {
-    let Some(root) = vectors_dir() else { return };
+    let root = vectors_dir();
     let trailing = std::fs::read(root.join("decode_only/v4_trailing_garbage.tenso")).unwrap();
     let d = wire::decode_with(&trailing, &DecodeOptions::default()).unwrap();
     assert!(d.len < trailing.len());

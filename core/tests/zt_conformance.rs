@@ -1,9 +1,8 @@
 //! `.zt` v2 reader conformance: the 76-case corpus (spec §17), the v2 fixtures (§19.1) and a
-//! mutation pass over the valid files (§17.4). Shared data lives at `../../shared`; when it is
-//! missing these tests skip, except under `CI=true`, where they fail.
+//! mutation pass over the valid files (§17.4). The data lives in `tests/data` (see its README).
 
 mod common;
-use common::shared;
+use common::data;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -45,9 +44,7 @@ fn run_case(bytes: &[u8], op: &str, object: &str, part: &str) -> String {
 
 #[test]
 fn corpus_76_cases() {
-    let Some(root) = shared("conformance/zt/expectations.json") else {
-        return;
-    };
+    let root = data("conformance/zt/expectations.json");
     let dir = root.join("conformance/zt");
     let exp: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("expectations.json")).unwrap()).unwrap();
@@ -94,9 +91,7 @@ fn corpus_76_cases() {
 /// The six reject/ files that open and fail only at a later operation (spec §17.3) must open.
 #[test]
 fn later_operation_rejects_open_cleanly() {
-    let Some(root) = shared("conformance/zt/expectations.json") else {
-        return;
-    };
+    let root = data("conformance/zt/expectations.json");
     let dir = root.join("conformance/zt/reject");
     for f in [
         "verify-digest-mismatch.zt",
@@ -166,9 +161,7 @@ fn open_with_shards<'a>(root: &Path, file: &str, bytes: &'a [u8], store: &'a [(S
 
 #[test]
 fn fixtures_read_to_manifest() {
-    let Some(root) = shared("conformance/zt/expectations.json") else {
-        return;
-    };
+    let root = data("conformance/zt/expectations.json");
     let files = fixture_manifest(&root);
     assert_eq!(files.len(), 9, "fixtures/manifest.json lists 9 .zt v2 files");
     let mut checked = 0;
@@ -266,9 +259,7 @@ fn fixtures_read_to_manifest() {
 
 #[test]
 fn fixture_details() {
-    let Some(root) = shared("conformance/zt/expectations.json") else {
-        return;
-    };
+    let root = data("conformance/zt/expectations.json");
     let fx = |f: &str| std::fs::read(root.join("fixtures").join(f)).unwrap();
     // profiles: CSR assembles, quant_group and mx pass the stricter profile checks.
     let b = fx("profiles-csr-quant-mx.zt");
@@ -413,9 +404,7 @@ fn mutation_inputs(root: &Path) -> Vec<Vec<u8>> {
 
 #[test]
 fn mutation_smoke() {
-    let Some(root) = shared("conformance/zt/expectations.json") else {
-        return;
-    };
+    let root = data("conformance/zt/expectations.json");
     let inputs = mutation_inputs(&root);
     assert!(inputs.len() >= 25);
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);

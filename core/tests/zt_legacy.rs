@@ -1,7 +1,7 @@
 //! Legacy `.zt` v1.2 / v0.1: the reference fixtures, hostile variants, and a mutation loop.
 
 mod common;
-use common::shared;
+use common::data;
 
 use ruzstd::encoding::{CompressionLevel, compress_to_vec};
 use sha2::{Digest as _, Sha256};
@@ -112,7 +112,7 @@ fn open_err(b: &[u8]) -> tensorlane_core::zt::legacy::LegacyError {
 
 #[test]
 fn fixtures_read_to_manifest_entries() {
-    let Some(root) = shared("fixtures/v1") else { return };
+    let root = data("fixtures/v1");
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("fixtures/manifest.json")).unwrap()).unwrap();
     let mut files = 0;
@@ -180,7 +180,7 @@ fn fixtures_read_to_manifest_entries() {
 
 #[test]
 fn fixture_manifest_matches_json_and_converts() {
-    let Some(root) = shared("fixtures/v1") else { return };
+    let root = data("fixtures/v1");
     let bytes = std::fs::read(root.join("fixtures/v1/v1-sample.zt")).unwrap();
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("fixtures/v1/v1-sample.manifest.json")).unwrap()).unwrap();
@@ -578,7 +578,7 @@ fn hostile_files_refused() {
 /// Deterministic mutations of the fixtures: nothing may panic, and whatever opens must read or fail cleanly.
 #[test]
 fn mutation_loop_never_panics() {
-    let Some(root) = shared("fixtures/v1") else { return };
+    let root = data("fixtures/v1");
     let mut seeds = Vec::new();
     for name in ["v1-sample.zt", "v1-csr.zt"] {
         seeds.push(std::fs::read(root.join("fixtures/v1").join(name)).unwrap());

@@ -1,7 +1,7 @@
 //! `zt.zstd-seekable/1`: round trips, random access, hostile seek tables, and the reference fixture.
 
 mod common;
-use common::shared;
+use common::data;
 
 use ruzstd::encoding::{CompressionLevel, compress_to_vec};
 use sha2::{Digest, Sha256};
@@ -230,7 +230,7 @@ fn v2_parts(file: &[u8]) -> Vec<PartRow> {
 
 #[test]
 fn reference_fixture_decodes_to_manifest_sha256() {
-    let Some(root) = shared("fixtures") else { return };
+    let root = data("fixtures");
     let file = std::fs::read(root.join("fixtures/compressed-zstd-seekable.zt")).unwrap();
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("fixtures/manifest.json")).unwrap()).unwrap();

@@ -1,4 +1,4 @@
-//! The `tensorlane` binary against tenso 0.24.0's golden vectors in `../shared/vectors/tenso`.
+//! The `tensorlane` binary against tenso 0.24.0's golden vectors in `tests/data/vectors/tenso`.
 
 mod common;
 use std::path::{Path, PathBuf};
@@ -8,8 +8,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tensorlane");
-fn vectors() -> Option<PathBuf> {
-    common::shared("vectors/tenso")
+fn vectors() -> PathBuf {
+    common::data("vectors/tenso")
 }
 
 fn tenso_files(dir: &Path) -> Vec<PathBuf> {
@@ -159,7 +159,7 @@ fn check_folder(dir: &Path) -> (usize, usize) {
 
 #[test]
 fn golden_vectors_inspect_and_hash() {
-    let Some(dir) = vectors() else { return };
+    let dir = vectors();
     let (files, tensors) = check_folder(&dir);
     assert!(files >= 90, "only {files} top-level vectors");
     assert!(tensors >= files, "{tensors} tensors checked");
@@ -167,7 +167,7 @@ fn golden_vectors_inspect_and_hash() {
 
 #[test]
 fn decode_only_vectors_inspect() {
-    let Some(dir) = vectors() else { return };
+    let dir = vectors();
     let (files, _) = check_folder(&dir.join("decode_only"));
     assert!(files >= 9);
     let r = inspect_json(&dir.join("decode_only/v4_trailing_garbage.tenso"));
@@ -176,7 +176,7 @@ fn decode_only_vectors_inspect() {
 
 #[test]
 fn invalid_vectors_fail_with_exit_2() {
-    let Some(dir) = vectors() else { return };
+    let dir = vectors();
     let files = tenso_files(&dir.join("invalid"));
     assert!(files.len() >= 20);
     for f in &files {
@@ -206,7 +206,7 @@ fn invalid_vectors_fail_with_exit_2() {
 
 #[test]
 fn error_names_the_entry_path() {
-    let Some(dir) = vectors() else { return };
+    let dir = vectors();
     let mut bytes = std::fs::read(dir.join("bundle_integrity.tenso")).unwrap();
     let n = bytes.len();
     bytes[n - 9] ^= 0x55; // last body byte of the last entry
@@ -222,7 +222,7 @@ fn error_names_the_entry_path() {
 
 #[test]
 fn stream_files_list_every_packet() {
-    let Some(dir) = vectors() else { return };
+    let dir = vectors();
     let parts = [
         "dtype_float32.tenso",
         "bundle_nested.tenso",

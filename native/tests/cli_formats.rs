@@ -1,4 +1,4 @@
-//! The `tensorlane` binary on the foreign model formats, against `../shared/fixtures/manifest.json`:
+//! The `tensorlane` binary on the foreign model formats, against `tests/data/fixtures/manifest.json`:
 //!
 //! * `read_fixtures_inspect_like_the_manifest`: `inspect --json --hash` of every `read` fixture
 //!   lists exactly the manifest's tensors (names in order, dtype, shape, nbytes, sha256); the
@@ -63,8 +63,8 @@ fn temp_dir(tag: &str) -> PathBuf {
 }
 
 /// The fixtures folder and the manifest entries of the model formats.
-fn manifest() -> Option<(PathBuf, Vec<Value>)> {
-    let dir = common::shared("fixtures")?;
+fn manifest() -> (PathBuf, Vec<Value>) {
+    let dir = common::data("fixtures");
     let m: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     let files = m["files"]
         .as_array()
@@ -73,7 +73,7 @@ fn manifest() -> Option<(PathBuf, Vec<Value>)> {
         .filter(|f| common::MODEL_FORMATS.contains(&f["format"].as_str().unwrap()))
         .cloned()
         .collect();
-    Some((dir, files))
+    (dir, files)
 }
 
 fn shape(v: &Value) -> Vec<u64> {
@@ -82,7 +82,7 @@ fn shape(v: &Value) -> Vec<u64> {
 
 #[test]
 fn read_fixtures_inspect_like_the_manifest() {
-    let Some((dir, files)) = manifest() else { return };
+    let (dir, files) = manifest();
     let mut checked = 0;
     for f in files.iter().filter(|f| f["expect"] == "read") {
         let file = f["file"].as_str().unwrap();
@@ -122,7 +122,7 @@ fn read_fixtures_inspect_like_the_manifest() {
 
 #[test]
 fn reject_fixtures_fail_with_the_reason() {
-    let Some((dir, files)) = manifest() else { return };
+    let (dir, files) = manifest();
     // Refusals `Model` makes itself, with the error kind it must give.
     let own: BTreeMap<&str, &str> = [
         ("onnx/hostile/external-path-traversal.onnx", "refused"),
@@ -262,7 +262,7 @@ fn read_with_safetensors_crate(path: &Path) -> BTreeMap<String, (String, Vec<u64
 
 #[test]
 fn convert_fixtures_to_zt_and_safetensors() {
-    let Some((dir, files)) = manifest() else { return };
+    let (dir, files) = manifest();
     let tmp = temp_dir("convert");
     let mut checked = 0;
     let (mut blocks, mut dequantized) = (0, 0);
@@ -357,7 +357,7 @@ fn convert_fixtures_to_zt_and_safetensors() {
 
 #[test]
 fn companions_missing_or_escaping_are_refused() {
-    let Some((dir, _)) = manifest() else { return };
+    let (dir, _) = manifest();
     let tmp = temp_dir("companions");
     let model = tmp.join("model");
     std::fs::create_dir_all(&model).unwrap();

@@ -1,10 +1,9 @@
 //! The `tensorlane` binary on `.zt`: `inspect`, `verify` and `convert` over every `.zt` fixture
-//! (`../shared/fixtures`, v2 and `v1/`), the conformance corpus (`../shared/conformance/zt`) and
-//! the Tenso golden vectors (`../shared/vectors/tenso`). In CI (`CI=true`) missing shared data is
-//! a failure, never a skip.
+//! (`tests/data/fixtures`, v2 and `v1/`), the conformance corpus (`tests/data/conformance/zt`) and
+//! the Tenso golden vectors (`tests/data/vectors/tenso`).
 
 mod common;
-use common::shared;
+use common::data;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -92,7 +91,7 @@ fn check_tensors(report: &Value, expected: &[Value], ctx: &str) -> usize {
 
 #[test]
 fn fixtures_inspect_like_the_manifest() {
-    let Some(dir) = shared("fixtures") else { return };
+    let dir = data("fixtures");
     let entries = zt_entries(&dir);
     assert_eq!(entries.len(), 11, "9 .zt v2 and 2 v1 fixtures");
     let mut digests = 0;
@@ -120,7 +119,7 @@ fn fixtures_inspect_like_the_manifest() {
 
 #[test]
 fn sharded_inspect_resolves_shards_next_to_the_root() {
-    let Some(dir) = shared("fixtures") else { return };
+    let dir = data("fixtures");
     let r = inspect_json(&dir.join("sharded.zt"));
     let shards = r["shards"].as_array().unwrap();
     assert_eq!(shards.len(), 2);
@@ -159,7 +158,7 @@ fn sharded_inspect_resolves_shards_next_to_the_root() {
 
 #[test]
 fn fixtures_verify_deep_and_canonical() {
-    let Some(dir) = shared("fixtures") else { return };
+    let dir = data("fixtures");
     let canonical = [
         "basic-canonical.zt",
         "basic-canonical-numpy-shim.zt",
@@ -202,7 +201,7 @@ fn fixtures_verify_deep_and_canonical() {
 
 #[test]
 fn conformance_corpus() {
-    let Some(dir) = shared("conformance/zt") else { return };
+    let dir = data("conformance/zt");
     let ex: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("expectations.json")).unwrap()).unwrap();
     let cases = ex["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 76);
@@ -264,7 +263,7 @@ fn conformance_corpus() {
 
 #[test]
 fn convert_v1_to_v2_is_canonical_and_keeps_the_data() {
-    let Some(dir) = shared("fixtures") else { return };
+    let dir = data("fixtures");
     let tmp = temp_dir("v1");
     for e in zt_entries(&dir).iter().filter(|e| e["format"] == "zt-v1") {
         let src = dir.join(e["file"].as_str().unwrap());
@@ -322,7 +321,7 @@ fn dense_map(r: &Value) -> Vec<(String, Value, Value, Value)> {
 
 #[test]
 fn convert_tenso_to_zt_and_back() {
-    let Some(dir) = shared("vectors/tenso") else { return };
+    let dir = data("vectors/tenso");
     let tmp = temp_dir("tenso");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
@@ -364,7 +363,7 @@ fn convert_tenso_to_zt_and_back() {
 
 #[test]
 fn convert_zt_to_tenso_and_back() {
-    let Some(dir) = shared("fixtures") else { return };
+    let dir = data("fixtures");
     let tmp = temp_dir("zt");
     for f in [
         "basic-canonical.zt",

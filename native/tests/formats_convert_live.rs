@@ -3,7 +3,7 @@
 //!
 //! * sources: random `.safetensors` (written by `safetensors.numpy`), `.npy` and `.npz` (numpy)
 //!   files with random shapes and dtypes (seeded; `FORMATS_LIVE_SEED` repeats a run), and every
-//!   readable fixture of `../shared/fixtures/manifest.json` in a model format;
+//!   readable fixture of `tests/data/fixtures/manifest.json` in a model format;
 //! * each is converted to `.safetensors` (ggml blocks with `--dequantize`) and to `.zt` (ggml blocks
 //!   as `gguf.<type>/1`, or dequantized where the .zt layouts lack the type);
 //! * the `safetensors` library (0.8.0, `deserialize` and `safe_open(numpy)`) and `ztensor` 2.1.2
@@ -48,9 +48,7 @@ struct Source {
 }
 
 fn fixture_sources() -> Vec<Source> {
-    let Some(dir) = common::shared("fixtures") else {
-        return Vec::new();
-    };
+    let dir = common::data("fixtures");
     let m: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     let mut out = Vec::new();
     for f in m["files"].as_array().unwrap() {

@@ -1,4 +1,4 @@
-//! The offload scheduler against its bars (shared/specs/offload.md §6.5), in the simulator:
+//! The offload scheduler against its bars (docs/specs/offload.md §6.5), in the simulator:
 //!
 //! * the grid: profiles {h100, pcie4} × {llama-7b, llama-13b} × budgets {2, 4, 8, 16} GB ×
 //!   {decode, prefill 512, 2048, 8192}: the scheduler is never slower than any baseline, within

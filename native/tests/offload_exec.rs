@@ -1,4 +1,4 @@
-//! The offload executors run plans for real (shared/specs/offload.md §3.5, §4.4–4.5): the CPU
+//! The offload executors run plans for real (docs/specs/offload.md §3.5, §4.4–4.5): the CPU
 //! executor moves the tiny model's weight bytes through a host "VRAM" arena exactly as each plan
 //! says (resident offsets, ring slots, waits and records) and its output equals the all-resident
 //! reference bit for bit, for the scheduler and every baseline, at budgets that force streaming.

@@ -15,7 +15,7 @@
 //! only when `python3` is missing and `CI` is not `true`; in CI every setup failure fails.
 
 mod common;
-use common::{in_ci, root};
+use common::root;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
@@ -431,12 +431,7 @@ fn tensorlane_files_open_in_ztensor() {
 
 #[test]
 fn fixtures_reproduce_byte_for_byte() {
-    let fx = root().join("../shared/fixtures");
-    if !fx.exists() {
-        assert!(!in_ci(), "shared/fixtures is missing at {}", fx.display());
-        eprintln!("skipping: no {}", fx.display());
-        return;
-    }
+    let fx = common::data("fixtures");
     // basic-canonical.zt (spec §19.1).
     let le16 = |v: &[u16]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
     let f32s: Vec<u8> = (0..6).flat_map(|v| (v as f32).to_le_bytes()).collect();

@@ -1,7 +1,7 @@
 // The web demo in Debian's Chromium (headless, via playwright-core; no browser download):
 // the wasm build decodes packets fetched from a local server into views on the fetched
 // ArrayBuffer, the inspector renders (screenshot in tests/out/), and a small benchmark runs.
-// .zt fixtures (../shared/fixtures) are opened in the page as Files (file input and a synthetic drop):
+// .zt fixtures (tests/data/fixtures) are opened in the page as Files (file input and a synthetic drop):
 // open must read only the header, the 64 KiB tail and the manifest; the object table must match
 // manifest.json; screenshot in tests/out/web-demo-zt.png.
 // TENSORLANE_BENCH=1 adds the 64 MiB size and rewrites BENCHMARKS.md's "Browser (Chromium)" section.
@@ -15,14 +15,12 @@ import * as tensorlane from '../../js/node.js';
 const CI = process.env.CI === 'true';
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const OUT = new URL('../out/', import.meta.url);
-const VECTORS = new URL('../../../shared/vectors/tenso/', import.meta.url);
-const FIXTURES = new URL('../../../shared/fixtures/', import.meta.url);
+const VECTORS = new URL('../data/vectors/tenso/', import.meta.url);
+const FIXTURES = new URL('../data/fixtures/', import.meta.url);
 const BENCH = process.env.TENSORLANE_BENCH === '1';
 
 let missing = null;
 if (!existsSync(CHROMIUM)) missing = `Chromium not found at ${CHROMIUM}`;
-else if (!existsSync(fileURLToPath(VECTORS))) missing = `shared vectors missing at ${fileURLToPath(VECTORS)}`;
-else if (!existsSync(fileURLToPath(new URL('manifest.json', FIXTURES)))) missing = `shared fixtures missing at ${fileURLToPath(FIXTURES)}`;
 else if (!existsSync(fileURLToPath(new URL('../../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url)))) missing = 'wasm/pkg not built (scripts/build-js.sh)';
 let chromium = null;
 try {
@@ -77,7 +75,7 @@ describe('Chromium: web demo on the wasm build', { skip: missing ?? false }, () 
 
   it('renders the inspector (worker + wasm) for fetched packets', async () => {
     const shared = ['large_float32_256x1024', 'bundle_with_sparse', 'quant_qint8_per_channel_axis1', 'compress_tile_f64_integrity', 'string_mixed_utf8'];
-    const list = ['/gen/normal_f32.tenso', '/gen/model.tenso', ...shared.map((n) => `/shared/vectors/tenso/${n}.tenso`)];
+    const list = ['/gen/normal_f32.tenso', '/gen/model.tenso', ...shared.map((n) => `/tests/data/vectors/tenso/${n}.tenso`)];
     await page.goto(`${url}/web-demo/?packets=${list.join(',')}`);
     await page.waitForSelector('body[data-done="true"]', { timeout: 30000 });
     const summary = await page.evaluate(() => ({
@@ -103,8 +101,8 @@ describe('Chromium: web demo on the wasm build', { skip: missing ?? false }, () 
   it('decoded tensors are views on the fetched ArrayBuffer (copies only where they must be)', async () => {
     const r = await page.evaluate(async () => ({
       big: await window.demo.decodeUrl('/gen/normal_f32.tenso'),
-      golden: await window.demo.decodeUrl('/shared/vectors/tenso/large_float32_256x1024.tenso'),
-      compressed: await window.demo.decodeUrl('/shared/vectors/tenso/compress_tile_f64_integrity.tenso'),
+      golden: await window.demo.decodeUrl('/tests/data/vectors/tenso/large_float32_256x1024.tenso'),
+      compressed: await window.demo.decodeUrl('/tests/data/vectors/tenso/compress_tile_f64_integrity.tenso'),
       bundle: await window.demo.decodeUrl('/gen/model.tenso'),
     }));
     assert.equal(r.big.sharesFetchedBuffer, true);
@@ -150,7 +148,7 @@ describe('Chromium: web demo on the wasm build', { skip: missing ?? false }, () 
       await ztPage.waitForFunction(() => window.demo.zt.length === 2 && document.body.dataset.files === 'done', null, { timeout: 30000 });
       // A synthetic drop of a File built in the page.
       await ztPage.evaluate(async (name) => {
-        const bytes = await (await fetch(`/shared/fixtures/${name}`)).arrayBuffer();
+        const bytes = await (await fetch(`/tests/data/fixtures/${name}`)).arrayBuffer();
         const dt = new DataTransfer();
         dt.items.add(new File([bytes], name));
         document.getElementById('drop').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));

@@ -1,6 +1,6 @@
 // The inspector opens model files in Debian's Chromium (headless, playwright-core, the wasm build):
 // safetensors (alone and as a shard index with its shards), GGUF, ONNX with external data,
-// PyTorch (zip and legacy), .npz, .npy and HDF5 from ../shared/fixtures, picked together as Files,
+// PyTorch (zip and legacy), .npz, .npy and HDF5 from tests/data/fixtures, picked together as Files,
 // list exactly the manifest's tensors; clicking a
 // row plots the tensor (GGUF quantized blocks dequantized, same statistics as Node computes);
 // and a 64 MiB safetensors and GGUF file, dropped as Files, list from under 1% of their bytes
@@ -18,11 +18,10 @@ import { bigModels } from '../js/_model_files.mjs';
 const CI = process.env.CI === 'true';
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const OUT = new URL('../out/', import.meta.url);
-const FIXTURES = new URL('../../../shared/fixtures/', import.meta.url);
+const FIXTURES = new URL('../data/fixtures/', import.meta.url);
 
 let missing = null;
 if (!existsSync(CHROMIUM)) missing = `Chromium not found at ${CHROMIUM}`;
-else if (!existsSync(fileURLToPath(new URL('manifest.json', FIXTURES)))) missing = `shared fixtures missing at ${fileURLToPath(FIXTURES)}`;
 else if (!existsSync(fileURLToPath(new URL('../../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url)))) missing = 'wasm/pkg not built (scripts/build-js.sh)';
 let chromium = null;
 try {
@@ -35,16 +34,6 @@ if (missing && CI) throw new Error(`${missing} (CI=true: failing, not skipping)`
 const manifest = missing ? { files: [] } : JSON.parse(readFileSync(new URL('manifest.json', FIXTURES), 'utf8'));
 const entry = (file) => manifest.files.find((m) => m.file === file);
 const fixture = (f) => fileURLToPath(new URL(f, FIXTURES));
-
-/** Whether this format's parser is still a stub (then its checks are skipped). */
-function pending(file) {
-  try {
-    tensorlane.open(fixture(file));
-    return false;
-  } catch (e) {
-    return /not yet implemented/.test(e.message);
-  }
-}
 
 describe('Chromium: the inspector opens model files lazily', { skip: missing ?? false }, () => {
   let server, url, browser, page;
@@ -101,7 +90,7 @@ describe('Chromium: the inspector opens model files lazily', { skip: missing ?? 
       'safetensors/sharded/model-00002-of-00002.safetensors', 'gguf/tiny-llama.gguf', 'gguf/types.gguf', 'onnx/external.onnx', 'onnx/external.onnx.data',
       'pt/mlp-state-dict.pt', 'pt/views.legacy.pt', 'npz/compressed.npz', 'npy/fortran-order-f64.npy', 'hdf5/libver-latest.h5',
     ];
-    const live = files.filter((f) => !/\.data$|-0000\d-of/.test(f)).filter((f) => !pending(f));
+    const live = files.filter((f) => !/\.data$|-0000\d-of/.test(f));
     if (live.length === 0) return;
     await page.setInputFiles('#files', files.map(fixture));
     await page.waitForFunction(() => document.body.dataset.files === 'done', null, { timeout: 60000 });
@@ -156,7 +145,6 @@ describe('Chromium: the inspector opens model files lazily', { skip: missing ?? 
   });
 
   it('a 64 MiB safetensors and GGUF dropped as Files list from under 1% of their bytes', { timeout: 90000 }, async () => {
-    if (pending('safetensors/dtypes.safetensors') || pending('gguf/types.gguf')) return;
     await page.evaluate(async () => {
       const dt = new DataTransfer();
       for (const name of ['big.safetensors', 'big.gguf']) dt.items.add(new File([await (await fetch(`/gen/${name}`)).arrayBuffer()], name));

@@ -3,15 +3,15 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-export const SHARED = new URL('../../../shared/', import.meta.url);
-export const VECTORS = new URL('vectors/tenso/', SHARED);
+/** The repository's test data (`tests/data`, see its README for where each file came from). */
+export const DATA = new URL('../data/', import.meta.url);
+export const VECTORS = new URL('vectors/tenso/', DATA);
 export const CI = process.env.CI === 'true';
 
-/** True when the shared vectors exist; in CI a missing folder fails instead of skipping. */
-export function haveVectors() {
-  const ok = existsSync(fileURLToPath(VECTORS));
-  if (!ok && CI) throw new Error(`shared test data missing at ${fileURLToPath(VECTORS)} (CI=true: failing, not skipping)`);
-  return ok;
+/** `url` (inside `DATA`), after checking it exists: the data is part of the repository. */
+export function data(url) {
+  if (!existsSync(fileURLToPath(url))) throw new Error(`test data missing at ${fileURLToPath(url)} (it is part of the repository: is the checkout complete?)`);
+  return url;
 }
 
 /** The backends under test: the addon (when built) and the wasm build, or TENSORLANE_BACKEND only. */

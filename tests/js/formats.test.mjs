@@ -1,4 +1,4 @@
-// open() for every model format, on both backends, against ../shared/fixtures (manifest.json):
+// open() for every model format, on both backends, against tests/data/fixtures (manifest.json):
 // every `read` fixture lists the manifest's names, dtypes, shapes and byte counts, and tensor()
 // gives bytes with the manifest's sha256 (quantized GGUF tensors: dequantize() too), from a path,
 // from bytes and from a Blob, with companions (safetensors shards, ONNX external data) found next
@@ -12,16 +12,14 @@ import { existsSync, mkdtempSync, openAsBlob, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CI, SHARED, loadBackends, sha256 } from './_helpers.mjs';
+import { DATA, data, loadBackends, sha256 } from './_helpers.mjs';
 import { bigModels, ggufSplits } from './_model_files.mjs';
 
-const FIXTURES = new URL('fixtures/', SHARED);
+const FIXTURES = data(new URL('fixtures/', DATA));
 const FOREIGN = new Set(['safetensors', 'safetensors-index', 'gguf', 'pt', 'npy', 'npz', 'onnx', 'hdf5']);
 const KINDS = new Set(['truncated', 'header-too-large', 'syntax', 'unsupported-version', 'unsupported', 'out-of-bounds', 'overlap', 'gap', 'size-mismatch', 'duplicate', 'overflow', 'limit', 'refused', 'companion', 'checksum', 'io']);
 
-const haveFixtures = existsSync(fileURLToPath(new URL('manifest.json', FIXTURES)));
-if (!haveFixtures && CI) throw new Error(`shared fixtures missing at ${fileURLToPath(FIXTURES)} (CI=true: failing, not skipping)`);
-const manifest = haveFixtures ? JSON.parse(readFileSync(new URL('manifest.json', FIXTURES), 'utf8')) : { files: [] };
+const manifest = JSON.parse(readFileSync(new URL('manifest.json', FIXTURES), 'utf8'));
 const entries = manifest.files.filter((e) => FOREIGN.has(e.format));
 const backends = await loadBackends();
 
@@ -85,7 +83,7 @@ async function check(r, e, ctx) {
 const plain = (x) => JSON.parse(JSON.stringify(x, (_k, v) => (typeof v === 'bigint' ? `${v}n` : v instanceof Uint8Array ? [...v] : v)));
 
 for (const { name, api } of backends) {
-  test(`${name}: every read fixture lists and reads as the manifest says (path, bytes, Blob)`, { skip: !haveFixtures }, async (t) => {
+  test(`${name}: every read fixture lists and reads as the manifest says (path, bytes, Blob)`, async (t) => {
     const skipped = new Set();
     let digests = 0;
     for (const e of entries.filter((x) => x.expect === 'read')) {
@@ -112,7 +110,7 @@ for (const { name, api } of backends) {
     else assert.ok(digests >= 200, `${digests} digests`);
   });
 
-  test(`${name}: every reject fixture throws a TensorlaneError that says what is wrong`, { skip: !haveFixtures }, async (t) => {
+  test(`${name}: every reject fixture throws a TensorlaneError that says what is wrong`, async (t) => {
     const skipped = new Set();
     for (const e of entries.filter((x) => x.expect === 'reject')) {
       const comps = Object.fromEntries(Object.entries(companionsOf(e)).map(([n, f]) => [n, new Uint8Array(readFileSync(path(f)))]));
@@ -156,7 +154,7 @@ for (const { name, api } of backends) {
     if (skipped.size) t.diagnostic(`parsers not yet implemented (skipped): ${[...skipped].sort().join(', ')}`);
   });
 
-  test(`${name}: companions come from the folder, {companions}, or the error names them`, { skip: !haveFixtures }, async (t) => {
+  test(`${name}: companions come from the folder, {companions}, or the error names them`, async (t) => {
     const onnx = 'onnx/external.onnx';
     let r;
     try {
@@ -185,7 +183,7 @@ for (const { name, api } of backends) {
     assert.equal(ix.info(e.tensors[0].name).attributes.shard, e.tensors[0].shard);
   });
 
-  test(`${name}: tensor() views the caller's bytes; widen and dequantize give float32`, { skip: !haveFixtures }, async (t) => {
+  test(`${name}: tensor() views the caller's bytes; widen and dequantize give float32`, async (t) => {
     const file = 'safetensors/dtypes.safetensors';
     const bytes = new Uint8Array(readFileSync(path(file)));
     let r;
@@ -302,7 +300,7 @@ for (const { name, api } of backends) {
     }
   });
 
-  test(`${name}: open() hands a .zt to the .zt reader, which lists like the others`, { skip: !haveFixtures }, () => {
+  test(`${name}: open() hands a .zt to the .zt reader, which lists like the others`, () => {
     const r = api.open(path('basic-canonical.zt'));
     assert.equal(r.format, 'zt');
     const w = r.tensors.find((x) => x.name === 'embed.weight');
@@ -325,7 +323,7 @@ for (const { name, api } of backends) {
   });
 }
 
-test('the addon and the wasm build list and read every fixture identically', { skip: backends.length < 2 || !haveFixtures }, () => {
+test('the addon and the wasm build list and read every fixture identically', { skip: backends.length < 2 }, () => {
   const [a, b] = backends.map((x) => x.api);
   let compared = 0;
   for (const e of entries) {

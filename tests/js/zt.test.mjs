@@ -1,20 +1,13 @@
 // .zt v2 in JS: open() over paths, bytes and Blobs, get() views, verify(), writeZt(), on both
-// backends, against ../shared/fixtures (manifest.json) and ../shared/conformance/zt.
+// backends, against tests/data/fixtures (manifest.json) and tests/data/conformance/zt.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, openAsBlob, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { CI, SHARED, loadBackends, sha256 } from './_helpers.mjs';
+import { DATA, data, loadBackends, sha256 } from './_helpers.mjs';
 
-const FIXTURES = new URL('fixtures/', SHARED);
-const CORPUS = new URL('conformance/zt/', SHARED);
-
-/** True when the shared folder exists; in CI a missing folder fails instead of skipping. */
-function have(url) {
-  const ok = existsSync(fileURLToPath(url));
-  if (!ok && CI) throw new Error(`shared test data missing at ${fileURLToPath(url)} (CI=true: failing, not skipping)`);
-  return ok;
-}
+const FIXTURES = data(new URL('fixtures/', DATA));
+const CORPUS = data(new URL('conformance/zt/', DATA));
 
 const backends = await loadBackends();
 
@@ -49,7 +42,7 @@ async function checkEntry(r, e, ctx) {
 }
 
 for (const { name, api } of backends) {
-  test(`${name}: every .zt fixture opens (path, bytes, Blob) with the manifest's tensors`, { skip: !have(FIXTURES) }, async () => {
+  test(`${name}: every .zt fixture opens (path, bytes, Blob) with the manifest's tensors`, async () => {
     let digests = 0;
     for (const e of ztFixtures()) {
       const path = fileURLToPath(new URL(e.file, FIXTURES));
@@ -86,7 +79,7 @@ for (const { name, api } of backends) {
     assert.ok(digests >= 50, `${digests}`);
   });
 
-  test(`${name}: get() returns views on the caller's buffer, copies only decoded parts`, { skip: !have(FIXTURES) }, () => {
+  test(`${name}: get() returns views on the caller's buffer, copies only decoded parts`, () => {
     const bytes = new Uint8Array(readFileSync(new URL('basic-canonical.zt', FIXTURES)));
     const r = api.open(bytes);
     const w = r.get('embed.weight');
@@ -122,7 +115,7 @@ for (const { name, api } of backends) {
     }
   });
 
-  test(`${name}: a Blob is read lazily (footer and manifest at open, one range per get)`, { skip: !have(FIXTURES) }, async () => {
+  test(`${name}: a Blob is read lazily (footer and manifest at open, one range per get)`, async () => {
     const path = fileURLToPath(new URL('basic-canonical.zt', FIXTURES));
     const reads = [];
     const base = await openAsBlob(path);
@@ -149,7 +142,7 @@ for (const { name, api } of backends) {
     assert.equal(w.copied, false);
   });
 
-  test(`${name}: the conformance corpus`, { skip: !have(CORPUS) }, () => {
+  test(`${name}: the conformance corpus`, () => {
     const { cases } = JSON.parse(readFileSync(new URL('expectations.json', CORPUS), 'utf8'));
     assert.equal(cases.length, 76);
     let checked = 0;
@@ -181,7 +174,7 @@ for (const { name, api } of backends) {
     assert.equal(checked, 76);
   });
 
-  test(`${name}: writeZt writes canonical files byte-identical to the reference writer`, { skip: !have(FIXTURES) }, () => {
+  test(`${name}: writeZt writes canonical files byte-identical to the reference writer`, () => {
     const shim = readFileSync(new URL('basic-canonical-numpy-shim.zt', FIXTURES));
     const out = api.writeZt({ x: { shape: [2, 3], data: new Float32Array([0, 1, 2, 3, 4, 5]) }, a: new Int8Array([-128, -1, 0, 1, 127]) });
     assert.ok(out instanceof Uint8Array);

@@ -1,6 +1,6 @@
 //! Tenso 0.24.0-compatible tensor packets.
 //!
-//! Byte layout: `../shared/specs/tenso-wire.md`. tensorlane writes v4 headers, reads v3 and v4,
+//! Byte layout: `docs/specs/tenso-wire.md`. tensorlane writes v4 headers, reads v3 and v4,
 //! and produces tenso's exact bytes for every packet tenso can write (compressed bodies included,
 //! with the default `std` feature). Where tenso 0.24.0 is wrong or unsafe, tensorlane does the safe
 //! thing (spec §21):

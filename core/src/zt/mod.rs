@@ -1,4 +1,4 @@
-//! The `.zt` container (spec: `../shared/specs/zt.md`).
+//! The `.zt` container (spec: `docs/specs/zt.md`).
 
 pub mod cbor;
 pub mod format;

@@ -2,25 +2,20 @@
 
 use std::path::PathBuf;
 
-/// The shared reference folder (`../shared` beside the repository), once `needed` (a path
-/// inside it) exists. `None` (skip, with a message) when it is missing locally; a failure when
-/// `CI=true`, where a missing folder is never a silent skip.
-pub fn shared(needed: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared"));
-    if p.join(needed).exists() {
-        return Some(p);
-    }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!(
-            "shared reference data missing at {} (CI=true: a missing folder is a failure)",
-            p.join(needed).display()
-        );
-    }
-    eprintln!("skipping: {} not found", p.join(needed).display());
-    None
+/// The repository's test data folder (`tests/data`, see its README for where each file came
+/// from), checked to contain `needed` (a path inside it): the data is part of the repository, so a
+/// missing file is a failure, never a skip.
+pub fn data(needed: &str) -> PathBuf {
+    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data"));
+    assert!(
+        p.join(needed).exists(),
+        "test data missing at {} (it is part of the repository: is the checkout complete?)",
+        p.join(needed).display()
+    );
+    p
 }
 
-/// One file of `../shared/fixtures/` with its `manifest.json` entry.
+/// One file of `tests/data/fixtures/` with its `manifest.json` entry.
 #[allow(dead_code)]
 pub struct Fixture {
     /// Absolute path of the file.
@@ -47,11 +42,10 @@ impl Fixture {
     }
 }
 
-/// The fixtures of the given manifest formats (`"safetensors"`, `"gguf"`, `"pt"`, ...), or
-/// `None` (skip) when the shared folder is missing locally.
+/// The fixtures of the given manifest formats (`"safetensors"`, `"gguf"`, `"pt"`, ...).
 #[allow(dead_code)]
-pub fn fixtures(formats: &[&str]) -> Option<Vec<Fixture>> {
-    let root = shared("fixtures/manifest.json")?.join("fixtures");
+pub fn fixtures(formats: &[&str]) -> Vec<Fixture> {
+    let root = data("fixtures/manifest.json").join("fixtures");
     let text = std::fs::read_to_string(root.join("manifest.json")).unwrap();
     let m: serde_json::Value = serde_json::from_str(&text).unwrap();
     let out: Vec<Fixture> = m["files"]
@@ -65,7 +59,7 @@ pub fn fixtures(formats: &[&str]) -> Option<Vec<Fixture>> {
         })
         .collect();
     assert!(!out.is_empty(), "no fixtures of formats {formats:?} in the manifest");
-    Some(out)
+    out
 }
 
 /// Checks a catalog against a `read` fixture: exactly the manifest's tensors, in its order, each

@@ -1,4 +1,4 @@
-//! Running models bigger than the GPU: the offload scheduler (shared/specs/offload.md).
+//! Running models bigger than the GPU: the offload scheduler (docs/specs/offload.md).
 //!
 //! * [`model`] — what a forward needs: ordered ops, the tensors each reads, their cost
 //!   ([`Model`]); Llama-style presets ([`LlamaShape`]) and `.zt` files ([`Model::from_zt`]).

@@ -1,4 +1,4 @@
-//! Shared by the integration tests: the repository root, the shared reference folder, CI
+//! Shared by the integration tests: the repository root, the test data folder, CI
 //! detection, the pinned Python venv a setup script builds, and the pieces every live
 //! cross-check repeats (seed, scratch folder, running a generator, comparing a catalog).
 #![allow(dead_code)]
@@ -28,21 +28,16 @@ pub fn in_ci() -> bool {
     )
 }
 
-/// A folder of the shared reference data (`../shared/<sub>`); in CI its absence fails the test,
-/// elsewhere it skips with a message.
-pub fn shared(sub: &str) -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared").join(sub);
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    if in_ci() {
-        panic!("{} is missing; CI must have the shared reference data", dir.display());
-    }
-    eprintln!(
-        "skipping: {} not found (set CI=true to make this a failure)",
+/// A folder of the repository's test data (`tests/data/<sub>`, see its README for where each
+/// file came from). The data is part of the repository, so a missing folder is a failure.
+pub fn data(sub: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data").join(sub);
+    assert!(
+        dir.is_dir(),
+        "{} is missing (it is part of the repository: is the checkout complete?)",
         dir.display()
     );
-    None
+    dir
 }
 
 enum Setup {
@@ -113,7 +108,7 @@ pub fn venv_python(script: &str, what: &str) -> Option<&'static Path> {
     }
 }
 
-/// The manifest formats (`../shared/fixtures/manifest.json`) that `Model` reads and `convert`
+/// The manifest formats (`tests/data/fixtures/manifest.json`) that `Model` reads and `convert`
 /// converts.
 pub const MODEL_FORMATS: [&str; 8] = [
     "safetensors",
