@@ -411,15 +411,75 @@ fn attack_array_nesting_deep() {
     assert_eq!(kind(&b.build()), ErrorKind::Limit);
 }
 
+fn refusal(bytes: &[u8]) -> FormatError {
+    match gguf::open(bytes) {
+        Ok(c) => panic!("accepted: {c:?}"),
+        Err(e) => e,
+    }
+}
+
 #[test]
 fn attack_unknown_value_types() {
-    assert_eq!(
-        kind(&Builder::new(3).kv_raw("x", 13, &[0; 8]).build()),
-        ErrorKind::Syntax
-    );
-    let mut v = 77u32.to_le_bytes().to_vec();
-    v.extend(0u64.to_le_bytes());
-    assert_eq!(kind(&Builder::new(3).kv_raw("x", 9, &v).build()), ErrorKind::Syntax);
+    // The value of key "general.x" has type 13: the error names the key as a key, at the value.
+    let b = Builder::new(3)
+        .kv_str("general.name", "ok")
+        .kv_raw("general.x", 13, &[0; 8]);
+    let e = refusal(&b.build());
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    assert_eq!(e.key.as_deref(), Some("general.x"));
+    assert_eq!(e.tensor, None, "a key is not a tensor: {e}");
+    let value_at = (4 + 4 + 8 + 8) + (8 + 12 + 4 + 8 + 2) + (8 + 9 + 4);
+    assert_eq!(e.offset, Some(value_at as u64));
+    let shown = e.to_string();
+    assert!(shown.contains("metadata key 'general.x'"), "{shown}");
+    assert!(shown.contains("value type 13"), "{shown}");
+    assert!(!shown.contains("tensor"), "{shown}");
+    // An array whose item type is unknown, nested inside another array: still the key.
+    let mut inner = 77u32.to_le_bytes().to_vec();
+    inner.extend(0u64.to_le_bytes());
+    let mut v = 9u32.to_le_bytes().to_vec();
+    v.extend(1u64.to_le_bytes());
+    v.extend(&inner);
+    let e = refusal(&Builder::new(3).kv_raw("tokenizer.ggml.tokens", 9, &v).build());
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    assert_eq!(e.key.as_deref(), Some("tokenizer.ggml.tokens"));
+    assert_eq!(e.tensor, None);
+    assert!(e.to_string().contains("item type 77"), "{e}");
+}
+
+#[test]
+fn attack_more_than_ggml_max_dims() {
+    // Four dimensions is GGML_MAX_DIMS and reads.
+    let b = Builder::new(3).tensor("four", &[2, 1, 1, 1], 0, &f32s(&[1.0, 2.0]));
+    let cat = gguf::open(&b.build()).unwrap();
+    assert_eq!(cat.tensors[0].shape, [1, 1, 1, 2]);
+    // Five is refused as llama.cpp refuses it, naming the tensor, n_dims, where and the rule.
+    for version in [1, 3] {
+        let b = Builder::new(version).tensor("ok", &[2], 0, &f32s(&[1.0, 2.0])).tensor(
+            "blk.0.five",
+            &[2, 1, 1, 1, 1],
+            0,
+            &f32s(&[1.0, 2.0]),
+        );
+        let bytes = b.build();
+        let e = refusal(&bytes);
+        assert_eq!(e.kind, ErrorKind::Limit);
+        assert_eq!(e.tensor.as_deref(), Some("blk.0.five"));
+        // The offset is that of the n_dims field: right after the second tensor info's name.
+        let at = e.offset.expect("an offset") as usize;
+        assert_eq!(&bytes[at..at + 4], &5u32.to_le_bytes());
+        assert_eq!(&bytes[at - 10..at], b"blk.0.five");
+        let shown = e.to_string();
+        for want in ["tensor 'blk.0.five'", "n_dims = 5", "GGML_MAX_DIMS", "at most 4"] {
+            assert!(shown.contains(want), "{want:?} missing from: {shown}");
+        }
+    }
+    // Big-endian files are held to the same rule.
+    let mut b = Builder::new(3);
+    b.be = true;
+    let b = b.tensor("t", &[1, 1, 1, 1, 1, 1], 0, &[63, 128, 0, 0]);
+    let e = refusal(&b.build());
+    assert_eq!((e.kind, e.tensor.as_deref()), (ErrorKind::Limit, Some("t")));
 }
 
 #[test]
