@@ -163,6 +163,28 @@ pub(super) fn validate_layout(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'
 }
 
 fn validate_quant_group(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -> Res<()> {
+    let q = quant_group_attributes(spec)?;
+    check_quant_group_parts(spec, count, parts, &q)
+}
+
+/// The `zt.quant_group/1` attributes, as [`quant_group_attributes`] checks them.
+struct QuantGroupAttrs {
+    bits: u64,
+    group_size: u64,
+    axis: u64,
+    /// The packing word's name and width in bytes.
+    word: String,
+    word_width: u64,
+    /// Codes per packing word.
+    per_word: u64,
+    scale_form: String,
+    /// `None`: no zeros part; `Some(true)`: packed as the data; `Some(false)`: plain.
+    zeros: Option<bool>,
+}
+
+/// Checks an object's `zt.quant_group/1` attributes (bits, group size, axis, packing, scale form,
+/// zero point) against each other and the shape.
+fn quant_group_attributes(spec: &ObjectSpec) -> Res<QuantGroupAttrs> {
     let l = LAYOUT_QUANT_GROUP;
     let attrs = spec.attributes.as_ref().ok_or_else(|| {
         layout_err(format!(
@@ -251,6 +273,32 @@ fn validate_quant_group(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -
             )));
         }
     };
+    Ok(QuantGroupAttrs {
+        bits,
+        group_size,
+        axis,
+        word,
+        word_width: ww,
+        per_word,
+        scale_form,
+        zeros,
+    })
+}
+
+/// Checks the parts of a `zt.quant_group/1` object (which are present, their dtypes and sizes)
+/// against its checked attributes `q` and its `count` elements.
+fn check_quant_group_parts(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>], q: &QuantGroupAttrs) -> Res<()> {
+    let l = LAYOUT_QUANT_GROUP;
+    let QuantGroupAttrs {
+        bits,
+        group_size,
+        axis,
+        ref word,
+        word_width: ww,
+        per_word,
+        ref scale_form,
+        zeros,
+    } = *q;
     if zeros.is_some() {
         expect_parts(parts, &["data", "scales", "zeros"], l)?;
     } else {
