@@ -25,7 +25,7 @@
 //! ```
 #![no_std]
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 extern crate alloc;
 #[cfg(feature = "std")]

@@ -12,8 +12,8 @@
 
 mod common;
 
+use common::{f32_bytes, sha256_hex};
 use proptest::prelude::*;
-use sha2::{Digest, Sha256};
 use tensorlane_core::formats::ggml::{self, GgmlType};
 use tensorlane_core::formats::{self, Catalog, ElementType, ErrorKind, FormatError, Meta, gguf};
 use tensorlane_core::source::{ReadAt, SourceError};
@@ -27,14 +27,6 @@ const HOSTILE: &[(&str, ErrorKind)] = &[
     ("gguf/hostile/tensor-dims-overflow.gguf", ErrorKind::Overflow),
     ("gguf/hostile/unsupported-version.gguf", ErrorKind::UnsupportedVersion),
 ];
-
-fn sha(b: &[u8]) -> String {
-    hex::encode(Sha256::digest(b))
-}
-
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
 
 /// A manifest metadata value (`{type, value}` / `{type: ARRAY, item_type, value}`) as [`Meta`].
 fn meta_of(ty: &str, v: &serde_json::Value) -> Meta {
@@ -81,7 +73,7 @@ fn same(a: &Meta, b: &Meta) -> bool {
 }
 
 fn attr<'a>(t: &'a formats::TensorInfo, key: &str) -> &'a Meta {
-    &t.attributes.iter().find(|(k, _)| k == key).unwrap().1
+    common::attr(t, key).unwrap_or_else(|| panic!("{}: no attribute {key}", t.name))
 }
 
 #[test]
@@ -133,7 +125,7 @@ fn manifest_fixtures() {
                         let out = ggml::dequantize(ty, &raw).unwrap_or_else(|e| panic!("{what}: {e}"));
                         assert_eq!(out.len() as u64, t.numel().unwrap(), "{what}");
                         assert_eq!(
-                            sha(&f32_bytes(&out)),
+                            sha256_hex(&f32_bytes(&out)),
                             d["sha256"].as_str().unwrap(),
                             "{what}: dequantized"
                         );
@@ -143,11 +135,7 @@ fn manifest_fixtures() {
                 read += 1;
             }
             "reject" => {
-                let want = HOSTILE
-                    .iter()
-                    .find(|(f, _)| *f == fx.file())
-                    .unwrap_or_else(|| panic!("{}: not in HOSTILE", fx.file()))
-                    .1;
+                let want = common::expected_refusal(HOSTILE, fx);
                 let e = gguf::open(&bytes).expect_err(fx.file());
                 assert_eq!(e.kind, want, "{}: {e}", fx.file());
                 rejected += 1;
@@ -261,10 +249,6 @@ impl Builder {
     }
 }
 
-fn f32s(v: &[f32]) -> Vec<u8> {
-    f32_bytes(v)
-}
-
 /// A valid file with metadata of several types and a dense and a quantized tensor.
 fn valid() -> Builder {
     let q8: Vec<u8> = (0..34u8).map(|i| if i == 1 { 0x3c } else { i }).collect();
@@ -276,15 +260,12 @@ fn valid() -> Builder {
             9,
             &[4, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0],
         )
-        .tensor("a", &[3, 2], 0, &f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))
+        .tensor("a", &[3, 2], 0, &f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))
         .tensor("q", &[32], 8, &q8)
 }
 
 fn kind(bytes: &[u8]) -> ErrorKind {
-    match gguf::open(bytes) {
-        Ok(c) => panic!("accepted: {c:?}"),
-        Err(e) => e.kind,
-    }
+    common::refusal_kind(gguf::open(bytes))
 }
 
 #[test]
@@ -298,7 +279,7 @@ fn hand_built_file_reads() {
     assert_eq!(cat.tensors[1].ty, ElementType::Ggml(GgmlType(8)));
     let raw = formats::read("gguf", &cat.tensors[0], &[&b[..]]).unwrap();
     assert!(matches!(raw, std::borrow::Cow::Borrowed(_)), "zero-copy");
-    assert_eq!(&raw[..], &f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])[..]);
+    assert_eq!(&raw[..], &f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])[..]);
 }
 
 #[test]
@@ -306,7 +287,7 @@ fn version_1_reads() {
     let b = Builder::new(1)
         .kv_str("general.architecture", "old")
         .kv_raw("old.arr", 9, &[8, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, b'h', b'i'])
-        .tensor("w", &[2, 2], 0, &f32s(&[1.0, 2.0, 3.0, 4.0]))
+        .tensor("w", &[2, 2], 0, &f32_bytes(&[1.0, 2.0, 3.0, 4.0]))
         .build();
     let cat = gguf::open(&b).unwrap();
     assert_eq!(cat.metadata[0].1, Meta::Str("old".into()));
@@ -314,7 +295,7 @@ fn version_1_reads() {
     assert_eq!(cat.tensors[0].shape, [2, 2]);
     assert_eq!(
         &formats::read("gguf", &cat.tensors[0], &[&b[..]]).unwrap()[..],
-        &f32s(&[1.0, 2.0, 3.0, 4.0])[..]
+        &f32_bytes(&[1.0, 2.0, 3.0, 4.0])[..]
     );
 }
 
@@ -332,7 +313,7 @@ fn big_endian_reads_dense_and_skips_blocks() {
     assert_eq!(cat.metadata[0].1, Meta::UInt(0x0102_0304));
     assert_eq!(
         &formats::read("gguf", &cat.tensors[0], &[&b[..]]).unwrap()[..],
-        &f32s(&[1.5, -2.0])[..]
+        &f32_bytes(&[1.5, -2.0])[..]
     );
     assert_eq!(cat.tensors.len(), 1);
     assert_eq!(cat.skipped[0].0, "q");
@@ -343,8 +324,8 @@ fn alignment_is_honoured() {
     let mut b = Builder::new(3).kv_u32("general.alignment", 64);
     b.alignment = 64;
     let b = b
-        .tensor("a", &[1], 0, &f32s(&[1.0]))
-        .tensor("b", &[1], 0, &f32s(&[2.0]))
+        .tensor("a", &[1], 0, &f32_bytes(&[1.0]))
+        .tensor("b", &[1], 0, &f32_bytes(&[2.0]))
         .build();
     let cat = gguf::open(&b).unwrap();
     let off = |i: usize| match cat.tensors[i].storage {
@@ -411,22 +392,79 @@ fn attack_array_nesting_deep() {
     assert_eq!(kind(&b.build()), ErrorKind::Limit);
 }
 
+fn refusal(bytes: &[u8]) -> FormatError {
+    match gguf::open(bytes) {
+        Ok(c) => panic!("accepted: {c:?}"),
+        Err(e) => e,
+    }
+}
+
 #[test]
 fn attack_unknown_value_types() {
-    assert_eq!(
-        kind(&Builder::new(3).kv_raw("x", 13, &[0; 8]).build()),
-        ErrorKind::Syntax
-    );
-    let mut v = 77u32.to_le_bytes().to_vec();
-    v.extend(0u64.to_le_bytes());
-    assert_eq!(kind(&Builder::new(3).kv_raw("x", 9, &v).build()), ErrorKind::Syntax);
+    // The value of key "general.x" has type 13: the error names the key as a key, at the value.
+    let b = Builder::new(3)
+        .kv_str("general.name", "ok")
+        .kv_raw("general.x", 13, &[0; 8]);
+    let e = refusal(&b.build());
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    assert_eq!(e.key.as_deref(), Some("general.x"));
+    assert_eq!(e.tensor, None, "a key is not a tensor: {e}");
+    let value_at = (4 + 4 + 8 + 8) + (8 + 12 + 4 + 8 + 2) + (8 + 9 + 4);
+    assert_eq!(e.offset, Some(value_at as u64));
+    let shown = e.to_string();
+    assert!(shown.contains("metadata key 'general.x'"), "{shown}");
+    assert!(shown.contains("value type 13"), "{shown}");
+    assert!(!shown.contains("tensor"), "{shown}");
+    // An array whose item type is unknown, nested inside another array: still the key.
+    let mut inner = 77u32.to_le_bytes().to_vec();
+    inner.extend(0u64.to_le_bytes());
+    let mut v = 9u32.to_le_bytes().to_vec();
+    v.extend(1u64.to_le_bytes());
+    v.extend(&inner);
+    let e = refusal(&Builder::new(3).kv_raw("tokenizer.ggml.tokens", 9, &v).build());
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    assert_eq!(e.key.as_deref(), Some("tokenizer.ggml.tokens"));
+    assert_eq!(e.tensor, None);
+    assert!(e.to_string().contains("item type 77"), "{e}");
+}
+
+#[test]
+fn attack_more_than_ggml_max_dims() {
+    // Four dimensions is GGML_MAX_DIMS and reads.
+    let b = Builder::new(3).tensor("four", &[2, 1, 1, 1], 0, &f32_bytes(&[1.0, 2.0]));
+    let cat = gguf::open(&b.build()).unwrap();
+    assert_eq!(cat.tensors[0].shape, [1, 1, 1, 2]);
+    // Five is refused as llama.cpp refuses it, naming the tensor, n_dims, where and the rule.
+    for version in [1, 3] {
+        let b = Builder::new(version)
+            .tensor("ok", &[2], 0, &f32_bytes(&[1.0, 2.0]))
+            .tensor("blk.0.five", &[2, 1, 1, 1, 1], 0, &f32_bytes(&[1.0, 2.0]));
+        let bytes = b.build();
+        let e = refusal(&bytes);
+        assert_eq!(e.kind, ErrorKind::Limit);
+        assert_eq!(e.tensor.as_deref(), Some("blk.0.five"));
+        // The offset is that of the n_dims field: right after the second tensor info's name.
+        let at = e.offset.expect("an offset") as usize;
+        assert_eq!(&bytes[at..at + 4], &5u32.to_le_bytes());
+        assert_eq!(&bytes[at - 10..at], b"blk.0.five");
+        let shown = e.to_string();
+        for want in ["tensor 'blk.0.five'", "n_dims = 5", "GGML_MAX_DIMS", "at most 4"] {
+            assert!(shown.contains(want), "{want:?} missing from: {shown}");
+        }
+    }
+    // Big-endian files are held to the same rule.
+    let mut b = Builder::new(3);
+    b.be = true;
+    let b = b.tensor("t", &[1, 1, 1, 1, 1, 1], 0, &[63, 128, 0, 0]);
+    let e = refusal(&b.build());
+    assert_eq!((e.kind, e.tensor.as_deref()), (ErrorKind::Limit, Some("t")));
 }
 
 #[test]
 fn attack_duplicates() {
     let b = valid().kv_u32("test.n", 8);
     assert_eq!(kind(&b.build()), ErrorKind::Duplicate);
-    let b = valid().tensor("a", &[1], 0, &f32s(&[0.0]));
+    let b = valid().tensor("a", &[1], 0, &f32_bytes(&[0.0]));
     assert_eq!(kind(&b.build()), ErrorKind::Duplicate);
 }
 
@@ -471,7 +509,7 @@ fn attack_bad_alignment() {
     for a in [0u32, 3, 48] {
         let b = Builder::new(3)
             .kv_u32("general.alignment", a)
-            .tensor("a", &[1], 0, &f32s(&[1.0]));
+            .tensor("a", &[1], 0, &f32_bytes(&[1.0]));
         assert_eq!(kind(&b.build()), ErrorKind::Syntax, "alignment {a}");
     }
     let b = Builder::new(3).kv_str("general.alignment", "32");
@@ -594,7 +632,7 @@ fn split_part(no: u16, count: u16, total: i32, name: &str, v: f32) -> Vec<u8> {
         .kv_raw("split.no", 2, &no.to_le_bytes())
         .kv_raw("split.count", 2, &count.to_le_bytes())
         .kv_raw("split.tensors.count", 5, &total.to_le_bytes())
-        .tensor(name, &[1], 0, &f32s(&[v]))
+        .tensor(name, &[1], 0, &f32_bytes(&[v]))
         .build()
 }
 

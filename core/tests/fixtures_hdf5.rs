@@ -3,26 +3,11 @@
 
 mod common;
 
-use common::{check_catalog, fixtures};
-use tensorlane_core::formats::{self, Catalog, ErrorKind, Meta, hdf5};
+use common::{check_catalog, fixtures, meta_json};
+use tensorlane_core::formats::{self, Catalog, ErrorKind, hdf5};
 
 fn open(bytes: &[u8]) -> Catalog {
     hdf5::open(bytes).unwrap_or_else(|e| panic!("open: {e}"))
-}
-
-fn meta_json(m: &Meta) -> serde_json::Value {
-    use serde_json::Value as J;
-    match m {
-        Meta::Null => J::Null,
-        Meta::Bool(b) => J::Bool(*b),
-        Meta::Int(i) => J::from(*i),
-        Meta::UInt(u) => J::from(*u),
-        Meta::Float(f) => J::from(*f),
-        Meta::Str(s) => J::String(s.clone()),
-        Meta::Bytes(b) => J::from(b.clone()),
-        Meta::List(l) => J::Array(l.iter().map(meta_json).collect()),
-        Meta::Map(m) => J::Object(m.iter().map(|(k, v)| (k.clone(), meta_json(v))).collect()),
-    }
 }
 
 /// JSON equality with floats compared to a relative 1e-12 (serde_json's default float parsing is

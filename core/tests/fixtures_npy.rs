@@ -11,7 +11,8 @@
 
 mod common;
 
-use common::counting::{Counting, largest_alloc};
+use common::attr;
+use common::counting::largest_alloc;
 use std::borrow::Cow;
 
 use proptest::prelude::*;
@@ -20,14 +21,7 @@ use tensorlane_core::formats::{self, Catalog, ErrorKind, FormatError, Meta, Stor
 // ---------------------------------------------------------------------------------------------
 // The largest single allocation made by this thread (common::counting).
 
-#[global_allocator]
-static ALLOC: Counting = Counting;
-
-#[test]
-fn allocation_counter_sees_allocations() {
-    let (v, largest) = largest_alloc(|| vec![1u8; 100_000]);
-    assert!(largest >= v.len());
-}
+crate::install_counting_allocator!();
 
 // ---------------------------------------------------------------------------------------------
 
@@ -39,17 +33,7 @@ fn open_any(bytes: &[u8], npz: bool) -> Result<Catalog, FormatError> {
 fn refused(bytes: &[u8], npz: bool) -> ErrorKind {
     let (r, largest) = largest_alloc(|| open_any(bytes, npz));
     assert!(largest <= bytes.len().max(1 << 16), "a {largest}-byte allocation");
-    match r {
-        Ok(c) => panic!("accepted: {:?}", c.tensors.iter().map(|t| &t.name).collect::<Vec<_>>()),
-        Err(e) => {
-            assert!(!e.message.is_empty());
-            e.kind
-        }
-    }
-}
-
-fn attr<'a>(t: &'a formats::TensorInfo, k: &str) -> Option<&'a Meta> {
-    t.attributes.iter().find(|(n, _)| n == k).map(|(_, v)| v)
+    common::refusal_kind(r)
 }
 
 fn check_attributes(fx: &common::Fixture, cat: &Catalog) {
@@ -116,11 +100,7 @@ fn every_manifest_fixture() {
                 read += 1;
             }
             "reject" => {
-                let want = REJECT
-                    .iter()
-                    .find(|(f, _)| *f == fx.file())
-                    .unwrap_or_else(|| panic!("{}: no expected kind in REJECT", fx.file()))
-                    .1;
+                let want = common::expected_refusal(REJECT, fx);
                 let e = result.unwrap_err();
                 assert_eq!(e.kind, want, "{}: {e}", fx.file());
                 rejected += 1;

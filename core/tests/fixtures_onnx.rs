@@ -7,6 +7,8 @@ mod common;
 use std::cell::Cell;
 use std::path::Path;
 
+use common::attr;
+
 use proptest::prelude::*;
 use tensorlane_core::detect::Format;
 use tensorlane_core::formats::{self, Catalog, ErrorKind, FormatError, MAX_HEADER, Meta, Storage, onnx};
@@ -98,13 +100,7 @@ fn open(bytes: &[u8]) -> Result<Catalog, FormatError> {
 }
 
 fn kind(bytes: &[u8]) -> ErrorKind {
-    match open(bytes) {
-        Ok(c) => panic!("opened: {c:?}"),
-        Err(e) => {
-            assert!(!e.message.is_empty());
-            e.kind
-        }
-    }
+    common::refusal_kind(open(bytes))
 }
 
 fn read_all(cat: &Catalog, data: &[u8]) -> Vec<Vec<u8>> {
@@ -113,10 +109,6 @@ fn read_all(cat: &Catalog, data: &[u8]) -> Vec<Vec<u8>> {
         .iter()
         .map(|t| formats::read("onnx", t, &sources).unwrap().into_owned())
         .collect()
-}
-
-fn attr<'a>(t: &'a formats::TensorInfo, k: &str) -> Option<&'a Meta> {
-    t.attributes.iter().find(|(n, _)| n == k).map(|(_, v)| v)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -190,11 +182,7 @@ fn manifest_fixtures() {
                 read += 1;
             }
             "reject" => {
-                let want = rejects
-                    .iter()
-                    .find(|(f, _)| *f == fx.file())
-                    .unwrap_or_else(|| panic!("{}: no expected refusal in the table", fx.file()))
-                    .1;
+                let want = common::expected_refusal(rejects, fx);
                 let e = open_set(&fx.path)
                     .err()
                     .unwrap_or_else(|| panic!("{}: was not refused", fx.file()));

@@ -8,31 +8,14 @@ mod common;
 
 use std::io::Write;
 
+use common::{attr, meta_json};
+
 use proptest::prelude::*;
 use tensorlane_core::detect::Format;
 use tensorlane_core::formats::{self, Catalog, ErrorKind, FormatError, Meta, Storage, pt};
 
 fn open(bytes: &[u8]) -> Result<Catalog, FormatError> {
     pt::open(bytes)
-}
-
-fn attr<'a>(t: &'a formats::TensorInfo, k: &str) -> Option<&'a Meta> {
-    t.attributes.iter().find(|(n, _)| n == k).map(|(_, v)| v)
-}
-
-fn meta_json(m: &Meta) -> serde_json::Value {
-    use serde_json::Value as J;
-    match m {
-        Meta::Null => J::Null,
-        Meta::Bool(b) => J::Bool(*b),
-        Meta::Int(i) => J::from(*i),
-        Meta::UInt(u) => J::from(*u),
-        Meta::Float(f) => J::from(*f),
-        Meta::Str(s) => J::String(s.clone()),
-        Meta::Bytes(b) => J::String(format!("{b:?}")),
-        Meta::List(l) => J::Array(l.iter().map(meta_json).collect()),
-        Meta::Map(m) => J::Object(m.iter().map(|(k, v)| (k.clone(), meta_json(v))).collect()),
-    }
 }
 
 /// The hostile fixtures and the error each must get.
@@ -82,11 +65,7 @@ fn every_pt_fixture() {
                 read += 1;
             }
             "reject" => {
-                let want = REJECT
-                    .iter()
-                    .find(|(f, _)| *f == fx.file())
-                    .unwrap_or_else(|| panic!("{}: no expected error kind in the table", fx.file()))
-                    .1;
+                let want = common::expected_refusal(REJECT, fx);
                 let e = open(&bytes).expect_err(fx.file());
                 assert_eq!(e.kind, want, "{}: {e}", fx.file());
                 if want == ErrorKind::Refused {

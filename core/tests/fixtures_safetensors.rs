@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::counting::{Counting, largest_alloc};
+use common::counting::largest_alloc;
 use std::path::Path;
 
 use proptest::prelude::*;
@@ -20,26 +20,9 @@ use tensorlane_core::formats::{self, Catalog, ErrorKind, FormatError, Meta, safe
 // ---------------------------------------------------------------------------------------------
 // The largest single allocation made by this thread (common::counting).
 
-#[global_allocator]
-static ALLOC: Counting = Counting;
-
-#[test]
-fn allocation_counter_sees_allocations() {
-    let (v, largest) = largest_alloc(|| vec![1u8; 100_000]);
-    assert!(largest >= v.len());
-}
+crate::install_counting_allocator!();
 
 // ---------------------------------------------------------------------------------------------
-
-fn kind_of(r: Result<Catalog, FormatError>) -> ErrorKind {
-    match r {
-        Ok(c) => panic!("accepted: {:?}", c.tensors.iter().map(|t| &t.name).collect::<Vec<_>>()),
-        Err(e) => {
-            assert!(!e.message.is_empty());
-            e.kind
-        }
-    }
-}
 
 /// Opens an index with shards read from the files beside it; returns the catalog and the bytes of
 /// its sources in order.
@@ -180,12 +163,8 @@ fn every_manifest_fixture() {
                 read += 1;
             }
             "reject" => {
-                let want = REJECT
-                    .iter()
-                    .find(|(f, _)| *f == fx.file())
-                    .unwrap_or_else(|| panic!("{}: no expected kind in REJECT", fx.file()))
-                    .1;
-                assert_eq!(kind_of(result), want, "{}", fx.file());
+                let want = common::expected_refusal(REJECT, fx);
+                assert_eq!(common::refusal_kind(result), want, "{}", fx.file());
                 rejected += 1;
             }
             other => panic!("{}: unexpected expect '{other}'", fx.file()),
@@ -322,7 +301,7 @@ fn st(header: &str, data: &[u8]) -> Vec<u8> {
 fn refused(bytes: &[u8]) -> ErrorKind {
     let (r, largest) = largest_alloc(|| safetensors::open(bytes));
     assert!(largest <= bytes.len().max(4096), "a {largest}-byte allocation");
-    kind_of(r)
+    common::refusal_kind(r)
 }
 
 #[test]

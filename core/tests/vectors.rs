@@ -7,7 +7,6 @@ mod common;
 use std::path::PathBuf;
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tensorlane_core::wire::{self, DecodeOptions, EncodeOptions, Packet, flags};
 
 fn vectors_dir() -> PathBuf {
@@ -40,14 +39,6 @@ fn cases(sub: &str) -> Vec<Case> {
     out
 }
 
-fn sha(b: &[u8]) -> String {
-    hex::encode(Sha256::digest(b))
-}
-
-fn shape_of(v: &Value) -> Vec<u64> {
-    v.as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect()
-}
-
 fn f32_hex(v: &[f32]) -> String {
     hex::encode(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())
 }
@@ -60,13 +51,13 @@ fn check(p: &Packet<'_>, exp: &Value, at: &str) -> Result<(), String> {
             if t.dtype().name() != exp["dtype"].as_str().unwrap() {
                 return Err(format!("{at}: dtype {} != {}", t.dtype(), exp["dtype"]));
             }
-            if t.shape() != shape_of(&exp["shape"]) {
+            if t.shape() != common::u64s(&exp["shape"]) {
                 return Err(format!("{at}: shape {:?} != {}", t.shape(), exp["shape"]));
             }
             if t.nbytes() as u64 != exp["nbytes"].as_u64().unwrap() {
                 return Err(format!("{at}: nbytes {} != {}", t.nbytes(), exp["nbytes"]));
             }
-            if sha(t.data()) != exp["data_sha256"].as_str().unwrap() {
+            if common::sha256_hex(t.data()) != exp["data_sha256"].as_str().unwrap() {
                 return Err(format!("{at}: data sha256 differs"));
             }
             if let Some(h) = exp.get("data_hex")
@@ -90,7 +81,7 @@ fn check(p: &Packet<'_>, exp: &Value, at: &str) -> Result<(), String> {
             Ok(())
         }
         ("sparse", Packet::Sparse(s)) => {
-            if s.format.name() != exp["format"].as_str().unwrap() || s.shape != shape_of(&exp["shape"]) {
+            if s.format.name() != exp["format"].as_str().unwrap() || s.shape != common::u64s(&exp["shape"]) {
                 return Err(format!(
                     "{at}: sparse {} {:?} != {} {}",
                     s.format.name(),
@@ -111,7 +102,7 @@ fn check(p: &Packet<'_>, exp: &Value, at: &str) -> Result<(), String> {
         }
         ("quantized", Packet::Quantized(q)) => {
             let same = q.qdtype.name() == exp["qdtype"].as_str().unwrap()
-                && q.shape == shape_of(&exp["shape"])
+                && q.shape == common::u64s(&exp["shape"])
                 && q.scheme.code() as u64 == exp["scheme_code"].as_u64().unwrap()
                 && q.axis as u64 == exp["axis_wire"].as_u64().unwrap()
                 && q.group_size as u64 == exp["group_size"].as_u64().unwrap()
@@ -124,7 +115,7 @@ fn check(p: &Packet<'_>, exp: &Value, at: &str) -> Result<(), String> {
             }
             let d = q.dequantize().map_err(|e| format!("{at}: dequantize failed: {e}"))?;
             let bytes: Vec<u8> = d.iter().flat_map(|x| x.to_le_bytes()).collect();
-            if sha(&bytes) != exp["dequantized"]["data_sha256"].as_str().unwrap() {
+            if common::sha256_hex(&bytes) != exp["dequantized"]["data_sha256"].as_str().unwrap() {
                 return Err(format!("{at}: dequantized values differ: {d:?}"));
             }
             Ok(())

@@ -2,11 +2,10 @@
 //! mutation pass over the valid files (§17.4). The data lives in `tests/data` (see its README).
 
 mod common;
-use common::data;
+use common::{data, sha256_hex};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
 use tensorlane_core::zt::reader::Reader;
 use tensorlane_core::zt::rule::{Rule, ZtError};
 use tensorlane_core::zt::validate::{Image, validate};
@@ -111,10 +110,6 @@ fn later_operation_rejects_open_cleanly() {
     assert_eq!(r.verify_part(&obj, "data").unwrap_err().rule, Rule::LayoutData);
 }
 
-fn sha256_hex(b: &[u8]) -> String {
-    hex::encode(Sha256::digest(b))
-}
-
 fn fixture_manifest(root: &Path) -> Vec<serde_json::Value> {
     let m: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("fixtures/manifest.json")).unwrap()).unwrap();
@@ -192,12 +187,7 @@ fn fixtures_read_to_manifest() {
         for t in tensors {
             let name = t["name"].as_str().unwrap();
             let o = r.object(name).unwrap();
-            let shape: Vec<u64> = t["shape"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_u64().unwrap())
-                .collect();
+            let shape = common::u64s(&t["shape"]);
             assert_eq!(o.shape, shape, "{file} {name}");
             assert_eq!(o.layout, t["zt_layout"].as_str().unwrap(), "{file} {name}");
             let parts: Vec<(String, String, Option<String>, u64, String)> = if let Some(ps) = t["parts"].as_object() {

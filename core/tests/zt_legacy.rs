@@ -1,17 +1,12 @@
 //! Legacy `.zt` v1.2 / v0.1: the reference fixtures, hostile variants, and a mutation loop.
 
 mod common;
-use common::data;
+use common::{data, f32_bytes, sha256_hex};
 
 use ruzstd::encoding::{CompressionLevel, compress_to_vec};
-use sha2::{Digest as _, Sha256};
 use tensorlane_core::dtype::DType;
 use tensorlane_core::zt::cbor::{self, Value};
 use tensorlane_core::zt::legacy::{Digest, Encoding, Format, LegacyReader, LegacyRule, LegacyVersion};
-
-fn sha(b: &[u8]) -> String {
-    hex::encode(Sha256::digest(b))
-}
 
 fn crc32c(b: &[u8]) -> u32 {
     crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(b)
@@ -102,10 +97,6 @@ fn build_v0(entries: Vec<EntrySpec<'_>>) -> Vec<u8> {
     file
 }
 
-fn f32s(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
 fn open_err(b: &[u8]) -> tensorlane_core::zt::legacy::LegacyError {
     LegacyReader::open(b).map(|_| ()).unwrap_err()
 }
@@ -130,7 +121,7 @@ fn fixtures_read_to_manifest_entries() {
             .find(|f| f["file"] == rel.as_str())
             .unwrap_or_else(|| panic!("{rel} not in manifest.json"));
         let bytes = std::fs::read(&path).unwrap();
-        assert_eq!(sha(&bytes), want["sha256"].as_str().unwrap());
+        assert_eq!(sha256_hex(&bytes), want["sha256"].as_str().unwrap());
         let r = LegacyReader::open(bytes.as_slice()).unwrap();
         assert_eq!(r.version(), LegacyVersion::V1_2);
         assert_eq!(r.manifest_version(), Some("1.2.0"));
@@ -139,12 +130,7 @@ fn fixtures_read_to_manifest_entries() {
         for w in wt {
             let name = w["name"].as_str().unwrap();
             let o = r.object(name).unwrap();
-            let shape: Vec<u64> = w["shape"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| d.as_u64().unwrap())
-                .collect();
+            let shape = common::u64s(&w["shape"]);
             assert_eq!(o.shape, shape, "{rel} {name}");
             if let Some(parts) = w.get("parts").and_then(|p| p.as_object()) {
                 assert_eq!(o.format.name(), w["zt_layout"].as_str().unwrap());
@@ -154,7 +140,7 @@ fn fixtures_read_to_manifest_entries() {
                     assert_eq!(c.dtype.name(), p["dtype"].as_str().unwrap(), "{rel} {name}.{role}");
                     let b = r.read(name, role).unwrap();
                     assert_eq!(b.len() as u64, p["nbytes"].as_u64().unwrap());
-                    assert_eq!(sha(&b), p["sha256"].as_str().unwrap(), "{rel} {name}.{role}");
+                    assert_eq!(sha256_hex(&b), p["sha256"].as_str().unwrap(), "{rel} {name}.{role}");
                     tensors += 1;
                 }
             } else {
@@ -169,7 +155,7 @@ fn fixtures_read_to_manifest_entries() {
                     "{name}"
                 );
                 assert_eq!(b.len() as u64, w["nbytes"].as_u64().unwrap(), "{rel} {name}");
-                assert_eq!(sha(&b), w["sha256"].as_str().unwrap(), "{rel} {name}");
+                assert_eq!(sha256_hex(&b), w["sha256"].as_str().unwrap(), "{rel} {name}");
                 tensors += 1;
             }
         }
@@ -223,7 +209,7 @@ fn fixture_manifest_matches_json_and_converts() {
         [("indices", DType::U64), ("indptr", DType::U64), ("values", DType::F32)]
     );
     // Owned source (no slice): same bytes, copied.
-    assert_eq!(&*csr.read("m", "values").unwrap(), &f32s(&[1.0, 2.0, 3.0])[..]);
+    assert_eq!(&*csr.read("m", "values").unwrap(), &f32_bytes(&[1.0, 2.0, 3.0])[..]);
 }
 
 #[test]
@@ -252,11 +238,14 @@ fn zstd_file(stored: Vec<u8>, ulen: u64, digest: Option<String>) -> Vec<u8> {
 
 #[test]
 fn built_files_read() {
-    let data = f32s(&[1.0, 2.0, 3.0, 4.0]);
+    let data = f32_bytes(&[1.0, 2.0, 3.0, 4.0]);
     let mut crc = comp("data", "f32", data.clone());
     crc.extra = vec![("digest", Value::text(format!("crc32c:0x{:08x}", crc32c(&data))))];
     let mut sh = comp("data", "f32", data.clone());
-    sh.extra = vec![("digest", Value::text(format!("sha256:{}", sha(&data).to_uppercase())))];
+    sh.extra = vec![(
+        "digest",
+        Value::text(format!("sha256:{}", sha256_hex(&data).to_uppercase())),
+    )];
     let mut cx = comp("data", "f32", data.clone());
     cx.extra = vec![("type", t("complex64"))];
     let mut f8 = comp("data", "u8", vec![1, 2]);
@@ -273,7 +262,10 @@ fn built_files_read() {
             "coo",
             vec![3, 3],
             "sparse_coo",
-            vec![comp("values", "f32", f32s(&[1.0])), comp("coords", "u64", vec![0; 16])],
+            vec![
+                comp("values", "f32", f32_bytes(&[1.0])),
+                comp("coords", "u64", vec![0; 16]),
+            ],
         ),
         (
             "q",
@@ -314,7 +306,7 @@ fn built_files_read() {
     assert_eq!(r.read("crc", "nope").unwrap_err().rule, LegacyRule::NotFound);
 
     // zstd with a digest over the compressed bytes, several frames in one stream.
-    let raw = f32s(&(0..3000).map(|i| i as f32).collect::<Vec<_>>());
+    let raw = f32_bytes(&(0..3000).map(|i| i as f32).collect::<Vec<_>>());
     let mut z = compress_to_vec(&raw[..5000], CompressionLevel::Fastest);
     z.extend(compress_to_vec(&raw[5000..], CompressionLevel::Fastest));
     let f = zstd_file(
@@ -345,7 +337,7 @@ fn built_files_read() {
                 ("dtype", t("float32")),
                 ("shape", Value::Array(vec![Value::Uint(10), Value::Uint(10)])),
                 ("encoding", t("zstd")),
-                ("checksum", Value::text(format!("sha256:{}", sha(&z)))),
+                ("checksum", Value::text(format!("sha256:{}", sha256_hex(&z)))),
             ],
             z.clone(),
         ),
@@ -395,7 +387,7 @@ fn built_files_read() {
 
 #[test]
 fn hostile_files_refused() {
-    let data = f32s(&[1.0, 2.0, 3.0, 4.0]);
+    let data = f32_bytes(&[1.0, 2.0, 3.0, 4.0]);
     let good = build_v1(vec![("a", vec![4], "dense", vec![comp("data", "f32", data.clone())])]);
     LegacyReader::open(good.as_slice()).unwrap();
     let n = good.len();

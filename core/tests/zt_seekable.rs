@@ -4,7 +4,6 @@ mod common;
 use common::data;
 
 use ruzstd::encoding::{CompressionLevel, compress_to_vec};
-use sha2::{Digest, Sha256};
 use tensorlane_core::zt::cbor::{self, Mode, Value};
 use tensorlane_core::zt::seekable::{self, SEEKABLE_MAGIC, SKIPPABLE_MAGIC, SeekTable};
 
@@ -273,11 +272,7 @@ fn reference_fixture_decodes_to_manifest_sha256() {
             Some(other) => panic!("unexpected encoding {other}"),
         };
         assert_eq!(bytes.len() as u64, want["nbytes"].as_u64().unwrap(), "{name}");
-        assert_eq!(
-            hex::encode(Sha256::digest(&bytes)),
-            want["sha256"].as_str().unwrap(),
-            "{name}"
-        );
+        assert_eq!(common::sha256_hex(&bytes), want["sha256"].as_str().unwrap(), "{name}");
         checked += 1;
     }
     assert_eq!(checked, 3);

@@ -1,4 +1,4 @@
-"""Writes core/src/formats/ggml_tables.rs: the constant tables of ggml's IQ and FP4 block types,
+"""Writes core/src/formats/ggml/tables.rs: the constant tables of ggml's IQ and FP4 block types,
 taken from the gguf Python package (gguf.quants), so that tensorlane's dequantization uses exactly
 the reference's values.
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import gguf
 from gguf import quants
 
-OUT = Path(__file__).resolve().parents[2] / "core/src/formats/ggml_tables.rs"
+OUT = Path(__file__).resolve().parents[2] / "core/src/formats/ggml/tables.rs"
 
 
 def packed_rows(cls, signed: bool) -> list[int]:

@@ -155,13 +155,14 @@ impl<T> Step<T> {
     }
 }
 
-/// A [`FormatError`] as JSON: `{format, kind, offset, tensor, message, display}`.
+/// A [`FormatError`] as JSON: `{format, kind, offset, tensor, key, message, display}`.
 pub fn error_json(e: &FormatError) -> J {
     json!({
         "format": e.format,
         "kind": e.kind.name(),
         "offset": e.offset,
         "tensor": e.tensor,
+        "key": e.key,
         "message": e.message,
         "display": e.to_string(),
     })

@@ -43,8 +43,9 @@ pub const DEFAULT_ALIGNMENT: u64 = 32;
 pub const MAX_META_VALUES: u64 = 1 << 23;
 /// The most tensors one file may list.
 pub const MAX_TENSORS: u64 = 1 << 20;
-/// The most dimensions a tensor may have (ggml itself has 4).
-pub const MAX_DIMS: u32 = 16;
+/// The most dimensions a tensor may have: ggml's `GGML_MAX_DIMS`. llama.cpp's `gguf.cpp` refuses a
+/// file with a tensor info of more dimensions, and so does this reader.
+pub const MAX_DIMS: u32 = 4;
 
 // GGUF metadata value types.
 const T_U8: u32 = 0;
@@ -340,7 +341,7 @@ pub fn open<S: ReadAt + ?Sized>(src: &S) -> Result<Catalog, FormatError> {
         let at = c.pos;
         let key = c.name("metadata key")?;
         let ty = c.u32()?;
-        let value = c.value(ty, 0, &mut budget).map_err(|e| e.tensor(key.clone()))?;
+        let value = c.value(ty, 0, &mut budget).map_err(|e| e.key(key.clone()))?;
         if !keys.insert(key.clone()) {
             return Err(err(
                 ErrorKind::Duplicate,
@@ -364,14 +365,19 @@ pub fn open<S: ReadAt + ?Sized>(src: &S) -> Result<Catalog, FormatError> {
     for _ in 0..n_tensors {
         let at = c.pos;
         let name = c.name("tensor name")?;
+        let dims_at = c.pos;
         let n_dims = c.u32()?;
         if n_dims > MAX_DIMS {
             return Err(err(
                 ErrorKind::Limit,
-                alloc::format!("has {n_dims} dimensions, more than {MAX_DIMS}"),
+                alloc::format!(
+                    "its tensor info declares n_dims = {n_dims}, but ggml tensors have at most {MAX_DIMS} dimensions \
+                     (GGML_MAX_DIMS; llama.cpp refuses such a file too): the file is damaged or was not written by a \
+                     GGUF writer"
+                ),
             )
             .tensor(name)
-            .at(at));
+            .at(dims_at));
         }
         let mut ne = Vec::with_capacity(n_dims as usize);
         for _ in 0..n_dims {

@@ -431,6 +431,8 @@ pub struct FormatError {
     pub offset: Option<u64>,
     /// The tensor concerned, when known.
     pub tensor: Option<String>,
+    /// The metadata key concerned (a GGUF key/value, ...), when the problem is in metadata.
+    pub key: Option<String>,
     /// What is wrong and what to do.
     pub message: String,
 }
@@ -443,6 +445,7 @@ impl FormatError {
             kind,
             offset: None,
             tensor: None,
+            key: None,
             message: message.into(),
         }
     }
@@ -456,6 +459,12 @@ impl FormatError {
     /// Sets the tensor name.
     pub fn tensor(mut self, name: impl Into<String>) -> FormatError {
         self.tensor = Some(name.into());
+        self
+    }
+
+    /// Sets the metadata key.
+    pub fn key(mut self, key: impl Into<String>) -> FormatError {
+        self.key = Some(key.into());
         self
     }
 
@@ -481,6 +490,9 @@ impl fmt::Display for FormatError {
         write!(f, "{}: ", self.format)?;
         if let Some(t) = &self.tensor {
             write!(f, "tensor '{t}': ")?;
+        }
+        if let Some(k) = &self.key {
+            write!(f, "metadata key '{k}': ")?;
         }
         f.write_str(&self.message)?;
         if let Some(o) = self.offset {

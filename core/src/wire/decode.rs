@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 
 use super::error::{Error, ErrorKind, Result};
 use super::layout::{Ctx, Fault, Layout, layout, u64_at};
-use super::lz4::{FrameError, decompress_frame};
+use super::lz4::decompress_frame;
 use super::packet::{Bundle, Packet, QDType, QuantScheme, Quantized, Sparse, SparseFormat, Strings};
 use super::{dtype_from_code, flags};
 use crate::tensor::Tensor;
@@ -157,15 +157,7 @@ pub(crate) fn decode_at<'a>(bytes: &'a [u8], opts: &DecodeOptions, depth: usize)
                         body.start,
                     ));
                 }
-                match decompress_frame(frame, expected as usize) {
-                    Ok(v) => Cow::Owned(v),
-                    Err(FrameError::Size { expected, actual }) => {
-                        return Err(Error::new(ErrorKind::DecompressedSize { expected, actual }, body.start));
-                    }
-                    Err(FrameError::Malformed(why, at)) => {
-                        return Err(Error::new(ErrorKind::Lz4(why), body.start + at));
-                    }
-                }
+                Cow::Owned(decompress_frame(frame, expected as usize).map_err(|e| e.shifted(body.start as u64))?)
             } else {
                 Cow::Borrowed(&bytes[body])
             };

@@ -76,6 +76,7 @@ pub enum ErrorKind {
 /// A wire error: what was wrong, at which byte offset of the buffer given to the decoder, and
 /// inside which bundle entry or sparse component.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Error {
     kind: ErrorKind,
     offset: u64,

@@ -15,25 +15,21 @@ use alloc::vec::Vec;
 
 use xxhash_rust::xxh32::xxh32;
 
+use super::error::{Error, ErrorKind, Result};
+
 const MAGIC: u32 = 0x184D_2204;
 const WINDOW: usize = 64 * 1024;
 
-/// Why an LZ4 frame could not be decoded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FrameError {
-    /// The frame is malformed; the text says how, and the offset says where (within the frame).
-    Malformed(alloc::string::String, usize),
-    /// The frame would decode to more bytes than allowed (or declares another content size).
-    Size {
-        /// Bytes allowed (what the shape declares).
-        expected: u64,
-        /// Bytes produced or declared, at least.
-        actual: u64,
-    },
+/// A malformed frame: [`ErrorKind::Lz4`] saying how, at `at` (an offset within the frame; the
+/// decoder shifts it to the packet).
+fn malformed<T>(msg: impl Into<alloc::string::String>, at: usize) -> Result<T> {
+    Err(Error::new(ErrorKind::Lz4(msg.into()), at))
 }
 
-fn malformed<T>(msg: impl Into<alloc::string::String>, at: usize) -> Result<T, FrameError> {
-    Err(FrameError::Malformed(msg.into(), at))
+/// A frame that decodes (or declares that it decodes) to other than the `expected` bytes:
+/// [`ErrorKind::DecompressedSize`].
+fn size_error<T>(expected: u64, actual: u64, at: usize) -> Result<T> {
+    Err(Error::new(ErrorKind::DecompressedSize { expected, actual }, at))
 }
 
 /// The block maximum size tenso's encoder (lz4_flex `BlockSize::from_buf_length`) picks for a body.
@@ -52,7 +48,7 @@ fn block_size_code(len: usize) -> (u8, usize) {
 /// Leniency matches tenso: a frame cut short by up to 3 bytes of its EndMark is accepted, and bytes
 /// after the EndMark are ignored. The output grows only with bytes actually produced, and decoding
 /// stops as soon as the output would exceed `expected`.
-pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>, FrameError> {
+pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>> {
     if frame.len() < 7 {
         return malformed("frame shorter than its 7-byte header", 0);
     }
@@ -98,10 +94,7 @@ pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>, FrameE
         a.copy_from_slice(&frame[pos..pos + 8]);
         let cs = u64::from_le_bytes(a);
         if cs != expected as u64 {
-            return Err(FrameError::Size {
-                expected: expected as u64,
-                actual: cs,
-            });
+            return size_error(expected as u64, cs, pos);
         }
         pos += 8;
     }
@@ -161,10 +154,7 @@ pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>, FrameE
         let room = expected - out.len();
         if stored {
             if len > room {
-                return Err(FrameError::Size {
-                    expected: expected as u64,
-                    actual: (out.len() + len) as u64,
-                });
+                return size_error(expected as u64, (out.len() + len) as u64, block_at);
             }
             out.extend_from_slice(data);
             continue;
@@ -172,10 +162,7 @@ pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>, FrameE
         if room == 0 {
             // A block that produces anything would overflow; an empty compressed block is 1 byte.
             if len > 1 {
-                return Err(FrameError::Size {
-                    expected: expected as u64,
-                    actual: out.len() as u64 + 1,
-                });
+                return size_error(expected as u64, out.len() as u64 + 1, block_at);
             }
         }
         let start = out.len();
@@ -195,19 +182,13 @@ pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>, FrameE
         match r {
             Ok(n) => out.truncate(start + n),
             Err(lz4_flex::block::DecompressError::OutputTooSmall { .. }) => {
-                return Err(FrameError::Size {
-                    expected: expected as u64,
-                    actual: (start + cap + 1) as u64,
-                });
+                return size_error(expected as u64, (start + cap + 1) as u64, block_at);
             }
             Err(e) => return malformed(format!("corrupt block: {e}"), block_at),
         }
     }
     if out.len() != expected {
-        return Err(FrameError::Size {
-            expected: expected as u64,
-            actual: out.len() as u64,
-        });
+        return size_error(expected as u64, out.len() as u64, pos);
     }
     Ok(out)
 }
@@ -280,11 +261,11 @@ mod tests {
         // One byte less than the frame produces: refused without producing it all.
         assert!(matches!(
             decompress_frame(&f, body.len() - 1),
-            Err(FrameError::Size { .. })
+            Err(e) if matches!(e.kind(), ErrorKind::DecompressedSize { .. })
         ));
         assert!(matches!(
             decompress_frame(&f, body.len() + 1),
-            Err(FrameError::Size { .. })
+            Err(e) if matches!(e.kind(), ErrorKind::DecompressedSize { .. })
         ));
     }
 
@@ -328,7 +309,7 @@ mod tests {
         assert!(f.len() < 8192);
         assert!(matches!(
             decompress_frame(&f, 10),
-            Err(FrameError::Size { expected: 10, .. })
+            Err(e) if matches!(e.kind(), ErrorKind::DecompressedSize { expected: 10, .. })
         ));
     }
 }

@@ -67,7 +67,6 @@ pub fn fixtures(formats: &[&str]) -> Vec<Fixture> {
 /// bytes. `sources` are the catalog's sources, in order.
 #[allow(dead_code)]
 pub fn check_catalog(fx: &Fixture, cat: &tensorlane_core::formats::Catalog, sources: &[&[u8]]) {
-    use sha2::{Digest, Sha256};
     let want = fx.entry["tensors"].as_array().unwrap();
     let names: Vec<&str> = cat.tensors.iter().map(|t| t.name.as_str()).collect();
     let want_names: Vec<&str> = want.iter().map(|t| t["name"].as_str().unwrap()).collect();
@@ -75,27 +74,96 @@ pub fn check_catalog(fx: &Fixture, cat: &tensorlane_core::formats::Catalog, sour
     for (t, w) in cat.tensors.iter().zip(want) {
         let what = format!("{} / {}", fx.file(), t.name);
         assert_eq!(t.ty.name(), w["dtype"].as_str().unwrap(), "{what}: dtype");
-        let shape: Vec<u64> = w["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_u64().unwrap())
-            .collect();
-        assert_eq!(t.shape, shape, "{what}: shape");
+        assert_eq!(t.shape, u64s(&w["shape"]), "{what}: shape");
         assert_eq!(t.nbytes(), w["nbytes"].as_u64(), "{what}: nbytes");
         let bytes = tensorlane_core::formats::read(cat.format.name(), t, sources)
             .unwrap_or_else(|e| panic!("{what}: read failed: {e}"));
-        assert_eq!(
-            hex::encode(Sha256::digest(&bytes)),
-            w["sha256"].as_str().unwrap(),
-            "{what}: sha256"
-        );
+        assert_eq!(sha256_hex(&bytes), w["sha256"].as_str().unwrap(), "{what}: sha256");
     }
+}
+
+/// The lowercase hex SHA-256 of `b`, as the manifests write it.
+#[allow(dead_code)]
+pub fn sha256_hex(b: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(b))
+}
+
+/// A JSON array of unsigned integers (a shape, offsets) as `Vec<u64>`.
+#[allow(dead_code)]
+pub fn u64s(v: &serde_json::Value) -> Vec<u64> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|d| d.as_u64().unwrap_or_else(|| panic!("not an unsigned integer: {d}")))
+        .collect()
+}
+
+/// Little-endian bytes of `v`.
+#[allow(dead_code)]
+pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The attribute `key` of a tensor.
+#[allow(dead_code)]
+pub fn attr<'a>(t: &'a tensorlane_core::formats::TensorInfo, key: &str) -> Option<&'a tensorlane_core::formats::Meta> {
+    t.attributes.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+/// A metadata value as the JSON the manifests write (bytes as an array of numbers).
+#[allow(dead_code)]
+pub fn meta_json(m: &tensorlane_core::formats::Meta) -> serde_json::Value {
+    use serde_json::Value as J;
+    use tensorlane_core::formats::Meta;
+    match m {
+        Meta::Null => J::Null,
+        Meta::Bool(b) => J::Bool(*b),
+        Meta::Int(i) => J::from(*i),
+        Meta::UInt(u) => J::from(*u),
+        Meta::Float(f) => J::from(*f),
+        Meta::Str(s) => J::String(s.clone()),
+        Meta::Bytes(b) => J::from(b.clone()),
+        Meta::List(l) => J::Array(l.iter().map(meta_json).collect()),
+        Meta::Map(m) => J::Object(m.iter().map(|(k, v)| (k.clone(), meta_json(v))).collect()),
+    }
+}
+
+/// The kind of a refusal, checking that it says something; panics when the file was accepted.
+#[allow(dead_code)]
+pub fn refusal_kind(
+    r: Result<tensorlane_core::formats::Catalog, tensorlane_core::formats::FormatError>,
+) -> tensorlane_core::formats::ErrorKind {
+    match r {
+        Ok(c) => panic!("accepted: {:?}", c.tensors.iter().map(|t| &t.name).collect::<Vec<_>>()),
+        Err(e) => {
+            assert!(!e.message.is_empty(), "an empty message: {e:?}");
+            e.kind
+        }
+    }
+}
+
+/// The kind a `reject` fixture must be refused with, from a test's table of (file, kind).
+#[allow(dead_code)]
+pub fn expected_refusal(
+    table: &[(&str, tensorlane_core::formats::ErrorKind)],
+    fx: &Fixture,
+) -> tensorlane_core::formats::ErrorKind {
+    table
+        .iter()
+        .find(|(f, _)| *f == fx.file())
+        .unwrap_or_else(|| {
+            panic!(
+                "{}: a reject fixture without an expected kind in the test's table",
+                fx.file()
+            )
+        })
+        .1
 }
 
 /// A global allocator that records the largest single allocation of each thread, for "no
 /// allocation while opening a file is larger than the file" checks. A test binary installs it
-/// with `#[global_allocator] static ALLOC: Counting = Counting;`.
+/// with `crate::install_counting_allocator!();`.
 #[allow(dead_code)]
 pub mod counting {
     use std::alloc::{GlobalAlloc, Layout, System};
@@ -129,4 +197,20 @@ pub mod counting {
         let out = f();
         (out, LARGEST.with(|l| l.get()))
     }
+}
+
+/// Installs [`counting::Counting`] as the test binary's global allocator, with a test that it
+/// sees allocations (so a check against it cannot pass by measuring nothing).
+#[macro_export]
+macro_rules! install_counting_allocator {
+    () => {
+        #[global_allocator]
+        static ALLOC: common::counting::Counting = common::counting::Counting;
+
+        #[test]
+        fn allocation_counter_sees_allocations() {
+            let (v, largest) = common::counting::largest_alloc(|| vec![1u8; 100_000]);
+            assert!(largest >= v.len());
+        }
+    };
 }

@@ -420,6 +420,8 @@ impl<S: ReadAt + ?Sized> Walker<'_, '_, S> {
         })
     }
 
+    /// Adds one dataset to the catalog (or to [`Catalog::skipped`] when it is not numeric): its
+    /// dataspace and datatype, then its filters, fill value and storage, each checked in its step.
     fn dataset(&mut self, msgs: &[Message], path: &str) -> Result<(), FormatError> {
         let ctx = self.ctx;
         let skip = |w: &mut Self, why: String| {
@@ -443,46 +445,9 @@ impl<S: ReadAt + ?Sized> Walker<'_, '_, S> {
             Space::Scalar => (Vec::new(), None),
             Space::Simple { dims, max } => (dims, max),
         };
-        let (ty, be) = match &dt {
-            Dt::Int { size, signed, be } => {
-                let d = match (size, signed) {
-                    (1, true) => DType::I8,
-                    (2, true) => DType::I16,
-                    (4, true) => DType::I32,
-                    (8, true) => DType::I64,
-                    (1, false) => DType::U8,
-                    (2, false) => DType::U16,
-                    (4, false) => DType::U32,
-                    _ => DType::U64,
-                };
-                (d, *be && *size > 1)
-            }
-            Dt::Float { kind, be } => (
-                match kind {
-                    FloatKind::F16 => DType::F16,
-                    FloatKind::BF16 => DType::BF16,
-                    FloatKind::F32 => DType::F32,
-                    FloatKind::F64 => DType::F64,
-                },
-                *be,
-            ),
-            Dt::Bool => (DType::Bool, false),
-            Dt::Complex { part, be } => (
-                if *part == FloatKind::F64 {
-                    DType::C128
-                } else {
-                    DType::C64
-                },
-                *be,
-            ),
-            Dt::Str { .. } => {
-                return skip(
-                    self,
-                    alloc::format!("not a numeric dataset (fixed-length strings {})", dt.stored_name()),
-                );
-            }
-            Dt::VlenStr => return skip(self, "not a numeric dataset (variable-length strings)".into()),
-            Dt::Other { what } => return skip(self, alloc::format!("not a numeric dataset ({what})")),
+        let (ty, be) = match element_type(&dt) {
+            Ok(t) => t,
+            Err(why) => return skip(self, why),
         };
         let elem = ty.itemsize() as u64;
         let numel = crate::tensor::numel(&dims)
@@ -496,157 +461,18 @@ impl<S: ReadAt + ?Sized> Walker<'_, '_, S> {
                 "the dataset's data is in external files (external storage); this reader reads only the HDF5 file itself",
             ));
         }
-        let filters = match find(msgs, ty::FILTERS) {
-            Some(m) => header::filters(m)?,
-            None => Vec::new(),
-        };
-        for f in &filters {
-            if !matches!(f.id, chunks::DEFLATE | chunks::SHUFFLE | chunks::FLETCHER32) {
-                let name = if f.name.is_empty() {
-                    chunks::filter_name(f.id).to_string()
-                } else {
-                    f.name.clone()
-                };
-                return Err(err(
-                    ErrorKind::Unsupported,
-                    alloc::format!(
-                        "filter '{name}' (id {}) is not supported (only gzip/deflate, shuffle and fletcher32); rewrite the file with h5py using compression='gzip'",
-                        f.id
-                    ),
-                ));
-            }
-        }
-        let mut fill = Vec::new();
-        if let Some(m) = find(msgs, ty::FILL).or_else(|| find(msgs, ty::FILL_OLD))
-            && let Some(v) = header::fill_value(m)?
-        {
-            if v.len() as u64 != elem {
-                return Err(err(
-                    ErrorKind::SizeMismatch,
-                    alloc::format!("a fill value of {} bytes for {elem}-byte elements", v.len()),
-                ));
-            }
-            fill = v;
-        }
-        let lay = find(msgs, ty::LAYOUT).ok_or_else(|| err(ErrorKind::Syntax, "a dataset has no layout message"))?;
-        let maxv = max.clone().unwrap_or_else(|| dims.clone());
-        let mut attributes = alloc::vec![("stored_dtype".to_string(), Meta::Str(dt.stored_name()))];
-        let chunked = |chunk: Vec<u64>, index, edge_unfiltered, filters: Vec<Filter>| Chunked {
-            source: 0,
-            base: ctx.base,
-            so: ctx.so,
-            sl: ctx.sl,
-            shape: dims.clone(),
-            max: maxv.clone(),
-            chunk,
+        let extent = Extent {
+            max: max.clone().unwrap_or_else(|| dims.clone()),
+            resizable: max.is_some(),
+            dims,
             elem,
-            index,
-            filters,
-            fill: fill.clone(),
-            edge_unfiltered,
+            nbytes,
+            filters: supported_filters(msgs)?,
+            fill: fill_value(msgs, elem)?,
         };
-        let storage = match header::layout(ctx, lay)? {
-            Layout::Compact(data) => {
-                attributes.push(("layout".into(), Meta::Str("compact".into())));
-                if data.len() as u64 != nbytes {
-                    return Err(err(
-                        ErrorKind::SizeMismatch,
-                        alloc::format!("compact data of {} bytes for {nbytes} bytes of elements", data.len()),
-                    ));
-                }
-                Storage::Inline(data)
-            }
-            Layout::Contiguous { addr, size } => {
-                attributes.push(("layout".into(), Meta::Str("contiguous".into())));
-                if ctx.undefined(addr) {
-                    // Never written: reads as the fill value (zeros when none is defined).
-                    Storage::Hdf5Chunked(alloc::boxed::Box::new(chunked(
-                        dims.iter().map(|&d| d.max(1)).collect(),
-                        ChunkIndex::Unallocated,
-                        false,
-                        Vec::new(),
-                    )))
-                } else {
-                    if size.is_some_and(|s| s < nbytes) {
-                        return Err(err(
-                            ErrorKind::SizeMismatch,
-                            alloc::format!(
-                                "contiguous storage of {} bytes for {nbytes} bytes of elements",
-                                size.unwrap_or(0)
-                            ),
-                        ));
-                    }
-                    let offset = ctx
-                        .base
-                        .checked_add(addr)
-                        .ok_or_else(|| err(ErrorKind::Overflow, "address overflows"))?;
-                    if offset.checked_add(nbytes).is_none_or(|e| e > ctx.size()) {
-                        return Err(err(
-                            ErrorKind::OutOfBounds,
-                            alloc::format!(
-                                "its {nbytes} bytes at byte {offset} run past the end of the file ({} bytes)",
-                                ctx.size()
-                            ),
-                        )
-                        .at(offset));
-                    }
-                    Storage::Range {
-                        source: 0,
-                        offset,
-                        len: nbytes,
-                    }
-                }
-            }
-            Layout::Chunked {
-                dims: cd,
-                index,
-                edge_unfiltered,
-            } => {
-                attributes.push(("layout".into(), Meta::Str("chunked".into())));
-                let (last, chunk) = cd
-                    .split_last()
-                    .ok_or_else(|| err(ErrorKind::Syntax, "a chunked layout without dimensions"))?;
-                if chunk.len() != dims.len() || *last != elem {
-                    return Err(err(
-                        ErrorKind::Syntax,
-                        alloc::format!(
-                            "chunks of {:?} × {last} bytes for a dataset of shape {dims:?} and {elem}-byte elements",
-                            chunk
-                        ),
-                    ));
-                }
-                attributes.push((
-                    "chunks".into(),
-                    Meta::List(chunk.iter().map(|&d| Meta::UInt(d)).collect()),
-                ));
-                if max.is_some() && maxv != dims {
-                    let m = maxv.iter().map(|&d| {
-                        if d == u64::MAX {
-                            Meta::Str("unlimited".into())
-                        } else {
-                            Meta::UInt(d)
-                        }
-                    });
-                    attributes.push(("maxshape".into(), Meta::List(m.collect())));
-                }
-                if !filters.is_empty() {
-                    let names = filters.iter().map(|f| Meta::Str(chunks::filter_name(f.id).into()));
-                    attributes.push(("filters".into(), Meta::List(names.collect())));
-                }
-                Storage::Hdf5Chunked(alloc::boxed::Box::new(chunked(
-                    chunk.to_vec(),
-                    index,
-                    edge_unfiltered,
-                    filters.clone(),
-                )))
-            }
-            Layout::Other(what) => {
-                return Err(err(
-                    ErrorKind::Unsupported,
-                    alloc::format!("the dataset's layout is a {what}, which this reader does not read"),
-                ));
-            }
-        };
+        let lay = find(msgs, ty::LAYOUT).ok_or_else(|| err(ErrorKind::Syntax, "a dataset has no layout message"))?;
+        let mut attributes = alloc::vec![("stored_dtype".to_string(), Meta::Str(dt.stored_name()))];
+        let storage = storage(ctx, header::layout(ctx, lay)?, &extent, &mut attributes)?;
         let attrs = self.attributes(msgs, path)?;
         if !attrs.is_empty() {
             attributes.push(("attributes".into(), Meta::Map(attrs)));
@@ -654,7 +480,7 @@ impl<S: ReadAt + ?Sized> Walker<'_, '_, S> {
         self.cat.tensors.push(TensorInfo {
             name: path.to_string(),
             ty: ElementType::Dense(ty),
-            shape: dims,
+            shape: extent.dims,
             storage,
             arrangement: Arrangement {
                 big_endian: be,
@@ -664,6 +490,241 @@ impl<S: ReadAt + ?Sized> Walker<'_, '_, S> {
         });
         Ok(())
     }
+}
+
+/// A dataset's shape and elements as its messages declare them: what its storage is checked
+/// against.
+struct Extent {
+    dims: Vec<u64>,
+    /// The maximum shape (`dims` when the dataspace declares none; `u64::MAX` is unlimited).
+    max: Vec<u64>,
+    /// The dataspace declares a maximum shape.
+    resizable: bool,
+    /// Bytes per element.
+    elem: u64,
+    /// Bytes of all elements.
+    nbytes: u64,
+    filters: Vec<Filter>,
+    /// The fill value's bytes (empty: zeros).
+    fill: Vec<u8>,
+}
+
+impl Extent {
+    /// Chunked storage of this dataset in chunks of `chunk` elements.
+    fn chunked<S: ReadAt + ?Sized>(
+        &self,
+        ctx: &Ctx<'_, S>,
+        chunk: Vec<u64>,
+        index: ChunkIndex,
+        edge_unfiltered: bool,
+        filters: Vec<Filter>,
+    ) -> Storage {
+        Storage::Hdf5Chunked(alloc::boxed::Box::new(Chunked {
+            source: 0,
+            base: ctx.base,
+            so: ctx.so,
+            sl: ctx.sl,
+            shape: self.dims.clone(),
+            max: self.max.clone(),
+            chunk,
+            elem: self.elem,
+            index,
+            filters,
+            fill: self.fill.clone(),
+            edge_unfiltered,
+        }))
+    }
+}
+
+/// The dtype and byte order a numeric datatype is read as; `Err(why)` for one that is not numeric
+/// (strings, compounds, ...), which is skipped.
+fn element_type(dt: &Dt) -> Result<(DType, bool), String> {
+    Ok(match dt {
+        Dt::Int { size, signed, be } => {
+            let d = match (size, signed) {
+                (1, true) => DType::I8,
+                (2, true) => DType::I16,
+                (4, true) => DType::I32,
+                (8, true) => DType::I64,
+                (1, false) => DType::U8,
+                (2, false) => DType::U16,
+                (4, false) => DType::U32,
+                _ => DType::U64,
+            };
+            (d, *be && *size > 1)
+        }
+        Dt::Float { kind, be } => (
+            match kind {
+                FloatKind::F16 => DType::F16,
+                FloatKind::BF16 => DType::BF16,
+                FloatKind::F32 => DType::F32,
+                FloatKind::F64 => DType::F64,
+            },
+            *be,
+        ),
+        Dt::Bool => (DType::Bool, false),
+        Dt::Complex { part, be } => (
+            if *part == FloatKind::F64 {
+                DType::C128
+            } else {
+                DType::C64
+            },
+            *be,
+        ),
+        Dt::Str { .. } => {
+            return Err(alloc::format!(
+                "not a numeric dataset (fixed-length strings {})",
+                dt.stored_name()
+            ));
+        }
+        Dt::VlenStr => return Err("not a numeric dataset (variable-length strings)".into()),
+        Dt::Other { what } => return Err(alloc::format!("not a numeric dataset ({what})")),
+    })
+}
+
+/// The dataset's filter pipeline, refused unless every filter is one this reader applies.
+fn supported_filters(msgs: &[Message]) -> Result<Vec<Filter>, FormatError> {
+    let filters = match find(msgs, ty::FILTERS) {
+        Some(m) => header::filters(m)?,
+        None => Vec::new(),
+    };
+    for f in &filters {
+        if !matches!(f.id, chunks::DEFLATE | chunks::SHUFFLE | chunks::FLETCHER32) {
+            let name = if f.name.is_empty() {
+                chunks::filter_name(f.id).to_string()
+            } else {
+                f.name.clone()
+            };
+            return Err(err(
+                ErrorKind::Unsupported,
+                alloc::format!(
+                    "filter '{name}' (id {}) is not supported (only gzip/deflate, shuffle and fletcher32); rewrite the file with h5py using compression='gzip'",
+                    f.id
+                ),
+            ));
+        }
+    }
+    Ok(filters)
+}
+
+/// The dataset's fill value (empty when none is defined), one element long.
+fn fill_value(msgs: &[Message], elem: u64) -> Result<Vec<u8>, FormatError> {
+    if let Some(m) = find(msgs, ty::FILL).or_else(|| find(msgs, ty::FILL_OLD))
+        && let Some(v) = header::fill_value(m)?
+    {
+        if v.len() as u64 != elem {
+            return Err(err(
+                ErrorKind::SizeMismatch,
+                alloc::format!("a fill value of {} bytes for {elem}-byte elements", v.len()),
+            ));
+        }
+        return Ok(v);
+    }
+    Ok(Vec::new())
+}
+
+/// Where the dataset's bytes are, by its layout, checked against its extent; adds the `layout`,
+/// `chunks`, `maxshape` and `filters` attributes.
+fn storage<S: ReadAt + ?Sized>(
+    ctx: &Ctx<'_, S>,
+    layout: Layout,
+    x: &Extent,
+    attributes: &mut Vec<(String, Meta)>,
+) -> Result<Storage, FormatError> {
+    let nbytes = x.nbytes;
+    Ok(match layout {
+        Layout::Compact(data) => {
+            attributes.push(("layout".into(), Meta::Str("compact".into())));
+            if data.len() as u64 != nbytes {
+                return Err(err(
+                    ErrorKind::SizeMismatch,
+                    alloc::format!("compact data of {} bytes for {nbytes} bytes of elements", data.len()),
+                ));
+            }
+            Storage::Inline(data)
+        }
+        Layout::Contiguous { addr, size } => {
+            attributes.push(("layout".into(), Meta::Str("contiguous".into())));
+            if ctx.undefined(addr) {
+                // Never written: reads as the fill value (zeros when none is defined).
+                let whole = x.dims.iter().map(|&d| d.max(1)).collect();
+                return Ok(x.chunked(ctx, whole, ChunkIndex::Unallocated, false, Vec::new()));
+            }
+            if size.is_some_and(|s| s < nbytes) {
+                return Err(err(
+                    ErrorKind::SizeMismatch,
+                    alloc::format!(
+                        "contiguous storage of {} bytes for {nbytes} bytes of elements",
+                        size.unwrap_or(0)
+                    ),
+                ));
+            }
+            let offset = ctx
+                .base
+                .checked_add(addr)
+                .ok_or_else(|| err(ErrorKind::Overflow, "address overflows"))?;
+            if offset.checked_add(nbytes).is_none_or(|e| e > ctx.size()) {
+                return Err(err(
+                    ErrorKind::OutOfBounds,
+                    alloc::format!(
+                        "its {nbytes} bytes at byte {offset} run past the end of the file ({} bytes)",
+                        ctx.size()
+                    ),
+                )
+                .at(offset));
+            }
+            Storage::Range {
+                source: 0,
+                offset,
+                len: nbytes,
+            }
+        }
+        Layout::Chunked {
+            dims: cd,
+            index,
+            edge_unfiltered,
+        } => {
+            attributes.push(("layout".into(), Meta::Str("chunked".into())));
+            let (last, chunk) = cd
+                .split_last()
+                .ok_or_else(|| err(ErrorKind::Syntax, "a chunked layout without dimensions"))?;
+            let (dims, elem) = (&x.dims, x.elem);
+            if chunk.len() != dims.len() || *last != elem {
+                return Err(err(
+                    ErrorKind::Syntax,
+                    alloc::format!(
+                        "chunks of {:?} × {last} bytes for a dataset of shape {dims:?} and {elem}-byte elements",
+                        chunk
+                    ),
+                ));
+            }
+            attributes.push((
+                "chunks".into(),
+                Meta::List(chunk.iter().map(|&d| Meta::UInt(d)).collect()),
+            ));
+            if x.resizable && x.max != x.dims {
+                let m = x.max.iter().map(|&d| {
+                    if d == u64::MAX {
+                        Meta::Str("unlimited".into())
+                    } else {
+                        Meta::UInt(d)
+                    }
+                });
+                attributes.push(("maxshape".into(), Meta::List(m.collect())));
+            }
+            if !x.filters.is_empty() {
+                let names = x.filters.iter().map(|f| Meta::Str(chunks::filter_name(f.id).into()));
+                attributes.push(("filters".into(), Meta::List(names.collect())));
+            }
+            x.chunked(ctx, chunk.to_vec(), index, edge_unfiltered, x.filters.clone())
+        }
+        Layout::Other(what) => {
+            return Err(err(
+                ErrorKind::Unsupported,
+                alloc::format!("the dataset's layout is a {what}, which this reader does not read"),
+            ));
+        }
+    })
 }
 
 fn float(kind: FloatKind, b: &[u8]) -> f64 {

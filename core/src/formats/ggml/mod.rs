@@ -3,14 +3,13 @@
 //! [`dequantize`] is a port of the gguf Python package's `gguf.quants` (0.19.0) block decoders,
 //! operation for operation in f32, so that its output is bit-identical to
 //! `gguf.quants.dequantize`'s (checked by the fixtures and a live cross-check). The IQ grids and
-//! value tables are generated from that package into `ggml_tables.rs`.
+//! value tables are generated from that package into `ggml/tables.rs`.
 
 use alloc::vec::Vec;
 
 use super::{ErrorKind, FormatError};
 
 #[rustfmt::skip]
-#[path = "ggml_tables.rs"]
 mod tables;
 
 use tables::{FP4_VALUES, IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, IQ4NL_VALUES, KSIGNS};
