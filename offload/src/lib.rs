@@ -1,88 +1,58 @@
-//! Running models bigger than the GPU: the offload scheduler (docs/specs/offload.md).
+//! # tensorlane-offload
 //!
-//! * [`model`] — what a forward needs: ordered ops, the tensors each reads, their cost
-//!   ([`Model`]); Llama-style presets ([`LlamaShape`]) and `.zt` files ([`Model::from_zt`]).
+//! Running models bigger than the GPU: the offload scheduler (docs/specs/offload.md) and the
+//! device transfer under it. The plan is data: one compiler writes it, one simulator and one
+//! hazard checker judge it, and the executors run it on the CPU, wgpu or CUDA.
+//!
+//! * [`workload`] — what a forward needs: ordered ops, the tensors each reads, their cost
+//!   ([`Workload`]); Llama-style presets ([`LlamaShape`]) and `.zt` files
+//!   ([`Workload::from_zt`]).
 //! * [`profile`] — device profiles ([`DeviceProfile`]); `h100` and `pcie4` are checked in.
-//! * [`plan`] — the static plan IR ([`Plan`]) and its compiler ([`compile`], [`compile_policy`]):
-//!   a water-filled resident set, a FIFO ring, copies in consumption order (Belady-optimal for a
-//!   known sequence; never LRU), events, wrap-around prefetch; the baselines of §6.2 as plans of
-//!   the same IR ([`Policy`]).
+//! * [`plan`] — the static plan IR ([`Plan`]): resident parts, a FIFO ring of slots, copies,
+//!   events and per-stream programs; the policies that produce plans ([`Policy`]).
+//! * [`compile`] — the plan compiler ([`compile()`], [`compile_policy`]): a water-filled resident
+//!   set, a FIFO ring, copies in consumption order (Belady-optimal for a known sequence; never
+//!   LRU), events, wrap-around prefetch; the baselines of §6.2 as plans of the same IR.
 //! * [`sim`] — the discrete-event simulator ([`simulate`], [`SimReport`]).
 //! * [`check`] — the hazard checker over happens-before ([`check()`], [`Finding`], [`Rule`]).
+//! * [`exec`] — executors that run a plan for real: [`exec::CpuBackend`] always,
+//!   `exec::wgpu::WgpuBackend` (feature `wgpu`) and `exec::cuda::CudaBackend` (feature `cuda`).
+//! * [`device`] — moving tensor bytes towards a device: host weight tiers, and the wgpu and CUDA
+//!   devices under their features.
+//!
+//! Module arrows run one way: `compile -> sim -> plan -> workload -> profile`, `check -> plan`,
+//! `exec -> plan`, `exec::{wgpu, cuda} -> device`. Every fallible call returns [`Error`].
 //!
 //! ```
-//! use tensorlane::offload::{DeviceProfile, Model, Phase, check, compile, simulate};
-//! let model = Model::preset("tiny", Phase::DECODE).unwrap();
+//! use tensorlane_offload::{DeviceProfile, Phase, Workload, check, compile, simulate};
+//! let workload = Workload::preset("tiny", Phase::DECODE).unwrap();
 //! let profile = DeviceProfile::h100();
-//! let plan = compile(&model, &profile, 2_000_000).unwrap();
+//! let plan = compile(&workload, &profile, 2_000_000).unwrap();
 //! assert!(check(&plan).is_empty());
 //! let report = simulate(&plan, &profile, 6).unwrap();
 //! assert!(report.forward_s >= report.floor_s * 0.999);
 //! ```
+#![deny(missing_docs)]
 
 pub mod check;
-pub mod cli;
+pub mod compile;
+pub mod device;
+mod error;
 pub mod exec;
-pub mod model;
 pub mod plan;
 pub mod profile;
 pub mod sim;
+pub mod workload;
 
 use serde::{Deserialize, Serialize};
 
 pub use check::{Finding, Rule, check};
-pub use model::{Access, Cost, LlamaShape, Model, Op, Phase, TensorInfo};
-pub use plan::{Plan, Policy, compile, compile_policy};
+pub use compile::{compile, compile_policy};
+pub use error::Error;
+pub use plan::{Plan, Policy};
 pub use profile::{DeviceProfile, HostWeights};
 pub use sim::{SimReport, simulate};
-
-/// What can go wrong planning or simulating.
-#[derive(Debug, Clone, PartialEq)]
-pub enum OffloadError {
-    /// The model is malformed (bad index, group order, cost).
-    InvalidModel(String),
-    /// The profile is malformed.
-    InvalidProfile(String),
-    /// A plan is malformed (index out of range).
-    InvalidPlan(String),
-    /// The policy cannot fit the budget.
-    DoesNotFit {
-        /// Bytes the policy needs at least.
-        needed: u64,
-        /// The budget.
-        budget: u64,
-        /// The policy's name.
-        policy: &'static str,
-    },
-    /// The ring cannot hold what one op reads (or a slot would be reused while needed).
-    RingTooSmall(String),
-    /// The simulation stopped: a wait that no record can satisfy.
-    Deadlock(String),
-    /// A file could not be read.
-    Io(String),
-    /// A file could not be parsed.
-    Input(String),
-}
-
-impl std::fmt::Display for OffloadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            OffloadError::InvalidModel(m) => write!(f, "invalid model: {m}"),
-            OffloadError::InvalidProfile(m) => write!(f, "invalid device profile: {m}"),
-            OffloadError::InvalidPlan(m) => write!(f, "invalid plan: {m}"),
-            OffloadError::DoesNotFit { needed, budget, policy } => write!(
-                f,
-                "{policy}: needs at least {needed} bytes of VRAM, the budget is {budget} bytes"
-            ),
-            OffloadError::RingTooSmall(m) => write!(f, "ring too small: {m}"),
-            OffloadError::Deadlock(m) => write!(f, "deadlock: {m}"),
-            OffloadError::Io(m) => write!(f, "{m}"),
-            OffloadError::Input(m) => write!(f, "{m}"),
-        }
-    }
-}
-
-impl std::error::Error for OffloadError {}
+pub use workload::{Access, Cost, LlamaShape, Op, Phase, Workload, WorkloadTensor};
 
 /// One policy's plan, simulated and checked: a row of the comparison table.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -105,13 +75,13 @@ pub struct Evaluation {
 
 /// Compiles, simulates (`forwards` forwards) and checks one policy's plan.
 pub fn evaluate(
-    model: &Model,
+    workload: &Workload,
     profile: &DeviceProfile,
     budget_bytes: u64,
     policy: Policy,
     forwards: usize,
-) -> Result<(Plan, Evaluation), OffloadError> {
-    let plan = compile_policy(model, profile, budget_bytes, policy)?;
+) -> Result<(Plan, Evaluation), Error> {
+    let plan = compile_policy(workload, profile, budget_bytes, policy)?;
     let sim = simulate(&plan, profile, forwards)?;
     let findings = check(&plan);
     let e = Evaluation {
