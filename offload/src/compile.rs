@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use crate::Error;
+use crate::error::Error;
 use crate::plan::{
     ALIGN, Chunk, EventKind, Home, Instr, MIN_STREAM_BYTES, Plan, PlanOp, PlanTensor, Policy, Region, Resident, Stream,
     StreamKind, ZERO_PERSIST_BYTES, align,

@@ -15,13 +15,16 @@
 //!   LRU), events, wrap-around prefetch; the baselines of §6.2 as plans of the same IR.
 //! * [`sim`] — the discrete-event simulator ([`simulate`], [`SimReport`]).
 //! * [`check`] — the hazard checker over happens-before ([`check()`], [`Finding`], [`Rule`]).
+//! * [`evaluate`] — one policy compiled, simulated and checked: a row of the comparison table
+//!   ([`evaluate()`], [`Evaluation`]).
 //! * [`exec`] — executors that run a plan for real: [`exec::CpuBackend`] always,
 //!   `exec::wgpu::WgpuBackend` (feature `wgpu`) and `exec::cuda::CudaBackend` (feature `cuda`).
 //! * [`device`] — moving tensor bytes towards a device: host weight tiers, and the wgpu and CUDA
 //!   devices under their features.
 //!
-//! Module arrows run one way: `compile -> sim -> plan -> workload -> profile`, `check -> plan`,
-//! `exec -> plan`, `exec::{wgpu, cuda} -> device`. Every fallible call returns [`Error`].
+//! Module arrows run one way: `evaluate -> compile -> sim -> plan -> workload -> profile`,
+//! `evaluate -> check -> plan`, `exec -> plan`, `exec::{wgpu, cuda} -> device`. Every fallible
+//! call returns [`Error`].
 //!
 //! ```
 //! use tensorlane_offload::{DeviceProfile, Phase, Workload, check, compile, simulate};
@@ -38,63 +41,21 @@ pub mod check;
 pub mod compile;
 pub mod device;
 mod error;
+pub mod evaluate;
 pub mod exec;
 pub mod plan;
 pub mod profile;
 pub mod sim;
 pub mod workload;
 
-use serde::{Deserialize, Serialize};
-
 pub use check::{Finding, Rule, check};
 pub use compile::{compile, compile_policy};
 pub use error::Error;
+pub use evaluate::{Evaluation, evaluate};
 pub use plan::{Plan, Policy};
 pub use profile::{DeviceProfile, HostWeights};
 pub use sim::{SimReport, simulate};
 pub use workload::{Access, Cost, LlamaShape, Op, Phase, Workload, WorkloadTensor};
-
-/// One policy's plan, simulated and checked: a row of the comparison table.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Evaluation {
-    /// The policy.
-    pub policy: Policy,
-    /// The layout it chose.
-    pub layout: String,
-    /// Bytes resident across forwards.
-    pub resident_bytes: u64,
-    /// Bytes streamed per forward.
-    pub streamed_bytes: u64,
-    /// The arena (resident + ring).
-    pub arena_bytes: u64,
-    /// The simulation.
-    pub sim: SimReport,
-    /// Hazard findings (empty = safe).
-    pub findings: Vec<Finding>,
-}
-
-/// Compiles, simulates (`forwards` forwards) and checks one policy's plan.
-pub fn evaluate(
-    workload: &Workload,
-    profile: &DeviceProfile,
-    budget_bytes: u64,
-    policy: Policy,
-    forwards: usize,
-) -> Result<(Plan, Evaluation), Error> {
-    let plan = compile_policy(workload, profile, budget_bytes, policy)?;
-    let sim = simulate(&plan, profile, forwards)?;
-    let findings = check(&plan);
-    let e = Evaluation {
-        policy,
-        layout: plan.layout.clone(),
-        resident_bytes: plan.resident_bytes(),
-        streamed_bytes: plan.streamed_bytes(),
-        arena_bytes: plan.arena_bytes,
-        sim,
-        findings,
-    };
-    Ok((plan, e))
-}
 
 /// Parses a byte size: `4GiB`, `4GB`, `512MiB`, `1.5G` (= GiB), `1000000`.
 pub fn parse_bytes(s: &str) -> Option<u64> {

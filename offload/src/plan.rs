@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::error::Error;
 use crate::workload::Access;
 
 /// Alignment of every arena and staging offset, bytes.

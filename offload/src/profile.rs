@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::error::Error;
 
 /// One machine: GPU, host link, host memory and disk.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::error::Error;
 use crate::plan::{Home, Instr, Plan, StreamKind};
 use crate::profile::DeviceProfile;
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::error::Error;
 use crate::profile::DeviceProfile;
 
 /// How an op reads a weight tensor.

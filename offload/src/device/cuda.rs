@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, PinnedHostSlice, sys};
 
-use crate::Error;
+use crate::error::Error;
 
 /// Runs `f` (which calls into the driver) turning a panic into [`Error::Panicked`].
 pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {

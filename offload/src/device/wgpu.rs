@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use wgpu::util::DeviceExt;
 
-use crate::Error;
+use crate::error::Error;
 
 /// wgpu's copy alignment (`COPY_BUFFER_ALIGNMENT`).
 const ALIGN: u64 = wgpu::COPY_BUFFER_ALIGNMENT;
@@ -38,6 +38,19 @@ const ALIGN: u64 = wgpu::COPY_BUFFER_ALIGNMENT;
 pub const DEFAULT_CHUNK: usize = 8 << 20;
 /// Default number of staging-ring slots.
 pub const DEFAULT_SLOTS: usize = 4;
+
+/// The end of `len` bytes at `offset` in `buf`: refused past the buffer's logical end or at an
+/// offset that is not a multiple of the copy alignment.
+fn checked_range(buf: &GpuBuffer, offset: u64, len: u64) -> Result<u64, Error> {
+    let end = offset
+        .checked_add(len)
+        .filter(|&e| e <= buf.size)
+        .ok_or_else(|| Error::Range(format!("{len} bytes at {offset} past a {}-byte buffer", buf.size)))?;
+    if !offset.is_multiple_of(ALIGN) {
+        return Err(Error::Range(format!("offset {offset} is not a multiple of {ALIGN}")));
+    }
+    Ok(end)
+}
 
 /// A buffer in device memory (usable as storage, copy source and copy destination).
 #[derive(Debug)]
@@ -235,13 +248,7 @@ impl GpuDevice {
     /// is copied on the CPU into a mapped slot while earlier slots are being copied on the device.
     pub fn upload_into(&self, dst: &GpuBuffer, offset: u64, bytes: &[u8]) -> Result<(), Error> {
         let len = bytes.len() as u64;
-        let end = offset
-            .checked_add(len)
-            .filter(|&e| e <= dst.size)
-            .ok_or_else(|| Error::Range(format!("{len} bytes at {offset} past a {}-byte buffer", dst.size)))?;
-        if !offset.is_multiple_of(ALIGN) {
-            return Err(Error::Range(format!("offset {offset} is not a multiple of {ALIGN}")));
-        }
+        let end = checked_range(dst, offset, len)?;
         if !len.is_multiple_of(ALIGN) && end != dst.size {
             return Err(Error::Range(format!(
                 "length {len} is not a multiple of {ALIGN} and does not end the buffer"
@@ -347,13 +354,7 @@ impl GpuDevice {
     /// Copies `len` bytes from `src` at `offset` back to the host. `offset` must be a multiple
     /// of 4. Long ranges are read back in staging-chunk pieces.
     pub fn download_range(&self, src: &GpuBuffer, offset: u64, len: u64) -> Result<Vec<u8>, Error> {
-        let end = offset
-            .checked_add(len)
-            .filter(|&e| e <= src.size)
-            .ok_or_else(|| Error::Range(format!("{len} bytes at {offset} past a {}-byte buffer", src.size)))?;
-        if !offset.is_multiple_of(ALIGN) {
-            return Err(Error::Range(format!("offset {offset} is not a multiple of {ALIGN}")));
-        }
+        let end = checked_range(src, offset, len)?;
         let mut out = Vec::with_capacity(len as usize);
         if len == 0 {
             return Ok(out);

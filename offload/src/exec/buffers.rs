@@ -3,8 +3,17 @@
 //! from (in place in the arena, or gathered into a scratch buffer first).
 
 use super::{ExecOp, Segment, TensorRef, largest_gathered_weight};
-use crate::Error;
+use crate::error::Error;
 use crate::plan::Plan;
+
+/// `state` of an executor that [`Backend::prepare`](super::Backend::prepare) sets up, or an
+/// error saying the executor was used before it (the interpreter, [`execute`](super::execute),
+/// always prepares first).
+pub fn prepared<T>(state: Option<T>) -> Result<T, Error> {
+    state.ok_or_else(|| {
+        Error::Device("the executor was used before Backend::prepare; call execute() or prepare() first".into())
+    })
+}
 
 /// Gather scratch buffers per executor: an op reads at most two weights that are split.
 pub const SCRATCH_BUFFERS: usize = 2;

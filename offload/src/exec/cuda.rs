@@ -25,10 +25,10 @@ use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
 
-use super::buffers::{Activations, Place, alloc_scratch, places};
+use super::buffers::{Activations, Place, alloc_scratch, places, prepared};
 use super::{Backend, Dims, ExecOp, OpKind, TensorRef};
-use crate::Error;
 use crate::device::cuda::{CudaDevice, HostMem, Staging, guarded};
+use crate::error::Error;
 use crate::plan::{Plan, Region};
 
 /// The elementwise steps of [`OpKind`], in CUDA C (compiled with NVRTC when the backend opens).
@@ -141,10 +141,6 @@ impl CudaBackend {
         })
     }
 
-    fn not_prepared() -> Error {
-        Error::Device("exec before prepare".into())
-    }
-
     /// `y (t × n) = x (t × k) · w (k × n)`, all row-major, on the compute stream. cuBLAS is
     /// column-major: the same bytes are `yᵀ = wᵀ · xᵀ`, an (n × k)·(k × t) product.
     fn matmul(
@@ -196,7 +192,7 @@ impl Backend for CudaBackend {
     }
 
     fn copy_in(&mut self, dev_offset: u64, bytes: &[u8]) -> Result<(), Error> {
-        let arena = self.arena.as_mut().ok_or_else(Self::not_prepared)?;
+        let arena = prepared(self.arena.as_mut())?;
         if let Some(e) = &self.last_compute {
             cuda(|| Ok(self.copy.wait(e)?))?;
         }
@@ -215,7 +211,7 @@ impl Backend for CudaBackend {
         if words == 0 {
             return Ok(());
         }
-        let arena = self.arena.as_mut().ok_or_else(Self::not_prepared)?;
+        let arena = prepared(self.arena.as_mut())?;
         let mut view = arena
             .try_slice_mut(base..base + words * 4)
             .ok_or_else(|| Error::Device("poisoned region past the arena".into()))?;
@@ -232,11 +228,11 @@ impl Backend for CudaBackend {
     }
 
     fn exec(&mut self, op: &ExecOp<'_>) -> Result<(), Error> {
-        let d = self.dims.ok_or_else(Self::not_prepared)?;
+        let d = prepared(self.dims)?;
         if let Some(e) = &self.last_copy {
             cuda(|| Ok(self.compute.wait(e)?))?;
         }
-        let arena = self.arena.as_ref().ok_or_else(Self::not_prepared)?;
+        let arena = prepared(self.arena.as_ref())?;
         // Gather split weights into scratch (device to device); single pieces are used in place.
         let places: Vec<Place<'_>> = places(op, |s| s.dev_offset % 4 == 0)?
             .into_iter()
@@ -272,7 +268,7 @@ impl Backend for CudaBackend {
             unsafe { view.transmute::<f32>(bytes as usize / 4) }
                 .ok_or_else(|| Error::Device("weight view too short".into()))
         };
-        let acts = self.acts.as_mut().ok_or_else(Self::not_prepared)?;
+        let acts = prepared(self.acts.as_mut())?;
         let blas = &self.blas;
         let k = &self.kernels;
         let (t, h, kv, ffn, vocab) = (d.t, d.h, d.kv, d.ffn, d.vocab);
@@ -359,10 +355,7 @@ impl Backend for CudaBackend {
     }
 
     fn finish_forward(&mut self) -> Result<Vec<f32>, Error> {
-        let acts = self
-            .acts
-            .as_ref()
-            .ok_or_else(|| Error::Device("no forward ran".into()))?;
+        let acts = prepared(self.acts.as_ref())?;
         let mut out = vec![0.0f32; acts.logits.len()];
         cuda(|| {
             self.compute.memcpy_dtoh(&acts.logits, &mut out)?;

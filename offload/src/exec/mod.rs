@@ -12,6 +12,8 @@
 //! A [`Backend`] supplies the device: [`CpuBackend`] (a host `Vec<u8>` arena, ops computed in
 //! plain Rust; always built), `wgpu::WgpuBackend` (feature `wgpu`; one GPU buffer per region,
 //! WGSL kernels) and `cuda::CudaBackend` (feature `cuda`; a device arena, staged uploads, cuBLAS).
+//! The device executors share [`buffers`]: their activations, gather scratch, and where each
+//! weight of an op is read from.
 //!
 //! The model that runs is [`ExecModel`]: a Llama-shaped [`Workload`] with deterministic weights from
 //! a seed. Its math (see [`OpKind`]) uses **integer-valued** f32 weights and activations with every
@@ -21,7 +23,7 @@
 
 use std::time::Instant;
 
-use crate::Error;
+use crate::error::Error;
 use crate::plan::{EventKind, Home, Instr, Plan, Region, StreamKind};
 use crate::workload::{Access, LlamaShape, Phase, Workload};
 
@@ -829,9 +831,7 @@ impl Backend for CpuBackend {
     }
 
     fn exec(&mut self, op: &ExecOp<'_>) -> Result<(), Error> {
-        let (Some(dims), Some(acts)) = (self.dims, self.acts.as_mut()) else {
-            return Err(Error::Device("exec before prepare".into()));
-        };
+        let (dims, acts) = (buffers::prepared(self.dims)?, buffers::prepared(self.acts.as_mut())?);
         let ws = op
             .weights
             .iter()
@@ -845,10 +845,7 @@ impl Backend for CpuBackend {
     }
 
     fn finish_forward(&mut self) -> Result<Vec<f32>, Error> {
-        self.acts
-            .as_ref()
-            .map(|a| a.logits.clone())
-            .ok_or_else(|| Error::Device("no forward ran".into()))
+        buffers::prepared(self.acts.as_ref()).map(|a| a.logits.clone())
     }
 }
 

@@ -9,10 +9,10 @@
 
 use wgpu::util::DeviceExt;
 
-use super::buffers::{Activations, Place, alloc_scratch, places};
+use super::buffers::{Activations, Place, alloc_scratch, places, prepared};
 use super::{Backend, Dims, ExecOp, OpKind, TensorRef, to_f32};
-use crate::Error;
 use crate::device::wgpu::{GpuBuffer, GpuDevice};
+use crate::error::Error;
 use crate::plan::{Plan, Region};
 
 const GATHER_WGSL: &str = r#"
@@ -216,7 +216,7 @@ impl WgpuBackend {
     }
 
     fn elem(&self, mode: u32, a: &GpuBuffer, b: W<'_>, c: W<'_>, o: &GpuBuffer, n: usize) -> Result<(), Error> {
-        let d = self.dims.ok_or_else(|| Error::Device("not prepared".into()))?;
+        let d = prepared(self.dims)?;
         self.dispatch(
             &self.elem,
             &[(a, 0), b, c, (o, 0)],
@@ -289,7 +289,7 @@ impl Backend for WgpuBackend {
     }
 
     fn exec(&mut self, op: &ExecOp<'_>) -> Result<(), Error> {
-        let d = self.dims.ok_or_else(|| Error::Device("exec before prepare".into()))?;
+        let d = prepared(self.dims)?;
         // Bind each arena weight in place when it is one aligned piece; gather the others into
         // a scratch buffer.
         let in_place = |s: &super::Segment| {
@@ -322,7 +322,7 @@ impl Backend for WgpuBackend {
                 .copied()
                 .ok_or_else(|| Error::Device(format!("{:?}: missing weight", op.kind)))
         };
-        let acts = self.acts.as_ref().ok_or_else(|| Error::Device("not prepared".into()))?;
+        let acts = prepared(self.acts.as_ref())?;
         let (t, h, kv, ffn, vocab) = (d.t as u32, d.h as u32, d.kv as u32, d.ffn as u32, d.vocab as u32);
         let mm = |a: &GpuBuffer, w: W<'_>, c: &GpuBuffer, k: u32, n: u32| self.dev.matmul_f32_into_at(a, w, c, t, k, n);
         let nh = d.t * d.h;
@@ -396,10 +396,7 @@ impl Backend for WgpuBackend {
     }
 
     fn finish_forward(&mut self) -> Result<Vec<f32>, Error> {
-        let acts = self
-            .acts
-            .as_ref()
-            .ok_or_else(|| Error::Device("no forward ran".into()))?;
+        let acts = prepared(self.acts.as_ref())?;
         let bytes = self.dev.download(&acts.logits)?;
         Ok(to_f32(&bytes))
     }
