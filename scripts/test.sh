@@ -21,9 +21,9 @@ step "Rust tests (workspace)"
 cargo test --workspace --no-fail-fast
 
 step "device transfer: wgpu on lavapipe (CI=true: no adapter fails), CUDA build and error paths"
-cargo test -p tensorlane --features wgpu --test device_wgpu --test offload_wgpu
-cargo build -p tensorlane --features cuda
-cargo test -p tensorlane --features cuda --test device_cuda
+cargo test -p tensorlane-offload --features wgpu --test device_wgpu --test offload_wgpu
+cargo build -p tensorlane-offload --features cuda
+cargo test -p tensorlane-offload --features cuda --test device_cuda
 
 step "JavaScript builds (wasm + N-API addon)"
 scripts/build-js.sh

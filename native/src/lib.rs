@@ -24,12 +24,10 @@
 //!   v2 ↔ Tenso, canonicalise).
 #![warn(missing_docs)]
 
-pub mod device;
 pub mod inspect;
 pub mod model;
 pub mod model_tools;
 pub mod net;
-pub mod offload;
 pub mod sample;
 pub mod source;
 pub mod st_write;

@@ -9,9 +9,11 @@
 
 use wgpu::util::DeviceExt;
 
-use super::{Backend, Dims, ExecError, ExecOp, OpKind, TensorRef, to_f32};
+use super::buffers::{Activations, Place, alloc_scratch, places, prepared};
+use super::{Backend, Dims, ExecOp, OpKind, TensorRef, to_f32};
 use crate::device::wgpu::{GpuBuffer, GpuDevice};
-use crate::offload::plan::{Plan, Region};
+use crate::error::Error;
+use crate::plan::{Plan, Region};
 
 const GATHER_WGSL: &str = r#"
 struct P { src_off: u32, dst_off: u32, len: u32, gx: u32 };
@@ -107,22 +109,6 @@ fn kernel(device: &wgpu::Device, src: &str, reads: u32, label: &str) -> Kernel {
     Kernel { layout, pipeline }
 }
 
-/// Activation buffers.
-struct Acts {
-    x: GpuBuffer,
-    tmp_h: GpuBuffer,
-    a: GpuBuffer,
-    q: GpuBuffer,
-    k: GpuBuffer,
-    v: GpuBuffer,
-    s: GpuBuffer,
-    b: GpuBuffer,
-    g: GpuBuffer,
-    u: GpuBuffer,
-    m: GpuBuffer,
-    logits: GpuBuffer,
-}
-
 /// A buffer bound from a byte offset.
 type W<'a> = (&'a GpuBuffer, u64);
 
@@ -134,21 +120,17 @@ pub struct WgpuBackend {
     scratch: Vec<GpuBuffer>,
     /// The device's storage-binding offset alignment.
     align: u64,
-    acts: Option<Acts>,
+    acts: Option<Activations<GpuBuffer>>,
     dims: Option<Dims>,
     tokens: Vec<u32>,
     gather: Kernel,
     elem: Kernel,
 }
 
-fn dev_err(e: impl std::fmt::Display) -> ExecError {
-    ExecError::Device(e.to_string())
-}
-
 impl WgpuBackend {
     /// Opens the first adapter ([`GpuDevice::new`]).
-    pub fn new() -> Result<WgpuBackend, ExecError> {
-        let dev = GpuDevice::new().map_err(dev_err)?;
+    pub fn new() -> Result<WgpuBackend, Error> {
+        let dev = GpuDevice::new()?;
         let (d, _) = dev.raw();
         let gather = kernel(d, GATHER_WGSL, 1, "tensorlane offload gather");
         let elem = kernel(d, ELEM_WGSL, 3, "tensorlane offload elementwise");
@@ -176,12 +158,12 @@ impl WgpuBackend {
         self.regions.len()
     }
 
-    fn region(&self, off: u64, len: u64) -> Result<(&GpuBuffer, u64), ExecError> {
+    fn region(&self, off: u64, len: u64) -> Result<(&GpuBuffer, u64), Error> {
         self.regions
             .iter()
             .find(|(b, l, _)| off >= *b && off.saturating_add(len) <= b + l)
             .map(|(b, _, buf)| (buf, off - b))
-            .ok_or_else(|| ExecError::Device(format!("{len} bytes at {off} span arena regions")))
+            .ok_or_else(|| Error::Device(format!("{len} bytes at {off} span arena regions")))
     }
 
     /// Runs kernel `k` over `n` words with the given buffers, each bound from a byte offset (a
@@ -233,8 +215,8 @@ impl WgpuBackend {
         q.submit([enc.finish()]);
     }
 
-    fn elem(&self, mode: u32, a: &GpuBuffer, b: W<'_>, c: W<'_>, o: &GpuBuffer, n: usize) -> Result<(), ExecError> {
-        let d = self.dims.ok_or_else(|| ExecError::Device("not prepared".into()))?;
+    fn elem(&self, mode: u32, a: &GpuBuffer, b: W<'_>, c: W<'_>, o: &GpuBuffer, n: usize) -> Result<(), Error> {
+        let d = prepared(self.dims)?;
         self.dispatch(
             &self.elem,
             &[(a, 0), b, c, (o, 0)],
@@ -258,7 +240,7 @@ impl Backend for WgpuBackend {
         format!("wgpu ({}, {})", a.name, a.backend)
     }
 
-    fn prepare(&mut self, plan: &Plan, d: Dims, tokens: &[u32]) -> Result<(), ExecError> {
+    fn prepare(&mut self, plan: &Plan, d: Dims, tokens: &[u32]) -> Result<(), Error> {
         let lim = {
             let a = self.dev.adapter();
             a.max_buffer_size.min(a.max_storage_binding)
@@ -274,11 +256,11 @@ impl Backend for WgpuBackend {
                 continue;
             }
             if len > lim {
-                return Err(ExecError::Device(format!(
+                return Err(Error::Device(format!(
                     "arena region of {len} bytes exceeds the device's buffer/binding limit {lim}"
                 )));
             }
-            let buf = self.dev.alloc(len.div_ceil(4) * 4).map_err(dev_err)?;
+            let buf = self.dev.alloc(len.div_ceil(4) * 4)?;
             self.regions.push((base, len, buf));
         }
         // Weights whose one piece starts at an aligned arena offset are bound in place; only the
@@ -286,98 +268,68 @@ impl Backend for WgpuBackend {
         // sized by the largest split weight, not the largest weight.
         let align = u64::from(self.dev.raw().0.limits().min_storage_buffer_offset_alignment);
         self.align = align;
-        let max_t = super::largest_gathered_weight(plan, align);
-        self.scratch = (0..2)
-            .map(|_| self.dev.alloc(max_t.div_ceil(4) * 4))
-            .collect::<Result<_, _>>()
-            .map_err(dev_err)?;
-        let f = |n: usize| self.dev.alloc((d.t * n * 4) as u64).map_err(dev_err);
-        self.acts = Some(Acts {
-            x: f(d.h)?,
-            tmp_h: f(d.h)?,
-            a: f(d.h)?,
-            q: f(d.h)?,
-            k: f(d.kv)?,
-            v: f(d.kv)?,
-            s: f(d.h)?,
-            b: f(d.h)?,
-            g: f(d.ffn)?,
-            u: f(d.ffn)?,
-            m: f(d.ffn)?,
-            logits: f(d.vocab)?,
-        });
+        self.scratch = alloc_scratch(plan, align, |bytes| self.dev.alloc(bytes.div_ceil(4) * 4))?;
+        self.acts = Some(Activations::alloc(d, |n| self.dev.alloc((n * 4) as u64))?);
         self.dims = Some(d);
         self.tokens = tokens.to_vec();
         Ok(())
     }
 
-    fn copy_in(&mut self, dev_offset: u64, bytes: &[u8]) -> Result<(), ExecError> {
+    fn copy_in(&mut self, dev_offset: u64, bytes: &[u8]) -> Result<(), Error> {
         let (buf, at) = self.region(dev_offset, bytes.len() as u64)?;
         if bytes.len().is_multiple_of(4) {
-            return self.dev.upload_into(buf, at, bytes).map_err(dev_err);
+            return self.dev.upload_into(buf, at, bytes);
         }
         // A piece ending mid-word: pad the last word. Every planned offset is 256-aligned, so the
         // padding bytes belong to no other tensor.
         let mut padded = bytes.to_vec();
         padded.resize(bytes.len().div_ceil(4) * 4, 0);
         let (buf, at) = self.region(dev_offset, padded.len() as u64)?;
-        self.dev.upload_into(buf, at, &padded).map_err(dev_err)
+        self.dev.upload_into(buf, at, &padded)
     }
 
-    fn exec(&mut self, op: &ExecOp<'_>) -> Result<(), ExecError> {
-        let d = self
-            .dims
-            .ok_or_else(|| ExecError::Device("exec before prepare".into()))?;
+    fn exec(&mut self, op: &ExecOp<'_>) -> Result<(), Error> {
+        let d = prepared(self.dims)?;
         // Bind each arena weight in place when it is one aligned piece; gather the others into
         // a scratch buffer.
-        let mut slot = 0;
+        let in_place = |s: &super::Segment| {
+            self.region(s.dev_offset, s.bytes)
+                .is_ok_and(|(_, at)| at.is_multiple_of(self.align))
+        };
         let mut ws: Vec<W<'_>> = Vec::new();
-        for w in &op.weights {
-            if let TensorRef::Arena { segments, .. } = w {
-                if let [s] = segments.as_slice()
-                    && s.tensor_offset == 0
-                    && let Ok((buf, at)) = self.region(s.dev_offset, s.bytes)
-                    && at.is_multiple_of(self.align)
-                {
-                    ws.push((buf, at));
-                    continue;
+        for place in places(op, in_place)? {
+            match place {
+                Place::Host(_) => {}
+                Place::Arena { offset, bytes } => ws.push(self.region(offset, bytes)?),
+                Place::Scratch { slot, segments, .. } => {
+                    let dst = &self.scratch[slot];
+                    for s in segments {
+                        let (src, at) = self.region(s.dev_offset, s.bytes)?;
+                        let words = (s.tensor_offset + s.bytes).div_ceil(4) - s.tensor_offset / 4;
+                        self.dispatch(
+                            &self.gather,
+                            &[(src, 0), (dst, 0)],
+                            &[at as u32, s.tensor_offset as u32, s.bytes as u32],
+                            words as u32,
+                        );
+                    }
+                    ws.push((dst, 0));
                 }
-                let dst = self
-                    .scratch
-                    .get(slot)
-                    .ok_or_else(|| ExecError::Device("op reads > 2 weights".into()))?;
-                for s in segments {
-                    let (src, at) = self.region(s.dev_offset, s.bytes)?;
-                    let words = (s.tensor_offset + s.bytes).div_ceil(4) - s.tensor_offset / 4;
-                    self.dispatch(
-                        &self.gather,
-                        &[(src, 0), (dst, 0)],
-                        &[at as u32, s.tensor_offset as u32, s.bytes as u32],
-                        words as u32,
-                    );
-                }
-                ws.push((dst, 0));
-                slot += 1;
             }
         }
         let w = |i: usize| {
             ws.get(i)
                 .copied()
-                .ok_or_else(|| ExecError::Device(format!("{:?}: missing weight", op.kind)))
+                .ok_or_else(|| Error::Device(format!("{:?}: missing weight", op.kind)))
         };
-        let acts = self
-            .acts
-            .as_ref()
-            .ok_or_else(|| ExecError::Device("not prepared".into()))?;
+        let acts = prepared(self.acts.as_ref())?;
         let (t, h, kv, ffn, vocab) = (d.t as u32, d.h as u32, d.kv as u32, d.ffn as u32, d.vocab as u32);
-        let mm = |a: &GpuBuffer, w: W<'_>, c: &GpuBuffer, k: u32, n: u32| {
-            self.dev.matmul_f32_into_at(a, w, c, t, k, n).map_err(dev_err)
-        };
+        let mm = |a: &GpuBuffer, w: W<'_>, c: &GpuBuffer, k: u32, n: u32| self.dev.matmul_f32_into_at(a, w, c, t, k, n);
         let nh = d.t * d.h;
         match op.kind {
             OpKind::Embed => {
                 let Some(TensorRef::Host(e)) = op.weights.first() else {
-                    return Err(ExecError::Device("embed without a host table".into()));
+                    return Err(Error::Device("embed without a host table".into()));
                 };
                 let e = to_f32(e);
                 let mut x = Vec::with_capacity(nh * 4);
@@ -385,10 +337,10 @@ impl Backend for WgpuBackend {
                     let tok = (tok as usize).min(d.vocab - 1);
                     let row = e
                         .get(tok * d.h..(tok + 1) * d.h)
-                        .ok_or_else(|| ExecError::Device("embed row".into()))?;
+                        .ok_or_else(|| Error::Device("embed row".into()))?;
                     x.extend(row.iter().flat_map(|v| v.to_le_bytes()));
                 }
-                self.dev.upload_into(&acts.x, 0, &x).map_err(dev_err)?;
+                self.dev.upload_into(&acts.x, 0, &x)?;
             }
             OpKind::QProj => {
                 self.elem(0, &acts.x, w(0)?, w(0)?, &acts.a, nh)?;
@@ -398,8 +350,8 @@ impl Backend for WgpuBackend {
             OpKind::VProj => mm(&acts.a, w(0)?, &acts.v, h, kv)?,
             OpKind::Attn => self.elem(1, &acts.q, (&acts.k, 0), (&acts.v, 0), &acts.s, nh)?,
             OpKind::OProj => {
-                mm(&acts.s, w(0)?, &acts.tmp_h, h, h)?;
-                self.elem(2, &acts.x, (&acts.tmp_h, 0), (&acts.tmp_h, 0), &acts.a, nh)?;
+                mm(&acts.s, w(0)?, &acts.y, h, h)?;
+                self.elem(2, &acts.x, (&acts.y, 0), (&acts.y, 0), &acts.a, nh)?;
                 self.copy(&acts.a, &acts.x, (nh * 4) as u64);
             }
             OpKind::Gate => {
@@ -409,8 +361,8 @@ impl Backend for WgpuBackend {
             OpKind::Up => mm(&acts.b, w(0)?, &acts.u, h, ffn)?,
             OpKind::Down => {
                 self.elem(3, &acts.g, (&acts.u, 0), (&acts.u, 0), &acts.m, d.t * d.ffn)?;
-                mm(&acts.m, w(0)?, &acts.tmp_h, ffn, h)?;
-                self.elem(2, &acts.x, (&acts.tmp_h, 0), (&acts.tmp_h, 0), &acts.a, nh)?;
+                mm(&acts.m, w(0)?, &acts.y, ffn, h)?;
+                self.elem(2, &acts.x, (&acts.y, 0), (&acts.y, 0), &acts.a, nh)?;
                 self.copy(&acts.a, &acts.x, (nh * 4) as u64);
             }
             OpKind::LmHead => {
@@ -424,7 +376,7 @@ impl Backend for WgpuBackend {
     /// Fills the freed slot with NaN in every arena buffer it touches, as the CPU executor does,
     /// so a read after eviction shows in the output. Slots start 256-aligned; a tail shorter than
     /// one word is slot padding and left alone.
-    fn poison(&mut self, region: Region) -> Result<(), ExecError> {
+    fn poison(&mut self, region: Region) -> Result<(), Error> {
         for (base, len, buf) in &self.regions {
             let start = region.base.max(*base);
             let end = region.end().min(base + len);
@@ -438,17 +390,14 @@ impl Backend for WgpuBackend {
             let nan: Vec<u8> = std::iter::repeat_n(f32::NAN.to_le_bytes(), (bytes / 4) as usize)
                 .flatten()
                 .collect();
-            self.dev.upload_into(buf, start - base, &nan).map_err(dev_err)?;
+            self.dev.upload_into(buf, start - base, &nan)?;
         }
         Ok(())
     }
 
-    fn finish_forward(&mut self) -> Result<Vec<f32>, ExecError> {
-        let acts = self
-            .acts
-            .as_ref()
-            .ok_or_else(|| ExecError::Device("no forward ran".into()))?;
-        let bytes = self.dev.download(&acts.logits).map_err(dev_err)?;
+    fn finish_forward(&mut self) -> Result<Vec<f32>, Error> {
+        let acts = prepared(self.acts.as_ref())?;
+        let bytes = self.dev.download(&acts.logits)?;
         Ok(to_f32(&bytes))
     }
 }

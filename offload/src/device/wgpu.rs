@@ -4,11 +4,11 @@
 //! Any adapter will do, CPU ones included: [`GpuDevice::new`] asks for a hardware adapter first
 //! and then for the fallback adapter, which on a CPU-only Linux machine is Mesa's lavapipe
 //! (`apt-get install mesa-vulkan-drivers libvulkan1`). When there is none it returns
-//! [`DeviceError::NoAdapter`], never a panic. Lavapipe timings are for correctness and CI; they
+//! [`Error::NoDevice`], never a panic. Lavapipe timings are for correctness and CI; they
 //! say nothing about a real GPU.
 //!
 //! ```no_run
-//! use tensorlane::device::wgpu::GpuDevice;
+//! use tensorlane_offload::device::wgpu::GpuDevice;
 //! use tensorlane::source::MmapSource;
 //!
 //! let dev = GpuDevice::new()?;
@@ -29,6 +29,8 @@ use std::time::Instant;
 
 use wgpu::util::DeviceExt;
 
+use crate::error::Error;
+
 /// wgpu's copy alignment (`COPY_BUFFER_ALIGNMENT`).
 const ALIGN: u64 = wgpu::COPY_BUFFER_ALIGNMENT;
 
@@ -37,49 +39,18 @@ pub const DEFAULT_CHUNK: usize = 8 << 20;
 /// Default number of staging-ring slots.
 pub const DEFAULT_SLOTS: usize = 4;
 
-/// What can go wrong on a wgpu device.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeviceError {
-    /// No adapter exists (no GPU and no CPU fallback such as lavapipe).
-    NoAdapter(String),
-    /// The adapter refused to create a device.
-    RequestDevice(String),
-    /// A buffer larger than the device allows.
-    TooLarge {
-        /// Bytes asked for.
-        size: u64,
-        /// The device's limit.
-        limit: u64,
-        /// Which limit (`max_buffer_size`, `max_storage_buffer_binding_size`).
-        which: &'static str,
-    },
-    /// An offset or length the copy rules refuse, or a range past the buffer's end.
-    Range(String),
-    /// Matrix dimensions that do not fit the buffers or the dispatch limits.
-    Shape(String),
-    /// Mapping a staging or readback buffer failed.
-    Map(String),
-    /// Waiting for the device failed (device lost, timeout).
-    Poll(String),
-}
-
-impl fmt::Display for DeviceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DeviceError::NoAdapter(s) => write!(f, "no wgpu adapter: {s}"),
-            DeviceError::RequestDevice(s) => write!(f, "wgpu device request failed: {s}"),
-            DeviceError::TooLarge { size, limit, which } => {
-                write!(f, "buffer of {size} bytes exceeds the device's {which} ({limit} bytes)")
-            }
-            DeviceError::Range(s) => write!(f, "bad range: {s}"),
-            DeviceError::Shape(s) => write!(f, "bad matmul shape: {s}"),
-            DeviceError::Map(s) => write!(f, "buffer mapping failed: {s}"),
-            DeviceError::Poll(s) => write!(f, "device poll failed: {s}"),
-        }
+/// The end of `len` bytes at `offset` in `buf`: refused past the buffer's logical end or at an
+/// offset that is not a multiple of the copy alignment.
+fn checked_range(buf: &GpuBuffer, offset: u64, len: u64) -> Result<u64, Error> {
+    let end = offset
+        .checked_add(len)
+        .filter(|&e| e <= buf.size)
+        .ok_or_else(|| Error::Range(format!("{len} bytes at {offset} past a {}-byte buffer", buf.size)))?;
+    if !offset.is_multiple_of(ALIGN) {
+        return Err(Error::Range(format!("offset {offset} is not a multiple of {ALIGN}")));
     }
+    Ok(end)
 }
-
-impl std::error::Error for DeviceError {}
 
 /// A buffer in device memory (usable as storage, copy source and copy destination).
 #[derive(Debug)]
@@ -151,13 +122,13 @@ impl fmt::Debug for GpuDevice {
 impl GpuDevice {
     /// Opens the first usable adapter (hardware first, then the fallback/CPU adapter) with the
     /// adapter's own limits and the default staging ring ([`DEFAULT_SLOTS`] × [`DEFAULT_CHUNK`]).
-    pub fn new() -> Result<Self, DeviceError> {
+    pub fn new() -> Result<Self, Error> {
         Self::with_staging(DEFAULT_SLOTS, DEFAULT_CHUNK)
     }
 
     /// Like [`new`](Self::new) with a staging ring of `slots` buffers of `chunk` bytes each
     /// (`chunk` is rounded up to 4 bytes; both at least 1).
-    pub fn with_staging(slots: usize, chunk: usize) -> Result<Self, DeviceError> {
+    pub fn with_staging(slots: usize, chunk: usize) -> Result<Self, Error> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let mut last_err = String::from("no adapter tried");
         let mut adapter = None;
@@ -177,8 +148,8 @@ impl GpuDevice {
             }
         }
         let adapter = adapter.ok_or_else(|| {
-            DeviceError::NoAdapter(format!(
-                "{last_err} (on a CPU-only Linux machine install Mesa lavapipe: \
+            Error::NoDevice(format!(
+                "wgpu: no adapter: {last_err} (on a CPU-only Linux machine install Mesa lavapipe: \
                  apt-get install mesa-vulkan-drivers libvulkan1)"
             ))
         })?;
@@ -189,8 +160,8 @@ impl GpuDevice {
             required_limits: limits.clone(),
             ..Default::default()
         };
-        let (device, queue) =
-            pollster::block_on(adapter.request_device(&desc)).map_err(|e| DeviceError::RequestDevice(e.to_string()))?;
+        let (device, queue) = pollster::block_on(adapter.request_device(&desc))
+            .map_err(|e| Error::Device(format!("wgpu device request failed: {e}")))?;
         let dl = device.limits();
         let summary = AdapterSummary {
             name: info.name.clone(),
@@ -241,11 +212,11 @@ impl GpuDevice {
     }
 
     /// Allocates a zeroed device buffer of `size` bytes.
-    pub fn alloc(&self, size: u64) -> Result<GpuBuffer, DeviceError> {
+    pub fn alloc(&self, size: u64) -> Result<GpuBuffer, Error> {
         let padded = round4(size).max(ALIGN);
         let limit = self.summary.max_buffer_size;
         if padded > limit {
-            return Err(DeviceError::TooLarge {
+            return Err(Error::TooLarge {
                 size,
                 limit,
                 which: "max_buffer_size",
@@ -263,7 +234,7 @@ impl GpuDevice {
     /// Allocates a device buffer and uploads `bytes` into it (for instance a tensor's bytes
     /// straight from a memory map). Large inputs go through the staging ring in chunks. The upload
     /// is submitted when this returns; later submissions (kernels, downloads) see it.
-    pub fn upload(&self, bytes: &[u8]) -> Result<GpuBuffer, DeviceError> {
+    pub fn upload(&self, bytes: &[u8]) -> Result<GpuBuffer, Error> {
         let buf = self.alloc(bytes.len() as u64)?;
         self.upload_into(&buf, 0, bytes)?;
         Ok(buf)
@@ -275,19 +246,11 @@ impl GpuDevice {
     /// at the buffer's logical end (the padding after it is zeroed). Writes up to one staging
     /// chunk use `Queue::write_buffer`; longer ones stream through the staging ring: each chunk
     /// is copied on the CPU into a mapped slot while earlier slots are being copied on the device.
-    pub fn upload_into(&self, dst: &GpuBuffer, offset: u64, bytes: &[u8]) -> Result<(), DeviceError> {
+    pub fn upload_into(&self, dst: &GpuBuffer, offset: u64, bytes: &[u8]) -> Result<(), Error> {
         let len = bytes.len() as u64;
-        let end = offset
-            .checked_add(len)
-            .filter(|&e| e <= dst.size)
-            .ok_or_else(|| DeviceError::Range(format!("{len} bytes at {offset} past a {}-byte buffer", dst.size)))?;
-        if !offset.is_multiple_of(ALIGN) {
-            return Err(DeviceError::Range(format!(
-                "offset {offset} is not a multiple of {ALIGN}"
-            )));
-        }
+        let end = checked_range(dst, offset, len)?;
         if !len.is_multiple_of(ALIGN) && end != dst.size {
-            return Err(DeviceError::Range(format!(
+            return Err(Error::Range(format!(
                 "length {len} is not a multiple of {ALIGN} and does not end the buffer"
             )));
         }
@@ -321,7 +284,7 @@ impl GpuDevice {
     }
 
     /// Copies one chunk through the next ring slot.
-    fn ring_copy(&self, ring: &mut StagingRing, part: &[u8], dst: &GpuBuffer, at: u64) -> Result<(), DeviceError> {
+    fn ring_copy(&self, ring: &mut StagingRing, part: &[u8], dst: &GpuBuffer, at: u64) -> Result<(), Error> {
         let idx = ring.next;
         ring.next = (idx + 1) % ring.slots.len();
         let slot = &ring.slots[idx];
@@ -331,7 +294,7 @@ impl GpuDevice {
             let mut view = slot
                 .buffer
                 .get_mapped_range_mut(0..padded)
-                .map_err(|e| DeviceError::Map(e.to_string()))?;
+                .map_err(|e| Error::Device(format!("wgpu buffer mapping failed: {e}")))?;
             let whole = part.len() / ALIGN as usize * ALIGN as usize;
             view.slice(..whole).copy_from_slice(&part[..whole]);
             if whole < part.len() {
@@ -353,7 +316,7 @@ impl GpuDevice {
         Ok(())
     }
 
-    fn wait_mapped(&self, slot: &Slot) -> Result<(), DeviceError> {
+    fn wait_mapped(&self, slot: &Slot) -> Result<(), Error> {
         loop {
             match slot.state.load(Ordering::Acquire) {
                 MAPPED => return Ok(()),
@@ -366,7 +329,7 @@ impl GpuDevice {
                     });
                     self.synchronize()?;
                     if slot.state.load(Ordering::Acquire) != MAPPED {
-                        return Err(DeviceError::Map("staging slot could not be mapped".into()));
+                        return Err(Error::Device("wgpu staging slot could not be mapped".into()));
                     }
                     return Ok(());
                 }
@@ -376,30 +339,22 @@ impl GpuDevice {
     }
 
     /// Blocks until all submitted work (uploads, kernels, copies) has finished.
-    pub fn synchronize(&self) -> Result<(), DeviceError> {
+    pub fn synchronize(&self) -> Result<(), Error> {
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map(|_| ())
-            .map_err(|e| DeviceError::Poll(e.to_string()))
+            .map_err(|e| Error::Device(format!("wgpu device poll failed (device lost or timed out): {e}")))
     }
 
     /// Copies a whole buffer back to the host (its logical size).
-    pub fn download(&self, src: &GpuBuffer) -> Result<Vec<u8>, DeviceError> {
+    pub fn download(&self, src: &GpuBuffer) -> Result<Vec<u8>, Error> {
         self.download_range(src, 0, src.size)
     }
 
     /// Copies `len` bytes from `src` at `offset` back to the host. `offset` must be a multiple
     /// of 4. Long ranges are read back in staging-chunk pieces.
-    pub fn download_range(&self, src: &GpuBuffer, offset: u64, len: u64) -> Result<Vec<u8>, DeviceError> {
-        let end = offset
-            .checked_add(len)
-            .filter(|&e| e <= src.size)
-            .ok_or_else(|| DeviceError::Range(format!("{len} bytes at {offset} past a {}-byte buffer", src.size)))?;
-        if !offset.is_multiple_of(ALIGN) {
-            return Err(DeviceError::Range(format!(
-                "offset {offset} is not a multiple of {ALIGN}"
-            )));
-        }
+    pub fn download_range(&self, src: &GpuBuffer, offset: u64, len: u64) -> Result<Vec<u8>, Error> {
+        let end = checked_range(src, offset, len)?;
         let mut out = Vec::with_capacity(len as usize);
         if len == 0 {
             return Ok(out);
@@ -424,12 +379,12 @@ impl GpuDevice {
             });
             self.synchronize()?;
             rx.recv()
-                .map_err(|_| DeviceError::Map("map callback never ran".into()))?
-                .map_err(|e| DeviceError::Map(e.to_string()))?;
+                .map_err(|_| Error::Device("wgpu buffer mapping: the map callback never ran".into()))?
+                .map_err(|e| Error::Device(format!("wgpu buffer mapping failed: {e}")))?;
             {
                 let view = readback
                     .get_mapped_range(0..padded)
-                    .map_err(|e| DeviceError::Map(e.to_string()))?;
+                    .map_err(|e| Error::Device(format!("wgpu buffer mapping failed: {e}")))?;
                 out.extend_from_slice(&view[..n as usize]);
             }
             readback.unmap();
@@ -440,7 +395,7 @@ impl GpuDevice {
 
     /// Row-major f32 matrix product `C = A · B` on the device: `a` holds `m × k` values, `b`
     /// holds `k × n`; returns a new buffer of `m × n` values.
-    pub fn matmul_f32(&self, a: &GpuBuffer, b: &GpuBuffer, m: u32, k: u32, n: u32) -> Result<GpuBuffer, DeviceError> {
+    pub fn matmul_f32(&self, a: &GpuBuffer, b: &GpuBuffer, m: u32, k: u32, n: u32) -> Result<GpuBuffer, Error> {
         let c = self.alloc(u64::from(m) * u64::from(n) * 4)?;
         self.matmul_f32_into(a, b, &c, m, k, n)?;
         Ok(c)
@@ -457,7 +412,7 @@ impl GpuDevice {
         m: u32,
         k: u32,
         n: u32,
-    ) -> Result<(), DeviceError> {
+    ) -> Result<(), Error> {
         self.matmul_f32_into_at(a, (b, 0), c, m, k, n)
     }
 
@@ -472,13 +427,11 @@ impl GpuDevice {
         m: u32,
         k: u32,
         n: u32,
-    ) -> Result<(), DeviceError> {
+    ) -> Result<(), Error> {
         let need = |rows: u32, cols: u32| u64::from(rows) * u64::from(cols) * 4;
         let align = u64::from(self.device.limits().min_storage_buffer_offset_alignment);
         if !b_offset.is_multiple_of(align) {
-            return Err(DeviceError::Range(format!(
-                "offset {b_offset} is not a multiple of {align}"
-            )));
+            return Err(Error::Range(format!("offset {b_offset} is not a multiple of {align}")));
         }
         for (name, buf, off, want) in [
             ("a", a, 0, need(m, k)),
@@ -486,13 +439,13 @@ impl GpuDevice {
             ("c", c, 0, need(m, n)),
         ] {
             if buf.size.saturating_sub(off) < want {
-                return Err(DeviceError::Shape(format!(
+                return Err(Error::Shape(format!(
                     "{name} holds {} bytes from {off}, {m}x{k}x{n} needs {want}",
                     buf.size
                 )));
             }
             if want > self.summary.max_storage_binding {
-                return Err(DeviceError::TooLarge {
+                return Err(Error::TooLarge {
                     size: want,
                     limit: self.summary.max_storage_binding,
                     which: "max_storage_buffer_binding_size",
@@ -506,7 +459,7 @@ impl GpuDevice {
         let gy = m.div_ceil(TILE);
         let max = self.device.limits().max_compute_workgroups_per_dimension;
         if gx > max || gy > max {
-            return Err(DeviceError::Shape(format!(
+            return Err(Error::Shape(format!(
                 "{m}x{n} output needs {gy}x{gx} workgroups, the device allows {max} per dimension"
             )));
         }
@@ -559,7 +512,7 @@ impl GpuDevice {
     /// Measures upload (host slice → device buffer) and download bandwidth with a `size`-byte
     /// buffer, best of `iters` timed runs after one warm-up. Uploads are timed to completion
     /// ([`synchronize`](Self::synchronize)); downloads include the readback copy into a `Vec`.
-    pub fn measure_bandwidth(&self, size: usize, iters: usize) -> Result<Bandwidth, DeviceError> {
+    pub fn measure_bandwidth(&self, size: usize, iters: usize) -> Result<Bandwidth, Error> {
         let host: Vec<u8> = (0..size)
             .map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8)
             .collect();
@@ -575,7 +528,9 @@ impl GpuDevice {
             let back = self.download(&buf)?;
             let td = t.elapsed().as_secs_f64();
             if back != host {
-                return Err(DeviceError::Map("bandwidth probe read back different bytes".into()));
+                return Err(Error::Device(
+                    "wgpu bandwidth probe read back different bytes than it wrote".into(),
+                ));
             }
             if i > 0 {
                 up = up.min(tu);

@@ -25,9 +25,11 @@ use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
 
-use super::{Backend, Dims, ExecError, ExecOp, OpKind, TensorRef};
-use crate::device::cuda::{CudaDevice, CudaError, HostMem, Staging, guarded};
-use crate::offload::plan::{Plan, Region};
+use super::buffers::{Activations, Place, alloc_scratch, places, prepared};
+use super::{Backend, Dims, ExecOp, OpKind, TensorRef};
+use crate::device::cuda::{CudaDevice, HostMem, Staging, guarded};
+use crate::error::Error;
+use crate::plan::{Plan, Region};
 
 /// The elementwise steps of [`OpKind`], in CUDA C (compiled with NVRTC when the backend opens).
 const KERNELS: &str = r#"
@@ -63,22 +65,6 @@ struct Kernels {
     fill_nan: CudaFunction,
 }
 
-/// Device activations, `T ×` their width each (see [`OpKind`]).
-struct Acts {
-    x: CudaSlice<f32>,
-    a: CudaSlice<f32>,
-    q: CudaSlice<f32>,
-    k: CudaSlice<f32>,
-    v: CudaSlice<f32>,
-    s: CudaSlice<f32>,
-    b: CudaSlice<f32>,
-    g: CudaSlice<f32>,
-    u: CudaSlice<f32>,
-    m: CudaSlice<f32>,
-    y: CudaSlice<f32>,
-    logits: CudaSlice<f32>,
-}
-
 /// The CUDA executor (see the module docs).
 pub struct CudaBackend {
     dev: CudaDevice,
@@ -90,23 +76,21 @@ pub struct CudaBackend {
     arena: Option<CudaSlice<u8>>,
     /// Two gather buffers of the largest weight that is not one aligned piece (bytes).
     scratch: Vec<CudaSlice<u8>>,
-    acts: Option<Acts>,
+    acts: Option<Activations<CudaSlice<f32>>>,
     dims: Option<Dims>,
     tokens: Vec<u32>,
     last_copy: Option<CudaEvent>,
     last_compute: Option<CudaEvent>,
 }
 
-fn dev_err(e: impl std::fmt::Display) -> ExecError {
-    ExecError::Device(e.to_string())
+/// Runs `f` (driver calls) with panics caught ([`guarded`]).
+fn cuda<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    guarded(f)
 }
 
-fn cuda<T>(f: impl FnOnce() -> Result<T, CudaError>) -> Result<T, ExecError> {
-    guarded(f).map_err(dev_err)
-}
-
-fn drv(e: impl std::fmt::Debug) -> CudaError {
-    CudaError::Driver(format!("{e:?}"))
+/// A cuBLAS or NVRTC error as a device error.
+fn drv(e: impl std::fmt::Debug) -> Error {
+    Error::Device(format!("CUDA library call: {e:?}"))
 }
 
 fn launch_cfg(n: usize) -> LaunchConfig {
@@ -115,16 +99,16 @@ fn launch_cfg(n: usize) -> LaunchConfig {
 
 impl CudaBackend {
     /// Opens device 0, a copy and a compute stream, cuBLAS on the compute stream and the
-    /// elementwise kernels (NVRTC). `Err(ExecError::Device(..))` when any of them is missing.
-    pub fn new() -> Result<CudaBackend, ExecError> {
-        let dev = CudaDevice::new(0).map_err(dev_err)?;
+    /// elementwise kernels (NVRTC). `Err(Error::Device(..))` when any of them is missing.
+    pub fn new() -> Result<CudaBackend, Error> {
+        let dev = CudaDevice::new(0)?;
         // SAFETY: from here on this backend synchronises its streams with explicit events (see
         // the module docs): the arena and activations are allocated and zeroed before any use,
         // written by one stream at a time under those events, and freed only after both streams
         // are synchronised (`Drop`).
         unsafe { dev.context().disable_event_tracking() };
-        let copy = dev.new_stream().map_err(dev_err)?;
-        let compute = dev.new_stream().map_err(dev_err)?;
+        let copy = dev.new_stream()?;
+        let compute = dev.new_stream()?;
         let blas = cuda(|| CudaBlas::new(compute.clone()).map_err(drv))?;
         let kernels = cuda(|| {
             let ptx = cudarc::nvrtc::compile_ptx(KERNELS).map_err(drv)?;
@@ -139,8 +123,7 @@ impl CudaBackend {
         })?;
         let staging = (0..2)
             .map(|_| dev.alloc_staging(4 << 20, HostMem::Pinned))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(dev_err)?;
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(CudaBackend {
             dev,
             copy,
@@ -158,10 +141,6 @@ impl CudaBackend {
         })
     }
 
-    fn not_prepared() -> ExecError {
-        ExecError::Device("exec before prepare".into())
-    }
-
     /// `y (t × n) = x (t × k) · w (k × n)`, all row-major, on the compute stream. cuBLAS is
     /// column-major: the same bytes are `yᵀ = wᵀ · xᵀ`, an (n × k)·(k × t) product.
     fn matmul(
@@ -170,9 +149,9 @@ impl CudaBackend {
         w: &CudaView<'_, f32>,
         y: &mut CudaSlice<f32>,
         (t, k, n): (usize, usize, usize),
-    ) -> Result<(), ExecError> {
+    ) -> Result<(), Error> {
         if x.len() < t * k || w.len() < k * n || y.len() < t * n {
-            return Err(ExecError::Device(format!("matmul {t}x{k}x{n}: operand too small")));
+            return Err(Error::Device(format!("matmul {t}x{k}x{n}: operand too small")));
         }
         let cfg = GemmConfig {
             transa: cublasOperation_t::CUBLAS_OP_N,
@@ -197,31 +176,13 @@ impl Backend for CudaBackend {
         format!("cuda ({})", self.dev.name().unwrap_or_default())
     }
 
-    fn prepare(&mut self, plan: &Plan, d: Dims, tokens: &[u32]) -> Result<(), ExecError> {
-        let n = usize::try_from(plan.arena_bytes).map_err(|_| ExecError::Device("arena too large".into()))?;
+    fn prepare(&mut self, plan: &Plan, d: Dims, tokens: &[u32]) -> Result<(), Error> {
+        let n = usize::try_from(plan.arena_bytes).map_err(|_| Error::Device("arena too large".into()))?;
         let s = &self.compute;
-        self.arena = Some(self.dev.alloc_device(s, n.max(4)).map_err(dev_err)?);
+        self.arena = Some(self.dev.alloc_device(s, n.max(4))?);
         // Weights in one 4-byte-aligned piece are read in place; scratch holds the others.
-        let max_t = super::largest_gathered_weight(plan, 4) as usize;
-        self.scratch = (0..2)
-            .map(|_| self.dev.alloc_device(s, max_t))
-            .collect::<Result<_, _>>()
-            .map_err(dev_err)?;
-        let f = |w: usize| cuda(|| Ok(s.alloc_zeros::<f32>(d.t * w)?));
-        self.acts = Some(Acts {
-            x: f(d.h)?,
-            a: f(d.h)?,
-            q: f(d.h)?,
-            k: f(d.kv)?,
-            v: f(d.kv)?,
-            s: f(d.h)?,
-            b: f(d.h)?,
-            g: f(d.ffn)?,
-            u: f(d.ffn)?,
-            m: f(d.ffn)?,
-            y: f(d.h.max(d.ffn))?,
-            logits: f(d.vocab)?,
-        });
+        self.scratch = alloc_scratch(plan, 4, |bytes| self.dev.alloc_device(s, bytes as usize))?;
+        self.acts = Some(Activations::alloc(d, |n| cuda(|| Ok(s.alloc_zeros::<f32>(n)?)))?);
         cuda(|| Ok(s.synchronize()?))?;
         self.dims = Some(d);
         self.tokens = tokens.to_vec();
@@ -230,109 +191,90 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
-    fn copy_in(&mut self, dev_offset: u64, bytes: &[u8]) -> Result<(), ExecError> {
-        let arena = self.arena.as_mut().ok_or_else(Self::not_prepared)?;
+    fn copy_in(&mut self, dev_offset: u64, bytes: &[u8]) -> Result<(), Error> {
+        let arena = prepared(self.arena.as_mut())?;
         if let Some(e) = &self.last_compute {
             cuda(|| Ok(self.copy.wait(e)?))?;
         }
-        let at = usize::try_from(dev_offset).map_err(|_| ExecError::Device("offset too large".into()))?;
+        let at = usize::try_from(dev_offset).map_err(|_| Error::Device("offset too large".into()))?;
         let t = self
             .dev
-            .upload_staged(&self.copy, bytes, arena, at, &mut self.staging)
-            .map_err(dev_err)?;
+            .upload_staged(&self.copy, bytes, arena, at, &mut self.staging)?;
         self.last_copy = Some(cuda(|| Ok(self.copy.record_event(None)?))?);
         drop(t);
         Ok(())
     }
 
-    fn poison(&mut self, region: Region) -> Result<(), ExecError> {
+    fn poison(&mut self, region: Region) -> Result<(), Error> {
         let base = region.base.div_ceil(4) as usize * 4;
         let words = (region.end() as usize).saturating_sub(base) / 4;
         if words == 0 {
             return Ok(());
         }
-        let arena = self.arena.as_mut().ok_or_else(Self::not_prepared)?;
+        let arena = prepared(self.arena.as_mut())?;
         let mut view = arena
             .try_slice_mut(base..base + words * 4)
-            .ok_or_else(|| ExecError::Device("poisoned region past the arena".into()))?;
+            .ok_or_else(|| Error::Device("poisoned region past the arena".into()))?;
         // SAFETY: any 4 bytes are a valid u32; the view is exactly `words` words long.
         let mut words_view = unsafe { view.transmute_mut::<u32>(words) }
-            .ok_or_else(|| ExecError::Device("poisoned region too short".into()))?;
+            .ok_or_else(|| Error::Device("poisoned region too short".into()))?;
         let n = words as u32;
         let mut b = self.compute.launch_builder(&self.kernels.fill_nan);
         b.arg(&mut words_view).arg(&n);
         // SAFETY: fill_nan writes `n` words of a view that long.
-        cuda(|| {
-            unsafe { b.launch(launch_cfg(words)) }
-                .map(|_| ())
-                .map_err(CudaError::from)
-        })?;
+        cuda(|| unsafe { b.launch(launch_cfg(words)) }.map(|_| ()).map_err(Error::from))?;
         self.last_compute = Some(cuda(|| Ok(self.compute.record_event(None)?))?);
         Ok(())
     }
 
-    fn exec(&mut self, op: &ExecOp<'_>) -> Result<(), ExecError> {
-        let d = self.dims.ok_or_else(Self::not_prepared)?;
+    fn exec(&mut self, op: &ExecOp<'_>) -> Result<(), Error> {
+        let d = prepared(self.dims)?;
         if let Some(e) = &self.last_copy {
             cuda(|| Ok(self.compute.wait(e)?))?;
         }
-        let arena = self.arena.as_ref().ok_or_else(Self::not_prepared)?;
+        let arena = prepared(self.arena.as_ref())?;
         // Gather split weights into scratch (device to device); single pieces are used in place.
-        let mut slot = 0;
-        let mut places: Vec<(bool, u64, u64)> = Vec::new(); // (in scratch, offset, bytes)
-        for w in &op.weights {
-            match w {
-                TensorRef::Host(_) => {}
-                TensorRef::Arena { bytes, segments } => {
-                    if let [s] = segments.as_slice()
-                        && s.tensor_offset == 0
-                        && s.dev_offset % 4 == 0
-                    {
-                        places.push((false, s.dev_offset, *bytes));
-                        continue;
-                    }
-                    let dst = self
-                        .scratch
-                        .get_mut(slot)
-                        .ok_or_else(|| ExecError::Device("op reads more than 2 split weights".into()))?;
-                    for s in segments {
-                        let (src_end, dst_end) = (s.dev_offset + s.bytes, s.tensor_offset + s.bytes);
-                        let src = arena
-                            .try_slice(s.dev_offset as usize..src_end as usize)
-                            .ok_or_else(|| ExecError::Device("piece past the arena".into()))?;
-                        let mut to = dst
-                            .try_slice_mut(s.tensor_offset as usize..dst_end as usize)
-                            .ok_or_else(|| ExecError::Device("piece outside its tensor".into()))?;
-                        cuda(|| Ok(self.compute.memcpy_dtod(&src, &mut to)?))?;
-                    }
-                    places.push((true, slot as u64, *bytes));
-                    slot += 1;
+        let places: Vec<Place<'_>> = places(op, |s| s.dev_offset % 4 == 0)?
+            .into_iter()
+            .filter(|p| !matches!(p, Place::Host(_)))
+            .collect();
+        for place in &places {
+            if let Place::Scratch { slot, segments, .. } = *place {
+                let dst = &mut self.scratch[slot];
+                for s in segments {
+                    let (src_end, dst_end) = (s.dev_offset + s.bytes, s.tensor_offset + s.bytes);
+                    let src = arena
+                        .try_slice(s.dev_offset as usize..src_end as usize)
+                        .ok_or_else(|| Error::Device("piece past the arena".into()))?;
+                    let mut to = dst
+                        .try_slice_mut(s.tensor_offset as usize..dst_end as usize)
+                        .ok_or_else(|| Error::Device("piece outside its tensor".into()))?;
+                    cuda(|| Ok(self.compute.memcpy_dtod(&src, &mut to)?))?;
                 }
             }
         }
         let scratch = &self.scratch;
-        let weight = |i: usize| -> Result<CudaView<'_, f32>, ExecError> {
-            let &(in_scratch, at, bytes) = places
-                .get(i)
-                .ok_or_else(|| ExecError::Device(format!("{:?}: missing weight", op.kind)))?;
-            let view = if in_scratch {
-                scratch[at as usize].try_slice(0..bytes as usize)
-            } else {
-                arena.try_slice(at as usize..(at + bytes) as usize)
-            }
-            .ok_or_else(|| ExecError::Device("weight past its buffer".into()))?;
+        let weight = |i: usize| -> Result<CudaView<'_, f32>, Error> {
+            let (view, bytes) = match places.get(i) {
+                Some(&Place::Arena { offset, bytes }) => {
+                    (arena.try_slice(offset as usize..(offset + bytes) as usize), bytes)
+                }
+                Some(&Place::Scratch { slot, bytes, .. }) => (scratch[slot].try_slice(0..bytes as usize), bytes),
+                _ => return Err(Error::Device(format!("{:?}: missing weight", op.kind))),
+            };
+            let view = view.ok_or_else(|| Error::Device("weight past its buffer".into()))?;
             // SAFETY: weights are f32 (the model is f32); the view starts 4-byte aligned (arena
             // offsets are checked above, scratch starts at 0) and holds bytes / 4 floats.
             unsafe { view.transmute::<f32>(bytes as usize / 4) }
-                .ok_or_else(|| ExecError::Device("weight view too short".into()))
+                .ok_or_else(|| Error::Device("weight view too short".into()))
         };
-        let acts = self.acts.as_mut().ok_or_else(Self::not_prepared)?;
+        let acts = prepared(self.acts.as_mut())?;
         let blas = &self.blas;
         let k = &self.kernels;
         let (t, h, kv, ffn, vocab) = (d.t, d.h, d.kv, d.ffn, d.vocab);
         let (hu, kvu) = (h as u32, kv as u32);
         // Split borrows so kernels can read some activations while writing others.
-        let Acts {
+        let Activations {
             x,
             a,
             q,
@@ -357,20 +299,20 @@ impl Backend for CudaBackend {
                 lb.arg(&n32);
                 // SAFETY: every kernel checks `i < n`; each call passes buffers of at least `n`
                 // elements (attn_mix's k and v hold `t × kv`, indexed below that bound).
-                cuda(|| unsafe { lb.launch(launch_cfg(n)) }.map(|_| ()).map_err(CudaError::from))
+                cuda(|| unsafe { lb.launch(launch_cfg(n)) }.map(|_| ()).map_err(Error::from))
             }};
         }
         match op.kind {
             OpKind::Embed => {
                 let Some(TensorRef::Host(table)) = op.weights.first() else {
-                    return Err(ExecError::Device("embed without its host table".into()));
+                    return Err(Error::Device("embed without its host table".into()));
                 };
                 let mut rows = vec![0.0f32; t * h];
                 for (r, &tok) in self.tokens.iter().enumerate().take(t) {
                     let tok = (tok as usize).min(vocab - 1);
                     let src = table
                         .get(tok * h * 4..(tok + 1) * h * 4)
-                        .ok_or_else(|| ExecError::Device("embedding table too short".into()))?;
+                        .ok_or_else(|| Error::Device("embedding table too short".into()))?;
                     for (o, c) in rows[r * h..(r + 1) * h].iter_mut().zip(src.chunks_exact(4)) {
                         *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
                     }
@@ -412,11 +354,8 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
-    fn finish_forward(&mut self) -> Result<Vec<f32>, ExecError> {
-        let acts = self
-            .acts
-            .as_ref()
-            .ok_or_else(|| ExecError::Device("no forward ran".into()))?;
+    fn finish_forward(&mut self) -> Result<Vec<f32>, Error> {
+        let acts = prepared(self.acts.as_ref())?;
         let mut out = vec![0.0f32; acts.logits.len()];
         cuda(|| {
             self.compute.memcpy_dtoh(&acts.logits, &mut out)?;

@@ -4,7 +4,8 @@
 
 use std::sync::OnceLock;
 
-use tensorlane::device::wgpu::{DeviceError, GpuDevice};
+use tensorlane_offload::Error;
+use tensorlane_offload::device::wgpu::GpuDevice;
 
 /// Small staging chunks so modest test sizes wrap the ring several times.
 const CHUNK: usize = 64 << 10;
@@ -86,19 +87,16 @@ fn upload_into_parts_and_ranges() {
     want[4000..5000].copy_from_slice(&patch);
     assert_eq!(dev.download(&buf).unwrap(), want);
     // Refused: unaligned offset, unaligned length mid-buffer, past the end.
-    assert!(matches!(dev.upload_into(&buf, 2, &patch), Err(DeviceError::Range(_))));
-    assert!(matches!(
-        dev.upload_into(&buf, 0, &patch[..3]),
-        Err(DeviceError::Range(_))
-    ));
+    assert!(matches!(dev.upload_into(&buf, 2, &patch), Err(Error::Range(_))));
+    assert!(matches!(dev.upload_into(&buf, 0, &patch[..3]), Err(Error::Range(_))));
     assert!(matches!(
         dev.upload_into(&buf, len as u64 - 4, &patch[..8]),
-        Err(DeviceError::Range(_))
+        Err(Error::Range(_))
     ));
-    assert!(matches!(dev.download_range(&buf, 1, 4), Err(DeviceError::Range(_))));
+    assert!(matches!(dev.download_range(&buf, 1, 4), Err(Error::Range(_))));
     assert!(matches!(
         dev.download_range(&buf, 0, len as u64 + 1),
-        Err(DeviceError::Range(_))
+        Err(Error::Range(_))
     ));
 }
 
@@ -119,7 +117,7 @@ fn too_large_is_an_error() {
     let Some(dev) = device() else { return };
     let limit = dev.adapter().max_buffer_size;
     match dev.alloc(limit + 1) {
-        Err(DeviceError::TooLarge { .. }) => {}
+        Err(Error::TooLarge { .. }) => {}
         other => panic!("expected TooLarge, got {other:?}"),
     }
 }
@@ -171,7 +169,7 @@ fn matmul_checks_shapes() {
     let Some(dev) = device() else { return };
     let a = dev.upload(&bytes_of(&[1.0; 6])).unwrap();
     let b = dev.upload(&bytes_of(&[1.0; 6])).unwrap();
-    assert!(matches!(dev.matmul_f32(&a, &b, 3, 3, 2), Err(DeviceError::Shape(_))));
+    assert!(matches!(dev.matmul_f32(&a, &b, 3, 3, 2), Err(Error::Shape(_))));
     let c = dev.matmul_f32(&a, &b, 2, 3, 2).unwrap();
     assert_eq!(f32s(&dev.download(&c).unwrap()), [3.0; 4]);
 }

@@ -4,10 +4,10 @@
 //! `CI=true`.
 #![cfg(feature = "wgpu")]
 
-use tensorlane::offload::exec::wgpu::WgpuBackend;
-use tensorlane::offload::exec::{ExecModel, ExecOptions, bit_equal, execute};
-use tensorlane::offload::plan::{EventKind, Instr, StreamKind};
-use tensorlane::offload::{DeviceProfile, Policy, check, compile_policy};
+use tensorlane_offload::exec::wgpu::WgpuBackend;
+use tensorlane_offload::exec::{ExecModel, ExecOptions, bit_equal, execute};
+use tensorlane_offload::plan::{EventKind, Instr, StreamKind};
+use tensorlane_offload::{DeviceProfile, Policy, check, compile_policy};
 
 fn backend() -> Option<WgpuBackend> {
     match WgpuBackend::new() {
@@ -48,7 +48,7 @@ fn every_policy_matches_the_resident_reference_on_the_gpu() {
         (40_000_000, &[Policy::AllResident][..]),
     ] {
         for &p in policies {
-            let plan = compile_policy(&m.model, &profile, budget, p).unwrap_or_else(|e| panic!("{}: {e}", p.name()));
+            let plan = compile_policy(&m.workload, &profile, budget, p).unwrap_or_else(|e| panic!("{}: {e}", p.name()));
             assert!(check(&plan).is_empty());
             if p != Policy::AllResident {
                 assert!(
@@ -84,7 +84,7 @@ fn every_policy_matches_the_resident_reference_on_the_gpu() {
 fn a_shifted_slot_changes_the_gpu_output() {
     let Some(mut b) = backend() else { return };
     let m = ExecModel::tiny(5).unwrap();
-    let mut plan = compile_policy(&m.model, &DeviceProfile::h100(), 14_000_000, Policy::FullOffload).unwrap();
+    let mut plan = compile_policy(&m.workload, &DeviceProfile::h100(), 14_000_000, Policy::FullOffload).unwrap();
     let n = plan.chunks.len();
     plan.chunks[n - 1].dev_offset = plan.chunks[n - 2].dev_offset;
     let reference = m.reference();
@@ -101,7 +101,7 @@ fn removing_slot_free_waits_changes_the_gpu_output() {
     // waits) must show in the output, as on the CPU executor.
     let Some(mut b) = backend() else { return };
     let m = ExecModel::tiny(3).unwrap();
-    let mut plan = compile_policy(&m.model, &DeviceProfile::h100(), 14_000_000, Policy::FullOffload).unwrap();
+    let mut plan = compile_policy(&m.workload, &DeviceProfile::h100(), 14_000_000, Policy::FullOffload).unwrap();
     assert!(plan.streamed_bytes() > 0);
     let reference = m.reference();
     let opts = ExecOptions {

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::{Instr, Plan, Region};
+use crate::plan::{Instr, Plan, Region};
 
 /// Which rule a finding breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -99,9 +99,35 @@ pub fn check(plan: &Plan) -> Vec<Finding> {
     if out.iter().any(|f| f.rule == Rule::BadIndex) {
         return out;
     }
-    // Records per event.
-    let n_ev = plan.events.len();
-    let mut rec_at: Vec<Option<(usize, usize)>> = vec![None; n_ev];
+    let (rec_at, max_lag) = record_sites(plan, &mut out);
+    unmatched_waits(plan, &rec_at, &mut out);
+    let graph = Graph::unroll(plan, &rec_at, max_lag);
+    let order = match graph.topological_order() {
+        Ok(order) => order,
+        Err(v) => {
+            let s = graph.stream_of[v];
+            out.push(finding(
+                Rule::Cycle,
+                format!(
+                    "waits form a cycle through {:?} stream instruction {} (the plan deadlocks)",
+                    plan.streams[s].kind,
+                    graph.pos_of[v] as usize % graph.lens[s].max(1)
+                ),
+            ));
+            return out;
+        }
+    };
+    let hb = graph.happens_before(&order);
+    let insts = slot_instances(plan, &graph, &mut out);
+    reads_after_fill(plan, &insts, &hb, &mut out);
+    ordered_lifetimes(plan, &insts, &hb, &mut out);
+    out
+}
+
+/// Where each event is recorded (stream, position), the largest wait lag, and a
+/// [`Rule::DuplicateRecord`] finding for each event recorded twice per forward.
+fn record_sites(plan: &Plan, out: &mut Vec<Finding>) -> (Vec<Option<(usize, usize)>>, u32) {
+    let mut rec_at: Vec<Option<(usize, usize)>> = vec![None; plan.events.len()];
     let mut max_lag = 0u32;
     for (s, st) in plan.streams.iter().enumerate() {
         for (i, ins) in st.program.iter().enumerate() {
@@ -122,6 +148,11 @@ pub fn check(plan: &Plan) -> Vec<Finding> {
             }
         }
     }
+    (rec_at, max_lag)
+}
+
+/// A [`Rule::UnmatchedWait`] finding for each wait on an event that nothing records.
+fn unmatched_waits(plan: &Plan, rec_at: &[Option<(usize, usize)>], out: &mut Vec<Finding>) {
     for st in &plan.streams {
         for ins in &st.program {
             if let Instr::Wait { event, .. } = *ins
@@ -137,82 +168,145 @@ pub fn check(plan: &Plan) -> Vec<Finding> {
             }
         }
     }
-    // Unrolled graph.
-    let k = (max_lag as usize + 2).clamp(3, 8);
-    let ns = plan.streams.len();
-    let lens: Vec<usize> = plan.streams.iter().map(|s| s.program.len()).collect();
-    let mut base = vec![0usize; ns + 1];
-    for s in 0..ns {
-        base[s + 1] = base[s] + lens[s] * k;
-    }
-    let n = base[ns];
-    let node = |s: usize, it: usize, i: usize| base[s] + it * lens[s] + i;
-    let mut stream_of = vec![0usize; n];
-    let mut pos_of = vec![0u32; n];
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (s, &len) in lens.iter().enumerate().take(ns) {
-        for it in 0..k {
-            for i in 0..len {
-                let v = node(s, it, i);
-                stream_of[v] = s;
-                pos_of[v] = (it * len + i) as u32;
-                if it * len + i > 0 {
-                    preds[v].push(v - 1);
+}
+
+/// The plan's programs unrolled over `k` forwards: one node per instruction instance; edges are
+/// program order within each stream plus record → wait.
+struct Graph {
+    /// Forwards unrolled.
+    k: usize,
+    /// Program length of each stream.
+    lens: Vec<usize>,
+    /// First node of each stream (and the node count at the end).
+    base: Vec<usize>,
+    stream_of: Vec<usize>,
+    /// Position of a node on its stream, over all forwards.
+    pos_of: Vec<u32>,
+    preds: Vec<Vec<usize>>,
+}
+
+impl Graph {
+    fn unroll(plan: &Plan, rec_at: &[Option<(usize, usize)>], max_lag: u32) -> Graph {
+        let k = (max_lag as usize + 2).clamp(3, 8);
+        let ns = plan.streams.len();
+        let lens: Vec<usize> = plan.streams.iter().map(|s| s.program.len()).collect();
+        let mut base = vec![0usize; ns + 1];
+        for s in 0..ns {
+            base[s + 1] = base[s] + lens[s] * k;
+        }
+        let n = base[ns];
+        let mut g = Graph {
+            k,
+            lens,
+            base,
+            stream_of: vec![0usize; n],
+            pos_of: vec![0u32; n],
+            preds: vec![Vec::new(); n],
+        };
+        for s in 0..ns {
+            let len = g.lens[s];
+            for it in 0..k {
+                for i in 0..len {
+                    let v = g.node(s, it, i);
+                    g.stream_of[v] = s;
+                    g.pos_of[v] = (it * len + i) as u32;
+                    if it * len + i > 0 {
+                        g.preds[v].push(v - 1);
+                    }
+                    if let Instr::Wait { event, lag } = plan.streams[s].program[i]
+                        && it >= lag as usize
+                        && let Some((rs, ri)) = rec_at[event as usize]
+                    {
+                        let p = g.node(rs, it - lag as usize, ri);
+                        g.preds[v].push(p);
+                    }
                 }
-                if let Instr::Wait { event, lag } = plan.streams[s].program[i]
-                    && it >= lag as usize
-                    && let Some((rs, ri)) = rec_at[event as usize]
-                {
-                    preds[v].push(node(rs, it - lag as usize, ri));
+            }
+        }
+        g
+    }
+
+    /// Node of instruction `i` of stream `s` in forward `it`.
+    fn node(&self, s: usize, it: usize, i: usize) -> usize {
+        self.base[s] + it * self.lens[s] + i
+    }
+
+    fn len(&self) -> usize {
+        self.stream_of.len()
+    }
+
+    /// A topological order (Kahn), or a node on a cycle.
+    fn topological_order(&self) -> Result<Vec<usize>, usize> {
+        let n = self.len();
+        let mut indeg = vec![0u32; n];
+        let mut succ: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for v in 0..n {
+            for &p in &self.preds[v] {
+                succ[p].push(v);
+                indeg[v] += 1;
+            }
+        }
+        let mut q: VecDeque<usize> = (0..n).filter(|&v| indeg[v] == 0).collect();
+        let mut order = Vec::with_capacity(n);
+        while let Some(v) = q.pop_front() {
+            order.push(v);
+            for &w in &succ[v] {
+                indeg[w] -= 1;
+                if indeg[w] == 0 {
+                    q.push_back(w);
                 }
             }
         }
-    }
-    // Topological order (Kahn).
-    let mut indeg = vec![0u32; n];
-    let mut succ: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for v in 0..n {
-        for &p in &preds[v] {
-            succ[p].push(v);
-            indeg[v] += 1;
+        if order.len() < n {
+            return Err((0..n).find(|&v| indeg[v] > 0).unwrap_or(0));
         }
+        Ok(order)
     }
-    let mut q: VecDeque<usize> = (0..n).filter(|&v| indeg[v] == 0).collect();
-    let mut order = Vec::with_capacity(n);
-    while let Some(v) = q.pop_front() {
-        order.push(v);
-        for &w in &succ[v] {
-            indeg[w] -= 1;
-            if indeg[w] == 0 {
-                q.push_back(w);
+
+    /// Happens-before by vector clocks over a topological `order`.
+    fn happens_before(&self, order: &[usize]) -> HappensBefore<'_> {
+        let ns = self.lens.len();
+        // vc[v*ns + s] = 1 + the last position on stream s that happens before or is v.
+        let mut vc = vec![0u32; self.len() * ns];
+        for &v in order {
+            let mut row = vec![0u32; ns];
+            for &p in &self.preds[v] {
+                for s in 0..ns {
+                    row[s] = row[s].max(vc[p * ns + s]);
+                }
             }
+            row[self.stream_of[v]] = self.pos_of[v] + 1;
+            vc[v * ns..(v + 1) * ns].copy_from_slice(&row);
         }
+        HappensBefore { graph: self, vc, ns }
     }
-    if order.len() < n {
-        let v = (0..n).find(|&v| indeg[v] > 0).unwrap_or(0);
-        out.push(finding(
-            Rule::Cycle,
-            format!(
-                "waits form a cycle through {:?} stream instruction {} (the plan deadlocks)",
-                plan.streams[stream_of[v]].kind,
-                pos_of[v] as usize % lens[stream_of[v]].max(1)
-            ),
-        ));
-        return out;
+}
+
+/// Vector clocks of an unrolled [`Graph`].
+struct HappensBefore<'a> {
+    graph: &'a Graph,
+    vc: Vec<u32>,
+    ns: usize,
+}
+
+impl HappensBefore<'_> {
+    /// Whether node `a` happens before node `b` under every interleaving.
+    fn hb(&self, a: usize, b: usize) -> bool {
+        a != b && self.vc[b * self.ns + self.graph.stream_of[a]] > self.graph.pos_of[a]
     }
-    // Vector clocks: vc[v*ns + s] = 1 + the last position on stream s that happens before or is v.
-    let mut vc = vec![0u32; n * ns];
-    for &v in &order {
-        let mut row = vec![0u32; ns];
-        for &p in &preds[v] {
-            for s in 0..ns {
-                row[s] = row[s].max(vc[p * ns + s]);
-            }
-        }
-        row[stream_of[v]] = pos_of[v] + 1;
-        vc[v * ns..(v + 1) * ns].copy_from_slice(&row);
-    }
-    let hb = |a: usize, b: usize| a != b && vc[b * ns + stream_of[a]] > pos_of[a];
+}
+
+/// The name of the tensor of chunk `c`, if it is in range.
+fn tensor_name(plan: &Plan, c: u32) -> Option<String> {
+    plan.tensors
+        .get(plan.chunks[c as usize].tensor as usize)
+        .map(|t| t.name.clone())
+}
+
+/// Every fill of a device slot (by its copy) and of a host staging slot (by its read) in every
+/// unrolled forward, with the nodes that read it; a [`Rule::BadIndex`] finding for a chunk that
+/// is read but never copied.
+fn slot_instances(plan: &Plan, graph: &Graph, out: &mut Vec<Finding>) -> Vec<Inst> {
     // Where each chunk is copied / read from disk and each op executed.
     let mut copy_at = vec![None; plan.chunks.len()];
     let mut read_at = vec![None; plan.chunks.len()];
@@ -239,29 +333,24 @@ pub fn check(plan: &Plan) -> Vec<Finding> {
             readers_of[c as usize].push(i as u32);
         }
     }
-    let tname = |c: u32| {
-        plan.tensors
-            .get(plan.chunks[c as usize].tensor as usize)
-            .map(|t| t.name.clone())
-    };
     let mut insts: Vec<Inst> = Vec::new();
     for (c, ch) in plan.chunks.iter().enumerate() {
         let Some((cs, ci)) = copy_at[c] else {
             if !readers_of[c].is_empty() {
                 out.push(Finding {
                     chunk: Some(c as u32),
-                    tensor: tname(c as u32),
+                    tensor: tensor_name(plan, c as u32),
                     ..finding(Rule::BadIndex, format!("chunk {c} is read but never copied"))
                 });
             }
             continue;
         };
-        for it in 0..k {
-            let writer = node(cs, it, ci);
+        for it in 0..graph.k {
+            let writer = graph.node(cs, it, ci);
             let mut readers = Vec::new();
             for &op in &readers_of[c] {
                 if let Some((es, ei)) = exec_at[op as usize] {
-                    readers.push((node(es, it, ei), Some(op)));
+                    readers.push((graph.node(es, it, ei), Some(op)));
                 }
             }
             insts.push(Inst {
@@ -278,20 +367,24 @@ pub fn check(plan: &Plan) -> Vec<Finding> {
                     region: Region { base: h, len: ch.bytes },
                     chunk: c as u32,
                     forward: it as u32,
-                    writer: node(rs, it, ri),
+                    writer: graph.node(rs, it, ri),
                     readers: vec![(writer, None)],
                 });
             }
         }
     }
-    // Rule 1: reads after the fill.
-    for inst in &insts {
+    insts
+}
+
+/// Rule 1: every read of a slot happens after the fill ([`Rule::ReadBeforeCopy`]).
+fn reads_after_fill(plan: &Plan, insts: &[Inst], hb: &HappensBefore<'_>, out: &mut Vec<Finding>) {
+    for inst in insts {
         for &(r, op) in &inst.readers {
-            if !hb(inst.writer, r) && out.len() < MAX_FINDINGS {
+            if !hb.hb(inst.writer, r) && out.len() < MAX_FINDINGS {
                 out.push(Finding {
                     rule: Rule::ReadBeforeCopy,
                     op: op.and_then(|o| plan.ops.get(o as usize)).map(|o| o.name.clone()),
-                    tensor: tname(inst.chunk),
+                    tensor: tensor_name(plan, inst.chunk),
                     chunk: Some(inst.chunk),
                     slot: Some(inst.region),
                     forward: Some(inst.forward),
@@ -307,7 +400,11 @@ pub fn check(plan: &Plan) -> Vec<Finding> {
             }
         }
     }
-    // Rule 2: overlapping lifetimes are ordered.
+}
+
+/// Rule 2: fills that share bytes are ordered, and the earlier one's readers are done before the
+/// later fill ([`Rule::OverlappingLifetimes`], [`Rule::OverwriteBeforeLastReader`]).
+fn ordered_lifetimes(plan: &Plan, insts: &[Inst], hb: &HappensBefore<'_>, out: &mut Vec<Finding>) {
     let mut idx: Vec<usize> = (0..insts.len()).collect();
     idx.sort_by_key(|&i| (insts[i].space, insts[i].region.base));
     let mut active: Vec<usize> = Vec::new();
@@ -315,21 +412,21 @@ pub fn check(plan: &Plan) -> Vec<Finding> {
         active.retain(|&a| insts[a].space == insts[b].space && insts[a].region.end() > insts[b].region.base);
         for &a in &active {
             if out.len() >= MAX_FINDINGS {
-                return out;
+                return;
             }
             if !insts[a].region.overlaps(&insts[b].region) {
                 continue;
             }
             let (x, y) = (&insts[a], &insts[b]);
-            let (first, second) = if hb(x.writer, y.writer) {
+            let (first, second) = if hb.hb(x.writer, y.writer) {
                 (x, y)
-            } else if hb(y.writer, x.writer) {
+            } else if hb.hb(y.writer, x.writer) {
                 (y, x)
             } else {
                 out.push(Finding {
                     rule: Rule::OverlappingLifetimes,
                     op: None,
-                    tensor: tname(y.chunk),
+                    tensor: tensor_name(plan, y.chunk),
                     chunk: Some(y.chunk),
                     slot: Some(y.region),
                     forward: Some(y.forward),
@@ -341,11 +438,11 @@ pub fn check(plan: &Plan) -> Vec<Finding> {
                 continue;
             };
             for &(r, op) in &first.readers {
-                if !hb(r, second.writer) {
+                if !hb.hb(r, second.writer) {
                     out.push(Finding {
                         rule: Rule::OverwriteBeforeLastReader,
                         op: op.and_then(|o| plan.ops.get(o as usize)).map(|o| o.name.clone()),
-                        tensor: tname(first.chunk),
+                        tensor: tensor_name(plan, first.chunk),
                         chunk: Some(first.chunk),
                         slot: Some(first.region),
                         forward: Some(first.forward),
@@ -359,7 +456,6 @@ pub fn check(plan: &Plan) -> Vec<Finding> {
         }
         active.push(b);
     }
-    out
 }
 
 fn static_checks(plan: &Plan, out: &mut Vec<Finding>) {

@@ -3,15 +3,15 @@
 //! * the grid: profiles {h100, pcie4} × {llama-7b, llama-13b} × budgets {2, 4, 8, 16} GB ×
 //!   {decode, prefill 512, 2048, 8192}: the scheduler is never slower than any baseline, within
 //!   1.05× of the floor `max(C, X/P, X_disk/D)` at decode and 1.10× at prefill, and every plan
-//!   (baselines included) has zero hazard findings. `cargo test -p tensorlane --test offload --
+//!   (baselines included) has zero hazard findings. `cargo test -p tensorlane-offload --test offload --
 //!   --nocapture grid` prints the table (set `OFFLOAD_GRID_MD=path` to also write it as Markdown);
 //! * 10,000 random op graphs / budgets / profiles / policies: zero findings, no deadlock;
 //! * deliberately broken plans: the checker names the rule, op and slot.
 
 use proptest::prelude::*;
-use tensorlane::offload::plan::{EventKind, Home, Instr, StreamKind};
-use tensorlane::offload::{
-    Access, Cost, DeviceProfile, HostWeights, Model, Op, Phase, Plan, Policy, Rule, TensorInfo, check, compile,
+use tensorlane_offload::plan::{EventKind, Home, Instr, StreamKind};
+use tensorlane_offload::{
+    Access, Cost, DeviceProfile, HostWeights, Op, Phase, Plan, Policy, Rule, Workload, WorkloadTensor, check, compile,
     compile_policy, evaluate, simulate,
 };
 
@@ -41,7 +41,7 @@ fn grid() {
         for name in ["llama-7b", "llama-13b"] {
             for b in [2u64, 4, 8, 16] {
                 for phase in phases() {
-                    let model = Model::preset(name, phase).unwrap();
+                    let model = Workload::preset(name, phase).unwrap();
                     let budget = b * GB;
                     let cell = format!("{} {name} {b} GB {}", profile.id, phase.label());
                     let (_, s) = evaluate(&model, &profile, budget, Policy::Scheduler, 6).unwrap();
@@ -116,7 +116,7 @@ fn grid() {
 fn decode_bytes_streamed_near_w_minus_b() {
     // §6.5: decode at 4 GB streams within 2 % of W − B + 2·max_chunk (and never fewer than W − B).
     let profile = DeviceProfile::h100();
-    let model = Model::preset("llama-7b", Phase::DECODE).unwrap();
+    let model = Workload::preset("llama-7b", Phase::DECODE).unwrap();
     let plan = compile(&model, &profile, 4 * GB).unwrap();
     let w = model.weight_bytes();
     let max_chunk = plan.chunks.iter().map(|c| c.bytes).max().unwrap();
@@ -131,7 +131,7 @@ fn decode_bytes_streamed_near_w_minus_b() {
 #[test]
 fn plan_round_trips_through_json() {
     let profile = DeviceProfile::pcie4();
-    let model = Model::preset("tiny", Phase::Prefill { tokens: 64 }).unwrap();
+    let model = Workload::preset("tiny", Phase::Prefill { tokens: 64 }).unwrap();
     let plan = compile(&model, &profile, 8_000_000).unwrap();
     let back = Plan::from_json(&plan.to_json()).unwrap();
     assert_eq!(plan.chunks, back.chunks);
@@ -144,7 +144,7 @@ fn plan_round_trips_through_json() {
 #[test]
 fn all_resident_when_it_fits() {
     let profile = DeviceProfile::h100();
-    let model = Model::preset("llama-7b", Phase::DECODE).unwrap();
+    let model = Workload::preset("llama-7b", Phase::DECODE).unwrap();
     let plan = compile(&model, &profile, 16 * GB).unwrap();
     assert!(plan.chunks.is_empty());
     let r = simulate(&plan, &profile, 6).unwrap();
@@ -156,7 +156,7 @@ fn all_resident_when_it_fits() {
 fn disk_tier_plans_are_safe() {
     let mut profile = DeviceProfile::pcie4();
     profile.host_ram_bytes = 4 * GB;
-    let model = Model::preset("llama-7b", Phase::DECODE).unwrap();
+    let model = Workload::preset("llama-7b", Phase::DECODE).unwrap();
     for policy in [Policy::Scheduler, Policy::SyncJit, Policy::FullOffload, Policy::FlexGen] {
         let (plan, e) = evaluate(&model, &profile, 4 * GB, policy, 6).unwrap();
         assert!(plan.disk_bytes() > 0);
@@ -176,7 +176,7 @@ fn page_cache_tier_is_staged_by_memcpy_threads() {
     profile.host_weights = HostWeights::PageCache;
     profile.memcpy_threads = 2;
     for phase in [Phase::DECODE, Phase::Prefill { tokens: 2048 }] {
-        let model = Model::preset("llama-7b", phase).unwrap();
+        let model = Workload::preset("llama-7b", phase).unwrap();
         for policy in [Policy::Scheduler, Policy::FullOffload, Policy::FlexGen] {
             let (plan, e) = evaluate(&model, &profile, 4 * GB, policy, 6).unwrap();
             assert!(
@@ -234,7 +234,7 @@ fn zt_file_becomes_a_model() {
         w.add(n, DType::F32, shape, &vec![0u8; elems as usize * 4]).unwrap();
     }
     w.finish().unwrap();
-    let model = Model::from_zt(&path, Phase::DECODE).unwrap();
+    let model = Workload::from_zt(&path, Phase::DECODE).unwrap();
     std::fs::remove_dir_all(&dir).ok();
     let order: Vec<&str> = model.ops.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(
@@ -253,14 +253,14 @@ fn zt_file_becomes_a_model() {
     assert_eq!(model.weight_bytes(), (256 + 512 + 256 + 256 + 16 + 1024) * 4);
     let plan = compile(&model, &DeviceProfile::h100(), 4096).unwrap();
     assert!(check(&plan).is_empty());
-    assert!(Model::from_zt(std::path::Path::new("/nonexistent.zt"), Phase::DECODE).is_err());
+    assert!(Workload::from_zt(std::path::Path::new("/nonexistent.zt"), Phase::DECODE).is_err());
 }
 
 // ---- Negative tests: the checker catches broken plans. ----
 
 fn streamed_plan() -> Plan {
     let profile = DeviceProfile::h100();
-    let model = Model::preset("tiny", Phase::DECODE).unwrap();
+    let model = Workload::preset("tiny", Phase::DECODE).unwrap();
     let plan = compile_policy(&model, &profile, 8_000_000, Policy::FullOffload).unwrap();
     assert!(check(&plan).is_empty());
     assert!(plan.chunks.len() > 4);
@@ -410,7 +410,7 @@ fn arb_profile() -> impl Strategy<Value = DeviceProfile> {
 
 #[derive(Debug, Clone)]
 struct RandomCase {
-    model: Model,
+    model: Workload,
     budget: u64,
     policy: Policy,
     profile: DeviceProfile,
@@ -425,7 +425,7 @@ fn arb_case() -> impl Strategy<Value = RandomCase> {
         any::<bool>(),
     );
     (prop::collection::vec(op, 1..9), 0u64..40_000, 0usize..5, arb_profile()).prop_map(|(ops, budget, pol, profile)| {
-        let mut tensors: Vec<TensorInfo> = Vec::new();
+        let mut tensors: Vec<WorkloadTensor> = Vec::new();
         let mut out = Vec::new();
         let mut group = 0u32;
         for (i, (sizes, shared, secs, new_group, gather)) in ops.into_iter().enumerate() {
@@ -434,7 +434,7 @@ fn arb_case() -> impl Strategy<Value = RandomCase> {
             }
             let mut reads = Vec::new();
             for (j, b) in sizes.into_iter().enumerate() {
-                tensors.push(TensorInfo {
+                tensors.push(WorkloadTensor {
                     name: format!("t{i}.{j}"),
                     bytes: b,
                     access: if gather && j == 0 {
@@ -464,7 +464,7 @@ fn arb_case() -> impl Strategy<Value = RandomCase> {
             });
         }
         RandomCase {
-            model: Model {
+            model: Workload {
                 name: "random".into(),
                 tokens: 1,
                 tensors,

@@ -1,14 +1,14 @@
-//! What a model asks of the device: ordered ops, the weight tensors each reads, and what each
-//! op costs. Built from Llama-style layer shapes ([`LlamaShape`]) or from a `.zt` file's tensor
-//! list ([`Model::from_zt`]).
+//! The workload: what a model asks of the device — ordered ops, the weight tensors each reads,
+//! and what each op costs. Built from Llama-style layer shapes ([`LlamaShape`]) or from a `.zt`
+//! file's tensor list ([`Workload::from_zt`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::OffloadError;
-use super::profile::DeviceProfile;
+use crate::error::Error;
+use crate::profile::DeviceProfile;
 
 /// How an op reads a weight tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,7 +22,7 @@ pub enum Access {
 
 /// One weight tensor.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TensorInfo {
+pub struct WorkloadTensor {
     /// Name (as in the checkpoint).
     pub name: String,
     /// Stored size in bytes.
@@ -84,35 +84,36 @@ pub struct Op {
     /// Layer group (ops of one decoder layer share it; used by the FlexGen-like baseline's
     /// one-layer lookahead). Groups must be non-decreasing along the op order.
     pub group: u32,
-    /// Indices into [`Model::tensors`].
+    /// Indices into [`Workload::tensors`].
     pub reads: Vec<usize>,
     /// Cost.
     pub cost: Cost,
 }
 
-/// An ordered list of ops over a set of weight tensors: one forward.
+/// An ordered list of ops over a set of weight tensors: one forward (what plans are compiled
+/// from; not to be confused with `tensorlane::model::Model`, a model file on disk).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Model {
+pub struct Workload {
     /// Name (`llama-7b`, a file name, ...).
     pub name: String,
     /// Tokens per forward (1 = decode).
     pub tokens: u64,
     /// Weight tensors.
-    pub tensors: Vec<TensorInfo>,
+    pub tensors: Vec<WorkloadTensor>,
     /// Ops in execution order.
     pub ops: Vec<Op>,
 }
 
-impl Model {
+impl Workload {
     /// Checks indices and group order; a model that passes can be planned.
-    pub fn validate(&self) -> Result<(), OffloadError> {
+    pub fn validate(&self) -> Result<(), Error> {
         if self.ops.is_empty() {
-            return Err(OffloadError::InvalidModel("a model needs at least one op".into()));
+            return Err(Error::InvalidWorkload("a model needs at least one op".into()));
         }
         let mut last_group = 0;
         for (i, op) in self.ops.iter().enumerate() {
             if op.group < last_group {
-                return Err(OffloadError::InvalidModel(format!(
+                return Err(Error::InvalidWorkload(format!(
                     "op {} ({}): group {} after group {last_group}",
                     i, op.name, op.group
                 )));
@@ -120,7 +121,7 @@ impl Model {
             last_group = op.group;
             for &t in &op.reads {
                 if t >= self.tensors.len() {
-                    return Err(OffloadError::InvalidModel(format!(
+                    return Err(Error::InvalidWorkload(format!(
                         "op {} ({}) reads tensor {t}, but there are {}",
                         i,
                         op.name,
@@ -131,17 +132,14 @@ impl Model {
             if let Some(s) = op.cost.seconds
                 && !(s.is_finite() && s >= 0.0)
             {
-                return Err(OffloadError::InvalidModel(format!(
-                    "op {}: bad explicit time {s}",
-                    op.name
-                )));
+                return Err(Error::InvalidWorkload(format!("op {}: bad explicit time {s}", op.name)));
             }
             if !(op.cost.flops.is_finite()
                 && op.cost.flops >= 0.0
                 && op.cost.hbm_bytes.is_finite()
                 && op.cost.hbm_bytes >= 0.0)
             {
-                return Err(OffloadError::InvalidModel(format!("op {}: bad cost", op.name)));
+                return Err(Error::InvalidWorkload(format!("op {}: bad cost", op.name)));
             }
         }
         Ok(())
@@ -183,12 +181,12 @@ impl Model {
     }
 
     /// A Llama-style decoder (see [`LlamaShape`]) for one phase.
-    pub fn llama(name: &str, shape: &LlamaShape, phase: Phase) -> Model {
+    pub fn llama(name: &str, shape: &LlamaShape, phase: Phase) -> Workload {
         shape.build(name, phase)
     }
 
     /// A model by preset name: `llama-7b`, `llama-13b`, `tiny`.
-    pub fn preset(name: &str, phase: Phase) -> Option<Model> {
+    pub fn preset(name: &str, phase: Phase) -> Option<Workload> {
         let shape = match name {
             "llama-7b" | "7b" => LlamaShape::llama_7b(),
             "llama-13b" | "13b" => LlamaShape::llama_13b(),
@@ -203,14 +201,14 @@ impl Model {
     /// every dense tensor is one op (2-D tensors cost a GEMM over `tokens`, others their bytes).
     /// Ops run in the order: pre-layer tensors, layers by number (q, k, v, o, gate, up, down, then
     /// the rest by name), post-layer tensors (norms before heads).
-    pub fn from_zt(path: &Path, phase: Phase) -> Result<Model, OffloadError> {
-        use tensorlane_core::zt::reader::Reader;
+    pub fn from_zt(path: &Path, phase: Phase) -> Result<Workload, Error> {
+        use tensorlane::core::zt::reader::Reader;
         let src =
-            crate::source::MmapSource::open(path).map_err(|e| OffloadError::Io(format!("{}: {e}", path.display())))?;
-        let reader = Reader::open(src).map_err(|e| OffloadError::Input(format!("{}: {e}", path.display())))?;
+            tensorlane::source::MmapSource::open(path).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+        let reader = Reader::open(src).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
         let mut list = Vec::new();
         for name in reader.objects() {
-            let obj = reader.object(name).map_err(|e| OffloadError::Input(e.to_string()))?;
+            let obj = reader.object(name).map_err(|e| Error::Input(e.to_string()))?;
             let bytes: u64 = obj
                 .parts
                 .values()
@@ -222,11 +220,11 @@ impl Model {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        Ok(Model::from_tensor_list(&name, &list, phase))
+        Ok(Workload::from_tensor_list(&name, &list, phase))
     }
 
-    /// A model from `(name, shape, bytes)` triples (the engine of [`Model::from_zt`]).
-    pub fn from_tensor_list(name: &str, list: &[(String, Vec<u64>, u64)], phase: Phase) -> Model {
+    /// A model from `(name, shape, bytes)` triples (the engine of [`Workload::from_zt`]).
+    pub fn from_tensor_list(name: &str, list: &[(String, Vec<u64>, u64)], phase: Phase) -> Workload {
         let tokens = phase.tokens();
         let mut pre = Vec::new();
         let mut layers: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
@@ -235,7 +233,7 @@ impl Model {
         for (i, (n, _, bytes)) in list.iter().enumerate() {
             let lower = n.to_ascii_lowercase();
             let gather = lower.contains("embed") || lower.contains("wte") || lower.contains("tok_embeddings");
-            tensors.push(TensorInfo {
+            tensors.push(WorkloadTensor {
                 name: n.clone(),
                 bytes: *bytes,
                 access: if gather { Access::Gather } else { Access::Dense },
@@ -287,7 +285,7 @@ impl Model {
         for &i in &post {
             push(g, i);
         }
-        Model {
+        Workload {
             name: name.to_string(),
             tokens,
             tensors,
@@ -434,7 +432,7 @@ impl LlamaShape {
     /// The op list for `phase`: embed (gather); per layer q, k, v (with the input norm on q),
     /// attention (no weights), o, gate (with the post-attention norm), up, down; final norm +
     /// lm_head.
-    pub fn build(&self, name: &str, phase: Phase) -> Model {
+    pub fn build(&self, name: &str, phase: Phase) -> Workload {
         let t = phase.tokens() as f64;
         let db = self.dtype_bytes.max(1);
         let h = self.hidden;
@@ -443,10 +441,10 @@ impl LlamaShape {
         } else {
             h / self.heads.max(1) * self.kv_heads
         };
-        let mut tensors: Vec<TensorInfo> = Vec::new();
+        let mut tensors: Vec<WorkloadTensor> = Vec::new();
         let mut ops = Vec::new();
         let mut tensor = |name: String, elems: u64, access: Access| {
-            tensors.push(TensorInfo {
+            tensors.push(WorkloadTensor {
                 name,
                 bytes: elems.saturating_mul(db),
                 access,
@@ -508,7 +506,7 @@ impl LlamaShape {
             reads: vec![nf, lm],
             cost: gemm(h, self.vocab),
         });
-        Model {
+        Workload {
             name: name.to_string(),
             tokens: phase.tokens(),
             tensors,

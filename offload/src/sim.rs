@@ -9,9 +9,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::OffloadError;
-use super::plan::{Home, Instr, Plan, StreamKind};
-use super::profile::DeviceProfile;
+use crate::error::Error;
+use crate::plan::{Home, Instr, Plan, StreamKind};
+use crate::profile::DeviceProfile;
 
 /// Forwards simulated by default (the first is the cold one; the rest are steady state).
 pub const DEFAULT_FORWARDS: usize = 6;
@@ -60,10 +60,10 @@ struct Span {
 
 /// Runs `plan` for `forwards` forwards (at least 3). Fails on a deadlock (a wait no record can
 /// satisfy) or a plan whose indices are out of range.
-pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result<SimReport, OffloadError> {
+pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result<SimReport, Error> {
     let k = forwards.max(3);
     let n_ev = plan.events.len();
-    let bad = |what: &str| OffloadError::InvalidPlan(what.to_string());
+    let bad = |what: &str| Error::InvalidPlan(what.to_string());
     // rec[event][forward]
     let mut rec: Vec<Vec<Option<f64>>> = vec![vec![None; k]; n_ev];
     let ns = plan.streams.len();
@@ -168,7 +168,7 @@ pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result
                     )
                 })
                 .collect();
-            return Err(OffloadError::Deadlock(stuck.join("; ")));
+            return Err(Error::Deadlock(stuck.join("; ")));
         }
     }
     let compute_idx = plan.streams.iter().position(|s| s.kind == StreamKind::Compute);

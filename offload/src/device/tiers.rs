@@ -20,7 +20,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::source::MmapSource;
+use tensorlane::source::MmapSource;
 
 /// Alignment used for `O_DIRECT` offsets, lengths and buffers (the page size, which is a multiple
 /// of every common logical block size).

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use tensorlane::device::tiers::{AlignedBuf, DIRECT_ALIGN, DirectFile, Tier, WeightSource, probe};
+use tensorlane_offload::device::tiers::{AlignedBuf, DIRECT_ALIGN, DirectFile, Tier, WeightSource, probe};
 
 fn data(len: usize) -> Vec<u8> {
     (0..len)

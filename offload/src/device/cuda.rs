@@ -5,7 +5,7 @@
 //! The crate builds without the CUDA toolkit. At run time cudarc's loader *panics* when
 //! `libcuda` is missing, so every entry point here first checks that the library can be loaded
 //! ([`driver_available`]) and then calls the driver inside `catch_unwind`: a machine without CUDA
-//! gets [`CudaError::NotPresent`] (or [`CudaError::Panicked`]), never a panic.
+//! gets [`Error::NoDevice`] (or [`Error::Panicked`]), never a panic.
 //!
 //! Host memory kinds ([`HostMem`]), see `specs/offload.md` §2.2:
 //! * [`HostMem::Pageable`] — ordinary memory; the driver stages it itself and the copy blocks.
@@ -20,40 +20,10 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, PinnedHostSlice, sys};
 
-/// What can go wrong on the CUDA path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CudaError {
-    /// `libcuda` cannot be loaded on this machine (no NVIDIA driver).
-    NotPresent(String),
-    /// A CUDA driver call returned an error.
-    Driver(String),
-    /// cudarc panicked inside a driver call (caught; the message is kept).
-    Panicked(String),
-    /// A length or range the call cannot serve.
-    Range(String),
-}
+use crate::error::Error;
 
-impl fmt::Display for CudaError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CudaError::NotPresent(s) => write!(f, "CUDA not available: {s}"),
-            CudaError::Driver(s) => write!(f, "CUDA driver error: {s}"),
-            CudaError::Panicked(s) => write!(f, "CUDA call panicked: {s}"),
-            CudaError::Range(s) => write!(f, "bad range: {s}"),
-        }
-    }
-}
-
-impl std::error::Error for CudaError {}
-
-impl From<cudarc::driver::DriverError> for CudaError {
-    fn from(e: cudarc::driver::DriverError) -> Self {
-        CudaError::Driver(e.to_string())
-    }
-}
-
-/// Runs `f` (which calls into the driver) turning a panic into [`CudaError::Panicked`].
-pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, CudaError>) -> Result<T, CudaError> {
+/// Runs `f` (which calls into the driver) turning a panic into [`Error::Panicked`].
+pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(p) => {
@@ -62,20 +32,20 @@ pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, CudaError>) -> Result<T, 
                 .cloned()
                 .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(CudaError::Panicked(msg))
+            Err(Error::Panicked(msg))
         }
     }
 }
 
 /// Whether the CUDA driver library can be loaded and initialised; returns the number of devices.
 ///
-/// Never panics: without `libcuda` it returns [`CudaError::NotPresent`].
-pub fn driver_available() -> Result<usize, CudaError> {
+/// Never panics: without `libcuda` it returns [`Error::NoDevice`].
+pub fn driver_available() -> Result<usize, Error> {
     // SAFETY: `is_culib_present` only tries to dlopen the driver library by its usual names and
     // drops the handle; it touches no CUDA state.
     if !unsafe { sys::is_culib_present() } {
-        return Err(CudaError::NotPresent(
-            "libcuda could not be loaded (no NVIDIA driver on this machine, or not on the library path)".into(),
+        return Err(Error::NoDevice(
+            "CUDA: libcuda could not be loaded (no NVIDIA driver on this machine, or libcuda.so.1 not on the library path; install the driver or use --device cpu/wgpu)".into(),
         ));
     }
     guarded(|| {
@@ -148,7 +118,7 @@ impl Staging {
 
     /// The bytes, writable. For pinned memory this first waits until the last copy out of this
     /// buffer has completed (the buffer's own event), so refilling it is always safe.
-    pub fn as_mut_slice(&mut self) -> Result<&mut [u8], CudaError> {
+    pub fn as_mut_slice(&mut self) -> Result<&mut [u8], Error> {
         match &mut self.mem {
             StagingMem::Pageable(v) => Ok(v.as_mut_slice()),
             StagingMem::Pinned(p) => guarded(|| Ok(p.as_mut_slice()?)),
@@ -157,16 +127,10 @@ impl Staging {
 
     /// Copies `self[..len]` to `dst` on `stream`: asynchronous for pinned memory when `len` is
     /// the whole buffer; a partial pinned buffer or pageable memory completes before returning.
-    fn copy_to(
-        &self,
-        stream: &Arc<CudaStream>,
-        len: usize,
-        dst: &mut CudaSlice<u8>,
-        at: usize,
-    ) -> Result<(), CudaError> {
+    fn copy_to(&self, stream: &Arc<CudaStream>, len: usize, dst: &mut CudaSlice<u8>, at: usize) -> Result<(), Error> {
         let mut view = dst
             .try_slice_mut(at..at + len)
-            .ok_or_else(|| CudaError::Range(format!("{len} bytes at {at} past the device buffer")))?;
+            .ok_or_else(|| Error::Range(format!("{len} bytes at {at} past the device buffer")))?;
         match &self.mem {
             StagingMem::Pageable(v) => stream.memcpy_htod(&v[..len], &mut view)?,
             StagingMem::Pinned(p) if p.len() == len => stream.memcpy_htod(p, &mut view)?,
@@ -186,7 +150,7 @@ pub struct Transfer {
 
 impl Transfer {
     /// Blocks the calling thread until the copies have completed.
-    pub fn wait(&self) -> Result<(), CudaError> {
+    pub fn wait(&self) -> Result<(), Error> {
         guarded(|| Ok(self.done.synchronize()?))
     }
 
@@ -209,11 +173,11 @@ pub struct CudaDevice {
 
 impl CudaDevice {
     /// Opens device `ordinal`. Without `libcuda`, or without such a device, returns an error.
-    pub fn new(ordinal: usize) -> Result<Self, CudaError> {
+    pub fn new(ordinal: usize) -> Result<Self, Error> {
         let count = driver_available()?;
         if ordinal >= count {
-            return Err(CudaError::NotPresent(format!(
-                "device {ordinal} requested, {count} present"
+            return Err(Error::NoDevice(format!(
+                "CUDA device {ordinal} requested, {count} present (pick an ordinal below {count})"
             )));
         }
         guarded(|| {
@@ -229,22 +193,22 @@ impl CudaDevice {
     }
 
     /// The device's name.
-    pub fn name(&self) -> Result<String, CudaError> {
+    pub fn name(&self) -> Result<String, Error> {
         guarded(|| Ok(self.ctx.name()?))
     }
 
     /// A new non-default stream.
-    pub fn new_stream(&self) -> Result<Arc<CudaStream>, CudaError> {
+    pub fn new_stream(&self) -> Result<Arc<CudaStream>, Error> {
         guarded(|| Ok(self.ctx.new_stream()?))
     }
 
     /// A zeroed device buffer of `len` bytes.
-    pub fn alloc_device(&self, stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<u8>, CudaError> {
+    pub fn alloc_device(&self, stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<u8>, Error> {
         guarded(|| Ok(stream.alloc_zeros::<u8>(len)?))
     }
 
     /// A host staging buffer of `len` bytes and the given kind (zeroed).
-    pub fn alloc_staging(&self, len: usize, kind: HostMem) -> Result<Staging, CudaError> {
+    pub fn alloc_staging(&self, len: usize, kind: HostMem) -> Result<Staging, Error> {
         let flags = match kind {
             HostMem::Pageable => {
                 return Ok(Staging {
@@ -279,13 +243,13 @@ impl CudaDevice {
         dst: &mut CudaSlice<u8>,
         at: usize,
         staging: &mut [Staging],
-    ) -> Result<Transfer, CudaError> {
+    ) -> Result<Transfer, Error> {
         let chunk = staging.iter().map(Staging::len).min().unwrap_or(0);
         if chunk == 0 && !src.is_empty() {
-            return Err(CudaError::Range("staging ring is empty".into()));
+            return Err(Error::Range("staging ring is empty".into()));
         }
         if at.checked_add(src.len()).is_none_or(|e| e > dst.len()) {
-            return Err(CudaError::Range(format!(
+            return Err(Error::Range(format!(
                 "{} bytes at {at} past a {}-byte device buffer",
                 src.len(),
                 dst.len()
@@ -308,7 +272,7 @@ impl CudaDevice {
     /// staging buffers into one device buffer on one stream, timed with CUDA events. The staging
     /// contents are not refilled, so this is the link (and driver staging for pageable memory),
     /// not the source read.
-    pub fn probe_h2d(&self, total: usize, chunks: &[usize], kinds: &[HostMem]) -> Result<Vec<H2dProbe>, CudaError> {
+    pub fn probe_h2d(&self, total: usize, chunks: &[usize], kinds: &[HostMem]) -> Result<Vec<H2dProbe>, Error> {
         let stream = self.new_stream()?;
         let mut out = Vec::new();
         for &kind in kinds {

@@ -1,12 +1,12 @@
 //! Device profiles: the bandwidths, latencies and rates the plan compiler and the simulator use.
-//! Two are checked in (`native/profiles/h100.json`, `native/profiles/pcie4.json`, numbers from
+//! Two are checked in (`offload/profiles/h100.json`, `offload/profiles/pcie4.json`, numbers from
 //! offload.md §2); others load from JSON.
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::OffloadError;
+use crate::error::Error;
 
 /// One machine: GPU, host link, host memory and disk.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -74,27 +74,26 @@ fn default_memcpy_threads() -> u32 {
     4
 }
 
-/// The checked-in H100 profile (`native/profiles/h100.json`).
-pub const H100_JSON: &str = include_str!("../../profiles/h100.json");
-/// The checked-in PCIe-4 consumer profile (`native/profiles/pcie4.json`).
-pub const PCIE4_JSON: &str = include_str!("../../profiles/pcie4.json");
+/// The checked-in H100 profile (`offload/profiles/h100.json`).
+pub const H100_JSON: &str = include_str!("../profiles/h100.json");
+/// The checked-in PCIe-4 consumer profile (`offload/profiles/pcie4.json`).
+pub const PCIE4_JSON: &str = include_str!("../profiles/pcie4.json");
 
 impl DeviceProfile {
     /// Parses and validates a JSON profile.
-    pub fn from_json(text: &str) -> Result<DeviceProfile, OffloadError> {
-        let p: DeviceProfile = serde_json::from_str(text).map_err(|e| OffloadError::InvalidProfile(e.to_string()))?;
+    pub fn from_json(text: &str) -> Result<DeviceProfile, Error> {
+        let p: DeviceProfile = serde_json::from_str(text).map_err(|e| Error::InvalidProfile(e.to_string()))?;
         p.validate()?;
         Ok(p)
     }
 
     /// A built-in profile (`h100`, `pcie4`), or a JSON file at `name_or_path`.
-    pub fn load(name_or_path: &str) -> Result<DeviceProfile, OffloadError> {
+    pub fn load(name_or_path: &str) -> Result<DeviceProfile, Error> {
         match name_or_path {
             "h100" => DeviceProfile::from_json(H100_JSON),
             "pcie4" => DeviceProfile::from_json(PCIE4_JSON),
             path => {
-                let text =
-                    std::fs::read_to_string(Path::new(path)).map_err(|e| OffloadError::Io(format!("{path}: {e}")))?;
+                let text = std::fs::read_to_string(Path::new(path)).map_err(|e| Error::Io(format!("{path}: {e}")))?;
                 DeviceProfile::from_json(&text)
             }
         }
@@ -131,7 +130,7 @@ impl DeviceProfile {
     }
 
     /// Every rate positive and finite, every latency finite and non-negative.
-    pub fn validate(&self) -> Result<(), OffloadError> {
+    pub fn validate(&self) -> Result<(), Error> {
         let rates = [
             ("h2d_pinned_gbps", self.h2d_pinned_gbps),
             ("h2d_pageable_gbps", self.h2d_pageable_gbps),
@@ -142,13 +141,11 @@ impl DeviceProfile {
         ];
         for (n, v) in rates {
             if !(v.is_finite() && v > 0.0) {
-                return Err(OffloadError::InvalidProfile(format!(
-                    "{n} must be a positive number, got {v}"
-                )));
+                return Err(Error::InvalidProfile(format!("{n} must be a positive number, got {v}")));
             }
         }
         if !(1..=256).contains(&self.memcpy_threads) {
-            return Err(OffloadError::InvalidProfile(format!(
+            return Err(Error::InvalidProfile(format!(
                 "memcpy_threads must be between 1 and 256, got {}",
                 self.memcpy_threads
             )));
@@ -159,7 +156,7 @@ impl DeviceProfile {
             ("launch_us", self.launch_us),
         ] {
             if !(v.is_finite() && v >= 0.0) {
-                return Err(OffloadError::InvalidProfile(format!("{n} must be >= 0, got {v}")));
+                return Err(Error::InvalidProfile(format!("{n} must be >= 0, got {v}")));
             }
         }
         Ok(())

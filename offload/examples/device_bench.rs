@@ -4,10 +4,10 @@
 //! pageable) and chunk size, timed with CUDA events — the numbers a device profile's
 //! `h2d_pinned_gbps` / `h2d_pageable_gbps` / `h2d_latency_us` are calibrated from.
 //!
-//! `cargo run --release -p tensorlane --features wgpu --example device_bench [FILE_MIB]`
-//! `cargo run --release -p tensorlane --features cuda --example device_bench [FILE_MIB]`
+//! `cargo run --release -p tensorlane-offload --features wgpu --example device_bench [FILE_MIB]`
+//! `cargo run --release -p tensorlane-offload --features cuda --example device_bench [FILE_MIB]`
 
-use tensorlane::device::tiers;
+use tensorlane_offload::device::tiers;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mib: usize = std::env::args().nth(1).map_or(Ok(256), |s| s.parse())?;
@@ -35,7 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     #[cfg(feature = "cuda")]
     {
-        use tensorlane::device::cuda::{CudaDevice, HostMem};
+        use tensorlane_offload::device::cuda::{CudaDevice, HostMem};
         match CudaDevice::new(0) {
             Err(e) => println!("cuda: {e}"),
             Ok(dev) => {
@@ -56,7 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     #[cfg(feature = "wgpu")]
     {
-        use tensorlane::device::wgpu::{DEFAULT_CHUNK, DEFAULT_SLOTS, GpuDevice};
+        use tensorlane_offload::device::wgpu::{DEFAULT_CHUNK, DEFAULT_SLOTS, GpuDevice};
         for (slots, chunk) in [(DEFAULT_SLOTS, DEFAULT_CHUNK), (4, 32 << 20)] {
             let dev = GpuDevice::with_staging(slots, chunk)?;
             println!(

@@ -12,8 +12,10 @@
 //! A [`Backend`] supplies the device: [`CpuBackend`] (a host `Vec<u8>` arena, ops computed in
 //! plain Rust; always built), `wgpu::WgpuBackend` (feature `wgpu`; one GPU buffer per region,
 //! WGSL kernels) and `cuda::CudaBackend` (feature `cuda`; a device arena, staged uploads, cuBLAS).
+//! The device executors share [`buffers`]: their activations, gather scratch, and where each
+//! weight of an op is read from.
 //!
-//! The model that runs is [`ExecModel`]: a Llama-shaped [`Model`] with deterministic weights from
+//! The model that runs is [`ExecModel`]: a Llama-shaped [`Workload`] with deterministic weights from
 //! a seed. Its math (see [`OpKind`]) uses **integer-valued** f32 weights and activations with every
 //! intermediate below 2^24 in magnitude, so every f32 sum is exact whatever the accumulation order
 //! or tiling: each executor's output equals the all-resident reference ([`ExecModel::reference`])
@@ -21,46 +23,20 @@
 
 use std::time::Instant;
 
-use super::OffloadError;
-use super::model::{Access, LlamaShape, Model, Phase};
-use super::plan::{EventKind, Home, Instr, Plan, Region, StreamKind};
+use crate::error::Error;
+use crate::plan::{EventKind, Home, Instr, Plan, Region, StreamKind};
+use crate::workload::{Access, LlamaShape, Phase, Workload};
+
+pub mod buffers;
 
 #[cfg(feature = "wgpu")]
-#[path = "exec_wgpu.rs"]
 pub mod wgpu;
 
 #[cfg(feature = "cuda")]
-#[path = "exec_cuda.rs"]
 pub mod cuda;
 
-/// What can go wrong executing a plan.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ExecError {
-    /// The plan or model is unusable (bad index, uncovered tensor, deadlock).
-    Plan(OffloadError),
-    /// The device failed or is missing (no adapter, no CUDA driver, a buffer limit).
-    Device(String),
-}
-
-impl std::fmt::Display for ExecError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ExecError::Plan(e) => write!(f, "{e}"),
-            ExecError::Device(m) => write!(f, "device: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for ExecError {}
-
-impl From<OffloadError> for ExecError {
-    fn from(e: OffloadError) -> Self {
-        ExecError::Plan(e)
-    }
-}
-
-fn bad_plan(m: impl Into<String>) -> ExecError {
-    ExecError::Plan(OffloadError::InvalidPlan(m.into()))
+fn bad_plan(m: impl Into<String>) -> Error {
+    Error::InvalidPlan(m.into())
 }
 
 /// What an op computes. Activations per token: `x` (hidden state, `h`), `a` (normed input),
@@ -130,14 +106,14 @@ pub struct Dims {
 #[derive(Clone, Debug)]
 pub struct ExecModel {
     /// The op/tensor list (what plans are compiled from).
-    pub model: Model,
+    pub workload: Workload,
     /// Activation sizes.
     pub dims: Dims,
     /// Input token ids (one per row).
     pub tokens: Vec<u32>,
-    /// Each tensor's bytes (f32 little-endian), indexed like [`Model::tensors`].
+    /// Each tensor's bytes (f32 little-endian), indexed like [`Workload::tensors`].
     pub weights: Vec<Vec<u8>>,
-    /// Each op's kind, indexed like [`Model::ops`].
+    /// Each op's kind, indexed like [`Workload::ops`].
     pub kinds: Vec<OpKind>,
 }
 
@@ -161,16 +137,16 @@ pub const MAX_ELEMS: u64 = 1 << 28;
 impl ExecModel {
     /// The `tiny` preset (8 layers, hidden 256, ffn 688, vocab 1024, f32), one decode token,
     /// weights from `seed`.
-    pub fn tiny(seed: u64) -> Result<ExecModel, ExecError> {
+    pub fn tiny(seed: u64) -> Result<ExecModel, Error> {
         Self::synthetic("tiny", &LlamaShape::tiny(), Phase::DECODE, seed)
     }
 
     /// A model of `shape` with weights from `seed`: matrices in {−2..2}, norm weights ±1, the
     /// embedding in [−8, 8). Needs f32 (`dtype_bytes == 4`), `kv ≤ hidden` and at most
     /// [`MAX_ELEMS`] weight elements; `T` = the phase's tokens (at most 4096).
-    pub fn synthetic(name: &str, shape: &LlamaShape, phase: Phase, seed: u64) -> Result<ExecModel, ExecError> {
-        let model = shape.build(name, phase);
-        let inv = |m: &str| ExecError::Plan(OffloadError::InvalidModel(m.to_string()));
+    pub fn synthetic(name: &str, shape: &LlamaShape, phase: Phase, seed: u64) -> Result<ExecModel, Error> {
+        let workload = shape.build(name, phase);
+        let inv = |m: &str| Error::InvalidWorkload(m.to_string());
         if shape.dtype_bytes != 4 {
             return Err(inv("executors run f32 models (dtype_bytes = 4)"));
         }
@@ -181,7 +157,7 @@ impl ExecModel {
             (shape.hidden / shape.heads.max(1) * shape.kv_heads) as usize
         };
         let dims = Dims {
-            t: model.tokens as usize,
+            t: workload.tokens as usize,
             h,
             kv,
             ffn: shape.intermediate as usize,
@@ -190,14 +166,14 @@ impl ExecModel {
         if h == 0 || kv == 0 || kv > h || dims.ffn == 0 || dims.vocab == 0 || dims.t == 0 || dims.t > 4096 {
             return Err(inv("shape: need 0 < kv <= hidden, ffn, vocab > 0, 1..=4096 tokens"));
         }
-        let elems: u64 = model.tensors.iter().map(|t| t.bytes / 4).sum();
+        let elems: u64 = workload.tensors.iter().map(|t| t.bytes / 4).sum();
         if elems > MAX_ELEMS {
             return Err(inv(&format!(
                 "{elems} weight elements; executors take at most {MAX_ELEMS}"
             )));
         }
         let mut rng = Rng(seed ^ 0x9E37_79B9_7F4A_7C15 | 1);
-        let weights = model
+        let weights = workload
             .tensors
             .iter()
             .map(|t| {
@@ -218,14 +194,14 @@ impl ExecModel {
                 out
             })
             .collect();
-        let kinds = model
+        let kinds = workload
             .ops
             .iter()
             .map(|o| OpKind::of(&o.name).ok_or_else(|| inv(&format!("op {}: unknown kind", o.name))))
             .collect::<Result<Vec<_>, _>>()?;
         let tokens = (0..dims.t).map(|_| (rng.next() % dims.vocab as u64) as u32).collect();
         Ok(ExecModel {
-            model,
+            workload,
             dims,
             tokens,
             weights,
@@ -235,7 +211,7 @@ impl ExecModel {
 
     /// Total bytes of the dense (device) weights.
     pub fn dense_bytes(&self) -> u64 {
-        self.model
+        self.workload
             .tensors
             .iter()
             .filter(|t| t.access == Access::Dense)
@@ -246,7 +222,7 @@ impl ExecModel {
     /// The all-resident reference forward in plain Rust: the logits (`T × vocab`).
     pub fn reference(&self) -> Vec<f32> {
         let mut acts = Acts::new(self.dims);
-        for (i, op) in self.model.ops.iter().enumerate() {
+        for (i, op) in self.workload.ops.iter().enumerate() {
             let ws: Vec<Vec<f32>> = op.reads.iter().map(|&t| to_f32(&self.weights[t])).collect();
             let refs: Vec<&[f32]> = ws.iter().map(|w| w.as_slice()).collect();
             // The weights come straight from the model, so shapes always match.
@@ -328,8 +304,8 @@ fn scale(x: &[f32], g: &[f32], h: usize) -> Vec<f32> {
 }
 
 /// Runs one op on host activations with the given weights (in the op's read order).
-pub fn cpu_op(kind: OpKind, d: Dims, tokens: &[u32], a: &mut Acts, w: &[&[f32]]) -> Result<(), ExecError> {
-    let need = |n: usize, sizes: &[usize]| -> Result<(), ExecError> {
+pub fn cpu_op(kind: OpKind, d: Dims, tokens: &[u32], a: &mut Acts, w: &[&[f32]]) -> Result<(), Error> {
+    let need = |n: usize, sizes: &[usize]| -> Result<(), Error> {
         if w.len() != n || w.iter().zip(sizes).any(|(w, &s)| w.len() != s) {
             return Err(bad_plan(format!("{kind:?}: weights do not match the model's shapes")));
         }
@@ -442,18 +418,18 @@ pub trait Backend {
     /// A short name (`cpu`, `wgpu (llvmpipe ...)`, `cuda`).
     fn name(&self) -> String;
     /// Allocates the arena (`plan.arena_bytes`, per region where needed) and the activations.
-    fn prepare(&mut self, plan: &Plan, dims: Dims, tokens: &[u32]) -> Result<(), ExecError>;
+    fn prepare(&mut self, plan: &Plan, dims: Dims, tokens: &[u32]) -> Result<(), Error>;
     /// Host-to-device copy of `bytes` into the arena at `dev_offset`.
-    fn copy_in(&mut self, dev_offset: u64, bytes: &[u8]) -> Result<(), ExecError>;
+    fn copy_in(&mut self, dev_offset: u64, bytes: &[u8]) -> Result<(), Error>;
     /// Overwrites a freed region with a sentinel (NaN) so reads after eviction show (§4.5).
     /// Backends without poisoning ignore it.
-    fn poison(&mut self, _region: Region) -> Result<(), ExecError> {
+    fn poison(&mut self, _region: Region) -> Result<(), Error> {
         Ok(())
     }
     /// Runs one op, reading its weights from the arena.
-    fn exec(&mut self, op: &ExecOp<'_>) -> Result<(), ExecError>;
+    fn exec(&mut self, op: &ExecOp<'_>) -> Result<(), Error>;
     /// Waits for the forward to finish and returns its logits (`T × vocab`).
-    fn finish_forward(&mut self) -> Result<Vec<f32>, ExecError>;
+    fn finish_forward(&mut self) -> Result<Vec<f32>, Error>;
 }
 
 /// Bytes of the largest dense weight a device executor must gather into scratch before an op
@@ -537,16 +513,16 @@ impl ExecReport {
 }
 
 /// Where each weight tensor of each op lives, checked against the model.
-fn op_refs<'a>(plan: &Plan, m: &'a ExecModel) -> Result<Vec<ExecOp<'a>>, ExecError> {
-    if plan.ops.len() != m.model.ops.len() || plan.tensors.len() != m.model.tensors.len() {
+fn op_refs<'a>(plan: &Plan, m: &'a ExecModel) -> Result<Vec<ExecOp<'a>>, Error> {
+    if plan.ops.len() != m.workload.ops.len() || plan.tensors.len() != m.workload.tensors.len() {
         return Err(bad_plan("the plan was not compiled from this model"));
     }
     let mut out = Vec::with_capacity(plan.ops.len());
-    for (i, (pop, mop)) in plan.ops.iter().zip(&m.model.ops).enumerate() {
+    for (i, (pop, mop)) in plan.ops.iter().zip(&m.workload.ops).enumerate() {
         let mut weights = Vec::new();
         for &t in &mop.reads {
             let info = m
-                .model
+                .workload
                 .tensors
                 .get(t)
                 .ok_or_else(|| bad_plan(format!("op {i}: tensor {t} out of range")))?;
@@ -618,7 +594,7 @@ pub fn execute<B: Backend + ?Sized>(
     m: &ExecModel,
     backend: &mut B,
     opts: ExecOptions,
-) -> Result<ExecReport, ExecError> {
+) -> Result<ExecReport, Error> {
     let forwards = opts.forwards.max(1);
     let ops = op_refs(plan, m)?;
     let n_ev = plan.events.len();
@@ -782,7 +758,7 @@ pub fn execute<B: Backend + ?Sized>(
                 .filter(|&s| fwd[s] < forwards && !plan.streams[s].program.is_empty())
                 .map(|s| format!("stream {s} forward {} at {:?}", fwd[s], plan.streams[s].program[pc[s]]))
                 .collect();
-            return Err(ExecError::Plan(OffloadError::Deadlock(at.join("; "))));
+            return Err(Error::Deadlock(at.join("; ")));
         }
     }
     Ok(rep)
@@ -805,7 +781,7 @@ impl CpuBackend {
     }
 }
 
-fn assemble(arena: &[u8], bytes: u64, segs: &[Segment]) -> Result<Vec<f32>, ExecError> {
+fn assemble(arena: &[u8], bytes: u64, segs: &[Segment]) -> Result<Vec<f32>, Error> {
     let mut buf = vec![0u8; bytes as usize];
     for s in segs {
         let src = arena
@@ -824,8 +800,8 @@ impl Backend for CpuBackend {
         "cpu".into()
     }
 
-    fn prepare(&mut self, plan: &Plan, dims: Dims, tokens: &[u32]) -> Result<(), ExecError> {
-        let n = usize::try_from(plan.arena_bytes).map_err(|_| ExecError::Device("arena too large".into()))?;
+    fn prepare(&mut self, plan: &Plan, dims: Dims, tokens: &[u32]) -> Result<(), Error> {
+        let n = usize::try_from(plan.arena_bytes).map_err(|_| Error::Device("arena too large".into()))?;
         // Unwritten arena bytes read as NaN, like a poisoned slot.
         self.arena = f32::NAN.to_le_bytes().iter().copied().cycle().take(n).collect();
         self.dims = Some(dims);
@@ -834,19 +810,17 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn copy_in(&mut self, dev_offset: u64, bytes: &[u8]) -> Result<(), ExecError> {
+    fn copy_in(&mut self, dev_offset: u64, bytes: &[u8]) -> Result<(), Error> {
         let dst = self
             .arena
             .get_mut(dev_offset as usize..)
             .and_then(|d| d.get_mut(..bytes.len()))
-            .ok_or_else(|| {
-                ExecError::Device(format!("copy of {} bytes at {dev_offset} past the arena", bytes.len()))
-            })?;
+            .ok_or_else(|| Error::Device(format!("copy of {} bytes at {dev_offset} past the arena", bytes.len())))?;
         dst.copy_from_slice(bytes);
         Ok(())
     }
 
-    fn poison(&mut self, region: Region) -> Result<(), ExecError> {
+    fn poison(&mut self, region: Region) -> Result<(), Error> {
         let nan = f32::NAN.to_le_bytes();
         if let Some(d) = self.arena.get_mut(region.base as usize..region.end() as usize) {
             for (i, b) in d.iter_mut().enumerate() {
@@ -856,10 +830,8 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn exec(&mut self, op: &ExecOp<'_>) -> Result<(), ExecError> {
-        let (Some(dims), Some(acts)) = (self.dims, self.acts.as_mut()) else {
-            return Err(ExecError::Device("exec before prepare".into()));
-        };
+    fn exec(&mut self, op: &ExecOp<'_>) -> Result<(), Error> {
+        let (dims, acts) = (buffers::prepared(self.dims)?, buffers::prepared(self.acts.as_mut())?);
         let ws = op
             .weights
             .iter()
@@ -872,11 +844,8 @@ impl Backend for CpuBackend {
         cpu_op(op.kind, dims, &self.tokens, acts, &refs)
     }
 
-    fn finish_forward(&mut self) -> Result<Vec<f32>, ExecError> {
-        self.acts
-            .as_ref()
-            .map(|a| a.logits.clone())
-            .ok_or_else(|| ExecError::Device("no forward ran".into()))
+    fn finish_forward(&mut self) -> Result<Vec<f32>, Error> {
+        buffers::prepared(self.acts.as_ref()).map(|a| a.logits.clone())
     }
 }
 
