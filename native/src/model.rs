@@ -16,7 +16,7 @@
 //! [`TensorInfo::is_zero_copy`]; [`Model::dequantize`] turns ggml blocks into f32.
 //!
 //! `.zt` and Tenso files are not models in this sense: the `.zt` reader
-//! ([`tensorlane_core::zt::reader::Reader`], in the CLI through [`crate::zt_tools`]) knows their
+//! ([`tensorlane_core::zt::reader::Reader`], in the CLI through its `zt_tools`) knows their
 //! layouts, parts, shards and digests, which a [`Catalog`] cannot express. [`Model::open`]
 //! refuses them with a message that says so.
 //!
@@ -196,6 +196,13 @@ impl Model {
     pub fn open(path: impl AsRef<Path>) -> Result<Model, FormatError> {
         let path = path.as_ref();
         let root = MmapSource::open(path).map_err(|e| io_error("formats", path, &e))?;
+        Model::from_source(path, root)
+    }
+
+    /// Like [`open`](Self::open), for a file the caller has already mapped (to detect its
+    /// format, say): `root` is the map of `path`, which is used for its name and folder only.
+    pub fn from_source(path: impl AsRef<Path>, root: MmapSource) -> Result<Model, FormatError> {
+        let path = path.as_ref();
         let format = detect_format(path, &root)?;
         let name = format.name();
         let parent = path

@@ -21,7 +21,6 @@
 //! ```
 
 pub mod check;
-pub mod cli;
 pub mod exec;
 pub mod model;
 pub mod plan;

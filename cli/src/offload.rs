@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use super::{
+use tensorlane::offload::{
     DeviceProfile, Evaluation, HostWeights, Model, OffloadError, Phase, Policy, check, evaluate, parse_bytes, simulate,
 };
 
@@ -241,8 +241,8 @@ fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, OffloadError> {
 /// against the all-resident reference. Exit 0 when every forward matches, 1 when not or on a
 /// device error, 2 for bad input.
 fn run_exec(a: &OffloadArgs) -> ExitCode {
-    use super::exec::{Backend, CpuBackend, ExecModel, ExecOptions, bit_equal, execute};
-    use super::model::LlamaShape;
+    use tensorlane::offload::exec::{Backend, CpuBackend, ExecModel, ExecOptions, bit_equal, execute};
+    use tensorlane::offload::model::LlamaShape;
     let Some(budget) = parse_bytes(&a.budget) else {
         eprintln!("error: bad --budget {:?}", a.budget);
         return ExitCode::from(2);
@@ -281,13 +281,14 @@ fn run_exec(a: &OffloadArgs) -> ExitCode {
     let result = (|| -> Result<bool, String> {
         let profile = load_profile(a).map_err(|e| e.to_string())?;
         let m = ExecModel::synthetic(&a.model, &shape, phase, 1).map_err(|e| e.to_string())?;
-        let plan = super::compile_policy(&m.model, &profile, budget, policy).map_err(|e| e.to_string())?;
+        let plan =
+            tensorlane::offload::compile_policy(&m.model, &profile, budget, policy).map_err(|e| e.to_string())?;
         let mut backend: Box<dyn Backend> = match a.device.as_str() {
             "cpu" => Box::new(CpuBackend::new()),
             #[cfg(feature = "wgpu")]
-            "wgpu" => Box::new(super::exec::wgpu::WgpuBackend::new().map_err(|e| e.to_string())?),
+            "wgpu" => Box::new(tensorlane::offload::exec::wgpu::WgpuBackend::new().map_err(|e| e.to_string())?),
             #[cfg(feature = "cuda")]
-            "cuda" => Box::new(super::exec::cuda::CudaBackend::new().map_err(|e| e.to_string())?),
+            "cuda" => Box::new(tensorlane::offload::exec::cuda::CudaBackend::new().map_err(|e| e.to_string())?),
             d if d == "wgpu" || d == "cuda" => {
                 return Err(format!(
                     "--device {} needs a build with --features {}",
