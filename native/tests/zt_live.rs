@@ -15,7 +15,6 @@
 //! only when `python3` is missing and `CI` is not `true`; in CI every setup failure fails.
 
 mod common;
-use common::root;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
