@@ -253,7 +253,7 @@ fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
     };
     let printed = match kind {
         Kind::Model => tensorlane::model::Model::from_source(path, src)
-            .map_err(CliError::Format)
+            .map_err(CliError::from)
             .and_then(|model| {
                 let report = model_tools::inspect_model(&model, &name, hash)?;
                 Ok(print_report(&report, json))

@@ -276,7 +276,7 @@ pub fn inspect_model<'m>(model: &'m Model, file: &str, hash: bool) -> Result<Mod
             kind: if is_quantized(t.ty) { "quantized" } else { "dense" },
             dtype: dtype_name(t.ty),
             shape: t.shape.clone(),
-            nbytes: nbytes(format, t).map_err(CliError::Format)?,
+            nbytes: nbytes(format, t)?,
             sha256: None,
             layout,
             source: (source > 0).then(|| names.get(source).copied().unwrap_or("?").to_string()),
@@ -292,7 +292,7 @@ pub fn inspect_model<'m>(model: &'m Model, file: &str, hash: bool) -> Result<Mod
         let total = tensors.iter().map(|t| t.nbytes).sum();
         let bar = progress(total, "hashing");
         for (info, t) in tensors.iter_mut().zip(&cat.tensors) {
-            let bytes = model.read(t).map_err(CliError::Format)?;
+            let bytes = model.read(t)?;
             info.sha256 = Some(sha256_hex(&bytes, bar.as_ref()));
         }
         finish(bar);
@@ -536,7 +536,7 @@ pub fn convert_model(
     let mut plans = Vec::with_capacity(cat.tensors.len());
     for t in &cat.tensors {
         let plan = plan_for(t, target, dequantize)?;
-        nbytes(format, t).map_err(CliError::Format)?;
+        nbytes(format, t)?;
         plans.push(plan);
     }
     let mut warnings = Vec::new();
@@ -559,8 +559,8 @@ pub fn convert_model(
 /// A tensor's output bytes under its plan.
 fn tensor_bytes<'m>(model: &'m Model, t: &TensorInfo, plan: Plan) -> Result<std::borrow::Cow<'m, [u8]>, CliError> {
     Ok(match plan {
-        Plan::Dequantize => f32_bytes(&model.dequantize(t).map_err(CliError::Format)?).into(),
-        _ => model.read(t).map_err(CliError::Format)?,
+        Plan::Dequantize => f32_bytes(&model.dequantize(t)?).into(),
+        _ => model.read(t)?,
     })
 }
 
