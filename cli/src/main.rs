@@ -7,6 +7,9 @@
 //! tensorlane convert IN OUT [--to zt|tenso|safetensors] [--dequantize]
 //!                                                  any format -> .zt or .safetensors (streaming),
 //!                                                  legacy .zt -> .zt v2, .zt v2 <-> Tenso
+//! tensorlane stats FILE [TENSOR...] [--bins N] [--json]
+//!                                                  count, min, max, mean, std, zeros, NaN, ±Inf,
+//!                                                  histogram per tensor (model formats, .zt v2)
 //! tensorlane demo [--json] [--hash] [--out P]      write the bundled sample packet, then inspect it
 //! tensorlane offload plan|sim MODEL --budget 4GiB  offload plan vs baselines (simulated, hazard-checked)
 //! ```
@@ -23,6 +26,7 @@ mod model_tools;
 mod offload;
 mod output;
 mod sample;
+mod stats;
 mod zt_tools;
 
 use std::path::{Path, PathBuf};
@@ -98,6 +102,21 @@ enum Command {
         #[arg(long)]
         dequantize: bool,
     },
+    /// Summarise tensors: count, min, max, mean, std, zeros, NaN, +Inf, -Inf and a histogram per
+    /// tensor, for every model format and .zt v2. `--json` prints an array, one object per tensor.
+    Stats {
+        /// A model file (safetensors or its index, GGUF, PyTorch, .npy/.npz, ONNX, HDF5) or a .zt
+        /// v2 file (shards are looked up next to it).
+        file: PathBuf,
+        /// The tensors to summarise, in this order (default: every tensor, in file order).
+        tensors: Vec<String>,
+        /// Histogram bins (1 to 1048576) over [min, max] of the finite values.
+        #[arg(long, default_value_t = 64)]
+        bins: usize,
+        /// Print a JSON array (one object per tensor) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Plan, simulate and hazard-check streaming a model bigger than the GPU budget.
     #[command(subcommand)]
     Offload(offload::OffloadCommand),
@@ -144,6 +163,12 @@ fn main() -> ExitCode {
             to,
             dequantize,
         } => run_convert(&input, &output, to.as_deref(), dequantize),
+        Command::Stats {
+            file,
+            tensors,
+            bins,
+            json,
+        } => run_stats(&file, &tensors, bins, json),
     }
 }
 
@@ -276,4 +301,40 @@ fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
         }
     };
     printed.unwrap_or_else(|e| fail(&name, &e))
+}
+
+fn run_stats(path: &Path, tensors: &[String], bins: usize, json: bool) -> ExitCode {
+    let name = path.display().to_string();
+    if bins == 0 || bins > tensorlane::core::stats::MAX_BINS {
+        eprintln!(
+            "error: --bins {bins}: a histogram needs 1 to {} bins",
+            tensorlane::core::stats::MAX_BINS
+        );
+        return ExitCode::from(2);
+    }
+    let opts = tensorlane::core::stats::StatsOptions {
+        bins,
+        ..Default::default()
+    };
+    let report = open_detected(path).and_then(|(src, kind)| match kind {
+        Kind::Model => {
+            let model = tensorlane::model::Model::from_source(path, src)?;
+            stats::model_stats(&model, tensors, &opts)
+        }
+        Kind::Zt => {
+            let (reader, _, warnings) = zt_tools::open_zt(path, src, false)?;
+            for w in &warnings {
+                eprintln!("warning: {name}: {w}");
+            }
+            stats::zt_stats(&reader, tensors, &opts)
+        }
+        Kind::Legacy | Kind::Tenso => Err(CliError::Refused(
+            "stats reads the model formats and .zt v2 files; convert this file to .zt first (tensorlane convert)"
+                .into(),
+        )),
+    });
+    match report {
+        Ok(r) => print_report(&r, json),
+        Err(e) => fail(&name, &e),
+    }
 }

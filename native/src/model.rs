@@ -303,9 +303,15 @@ impl Model {
         t: &TensorInfo,
         opts: &StatsOptions,
         progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<TensorStats, FormatError> {
+    ) -> Result<TensorStats, Error> {
         let refs: Vec<&MmapSource> = self.sources.iter().collect();
-        stats::tensor_stats(self.catalog.format.name(), t, &refs, opts, progress)
+        Ok(stats::tensor_stats(
+            self.catalog.format.name(),
+            t,
+            &refs,
+            opts,
+            progress,
+        )?)
     }
 
     /// A ggml tensor's values as f32 ([`formats::ggml::dequantize`] of its blocks). Other element
