@@ -106,7 +106,7 @@ pub struct StatsReport(pub Vec<StatsRow>);
 fn num(v: Option<f64>) -> String {
     match v {
         None => "-".into(),
-        Some(v) if v == 0.0 => "0".into(),
+        Some(0.0) => "0".into(),
         Some(v) if v.abs() >= 1e6 || v.abs() < 1e-4 => format!("{v:.5e}"),
         Some(v) => {
             let s = format!("{v:.6}");
