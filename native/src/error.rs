@@ -1,9 +1,10 @@
 //! [`Error`]: the one error type of the host library.
 //!
-//! Every fallible function of this crate that is not a [`Model`](crate::model::Model) read
-//! returns it (models report the core's [`FormatError`], which names the format, the tensor and
-//! the byte offset). The network helpers return [`std::io::Error`], as `std::io` and
-//! `tokio_util` expect, with an [`Error`] inside: [`Error::from_io`] gets it back.
+//! Every fallible function of this crate returns it, except the file sources
+//! ([`crate::source`], plain [`std::io::Result`] like `std::fs`) and the network helpers, which
+//! return [`std::io::Error`] as `std::io` and `tokio_util` expect, with an [`Error`] inside:
+//! [`Error::from_io`] gets it back. [`Model`](crate::model::Model) reports the core's
+//! [`FormatError`] (format, tensor, byte offset, kind) as [`Error::Format`].
 //!
 //! Each message says what went wrong, where (the path, the packet and its stream offset, the
 //! object) and, where there is a choice, what to do about it.
@@ -114,21 +115,6 @@ impl Error {
             _ => io::ErrorKind::InvalidData,
         };
         io::Error::new(kind, self)
-    }
-
-    /// Whether the input was refused (invalid data, a writer rule, a limit), as opposed to the
-    /// machine failing to read or write (`Io`) or a valid input this library cannot handle.
-    pub fn is_refusal(&self) -> bool {
-        match self {
-            Error::Io { .. } => false,
-            Error::Format(e) => !matches!(
-                e.kind,
-                tensorlane_core::formats::ErrorKind::Io
-                    | tensorlane_core::formats::ErrorKind::Unsupported
-                    | tensorlane_core::formats::ErrorKind::UnsupportedVersion
-            ),
-            _ => true,
-        }
     }
 }
 
