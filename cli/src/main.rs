@@ -9,7 +9,7 @@
 //!                                                  legacy .zt -> .zt v2, .zt v2 <-> Tenso
 //! tensorlane stats FILE [TENSOR...] [--bins N] [--json]
 //!                                                  count, min, max, mean, std, zeros, NaN, ±Inf,
-//!                                                  histogram per tensor (model formats, .zt v2)
+//!                                                  histogram per tensor (model formats, .zt)
 //! tensorlane demo [--json] [--hash] [--out P]      write the bundled sample packet, then inspect it
 //! tensorlane offload plan|sim MODEL --budget 4GiB  offload plan vs baselines (simulated, hazard-checked)
 //! ```
@@ -103,10 +103,11 @@ enum Command {
         dequantize: bool,
     },
     /// Summarise tensors: count, min, max, mean, std, zeros, NaN, +Inf, -Inf and a histogram per
-    /// tensor, for every model format and .zt v2. `--json` prints an array, one object per tensor.
+    /// tensor, for every model format and .zt (v2 and legacy). `--json` prints an array, one object
+    /// per tensor.
     Stats {
-        /// A model file (safetensors or its index, GGUF, PyTorch, .npy/.npz, ONNX, HDF5) or a .zt
-        /// v2 file (shards are looked up next to it).
+        /// A model file (safetensors or its index, GGUF, PyTorch, .npy/.npz, ONNX, HDF5), a .zt v2
+        /// file (shards are looked up next to it) or a legacy .zt v1/v0 file.
         file: PathBuf,
         /// The tensors to summarise, in this order (default: every tensor, in file order).
         tensors: Vec<String>,
@@ -319,17 +320,21 @@ fn run_stats(path: &Path, tensors: &[String], bins: usize, json: bool) -> ExitCo
     let report = open_detected(path).and_then(|(src, kind)| match kind {
         Kind::Model => {
             let model = tensorlane::model::Model::from_source(path, src)?;
-            stats::model_stats(&model, tensors, &opts)
+            stats::model_stats(&model, &name, tensors, &opts)
         }
         Kind::Zt => {
             let (reader, _, warnings) = zt_tools::open_zt(path, src, false)?;
             for w in &warnings {
                 eprintln!("warning: {name}: {w}");
             }
-            stats::zt_stats(&reader, tensors, &opts)
+            stats::zt_stats(&reader, &name, tensors, &opts)
         }
-        Kind::Legacy | Kind::Tenso => Err(CliError::Refused(
-            "stats reads the model formats and .zt v2 files; convert this file to .zt first (tensorlane convert)"
+        Kind::Legacy => {
+            let reader = tensorlane::core::zt::legacy::LegacyReader::open(src)?;
+            stats::legacy_stats(&reader, &name, tensors, &opts)
+        }
+        Kind::Tenso => Err(CliError::Refused(
+            "stats reads the model formats and .zt files; convert Tenso packets to .zt first (tensorlane convert)"
                 .into(),
         )),
     });

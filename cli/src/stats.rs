@@ -1,10 +1,12 @@
 //! `tensorlane stats FILE [TENSOR...] [--bins N] [--json]`: count, min, max, mean, std, zeros,
 //! NaN, ±Inf and a histogram per tensor ([`tensorlane_core::stats`]).
 //!
-//! Reads every model format [`Model`] opens and `.zt` v2 files (dense objects, and the lossless
-//! `gguf.<type>/1` objects through dequantization). With no TENSOR every tensor is summarised, in
-//! file order; otherwise the named ones, in the order given (a name the file does not have: exit
-//! 2, naming it).
+//! Reads every model format [`Model`] opens, `.zt` v2 files (dense objects, and the lossless
+//! `gguf.<type>/1` objects through dequantization) and legacy `.zt` v1.2 / v0.1 files (their dense
+//! objects, as they convert to `.zt` v2). With no TENSOR every tensor is summarised, in
+//! file order, and one stats cannot read (a sparse or quantized-group object, an element type
+//! without values) is left out with a warning on stderr; otherwise the named ones, in the order
+//! given (a name the file does not have, or one stats cannot read: exit 2, naming it).
 //!
 //! `--json` prints an **array** with one object per tensor, in that order:
 //!
@@ -22,11 +24,13 @@
 use serde::Serialize;
 use tensorlane::model::Model;
 use tensorlane::source::MmapSource;
+use tensorlane_core::DType;
 use tensorlane_core::formats::ggml::GgmlType;
-use tensorlane_core::formats::{Arrangement, ElementType, FormatError, Storage, TensorInfo};
+use tensorlane_core::formats::{Arrangement, ElementType, ErrorKind, Storage, TensorInfo};
 use tensorlane_core::stats::{StatsOptions, TensorStats, tensor_stats};
 use tensorlane_core::zt::format::LogicalType;
 use tensorlane_core::zt::layout;
+use tensorlane_core::zt::legacy::LegacyReader;
 use tensorlane_core::zt::reader::Reader;
 
 use crate::error::CliError;
@@ -175,109 +179,166 @@ impl Table for StatsReport {
     }
 }
 
-/// Runs both passes over `t`, drawing a progress bar for a large tensor.
-fn one<S: tensorlane_core::source::ReadAt + ?Sized>(
-    format: &'static str,
+/// Runs both passes over `t` (in `sources`, read with `stats`), drawing a progress bar on stderr
+/// for a large tensor from the `(done, total)` callback.
+fn with_bar(
     t: &TensorInfo,
-    sources: &[&S],
-    opts: &StatsOptions,
-) -> Result<StatsRow, FormatError> {
-    let total = t.nbytes().unwrap_or(0).saturating_mul(2);
-    let bar = progress(total, "stats");
-    let mut tick = |done: u64, _total: u64| {
+    stats: impl FnOnce(&mut dyn FnMut(u64, u64)) -> Result<TensorStats, CliError>,
+) -> Result<StatsRow, CliError> {
+    let bar = progress(t.nbytes().unwrap_or(0).saturating_mul(2), "stats");
+    let r = stats(&mut |done, _total| {
         if let Some(b) = &bar {
             b.set_position(done);
         }
-    };
-    let r = tensor_stats(format, t, sources, opts, &mut tick);
+    });
     finish(bar);
     r.map(StatsRow::from)
 }
 
-/// The tensors to summarise: `names` in order (each must exist), or all of them.
-fn select<'a, T>(all: &'a [T], name_of: impl Fn(&T) -> &str, names: &[String]) -> Result<Vec<&'a T>, CliError> {
-    if names.is_empty() {
-        return Ok(all.iter().collect());
-    }
-    names
-        .iter()
-        .map(|n| {
-            all.iter().find(|t| name_of(t) == n).ok_or_else(|| {
-                CliError::Refused(format!(
-                    "no tensor named {n:?} (the file has {} tensor{}; `tensorlane inspect` lists them)",
-                    all.len(),
-                    if all.len() == 1 { "" } else { "s" }
-                ))
-            })
-        })
-        .collect()
+/// Which tensors to summarise, and what to do with one stats cannot read.
+struct Selection<'n> {
+    names: &'n [String],
+    /// The file, for warnings.
+    file: &'n str,
 }
 
-/// Statistics of the tensors `names` (all when empty) of a model file.
-pub fn model_stats(model: &Model, names: &[String], opts: &StatsOptions) -> Result<StatsReport, CliError> {
-    let cat = model.catalog();
-    let chosen = select(&cat.tensors, |t| &t.name, names)?;
-    let mut rows = Vec::with_capacity(chosen.len());
-    for t in chosen {
-        let total = t.nbytes().unwrap_or(0).saturating_mul(2);
-        let bar = progress(total, "stats");
-        let r = model.stats(t, opts, &mut |done, _| {
-            if let Some(b) = &bar {
-                b.set_position(done);
-            }
-        });
-        finish(bar);
-        rows.push(StatsRow::from(r?));
+impl Selection<'_> {
+    /// The tensors named (each must exist), in the order given, or all of them in file order.
+    fn pick<'a, T>(&self, all: &'a [T], name_of: impl Fn(&T) -> &str) -> Result<Vec<&'a T>, CliError> {
+        if self.names.is_empty() {
+            return Ok(all.iter().collect());
+        }
+        self.names
+            .iter()
+            .map(|n| {
+                all.iter().find(|t| name_of(t) == n).ok_or_else(|| {
+                    CliError::Refused(format!(
+                        "no tensor named {n:?} (the file has {} tensor{}; `tensorlane inspect` lists them)",
+                        all.len(),
+                        if all.len() == 1 { "" } else { "s" }
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// A tensor stats cannot read: an error when it was named, else a warning on stderr and
+    /// `Ok(None)` (it is left out of the report).
+    fn unreadable(&self, e: CliError) -> Result<Option<StatsRow>, CliError> {
+        if !self.names.is_empty() {
+            return Err(e);
+        }
+        eprintln!("warning: {}: {e}; left out", self.file);
+        Ok(None)
+    }
+}
+
+/// Statistics of the tensors `names` (all when empty) of a model file. With no names, a tensor
+/// whose element type has no values (an unsupported ggml type) is left out with a warning.
+pub fn model_stats(model: &Model, file: &str, names: &[String], opts: &StatsOptions) -> Result<StatsReport, CliError> {
+    let sel = Selection { names, file };
+    let mut rows = Vec::new();
+    for t in sel.pick(&model.catalog().tensors, |t| &t.name)? {
+        let row = match with_bar(t, |tick| Ok(model.stats(t, opts, tick)?)) {
+            Err(CliError::Format(e)) if e.kind == ErrorKind::Unsupported => sel.unreadable(CliError::Format(e))?,
+            r => Some(r?),
+        };
+        rows.extend(row);
     }
     Ok(StatsReport(rows))
 }
 
-/// The element type of a `.zt` object, when stats can read it: a dense object's `data` part
-/// (plain dtype or logical type), or a `gguf.<type>/1` object's blocks.
-fn zt_element(o: &tensorlane_core::zt::manifest::Object) -> Option<ElementType> {
-    let data = o.parts.get("data")?;
-    if o.layout == layout::DENSE {
-        return Some(match data.logical.as_deref() {
-            None => ElementType::Dense(data.dtype),
+/// The element type of a `.zt` object of `layout` whose `data` part is stored as `dtype` with
+/// logical type `logical`, when stats can read it: a dense object, or `gguf.<type>/1` blocks.
+fn zt_element(layout: &str, dtype: DType, logical: Option<&str>) -> Option<ElementType> {
+    if layout == layout::DENSE {
+        return Some(match logical {
+            None => ElementType::Dense(dtype),
             Some(l) => ElementType::Logical(LogicalType::from_name(l)?),
         });
     }
-    let ty = o.layout.strip_prefix("gguf.")?.strip_suffix("/1")?;
+    let ty = layout.strip_prefix("gguf.")?.strip_suffix("/1")?;
     (0..=u32::from(u8::MAX))
         .map(GgmlType)
         .find(|g| g.name().eq_ignore_ascii_case(ty))
         .map(ElementType::Ggml)
 }
 
+/// Why a `.zt` object is not summarised.
+fn not_readable(name: &str, layout: &str) -> CliError {
+    CliError::Refused(format!(
+        "object {name:?} has layout {layout:?}; stats reads dense and gguf.<type>/1 objects"
+    ))
+}
+
+/// Both passes over the decoded `data` bytes of a `.zt` object of element type `ty`.
+fn zt_object(
+    name: &str,
+    ty: ElementType,
+    shape: &[u64],
+    bytes: &[u8],
+    opts: &StatsOptions,
+) -> Result<StatsRow, CliError> {
+    let t = TensorInfo {
+        name: name.to_string(),
+        ty,
+        shape: shape.to_vec(),
+        storage: Storage::Range {
+            source: 0,
+            offset: 0,
+            len: bytes.len() as u64,
+        },
+        arrangement: Arrangement::default(),
+        attributes: Vec::new(),
+    };
+    with_bar(&t, |tick| Ok(tensor_stats::<[u8]>("zt", &t, &[bytes], opts, tick)?))
+}
+
 /// Statistics of the objects `names` (all when empty) of a `.zt` v2 file. Each object's `data`
-/// part is read (decoded when it is stored under an encoding) and fed to the same passes.
-pub fn zt_stats(reader: &Reader<MmapSource>, names: &[String], opts: &StatsOptions) -> Result<StatsReport, CliError> {
+/// part is read (decoded when it is stored under an encoding) and fed to the same passes. With
+/// no names, objects of other layouts (sparse, quantized groups, ...) are left out with a warning.
+pub fn zt_stats(
+    reader: &Reader<MmapSource>,
+    file: &str,
+    names: &[String],
+    opts: &StatsOptions,
+) -> Result<StatsReport, CliError> {
     let m = reader
         .manifest()
         .ok_or_else(|| CliError::Refused("a data shard describes no tensors; run stats on its root file".into()))?;
+    let sel = Selection { names, file };
     let all: Vec<(&String, _)> = m.objects.iter().collect();
     let mut rows = Vec::new();
-    for (name, o) in select(&all, |(n, _)| n.as_str(), names)? {
-        let ty = zt_element(o).ok_or_else(|| {
-            CliError::Refused(format!(
-                "object {name:?} has layout {:?}; stats reads dense and gguf.<type>/1 objects",
-                o.layout
-            ))
-        })?;
-        let bytes = reader.read(name, "data")?;
-        let t = TensorInfo {
-            name: name.to_string(),
-            ty,
-            shape: o.shape.clone(),
-            storage: Storage::Range {
-                source: 0,
-                offset: 0,
-                len: bytes.len() as u64,
-            },
-            arrangement: Arrangement::default(),
-            attributes: Vec::new(),
-        };
-        rows.push(one::<[u8]>("zt", &t, &[&bytes[..]], opts)?);
+    for (name, o) in sel.pick(&all, |(n, _)| n.as_str())? {
+        let data = o.parts.get("data");
+        match data.and_then(|p| zt_element(&o.layout, p.dtype, p.logical.as_deref())) {
+            Some(ty) => {
+                let bytes = reader.read(name, "data")?;
+                rows.push(zt_object(name, ty, &o.shape, &bytes, opts)?);
+            }
+            None => rows.extend(sel.unreadable(not_readable(name, &o.layout))?),
+        }
+    }
+    Ok(StatsReport(rows))
+}
+
+/// Statistics of the objects `names` (all when empty) of a legacy `.zt` v1.2 / v0.1 file, read
+/// as the `.zt` v2 objects they convert to (other layouts as in [`zt_stats`]).
+pub fn legacy_stats(
+    r: &LegacyReader<MmapSource>,
+    file: &str,
+    names: &[String],
+    opts: &StatsOptions,
+) -> Result<StatsReport, CliError> {
+    let sel = Selection { names, file };
+    let mut rows = Vec::new();
+    for o in sel.pick(r.objects(), |o| o.name.as_str())? {
+        let v = r.to_v2_object(o)?;
+        let data = v.parts.iter().find(|p| p.name == "data");
+        match data.and_then(|p| Some((zt_element(&v.layout, p.dtype, p.logical_type.as_deref())?, p))) {
+            Some((ty, p)) => rows.push(zt_object(&v.name, ty, &v.shape, &p.bytes, opts)?),
+            None => rows.extend(sel.unreadable(not_readable(&v.name, &v.layout))?),
+        }
     }
     Ok(StatsReport(rows))
 }

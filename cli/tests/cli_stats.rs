@@ -264,3 +264,30 @@ fn missing_tensor_bad_bins_and_refused_files_exit_2() {
     assert_eq!(out.status.code(), Some(1), "a file that cannot be read is I/O");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn legacy_zt_gives_the_numbers_of_its_v2_conversion() {
+    let d = scratch("legacy");
+    let v1 = common::data("fixtures").join("v1/v1-sample.zt");
+    let v2 = d.join("v2.zt");
+    let out = run(&["convert", v1.to_str().unwrap(), v2.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let a = json_of(&run(&["stats", v1.to_str().unwrap(), "--json", "--bins", "5"]));
+    let b = json_of(&run(&["stats", v2.to_str().unwrap(), "--json", "--bins", "5"]));
+    assert!(!a.as_array().unwrap().is_empty());
+    assert_eq!(a, b);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn objects_stats_cannot_read_are_left_out_or_refused_when_named() {
+    let f = common::data("fixtures").join("profiles-csr-quant-mx.zt");
+    let out = run(&["stats", f.to_str().unwrap(), "--json"]);
+    let all = json_of(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(all.as_array().unwrap().iter().all(|t| t["name"] != "csr"), "{all}");
+    assert!(err.contains("\"csr\"") && err.contains("left out"), "{err}");
+    let out = run(&["stats", f.to_str().unwrap(), "csr"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"csr\""));
+}
