@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test tensorlane has: Rust (core, native, the live tenso and ztensor cross-checks,
+# Runs every test tensorlane has: Rust (core, native, the CLI, the live tenso and ztensor cross-checks,
 # the .zt conformance corpus, offload), the no_std core built for wasm32, wgpu on lavapipe, both
 # JavaScript backends under Node, and the pages in headless Chromium. Installs what is missing
 # first (scripts/setup.sh).
@@ -22,7 +22,7 @@ cargo test --workspace --no-fail-fast
 
 step "device transfer: wgpu on lavapipe (CI=true: no adapter fails), CUDA build and error paths"
 cargo test -p tensorlane-offload --features wgpu --test device_wgpu --test offload_wgpu
-cargo build -p tensorlane-offload --features cuda
+cargo build -p tensorlane-cli --features cuda
 cargo test -p tensorlane-offload --features cuda --test device_cuda
 
 step "JavaScript builds (wasm + N-API addon)"

@@ -17,9 +17,12 @@
 //! [`Model::stats`] summarises a tensor ([`tensorlane_core::stats`]).
 //!
 //! `.zt` and Tenso files are not models in this sense: the `.zt` reader
-//! ([`tensorlane_core::zt::reader::Reader`], in the CLI through [`crate::zt_tools`]) knows their
+//! ([`tensorlane_core::zt::reader::Reader`], in the CLI through its `zt_tools`) knows their
 //! layouts, parts, shards and digests, which a [`Catalog`] cannot express. [`Model::open`]
 //! refuses them with a message that says so.
+//!
+//! Errors are [`crate::Error::Format`]: the core's [`FormatError`], which names the format, the
+//! tensor, the byte offset and the kind of problem ([`ErrorKind`]).
 //!
 //! ```no_run
 //! use tensorlane::model::Model;
@@ -29,7 +32,7 @@
 //!     let bytes = m.read(t)?;
 //!     println!("{} {} {:?}: {} bytes", t.name, t.ty.name(), t.shape, bytes.len());
 //! }
-//! # Ok::<(), tensorlane_core::formats::FormatError>(())
+//! # Ok::<(), tensorlane::Error>(())
 //! ```
 
 use std::borrow::Cow;
@@ -41,6 +44,7 @@ use tensorlane_core::formats::{self, Catalog, ElementType, ErrorKind, FormatErro
 use tensorlane_core::source::ReadAt;
 use tensorlane_core::stats::{self, StatsOptions, TensorStats};
 
+use crate::Error;
 use crate::source::MmapSource;
 
 /// A model file and its companions, mapped, with the catalog of its tensors.
@@ -126,7 +130,7 @@ fn detect_format(path: &Path, src: &MmapSource) -> Result<Format, FormatError> {
 /// `dir` must already be canonical. A missing file is an [`ErrorKind::Companion`] error naming
 /// it; a path that leaves the folder (`..`, absolute, or a symlink pointing out) is
 /// [`ErrorKind::Refused`].
-pub fn resolve_companion(format: &'static str, dir: &Path, rel: &str) -> Result<PathBuf, FormatError> {
+pub(crate) fn resolve_companion(format: &'static str, dir: &Path, rel: &str) -> Result<PathBuf, FormatError> {
     formats::check_companion_path(format, rel)?;
     let joined = dir.join(rel);
     let canon = match joined.canonicalize() {
@@ -195,9 +199,20 @@ impl Companions {
 
 impl Model {
     /// Opens the model file at `path` and every companion file it names (see the module docs).
-    pub fn open(path: impl AsRef<Path>) -> Result<Model, FormatError> {
+    pub fn open(path: impl AsRef<Path>) -> Result<Model, Error> {
         let path = path.as_ref();
         let root = MmapSource::open(path).map_err(|e| io_error("formats", path, &e))?;
+        Model::from_source(path, root)
+    }
+
+    /// Like [`open`](Self::open), for a file the caller has already mapped (to detect its
+    /// format, say): `root` is the map of `path`, which is used for its name and folder only.
+    pub fn from_source(path: impl AsRef<Path>, root: MmapSource) -> Result<Model, Error> {
+        Ok(Model::catalogue(path.as_ref(), root)?)
+    }
+
+    /// [`from_source`](Self::from_source) with the core's error type.
+    fn catalogue(path: &Path, root: MmapSource) -> Result<Model, FormatError> {
         let format = detect_format(path, &root)?;
         let name = format.name();
         let parent = path
@@ -275,9 +290,9 @@ impl Model {
 
     /// The tensor's bytes in C order, little-endian (see [`formats::read`]): borrowed from the
     /// map when [`TensorInfo::is_zero_copy`], otherwise decoded (inflated, gathered, swapped).
-    pub fn read(&self, t: &TensorInfo) -> Result<Cow<'_, [u8]>, FormatError> {
+    pub fn read(&self, t: &TensorInfo) -> Result<Cow<'_, [u8]>, Error> {
         let refs: Vec<&MmapSource> = self.sources.iter().collect();
-        formats::read(self.catalog.format.name(), t, &refs)
+        Ok(formats::read(self.catalog.format.name(), t, &refs)?)
     }
 
     /// Count, min, max, mean, std, special values and histogram of tensor `t`
@@ -288,25 +303,32 @@ impl Model {
         t: &TensorInfo,
         opts: &StatsOptions,
         progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<TensorStats, FormatError> {
+    ) -> Result<TensorStats, Error> {
         let refs: Vec<&MmapSource> = self.sources.iter().collect();
-        stats::tensor_stats(self.catalog.format.name(), t, &refs, opts, progress)
+        Ok(stats::tensor_stats(
+            self.catalog.format.name(),
+            t,
+            &refs,
+            opts,
+            progress,
+        )?)
     }
 
     /// A ggml tensor's values as f32 ([`formats::ggml::dequantize`] of its blocks). Other element
     /// types are refused ([`ErrorKind::Unsupported`]).
-    pub fn dequantize(&self, t: &TensorInfo) -> Result<Vec<f32>, FormatError> {
+    pub fn dequantize(&self, t: &TensorInfo) -> Result<Vec<f32>, Error> {
         match t.ty {
             ElementType::Ggml(g) => {
                 let blocks = self.read(t)?;
-                formats::ggml::dequantize(g, &blocks).map_err(|e| e.tensor(t.name.clone()))
+                Ok(formats::ggml::dequantize(g, &blocks).map_err(|e| e.tensor(t.name.clone()))?)
             }
             other => Err(FormatError::new(
                 self.catalog.format.name(),
                 ErrorKind::Unsupported,
                 format!("{} is not a ggml block type; read its bytes instead", other.name()),
             )
-            .tensor(t.name.clone())),
+            .tensor(t.name.clone())
+            .into()),
         }
     }
 }
@@ -357,25 +379,33 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
+    /// The core's error inside a refusal (model errors are always [`Error::Format`]).
+    fn format_err(r: Result<Model, Error>) -> FormatError {
+        match r {
+            Err(Error::Format(e)) => e,
+            other => panic!("expected a format error, got {other:?}"),
+        }
+    }
+
     #[test]
     fn refuses_what_is_not_a_model() {
         let d = temp("refuse");
         let p = d.join("x.txt");
         std::fs::write(&p, b"hello, world").unwrap();
-        let e = Model::open(&p).unwrap_err();
+        let e = format_err(Model::open(&p));
         assert_eq!(e.kind, ErrorKind::Unsupported);
         // No content matches, but the name does: that format's parser explains the refusal.
         let p = d.join("x.bin");
         std::fs::write(&p, b"hello, world").unwrap();
-        let e = Model::open(&p).unwrap_err();
+        let e = format_err(Model::open(&p));
         assert_eq!(e.format, "pt", "{e}");
-        let e = Model::open(d.join("nope.safetensors")).unwrap_err();
+        let e = format_err(Model::open(d.join("nope.safetensors")));
         assert_eq!(e.kind, ErrorKind::Io);
         let z = d.join("a.zt");
         let mut w = tensorlane_core::zt::writer::Writer::new(Vec::new(), Default::default()).unwrap();
         w.add("a", tensorlane_core::DType::U8, &[1], &[1]).unwrap();
         std::fs::write(&z, w.finish().unwrap().sink).unwrap();
-        let e = Model::open(&z).unwrap_err();
+        let e = format_err(Model::open(&z));
         assert!(e.message.contains(".zt"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }

@@ -10,6 +10,9 @@
 //! [`read_packet_with_limit`]) is enforced as soon as the header declares the size, and memory
 //! grows only with bytes that actually arrive.
 //!
+//! Errors are [`io::Error`]s (as `std::io` and `tokio_util` expect) carrying a [`crate::Error`]
+//! (`Wire`, `TooLarge`, `Truncated`, `Unsendable`); [`crate::Error::from_io`] gets it back.
+//!
 //! ```
 //! use tensorlane::net::{read_packet, write_packet};
 //! use tensorlane_core::wire::{self, EncodeOptions, Packet};
@@ -27,12 +30,13 @@
 //! assert!(read_packet(&mut r).unwrap().is_none()); // clean end of stream
 //! ```
 
-use std::fmt;
 use std::io::{self, IoSlice, Read, Write};
 
 use bytes::{Bytes, BytesMut};
 use tensorlane_core::wire::{self, EncodeOptions, Measure, Packet};
 use tokio_util::codec::{Decoder, Encoder};
+
+use crate::Error;
 
 /// Default largest packet a receiver accepts: 1 GiB (as [`wire::StreamLimits`]).
 pub const DEFAULT_MAX_PACKET_BYTES: usize = 1 << 30;
@@ -42,137 +46,19 @@ pub const DEFAULT_MAX_PACKET_BYTES: usize = 1 << 30;
 /// until the gigabytes actually come.
 pub const READ_CHUNK: usize = 1 << 20;
 
-/// Why a stream of packets could not be read or written. Carried inside an [`io::Error`]
-/// (`InvalidData` for bad input, `UnexpectedEof` for a truncated stream, `InvalidInput` for a
-/// packet this side refuses to send); get it back with [`TransportError::from_io`].
-#[derive(Debug)]
-pub enum TransportError {
-    /// A packet in the stream is malformed.
-    Wire {
-        /// Index of the packet in the stream (0-based), where known.
-        packet: Option<u64>,
-        /// Byte offset of the packet's first byte in the stream, where known.
-        stream_offset: Option<u64>,
-        /// What the codec found, with its offset inside the packet and its entry path.
-        error: wire::Error,
-    },
-    /// A header declares a packet larger than the receiver's limit.
-    TooLarge {
-        /// Index of the packet in the stream (0-based), where known.
-        packet: Option<u64>,
-        /// Byte offset of the packet's first byte in the stream, where known.
-        stream_offset: Option<u64>,
-        /// The size the header declares (a lower bound while the header is incomplete).
-        declared: usize,
-        /// The limit in force.
-        limit: usize,
-    },
-    /// The stream ended inside a packet.
-    Truncated {
-        /// Index of the packet in the stream (0-based), where known.
-        packet: Option<u64>,
-        /// Byte offset of the packet's first byte in the stream, where known.
-        stream_offset: Option<u64>,
-        /// Bytes of the packet received.
-        received: usize,
-        /// Bytes the packet needs at least.
-        needed: usize,
-    },
-    /// A packet this side refuses to send (it could not be framed, or it breaks a limit).
-    Unsendable(String),
-}
-
-impl TransportError {
-    /// The transport error inside an [`io::Error`] returned by this module, if there is one.
-    pub fn from_io(e: &io::Error) -> Option<&TransportError> {
-        e.get_ref().and_then(|inner| inner.downcast_ref::<TransportError>())
-    }
-
-    fn into_io(self) -> io::Error {
-        let kind = match &self {
-            TransportError::Truncated { .. } => io::ErrorKind::UnexpectedEof,
-            TransportError::Unsendable(_) => io::ErrorKind::InvalidInput,
-            _ => io::ErrorKind::InvalidData,
-        };
-        io::Error::new(kind, self)
-    }
-}
-
-fn where_(f: &mut fmt::Formatter<'_>, packet: &Option<u64>, offset: &Option<u64>) -> fmt::Result {
-    match (packet, offset) {
-        (Some(p), Some(o)) => write!(f, "packet #{p} (stream byte {o}): "),
-        (Some(p), None) => write!(f, "packet #{p}: "),
-        (None, Some(o)) => write!(f, "packet at stream byte {o}: "),
-        (None, None) => Ok(()),
-    }
-}
-
-impl fmt::Display for TransportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TransportError::Wire {
-                packet,
-                stream_offset,
-                error,
-            } => {
-                where_(f, packet, stream_offset)?;
-                write!(f, "{error}")?;
-                if let Some(o) = stream_offset {
-                    write!(f, " [stream byte {}]", o.saturating_add(error.offset()))?;
-                }
-                Ok(())
-            }
-            TransportError::TooLarge {
-                packet,
-                stream_offset,
-                declared,
-                limit,
-            } => {
-                where_(f, packet, stream_offset)?;
-                write!(
-                    f,
-                    "header declares a packet of {declared} bytes (at least), above this receiver's limit of {limit}; raise the limit if the sender is trusted"
-                )
-            }
-            TransportError::Truncated {
-                packet,
-                stream_offset,
-                received,
-                needed,
-            } => {
-                where_(f, packet, stream_offset)?;
-                write!(
-                    f,
-                    "stream ended after {received} bytes of a packet that needs at least {needed}; the sender stopped mid-packet"
-                )
-            }
-            TransportError::Unsendable(why) => write!(f, "cannot send packet: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for TransportError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            TransportError::Wire { error, .. } => Some(error),
-            _ => None,
-        }
-    }
-}
-
 /// Checks that `bytes` is exactly one packet a receiver can frame.
-fn check_framable(bytes: &[u8]) -> Result<(), TransportError> {
+fn check_framable(bytes: &[u8]) -> Result<(), Error> {
     match wire::measure(bytes) {
         Ok(Measure::Complete(n)) if n == bytes.len() => Ok(()),
-        Ok(Measure::Complete(n)) => Err(TransportError::Unsendable(format!(
+        Ok(Measure::Complete(n)) => Err(Error::Unsendable(format!(
             "the buffer holds a {n}-byte packet followed by {} more bytes; send one packet per item",
             bytes.len() - n
         ))),
-        Ok(Measure::Incomplete(n)) => Err(TransportError::Unsendable(format!(
+        Ok(Measure::Incomplete(n)) => Err(Error::Unsendable(format!(
             "the buffer holds {} bytes of a packet that needs at least {n}",
             bytes.len()
         ))),
-        Err(e) => Err(TransportError::Unsendable(format!(
+        Err(e) => Err(Error::Unsendable(format!(
             "a receiver could not frame it ({e}); top-level compressed packets carry no length: send them uncompressed or inside a bundle"
         ))),
     }
@@ -257,7 +143,7 @@ impl TensoCodec {
     }
 
     fn too_large(&self, declared: usize) -> io::Error {
-        TransportError::TooLarge {
+        Error::TooLarge {
             packet: Some(self.packets_in),
             stream_offset: Some(self.bytes_in),
             declared,
@@ -268,7 +154,7 @@ impl TensoCodec {
 
     fn check_send_size(&self, len: usize) -> Result<(), io::Error> {
         if len > self.max_packet_bytes {
-            return Err(TransportError::Unsendable(format!(
+            return Err(Error::Unsendable(format!(
                 "the packet is {len} bytes, above this codec's limit of {}",
                 self.max_packet_bytes
             ))
@@ -303,7 +189,7 @@ impl Decoder for TensoCodec {
                 src.reserve((n - src.len().min(n)).min(READ_CHUNK));
                 Ok(None)
             }
-            Err(error) => Err(TransportError::Wire {
+            Err(error) => Err(Error::Wire {
                 packet: Some(self.packets_in),
                 stream_offset: Some(self.bytes_in),
                 error,
@@ -321,7 +207,7 @@ impl Decoder for TensoCodec {
                     Ok(Measure::Incomplete(n)) => n,
                     _ => src.len() + 1,
                 };
-                Err(TransportError::Truncated {
+                Err(Error::Truncated {
                     packet: Some(self.packets_in),
                     stream_offset: Some(self.bytes_in),
                     received: src.len(),
@@ -353,7 +239,7 @@ impl Encoder<&[u8]> for TensoCodec {
     type Error = io::Error;
 
     fn encode(&mut self, item: &[u8], dst: &mut BytesMut) -> Result<(), io::Error> {
-        check_framable(item).map_err(TransportError::into_io)?;
+        check_framable(item).map_err(Error::into_io)?;
         self.check_send_size(item.len())?;
         dst.extend_from_slice(item);
         Ok(())
@@ -402,7 +288,7 @@ fn encode_error(e: wire::Error) -> io::Error {
 fn encode_dense_parts<'a>(t: &'a tensorlane_core::Tensor<'_>, opts: &EncodeOptions) -> io::Result<wire::Parts<'a>> {
     let parts = wire::encode_parts(t, opts).map_err(encode_error)?;
     if matches!(parts.body, std::borrow::Cow::Owned(_)) {
-        return Err(TransportError::Unsendable(
+        return Err(Error::Unsendable(
             "a top-level compressed dense packet carries no length, so a receiver cannot frame it; send it uncompressed or inside a bundle".into(),
         )
         .into_io());
@@ -424,7 +310,7 @@ pub fn read_packet<R: Read>(r: R) -> io::Result<Option<Vec<u8>>> {
 /// [`READ_CHUNK`]), so a header that lies about its size forces no large allocation; a declared
 /// size above `max_packet_bytes` is refused as soon as the header is read. Errors are
 /// `InvalidData` (malformed packet, too large) or `UnexpectedEof` (stream ended mid-packet), each
-/// carrying a [`TransportError`].
+/// carrying an [`Error`].
 pub fn read_packet_with_limit<R: Read>(r: R, max_packet_bytes: usize) -> io::Result<Option<Vec<u8>>> {
     let mut buf = Vec::new();
     Ok(read_packet_into(r, &mut buf, max_packet_bytes)?.map(|_| buf))
@@ -444,7 +330,7 @@ pub fn read_packet_into<R: Read>(mut r: R, buf: &mut Vec<u8>, max_packet_bytes: 
             }
             Ok(Measure::Incomplete(n)) => n,
             Err(error) => {
-                return Err(TransportError::Wire {
+                return Err(Error::Wire {
                     packet: None,
                     stream_offset: None,
                     error,
@@ -453,7 +339,7 @@ pub fn read_packet_into<R: Read>(mut r: R, buf: &mut Vec<u8>, max_packet_bytes: 
             }
         };
         if needed > max_packet_bytes {
-            return Err(TransportError::TooLarge {
+            return Err(Error::TooLarge {
                 packet: None,
                 stream_offset: None,
                 declared: needed,
@@ -478,7 +364,7 @@ pub fn read_packet_into<R: Read>(mut r: R, buf: &mut Vec<u8>, max_packet_bytes: 
             if before == 0 && got == 0 {
                 return Ok(None);
             }
-            return Err(TransportError::Truncated {
+            return Err(Error::Truncated {
                 packet: None,
                 stream_offset: None,
                 received: buf.len(),
@@ -509,7 +395,7 @@ pub fn write_packet<W: Write>(mut w: W, packet: &Packet<'_>, opts: &EncodeOption
 
 /// Writes one already-encoded packet, after checking that a receiver can frame it.
 pub fn write_packet_bytes<W: Write>(mut w: W, bytes: &[u8]) -> io::Result<()> {
-    check_framable(bytes).map_err(TransportError::into_io)?;
+    check_framable(bytes).map_err(Error::into_io)?;
     w.write_all(bytes)
 }
 
@@ -574,10 +460,7 @@ mod tests {
         let mut lie = p[..64].to_vec();
         lie[10..14].copy_from_slice(&1_000_000_000u32.to_le_bytes());
         let e = read_packet_with_limit(lie.as_slice(), 1 << 20).unwrap_err();
-        assert!(
-            matches!(TransportError::from_io(&e), Some(TransportError::TooLarge { .. })),
-            "{e}"
-        );
+        assert!(matches!(Error::from_io(&e), Some(Error::TooLarge { .. })), "{e}");
         // Under the default limit it reads what exists, then reports truncation.
         let e = read_packet(lie.as_slice()).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);

@@ -18,13 +18,15 @@
 //!     w.write(&[0, 0, 128, 63, 0, 0, 0, 64])?;
 //! }
 //! w.finish()?;
-//! # Ok::<(), tensorlane::st_write::StWriteError>(())
+//! # Ok::<(), tensorlane::Error>(())
 //! ```
 
-use std::fmt;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+use crate::Error;
+use crate::publish::Pending;
 
 /// The safetensors header size limit (the library refuses larger headers): 100 MB.
 pub const MAX_HEADER: usize = 100_000_000;
@@ -163,29 +165,8 @@ impl StTensor {
     }
 }
 
-/// Why a safetensors file could not be written.
-#[derive(Debug)]
-pub enum StWriteError {
-    /// The tensors cannot form a valid file (duplicate or reserved name, a size that is not whole
-    /// bytes, a header over [`MAX_HEADER`]), or the bytes handed over do not match the header.
-    Invalid(String),
-    /// File system error, with the path.
-    Io(PathBuf, io::Error),
-}
-
-impl fmt::Display for StWriteError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StWriteError::Invalid(m) => write!(f, "cannot write safetensors: {m}"),
-            StWriteError::Io(p, e) => write!(f, "{}: {e}", p.display()),
-        }
-    }
-}
-
-impl std::error::Error for StWriteError {}
-
-fn invalid<T>(m: String) -> Result<T, StWriteError> {
-    Err(StWriteError::Invalid(m))
+fn invalid<T>(m: String) -> Result<T, Error> {
+    Err(Error::Safetensors(m))
 }
 
 /// The data order of `tensors` (indices), as the library lays them out: dtype descending, then
@@ -201,7 +182,7 @@ pub fn data_order(tensors: &[StTensor]) -> Vec<usize> {
 
 /// The header (8-byte length, JSON, space padding) of a file holding `tensors` in `order`, with
 /// `metadata` as `__metadata__` (omitted when empty).
-pub fn header(tensors: &[StTensor], order: &[usize], metadata: &[(String, String)]) -> Result<Vec<u8>, StWriteError> {
+pub fn header(tensors: &[StTensor], order: &[usize], metadata: &[(String, String)]) -> Result<Vec<u8>, Error> {
     let js = |s: &str| serde_json::to_string(s).unwrap_or_default();
     let mut json = String::from("{");
     if !metadata.is_empty() {
@@ -219,7 +200,7 @@ pub fn header(tensors: &[StTensor], order: &[usize], metadata: &[(String, String
     for (i, &k) in order.iter().enumerate() {
         let t = tensors
             .get(k)
-            .ok_or_else(|| StWriteError::Invalid(format!("the order names tensor #{k} of {}", tensors.len())))?;
+            .ok_or_else(|| Error::Safetensors(format!("the order names tensor #{k} of {}", tensors.len())))?;
         if t.name == "__metadata__" {
             return invalid("a tensor cannot be named \"__metadata__\" (the header's metadata key)".into());
         }
@@ -227,7 +208,7 @@ pub fn header(tensors: &[StTensor], order: &[usize], metadata: &[(String, String
             return invalid(format!("two tensors are named {:?}", t.name));
         }
         let n = t.nbytes().ok_or_else(|| {
-            StWriteError::Invalid(format!(
+            Error::Safetensors(format!(
                 "{:?}: {} {:?} is not a whole number of bytes",
                 t.name,
                 t.dtype.name(),
@@ -236,7 +217,7 @@ pub fn header(tensors: &[StTensor], order: &[usize], metadata: &[(String, String
         })?;
         let end = offset
             .checked_add(n)
-            .ok_or_else(|| StWriteError::Invalid("the data section overflows 64 bits".into()))?;
+            .ok_or_else(|| Error::Safetensors("the data section overflows 64 bits".into()))?;
         if i > 0 || !metadata.is_empty() {
             json.push(',');
         }
@@ -268,17 +249,14 @@ pub fn header(tensors: &[StTensor], order: &[usize], metadata: &[(String, String
 /// [`SafetensorsFile::next_tensor`] order.
 #[derive(Debug)]
 pub struct SafetensorsFile {
-    out: Option<BufWriter<File>>,
-    temp: PathBuf,
-    dest: PathBuf,
+    out: BufWriter<File>,
+    pending: Pending,
     sizes: Vec<u64>,
     order: Vec<usize>,
     /// Position in `order`, and bytes of that tensor written so far.
     at: usize,
     written: u64,
     total: u64,
-    /// Renamed into place: nothing to clean up.
-    done: bool,
 }
 
 impl SafetensorsFile {
@@ -288,32 +266,20 @@ impl SafetensorsFile {
         dest: impl AsRef<Path>,
         tensors: Vec<StTensor>,
         metadata: &[(String, String)],
-    ) -> Result<SafetensorsFile, StWriteError> {
+    ) -> Result<SafetensorsFile, Error> {
         let dest = dest.as_ref().to_path_buf();
         let order = data_order(&tensors);
         let head = header(&tensors, &order, metadata)?;
         let sizes: Vec<u64> = order.iter().map(|&k| tensors[k].nbytes().unwrap_or(0)).collect();
-        let name = dest
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "out.safetensors".into());
-        let temp = dest.with_file_name(format!(".{name}.{}.partial", std::process::id()));
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&temp)
-            .map_err(|e| StWriteError::Io(temp.clone(), e))?;
+        let (pending, file) = Pending::create(&dest)?;
         let mut w = SafetensorsFile {
-            out: Some(BufWriter::with_capacity(4 << 20, file)),
-            temp,
-            dest,
+            out: BufWriter::with_capacity(4 << 20, file),
+            pending,
             total: head.len() as u64 + sizes.iter().sum::<u64>(),
             sizes,
             order,
             at: 0,
             written: 0,
-            done: false,
         };
         w.put(&head)?;
         w.skip_empty();
@@ -338,14 +304,15 @@ impl SafetensorsFile {
         }
     }
 
-    fn put(&mut self, bytes: &[u8]) -> Result<(), StWriteError> {
-        let out = self.out.as_mut().expect("open until finish");
-        out.write_all(bytes).map_err(|e| StWriteError::Io(self.temp.clone(), e))
+    fn put(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.out
+            .write_all(bytes)
+            .map_err(Error::at(self.pending.dest(), "write"))
     }
 
     /// Writes (part of) the current tensor's bytes. Chunks may split a tensor anywhere, but may
     /// not run past its end.
-    pub fn write(&mut self, bytes: &[u8]) -> Result<(), StWriteError> {
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), Error> {
         let Some(&size) = self.sizes.get(self.at) else {
             return invalid(format!("{} bytes given after the last tensor", bytes.len()));
         };
@@ -364,36 +331,15 @@ impl SafetensorsFile {
     }
 
     /// Checks that every tensor's bytes were written, fsyncs, and renames the file into place.
-    pub fn finish(mut self) -> Result<PathBuf, StWriteError> {
+    pub fn finish(self) -> Result<PathBuf, Error> {
         if let Some(k) = self.next_tensor() {
             return invalid(format!("tensor #{k} is not complete ({} bytes written)", self.written));
         }
-        let out = self.out.take().expect("open until finish");
-        let file = out
+        let file = self
+            .out
             .into_inner()
-            .map_err(|e| StWriteError::Io(self.temp.clone(), e.into_error()))?;
-        file.sync_all().map_err(|e| StWriteError::Io(self.temp.clone(), e))?;
-        drop(file);
-        fs::rename(&self.temp, &self.dest).map_err(|e| StWriteError::Io(self.dest.clone(), e))?;
-        self.done = true;
-        let dir = self
-            .dest
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(self.dest.clone())
-    }
-}
-
-impl Drop for SafetensorsFile {
-    fn drop(&mut self) {
-        self.out = None;
-        if !self.done {
-            let _ = fs::remove_file(&self.temp);
-        }
+            .map_err(|e| Error::io(self.pending.dest(), "write", e.into_error()))?;
+        self.pending.commit(&file)
     }
 }
 
@@ -401,6 +347,7 @@ impl Drop for SafetensorsFile {
 mod tests {
     use super::*;
     use safetensors::tensor::{Dtype, TensorView};
+    use std::fs;
 
     fn temp(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("tl-st-write-{tag}-{}", std::process::id()));
@@ -459,7 +406,7 @@ mod tests {
         ];
         assert!(matches!(
             SafetensorsFile::publish(&p, dup, &[]),
-            Err(StWriteError::Invalid(m)) if m.contains("two tensors")
+            Err(Error::Safetensors(m)) if m.contains("two tensors")
         ));
         let odd = vec![StTensor::new("a", StDtype::F4, vec![3])];
         assert!(SafetensorsFile::publish(&p, odd, &[]).is_err());

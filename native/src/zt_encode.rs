@@ -6,42 +6,23 @@
 //! implements only its "fastest" level (about zstd level 1), so its output differs from the
 //! reference's level-3 bytes; any zstd decoder reads both.
 
-use std::fmt;
-
 pub use ruzstd::encoding::CompressionLevel;
 use tensorlane_core::zt::seekable::{MAX_FRAME_DECODED, SEEKABLE_MAGIC, SKIPPABLE_MAGIC};
 
+use crate::Error;
+
 /// The reference writer's frame size: 1 MiB.
 pub const DEFAULT_FRAME_SIZE: usize = 1 << 20;
-
-/// Why bytes could not be encoded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EncodeError {
-    /// `frame_size` is 0 or larger than 16 MiB.
-    FrameSize(usize),
-    /// A compressed frame, the frame count or the seek table does not fit the format's u32 fields.
-    TooLarge,
-}
-
-impl fmt::Display for EncodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EncodeError::FrameSize(n) => write!(f, "frame size {n} is outside 1..=16 MiB"),
-            EncodeError::TooLarge => f.write_str("input too large for the seekable format's u32 fields"),
-        }
-    }
-}
-
-impl std::error::Error for EncodeError {}
 
 /// Encodes `bytes` as `zt.zstd-seekable/1`: frames of `frame_size` decoded bytes (1..=16 MiB).
 ///
 /// `level` is ruzstd's; `Default`, `Better` and `Best` are not implemented by ruzstd 0.9 and fall
 /// back to `Fastest`. The result decodes with
 /// [`tensorlane_core::zt::seekable::decode`] to `bytes` (`decoded_length = bytes.len()`).
-pub fn encode_seekable(bytes: &[u8], frame_size: usize, level: CompressionLevel) -> Result<Vec<u8>, EncodeError> {
+pub fn encode_seekable(bytes: &[u8], frame_size: usize, level: CompressionLevel) -> Result<Vec<u8>, Error> {
+    let too_large = || Error::EncodeTooLarge { bytes: bytes.len() };
     if frame_size == 0 || frame_size > MAX_FRAME_DECODED as usize {
-        return Err(EncodeError::FrameSize(frame_size));
+        return Err(Error::FrameSize { size: frame_size });
     }
     let level = match level {
         CompressionLevel::Uncompressed => CompressionLevel::Uncompressed,
@@ -52,11 +33,11 @@ pub fn encode_seekable(bytes: &[u8], frame_size: usize, level: CompressionLevel)
     for chunk in bytes.chunks(frame_size) {
         let start = out.len();
         ruzstd::encoding::compress(chunk, &mut out, level);
-        let c = u32::try_from(out.len() - start).map_err(|_| EncodeError::TooLarge)?;
+        let c = u32::try_from(out.len() - start).map_err(|_| too_large())?;
         entries.push((c, chunk.len() as u32));
     }
-    let n = u32::try_from(entries.len()).map_err(|_| EncodeError::TooLarge)?;
-    let content_len = u32::try_from(entries.len() as u64 * 8 + 9).map_err(|_| EncodeError::TooLarge)?;
+    let n = u32::try_from(entries.len()).map_err(|_| too_large())?;
+    let content_len = u32::try_from(entries.len() as u64 * 8 + 9).map_err(|_| too_large())?;
     out.extend_from_slice(&SKIPPABLE_MAGIC.to_le_bytes());
     out.extend_from_slice(&content_len.to_le_bytes());
     for (c, d) in &entries {
@@ -106,13 +87,13 @@ mod more_tests {
         let unc = encode_seekable(&data[..5000], 1000, CompressionLevel::Uncompressed).unwrap();
         assert_eq!(seekable::decode(&unc, 5000).unwrap(), &data[..5000]);
         assert_eq!(encode_seekable(&[], 1, CompressionLevel::Default).unwrap().len(), 17);
-        assert_eq!(
+        assert!(matches!(
             encode_seekable(&data, 0, CompressionLevel::Fastest),
-            Err(EncodeError::FrameSize(0))
-        );
-        assert_eq!(
+            Err(Error::FrameSize { size: 0 })
+        ));
+        assert!(matches!(
             encode_seekable(&data, (16 << 20) + 1, CompressionLevel::Fastest),
-            Err(EncodeError::FrameSize((16 << 20) + 1))
-        );
+            Err(Error::FrameSize { size }) if size == (16 << 20) + 1
+        ));
     }
 }

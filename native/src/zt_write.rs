@@ -24,7 +24,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::ops::{Deref, DerefMut};
 use std::os::unix::fs::FileExt;
@@ -35,10 +35,11 @@ use std::thread;
 
 use tensorlane_core::DType;
 use tensorlane_core::zt::writer::{
-    DigestAlgo, DigestHasher, ENCODING_ZSTD_SEEKABLE, Finished, ObjectSpec, Options, PartSpec, Sink, SinkError,
-    WriteError, Writer,
+    DigestAlgo, DigestHasher, ENCODING_ZSTD_SEEKABLE, Finished, ObjectSpec, Options, PartSpec, Sink, SinkError, Writer,
 };
 
+use crate::Error;
+use crate::publish::Pending;
 use crate::source::FileSource;
 use crate::zt_encode::{CompressionLevel, DEFAULT_FRAME_SIZE, encode_seekable};
 
@@ -216,8 +217,8 @@ impl Sink for FileSink {
 enum Mode {
     /// Written in place.
     Direct,
-    /// Written to `temp`, renamed to `dest` on finish.
-    Publish { temp: PathBuf },
+    /// Written to a temporary file, renamed to `dest` on finish.
+    Publish(Pending),
     /// A generation appended to an existing file.
     Append,
 }
@@ -256,51 +257,13 @@ pub struct Written {
     pub manifest: Vec<u8>,
 }
 
-/// Any error of the file writer.
-#[derive(Debug)]
-pub enum ZtWriteError {
-    /// The core writer refused.
-    Write(WriteError),
-    /// File system error, with the path.
-    Io(PathBuf, io::Error),
-}
-
-impl std::fmt::Display for ZtWriteError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ZtWriteError::Write(e) => e.fmt(f),
-            ZtWriteError::Io(p, e) => write!(f, "{}: {e}", p.display()),
-        }
-    }
-}
-
-impl std::error::Error for ZtWriteError {}
-
-impl From<WriteError> for ZtWriteError {
-    fn from(e: WriteError) -> Self {
-        ZtWriteError::Write(e)
-    }
-}
-
-fn at(p: &Path) -> impl FnOnce(io::Error) -> ZtWriteError + '_ {
-    move |e| ZtWriteError::Io(p.to_path_buf(), e)
-}
-
-fn temp_name(dest: &Path) -> PathBuf {
-    let name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out.zt".into());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    dest.with_file_name(format!(".{name}.{}.{nanos:08x}.partial", std::process::id()))
+fn at<'a>(p: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> Error + 'a {
+    Error::at(p, op)
 }
 
 impl ZtFile {
     /// Creates (or replaces) `path` and writes into it directly.
-    pub fn create(path: impl AsRef<Path>, opts: Options) -> Result<Self, ZtWriteError> {
+    pub fn create(path: impl AsRef<Path>, opts: Options) -> Result<Self, Error> {
         let dest = path.as_ref().to_path_buf();
         let file = OpenOptions::new()
             .read(true)
@@ -308,7 +271,7 @@ impl ZtFile {
             .create(true)
             .truncate(true)
             .open(&dest)
-            .map_err(at(&dest))?;
+            .map_err(at(&dest, "create"))?;
         let writer = Writer::new(FileSink::new(file, 0), opts)?;
         Ok(ZtFile {
             writer: Some(writer),
@@ -319,40 +282,29 @@ impl ZtFile {
 
     /// Writes to a temporary name in `path`'s directory; [`finish`](Self::finish) fsyncs it and
     /// renames it to `path` (durable publication, §2.3).
-    pub fn publish(path: impl AsRef<Path>, opts: Options) -> Result<Self, ZtWriteError> {
+    pub fn publish(path: impl AsRef<Path>, opts: Options) -> Result<Self, Error> {
         let dest = path.as_ref().to_path_buf();
-        let temp = temp_name(&dest);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-            .map_err(at(&temp))?;
-        let writer = match Writer::new(FileSink::new(file, 0), opts) {
-            Ok(w) => w,
-            Err(e) => {
-                let _ = fs::remove_file(&temp);
-                return Err(e.into());
-            }
-        };
+        let (pending, file) = Pending::create(&dest)?;
+        // On error `pending` is dropped here, which removes the temporary file.
+        let writer = Writer::new(FileSink::new(file, 0), opts)?;
         Ok(ZtFile {
             writer: Some(writer),
             dest,
-            mode: Mode::Publish { temp },
+            mode: Mode::Publish(pending),
         })
     }
 
     /// Appends a generation to the existing file at `path` (§2.3; needs
     /// [`Options::non_canonical`]). Only the old footer and manifest are read.
-    pub fn append(path: impl AsRef<Path>, opts: Options) -> Result<Self, ZtWriteError> {
+    pub fn append(path: impl AsRef<Path>, opts: Options) -> Result<Self, Error> {
         let dest = path.as_ref().to_path_buf();
-        let source = FileSource::open(&dest).map_err(at(&dest))?;
+        let source = FileSource::open(&dest).map_err(at(&dest, "open"))?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .open(&dest)
-            .map_err(at(&dest))?;
-        let len = file.metadata().map_err(at(&dest))?.len();
+            .map_err(at(&dest, "open for appending"))?;
+        let len = file.metadata().map_err(at(&dest, "stat"))?.len();
         let writer = Writer::append(FileSink::new(file, len), &source, opts)?;
         Ok(ZtFile {
             writer: Some(writer),
@@ -362,31 +314,29 @@ impl ZtFile {
     }
 
     /// Registers the shard file at `path` under `name`: its exact size and whole-file digest.
-    pub fn add_shard_file(&mut self, name: &str, path: impl AsRef<Path>, algo: DigestAlgo) -> Result<(), ZtWriteError> {
+    pub fn add_shard_file(&mut self, name: &str, path: impl AsRef<Path>, algo: DigestAlgo) -> Result<(), Error> {
         let path = path.as_ref();
         let (size, digest) = file_digest(path, algo)?;
         self.add_shard(name, size, &digest)?;
         Ok(())
     }
 
-    fn finished(&mut self, done: Finished<FileSink>) -> Result<Written, ZtWriteError> {
+    fn finished(&mut self, done: Finished<FileSink>) -> Result<Written, Error> {
         // Durability is promised by publish (and an append, which cannot be undone otherwise);
         // a plain create only flushes, like any buffered file write.
-        if matches!(self.mode, Mode::Direct) {
-            done.sink.flush().map_err(at(&self.dest))?;
-        } else {
-            done.sink.sync().map_err(at(&self.dest))?;
-        }
-        if let Mode::Publish { temp } = &self.mode {
-            fs::rename(temp, &self.dest).map_err(at(&self.dest))?;
-            self.mode = Mode::Direct;
-            let dir = self
-                .dest
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            if let Ok(d) = File::open(dir) {
-                d.sync_all().map_err(at(dir))?;
+        let mut sink = done.sink;
+        match std::mem::replace(&mut self.mode, Mode::Direct) {
+            // A plain create only flushes, like any buffered file write.
+            Mode::Direct => sink.drain().map_err(at(&self.dest, "write"))?,
+            // Durability is promised by publish ...
+            Mode::Publish(pending) => {
+                sink.drain().map_err(at(&self.dest, "write"))?;
+                pending.commit(&sink.file)?;
+            }
+            // ... and by an append, which cannot be undone otherwise.
+            Mode::Append => {
+                sink.drain().map_err(at(&self.dest, "write"))?;
+                sink.file.sync_all().map_err(at(&self.dest, "fsync"))?;
             }
         }
         Ok(Written {
@@ -400,7 +350,7 @@ impl ZtFile {
     /// Adds dense tensors in order, hashing each next tensor on a second thread while the current
     /// one is written: the xxh3 pass that canonical form needs overlaps the write instead of
     /// preceding it. The same file as calling [`Writer::add`] for each, in order.
-    pub fn add_many(&mut self, items: &[DenseItem<'_>]) -> Result<(), ZtWriteError> {
+    pub fn add_many(&mut self, items: &[DenseItem<'_>]) -> Result<(), Error> {
         let w = self.writer.as_mut().expect("writer present until finish");
         if items.len() < 2 {
             for it in items {
@@ -432,14 +382,14 @@ impl ZtFile {
 
     /// Writes the manifest and footer; when publishing or appending, fsyncs (and renames the
     /// temporary file into place, then fsyncs the directory).
-    pub fn finish(mut self) -> Result<Written, ZtWriteError> {
+    pub fn finish(mut self) -> Result<Written, Error> {
         let w = self.writer.take().expect("writer present until finish");
         let done = w.finish()?;
         self.finished(done)
     }
 
     /// Like [`finish`](Self::finish), for a data shard (see [`Writer::finish_data_shard`]).
-    pub fn finish_data_shard(mut self) -> Result<Written, ZtWriteError> {
+    pub fn finish_data_shard(mut self) -> Result<Written, Error> {
         let w = self.writer.take().expect("writer present until finish");
         let done = w.finish_data_shard()?;
         self.finished(done)
@@ -459,15 +409,6 @@ impl DerefMut for ZtFile {
     }
 }
 
-impl Drop for ZtFile {
-    fn drop(&mut self) {
-        if let Mode::Publish { temp } = &self.mode {
-            self.writer = None;
-            let _ = fs::remove_file(temp);
-        }
-    }
-}
-
 /// Adds a dense tensor stored as `zt.zstd-seekable/1` (1 MiB frames, content checksums, like the
 /// reference writer; ruzstd's fastest level). Needs a non-canonical writer.
 pub fn add_compressed<S: Sink>(
@@ -476,9 +417,8 @@ pub fn add_compressed<S: Sink>(
     dtype: DType,
     shape: &[u64],
     data: &[u8],
-) -> Result<(), ZtWriteError> {
-    let stored = encode_seekable(data, DEFAULT_FRAME_SIZE, CompressionLevel::Fastest)
-        .map_err(|e| ZtWriteError::Io(PathBuf::from(name), io::Error::other(e)))?;
+) -> Result<(), Error> {
+    let stored = encode_seekable(data, DEFAULT_FRAME_SIZE, CompressionLevel::Fastest)?;
     w.add_object(
         name,
         &ObjectSpec::dense(shape),
@@ -499,13 +439,13 @@ pub fn shard_path(root: &Path, name: &str) -> PathBuf {
 
 /// The size and whole-file digest (`algo:hex`) of the file at `path`, as a shard table entry
 /// records them.
-pub fn file_digest(path: &Path, algo: DigestAlgo) -> Result<(u64, String), ZtWriteError> {
-    let mut f = File::open(path).map_err(at(path))?;
+pub fn file_digest(path: &Path, algo: DigestAlgo) -> Result<(u64, String), Error> {
+    let mut f = File::open(path).map_err(at(path, "open"))?;
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
     let mut h = DigestHasher::new(algo);
     loop {
-        let n = f.read(&mut buf).map_err(at(path))?;
+        let n = f.read(&mut buf).map_err(at(path, "read"))?;
         if n == 0 {
             break;
         }
@@ -518,6 +458,7 @@ pub fn file_digest(path: &Path, algo: DigestAlgo) -> Result<(u64, String), ZtWri
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn add_many_writes_the_same_file_as_add() {

@@ -1,4 +1,4 @@
-"""Live cross-check of `tensorlane convert` (native/tests/formats_convert_live.rs).
+"""Live cross-check of `tensorlane convert` (cli/tests/formats_convert_live.rs).
 
     python formats_convert_check.py gen OUT_DIR SEED      (formats venv)
         Writes random .safetensors (safetensors.numpy.save_file), .npy and .npz (numpy) files with

@@ -20,125 +20,31 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use sha2::{Digest as _, Sha256};
 use tensorlane_core::DType;
 use tensorlane_core::detect::{Format, detect};
-use tensorlane_core::formats::{ErrorKind, FormatError};
 use tensorlane_core::source::ReadAt;
 use tensorlane_core::wire::{self, Bundle, DecodeOptions, EncodeOptions, Packet};
 use tensorlane_core::zt::cbor::Value;
 use tensorlane_core::zt::format::LogicalType;
 use tensorlane_core::zt::layout;
-use tensorlane_core::zt::legacy::{self, LegacyError, LegacyReader};
+use tensorlane_core::zt::legacy::{self, LegacyReader};
 use tensorlane_core::zt::manifest::{Object, Part};
 use tensorlane_core::zt::reader::{Reader, VerifyReport};
-use tensorlane_core::zt::rule::{Rule, ZtError};
-use tensorlane_core::zt::writer::{ObjectSpec, Options, PartSpec, Sink, SinkError, WriteError, Writer};
+use tensorlane_core::zt::rule::Rule;
+use tensorlane_core::zt::writer::{ObjectSpec, Options, PartSpec, Sink, SinkError, Writer};
 
-use crate::source::MmapSource;
-use crate::zt_write::{ZtFile, ZtWriteError};
+use tensorlane::source::MmapSource;
+use tensorlane::zt_write::ZtFile;
 
-/// Hashing or converting at least this many bytes draws a progress bar (on a terminal only).
-const PROGRESS_THRESHOLD: u64 = 64 << 20;
-
-// ---------------------------------------------------------------------------------------------
-// Errors
-
-/// Why a `.zt` command failed. [`ToolError::exit_code`] maps it to the CLI's exit status.
-#[derive(Debug)]
-pub enum ToolError {
-    /// A `.zt` v2 error: a rejection (exit 2) or an outcome such as `Unsupported` (exit 1).
-    Zt(ZtError),
-    /// A legacy-format error (exit 2, or 1 for I/O and unsupported encodings).
-    Legacy(LegacyError),
-    /// A Tenso packet file that does not decode (exit 2).
-    Tenso(crate::inspect::InspectError),
-    /// The file is valid but not in canonical form (exit 2); the message names the §10 rule.
-    NotCanonical(String),
-    /// A conversion that the target format cannot represent, or a writer refusal (exit 2).
-    Refused(String),
-    /// The file could not be read or written (exit 1).
-    Io(String),
-    /// A foreign model format refused the file (exit 2), or it could not be read or is valid but
-    /// needs what the reader does not support (exit 1: [`ErrorKind::Io`], [`ErrorKind::Unsupported`]).
-    Format(FormatError),
-}
-
-impl ToolError {
-    /// 2 when the input is invalid, not canonical or cannot be converted; 1 for I/O failures and
-    /// for valid files this tool cannot fully handle (`Unsupported`, `NotFound`).
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            ToolError::Zt(e) if !e.rule.is_rejection() => 1,
-            ToolError::Legacy(e)
-                if matches!(
-                    e.rule,
-                    legacy::LegacyRule::Io | legacy::LegacyRule::Unsupported | legacy::LegacyRule::NotFound
-                ) =>
-            {
-                1
-            }
-            ToolError::Io(_) => 1,
-            ToolError::Format(e)
-                if matches!(
-                    e.kind,
-                    ErrorKind::Io | ErrorKind::Unsupported | ErrorKind::UnsupportedVersion
-                ) =>
-            {
-                1
-            }
-            _ => 2,
-        }
-    }
-}
-
-impl fmt::Display for ToolError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ToolError::Zt(e) => e.fmt(f),
-            ToolError::Legacy(e) => e.fmt(f),
-            ToolError::Tenso(e) => e.fmt(f),
-            ToolError::NotCanonical(m) => write!(f, "Canonical: not in canonical form: {m}"),
-            ToolError::Refused(m) => f.write_str(m),
-            ToolError::Io(m) => f.write_str(m),
-            ToolError::Format(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for ToolError {}
-
-impl From<ZtError> for ToolError {
-    fn from(e: ZtError) -> Self {
-        ToolError::Zt(e)
-    }
-}
-
-impl From<LegacyError> for ToolError {
-    fn from(e: LegacyError) -> Self {
-        ToolError::Legacy(e)
-    }
-}
-
-impl From<FormatError> for ToolError {
-    fn from(e: FormatError) -> Self {
-        ToolError::Format(e)
-    }
-}
-
-impl From<WriteError> for ToolError {
-    fn from(e: WriteError) -> Self {
-        ToolError::Refused(format!("the .zt writer refused: {e}"))
-    }
-}
+use crate::error::CliError;
+use crate::output::{Table, advance, finish, progress, render_table, sha256_hex, shape_str};
 
 /// Maps a file for reading; an I/O failure names the path.
-pub fn open_source(path: &Path) -> Result<MmapSource, ToolError> {
-    MmapSource::open(path).map_err(|e| ToolError::Io(format!("cannot read {}: {e}", path.display())))
+pub fn open_source(path: &Path) -> Result<MmapSource, CliError> {
+    MmapSource::open(path).map_err(|e| CliError::Io(format!("cannot read {}: {e}", path.display())))
 }
 
 /// The format of a mapped file, from its first bytes (never its name).
@@ -347,35 +253,6 @@ fn main_part<'a, T>(parts: impl Iterator<Item = (&'a str, T)>) -> Option<T> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hashing with a progress bar
-
-/// A progress bar on stderr for `total` bytes, or `None` when there is too little to be worth
-/// drawing. indicatif draws nothing when stderr is not a terminal.
-pub fn progress(total: u64, what: &str) -> Option<indicatif::ProgressBar> {
-    if total < PROGRESS_THRESHOLD {
-        return None;
-    }
-    let b = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
-    if let Ok(style) = indicatif::ProgressStyle::with_template(&format!(
-        "{what} {{bar:40}} {{bytes}}/{{total_bytes}} {{bytes_per_sec}} eta {{eta}}"
-    )) {
-        b.set_style(style);
-    }
-    Some(b)
-}
-
-fn sha256_hex(data: &[u8], bar: Option<&indicatif::ProgressBar>) -> String {
-    let mut h = Sha256::new();
-    for c in data.chunks(8 << 20) {
-        h.update(c);
-        if let Some(b) = bar {
-            b.inc(c.len() as u64);
-        }
-    }
-    hex::encode(h.finalize())
-}
-
-// ---------------------------------------------------------------------------------------------
 // Shards
 
 /// The file shard `name` of the root file `root` resolves to: `<stem>-<name>.zt` (the reference
@@ -403,7 +280,7 @@ pub type Opened = (Reader<MmapSource>, Vec<ShardInfo>, Vec<String>);
 /// Opens a `.zt` v2 root and supplies every shard that resolves. With `required`, a shard that
 /// does not resolve is an error; otherwise it is listed in the returned warnings (its parts stay
 /// unresolved). A shard that resolves to the wrong file is always an error (`ShardIdentity`).
-pub fn open_zt(path: &Path, src: MmapSource, required: bool) -> Result<Opened, ToolError> {
+pub fn open_zt(path: &Path, src: MmapSource, required: bool) -> Result<Opened, CliError> {
     let mut reader = Reader::open(src)?;
     let mut infos = Vec::new();
     let mut warnings = Vec::new();
@@ -423,7 +300,7 @@ pub fn open_zt(path: &Path, src: MmapSource, required: bool) -> Result<Opened, T
                 })?;
             }
             None if required => {
-                return Err(ToolError::Io(format!(
+                return Err(CliError::Io(format!(
                     "shard {name:?} of {}: no file found (looked for {}, {name} and {name}.zt next to it)",
                     path.display(),
                     path.file_stem()
@@ -494,7 +371,7 @@ fn object_info(name: &str, o: &Object) -> ZtTensorInfo {
 /// Inspects a `.zt` v2 file at `path` (already mapped as `src`). Shards that resolve next to it
 /// are opened; with `hash`, every part's decoded bytes are hashed (parts in unresolved shards are
 /// listed in `warnings`).
-pub fn inspect_zt(path: &Path, file: &str, src: MmapSource, hash: bool) -> Result<ZtReport, ToolError> {
+pub fn inspect_zt(path: &Path, file: &str, src: MmapSource, hash: bool) -> Result<ZtReport, CliError> {
     let bytes = src.size();
     let (reader, shards, mut warnings) = open_zt(path, src, false)?;
     let mut report = ZtReport {
@@ -566,7 +443,7 @@ fn legacy_digest(d: &legacy::Digest) -> String {
 
 /// Inspects a legacy v1.2 / v0.1 file. With `hash`, every component is read (its digest over the
 /// stored bytes verified) and its decoded bytes hashed.
-pub fn inspect_legacy(file: &str, src: MmapSource, hash: bool) -> Result<ZtReport, ToolError> {
+pub fn inspect_legacy(file: &str, src: MmapSource, hash: bool) -> Result<ZtReport, CliError> {
     let bytes = src.size();
     let r = LegacyReader::open(src)?;
     let format = match r.version() {
@@ -665,14 +542,8 @@ pub fn inspect_legacy(file: &str, src: MmapSource, hash: bool) -> Result<ZtRepor
     })
 }
 
-fn shape_str(s: &[u64]) -> String {
-    let inner: Vec<String> = s.iter().map(|d| d.to_string()).collect();
-    format!("[{}]", inner.join(", "))
-}
-
-impl ZtReport {
-    /// The report as an aligned, human-readable table.
-    pub fn to_table(&self) -> String {
+impl Table for ZtReport {
+    fn to_table(&self) -> String {
         let mut out = format!(
             "{}: {} file, {} bytes, {} object{}{}\n",
             self.file,
@@ -772,7 +643,7 @@ impl ZtReport {
         for w in &self.warnings {
             rows.push(vec![format!("warning: {w}")]);
         }
-        out.push_str(&crate::inspect::render_table(&rows, &[4]));
+        out.push_str(&render_table(&rows, &[4]));
         out
     }
 }
@@ -854,7 +725,7 @@ impl fmt::Display for VerifySummary {
 /// Verifies a `.zt` v2 file: validation (spec §13), then every object's layout profile, content
 /// rules and digests. `deep` resolves and checks the shards (their parts and whole-file digests);
 /// without it parts in shards are listed as unresolved. `canonical` also checks §10.
-pub fn verify_zt(path: &Path, src: MmapSource, deep: bool, canonical: bool) -> Result<VerifySummary, ToolError> {
+pub fn verify_zt(path: &Path, src: MmapSource, deep: bool, canonical: bool) -> Result<VerifySummary, CliError> {
     let (reader, _, _) = if deep {
         open_zt(path, src, true)?
     } else {
@@ -878,7 +749,7 @@ pub fn verify_zt(path: &Path, src: MmapSource, deep: bool, canonical: bool) -> R
 
 /// Verifies a legacy file: every component is read, its digest (over the stored bytes) checked
 /// and zstd components decoded to their exact length.
-pub fn verify_legacy(src: MmapSource, canonical: bool) -> Result<VerifySummary, ToolError> {
+pub fn verify_legacy(src: MmapSource, canonical: bool) -> Result<VerifySummary, CliError> {
     let r = LegacyReader::open(src)?;
     let mut parts = 0;
     for o in r.objects() {
@@ -889,7 +760,7 @@ pub fn verify_legacy(src: MmapSource, canonical: bool) -> Result<VerifySummary, 
         r.to_v2_object(o)?;
     }
     if canonical {
-        return Err(ToolError::NotCanonical(
+        return Err(CliError::NotCanonical(
             "a legacy .zt file is never in .zt v2 canonical form (convert it first)".into(),
         ));
     }
@@ -951,8 +822,8 @@ impl Sink for CompareSink<'_> {
 /// Checks canonical form (spec §10) of an opened, valid file: rule 6 (single file), then rule 4
 /// (every part raw with an `xxh3` digest), then rules 5 and 1–3 by re-encoding the objects
 /// through the canonical writer into a sink that compares with the file byte for byte.
-pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), ToolError> {
-    let nc = |m: String| Err(ToolError::NotCanonical(m));
+pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), CliError> {
+    let nc = |m: String| Err(CliError::NotCanonical(m));
     let Some(m) = reader.manifest() else {
         return nc("rule 1: a data shard has no manifest".into());
     };
@@ -981,10 +852,10 @@ pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), ToolError> {
         mismatch: None,
     };
     {
-        let mut w = Writer::new(&mut sink, Options::canonical()).map_err(|e| ToolError::Refused(e.to_string()))?;
+        let mut w = Writer::new(&mut sink, Options::canonical()).map_err(|e| CliError::Refused(e.to_string()))?;
         if let Some(a) = &m.attributes {
             w.set_attributes(a.clone())
-                .map_err(|e| ToolError::NotCanonical(format!("file attributes: {e}")))?;
+                .map_err(|e| CliError::NotCanonical(format!("file attributes: {e}")))?;
         }
         for (name, o) in &m.objects {
             let mut spec = ObjectSpec::new(&o.shape, o.layout.clone());
@@ -1013,7 +884,7 @@ pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), ToolError> {
             }
         }
         w.finish()
-            .map_err(|e| ToolError::NotCanonical(format!("the canonical writer refuses the manifest: {e}")))?;
+            .map_err(|e| CliError::NotCanonical(format!("the canonical writer refuses the manifest: {e}")))?;
     }
     let end = sink.pos;
     match sink.mismatch {
@@ -1029,10 +900,10 @@ pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), ToolError> {
 }
 
 /// Verifies a Tenso packet file: every packet decodes (integrity footers checked).
-pub fn verify_tenso(file: &str, src: &MmapSource, canonical: bool) -> Result<VerifySummary, ToolError> {
-    let r = crate::inspect::inspect_bytes(src.bytes(), file, &Default::default()).map_err(ToolError::Tenso)?;
+pub fn verify_tenso(file: &str, src: &MmapSource, canonical: bool) -> Result<VerifySummary, CliError> {
+    let r = crate::inspect::inspect_bytes(src.bytes(), file, &Default::default())?;
     if canonical {
-        return Err(ToolError::NotCanonical(
+        return Err(CliError::NotCanonical(
             "canonical form is defined for .zt v2 files only".into(),
         ));
     }
@@ -1083,29 +954,6 @@ pub struct Converted {
     pub warnings: Vec<String>,
 }
 
-/// Writes `bytes` to `dest` through a temporary file in the same directory (fsync, rename).
-fn publish_bytes(dest: &Path, bytes: &[u8]) -> Result<(), ToolError> {
-    let dir = dest
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        dest.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let r = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
-        .and_then(|_| std::fs::rename(&tmp, dest));
-    if let Err(e) = r {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(ToolError::Io(format!("cannot write {}: {e}", dest.display())));
-    }
-    Ok(())
-}
-
 /// One object on its way into a canonical `.zt` file.
 struct ZtEntry<'a> {
     name: String,
@@ -1118,25 +966,22 @@ struct ZtEntry<'a> {
 /// A part on its way into a `.zt` file: name, storage dtype, logical type, decoded bytes.
 type EntryPart<'a> = (String, DType, Option<String>, Cow<'a, [u8]>);
 
+/// Writes `entries` (in bytewise name order) as a canonical `.zt` file, published atomically.
 fn write_canonical(
     dest: &Path,
     mut entries: Vec<ZtEntry<'_>>,
     attributes: Option<Value<'static>>,
-) -> Result<u64, ToolError> {
+) -> Result<u64, CliError> {
     entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     if let Some(w) = entries.windows(2).find(|w| w[0].name == w[1].name) {
-        return Err(ToolError::Refused(format!(
+        return Err(CliError::Refused(format!(
             "two tensors are named {:?}; .zt object names are unique",
             w[0].name
         )));
     }
     let total: u64 = entries.iter().flat_map(|e| &e.parts).map(|p| p.3.len() as u64).sum();
     let bar = progress(total, "writing");
-    let zt_err = |e: ZtWriteError| match e {
-        ZtWriteError::Write(e) => ToolError::from(e),
-        ZtWriteError::Io(p, e) => ToolError::Io(format!("cannot write {}: {e}", p.display())),
-    };
-    let mut w = ZtFile::publish(dest, Options::canonical()).map_err(zt_err)?;
+    let mut w = ZtFile::publish(dest, Options::canonical())?;
     if let Some(a) = attributes {
         w.set_attributes(a)?;
     }
@@ -1155,19 +1000,15 @@ fn write_canonical(
             })
             .collect();
         w.add_object(&e.name, &spec, &parts)?;
-        if let Some(b) = &bar {
-            b.inc(e.parts.iter().map(|p| p.3.len() as u64).sum());
-        }
+        advance(bar.as_ref(), e.parts.iter().map(|p| p.3.len() as u64).sum());
     }
-    let size = w.finish().map_err(zt_err)?.size;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    let size = w.finish()?.size;
+    finish(bar);
     Ok(size)
 }
 
 /// Collects the dense leaves of a packet as `.zt` objects, named like `inspect` names them.
-fn tenso_leaves<'a>(p: &'a Packet<'a>, name: String, out: &mut Vec<ZtEntry<'a>>) -> Result<(), ToolError> {
+fn tenso_leaves<'a>(p: &'a Packet<'a>, name: String, out: &mut Vec<ZtEntry<'a>>) -> Result<(), CliError> {
     match p {
         Packet::Dense(t) => {
             out.push(ZtEntry {
@@ -1190,19 +1031,132 @@ fn tenso_leaves<'a>(p: &'a Packet<'a>, name: String, out: &mut Vec<ZtEntry<'a>>)
             }
             Ok(())
         }
-        other => Err(ToolError::Refused(format!(
+        other => Err(CliError::Refused(format!(
             "tenso entry {name:?} is a {} packet; converting to .zt supports dense tensors (and bundles of them) only",
             other.kind_name()
         ))),
     }
 }
 
-/// Converts `input` to `output`. The input format comes from the magic bytes; the target defaults
-/// to `.zt` v2 for Tenso and legacy input and to Tenso for `.zt` v2 input.
-pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Converted, ToolError> {
-    let src = open_source(input)?;
+/// Decodes the packets of a Tenso file: the first must decode; after it, bytes that do not start
+/// with the magic end the stream (as `inspect` treats them).
+pub fn decode_packets(data: &[u8]) -> Result<Vec<Packet<'_>>, CliError> {
+    let mut packets = Vec::new();
+    let mut off = 0usize;
+    while off < data.len() {
+        if !packets.is_empty() && !data[off..].starts_with(&wire::MAGIC) {
+            break;
+        }
+        let d = wire::decode_with(&data[off..], &DecodeOptions::default()).map_err(|error| CliError::Tenso {
+            packet: packets.len(),
+            packet_offset: off as u64,
+            error,
+        })?;
+        if d.len == 0 {
+            break;
+        }
+        off += d.len;
+        packets.push(d.packet);
+    }
+    Ok(packets)
+}
+
+/// The `.zt` objects of decoded Tenso packets: a single bundle's entries by their key paths,
+/// otherwise every name prefixed with its packet index (`#i`).
+fn tenso_entries<'a>(packets: &'a [Packet<'a>]) -> Result<Vec<ZtEntry<'a>>, CliError> {
+    let multi = packets.len() > 1;
+    let mut entries = Vec::new();
+    for (i, p) in packets.iter().enumerate() {
+        let prefix = match (p, multi) {
+            (Packet::Bundle(_), false) => String::new(),
+            _ => format!("#{i}"),
+        };
+        tenso_leaves(p, prefix, &mut entries)?;
+    }
+    Ok(entries)
+}
+
+/// The objects of a legacy file, as `.zt` v2 objects, and its attributes.
+fn legacy_entries(r: &LegacyReader<MmapSource>) -> Result<(Vec<ZtEntry<'_>>, Option<Value<'static>>), CliError> {
+    let mut entries = Vec::new();
+    for o in r.objects() {
+        let v = r.to_v2_object(o)?;
+        entries.push(ZtEntry {
+            name: v.name,
+            shape: v.shape,
+            layout: v.layout,
+            attributes: v.attributes,
+            parts: v
+                .parts
+                .into_iter()
+                .map(|p| (p.name, p.dtype, p.logical_type, p.bytes))
+                .collect(),
+        });
+    }
+    Ok((entries, r.attributes().cloned()))
+}
+
+/// The objects of a `.zt` v2 file (every part decoded) and its attributes.
+fn zt_entries(reader: &Reader<MmapSource>) -> Result<(Vec<ZtEntry<'_>>, Option<Value<'static>>), CliError> {
+    let m = convertible(reader)?;
+    let mut entries = Vec::new();
+    for (name, o) in &m.objects {
+        let mut parts = Vec::new();
+        for (pn, p) in &o.parts {
+            parts.push((pn.clone(), p.dtype, p.logical.clone(), reader.read(name, pn)?));
+        }
+        entries.push(ZtEntry {
+            name: name.clone(),
+            shape: o.shape.clone(),
+            layout: o.layout.clone(),
+            attributes: o.attributes.clone(),
+            parts,
+        });
+    }
+    Ok((entries, m.attributes.clone()))
+}
+
+/// Writes the dense objects of a `.zt` v2 file as one Tenso bundle, published atomically.
+/// Returns the objects and bytes written.
+fn zt_to_tenso(reader: &Reader<MmapSource>, output: &Path) -> Result<(usize, u64), CliError> {
+    let m = convertible(reader)?;
+    let total: u64 = m
+        .objects
+        .values()
+        .flat_map(|o| o.parts.values())
+        .map(|p| p.decoded_size())
+        .sum();
+    let bar = progress(total, "reading");
+    let mut bundle = Bundle::new();
+    for (name, o) in &m.objects {
+        if o.layout != layout::DENSE {
+            return Err(CliError::Refused(format!(
+                "object {name:?} has layout {:?}; a Tenso bundle holds dense tensors only, so this file cannot be converted",
+                o.layout
+            )));
+        }
+        let t = reader.tensor(name).map_err(|e| match e.rule {
+            Rule::Unsupported => {
+                CliError::Refused(format!("object {name:?} cannot be represented in Tenso: {}", e.message))
+            }
+            _ => CliError::Zt(e),
+        })?;
+        advance(bar.as_ref(), t.nbytes() as u64);
+        bundle.entries.push((Cow::Owned(name.clone()), Packet::Dense(t)));
+    }
+    finish(bar);
+    let n = bundle.entries.len();
+    let bytes = wire::encode(&Packet::Bundle(bundle), &EncodeOptions::default())
+        .map_err(|e| CliError::Refused(format!("Tenso cannot encode the bundle: {e}")))?;
+    tensorlane::publish::write_file(output, &bytes)?;
+    Ok((n, bytes.len() as u64))
+}
+
+/// Converts `input` (mapped as `src`) to `output`. The input format comes from the magic bytes;
+/// the target defaults to `.zt` v2 for Tenso and legacy input and to Tenso for `.zt` v2 input.
+pub fn convert(input: &Path, src: MmapSource, output: &Path, to: Option<Target>) -> Result<Converted, CliError> {
     let format = detect_source(&src).ok_or_else(|| {
-        ToolError::Refused(format!(
+        CliError::Refused(format!(
             "{}: unknown format (not a Tenso packet file, .zt v2, or legacy .zt v1/v0)",
             input.display()
         ))
@@ -1212,157 +1166,53 @@ pub fn convert(input: &Path, output: &Path, to: Option<Target>) -> Result<Conver
     } else {
         Target::Zt
     });
+    let done = |to, objects, bytes| Converted {
+        from: format.name(),
+        to,
+        objects,
+        bytes,
+        warnings: Vec::new(),
+    };
     match (format, target) {
-        (Format::Tenso, Target::Zt) => {
-            let data = src.bytes();
-            let mut packets = Vec::new();
-            let mut off = 0usize;
-            while off < data.len() {
-                if !packets.is_empty() && !data[off..].starts_with(&wire::MAGIC) {
-                    break;
-                }
-                let d = wire::decode_with(&data[off..], &DecodeOptions::default()).map_err(|error| {
-                    ToolError::Tenso(crate::inspect::InspectError {
-                        packet: packets.len(),
-                        packet_offset: off as u64,
-                        error,
-                    })
-                })?;
-                if d.len == 0 {
-                    break;
-                }
-                off += d.len;
-                packets.push(d.packet);
-            }
-            let multi = packets.len() > 1;
-            let mut entries = Vec::new();
-            for (i, p) in packets.iter().enumerate() {
-                let prefix = match (p, multi) {
-                    (Packet::Bundle(_), false) => String::new(),
-                    (Packet::Bundle(_), true) => format!("#{i}"),
-                    _ => format!("#{i}"),
-                };
-                tenso_leaves(p, prefix, &mut entries)?;
-            }
-            let n = entries.len();
-            let bytes = write_canonical(output, entries, None)?;
-            Ok(Converted {
-                from: "tenso",
-                to: "zt",
-                objects: n,
-                bytes,
-                warnings: Vec::new(),
-            })
-        }
-        (Format::ZtV1 | Format::ZtV0, Target::Zt) => {
-            let r = LegacyReader::open(src)?;
-            let mut entries = Vec::new();
-            for o in r.objects() {
-                let v = r.to_v2_object(o)?;
-                entries.push(ZtEntry {
-                    name: v.name,
-                    shape: v.shape,
-                    layout: v.layout,
-                    attributes: v.attributes,
-                    parts: v
-                        .parts
-                        .into_iter()
-                        .map(|p| (p.name, p.dtype, p.logical_type, p.bytes))
-                        .collect(),
-                });
-            }
-            let n = entries.len();
-            let bytes = write_canonical(output, entries, r.attributes().cloned())?;
-            Ok(Converted {
-                from: format.name(),
-                to: "zt",
-                objects: n,
-                bytes,
-                warnings: Vec::new(),
-            })
-        }
-        (Format::Zt, Target::Zt) => {
-            let (reader, _, _) = open_zt(input, src, true)?;
-            let m = convertible(&reader)?;
-            let mut entries = Vec::new();
-            for (name, o) in &m.objects {
-                let mut parts = Vec::new();
-                for (pn, p) in &o.parts {
-                    parts.push((pn.clone(), p.dtype, p.logical.clone(), reader.read(name, pn)?));
-                }
-                entries.push(ZtEntry {
-                    name: name.clone(),
-                    shape: o.shape.clone(),
-                    layout: o.layout.clone(),
-                    attributes: o.attributes.clone(),
-                    parts,
-                });
-            }
-            let n = entries.len();
-            let bytes = write_canonical(output, entries, m.attributes.clone())?;
-            Ok(Converted {
-                from: "zt",
-                to: "zt",
-                objects: n,
-                bytes,
-                warnings: Vec::new(),
-            })
-        }
         (Format::Zt, Target::Tenso) => {
             let (reader, _, _) = open_zt(input, src, true)?;
-            let m = convertible(&reader)?;
-            let total: u64 = m
-                .objects
-                .values()
-                .flat_map(|o| o.parts.values())
-                .map(|p| p.decoded_size())
-                .sum();
-            let bar = progress(total, "reading");
-            let mut bundle = Bundle::new();
-            for (name, o) in &m.objects {
-                if o.layout != layout::DENSE {
-                    return Err(ToolError::Refused(format!(
-                        "object {name:?} has layout {:?}; a Tenso bundle holds dense tensors only, so this file cannot be converted",
-                        o.layout
-                    )));
-                }
-                let t = reader.tensor(name).map_err(|e| match e.rule {
-                    Rule::Unsupported => {
-                        ToolError::Refused(format!("object {name:?} cannot be represented in Tenso: {}", e.message))
-                    }
-                    _ => ToolError::Zt(e),
-                })?;
-                if let Some(b) = &bar {
-                    b.inc(t.nbytes() as u64);
-                }
-                bundle.entries.push((Cow::Owned(name.clone()), Packet::Dense(t)));
-            }
-            if let Some(b) = bar {
-                b.finish_and_clear();
-            }
-            let n = bundle.entries.len();
-            let bytes = wire::encode(&Packet::Bundle(bundle), &EncodeOptions::default())
-                .map_err(|e| ToolError::Refused(format!("Tenso cannot encode the bundle: {e}")))?;
-            publish_bytes(output, &bytes)?;
-            Ok(Converted {
-                from: "zt",
-                to: "tenso",
-                objects: n,
-                bytes: bytes.len() as u64,
-                warnings: Vec::new(),
-            })
+            let (n, bytes) = zt_to_tenso(&reader, output)?;
+            Ok(done("tenso", n, bytes))
         }
-        (f, Target::Tenso) => Err(ToolError::Refused(format!(
+        (Format::Tenso | Format::Zt | Format::ZtV1 | Format::ZtV0, Target::Zt) => {
+            // Each reader lives here, so the entries can borrow from it.
+            let packets;
+            let legacy;
+            let zt;
+            let (entries, attributes) = match format {
+                Format::Tenso => {
+                    packets = decode_packets(src.bytes())?;
+                    (tenso_entries(&packets)?, None)
+                }
+                Format::Zt => {
+                    zt = open_zt(input, src.clone(), true)?.0;
+                    zt_entries(&zt)?
+                }
+                _ => {
+                    legacy = LegacyReader::open(src.clone())?;
+                    legacy_entries(&legacy)?
+                }
+            };
+            let n = entries.len();
+            let bytes = write_canonical(output, entries, attributes)?;
+            Ok(done("zt", n, bytes))
+        }
+        (f, Target::Tenso) => Err(CliError::Refused(format!(
             "converting {} to Tenso is not supported (convert it to .zt first)",
             f.name()
         ))),
-        (f, _) => Err(ToolError::Refused(format!("converting {} is not supported", f.name()))),
+        (f, _) => Err(CliError::Refused(format!("converting {} is not supported", f.name()))),
     }
 }
 
 /// The manifest of a file that describes tensors (a data shard has none to convert).
-fn convertible<S: ReadAt>(reader: &Reader<S>) -> Result<&tensorlane_core::zt::manifest::Manifest, ToolError> {
+fn convertible<S: ReadAt>(reader: &Reader<S>) -> Result<&tensorlane_core::zt::manifest::Manifest, CliError> {
     reader
         .manifest()
-        .ok_or_else(|| ToolError::Refused("a data shard describes no tensors; there is nothing to convert".into()))
+        .ok_or_else(|| CliError::Refused("a data shard describes no tensors; there is nothing to convert".into()))
 }

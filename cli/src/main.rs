@@ -7,6 +7,9 @@
 //! tensorlane convert IN OUT [--to zt|tenso|safetensors] [--dequantize]
 //!                                                  any format -> .zt or .safetensors (streaming),
 //!                                                  legacy .zt -> .zt v2, .zt v2 <-> Tenso
+//! tensorlane stats FILE [TENSOR...] [--bins N] [--json]
+//!                                                  count, min, max, mean, std, zeros, NaN, ±Inf,
+//!                                                  histogram per tensor (model formats, .zt)
 //! tensorlane demo [--json] [--hash] [--out P]      write the bundled sample packet, then inspect it
 //! tensorlane offload plan|sim MODEL --budget 4GiB  offload plan vs baselines (simulated, hazard-checked)
 //! ```
@@ -15,17 +18,27 @@
 //! something this tool cannot do (an unknown encoding or digest algorithm); 2 the file is invalid
 //! (for `.zt` the message on stderr starts with the spec's rule name and gives the object, part
 //! and byte offset), not canonical (`verify --canonical`), cannot be converted, or bad usage.
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
-use std::fs::File;
-use std::io::Write;
+mod error;
+mod inspect;
+mod model_tools;
+mod offload;
+mod output;
+mod sample;
+mod stats;
+mod zt_tools;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tensorlane::core::detect::Format;
-use tensorlane::inspect::{InspectOptions, inspect_bytes};
-use tensorlane::zt_tools::{self, ToolError};
+use tensorlane::source::MmapSource;
+
+use crate::error::CliError;
+use crate::inspect::{InspectOptions, inspect_bytes};
+use crate::output::print_report;
 
 #[derive(Parser)]
 #[command(
@@ -89,11 +102,27 @@ enum Command {
         #[arg(long)]
         dequantize: bool,
     },
-    /// Write the bundled sample packet (a float32 weight, a quantized tensor, a sparse matrix,
-    /// strings) to a file and inspect it.
+    /// Summarise tensors: count, min, max, mean, std, zeros, NaN, +Inf, -Inf and a histogram per
+    /// tensor, for every model format and .zt (v2 and legacy). `--json` prints an array, one object
+    /// per tensor.
+    Stats {
+        /// A model file (safetensors or its index, GGUF, PyTorch, .npy/.npz, ONNX, HDF5), a .zt v2
+        /// file (shards are looked up next to it) or a legacy .zt v1/v0 file.
+        file: PathBuf,
+        /// The tensors to summarise, in this order (default: every tensor, in file order).
+        tensors: Vec<String>,
+        /// Histogram bins (1 to 1048576) over [min, max] of the finite values.
+        #[arg(long, default_value_t = 64)]
+        bins: usize,
+        /// Print a JSON array (one object per tensor) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Plan, simulate and hazard-check streaming a model bigger than the GPU budget.
     #[command(subcommand)]
-    Offload(tensorlane::offload::cli::OffloadCommand),
+    Offload(offload::OffloadCommand),
+    /// Write the bundled sample packet (a float32 weight, a quantized tensor, a sparse matrix,
+    /// strings) to a file and inspect it.
     Demo {
         /// Where to write the sample (default: a file in the temp directory).
         #[arg(long)]
@@ -127,7 +156,7 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
         Command::Demo { out, json, hash } => demo(out, json, hash),
-        Command::Offload(cmd) => tensorlane::offload::cli::run(cmd),
+        Command::Offload(cmd) => offload::run(cmd),
         Command::Verify { file, canonical, deep } => run_verify(&file, canonical, deep),
         Command::Convert {
             input,
@@ -135,10 +164,17 @@ fn main() -> ExitCode {
             to,
             dequantize,
         } => run_convert(&input, &output, to.as_deref(), dequantize),
+        Command::Stats {
+            file,
+            tensors,
+            bins,
+            json,
+        } => run_stats(&file, &tensors, bins, json),
     }
 }
 
-fn fail(name: &str, e: &ToolError) -> ExitCode {
+/// Prints `error: NAME: MESSAGE` and returns the error's exit code.
+fn fail(name: &str, e: &CliError) -> ExitCode {
     eprintln!("error: {name}: {e}");
     ExitCode::from(e.exit_code())
 }
@@ -169,7 +205,7 @@ fn run_verify(path: &Path, canonical: bool, deep: bool) -> ExitCode {
 }
 
 fn run_convert(input: &Path, output: &Path, to: Option<&str>, dequantize: bool) -> ExitCode {
-    match tensorlane::model_tools::convert(input, output, to, dequantize) {
+    match model_tools::convert(input, output, to, dequantize) {
         Ok(c) => {
             for w in &c.warnings {
                 eprintln!("warning: {}: {w}", input.display());
@@ -190,176 +226,120 @@ fn run_convert(input: &Path, output: &Path, to: Option<&str>, dequantize: bool) 
     }
 }
 
-fn print(text: &str) -> ExitCode {
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(text.as_bytes()).and_then(|_| stdout.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: cannot write output: {e}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-/// `inspect` of a .zt v2 or legacy file.
-fn inspect_zt(path: &Path, json: bool, hash: bool) -> Option<ExitCode> {
-    let name = path.display().to_string();
-    let src = match zt_tools::open_source(path) {
-        Ok(s) => s,
-        Err(e) => return Some(fail(&name, &e)),
-    };
-    let report = match zt_tools::detect_source(&src) {
-        Some(Format::Zt) => zt_tools::inspect_zt(path, &name, src, hash),
-        Some(Format::ZtV1 | Format::ZtV0) => zt_tools::inspect_legacy(&name, src, hash),
-        Some(Format::Tenso) => return None,
-        // No known header magic, but the .zt v2 magic at the end: a damaged .zt v2 file, which
-        // the .zt validator describes best (HeaderMagic); otherwise the packet decoder reports.
-        _ if looks_like_zt(&src) => zt_tools::inspect_zt(path, &name, src, hash),
-        _ => return None,
-    };
-    let report = match report {
-        Ok(r) => r,
-        Err(e) => return Some(fail(&name, &e)),
-    };
-    for w in &report.warnings {
-        eprintln!("warning: {name}: {w}");
-    }
-    let text = if json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(s) => s + "\n",
-            Err(e) => {
-                eprintln!("error: cannot serialise the report: {e}");
-                return Some(ExitCode::from(1));
-            }
-        }
-    } else {
-        report.to_table()
-    };
-    Some(print(&text))
-}
-
-/// A file that ends with the .zt v2 magic.
-fn looks_like_zt(src: &tensorlane::source::MmapSource) -> bool {
-    src.bytes().ends_with(&tensorlane::core::detect::ZT_MAGIC)
-}
-
 fn demo(out: Option<PathBuf>, json: bool, hash: bool) -> ExitCode {
     let path = out.unwrap_or_else(|| std::env::temp_dir().join("tensorlane-sample.tenso"));
-    let bytes = tensorlane::sample::sample_bytes();
-    // Write beside the target, then rename: readers never see half a file.
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let written = File::create(&tmp)
-        .and_then(|mut f| f.write_all(&bytes).and_then(|_| f.sync_all()))
-        .and_then(|_| std::fs::rename(&tmp, &path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        eprintln!("error: cannot write the sample to {}: {e}", path.display());
+    let bytes = sample::sample_bytes();
+    // Beside the target, then renamed: readers never see half a file.
+    if let Err(e) = tensorlane::publish::write_file(&path, &bytes) {
+        let why = match &e {
+            tensorlane::Error::Io { source, .. } => source.to_string(),
+            other => other.to_string(),
+        };
+        eprintln!("error: cannot write the sample to {}: {why}", path.display());
         return ExitCode::from(1);
     }
     eprintln!("wrote the sample packet ({} bytes) to {}", bytes.len(), path.display());
     run_inspect(&path, json, hash)
 }
 
-/// The file's bytes: memory-mapped, so opening a large file reads only what inspection touches.
-enum Contents {
-    Mapped(memmap2::Mmap),
-    Empty,
+/// What `inspect` (and `stats`) read a file as, detected once from its content.
+enum Kind {
+    /// A foreign model format ([`tensorlane::model::Model`]).
+    Model,
+    /// `.zt` v2 (or a damaged file that ends with its magic, which the `.zt` validator describes
+    /// best).
+    Zt,
+    /// Legacy `.zt` v1/v0.
+    Legacy,
+    /// Tenso packets (and anything else: the packet decoder says what is wrong).
+    Tenso,
 }
 
-impl Contents {
-    fn open(path: &Path) -> std::io::Result<Contents> {
-        let f = File::open(path)?;
-        if f.metadata()?.len() == 0 {
-            return Ok(Contents::Empty);
-        }
-        // SAFETY: the map is read-only and lives while we read it. Another process truncating or
-        // rewriting the file meanwhile is outside what a file inspector can guard against (as for
-        // every mmap-based reader); tensorlane never writes through it.
-        let m = unsafe { memmap2::Mmap::map(&f)? };
-        Ok(Contents::Mapped(m))
-    }
-
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Contents::Mapped(m) => m,
-            Contents::Empty => &[],
-        }
-    }
-}
-
-/// `inspect` of a foreign model file (safetensors, GGUF, PyTorch, NumPy, ONNX, HDF5); `None` for
-/// other files.
-fn inspect_model(path: &Path, json: bool, hash: bool) -> Option<ExitCode> {
-    let name = path.display().to_string();
-    let format = tensorlane::model::model_format(path, &zt_tools::open_source(path).ok()?)?;
-    if !tensorlane::model::is_model_format(format) {
-        return None;
-    }
-    let model = match tensorlane::model::Model::open(path) {
-        Ok(m) => m,
-        Err(e) => return Some(fail(&name, &ToolError::Format(e))),
+/// Maps `path` once and tells what it holds.
+fn open_detected(path: &Path) -> Result<(MmapSource, Kind), CliError> {
+    let src = zt_tools::open_source(path)?;
+    let kind = match tensorlane::model::model_format(path, &src) {
+        Some(f) if tensorlane::model::is_model_format(f) => Kind::Model,
+        _ => match zt_tools::detect_source(&src) {
+            Some(Format::Zt) => Kind::Zt,
+            Some(Format::ZtV1 | Format::ZtV0) => Kind::Legacy,
+            Some(Format::Tenso) => Kind::Tenso,
+            _ if src.bytes().ends_with(&tensorlane::core::detect::ZT_MAGIC) => Kind::Zt,
+            _ => Kind::Tenso,
+        },
     };
-    let report = match tensorlane::model_tools::inspect_model(&model, &name, hash) {
-        Ok(r) => r,
-        Err(e) => return Some(fail(&name, &e)),
-    };
-    let text = if json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(s) => s + "\n",
-            Err(e) => {
-                eprintln!("error: cannot serialise the report: {e}");
-                return Some(ExitCode::from(1));
-            }
-        }
-    } else {
-        report.to_table()
-    };
-    Some(print(&text))
+    Ok((src, kind))
 }
 
 fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
-    if let Some(code) = inspect_model(path, json, hash) {
-        return code;
-    }
-    if let Some(code) = inspect_zt(path, json, hash) {
-        return code;
-    }
     let name = path.display().to_string();
-    let contents = match Contents::open(path) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: cannot read {name}: {e}");
-            return ExitCode::from(1);
+    let (src, kind) = match open_detected(path) {
+        Ok(o) => o,
+        Err(e) => return fail(&name, &e),
+    };
+    let printed = match kind {
+        Kind::Model => tensorlane::model::Model::from_source(path, src)
+            .map_err(CliError::from)
+            .and_then(|model| {
+                let report = model_tools::inspect_model(&model, &name, hash)?;
+                Ok(print_report(&report, json))
+            }),
+        Kind::Zt | Kind::Legacy => {
+            let report = match kind {
+                Kind::Zt => zt_tools::inspect_zt(path, &name, src, hash),
+                _ => zt_tools::inspect_legacy(&name, src, hash),
+            };
+            report.map(|report| {
+                for w in &report.warnings {
+                    eprintln!("warning: {name}: {w}");
+                }
+                print_report(&report, json)
+            })
+        }
+        Kind::Tenso => {
+            let opts = InspectOptions { hash, progress: true };
+            inspect_bytes(src.bytes(), &name, &opts).map(|report| print_report(&report, json))
         }
     };
-    let opts = InspectOptions { hash, progress: true };
-    let report = match inspect_bytes(contents.bytes(), &name, &opts) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {name}: {e}");
-            return ExitCode::from(2);
-        }
+    printed.unwrap_or_else(|e| fail(&name, &e))
+}
+
+fn run_stats(path: &Path, tensors: &[String], bins: usize, json: bool) -> ExitCode {
+    let name = path.display().to_string();
+    if bins == 0 || bins > tensorlane::core::stats::MAX_BINS {
+        eprintln!(
+            "error: --bins {bins}: a histogram needs 1 to {} bins",
+            tensorlane::core::stats::MAX_BINS
+        );
+        return ExitCode::from(2);
+    }
+    let opts = tensorlane::core::stats::StatsOptions {
+        bins,
+        ..Default::default()
     };
-    let text = if json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(s) => s + "\n",
-            Err(e) => {
-                eprintln!("error: cannot serialise the report: {e}");
-                return ExitCode::from(1);
+    let report = open_detected(path).and_then(|(src, kind)| match kind {
+        Kind::Model => {
+            let model = tensorlane::model::Model::from_source(path, src)?;
+            stats::model_stats(&model, &name, tensors, &opts)
+        }
+        Kind::Zt => {
+            let (reader, _, warnings) = zt_tools::open_zt(path, src, false)?;
+            for w in &warnings {
+                eprintln!("warning: {name}: {w}");
             }
+            stats::zt_stats(&reader, &name, tensors, &opts)
         }
-    } else {
-        report.to_table()
-    };
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(text.as_bytes()).and_then(|_| stdout.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
-        // A closed pipe (`| head`) is not an error worth a message.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: cannot write output: {e}");
-            ExitCode::from(1)
+        Kind::Legacy => {
+            let reader = tensorlane::core::zt::legacy::LegacyReader::open(src)?;
+            stats::legacy_stats(&reader, &name, tensors, &opts)
         }
+        Kind::Tenso => Err(CliError::Refused(
+            "stats reads the model formats and .zt files; convert Tenso packets to .zt first (tensorlane convert)"
+                .into(),
+        )),
+    });
+    match report {
+        Ok(r) => print_report(&r, json),
+        Err(e) => fail(&name, &e),
     }
 }

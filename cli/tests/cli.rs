@@ -294,3 +294,20 @@ fn unreadable_and_empty_files() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn each_subcommand_help_has_its_own_description() {
+    let help = |cmd: &str| {
+        let out = run(&[cmd, "--help"]);
+        assert!(out.status.success(), "{cmd} --help: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let offload = help("offload");
+    assert!(
+        offload.starts_with("Plan, simulate and hazard-check streaming a model bigger than the GPU budget"),
+        "{offload}"
+    );
+    assert!(!offload.contains("bundled sample"), "{offload}");
+    let demo = help("demo");
+    assert!(demo.starts_with("Write the bundled sample packet"), "{demo}");
+}

@@ -14,11 +14,11 @@
 //! Names: bundle entries go by their key path joined with `/`; a root that is not a bundle is
 //! `#0`. In a file of several packets every name is prefixed with the packet index (`#1/key`).
 
-use std::fmt;
-
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use tensorlane_core::wire::{self, DecodeOptions, Packet, flags};
+
+use crate::error::CliError;
+use crate::output::{Table, finish, human_bytes, progress, render_table, sha256_hex, shape_str};
 
 /// How to inspect.
 #[derive(Clone, Debug, Default)]
@@ -150,45 +150,6 @@ pub struct ComponentInfo {
     pub integrity: bool,
 }
 
-/// Why a file could not be inspected: which packet, where, and the codec's error (with its
-/// offset inside the packet and its entry path).
-#[derive(Clone, Debug)]
-pub struct InspectError {
-    /// Index of the failing packet.
-    pub packet: usize,
-    /// File offset of the failing packet's first byte.
-    pub packet_offset: u64,
-    /// What was wrong.
-    pub error: wire::Error,
-}
-
-impl InspectError {
-    /// Absolute file offset of the fault.
-    pub fn file_offset(&self) -> u64 {
-        self.packet_offset.saturating_add(self.error.offset())
-    }
-}
-
-impl fmt::Display for InspectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "packet #{}", self.packet)?;
-        if self.packet_offset != 0 {
-            write!(f, " (starting at file byte {})", self.packet_offset)?;
-        }
-        write!(f, ": {}", self.error)?;
-        if !self.error.path().is_empty() {
-            write!(f, "; entry path: {}", self.error.path())?;
-        }
-        write!(f, "; file byte {}", self.file_offset())
-    }
-}
-
-impl std::error::Error for InspectError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
-
 const FLAG_NAMES: [(u16, &str); 11] = [
     (flags::ALIGNED, "ALIGNED"),
     (flags::INTEGRITY, "INTEGRITY"),
@@ -238,206 +199,235 @@ fn join(prefix: &Option<String>, key: &str) -> Option<String> {
     })
 }
 
-impl<'a> Walker<'a> {
-    fn visit(&mut self, p: &'a Packet<'a>, bytes: &[u8], offset: u64, name: Option<String>) -> Option<()> {
-        let h = wire::parse_header(bytes).ok()?;
-        let fl = flag_names(h.flags);
-        let integrity = h.flags & flags::INTEGRITY != 0;
-        let footer = if integrity { 8 } else { 0 };
-        let ndim = h.ndim as usize;
-        let align_at = |at: usize| -> Option<u64> {
-            Some(if h.flags & flags::CUST_ALIGN != 0 {
-                1u64.checked_shl(*bytes.get(at)? as u32)?
-            } else if h.flags & flags::ALIGNED != 0 {
-                64
-            } else {
-                1
-            })
-        };
-        let leaf_name = || match &name {
-            None => format!("#{}", self.packet),
-            Some(n) if self.multi => format!("#{}/{n}", self.packet),
-            Some(n) => n.clone(),
-        };
-        let base =
-            |kind, dtype: String, shape: Vec<u64>, nbytes: u64, body_bytes: u64, compressed, alignment| TensorInfo {
-                name: leaf_name(),
-                kind,
-                dtype,
-                shape,
-                nbytes,
-                sha256: None,
-                packet: self.packet,
-                offset,
-                packet_bytes: bytes.len() as u64,
-                body_bytes,
-                compressed,
-                integrity,
-                alignment,
-                flags: fl.clone(),
-                detail: None,
-            };
-        match p {
-            Packet::Bundle(b) => {
-                let mut pos = h.len;
-                for (key, value) in &b.entries {
-                    let kl = u32_at(bytes, pos)?;
-                    let vpos = pos.checked_add(4)?.checked_add(kl)?;
-                    let vl = u32_at(bytes, vpos)?;
-                    let start = vpos + 4;
-                    let end = start.checked_add(vl)?;
-                    let sub = bytes.get(start..end)?;
-                    self.visit(value, sub, offset + start as u64, join(&name, key))?;
-                    pos = end;
-                }
-                Some(())
-            }
-            Packet::Sparse(s) => {
-                let mut pos = h.len.checked_add(4 * ndim)?;
-                let mut comps = Vec::with_capacity(3);
-                let idx = self.infos.len();
-                for (ci, (t, cname)) in s.components.iter().zip(s.format.component_names()).enumerate() {
-                    let l = u32_at(bytes, pos)?;
-                    let sub = bytes.get(pos + 4..(pos + 4).checked_add(l)?)?;
-                    let ch = wire::parse_header(sub).ok()?;
-                    comps.push(ComponentInfo {
-                        name: cname,
-                        dtype: t.dtype().name(),
-                        shape: t.shape().to_vec(),
-                        nbytes: t.nbytes() as u64,
-                        sha256: None,
-                        packet_bytes: sub.len() as u64,
-                        integrity: ch.flags & flags::INTEGRITY != 0,
-                    });
-                    self.jobs.push(Job {
-                        tensor: idx,
-                        component: Some(ci),
-                        data: t.data(),
-                    });
-                    pos = pos + 4 + l;
-                }
-                let nbytes = s.components.iter().map(|t| t.nbytes() as u64).sum();
-                let mut info = base(
-                    "sparse",
-                    s.components[0].dtype().name().to_string(),
-                    s.shape.clone(),
-                    nbytes,
-                    nbytes,
-                    false,
-                    1,
-                );
-                info.integrity = comps.iter().all(|c| c.integrity);
-                info.detail = Some(Detail::Sparse {
-                    format: s.format.name(),
-                    nnz: s.components[0].numel(),
-                    components: comps,
-                });
-                self.infos.push(info);
-                Some(())
-            }
-            Packet::Dense(t) => {
-                let compressed = h.flags & flags::COMPRESSION != 0;
-                let shape_end = h.len.checked_add(4 * ndim)?;
-                let alignment = align_at(shape_end)?;
-                let body_bytes = if compressed {
-                    let head = shape_end + usize::from(h.flags & flags::CUST_ALIGN != 0);
-                    let head = (head as u64).checked_next_multiple_of(alignment)?;
-                    (bytes.len() as u64).checked_sub(head + footer)?
-                } else {
-                    t.nbytes() as u64
-                };
-                let info = base(
-                    "dense",
-                    t.dtype().name().to_string(),
-                    t.shape().to_vec(),
-                    t.nbytes() as u64,
-                    body_bytes,
-                    compressed,
-                    alignment,
-                );
-                self.jobs.push(Job {
-                    tensor: self.infos.len(),
-                    component: None,
-                    data: t.data(),
-                });
-                self.infos.push(info);
-                Some(())
-            }
-            Packet::Quantized(q) => {
-                let meta_end = h
-                    .len
-                    .checked_add(4 * ndim)?
-                    .checked_add(10)?
-                    .checked_add(8 * q.scales.len())?;
-                let alignment = align_at(meta_end)?;
-                let n = q.data.len() as u64;
-                let mut info = base(
-                    "quantized",
-                    q.qdtype.name().to_string(),
-                    q.shape.clone(),
-                    n,
-                    n,
-                    false,
-                    alignment,
-                );
-                let small = q.scales.len() <= 16;
-                info.detail = Some(Detail::Quantized {
-                    scheme: q.scheme.name(),
-                    axis: q.axis,
-                    group_size: q.group_size,
-                    num_scales: q.scales.len(),
-                    scales: small.then(|| q.scales.clone()),
-                    zero_points: small.then(|| q.zero_points.clone()),
-                });
-                self.jobs.push(Job {
-                    tensor: self.infos.len(),
-                    component: None,
-                    data: &q.data,
-                });
-                self.infos.push(info);
-                Some(())
-            }
-            Packet::Strings(s) => {
-                let count = s.len();
-                let payload = s.payload().len() as u64;
-                let alignment = if h.flags & flags::ALIGNED != 0 { 64 } else { 1 };
-                let body = 8 * (count as u64 + 1) + payload;
-                let mut info = base(
-                    "string",
-                    "string".into(),
-                    vec![count as u64],
-                    payload,
-                    body,
-                    false,
-                    alignment,
-                );
-                let utf8 = (0..count).all(|i| matches!(s.get_str(i), Some(Ok(_))));
-                info.detail = Some(Detail::Strings { count, utf8 });
-                self.jobs.push(Job {
-                    tensor: self.infos.len(),
-                    component: None,
-                    data: s.payload(),
-                });
-                self.infos.push(info);
-                Some(())
-            }
+/// One (sub-)packet being described: its parsed header, its wire bytes, where they start in
+/// the file, and the name its tensor gets.
+struct Node<'b> {
+    h: wire::Header,
+    bytes: &'b [u8],
+    offset: u64,
+    name: String,
+    packet: usize,
+}
+
+impl Node<'_> {
+    /// The body alignment a header flag (or the custom alignment byte at `at`) gives.
+    fn align_at(&self, at: usize) -> Option<u64> {
+        Some(if self.h.flags & flags::CUST_ALIGN != 0 {
+            1u64.checked_shl(*self.bytes.get(at)? as u32)?
+        } else if self.h.flags & flags::ALIGNED != 0 {
+            64
+        } else {
+            1
+        })
+    }
+
+    /// Byte offset just past the header and the shape.
+    fn shape_end(&self) -> Option<usize> {
+        self.h.len.checked_add(4 * self.h.ndim as usize)
+    }
+
+    /// Whether an XXH3 footer protects the body.
+    fn integrity(&self) -> bool {
+        self.h.flags & flags::INTEGRITY != 0
+    }
+
+    /// The fields every kind shares; `detail` is left for the kind to fill in.
+    #[allow(clippy::too_many_arguments)]
+    fn info(
+        &self,
+        kind: &'static str,
+        dtype: String,
+        shape: Vec<u64>,
+        nbytes: u64,
+        body_bytes: u64,
+        compressed: bool,
+        alignment: u64,
+    ) -> TensorInfo {
+        TensorInfo {
+            name: self.name.clone(),
+            kind,
+            dtype,
+            shape,
+            nbytes,
+            sha256: None,
+            packet: self.packet,
+            offset: self.offset,
+            packet_bytes: self.bytes.len() as u64,
+            body_bytes,
+            compressed,
+            integrity: self.integrity(),
+            alignment,
+            flags: flag_names(self.h.flags),
+            detail: None,
         }
     }
 }
 
-/// Hashes at least this much before a progress bar is worth drawing.
-const PROGRESS_THRESHOLD: u64 = 64 << 20;
-const HASH_CHUNK: usize = 8 << 20;
-
-fn sha256_hex(data: &[u8], bar: Option<&indicatif::ProgressBar>) -> String {
-    let mut h = Sha256::new();
-    for c in data.chunks(HASH_CHUNK) {
-        h.update(c);
-        if let Some(b) = bar {
-            b.inc(c.len() as u64);
+impl<'a> Walker<'a> {
+    /// Describes packet `p` (whose wire bytes are `bytes`, starting at file `offset`) and, for a
+    /// bundle, every entry below it.
+    fn visit(&mut self, p: &'a Packet<'a>, bytes: &[u8], offset: u64, name: Option<String>) -> Option<()> {
+        if let Packet::Bundle(b) = p {
+            return self.bundle(b, bytes, offset, &name);
         }
+        let node = Node {
+            h: wire::parse_header(bytes).ok()?,
+            bytes,
+            offset,
+            name: match &name {
+                None => format!("#{}", self.packet),
+                Some(n) if self.multi => format!("#{}/{n}", self.packet),
+                Some(n) => n.clone(),
+            },
+            packet: self.packet,
+        };
+        let (info, jobs) = match p {
+            Packet::Bundle(_) => return None,
+            Packet::Sparse(s) => sparse(&node, s)?,
+            Packet::Dense(t) => dense(&node, t)?,
+            Packet::Quantized(q) => quantized(&node, q)?,
+            Packet::Strings(s) => strings(&node, s),
+        };
+        let idx = self.infos.len();
+        self.infos.push(info);
+        self.jobs.extend(jobs.into_iter().map(|(component, data)| Job {
+            tensor: idx,
+            component,
+            data,
+        }));
+        Some(())
     }
-    hex::encode(h.finalize())
+
+    /// Walks a bundle's length-prefixed entries.
+    fn bundle(&mut self, b: &'a wire::Bundle<'a>, bytes: &[u8], offset: u64, name: &Option<String>) -> Option<()> {
+        let h = wire::parse_header(bytes).ok()?;
+        let mut pos = h.len;
+        for (key, value) in &b.entries {
+            let kl = u32_at(bytes, pos)?;
+            let vpos = pos.checked_add(4)?.checked_add(kl)?;
+            let vl = u32_at(bytes, vpos)?;
+            let start = vpos + 4;
+            let end = start.checked_add(vl)?;
+            let sub = bytes.get(start..end)?;
+            self.visit(value, sub, offset + start as u64, join(name, key))?;
+            pos = end;
+        }
+        Some(())
+    }
+}
+
+/// What to hash for one tensor: `(component index, bytes)`.
+type Jobs<'a> = Vec<(Option<usize>, &'a [u8])>;
+
+/// A sparse matrix: its three component packets, each with its own header.
+fn sparse<'a>(node: &Node<'_>, s: &'a wire::Sparse<'a>) -> Option<(TensorInfo, Jobs<'a>)> {
+    let mut pos = node.shape_end()?;
+    let mut comps = Vec::with_capacity(3);
+    let mut jobs = Vec::with_capacity(3);
+    for (ci, (t, cname)) in s.components.iter().zip(s.format.component_names()).enumerate() {
+        let l = u32_at(node.bytes, pos)?;
+        let sub = node.bytes.get(pos + 4..(pos + 4).checked_add(l)?)?;
+        let ch = wire::parse_header(sub).ok()?;
+        comps.push(ComponentInfo {
+            name: cname,
+            dtype: t.dtype().name(),
+            shape: t.shape().to_vec(),
+            nbytes: t.nbytes() as u64,
+            sha256: None,
+            packet_bytes: sub.len() as u64,
+            integrity: ch.flags & flags::INTEGRITY != 0,
+        });
+        jobs.push((Some(ci), t.data()));
+        pos = pos + 4 + l;
+    }
+    let nbytes = s.components.iter().map(|t| t.nbytes() as u64).sum();
+    let mut info = node.info(
+        "sparse",
+        s.components[0].dtype().name().to_string(),
+        s.shape.clone(),
+        nbytes,
+        nbytes,
+        false,
+        1,
+    );
+    info.integrity = comps.iter().all(|c| c.integrity);
+    info.detail = Some(Detail::Sparse {
+        format: s.format.name(),
+        nnz: s.components[0].numel(),
+        components: comps,
+    });
+    Some((info, jobs))
+}
+
+/// A dense tensor; a compressed body's wire size comes from the packet's span.
+fn dense<'a>(node: &Node<'_>, t: &'a tensorlane_core::Tensor<'a>) -> Option<(TensorInfo, Jobs<'a>)> {
+    let compressed = node.h.flags & flags::COMPRESSION != 0;
+    let shape_end = node.shape_end()?;
+    let alignment = node.align_at(shape_end)?;
+    let body_bytes = if compressed {
+        let footer = if node.integrity() { 8 } else { 0 };
+        let head = shape_end + usize::from(node.h.flags & flags::CUST_ALIGN != 0);
+        let head = (head as u64).checked_next_multiple_of(alignment)?;
+        (node.bytes.len() as u64).checked_sub(head + footer)?
+    } else {
+        t.nbytes() as u64
+    };
+    let info = node.info(
+        "dense",
+        t.dtype().name().to_string(),
+        t.shape().to_vec(),
+        t.nbytes() as u64,
+        body_bytes,
+        compressed,
+        alignment,
+    );
+    Some((info, vec![(None, t.data())]))
+}
+
+/// A quantized tensor: its scheme, and the scales and zero points when there are few.
+fn quantized<'a>(node: &Node<'_>, q: &'a wire::Quantized<'a>) -> Option<(TensorInfo, Jobs<'a>)> {
+    let meta_end = node.shape_end()?.checked_add(10)?.checked_add(8 * q.scales.len())?;
+    let alignment = node.align_at(meta_end)?;
+    let n = q.data.len() as u64;
+    let mut info = node.info(
+        "quantized",
+        q.qdtype.name().to_string(),
+        q.shape.clone(),
+        n,
+        n,
+        false,
+        alignment,
+    );
+    let small = q.scales.len() <= 16;
+    info.detail = Some(Detail::Quantized {
+        scheme: q.scheme.name(),
+        axis: q.axis,
+        group_size: q.group_size,
+        num_scales: q.scales.len(),
+        scales: small.then(|| q.scales.clone()),
+        zero_points: small.then(|| q.zero_points.clone()),
+    });
+    Some((info, vec![(None, &q.data[..])]))
+}
+
+/// A string tensor: its count and whether every string is UTF-8.
+fn strings<'a>(node: &Node<'_>, s: &'a wire::Strings<'a>) -> (TensorInfo, Jobs<'a>) {
+    let count = s.len();
+    let payload = s.payload().len() as u64;
+    let alignment = if node.h.flags & flags::ALIGNED != 0 { 64 } else { 1 };
+    let body = 8 * (count as u64 + 1) + payload;
+    let mut info = node.info(
+        "string",
+        "string".into(),
+        vec![count as u64],
+        payload,
+        body,
+        false,
+        alignment,
+    );
+    let utf8 = (0..count).all(|i| matches!(s.get_str(i), Some(Ok(_))));
+    info.detail = Some(Detail::Strings { count, utf8 });
+    (info, vec![(None, s.payload())])
 }
 
 /// Inspects every packet in `data` (the contents of `file`).
@@ -445,7 +435,7 @@ fn sha256_hex(data: &[u8], bar: Option<&indicatif::ProgressBar>) -> String {
 /// The first packet must decode. After it, bytes that start with the `TNSO` magic must be further
 /// packets; anything else is reported as [`Report::trailing_bytes`] (tenso ignores bytes after a
 /// packet too). Integrity footers are verified.
-pub fn inspect_bytes(data: &[u8], file: &str, opts: &InspectOptions) -> Result<Report, InspectError> {
+pub fn inspect_bytes(data: &[u8], file: &str, opts: &InspectOptions) -> Result<Report, CliError> {
     let dopts = DecodeOptions::default();
     // Frame first, so names can tell a one-packet file from a stream.
     let mut spans: Vec<(usize, usize)> = Vec::new();
@@ -466,7 +456,7 @@ pub fn inspect_bytes(data: &[u8], file: &str, opts: &InspectOptions) -> Result<R
             }
             Ok(_) => break,
             Err(error) => {
-                return Err(InspectError {
+                return Err(CliError::Tenso {
                     packet: spans.len(),
                     packet_offset: off as u64,
                     error,
@@ -486,7 +476,7 @@ pub fn inspect_bytes(data: &[u8], file: &str, opts: &InspectOptions) -> Result<R
         };
         if w.visit(p, &data[start..start + len], start as u64, None).is_none() {
             // Decoding succeeded, so this cannot happen; report rather than panic.
-            return Err(InspectError {
+            return Err(CliError::Tenso {
                 packet: i,
                 packet_offset: start as u64,
                 error: wire::decode(&[]).expect_err("an empty buffer never decodes"),
@@ -500,15 +490,11 @@ pub fn inspect_bytes(data: &[u8], file: &str, opts: &InspectOptions) -> Result<R
     }
     if opts.hash {
         let total: u64 = jobs.iter().map(|j| j.data.len() as u64).sum();
-        let bar = (opts.progress && total >= PROGRESS_THRESHOLD).then(|| {
-            let b = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
-            if let Ok(style) = indicatif::ProgressStyle::with_template(
-                "hashing {bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-            ) {
-                b.set_style(style);
-            }
-            b
-        });
+        let bar = if opts.progress {
+            progress(total, "hashing")
+        } else {
+            None
+        };
         for j in &jobs {
             let digest = sha256_hex(j.data, bar.as_ref());
             let t = &mut tensors[j.tensor];
@@ -517,9 +503,7 @@ pub fn inspect_bytes(data: &[u8], file: &str, opts: &InspectOptions) -> Result<R
                 _ => t.sha256 = Some(digest),
             }
         }
-        if let Some(b) = bar {
-            b.finish_and_clear();
-        }
+        finish(bar);
     }
     Ok(Report {
         format: "tenso",
@@ -531,29 +515,8 @@ pub fn inspect_bytes(data: &[u8], file: &str, opts: &InspectOptions) -> Result<R
     })
 }
 
-fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-fn shape_str(s: &[u64]) -> String {
-    let inner: Vec<String> = s.iter().map(|d| d.to_string()).collect();
-    format!("[{}]", inner.join(", "))
-}
-
-impl Report {
-    /// The report as an aligned, human-readable table.
-    pub fn to_table(&self) -> String {
+impl Table for Report {
+    fn to_table(&self) -> String {
         let mut out = String::new();
         let plural = if self.packets == 1 { "" } else { "s" };
         out.push_str(&format!(
@@ -665,42 +628,6 @@ impl Report {
         out.push_str(&render_table(&rows, &[4, 5, 6]));
         out
     }
-}
-
-/// Renders `rows` as aligned text, one line per row, columns two spaces apart and padded to
-/// their widest cell (in chars), right-aligned for the column indices in `right_aligned`, each
-/// line's trailing spaces trimmed. Widths come from the rows as long as the first (the header);
-/// a shorter row (a detail line) is written as is, its last cell spanning the rest of the line.
-pub(crate) fn render_table(rows: &[Vec<String>], right_aligned: &[usize]) -> String {
-    let mut out = String::new();
-    let ncol = rows.first().map_or(0, Vec::len);
-    let mut w = vec![0usize; ncol];
-    for r in rows.iter().filter(|r| r.len() == ncol) {
-        for (i, c) in r.iter().enumerate() {
-            w[i] = w[i].max(c.chars().count());
-        }
-    }
-    for r in rows {
-        let mut line = String::new();
-        for (i, c) in r.iter().enumerate() {
-            if i + 1 == r.len() {
-                line.push_str(c);
-            } else {
-                let pad = w[i].saturating_sub(c.chars().count());
-                if right_aligned.contains(&i) {
-                    line.push_str(&" ".repeat(pad));
-                    line.push_str(c);
-                } else {
-                    line.push_str(c);
-                    line.push_str(&" ".repeat(pad));
-                }
-                line.push_str("  ");
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 #[cfg(test)]

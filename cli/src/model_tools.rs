@@ -6,8 +6,8 @@
 //!   and `attributes`; per file its `metadata`, the `sources` it reads (shards, external data) and
 //!   what was `skipped`. `sha256` is over the tensor's C-order little-endian bytes, the raw blocks
 //!   for ggml-quantized tensors (as the fixtures' manifest defines it).
-//! * [`convert_model`] writes a model as canonical `.zt` ([`crate::zt_write::ZtFile`]) or as
-//!   `.safetensors` ([`crate::st_write::SafetensorsFile`]), one tensor at a time: a zero-copy
+//! * [`convert_model`] writes a model as canonical `.zt` ([`tensorlane::zt_write::ZtFile`]) or as
+//!   `.safetensors` ([`tensorlane::st_write::SafetensorsFile`]), one tensor at a time: a zero-copy
 //!   tensor goes from the map to the writer without a copy, any other is decoded on its own, so
 //!   memory holds at most one tensor. Every tensor is checked against the target before the output
 //!   is created, and the output appears atomically or not at all.
@@ -23,7 +23,6 @@ use std::path::Path;
 
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
-use sha2::{Digest as _, Sha256};
 use tensorlane_core::DType;
 use tensorlane_core::detect::Format;
 use tensorlane_core::formats::ggml::GgmlType;
@@ -33,10 +32,14 @@ use tensorlane_core::zt::format::LogicalType;
 use tensorlane_core::zt::layout;
 use tensorlane_core::zt::writer::{ObjectSpec, Options, PartSpec};
 
-use crate::model::Model;
-use crate::st_write::{SafetensorsFile, StDtype, StTensor, StWriteError};
-use crate::zt_tools::{Converted, Target, ToolError, progress};
-use crate::zt_write::{ZtFile, ZtWriteError};
+use tensorlane::model::{Model, is_model_format, model_format};
+use tensorlane::source::MmapSource;
+use tensorlane::st_write::{SafetensorsFile, StDtype, StTensor};
+use tensorlane::zt_write::ZtFile;
+
+use crate::error::CliError;
+use crate::output::{Table, advance, finish, progress, render_table, sha256_hex, shape_str};
+use crate::zt_tools::{Converted, Target};
 
 // ---------------------------------------------------------------------------------------------
 // Metadata as JSON
@@ -249,20 +252,9 @@ fn nbytes(format: &'static str, t: &TensorInfo) -> Result<u64, FormatError> {
     })
 }
 
-fn sha256_hex(data: &[u8], bar: Option<&indicatif::ProgressBar>) -> String {
-    let mut h = Sha256::new();
-    for c in data.chunks(8 << 20) {
-        h.update(c);
-        if let Some(b) = bar {
-            b.inc(c.len() as u64);
-        }
-    }
-    hex::encode(h.finalize())
-}
-
 /// Describes `model` (opened from `file`); with `hash`, reads every tensor and hashes its bytes,
 /// with a progress bar on a terminal.
-pub fn inspect_model<'m>(model: &'m Model, file: &str, hash: bool) -> Result<ModelReport<'m>, ToolError> {
+pub fn inspect_model<'m>(model: &'m Model, file: &str, hash: bool) -> Result<ModelReport<'m>, CliError> {
     let cat = model.catalog();
     let format = cat.format.name();
     let names: Vec<&str> = cat.sources.iter().map(String::as_str).collect();
@@ -284,7 +276,7 @@ pub fn inspect_model<'m>(model: &'m Model, file: &str, hash: bool) -> Result<Mod
             kind: if is_quantized(t.ty) { "quantized" } else { "dense" },
             dtype: dtype_name(t.ty),
             shape: t.shape.clone(),
-            nbytes: nbytes(format, t).map_err(ToolError::Format)?,
+            nbytes: nbytes(format, t)?,
             sha256: None,
             layout,
             source: (source > 0).then(|| names.get(source).copied().unwrap_or("?").to_string()),
@@ -300,12 +292,10 @@ pub fn inspect_model<'m>(model: &'m Model, file: &str, hash: bool) -> Result<Mod
         let total = tensors.iter().map(|t| t.nbytes).sum();
         let bar = progress(total, "hashing");
         for (info, t) in tensors.iter_mut().zip(&cat.tensors) {
-            let bytes = model.read(t).map_err(ToolError::Format)?;
+            let bytes = model.read(t)?;
             info.sha256 = Some(sha256_hex(&bytes, bar.as_ref()));
         }
-        if let Some(b) = bar {
-            b.finish_and_clear();
-        }
+        finish(bar);
     }
     let mut sources = model.sources();
     let bytes = sources.next().map_or(0, |(_, n)| n);
@@ -335,14 +325,8 @@ pub fn inspect_model<'m>(model: &'m Model, file: &str, hash: bool) -> Result<Mod
     })
 }
 
-fn shape_str(s: &[u64]) -> String {
-    let inner: Vec<String> = s.iter().map(u64::to_string).collect();
-    format!("[{}]", inner.join(", "))
-}
-
-impl ModelReport<'_> {
-    /// The report as an aligned, human-readable table.
-    pub fn to_table(&self) -> String {
+impl Table for ModelReport<'_> {
+    fn to_table(&self) -> String {
         let n = self.tensors.len();
         let mut out = format!(
             "{}: {} file, {} bytes, {n} tensor{}\n",
@@ -395,7 +379,7 @@ impl ModelReport<'_> {
             }
             rows.push(r);
         }
-        out.push_str(&crate::inspect::render_table(&rows, &[3]));
+        out.push_str(&render_table(&rows, &[3]));
         if n == 0 {
             out.push_str("(no tensors)\n");
         }
@@ -429,8 +413,8 @@ enum Plan {
     Dequantize,
 }
 
-fn refuse(t: &TensorInfo, why: String) -> ToolError {
-    ToolError::Refused(format!("tensor {:?}: {why}", t.name))
+fn refuse(t: &TensorInfo, why: String) -> CliError {
+    CliError::Refused(format!("tensor {:?}: {why}", t.name))
 }
 
 /// The `.zt` `gguf.<type>/1` layout id of a ggml block type, when the spec lists it.
@@ -439,7 +423,7 @@ fn gguf_layout(g: GgmlType) -> Option<String> {
     layout::GGUF_TYPES.contains(&t.as_str()).then(|| format!("gguf.{t}/1"))
 }
 
-fn plan_for(t: &TensorInfo, target: ModelTarget, dequantize: bool) -> Result<Plan, ToolError> {
+fn plan_for(t: &TensorInfo, target: ModelTarget, dequantize: bool) -> Result<Plan, CliError> {
     Ok(match t.ty {
         ElementType::Dense(dtype) => Plan::Bytes { dtype, logical: None },
         ElementType::Logical(l) => Plan::Bytes {
@@ -468,7 +452,7 @@ fn plan_for(t: &TensorInfo, target: ModelTarget, dequantize: bool) -> Result<Pla
 }
 
 /// The safetensors dtype of a planned tensor.
-fn st_dtype(t: &TensorInfo, plan: Plan) -> Result<StDtype, ToolError> {
+fn st_dtype(t: &TensorInfo, plan: Plan) -> Result<StDtype, CliError> {
     match plan {
         Plan::Bytes { dtype, logical } => st_dtype_of(dtype, logical).map_err(|m| refuse(t, m)),
         Plan::Dequantize => Ok(StDtype::F32),
@@ -546,13 +530,13 @@ pub fn convert_model(
     output: &Path,
     target: ModelTarget,
     dequantize: bool,
-) -> Result<Converted, ToolError> {
+) -> Result<Converted, CliError> {
     let cat = model.catalog();
     let format = cat.format.name();
     let mut plans = Vec::with_capacity(cat.tensors.len());
     for t in &cat.tensors {
         let plan = plan_for(t, target, dequantize)?;
-        nbytes(format, t).map_err(ToolError::Format)?;
+        nbytes(format, t)?;
         plans.push(plan);
     }
     let mut warnings = Vec::new();
@@ -573,10 +557,10 @@ pub fn convert_model(
 }
 
 /// A tensor's output bytes under its plan.
-fn tensor_bytes<'m>(model: &'m Model, t: &TensorInfo, plan: Plan) -> Result<std::borrow::Cow<'m, [u8]>, ToolError> {
+fn tensor_bytes<'m>(model: &'m Model, t: &TensorInfo, plan: Plan) -> Result<std::borrow::Cow<'m, [u8]>, CliError> {
     Ok(match plan {
-        Plan::Dequantize => f32_bytes(&model.dequantize(t).map_err(ToolError::Format)?).into(),
-        _ => model.read(t).map_err(ToolError::Format)?,
+        Plan::Dequantize => f32_bytes(&model.dequantize(t)?).into(),
+        _ => model.read(t)?,
     })
 }
 
@@ -588,7 +572,7 @@ fn out_nbytes(t: &TensorInfo, plan: Plan) -> u64 {
     }
 }
 
-fn write_zt(model: &Model, plans: &[Plan], output: &Path, warnings: &mut Vec<String>) -> Result<u64, ToolError> {
+fn write_zt(model: &Model, plans: &[Plan], output: &Path, warnings: &mut Vec<String>) -> Result<u64, CliError> {
     let cat = model.catalog();
     // Canonical form stores objects in bytewise name order.
     let mut order: Vec<usize> = (0..cat.tensors.len()).collect();
@@ -597,16 +581,12 @@ fn write_zt(model: &Model, plans: &[Plan], output: &Path, warnings: &mut Vec<Str
         .windows(2)
         .find(|w| cat.tensors[w[0]].name == cat.tensors[w[1]].name)
     {
-        return Err(ToolError::Refused(format!(
+        return Err(CliError::Refused(format!(
             "two tensors are named {:?}; .zt object names are unique",
             cat.tensors[w[0]].name
         )));
     }
-    let zt_err = |e: ZtWriteError| match e {
-        ZtWriteError::Write(e) => ToolError::from(e),
-        ZtWriteError::Io(p, e) => ToolError::Io(format!("cannot write {}: {e}", p.display())),
-    };
-    let mut w = ZtFile::publish(output, Options::canonical()).map_err(zt_err)?;
+    let mut w = ZtFile::publish(output, Options::canonical())?;
     let mut attrs = vec![(Value::text("source_format"), Value::text(cat.format.name()))];
     if !cat.metadata.is_empty() {
         attrs.push((Value::text("source_metadata"), meta_cbor_map(&cat.metadata)));
@@ -642,19 +622,15 @@ fn write_zt(model: &Model, plans: &[Plan], output: &Path, warnings: &mut Vec<Str
             }
         };
         w.add_object(&t.name, &spec, &[part])
-            .map_err(|e| ToolError::Refused(format!("tensor {:?}: the .zt writer refused: {e}", t.name)))?;
-        if let Some(b) = &bar {
-            b.inc(bytes.len() as u64);
-        }
+            .map_err(|e| CliError::Refused(format!("tensor {:?}: the .zt writer refused: {e}", t.name)))?;
+        advance(bar.as_ref(), bytes.len() as u64);
     }
-    let size = w.finish().map_err(zt_err)?.size;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    let size = w.finish()?.size;
+    finish(bar);
     Ok(size)
 }
 
-fn write_safetensors(model: &Model, plans: &[Plan], output: &Path) -> Result<u64, ToolError> {
+fn write_safetensors(model: &Model, plans: &[Plan], output: &Path) -> Result<u64, CliError> {
     let cat = model.catalog();
     let mut tensors = Vec::with_capacity(plans.len());
     for (t, &plan) in cat.tensors.iter().zip(plans) {
@@ -671,33 +647,25 @@ fn write_safetensors(model: &Model, plans: &[Plan], output: &Path) -> Result<u64
             (k.clone(), s)
         })
         .collect();
-    let st_err = |e: StWriteError| match e {
-        StWriteError::Invalid(m) => ToolError::Refused(m),
-        StWriteError::Io(p, e) => ToolError::Io(format!("cannot write {}: {e}", p.display())),
-    };
-    let mut w = SafetensorsFile::publish(output, tensors, &metadata).map_err(st_err)?;
+    let mut w = SafetensorsFile::publish(output, tensors, &metadata)?;
     let size = w.total_size();
     let bar = progress(size, "converting");
     while let Some(i) = w.next_tensor() {
         let bytes = tensor_bytes(model, &cat.tensors[i], plans[i])?;
         for c in bytes.chunks(8 << 20) {
-            w.write(c).map_err(st_err)?;
-            if let Some(b) = &bar {
-                b.inc(c.len() as u64);
-            }
+            w.write(c)?;
+            advance(bar.as_ref(), c.len() as u64);
         }
         if bytes.is_empty() && w.next_tensor() == Some(i) {
             // Nothing to write and the writer still waits: the sizes disagree.
-            return Err(ToolError::Refused(format!(
+            return Err(CliError::Refused(format!(
                 "tensor {:?}: no bytes were read",
                 cat.tensors[i].name
             )));
         }
     }
-    w.finish().map_err(st_err)?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    w.finish()?;
+    finish(bar);
     Ok(size)
 }
 
@@ -716,36 +684,33 @@ pub fn target_from_extension(output: &Path) -> Option<&'static str> {
 /// input). Foreign models go through [`convert_model`]; `.zt`, legacy `.zt` and Tenso input
 /// through [`crate::zt_tools::convert`], and `.zt` v2 to safetensors through
 /// [`zt_to_safetensors`].
-pub fn convert(input: &Path, output: &Path, to: Option<&str>, dequantize: bool) -> Result<Converted, ToolError> {
+pub fn convert(input: &Path, output: &Path, to: Option<&str>, dequantize: bool) -> Result<Converted, CliError> {
     let to = to.or_else(|| target_from_extension(output));
     let src = crate::zt_tools::open_source(input)?;
-    let format = crate::model::model_format(input, &src);
-    match format {
-        Some(f) if !crate::model::is_model_format(f) => {
-            return match (f, to) {
-                (Format::Zt, Some("safetensors")) => zt_to_safetensors(input, src, output),
-                (f, Some("safetensors")) => Err(ToolError::Refused(format!(
-                    "converting {} to safetensors is not supported (convert it to .zt first)",
-                    f.name()
-                ))),
-                (_, to) => crate::zt_tools::convert(input, output, to.and_then(Target::parse)),
+    match model_format(input, &src) {
+        Some(f) if !is_model_format(f) => match (f, to) {
+            (Format::Zt, Some("safetensors")) => zt_to_safetensors(input, src, output),
+            (f, Some("safetensors")) => Err(CliError::Refused(format!(
+                "converting {} to safetensors is not supported (convert it to .zt first)",
+                f.name()
+            ))),
+            (_, to) => crate::zt_tools::convert(input, src, output, to.and_then(Target::parse)),
+        },
+        _ => {
+            let model = Model::from_source(input, src)?;
+            let target = match to {
+                None | Some("zt") => ModelTarget::Zt,
+                Some("safetensors") => ModelTarget::Safetensors,
+                Some(other) => {
+                    return Err(CliError::Refused(format!(
+                        "converting {} to {other} is not supported (targets: zt, safetensors)",
+                        model.format().name()
+                    )));
+                }
             };
+            convert_model(&model, output, target, dequantize)
         }
-        _ => {}
     }
-    drop(src);
-    let model = Model::open(input)?;
-    let target = match to {
-        None | Some("zt") => ModelTarget::Zt,
-        Some("safetensors") => ModelTarget::Safetensors,
-        Some(other) => {
-            return Err(ToolError::Refused(format!(
-                "converting {} to {other} is not supported (targets: zt, safetensors)",
-                model.format().name()
-            )));
-        }
-    };
-    convert_model(&model, output, target, dequantize)
 }
 
 /// The `__metadata__` a `.zt` file's attributes give: the `source_metadata` a conversion kept,
@@ -774,11 +739,11 @@ fn zt_metadata(attributes: Option<&Value<'_>>) -> Vec<(String, String)> {
 
 /// Writes the dense objects of a `.zt` v2 file (shards resolved next to it) as `.safetensors`,
 /// one object at a time; any other layout is refused.
-pub fn zt_to_safetensors(input: &Path, src: crate::source::MmapSource, output: &Path) -> Result<Converted, ToolError> {
+pub fn zt_to_safetensors(input: &Path, src: MmapSource, output: &Path) -> Result<Converted, CliError> {
     let (reader, _, _) = crate::zt_tools::open_zt(input, src, true)?;
     let m = reader
         .manifest()
-        .ok_or_else(|| ToolError::Refused("a data shard describes no tensors; there is nothing to convert".into()))?;
+        .ok_or_else(|| CliError::Refused("a data shard describes no tensors; there is nothing to convert".into()))?;
     let mut tensors = Vec::with_capacity(m.objects.len());
     let names: Vec<&String> = m.objects.keys().collect();
     for (name, o) in &m.objects {
@@ -787,7 +752,7 @@ pub fn zt_to_safetensors(input: &Path, src: crate::source::MmapSource, output: &
             .get("data")
             .filter(|_| o.layout == layout::DENSE)
             .ok_or_else(|| {
-                ToolError::Refused(format!(
+                CliError::Refused(format!(
                     "object {name:?} has layout {:?}; safetensors holds dense tensors only",
                     o.layout
                 ))
@@ -795,36 +760,27 @@ pub fn zt_to_safetensors(input: &Path, src: crate::source::MmapSource, output: &
         let logical = match part.logical.as_deref() {
             None => None,
             Some(l) => Some(LogicalType::from_name(l).ok_or_else(|| {
-                ToolError::Refused(format!(
+                CliError::Refused(format!(
                     "object {name:?} has logical type {l:?}, which safetensors cannot hold"
                 ))
             })?),
         };
-        let dtype =
-            st_dtype_of(part.dtype, logical).map_err(|e| ToolError::Refused(format!("object {name:?}: {e}")))?;
+        let dtype = st_dtype_of(part.dtype, logical).map_err(|e| CliError::Refused(format!("object {name:?}: {e}")))?;
         tensors.push(StTensor::new(name.clone(), dtype, o.shape.clone()));
     }
-    let st_err = |e: StWriteError| match e {
-        StWriteError::Invalid(m) => ToolError::Refused(m),
-        StWriteError::Io(p, e) => ToolError::Io(format!("cannot write {}: {e}", p.display())),
-    };
-    let mut w = SafetensorsFile::publish(output, tensors, &zt_metadata(reader.attributes())).map_err(st_err)?;
+    let mut w = SafetensorsFile::publish(output, tensors, &zt_metadata(reader.attributes()))?;
     let size = w.total_size();
     let bar = progress(size, "converting");
     while let Some(i) = w.next_tensor() {
         let bytes = reader.read(names[i], "data")?;
-        w.write(&bytes).map_err(st_err)?;
-        if let Some(b) = &bar {
-            b.inc(bytes.len() as u64);
-        }
+        w.write(&bytes)?;
+        advance(bar.as_ref(), bytes.len() as u64);
         if bytes.is_empty() && w.next_tensor() == Some(i) {
-            return Err(ToolError::Refused(format!("object {:?}: no bytes were read", names[i])));
+            return Err(CliError::Refused(format!("object {:?}: no bytes were read", names[i])));
         }
     }
-    w.finish().map_err(st_err)?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    w.finish()?;
+    finish(bar);
     Ok(Converted {
         from: "zt",
         to: "safetensors",

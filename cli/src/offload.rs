@@ -13,8 +13,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use super::{
-    DeviceProfile, Evaluation, HostWeights, Model, OffloadError, Phase, Policy, check, evaluate, parse_bytes, simulate,
+use tensorlane_offload::{
+    DeviceProfile, Error, Evaluation, HostWeights, Phase, Policy, Workload, check, evaluate, parse_bytes, simulate,
 };
 
 /// `tensorlane offload` subcommands.
@@ -78,22 +78,22 @@ pub fn run(cmd: OffloadCommand) -> ExitCode {
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(match e {
-                OffloadError::Io(_) => 1,
+                Error::Io(_) => 1,
                 _ => 2,
             })
         }
     }
 }
 
-fn load_model(name: &str, phase: Phase) -> Result<Model, OffloadError> {
-    if let Some(m) = Model::preset(name, phase) {
+fn load_model(name: &str, phase: Phase) -> Result<Workload, Error> {
+    if let Some(m) = Workload::preset(name, phase) {
         return Ok(m);
     }
     let p = Path::new(name);
     if p.exists() {
-        return Model::from_zt(p, phase);
+        return Workload::from_zt(p, phase);
     }
-    Err(OffloadError::Input(format!(
+    Err(Error::Input(format!(
         "{name}: not a preset (llama-7b, llama-13b, tiny) and no such file"
     )))
 }
@@ -117,21 +117,21 @@ fn row(e: &Evaluation, reference: f64) -> String {
 }
 
 /// The profile named by `--profile`, with `--host` applied.
-fn load_profile(a: &OffloadArgs) -> Result<DeviceProfile, OffloadError> {
+fn load_profile(a: &OffloadArgs) -> Result<DeviceProfile, Error> {
     let mut profile = DeviceProfile::load(&a.profile)?;
     if let Some(h) = &a.host {
         profile.host_weights = HostWeights::parse(h)
-            .ok_or_else(|| OffloadError::Input(format!("bad --host {h:?}: expected pinned or page-cache")))?;
+            .ok_or_else(|| Error::Input(format!("bad --host {h:?}: expected pinned or page-cache")))?;
     }
     Ok(profile)
 }
 
-fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, OffloadError> {
-    let budget = parse_bytes(&a.budget).ok_or_else(|| OffloadError::Input(format!("bad --budget {:?}", a.budget)))?;
+fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, Error> {
+    let budget = parse_bytes(&a.budget).ok_or_else(|| Error::Input(format!("bad --budget {:?}", a.budget)))?;
     let profile = load_profile(a)?;
     let phase = match a.prefill {
         Some(n) if n > 0 => Phase::Prefill { tokens: n },
-        Some(_) => return Err(OffloadError::Input("--prefill needs N > 0".into())),
+        Some(_) => return Err(Error::Input("--prefill needs N > 0".into())),
         None => Phase::Decode { context: a.context },
     };
     let model = load_model(&a.model, phase)?;
@@ -230,7 +230,7 @@ fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, OffloadError> {
         );
     }
     if let Some(out) = &a.json {
-        std::fs::write(out, plan.to_json()).map_err(|e| OffloadError::Io(format!("{}: {e}", out.display())))?;
+        std::fs::write(out, plan.to_json()).map_err(|e| Error::Io(format!("{}: {e}", out.display())))?;
         println!("plan written to {}", out.display());
     }
     Ok(if clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
@@ -241,8 +241,8 @@ fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, OffloadError> {
 /// against the all-resident reference. Exit 0 when every forward matches, 1 when not or on a
 /// device error, 2 for bad input.
 fn run_exec(a: &OffloadArgs) -> ExitCode {
-    use super::exec::{Backend, CpuBackend, ExecModel, ExecOptions, bit_equal, execute};
-    use super::model::LlamaShape;
+    use tensorlane_offload::LlamaShape;
+    use tensorlane_offload::exec::{Backend, CpuBackend, ExecModel, ExecOptions, bit_equal, execute};
     let Some(budget) = parse_bytes(&a.budget) else {
         eprintln!("error: bad --budget {:?}", a.budget);
         return ExitCode::from(2);
@@ -281,13 +281,14 @@ fn run_exec(a: &OffloadArgs) -> ExitCode {
     let result = (|| -> Result<bool, String> {
         let profile = load_profile(a).map_err(|e| e.to_string())?;
         let m = ExecModel::synthetic(&a.model, &shape, phase, 1).map_err(|e| e.to_string())?;
-        let plan = super::compile_policy(&m.model, &profile, budget, policy).map_err(|e| e.to_string())?;
+        let plan =
+            tensorlane_offload::compile_policy(&m.workload, &profile, budget, policy).map_err(|e| e.to_string())?;
         let mut backend: Box<dyn Backend> = match a.device.as_str() {
             "cpu" => Box::new(CpuBackend::new()),
             #[cfg(feature = "wgpu")]
-            "wgpu" => Box::new(super::exec::wgpu::WgpuBackend::new().map_err(|e| e.to_string())?),
+            "wgpu" => Box::new(tensorlane_offload::exec::wgpu::WgpuBackend::new().map_err(|e| e.to_string())?),
             #[cfg(feature = "cuda")]
-            "cuda" => Box::new(super::exec::cuda::CudaBackend::new().map_err(|e| e.to_string())?),
+            "cuda" => Box::new(tensorlane_offload::exec::cuda::CudaBackend::new().map_err(|e| e.to_string())?),
             d if d == "wgpu" || d == "cuda" => {
                 return Err(format!(
                     "--device {} needs a build with --features {}",
@@ -307,7 +308,7 @@ fn run_exec(a: &OffloadArgs) -> ExitCode {
         let reference = m.reference();
         println!(
             "model {} ({}), W = {} B dense, policy {}, budget {} B, arena {} B, device {}",
-            m.model.name,
+            m.workload.name,
             phase.label(),
             m.dense_bytes(),
             policy.name(),
