@@ -238,12 +238,11 @@ impl Graph {
     /// A topological order (Kahn), or a node on a cycle.
     fn topological_order(&self) -> Result<Vec<usize>, usize> {
         let n = self.len();
-        let mut indeg = vec![0u32; n];
+        let mut indeg: Vec<usize> = self.preds.iter().map(Vec::len).collect();
         let mut succ: Vec<Vec<usize>> = vec![Vec::new(); n];
-        for v in 0..n {
-            for &p in &self.preds[v] {
+        for (v, preds) in self.preds.iter().enumerate() {
+            for &p in preds {
                 succ[p].push(v);
-                indeg[v] += 1;
             }
         }
         let mut q: VecDeque<usize> = (0..n).filter(|&v| indeg[v] == 0).collect();

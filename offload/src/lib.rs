@@ -10,13 +10,15 @@
 //! * [`profile`] — device profiles ([`DeviceProfile`]); `h100` and `pcie4` are checked in.
 //! * [`plan`] — the static plan IR ([`Plan`]): resident parts, a FIFO ring of slots, copies,
 //!   events and per-stream programs; the policies that produce plans ([`Policy`]).
-//! * [`compile`] — the plan compiler ([`compile()`], [`compile_policy`]): a water-filled resident
-//!   set, a FIFO ring, copies in consumption order (Belady-optimal for a known sequence; never
-//!   LRU), events, wrap-around prefetch; the baselines of §6.2 as plans of the same IR.
+//! * [`compile`](mod@compile) — the plan compiler ([`compile()`], [`compile_policy`]): a
+//!   water-filled resident set, a FIFO ring, copies in consumption order (Belady-optimal for a
+//!   known sequence; never LRU), events, wrap-around prefetch; the baselines of §6.2 as plans of
+//!   the same IR.
 //! * [`sim`] — the discrete-event simulator ([`simulate`], [`SimReport`]).
-//! * [`check`] — the hazard checker over happens-before ([`check()`], [`Finding`], [`Rule`]).
-//! * [`evaluate`] — one policy compiled, simulated and checked: a row of the comparison table
-//!   ([`evaluate()`], [`Evaluation`]).
+//! * [`check`](mod@check) — the hazard checker over happens-before ([`check()`], [`Finding`],
+//!   [`Rule`]).
+//! * [`evaluate`](mod@evaluate) — one policy compiled, simulated and checked: a row of the
+//!   comparison table ([`evaluate()`], [`Evaluation`]).
 //! * [`exec`] — executors that run a plan for real: [`exec::CpuBackend`] always,
 //!   `exec::wgpu::WgpuBackend` (feature `wgpu`) and `exec::cuda::CudaBackend` (feature `cuda`).
 //! * [`device`] — moving tensor bytes towards a device: host weight tiers, and the wgpu and CUDA

@@ -2,7 +2,7 @@
 //! copies issued in consumption order, explicit events, and a periodic program (the copy stream
 //! runs ahead into the next forward). The baselines of §6.2 are plans of the same IR, so the
 //! simulator and the hazard checker treat every policy alike. The compiler that writes plans is
-//! [`crate::compile`].
+//! [`compile`](mod@crate::compile).
 
 use serde::{Deserialize, Serialize};
 

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use tensorlane_offload::Error;
 use tensorlane_offload::device::tiers::{AlignedBuf, DIRECT_ALIGN, DirectFile, Tier, WeightSource, probe};
 
 fn data(len: usize) -> Vec<u8> {
@@ -50,8 +51,10 @@ fn check_all_tiers(path: &PathBuf, bytes: &[u8]) {
         assert_eq!(a.as_slice(), &bytes[DIRECT_ALIGN..3 * DIRECT_ALIGN]);
         // Past the end is an error, not a panic.
         let mut dst = vec![0u8; 10];
-        assert!(src.read_into(size - 5, &mut dst).is_err(), "{tier:?}");
-        assert!(src.read_into(u64::MAX - 2, &mut dst).is_err(), "{tier:?}");
+        for off in [size - 5, u64::MAX - 2] {
+            let e = src.read_into(off, &mut dst);
+            assert!(matches!(e, Err(Error::Range(_))), "{tier:?} at {off}: {e:?}");
+        }
     }
 }
 
@@ -120,4 +123,16 @@ fn probe_reports_every_tier() {
         assert!(r.gbps > 0.0 && r.gbps.is_finite(), "{r:?}");
     }
     std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn missing_file_is_an_io_error_naming_it() {
+    let path = std::env::temp_dir().join(format!("tl-tiers-missing-{}.bin", std::process::id()));
+    for tier in [Tier::Ram, Tier::PageCache, Tier::Disk] {
+        match WeightSource::open(&path, tier) {
+            Err(Error::Io(m)) => assert!(m.contains(&*path.to_string_lossy()), "{tier:?}: {m}"),
+            other => panic!("{tier:?}: {other:?}"),
+        }
+    }
+    assert!(matches!(DirectFile::open(&path), Err(Error::Io(_))));
 }

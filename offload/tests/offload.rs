@@ -3,8 +3,8 @@
 //! * the grid: profiles {h100, pcie4} × {llama-7b, llama-13b} × budgets {2, 4, 8, 16} GB ×
 //!   {decode, prefill 512, 2048, 8192}: the scheduler is never slower than any baseline, within
 //!   1.05× of the floor `max(C, X/P, X_disk/D)` at decode and 1.10× at prefill, and every plan
-//!   (baselines included) has zero hazard findings. `cargo test -p tensorlane-offload --test offload --
-//!   --nocapture grid` prints the table (set `OFFLOAD_GRID_MD=path` to also write it as Markdown);
+//!   (baselines included) has zero hazard findings. `cargo test -p tensorlane-offload --test
+//!   offload -- --nocapture grid` prints the table (set `OFFLOAD_GRID_MD=path` to also write it as Markdown);
 //! * 10,000 random op graphs / budgets / profiles / policies: zero findings, no deadlock;
 //! * deliberately broken plans: the checker names the rule, op and slot.
 

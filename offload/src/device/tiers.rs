@@ -9,18 +9,21 @@
 //!   to buffered `pread`, and [`DirectFile::note`] says so.
 //!
 //! [`WeightSource`] puts the three behind one `read_into(offset, dst)` call, and [`probe`] measures
-//! each tier's throughput on a given file.
+//! each tier's throughput on a given file. Errors are the crate's [`Error`]: `Io` naming the file,
+//! `Range` for a read past the end.
 //!
 //! Aligned buffers are over-allocated `Vec<u8>`s viewed from their first aligned byte
 //! ([`AlignedBuf`]), so no `unsafe` is needed here.
 
 use std::fs::File;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use tensorlane::source::MmapSource;
+
+use crate::error::Error;
 
 /// Alignment used for `O_DIRECT` offsets, lengths and buffers (the page size, which is a multiple
 /// of every common logical block size).
@@ -108,6 +111,7 @@ fn round_up(x: usize, a: usize) -> usize {
 /// it, and for buffered `pread` otherwise.
 #[derive(Debug)]
 pub struct DirectFile {
+    path: PathBuf,
     direct: Option<File>,
     buffered: File,
     size: u64,
@@ -117,15 +121,19 @@ pub struct DirectFile {
 impl DirectFile {
     /// Opens `path`. `O_DIRECT` is tried first (Linux); if the open is refused (`EINVAL`, as on
     /// tmpfs), reads go through the page cache and [`note`](Self::note) says why.
-    pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
-        let buffered = File::open(path)?;
-        let size = buffered.metadata()?.len();
+        let buffered = File::open(path).map_err(|e| io_error(path, "cannot open", e))?;
+        let size = buffered
+            .metadata()
+            .map_err(|e| io_error(path, "cannot read the size of", e))?
+            .len();
         let (direct, note) = match open_direct(path) {
             Ok(f) => (Some(f), None),
             Err(e) => (None, Some(format!("O_DIRECT refused ({e}); using buffered pread"))),
         };
         Ok(DirectFile {
+            path: path.to_path_buf(),
             direct,
             buffered,
             size,
@@ -149,7 +157,7 @@ impl DirectFile {
     }
 
     /// Reads `len` bytes at `offset` into a fresh aligned buffer.
-    pub fn read_at(&mut self, offset: u64, len: usize) -> io::Result<AlignedBuf> {
+    pub fn read_at(&mut self, offset: u64, len: usize) -> Result<AlignedBuf, Error> {
         let mut out = AlignedBuf::zeroed(len);
         self.read_into(offset, out.as_mut_slice())?;
         Ok(out)
@@ -161,20 +169,11 @@ impl DirectFile {
     /// [`DIRECT_ALIGN`]) is read straight into `dst`; any other request is widened to aligned
     /// bounds, read into a bounce buffer and copied. A read that the kernel refuses with `EINVAL`
     /// switches this file to buffered reads (see [`note`](Self::note)) and is retried.
-    pub fn read_into(&mut self, offset: u64, dst: &mut [u8]) -> io::Result<()> {
+    pub fn read_into(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), Error> {
         let end = offset
             .checked_add(dst.len() as u64)
             .filter(|&e| e <= self.size)
-            .ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "read of {} bytes at {offset} past the end ({} bytes)",
-                        dst.len(),
-                        self.size
-                    ),
-                )
-            })?;
+            .ok_or_else(|| past_end(&self.path, offset, dst.len(), self.size))?;
         if let Some(f) = &self.direct {
             match direct_read(f, offset, end, self.size, dst) {
                 Ok(()) => return Ok(()),
@@ -182,11 +181,29 @@ impl DirectFile {
                     self.direct = None;
                     self.note = Some(format!("O_DIRECT read refused ({e}); using buffered pread"));
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(read_error(&self.path, offset, dst.len(), e)),
             }
         }
-        pread_exact(&self.buffered, dst, offset)
+        pread_exact(&self.buffered, dst, offset).map_err(|e| read_error(&self.path, offset, dst.len(), e))
     }
+}
+
+/// An I/O failure on `path`, as the offload error.
+fn io_error(path: &Path, what: &str, e: io::Error) -> Error {
+    Error::Io(format!("{what} {}: {e}", path.display()))
+}
+
+/// A failed read of `len` bytes at `offset` of `path`.
+fn read_error(path: &Path, offset: u64, len: usize, e: io::Error) -> Error {
+    io_error(path, &format!("read of {len} bytes at {offset} failed in"), e)
+}
+
+/// A read that would pass the end of a source of `size` bytes.
+fn past_end(path: &Path, offset: u64, len: usize, size: u64) -> Error {
+    Error::Range(format!(
+        "{}: read of {len} bytes at {offset} past the end ({size} bytes); read within the file",
+        path.display()
+    ))
 }
 
 /// `O_DIRECT` read of `[offset, end)` into `dst`, via a bounce buffer unless everything is aligned.
@@ -278,11 +295,17 @@ impl WeightSource {
 
     /// Opens `path` in `tier`: [`Tier::Ram`] reads the whole file into memory, [`Tier::PageCache`]
     /// maps it, [`Tier::Disk`] opens it for `O_DIRECT` reads.
-    pub fn open(path: impl AsRef<Path>, tier: Tier) -> io::Result<Self> {
+    pub fn open(path: impl AsRef<Path>, tier: Tier) -> Result<Self, Error> {
         let path = path.as_ref();
         Ok(match tier {
-            Tier::Ram => WeightSource::Ram(std::fs::read(path)?.into()),
-            Tier::PageCache => WeightSource::PageCache(MmapSource::open(path)?),
+            Tier::Ram => WeightSource::Ram(
+                std::fs::read(path)
+                    .map_err(|e| io_error(path, "cannot read", e))?
+                    .into(),
+            ),
+            Tier::PageCache => {
+                WeightSource::PageCache(MmapSource::open(path).map_err(|e| io_error(path, "cannot map", e))?)
+            }
             Tier::Disk => WeightSource::Disk(DirectFile::open(path)?),
         })
     }
@@ -309,16 +332,17 @@ impl WeightSource {
     }
 
     /// Copies the bytes `[offset, offset + dst.len())` into `dst` (for instance pinned staging).
-    pub fn read_into(&mut self, offset: u64, dst: &mut [u8]) -> io::Result<()> {
+    pub fn read_into(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), Error> {
         if let WeightSource::Disk(d) = self {
             return d.read_into(offset, dst);
         }
         let size = self.size();
         let src = self.view(offset, dst.len()).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("read of {} bytes at {offset} past the end ({size} bytes)", dst.len()),
-            )
+            Error::Range(format!(
+                "{} weights: read of {} bytes at {offset} past the end ({size} bytes); read within the source",
+                self.tier().name(),
+                dst.len()
+            ))
         })?;
         dst.copy_from_slice(src);
         Ok(())
@@ -345,7 +369,7 @@ pub struct TierProbe {
 /// Measures reading all of `path` in `chunk`-byte reads into one aligned destination, per tier:
 /// RAM (the file read into memory first, then `memcpy`), page cache (mapped; one untimed pass
 /// warms the pages) and disk (`O_DIRECT`). Files must fit in memory for the RAM tier.
-pub fn probe(path: impl AsRef<Path>, chunk: usize) -> io::Result<Vec<TierProbe>> {
+pub fn probe(path: impl AsRef<Path>, chunk: usize) -> Result<Vec<TierProbe>, Error> {
     let path = path.as_ref();
     let chunk = chunk.max(1);
     let mut dst = AlignedBuf::zeroed(chunk);
@@ -375,7 +399,7 @@ pub fn probe(path: impl AsRef<Path>, chunk: usize) -> io::Result<Vec<TierProbe>>
     Ok(out)
 }
 
-fn read_all(src: &mut WeightSource, dst: &mut [u8]) -> io::Result<()> {
+fn read_all(src: &mut WeightSource, dst: &mut [u8]) -> Result<(), Error> {
     let size = src.size();
     let mut off = 0u64;
     let mut sink = 0u8;
