@@ -7,7 +7,7 @@
 //! decodes it with the core and returns a descriptor with byte offsets into that buffer; the
 //! facade builds TypedArray views on the caller's `ArrayBuffer`. Only bodies the core had to
 //! produce (decompressed) come back as new buffers, moved (not copied) into external buffers.
-//! The descriptor code is shared with the wasm backend (`wasm/src/common.rs`), so both backends
+//! The descriptor code is shared with the wasm backend (`tensorlane_bindings`), so both backends
 //! describe every packet identically.
 
 #![deny(clippy::all)]
@@ -16,9 +16,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tensorlane_core::wire::{self, StreamDecoder};
 
-#[path = "../../wasm/src/common.rs"]
-#[allow(dead_code)]
-mod common;
+use tensorlane_bindings::{formats, packets, zt};
 
 fn err(msg: impl Into<String>) -> Error {
     Error::from_reason(msg.into())
@@ -28,7 +26,7 @@ fn err(msg: impl Into<String>) -> Error {
 #[napi(object)]
 pub struct RawDecoded {
     /// The packet's description: kinds, dtypes, shapes and byte offsets into the input
-    /// (built by `wasm/src/common.rs`, read by `js/common.js`).
+    /// (built by `tensorlane_bindings::packets`, read by `js/common.js`).
     pub json: String,
     /// Bytes the decoder had to produce itself (decompressed bodies), referenced by index.
     pub owned: Vec<Buffer>,
@@ -37,10 +35,10 @@ pub struct RawDecoded {
 /// Decodes the packet in `input` without copying it.
 #[napi(js_name = "decodeRaw")]
 pub fn decode_raw(input: &[u8], bits: u32, max_decompressed_bytes: f64) -> Result<RawDecoded> {
-    let opts = common::decode_options(bits, max_decompressed_bytes);
+    let opts = packets::decode_options(bits, max_decompressed_bytes);
     let d = wire::decode_with(input, &opts).map_err(|e| err(e.to_string()))?;
     let (mut json, mut owned) = (String::new(), Vec::new());
-    common::describe(&mut json, d.packet, input, 0, &mut owned);
+    packets::describe(&mut json, d.packet, input, 0, &mut owned);
     Ok(RawDecoded {
         json,
         owned: owned.into_iter().map(Buffer::from).collect(),
@@ -53,18 +51,18 @@ pub fn copied_bytes() -> f64 {
     0.0
 }
 
-/// Encodes a plan (see `wasm/src/common.rs`), reading the buffers in place.
+/// Encodes a plan (see `tensorlane_bindings::packets`), reading the buffers in place.
 #[napi(js_name = "encodeRaw")]
 pub fn encode_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Buffer> {
     let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
-    common::encode_plan(&plan, &refs).map(Buffer::from).map_err(err)
+    packets::encode_plan(&plan, &refs).map(Buffer::from).map_err(err)
 }
 
 /// Dequantizes a quantized plan with the core's float32 arithmetic.
 #[napi(js_name = "dequantizeRaw")]
 pub fn dequantize_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Float32Array> {
     let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
-    common::dequantize_plan(&plan, &refs)
+    packets::dequantize_plan(&plan, &refs)
         .map(Float32Array::new)
         .map_err(err)
 }
@@ -81,7 +79,7 @@ impl RawStreamDecoder {
     #[napi(constructor)]
     pub fn new(max_packet_bytes: f64, max_buffered_bytes: f64) -> Self {
         RawStreamDecoder {
-            inner: StreamDecoder::with_limits(common::stream_limits(max_packet_bytes, max_buffered_bytes)),
+            inner: StreamDecoder::with_limits(packets::stream_limits(max_packet_bytes, max_buffered_bytes)),
         }
     }
 
@@ -108,37 +106,19 @@ impl RawStreamDecoder {
 }
 
 // ---------------------------------------------------------------------------------------------
-// .zt (see wasm/src/zt_common.rs, shared with the wasm backend)
-
-#[path = "../../wasm/src/zt_common.rs"]
-mod zt_common;
-
-fn pieces<'a>(size: f64, starts: &[f64], lens: &[f64], joined: &'a [u8]) -> Result<Vec<(u64, &'a [u8])>> {
-    let mut out = Vec::with_capacity(starts.len());
-    let mut at = 0usize;
-    for (&s, &l) in starts.iter().zip(lens) {
-        let l = l as usize;
-        let b = joined
-            .get(at..at + l)
-            .ok_or_else(|| err("ztOpenRaw: pieces exceed the joined bytes"))?;
-        out.push((s as u64, b));
-        at += l;
-    }
-    let _ = size;
-    Ok(out)
-}
+// .zt (`tensorlane_bindings::zt`, shared with the wasm backend)
 
 /// Validates a `.zt` image from the pieces JS read (header, tail window, manifest) and describes
-/// it as JSON (`wasm/src/zt_common.rs`). `joined` holds the pieces back to back.
+/// it as JSON (`tensorlane_bindings::zt`). `joined` holds the pieces back to back.
 #[napi(js_name = "ztOpenRaw")]
 pub fn zt_open_raw(size: f64, starts: Vec<f64>, lens: Vec<f64>, joined: &[u8]) -> Result<String> {
-    zt_common::open_pieces(size as u64, pieces(size, &starts, &lens, joined)?).map_err(err)
+    zt::open_joined(size as u64, &starts, &lens, joined).map_err(err)
 }
 
 /// Decodes an encoded part's stored bytes.
 #[napi(js_name = "ztDecodeRaw")]
 pub fn zt_decode_raw(stored: &[u8], encoding: String, decoded_length: f64) -> Result<Buffer> {
-    zt_common::decode_part(stored, &encoding, decoded_length as u64)
+    zt::decode_part(stored, &encoding, decoded_length as u64)
         .map(Buffer::from)
         .map_err(err)
 }
@@ -146,14 +126,14 @@ pub fn zt_decode_raw(stored: &[u8], encoding: String, decoded_length: f64) -> Re
 /// Deep-verifies a whole in-memory `.zt` file (read in place).
 #[napi(js_name = "ztVerifyRaw")]
 pub fn zt_verify_raw(bytes: &[u8]) -> Result<String> {
-    zt_common::verify_image(bytes).map_err(err)
+    zt::verify_image(bytes).map_err(err)
 }
 
-/// Writes a `.zt` file from a plan (see `zt_common::write_plan`).
+/// Writes a `.zt` file from a plan (see `zt::write_plan`).
 #[napi(js_name = "ztWriteRaw")]
 pub fn zt_write_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Buffer> {
     let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
-    zt_common::write_plan(&plan, &refs).map(Buffer::from).map_err(err)
+    zt::write_plan(&plan, &refs).map(Buffer::from).map_err(err)
 }
 
 /// Maps the file at `path` and returns it as an external Buffer over the mapping (no copy; the
@@ -183,17 +163,14 @@ pub fn zt_mmap<'env>(env: &'env Env, path: String) -> Result<BufferSlice<'env>> 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Foreign model formats (see wasm/src/formats_common.rs, shared with the wasm backend)
+// Foreign model formats (`tensorlane_bindings::formats`, shared with the wasm backend)
 
-#[path = "../../wasm/src/formats_common.rs"]
-mod formats_common;
-
-/// An open model file over the byte ranges JS fetched (see `formats_common`): `open()` and
+/// An open model file over the byte ranges JS fetched (see `tensorlane_bindings::formats`): `open()` and
 /// `read()` return `null` unless done, and JS reads `status()` (JSON: `need`, `error` or
 /// `delegate`) then. Pieces are copied into the session.
 #[napi(js_name = "FormatSession")]
 pub struct FormatSession {
-    inner: formats_common::Session,
+    inner: formats::Session,
     status: String,
 }
 
@@ -203,7 +180,7 @@ impl FormatSession {
     /// empty); `format` forces a format (`""`: detect).
     #[napi(constructor)]
     pub fn new(size: f64, name: String, format: String) -> Result<Self> {
-        let inner = formats_common::Session::new(size as u64, &name, &format).map_err(err)?;
+        let inner = formats::Session::new(size as u64, &name, &format).map_err(err)?;
         Ok(FormatSession {
             inner,
             status: String::new(),
@@ -230,7 +207,7 @@ impl FormatSession {
         let step = self.inner.open();
         self.status = step.status();
         match step {
-            formats_common::Step::Done(json) => Some(json),
+            formats::Step::Done(json) => Some(json),
             _ => None,
         }
     }
@@ -242,7 +219,7 @@ impl FormatSession {
         let step = self.inner.read(index as usize);
         self.status = step.status();
         match step {
-            formats_common::Step::Done(b) => Some(Buffer::from(b)),
+            formats::Step::Done(b) => Some(Buffer::from(b)),
             _ => None,
         }
     }
@@ -263,7 +240,5 @@ impl FormatSession {
 /// Dequantizes ggml blocks (GGUF) of type id `ty` to float32.
 #[napi(js_name = "ggmlDequantize")]
 pub fn ggml_dequantize(ty: u32, blocks: &[u8]) -> Result<Float32Array> {
-    formats_common::ggml_dequantize(ty, blocks)
-        .map(Float32Array::new)
-        .map_err(err)
+    formats::ggml_dequantize(ty, blocks).map(Float32Array::new).map_err(err)
 }
