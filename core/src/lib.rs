@@ -7,6 +7,8 @@
 //! * [`dtype`] — one table of storage dtypes, with NumPy names and element sizes.
 //! * [`tensor`] — [`Tensor`], a dense tensor that borrows its bytes when it can.
 //! * [`source`] — [`source::ReadAt`], random access over memory, files or the network.
+//! * [`stats`] — count, min, max, mean, std, special values and a NumPy-exact histogram of any
+//!   tensor, streamed chunk by chunk ([`stats::tensor_stats`]).
 //! * [`zt`] — the `.zt` container.
 //! * [`formats`] — safetensors, GGUF, PyTorch, NumPy, ONNX and HDF5 files as one [`formats::Catalog`].
 //! * [`wire`] — Tenso 0.24-compatible packets: [`wire::decode`], [`wire::encode`],
@@ -35,6 +37,7 @@ pub mod detect;
 pub mod dtype;
 pub mod formats;
 pub mod source;
+pub mod stats;
 pub mod tensor;
 pub mod wire;
 pub mod zt;

@@ -13,7 +13,8 @@
 //! not in the middle of a read.
 //!
 //! [`Model::read`] hands out a tensor's C-order little-endian bytes, borrowed from the map when
-//! [`TensorInfo::is_zero_copy`]; [`Model::dequantize`] turns ggml blocks into f32.
+//! [`TensorInfo::is_zero_copy`]; [`Model::dequantize`] turns ggml blocks into f32;
+//! [`Model::stats`] summarises a tensor ([`tensorlane_core::stats`]).
 //!
 //! `.zt` and Tenso files are not models in this sense: the `.zt` reader
 //! ([`tensorlane_core::zt::reader::Reader`], in the CLI through [`crate::zt_tools`]) knows their
@@ -38,6 +39,7 @@ use std::path::{Path, PathBuf};
 use tensorlane_core::detect::Format;
 use tensorlane_core::formats::{self, Catalog, ElementType, ErrorKind, FormatError, TensorInfo};
 use tensorlane_core::source::ReadAt;
+use tensorlane_core::stats::{self, StatsOptions, TensorStats};
 
 use crate::source::MmapSource;
 
@@ -276,6 +278,19 @@ impl Model {
     pub fn read(&self, t: &TensorInfo) -> Result<Cow<'_, [u8]>, FormatError> {
         let refs: Vec<&MmapSource> = self.sources.iter().collect();
         formats::read(self.catalog.format.name(), t, &refs)
+    }
+
+    /// Count, min, max, mean, std, special values and histogram of tensor `t`
+    /// ([`stats::tensor_stats`]: read from the map in [`StatsOptions::chunk_bytes`] pieces, two
+    /// passes; `progress(done, total)` after each piece, `total` being twice its byte size).
+    pub fn stats(
+        &self,
+        t: &TensorInfo,
+        opts: &StatsOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<TensorStats, FormatError> {
+        let refs: Vec<&MmapSource> = self.sources.iter().collect();
+        stats::tensor_stats(self.catalog.format.name(), t, &refs, opts, progress)
     }
 
     /// A ggml tensor's values as f32 ([`formats::ggml::dequantize`] of its blocks). Other element

@@ -116,6 +116,71 @@ pub fn can_dequantize(ty: GgmlType) -> bool {
 /// (`d * q`). Refused: `Q1_0` and the integer and F64 types ([`ErrorKind::Unsupported`]), a length
 /// that is not a whole number of blocks ([`ErrorKind::SizeMismatch`]).
 pub fn dequantize(ty: GgmlType, blocks: &[u8]) -> Result<Vec<f32>, FormatError> {
+    let (block, size) = geometry(ty, blocks.len())?;
+    if !can_dequantize(ty) {
+        return Err(cannot_dequantize(ty));
+    }
+    let mut out = alloc::vec![0f32; blocks.len() / size * block];
+    dequantize_into(ty, blocks, &mut out)?;
+    Ok(out)
+}
+
+/// [`dequantize`] into a buffer the caller owns (no allocation): `out` must hold exactly the
+/// elements of `blocks` (blocks × elements per block), else [`ErrorKind::SizeMismatch`]. Used by
+/// streaming consumers ([`crate::stats`]) that dequantize a tensor a few blocks at a time.
+pub fn dequantize_into(ty: GgmlType, blocks: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
+    let (block, size) = geometry(ty, blocks.len())?;
+    let n = blocks.len() / size * block;
+    if out.len() != n {
+        return Err(FormatError::new(
+            "gguf",
+            ErrorKind::SizeMismatch,
+            alloc::format!(
+                "{} bytes of {} blocks hold {n} elements, but the output buffer has room for {}",
+                blocks.len(),
+                ty.name(),
+                out.len()
+            ),
+        ));
+    }
+    match ty.0 {
+        0 => {
+            for (y, c) in out.iter_mut().zip(blocks.chunks_exact(4)) {
+                *y = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            }
+            return Ok(());
+        }
+        1 => {
+            for (y, c) in out.iter_mut().zip(blocks.chunks_exact(2)) {
+                *y = f16(c, 0);
+            }
+            return Ok(());
+        }
+        30 => {
+            for (y, c) in out.iter_mut().zip(blocks.chunks_exact(2)) {
+                *y = f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16);
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
+    let decode = block_decoder(ty).ok_or_else(|| cannot_dequantize(ty))?;
+    for (b, y) in blocks.chunks_exact(size).zip(out.chunks_exact_mut(block)) {
+        decode(b, y);
+    }
+    Ok(())
+}
+
+fn cannot_dequantize(ty: GgmlType) -> FormatError {
+    FormatError::new(
+        "gguf",
+        ErrorKind::Unsupported,
+        alloc::format!("dequantizing {} to f32 is not supported", ty.name()),
+    )
+}
+
+/// `(elements, bytes)` per block of `ty`, after checking that `len` bytes are whole blocks.
+fn geometry(ty: GgmlType, len: usize) -> Result<(usize, usize), FormatError> {
     let err = |kind, msg: alloc::string::String| FormatError::new("gguf", kind, msg);
     let (block, size) = match (ty.block_size(), ty.type_size()) {
         (Some(b), Some(s)) => (b as usize, s as usize),
@@ -126,45 +191,18 @@ pub fn dequantize(ty: GgmlType, blocks: &[u8]) -> Result<Vec<f32>, FormatError> 
             ));
         }
     };
-    if !blocks.len().is_multiple_of(size) {
+    if !len.is_multiple_of(size) {
         return Err(err(
             ErrorKind::SizeMismatch,
             alloc::format!(
                 "{} bytes are not a whole number of {}-byte {} blocks",
-                blocks.len(),
+                len,
                 size,
                 ty.name()
             ),
         ));
     }
-    match ty.0 {
-        0 => {
-            return Ok(blocks
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect());
-        }
-        1 => return Ok(blocks.chunks_exact(2).map(|c| f16(c, 0)).collect()),
-        30 => {
-            return Ok(blocks
-                .chunks_exact(2)
-                .map(|c| f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16))
-                .collect());
-        }
-        _ => {}
-    }
-    let decode = block_decoder(ty).ok_or_else(|| {
-        err(
-            ErrorKind::Unsupported,
-            alloc::format!("dequantizing {} to f32 is not supported", ty.name()),
-        )
-    })?;
-    let n = blocks.len() / size * block;
-    let mut out = alloc::vec![0f32; n];
-    for (b, y) in blocks.chunks_exact(size).zip(out.chunks_exact_mut(block)) {
-        decode(b, y);
-    }
-    Ok(out)
+    Ok((block, size))
 }
 
 /// Decodes one block (`b` is exactly one block's bytes, `y` its elements).

@@ -1,0 +1,314 @@
+//! The per-leaf kernels of [`super`]: moments (sum, min, max, zeros, then the centred second
+//! moment) and the histogram bin rule, over at most [`super::decode::LEAF`] f64 values.
+//!
+//! Loops run over 8 independent lanes so that the compiler keeps them in SIMD registers (a float
+//! reduction in one accumulator cannot be vectorized: addition is not associative).
+
+const LANES: usize = 8;
+
+/// Count, mean, centred second moment, min and max of some finite values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Moments {
+    pub n: u64,
+    pub mean: f64,
+    pub m2: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Moments {
+    /// No values.
+    pub(crate) const EMPTY: Moments = Moments {
+        n: 0,
+        mean: 0.0,
+        m2: 0.0,
+        min: f64::INFINITY,
+        max: f64::NEG_INFINITY,
+    };
+
+    /// Chan, Golub and LeVeque's pairwise update: the moments of `self`'s values followed by
+    /// `b`'s.
+    pub(crate) fn merge(self, b: Moments) -> Moments {
+        if b.n == 0 {
+            return self;
+        }
+        if self.n == 0 {
+            return b;
+        }
+        let n = self.n + b.n;
+        let (na, nb, nf) = (self.n as f64, b.n as f64, n as f64);
+        let delta = b.mean - self.mean;
+        Moments {
+            n,
+            mean: self.mean + delta * (nb / nf),
+            m2: self.m2 + b.m2 + delta * delta * (na * (nb / nf)),
+            min: if b.min < self.min { b.min } else { self.min },
+            max: if b.max > self.max { b.max } else { self.max },
+        }
+    }
+}
+
+/// What one leaf adds: moments of its finite values and its special-value counts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Leaf {
+    pub moments: Moments,
+    pub zeros: u64,
+    pub nan: u64,
+    pub pos_inf: u64,
+    pub neg_inf: u64,
+}
+
+/// Sums 8 lanes pairwise.
+fn reduce(s: [f64; LANES]) -> f64 {
+    ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+}
+
+/// The moments and counts of `x` (at most a leaf of values).
+pub(crate) fn leaf(x: &[f64]) -> Leaf {
+    if x.is_empty() {
+        return Leaf {
+            moments: Moments::EMPTY,
+            zeros: 0,
+            nan: 0,
+            pos_inf: 0,
+            neg_inf: 0,
+        };
+    }
+    // Pass 1 over all values, as if all were finite: a NaN or an infinity makes the sum NaN or
+    // infinite, which sends the leaf down the slow path (rare: special values, or a sum that
+    // overflows f64).
+    let (chunks, rest) = x.as_chunks::<LANES>();
+    let mut s = [0.0f64; LANES];
+    let mut lo = [f64::INFINITY; LANES];
+    let mut hi = [f64::NEG_INFINITY; LANES];
+    let mut z = [0u64; LANES];
+    for c in chunks {
+        for j in 0..LANES {
+            let v = c[j];
+            s[j] += v;
+            lo[j] = if v < lo[j] { v } else { lo[j] };
+            hi[j] = if v > hi[j] { v } else { hi[j] };
+            z[j] += u64::from(v == 0.0);
+        }
+    }
+    for (j, &v) in rest.iter().enumerate() {
+        s[j] += v;
+        lo[j] = if v < lo[j] { v } else { lo[j] };
+        hi[j] = if v > hi[j] { v } else { hi[j] };
+        z[j] += u64::from(v == 0.0);
+    }
+    let sum = reduce(s);
+    if !sum.is_finite() {
+        return slow(x);
+    }
+    let n = x.len();
+    let mean = sum / n as f64;
+    // Pass 2: the centred second moment, with the correction term of the corrected two-pass
+    // algorithm (sum of deviations, zero in exact arithmetic).
+    let mut q = [0.0f64; LANES];
+    let mut c = [0.0f64; LANES];
+    for ch in chunks {
+        for j in 0..LANES {
+            let d = ch[j] - mean;
+            q[j] += d * d;
+            c[j] += d;
+        }
+    }
+    for (j, &v) in rest.iter().enumerate() {
+        let d = v - mean;
+        q[j] += d * d;
+        c[j] += d;
+    }
+    let (q, c) = (reduce(q), reduce(c));
+    let nf = n as f64;
+    Leaf {
+        moments: Moments {
+            n: n as u64,
+            mean: mean + c / nf,
+            m2: q - c * c / nf,
+            min: lo.iter().copied().fold(f64::INFINITY, |a, b| if b < a { b } else { a }),
+            max: hi
+                .iter()
+                .copied()
+                .fold(f64::NEG_INFINITY, |a, b| if b > a { b } else { a }),
+        },
+        zeros: z.iter().sum(),
+        nan: 0,
+        pos_inf: 0,
+        neg_inf: 0,
+    }
+}
+
+/// [`leaf`] with every value classified (the leaf holds a NaN or an infinity).
+fn slow(x: &[f64]) -> Leaf {
+    let (mut nan, mut pos_inf, mut neg_inf, mut zeros) = (0u64, 0u64, 0u64, 0u64);
+    let (mut n, mut sum) = (0u64, 0.0f64);
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for &v in x {
+        if v.is_nan() {
+            nan += 1;
+        } else if v == f64::INFINITY {
+            pos_inf += 1;
+        } else if v == f64::NEG_INFINITY {
+            neg_inf += 1;
+        } else {
+            n += 1;
+            sum += v;
+            lo = if v < lo { v } else { lo };
+            hi = if v > hi { v } else { hi };
+            zeros += u64::from(v == 0.0);
+        }
+    }
+    let moments = if n == 0 {
+        Moments::EMPTY
+    } else {
+        let nf = n as f64;
+        let mean = sum / nf;
+        let (mut q, mut c) = (0.0f64, 0.0f64);
+        for &v in x {
+            if v.is_finite() {
+                let d = v - mean;
+                q += d * d;
+                c += d;
+            }
+        }
+        Moments {
+            n,
+            mean: mean + c / nf,
+            m2: q - c * c / nf,
+            min: lo,
+            max: hi,
+        }
+    };
+    Leaf {
+        moments,
+        zeros,
+        nan,
+        pos_inf,
+        neg_inf,
+    }
+}
+
+/// NumPy's equal-width bins over `[lo, hi]` (`numpy.histogram`'s fast path, numpy 2.x).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Bins {
+    pub lo: f64,
+    pub hi: f64,
+    /// `hi - lo` (`norm_denom`).
+    pub denom: f64,
+    /// `bins + 1` edges, `numpy.linspace(lo, hi, bins + 1)`.
+    pub edges: alloc::vec::Vec<f64>,
+    pub counts: alloc::vec::Vec<u64>,
+}
+
+/// `numpy.linspace(lo, hi, bins + 1)` for float64, operation for operation: `i * step + lo` with
+/// `step = (hi - lo) / bins` (or `(i / bins) * (hi - lo) + lo` when the step underflows to 0),
+/// and the last edge exactly `hi`.
+pub(crate) fn linspace(lo: f64, hi: f64, bins: usize) -> alloc::vec::Vec<f64> {
+    let div = bins as f64;
+    let delta = hi - lo;
+    let step = delta / div;
+    let mut y: alloc::vec::Vec<f64> = (0..=bins)
+        .map(|i| {
+            let i = i as f64;
+            if step == 0.0 { (i / div) * delta } else { i * step }
+        })
+        .collect();
+    for v in &mut y {
+        *v += lo;
+    }
+    if let Some(last) = y.last_mut() {
+        *last = hi;
+    }
+    y
+}
+
+impl Bins {
+    /// Bins over `[lo, hi]` (already checked finite, `lo < hi`, `bins >= 1`).
+    pub(crate) fn new(lo: f64, hi: f64, bins: usize) -> Bins {
+        Bins {
+            lo,
+            hi,
+            denom: hi - lo,
+            edges: linspace(lo, hi, bins),
+            counts: alloc::vec![0; bins],
+        }
+    }
+
+    /// Counts the values of `x` in `[lo, hi]` (NaN, infinities and values outside are skipped).
+    pub(crate) fn add(&mut self, x: &[f64]) {
+        let (lo, hi, denom) = (self.lo, self.hi, self.denom);
+        let bins = self.counts.len();
+        let nb = bins as f64;
+        let last = bins - 1;
+        let edges = &self.edges[..bins + 1];
+        let counts = &mut self.counts[..bins];
+        for &v in x {
+            if !(v >= lo && v <= hi) {
+                continue;
+            }
+            // numpy: f_indices = ((a - first_edge) / norm_denom) * n_equal_bins; astype(intp);
+            // == n -> n - 1; then one step down or up against the edges (last bin closed).
+            let f = ((v - lo) / denom) * nb;
+            let mut i = f as usize; // saturating: NaN -> 0
+            if i > last {
+                i = last;
+            }
+            if v < edges[i] {
+                i = i.saturating_sub(1);
+            } else if i != last && v >= edges[i + 1] {
+                i += 1;
+            }
+            counts[i] += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linspace_matches_numpy() {
+        // Printed by numpy 2.4.6: numpy.linspace(-3.3, 17.9, 11), and (0.1, 0.7, 7).
+        let want = [
+            -3.3,
+            -1.1799999999999997,
+            0.9400000000000004,
+            3.0600000000000005,
+            5.180000000000001,
+            7.300000000000002,
+            9.420000000000002,
+            11.54,
+            13.66,
+            15.780000000000001,
+            17.9,
+        ];
+        assert_eq!(linspace(-3.3, 17.9, 10), want);
+        assert_eq!(linspace(0.1, 0.7, 6), [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]);
+        // A subnormal range: the step underflows, numpy's special case.
+        let tiny = f64::from_bits(3);
+        let e = linspace(0.0, tiny, 4);
+        assert_eq!(e[0], 0.0);
+        assert_eq!(e[4], tiny);
+    }
+
+    #[test]
+    fn leaf_fast_and_slow_agree() {
+        let x: alloc::vec::Vec<f64> = (0..1000).map(|i| (i as f64 * 0.37).sin() * 10.0).collect();
+        let a = leaf(&x);
+        let b = slow(&x);
+        assert_eq!(a.moments.n, b.moments.n);
+        assert_eq!((a.moments.min, a.moments.max), (b.moments.min, b.moments.max));
+        assert!((a.moments.mean - b.moments.mean).abs() < 1e-14);
+        assert!((a.moments.m2 - b.moments.m2).abs() / b.moments.m2 < 1e-13);
+        let mut y = x.clone();
+        y[3] = f64::NAN;
+        y[7] = f64::INFINITY;
+        y[8] = f64::NEG_INFINITY;
+        y[9] = 0.0;
+        let l = leaf(&y);
+        assert_eq!((l.nan, l.pos_inf, l.neg_inf, l.moments.n), (1, 1, 1, 997));
+        assert_eq!(l.zeros, 2); // y[0] = sin(0) = 0 and y[9]
+    }
+}

@@ -1,0 +1,671 @@
+//! Tensor statistics in one streaming pass (plus one for the histogram), over any element type
+//! the readers yield, fed chunk by chunk so hosts can read a file piece by piece (a browser
+//! Worker reading `File` slices, a progress bar) and merge partial results.
+//!
+//! * [`Stats`] — pass 1: count, min, max, mean, std, zeros, NaN, ±Inf. Feed it bytes with
+//!   [`Stats::push`] in pieces of any size (a piece may end in the middle of an element or of a
+//!   ggml block: the remainder is carried), merge the results of separate parts with
+//!   [`Stats::merge`], read the [`Summary`] at any time.
+//! * [`HistogramAccumulator`] — pass 2: equal-width bins over `[min, max]` once pass 1 has told
+//!   the range ([`HistogramAccumulator::from_summary`]).
+//! * [`tensor_stats`] — both passes over one catalog tensor ([`crate::formats::TensorInfo`]),
+//!   reading the source in [`StatsOptions::chunk_bytes`] pieces.
+//!
+//! # Values
+//!
+//! Every element becomes one f64 value, exactly as `numpy.astype(numpy.float64)` would make it:
+//!
+//! | element type | value |
+//! | --- | --- |
+//! | float64, float32, float16, bfloat16 | the float (exact) |
+//! | int8 … int64, uint8 … uint64 | the integer; beyond 2^53, rounded to nearest (ties to even), as NumPy's cast |
+//! | bool | 0.0 or 1.0 (any non-zero byte is true) |
+//! | complex64, complex128 | **two values per element, its real and its imaginary part** (NumPy: `x.view(float32/float64)`); `count` is then twice the element count |
+//! | float8 e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0fnu; float4 e2m1fn | the float, as `ml_dtypes` decodes it (`fn`: no infinities, `fnuz`: byte 0x80 is NaN, e8m0: 0xFF is NaN); float4 packs two per byte, low nibble first |
+//! | GGUF quantized blocks (Q4_0 … Q8_K, IQ*, TQ*, MXFP4, NVFP4) | the f32 values of [`crate::formats::ggml::dequantize`] (bit-identical to `gguf.quants.dequantize`) |
+//!
+//! Refused ([`StatsError::Unsupported`]): ggml `Q1_0` (which the gguf reference package cannot
+//! dequantize either) and unknown ggml type ids.
+//!
+//! # Summary
+//!
+//! * `count`: every value (finite or not); `finite`: the values that are neither NaN nor ±Inf.
+//! * `min`, `max`, `mean`, `std` are over the finite values; `std` is the population standard
+//!   deviation (ddof = 0, NumPy's default). With no finite value all four are NaN.
+//! * `zeros` counts +0 and -0; `nan`, `pos_inf`, `neg_inf` count the special values.
+//!
+//! Accumulation is in f64. Values are decoded into leaves of 2048; each leaf is summed with the
+//! corrected two-pass algorithm (sum, then centred squares and the sum of deviations), and leaves
+//! are combined with Chan–Golub–LeVeque's pairwise update in a binary tree (leaf *k* merges with
+//! its sibling when both are complete), so rounding error grows with log2(n / 2048), not with n:
+//! on 10^9 values mean and std are within a few ulps of the exactly rounded result. Because leaf
+//! boundaries follow the element index, not the chunk boundaries, pushing the same bytes in any
+//! pieces gives bit-identical results. [`Stats::merge`] of separately accumulated parts agrees
+//! with one pass over the whole to rounding (counts, min and max exactly).
+//!
+//! # Histogram
+//!
+//! Exactly `numpy.histogram(v, bins=bins, range=(min, max))` where `v` are the finite values as
+//! float64: edges are `numpy.linspace(min, max, bins + 1)` computed operation for operation
+//! (`i * step + min`, last edge `max`), and a value's bin is NumPy's: `((v - min) / (max - min)) *
+//! bins` truncated, then one step down when `v` is below that bin's left edge or up when it is at
+//! or past its right edge; the last bin is closed. When `min == max` the range is
+//! `(min - 0.5, max + 0.5)`, as NumPy does. With no finite value the histogram is NumPy's for an
+//! empty array: `bins` bins over `[0, 1]`, all counts 0.
+//!
+//! # Errors
+//!
+//! [`Stats`] and [`HistogramAccumulator`] refuse what they cannot do with a [`StatsError`] when
+//! they are made (an element type without values, no bins, a range that is not finite);
+//! [`Stats::push`] then cannot fail. [`tensor_stats`] reads from a source, so it returns the
+//! readers' [`FormatError`] (a [`StatsError`] becomes one with [`StatsError::to_format_error`]:
+//! kind [`ErrorKind::Unsupported`] or [`ErrorKind::Limit`], with the tensor's name).
+//!
+//! ```
+//! use tensorlane_core::formats::ElementType;
+//! use tensorlane_core::stats::{HistogramAccumulator, Stats};
+//! use tensorlane_core::DType;
+//!
+//! let bytes: Vec<u8> = [1.0f32, 2.0, f32::NAN, 4.0, -0.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+//! let ty = ElementType::Dense(DType::F32);
+//! let mut s = Stats::new(ty)?;
+//! s.push(&bytes[..7]); // any piece boundaries: the cut element is carried
+//! s.push(&bytes[7..]);
+//! let sum = s.summary();
+//! assert_eq!((sum.count, sum.finite, sum.nan, sum.zeros), (5, 4, 1, 1));
+//! assert_eq!((sum.min, sum.max, sum.mean), (-0.0, 4.0, 1.75));
+//! let mut h = HistogramAccumulator::from_summary(ty, &sum, 4)?;
+//! h.push(&bytes);
+//! let h = h.finish();
+//! assert_eq!(h.edges, [0.0, 1.0, 2.0, 3.0, 4.0]);
+//! assert_eq!(h.counts, [1, 1, 1, 1]);
+//! # Ok::<(), tensorlane_core::stats::StatsError>(())
+//! ```
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::formats::{self, ElementType, ErrorKind, FormatError, Storage, TensorInfo};
+use crate::source::ReadAt;
+
+mod decode;
+mod kernel;
+
+use decode::{Codec, LEAF};
+use kernel::{Bins, Leaf, Moments};
+
+/// The most histogram bins [`HistogramAccumulator`] accepts (2^20: 16 MiB of counts and edges).
+pub const MAX_BINS: usize = 1 << 20;
+
+/// Options of [`tensor_stats`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatsOptions {
+    /// Histogram bins (default 64; 1 to [`MAX_BINS`]).
+    pub bins: usize,
+    /// Bytes read and fed at a time (default 4 MiB; rounded down to whole elements or ggml
+    /// blocks, at least one).
+    pub chunk_bytes: usize,
+}
+
+impl Default for StatsOptions {
+    fn default() -> StatsOptions {
+        StatsOptions {
+            bins: 64,
+            chunk_bytes: 4 << 20,
+        }
+    }
+}
+
+/// Pass-1 results (see the module docs for the exact meaning of each field).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Summary {
+    /// Every value, finite or not (complex: two per element).
+    pub count: u64,
+    /// Values that are neither NaN nor ±Inf.
+    pub finite: u64,
+    /// Smallest finite value (NaN when there is none).
+    pub min: f64,
+    /// Largest finite value (NaN when there is none).
+    pub max: f64,
+    /// Mean of the finite values (NaN when there is none).
+    pub mean: f64,
+    /// Population standard deviation (ddof = 0) of the finite values (NaN when there is none).
+    pub std: f64,
+    /// Values equal to zero (+0 and -0).
+    pub zeros: u64,
+    /// NaN values.
+    pub nan: u64,
+    /// +Inf values.
+    pub pos_inf: u64,
+    /// -Inf values.
+    pub neg_inf: u64,
+}
+
+/// Equal-width bins: `edges.len() == counts.len() + 1`; bin `i` is `[edges[i], edges[i + 1])`,
+/// the last one closed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Histogram {
+    /// Bin edges, ascending (`numpy.linspace`).
+    pub edges: Vec<f64>,
+    /// Values per bin.
+    pub counts: Vec<u64>,
+}
+
+/// The statistics of one tensor ([`tensor_stats`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorStats {
+    /// The tensor's name.
+    pub name: String,
+    /// Its element type's name ([`ElementType::name`]: `float32`, `bfloat16`, `Q4_K`, ...).
+    pub dtype: String,
+    /// Its shape.
+    pub shape: Vec<u64>,
+    /// Pass-1 results.
+    pub summary: Summary,
+    /// Pass-2 results.
+    pub histogram: Histogram,
+}
+
+/// Why statistics cannot be computed.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum StatsError {
+    /// The element type has no values this module can decode.
+    Unsupported {
+        /// The element type's name.
+        dtype: &'static str,
+        /// Why.
+        reason: &'static str,
+    },
+    /// The number of histogram bins is 0 or over [`MAX_BINS`].
+    Bins {
+        /// The number asked for.
+        bins: usize,
+    },
+    /// The histogram range is not finite or `lo > hi`.
+    Range {
+        /// Left end.
+        lo: f64,
+        /// Right end.
+        hi: f64,
+    },
+}
+
+impl fmt::Display for StatsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StatsError::Unsupported { dtype, reason } => {
+                write!(f, "statistics of {dtype} values are not supported: {reason}")
+            }
+            StatsError::Bins { bins } => write!(
+                f,
+                "a histogram needs 1 to {MAX_BINS} bins, not {bins}; pick a number in that range"
+            ),
+            StatsError::Range { lo, hi } => write!(
+                f,
+                "histogram range [{lo}, {hi}] is not a finite interval with lo <= hi (NumPy refuses it too)"
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for StatsError {}
+
+impl StatsError {
+    /// This error as a [`FormatError`] of `format`: [`ErrorKind::Unsupported`] for an element
+    /// type, [`ErrorKind::Limit`] for bins and ranges.
+    pub fn to_format_error(&self, format: &'static str) -> FormatError {
+        let kind = match self {
+            StatsError::Unsupported { .. } => ErrorKind::Unsupported,
+            _ => ErrorKind::Limit,
+        };
+        FormatError::new(format, kind, alloc::format!("{self}"))
+    }
+}
+
+/// Bytes → values in leaves: carries a cut unit between pushes and stops at an element limit.
+#[derive(Clone, Debug)]
+struct Feed {
+    codec: Codec,
+    /// Values per element (2 for complex).
+    per_element: u64,
+    /// The bytes of a unit cut at the end of the last push.
+    carry: Vec<u8>,
+    /// Decoded values not yet handed to the sink (fewer than [`LEAF`]).
+    buf: Vec<f64>,
+    fill: usize,
+    /// f32 scratch for ggml blocks.
+    scratch: Vec<f32>,
+    /// Values still to take (`u64::MAX`: no limit).
+    left: u64,
+    /// Values taken.
+    taken: u64,
+}
+
+impl Feed {
+    fn new(ty: ElementType) -> Result<Feed, StatsError> {
+        let (codec, per_element) = Codec::of(ty)?;
+        Ok(Feed {
+            codec,
+            per_element,
+            carry: Vec::new(),
+            buf: alloc::vec![0.0; LEAF],
+            fill: 0,
+            scratch: Vec::new(),
+            left: u64::MAX,
+            taken: 0,
+        })
+    }
+
+    fn limit(&mut self, elements: u64) {
+        self.left = elements.saturating_mul(self.per_element).saturating_sub(self.taken);
+    }
+
+    /// Feeds `bytes`, handing every full leaf to `sink`.
+    fn push(&mut self, mut bytes: &[u8], sink: &mut impl FnMut(&[f64])) {
+        let unit = self.codec.unit_bytes();
+        if !self.carry.is_empty() {
+            let need = unit - self.carry.len();
+            if bytes.len() < need {
+                self.carry.extend_from_slice(bytes);
+                return;
+            }
+            let mut whole = core::mem::take(&mut self.carry);
+            whole.extend_from_slice(&bytes[..need]);
+            bytes = &bytes[need..];
+            self.units(&whole, sink);
+            whole.clear();
+            self.carry = whole; // keep the allocation
+        }
+        let cut = bytes.len() - bytes.len() % unit;
+        self.units(&bytes[..cut], sink);
+        self.carry.extend_from_slice(&bytes[cut..]);
+    }
+
+    /// Decodes whole units into the leaf buffer, handing out full leaves.
+    fn units(&mut self, mut src: &[u8], sink: &mut impl FnMut(&[f64])) {
+        let (unit, per) = (self.codec.unit_bytes(), self.codec.unit_values());
+        while !src.is_empty() && self.left > 0 {
+            let room = (LEAF - self.fill) / per;
+            let n = room.min(src.len() / unit);
+            let vals = n * per;
+            let dst = &mut self.buf[self.fill..self.fill + vals];
+            self.codec.decode(&src[..n * unit], dst, &mut self.scratch);
+            src = &src[n * unit..];
+            let keep = (vals as u64).min(self.left) as usize;
+            self.fill += keep;
+            self.left -= keep as u64;
+            self.taken += keep as u64;
+            if self.fill == LEAF {
+                sink(&self.buf);
+                self.fill = 0;
+            }
+        }
+    }
+
+    fn pending(&self) -> &[f64] {
+        &self.buf[..self.fill]
+    }
+}
+
+/// Pass-1 accumulator: feed it a tensor's bytes (C order, little-endian, as
+/// [`crate::formats::read`] gives them) in pieces of any size, read the [`Summary`] at any time.
+#[derive(Clone, Debug)]
+pub struct Stats {
+    feed: Feed,
+    acc: Acc,
+}
+
+/// The accumulated leaves of a [`Stats`].
+#[derive(Clone, Debug, Default)]
+struct Acc {
+    /// Complete leaves merged pairwise: `(level, moments of 2^level leaves)`, levels strictly
+    /// decreasing.
+    tree: Vec<(u32, Moments)>,
+    /// What [`Stats::merge`] brought in.
+    merged: Option<Moments>,
+    count: u64,
+    zeros: u64,
+    nan: u64,
+    pos_inf: u64,
+    neg_inf: u64,
+}
+
+impl Acc {
+    fn add_counts(&mut self, l: &Leaf, values: u64) {
+        self.count += values;
+        self.zeros += l.zeros;
+        self.nan += l.nan;
+        self.pos_inf += l.pos_inf;
+        self.neg_inf += l.neg_inf;
+    }
+
+    fn add_leaf(&mut self, x: &[f64]) {
+        let l = kernel::leaf(x);
+        self.add_counts(&l, x.len() as u64);
+        let mut node = (0u32, l.moments);
+        while let Some(&(level, m)) = self.tree.last() {
+            if level != node.0 {
+                break;
+            }
+            self.tree.pop();
+            node = (level + 1, m.merge(node.1));
+        }
+        self.tree.push(node);
+    }
+
+    /// The moments of everything: the tree (oldest first), then `pending`, then merged parts.
+    fn moments(&self, pending: &Leaf) -> Moments {
+        let mut m = Moments::EMPTY;
+        for &(_, t) in self.tree.iter().rev() {
+            m = t.merge(m);
+        }
+        m = m.merge(pending.moments);
+        match self.merged {
+            Some(p) => m.merge(p),
+            None => m,
+        }
+    }
+}
+
+impl Stats {
+    /// An accumulator for elements of type `ty` (refused: see [`StatsError::Unsupported`]).
+    pub fn new(ty: ElementType) -> Result<Stats, StatsError> {
+        Ok(Stats {
+            feed: Feed::new(ty)?,
+            acc: Acc::default(),
+        })
+    }
+
+    /// Takes at most `elements` elements from the pushed bytes and ignores the rest: for a
+    /// tensor of packed float4 with an odd element count, whose last byte holds one element and
+    /// a padding nibble. [`tensor_stats`] sets it to the tensor's element count.
+    pub fn with_elements(mut self, elements: u64) -> Stats {
+        self.feed.limit(elements);
+        self
+    }
+
+    /// Bytes of one indivisible unit (an element, a complex component, a ggml block): parts
+    /// that are accumulated separately and then merged should be cut at multiples of it.
+    pub fn unit_bytes(&self) -> usize {
+        self.feed.codec.unit_bytes()
+    }
+
+    /// Bytes of a cut unit held since the last [`Stats::push`], waiting for the rest of it.
+    pub fn pending_bytes(&self) -> usize {
+        self.feed.carry.len()
+    }
+
+    /// Feeds the next bytes of the tensor. A piece may end anywhere: a cut element or ggml block
+    /// is completed by the next push.
+    pub fn push(&mut self, bytes: &[u8]) {
+        let acc = &mut self.acc;
+        self.feed.push(bytes, &mut |leaf| acc.add_leaf(leaf));
+    }
+
+    /// Adds the results of `other`, an accumulator over another part of the data (of any element
+    /// type). `other`'s cut unit, if any ([`Stats::pending_bytes`]), is not carried over: cut
+    /// parts at [`Stats::unit_bytes`] multiples.
+    pub fn merge(&mut self, other: &Stats) {
+        let pending = kernel::leaf(other.feed.pending());
+        let m = other.acc.moments(&pending);
+        self.acc.merged = Some(match self.acc.merged {
+            Some(p) => p.merge(m),
+            None => m,
+        });
+        self.acc.count += other.acc.count + other.feed.fill as u64;
+        self.acc.zeros += other.acc.zeros + pending.zeros;
+        self.acc.nan += other.acc.nan + pending.nan;
+        self.acc.pos_inf += other.acc.pos_inf + pending.pos_inf;
+        self.acc.neg_inf += other.acc.neg_inf + pending.neg_inf;
+    }
+
+    /// The statistics of everything pushed and merged so far.
+    pub fn summary(&self) -> Summary {
+        let pending = kernel::leaf(self.feed.pending());
+        let m = self.acc.moments(&pending);
+        let a = &self.acc;
+        let none = m.n == 0;
+        let nan_if = |v: f64| if none { f64::NAN } else { v };
+        Summary {
+            count: a.count + self.feed.fill as u64,
+            finite: m.n,
+            min: nan_if(m.min),
+            max: nan_if(m.max),
+            mean: nan_if(m.mean),
+            std: nan_if(libm::sqrt((m.m2 / m.n as f64).max(0.0))),
+            zeros: a.zeros + pending.zeros,
+            nan: a.nan + pending.nan,
+            pos_inf: a.pos_inf + pending.pos_inf,
+            neg_inf: a.neg_inf + pending.neg_inf,
+        }
+    }
+}
+
+/// Pass-2 accumulator: equal-width histogram bins over a range, NumPy's rule (module docs).
+#[derive(Clone, Debug)]
+pub struct HistogramAccumulator {
+    feed: Feed,
+    bins: Bins,
+}
+
+impl HistogramAccumulator {
+    /// `bins` bins over `[lo, hi]` (like `numpy.histogram`'s `range=(lo, hi)`: `lo == hi` becomes
+    /// `(lo - 0.5, hi + 0.5)`; values outside, NaN and ±Inf are not counted) for elements of type
+    /// `ty`.
+    pub fn new(ty: ElementType, lo: f64, hi: f64, bins: usize) -> Result<HistogramAccumulator, StatsError> {
+        if bins == 0 || bins > MAX_BINS {
+            return Err(StatsError::Bins { bins });
+        }
+        if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+            return Err(StatsError::Range { lo, hi });
+        }
+        let (lo, hi) = if lo == hi { (lo - 0.5, hi + 0.5) } else { (lo, hi) };
+        Ok(HistogramAccumulator {
+            feed: Feed::new(ty)?,
+            bins: Bins::new(lo, hi, bins),
+        })
+    }
+
+    /// The histogram NumPy makes of the finite values that `summary` describes: over
+    /// `[min, max]`, or over `[0, 1]` when there is no finite value.
+    pub fn from_summary(ty: ElementType, summary: &Summary, bins: usize) -> Result<HistogramAccumulator, StatsError> {
+        if summary.finite == 0 {
+            HistogramAccumulator::new(ty, 0.0, 1.0, bins)
+        } else {
+            HistogramAccumulator::new(ty, summary.min, summary.max, bins)
+        }
+    }
+
+    /// As [`Stats::with_elements`].
+    pub fn with_elements(mut self, elements: u64) -> HistogramAccumulator {
+        self.feed.limit(elements);
+        self
+    }
+
+    /// The bin edges (`bins + 1`).
+    pub fn edges(&self) -> &[f64] {
+        &self.bins.edges
+    }
+
+    /// Feeds the next bytes (any piece boundaries, as [`Stats::push`]).
+    pub fn push(&mut self, bytes: &[u8]) {
+        let bins = &mut self.bins;
+        self.feed.push(bytes, &mut |leaf| bins.add(leaf));
+    }
+
+    /// Adds the counts of `other`, made with the same range and bins (when the edges differ,
+    /// nothing is added and `false` is returned).
+    pub fn merge(&mut self, other: &HistogramAccumulator) -> bool {
+        if other.bins.edges != self.bins.edges {
+            return false;
+        }
+        let mut theirs = other.bins.counts.clone();
+        let mut b = other.bins.clone();
+        b.counts.fill(0);
+        b.add(other.feed.pending());
+        for (t, p) in theirs.iter_mut().zip(&b.counts) {
+            *t += p;
+        }
+        for (c, t) in self.bins.counts.iter_mut().zip(&theirs) {
+            *c += t;
+        }
+        true
+    }
+
+    /// The histogram of everything pushed and merged.
+    pub fn finish(mut self) -> Histogram {
+        let fill = self.feed.fill;
+        self.bins.add(&self.feed.buf[..fill]);
+        Histogram {
+            edges: self.bins.edges,
+            counts: self.bins.counts,
+        }
+    }
+}
+
+/// [`Stats`] and [`HistogramAccumulator`] over bytes already in memory: `elements` elements of
+/// `ty` in `bytes` (C order, little-endian), `bins` bins.
+pub fn stats_of_bytes(
+    ty: ElementType,
+    elements: u64,
+    bytes: &[u8],
+    bins: usize,
+) -> Result<(Summary, Histogram), StatsError> {
+    if bins == 0 || bins > MAX_BINS {
+        return Err(StatsError::Bins { bins });
+    }
+    let mut s = Stats::new(ty)?.with_elements(elements);
+    s.push(bytes);
+    let summary = s.summary();
+    let mut h = HistogramAccumulator::from_summary(ty, &summary, bins)?.with_elements(elements);
+    if summary.finite > 0 {
+        h.push(bytes);
+    }
+    Ok((summary, h.finish()))
+}
+
+/// Both passes over tensor `t` of a catalog of `format` (`sources[k]` is the file named by
+/// [`crate::formats::Catalog::sources`]`[k]`).
+///
+/// When the tensor's stored bytes are the tensor ([`TensorInfo::is_zero_copy`]) they are read
+/// straight from the source, [`StatsOptions::chunk_bytes`] at a time (borrowed when the source is
+/// in memory, else into one reused buffer); otherwise the tensor is decoded once by
+/// [`crate::formats::read`] (inflated, gathered, byte-swapped: that bounds its size) and fed in the
+/// same pieces. `progress(done, total)` is called after each piece, `total` being twice the
+/// tensor's byte size (two passes); the second pass is skipped when there is no finite value.
+pub fn tensor_stats<S: ReadAt + ?Sized>(
+    format: &'static str,
+    t: &TensorInfo,
+    sources: &[&S],
+    opts: &StatsOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<TensorStats, FormatError> {
+    let name = || t.name.clone();
+    let err = |e: StatsError| e.to_format_error(format).tensor(t.name.clone());
+    if opts.bins == 0 || opts.bins > MAX_BINS {
+        return Err(err(StatsError::Bins { bins: opts.bins }));
+    }
+    let overflow = || FormatError::new(format, ErrorKind::Overflow, "its size overflows 64 bits").tensor(name());
+    let numel = t.numel().ok_or_else(overflow)?;
+    let nbytes = t.nbytes().ok_or_else(overflow)?;
+    let mut stats = Stats::new(t.ty).map_err(err)?.with_elements(numel);
+    let unit = stats.unit_bytes();
+    let chunk = (opts.chunk_bytes / unit).max(1) * unit;
+    let total = nbytes.saturating_mul(2);
+
+    let input = match (&t.storage, t.arrangement.is_native()) {
+        (Storage::Range { source, offset, len }, true) => {
+            if *len != nbytes {
+                return Err(FormatError::new(
+                    format,
+                    ErrorKind::SizeMismatch,
+                    alloc::format!(
+                        "{} {:?} needs {nbytes} bytes but {len} are stored",
+                        t.ty.name(),
+                        t.shape
+                    ),
+                )
+                .tensor(name()));
+            }
+            let src = sources.get(*source).copied().ok_or_else(|| {
+                FormatError::new(
+                    format,
+                    ErrorKind::Companion,
+                    alloc::format!("needs source #{source}, but only {} were supplied", sources.len()),
+                )
+                .tensor(name())
+            })?;
+            // The whole range must be in the source before any piece is read (or allocated).
+            crate::source::check_range(*offset, *len, src.size())
+                .map_err(|e| FormatError::source(format, e).tensor(name()))?;
+            Input::Direct(src, *offset)
+        }
+        _ => Input::Decoded(formats::read(format, t, sources)?),
+    };
+    let mut buf = Vec::new();
+    let mut pass = |done: &mut u64, feed: &mut dyn FnMut(&[u8])| -> Result<(), FormatError> {
+        let mut pos = 0u64;
+        while pos < nbytes {
+            let n = (nbytes - pos).min(chunk as u64);
+            match &input {
+                Input::Decoded(bytes) => {
+                    let piece = bytes.get(pos as usize..(pos + n) as usize).ok_or_else(|| {
+                        FormatError::new(
+                            format,
+                            ErrorKind::SizeMismatch,
+                            alloc::format!("{} bytes were read where {nbytes} were expected", bytes.len()),
+                        )
+                        .tensor(name())
+                    })?;
+                    feed(piece);
+                }
+                Input::Direct(src, offset) => {
+                    let at = offset + pos;
+                    if let Some(s) = src.slice(at, n) {
+                        feed(s);
+                    } else {
+                        buf.resize(n as usize, 0);
+                        src.read_at(at, &mut buf)
+                            .map_err(|e| FormatError::source(format, e).tensor(name()))?;
+                        feed(&buf);
+                    }
+                }
+            }
+            pos += n;
+            *done += n;
+            progress(*done, total);
+        }
+        Ok(())
+    };
+    let mut done = 0u64;
+    pass(&mut done, &mut |b| stats.push(b))?;
+    let summary = stats.summary();
+    let mut hist = HistogramAccumulator::from_summary(t.ty, &summary, opts.bins)
+        .map_err(err)?
+        .with_elements(numel);
+    if summary.finite > 0 {
+        pass(&mut done, &mut |b| hist.push(b))?;
+    }
+    progress(total, total);
+    Ok(TensorStats {
+        name: name(),
+        dtype: t.ty.name().into(),
+        shape: t.shape.clone(),
+        summary,
+        histogram: hist.finish(),
+    })
+}
+
+/// Where [`tensor_stats`] reads a tensor's bytes.
+enum Input<'s, S: ?Sized> {
+    /// Straight from the source at this offset.
+    Direct(&'s S, u64),
+    /// Decoded once by [`formats::read`].
+    Decoded(alloc::borrow::Cow<'s, [u8]>),
+}
+
+#[cfg(test)]
+mod tests;
