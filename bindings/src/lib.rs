@@ -13,6 +13,7 @@
 //! * [`formats`] — foreign model formats (safetensors, GGUF, PyTorch, NumPy, ONNX, HDF5) over
 //!   sparse sources, with the "need" protocol that lets JavaScript fetch only the ranges a parser
 //!   asks for; catalogs as JSON.
+//! * [`stats`] — the core's tensor statistics in two passes fed slice by slice, as JSON.
 //!
 //! No I/O happens here and nothing is platform-specific: the crate builds for
 //! `wasm32-unknown-unknown` and for the host alike.
@@ -22,4 +23,5 @@
 
 pub mod formats;
 pub mod packets;
+pub mod stats;
 pub mod zt;

@@ -16,7 +16,9 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tensorlane_core::wire::{self, StreamDecoder};
 
-use tensorlane_bindings::{formats, packets, zt};
+use tensorlane::model::Model;
+use tensorlane_bindings::{formats, packets, stats, zt};
+use tensorlane_core::formats::{ErrorKind, FormatError, TensorInfo};
 
 fn err(msg: impl Into<String>) -> Error {
     Error::from_reason(msg.into())
@@ -241,4 +243,189 @@ impl FormatSession {
 #[napi(js_name = "ggmlDequantize")]
 pub fn ggml_dequantize(ty: u32, blocks: &[u8]) -> Result<Float32Array> {
     formats::ggml_dequantize(ty, blocks).map(Float32Array::new).map_err(err)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Model files opened from a path: the native host's `tensorlane::model::Model`
+
+/// A thrown error whose message is a core [`FormatError`] as JSON (`js/formats.js` revives it).
+fn format_err(e: &FormatError) -> Error {
+    err(formats::error_json(e).to_string())
+}
+
+/// A model file opened from a path by the native host ([`tensorlane::model::Model`]): mapped
+/// once, parsed in place (no fetch-and-retry rounds, nothing copied into a session), companions
+/// resolved in the model's folder with symbolic links followed and checked, every byte range
+/// checked against the real file sizes at open.
+#[napi(js_name = "ModelFile")]
+pub struct ModelFile {
+    model: Option<Model>,
+}
+
+impl ModelFile {
+    fn model(&self) -> Result<&Model> {
+        self.model.as_ref().ok_or_else(|| {
+            format_err(&FormatError::new(
+                "formats",
+                ErrorKind::Io,
+                "the model was closed; open it again to read tensors",
+            ))
+        })
+    }
+
+    fn tensor(&self, index: u32) -> Result<(&Model, &TensorInfo)> {
+        let m = self.model()?;
+        let t = m.catalog().tensors.get(index as usize).ok_or_else(|| {
+            format_err(&FormatError::new(
+                m.format().name(),
+                ErrorKind::OutOfBounds,
+                format!("no tensor #{index} (the model has {})", m.catalog().tensors.len()),
+            ))
+        })?;
+        Ok((m, t))
+    }
+}
+
+#[napi]
+impl ModelFile {
+    /// Opens the model at `path` and its companions. Throws a core `FormatError` as JSON; kind
+    /// `unsupported` also for `.zt` and Tenso files and for content no model format matches,
+    /// which `js/formats.js` then hands to its other readers.
+    #[napi(constructor)]
+    pub fn new(path: String) -> Result<Self> {
+        let model = Model::open(&path).map_err(|e| format_err(&e))?;
+        Ok(ModelFile { model: Some(model) })
+    }
+
+    /// The catalog as JSON (the same as the byte-range session gives: `formats::catalog_json`).
+    #[napi]
+    pub fn catalog(&self) -> Result<String> {
+        Ok(formats::catalog_json(self.model()?.catalog()).to_string())
+    }
+
+    /// The files read, as resolved, in catalog source order (0: the opened file).
+    #[napi(js_name = "sourcePaths")]
+    pub fn source_paths(&self) -> Result<Vec<String>> {
+        Ok(self
+            .model()?
+            .sources()
+            .map(|(p, _)| p.to_string_lossy().into_owned())
+            .collect())
+    }
+
+    /// Tensor `index`'s C-order little-endian bytes: decoded (inflated, gathered, byte-swapped)
+    /// straight from the map and moved into the Buffer. Zero-copy tensors are better viewed on a
+    /// mapping of their source (`ztMmap`); asked for here, their bytes are copied.
+    #[napi]
+    pub fn read(&self, index: u32) -> Result<Buffer> {
+        let (m, t) = self.tensor(index)?;
+        let bytes = m.read(t).map_err(|e| format_err(&e))?;
+        Ok(Buffer::from(bytes.into_owned()))
+    }
+
+    /// Unmaps the files (tensors already returned stay valid); later calls throw.
+    #[napi]
+    pub fn close(&mut self) {
+        self.model = None;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics (`tensorlane_bindings::stats`, shared with the wasm backend)
+
+#[napi]
+impl ModelFile {
+    /// Statistics of tensor `index` by the native host ([`Model::stats`]: two passes over the
+    /// map in `chunk_bytes` pieces, or over the decoded tensor), as JSON `{name, dtype, shape,
+    /// summary, histogram}`. `progress(done, total)` after each piece (`total`: twice the
+    /// tensor's bytes); an exception it throws stops nothing but is thrown afterwards.
+    #[napi]
+    pub fn stats(
+        &self,
+        index: u32,
+        bins: u32,
+        chunk_bytes: f64,
+        progress: Option<Function<'_, FnArgs<(f64, f64)>, ()>>,
+    ) -> Result<String> {
+        let (m, t) = self.tensor(index)?;
+        let opts = tensorlane_core::stats::StatsOptions {
+            bins: bins as usize,
+            chunk_bytes: if chunk_bytes >= 1.0 {
+                chunk_bytes.min(usize::MAX as f64) as usize
+            } else {
+                tensorlane_core::stats::StatsOptions::default().chunk_bytes
+            },
+        };
+        let mut failed = None;
+        let mut report = |done: u64, total: u64| {
+            if let (Some(f), None) = (&progress, &failed) {
+                failed = f.call(FnArgs::from((done as f64, total as f64))).err();
+            }
+        };
+        let s = m.stats(t, &opts, &mut report).map_err(|e| format_err(&e))?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        Ok(stats::tensor_stats_json(&s).to_string())
+    }
+}
+
+/// Pass 1 of a tensor's statistics (see `tensorlane_bindings::stats`); pushed slices are read in
+/// place.
+#[napi(js_name = "StatsSummary")]
+pub struct StatsSummary {
+    inner: stats::SummaryPass,
+}
+
+#[napi]
+impl StatsSummary {
+    /// A pass over `elements` elements of `dtype` (`ggml`: a GGUF type id, or -1) stored in
+    /// `bytes` bytes. Throws a core FormatError as JSON.
+    #[napi(constructor)]
+    pub fn new(dtype: String, ggml: f64, elements: f64, bytes: f64) -> Result<Self> {
+        stats::SummaryPass::new(&dtype, ggml, elements, bytes)
+            .map(|inner| StatsSummary { inner })
+            .map_err(err)
+    }
+
+    /// Adds the next slice of the stored bytes (any boundaries).
+    #[napi]
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.inner.push(bytes);
+    }
+
+    /// The summary so far (JSON).
+    #[napi]
+    pub fn summary(&self) -> String {
+        self.inner.summary()
+    }
+}
+
+/// Pass 2 of a tensor's statistics: the histogram of its finite values.
+#[napi(js_name = "StatsHistogram")]
+pub struct StatsHistogram {
+    inner: stats::HistogramPass,
+}
+
+#[napi]
+impl StatsHistogram {
+    /// `bins` bins over pass 1's `[min, max]` (`[0, 1]` when `finite` is 0).
+    #[napi(constructor)]
+    pub fn new(dtype: String, ggml: f64, elements: f64, finite: f64, min: f64, max: f64, bins: u32) -> Result<Self> {
+        stats::HistogramPass::new(&dtype, ggml, elements, finite, min, max, bins)
+            .map(|inner| StatsHistogram { inner })
+            .map_err(err)
+    }
+
+    /// Adds the next slice of the stored bytes (any boundaries).
+    #[napi]
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.inner.push(bytes);
+    }
+
+    /// The histogram (JSON: `{edges, counts}`).
+    #[napi]
+    pub fn finish(&mut self) -> Result<String> {
+        self.inner.finish().map_err(err)
+    }
 }

@@ -33,7 +33,7 @@ use js_sys::{Array, Uint8Array};
 use tensorlane_core::wire::{self, DecodeOptions, Measure, StreamDecoder, flags};
 use wasm_bindgen::prelude::*;
 
-use tensorlane_bindings::{formats, packets, zt};
+use tensorlane_bindings::{formats, packets, stats, zt};
 
 /// Bytes of each (sub-)packet read to parse its header: 10 (v4 header) + 32 * 4 (shape) + 1
 /// (alignment exponent) = 139 at most for a dense packet.
@@ -403,4 +403,71 @@ impl FormatSession {
 #[wasm_bindgen(js_name = ggmlDequantize)]
 pub fn ggml_dequantize(ty: u32, blocks: &[u8]) -> Result<Vec<f32>, JsError> {
     formats::ggml_dequantize(ty, blocks).map_err(|e| JsError::new(&e))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics (`tensorlane_bindings::stats`, shared with the addon)
+
+/// Pass 1 of a tensor's statistics (see `tensorlane_bindings::stats`): each pushed slice is copied
+/// into wasm memory for the push only.
+#[wasm_bindgen(js_name = StatsSummary)]
+pub struct StatsSummary {
+    inner: stats::SummaryPass,
+}
+
+#[wasm_bindgen(js_class = StatsSummary)]
+impl StatsSummary {
+    /// A pass over `elements` elements of `dtype` (`ggml`: a GGUF type id, or -1) stored in
+    /// `bytes` bytes. Throws a core FormatError as JSON.
+    #[wasm_bindgen(constructor)]
+    pub fn new(dtype: &str, ggml: f64, elements: f64, bytes: f64) -> Result<StatsSummary, JsError> {
+        stats::SummaryPass::new(dtype, ggml, elements, bytes)
+            .map(|inner| StatsSummary { inner })
+            .map_err(|e| JsError::new(&e))
+    }
+
+    /// Adds the next slice of the stored bytes (any boundaries).
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.inner.push(bytes);
+    }
+
+    /// The summary so far (JSON).
+    pub fn summary(&self) -> String {
+        self.inner.summary()
+    }
+}
+
+/// Pass 2 of a tensor's statistics: the histogram of its finite values.
+#[wasm_bindgen(js_name = StatsHistogram)]
+pub struct StatsHistogram {
+    inner: stats::HistogramPass,
+}
+
+#[wasm_bindgen(js_class = StatsHistogram)]
+impl StatsHistogram {
+    /// `bins` bins over pass 1's `[min, max]` (`[0, 1]` when `finite` is 0).
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        dtype: &str,
+        ggml: f64,
+        elements: f64,
+        finite: f64,
+        min: f64,
+        max: f64,
+        bins: u32,
+    ) -> Result<StatsHistogram, JsError> {
+        stats::HistogramPass::new(dtype, ggml, elements, finite, min, max, bins)
+            .map(|inner| StatsHistogram { inner })
+            .map_err(|e| JsError::new(&e))
+    }
+
+    /// Adds the next slice of the stored bytes (any boundaries).
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.inner.push(bytes);
+    }
+
+    /// The histogram (JSON: `{edges, counts}`).
+    pub fn finish(&mut self) -> Result<String, JsError> {
+        self.inner.finish().map_err(|e| JsError::new(&e))
+    }
 }
