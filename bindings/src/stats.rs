@@ -45,15 +45,7 @@ pub fn element_type(dtype: &str, ggml: f64) -> Result<ElementType, String> {
     if let Some(d) = DType::from_name(dtype) {
         return Ok(ElementType::Dense(d));
     }
-    const LOGICAL: [LogicalType; 6] = [
-        LogicalType::F8E4M3Fn,
-        LogicalType::F8E5M2,
-        LogicalType::F8E4M3Fnuz,
-        LogicalType::F8E5M2Fnuz,
-        LogicalType::F8E8M0,
-        LogicalType::F4E2M1,
-    ];
-    LOGICAL
+    LogicalType::ALL
         .into_iter()
         .map(ElementType::Logical)
         .find(|t| t.name() == dtype)

@@ -5,26 +5,13 @@
 // at most `chunkBytes` (every File slice is counted), never whole.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { serve } from '../../web-demo/serve.mjs';
+import { launch, missing } from './_chromium.mjs';
 import * as tensorlane from '../../js/node.js';
 import { assertMatches, fixturePath, plainStats, reference, specialFile } from '../js/_stats_reference.mjs';
 
-const CI = process.env.CI === 'true';
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const CHUNK = 512;
 
-let missing = null;
-if (!existsSync(CHROMIUM)) missing = `Chromium not found at ${CHROMIUM}`;
-else if (!existsSync(fileURLToPath(new URL('../../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url)))) missing = 'wasm/pkg not built (scripts/build-js.sh)';
-let chromium = null;
-try {
-  ({ chromium } = await import('playwright-core'));
-} catch (e) {
-  missing ??= `playwright-core not installed (npm install): ${e.message}`;
-}
-if (missing && CI) throw new Error(`${missing} (CI=true: failing, not skipping)`);
 
 describe('Chromium: stats() of Files through the wasm build', { skip: missing ?? false }, () => {
   let server, url, browser, page;
@@ -32,10 +19,7 @@ describe('Chromium: stats() of Files through the wasm build', { skip: missing ??
 
   before(async () => {
     ({ server, url } = await serve());
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
-    });
+    browser = await launch();
     page = await browser.newPage();
     page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
     // The browser's own favicon request is the one 404 that says nothing about the code under test.
