@@ -9,6 +9,11 @@
 //! produce (decompressed) come back as new buffers, moved (not copied) into external buffers.
 //! The descriptor code is shared with the wasm backend (`tensorlane_bindings`), so both backends
 //! describe every packet identically.
+//!
+//! A model file opened from a path is the native host's work ([`ModelFile`] over
+//! `tensorlane::model::Model`): mapped once, parsed in place, companions resolved and checked,
+//! tensors decoded and summarised (`Model::stats`) straight from the map. Bytes and Blobs go
+//! through the byte-range session both backends share (`tensorlane_bindings::formats`).
 
 #![deny(clippy::all)]
 
