@@ -10,9 +10,10 @@ const exports = await glue.default({ module_or_path: new URL('../wasm/pkg/tensor
 const backend = wasmBackend(exports);
 const zt = makeZt(backend);
 // open(): every model format; .zt files are handed to the .zt reader.
-const api = { ...makeApi(backend), ...zt, open: makeFormats(backend, zt).open };
+const formats = makeFormats(backend, zt);
+const api = { ...makeApi(backend), ...zt, open: formats.open, stats: formats.stats };
 
-export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, writeZt } = api;
+export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, writeZt } = api;
 export const backendName = 'wasm';
 /** The wasm instance's WebAssembly.Memory. */
 export const wasmMemory = () => exports.memory;

@@ -279,13 +279,25 @@ function decodeBits(o) {
   );
 }
 
-function asBytes(input) {
+/** `f(x)`, or, when `x` is a Promise, a Promise of `f` of its value (sync and async sources share one path). */
+export const then = (x, f) => (x instanceof Promise ? x.then(f) : f(x));
+
+/** Whether `x` is a Blob (a File too); false where Blob does not exist. */
+export function isBlob(x) {
+  return typeof Blob !== 'undefined' && x instanceof Blob;
+}
+
+/**
+ * `input` (a Uint8Array, an ArrayBuffer/SharedArrayBuffer or another ArrayBuffer view) as a
+ * Uint8Array over the same memory; anything else is a TypeError that says `expected`.
+ */
+export function asBytes(input, expected = 'decode expects a Uint8Array, an ArrayBuffer or another ArrayBuffer view') {
   if (input instanceof Uint8Array) return input;
   if (input instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && input instanceof SharedArrayBuffer)) {
     return new Uint8Array(input);
   }
   if (ArrayBuffer.isView(input)) return new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
-  throw new TypeError('decode expects a Uint8Array, an ArrayBuffer or another ArrayBuffer view');
+  throw new TypeError(expected);
 }
 
 // ---------------------------------------------------------------------------------------------

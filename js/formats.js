@@ -16,7 +16,7 @@
 // Companions (safetensors shards, ONNX external data) come from `{companions: {name: source}}`,
 // or, for a path, from the same folder.
 
-import { DTYPES, TensorlaneError, widen } from './common.js';
+import { DTYPES, TensorlaneError, asBytes, inferDtype, isBlob, then, widen } from './common.js';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 /** First read of a file, and the smallest read after it. */
@@ -42,19 +42,16 @@ export const MAX_READ = 16 << 20;
  */
 export const MAX_ROUNDS = 4096;
 
+/** Histogram bins of stats() unless {bins} says otherwise. */
+export const STATS_BINS = 64;
+/** The slice stats() reads at a time (whole elements or blocks of it). */
+export const STATS_CHUNK_BYTES = 4 << 20;
+
 /** TypedArrays of ggml's plain (not block-quantized) types. */
 const GGML_PLAIN = { F32: 'float32', F16: 'float16', BF16: 'bfloat16', F64: 'float64', I8: 'int8', I16: 'int16', I32: 'int32', I64: 'int64' };
 
-function isBlob(x) {
-  return typeof Blob !== 'undefined' && x instanceof Blob;
-}
-
-function asBytes(input) {
-  if (input instanceof Uint8Array) return input;
-  if (input instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && input instanceof SharedArrayBuffer)) return new Uint8Array(input);
-  if (ArrayBuffer.isView(input)) return new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
-  throw new TypeError('open expects a path (Node), a Uint8Array/Buffer, an ArrayBuffer, or a Blob/File');
-}
+/** What open() accepts, for the TypeError it throws on anything else. */
+const OPEN_EXPECTS = 'open expects a path (Node), a Uint8Array/Buffer, an ArrayBuffer, or a Blob/File';
 
 /** A TensorlaneError with the fields of a core FormatError ({format, kind, offset, tensor, message, display}). */
 function formatError(e) {
@@ -64,6 +61,16 @@ function formatError(e) {
   err.offset = e.offset ?? undefined;
   err.tensor = e.tensor ?? undefined;
   return err;
+}
+
+/** The core FormatError a backend threw as JSON in its message ({format, kind, ...}), or null. */
+function parsedError(e) {
+  try {
+    const p = JSON.parse(e?.message);
+    return p && typeof p === 'object' && typeof p.kind === 'string' ? p : null;
+  } catch {
+    return null;
+  }
 }
 
 function jsError(format, kind, message, extra = {}) {
@@ -109,7 +116,7 @@ function toSource(input, io, name) {
     return io.pathSource(input);
   }
   if (isBlob(input)) return blobSource(input);
-  return memorySource(asBytes(input), name);
+  return memorySource(asBytes(input, OPEN_EXPECTS), name);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -172,7 +179,8 @@ function plan(ranges, size, offset, len) {
 /**
  * The foreign-format API of a backend. `zt` is the `.zt` API (js/zt.js), used when a file turns
  * out to be a `.zt`. `io` (Node only): `pathSource(path) -> source`, `companionPath(root, name)
- * -> path | null`.
+ * -> path | null`; with the addon also `openModel(path)` (a native ModelFile: paths are opened by
+ * the host, see openNative) and `mapPath(path) -> Uint8Array` (a copy-on-write mapping).
  */
 export function makeFormats(backend, zt, io = {}) {
   class Context {
@@ -289,8 +297,90 @@ export function makeFormats(backend, zt, io = {}) {
    * Bytes and (Node) paths give a reader at once; a Blob gives a Promise of a lazy reader.
    */
   function open(source, options = {}) {
+    if (typeof source === 'string' && io.openModel && options.format === undefined && options.companions === undefined) {
+      const reader = openNative(source);
+      if (reader) return reader;
+    }
     const main = toSource(source, io, options.name);
     return run(openSteps(source, main, options));
+  }
+
+  /**
+   * A path opened by the native host (`io.openModel`: the addon's ModelFile over
+   * `tensorlane::model::Model`), or null when the file is no model format (a .zt, a Tenso
+   * packet, unknown content): the byte-range path then picks the reader and words the error.
+   */
+  function openNative(path) {
+    let model;
+    try {
+      model = io.openModel(path);
+    } catch (e) {
+      const fe = parsedError(e);
+      if (!fe) throw e;
+      if (fe.kind === 'unsupported') return null;
+      throw formatError(fe);
+    }
+    const cat = JSON.parse(model.catalog(), revive);
+    return new ModelReader(new NativeContext(model, cat.sources), cat);
+  }
+
+  /**
+   * What a ModelReader reads through for a path the native host opened. Zero-copy tensors are
+   * views on a private copy-on-write mapping of their file (`io.mapPath`, made on the first such
+   * read: the host's own read-only map cannot be handed to JavaScript, where a write through a
+   * Buffer would fault); the others are decoded by the host straight from its map.
+   */
+  class NativeContext {
+    constructor(model, sources) {
+      this.model = model;
+      /** Catalog source names and, at the same index, the files the host resolved them to. */
+      this.names = sources;
+      this.paths = model.sourcePaths();
+      this.maps = new Map();
+      this.sources = new Map();
+      this.bytesRead = 0;
+      this.reads = 0;
+    }
+
+    bytes(i, L) {
+      if (L.zeroCopy) {
+        const k = this.names.indexOf(L.source);
+        let m = this.maps.get(k);
+        if (!m) {
+          m = io.mapPath(this.paths[k]);
+          if (m.constructor !== Uint8Array) m = new Uint8Array(m.buffer, m.byteOffset, m.byteLength);
+          this.maps.set(k, m);
+        }
+        return m.subarray(L.offset, L.offset + L.length);
+      }
+      return this.#call(() => this.model.read(i));
+    }
+
+    #call(f) {
+      try {
+        const out = f();
+        return out instanceof Uint8Array && out.constructor !== Uint8Array ? new Uint8Array(out.buffer, out.byteOffset, out.byteLength) : out;
+      } catch (e) {
+        const fe = parsedError(e);
+        throw fe ? formatError(fe) : e;
+      }
+    }
+
+    /** Statistics by the host (`Model::stats`, over its map), with the same checks and result as statsSteps. */
+    stats(i, t, options) {
+      const bins = options.bins ?? STATS_BINS;
+      if (!Number.isInteger(bins) || bins < 1) throw new RangeError(`stats: bins must be a positive integer, got ${bins}`);
+      const total = t.nbytes;
+      const report = statsProgress(options.onProgress, total);
+      const out = this.#call(() => this.model.stats(i, bins, options.chunkBytes ?? STATS_CHUNK_BYTES, options.onProgress ? (done) => report(done) : undefined));
+      const r = JSON.parse(out);
+      return statsResult(t, r.summary, r.histogram);
+    }
+
+    close() {
+      this.model.close();
+      this.maps.clear();
+    }
   }
 
   class ModelReader {
@@ -340,6 +430,7 @@ export function makeFormats(backend, zt, io = {}) {
       const i = this.#index.get(name);
       const ctx = this.#ctx;
       const L = t.layout;
+      if (ctx instanceof NativeContext) return ctx.bytes(i, L);
       if (L.zeroCopy) {
         const src = ctx.sources.get(L.source);
         return run(
@@ -380,7 +471,6 @@ export function makeFormats(backend, zt, io = {}) {
      */
     tensor(name, options = {}) {
       const t = this.info(name);
-      const then = (x, f) => (x instanceof Promise ? x.then(f) : f(x));
       return then(this.#bytes(name), (bytes) => {
         const dtype = t.ggml && !t.ggml.quantized ? GGML_PLAIN[t.dtype] ?? t.dtype : t.dtype;
         if (options.widen && (dtype === 'float16' || dtype === 'bfloat16')) return widen(dtype, typedOf('float16', bytes));
@@ -394,18 +484,13 @@ export function makeFormats(backend, zt, io = {}) {
      */
     dequantize(name) {
       const t = this.info(name);
-      const then = (x, f) => (x instanceof Promise ? x.then(f) : f(x));
       if (t.ggml?.quantized) {
         return then(this.#bytes(name), (bytes) => {
           try {
             return backend.ggmlDequantize(t.ggml.type, bytes);
           } catch (e) {
-            let parsed;
-            try {
-              parsed = JSON.parse(e.message);
-            } catch {
-              throw e;
-            }
+            const parsed = parsedError(e);
+            if (!parsed) throw e;
             throw formatError({ ...parsed, tensor: name });
           }
         });
@@ -417,14 +502,134 @@ export function makeFormats(backend, zt, io = {}) {
       return then(this.tensor(name, { widen: true }), (a) => (a instanceof Float32Array ? a : Float32Array.from(a, Number)));
     }
 
+    /**
+     * Statistics of tensor `name` (see `index.d.ts`): count, finite, min, max, mean, std, zeros,
+     * nan, pos_inf, neg_inf and a histogram of the finite values over [min, max], computed by the
+     * core in two passes over the tensor's stored bytes, read in slices of `chunkBytes` (4 MiB):
+     * from a Blob (or a file the wasm build reads) each slice is one read, so a multi-GB tensor
+     * is never held whole (a tensor that must be decoded first, inflated or gathered, is read
+     * whole as by tensor()). A path the addon opened goes to the native host (Model::stats).
+     * Synchronous for bytes and paths, a Promise for a Blob.
+     */
+    stats(name, options = {}) {
+      const t = this.info(name);
+      const L = t.layout;
+      const ctx = this.#ctx;
+      if (ctx instanceof NativeContext) return ctx.stats(this.#index.get(name), t, options);
+      const src = L.zeroCopy ? ctx.sources.get(L.source) : undefined;
+      if (src && !src.memory) {
+        // A Blob or a file descriptor: read slice by slice, straight from the source.
+        const read = (o, n) =>
+          then(src.read(L.offset + o, n), (b) => {
+            ctx.bytesRead += b.byteLength;
+            ctx.reads++;
+            return b;
+          });
+        return run(statsSteps(t, L.length, read, options));
+      }
+      return then(this.#bytes(name), (bytes) => run(statsSteps(t, bytes.byteLength, (o, n) => bytes.subarray(o, o + n), options)));
+    }
+
     /** Frees the backend's session (wasm memory) and closes file descriptors; the reader cannot read tensors afterwards. */
     close() {
-      this.#ctx.session.free?.();
+      this.#ctx.close?.();
+      this.#ctx.session?.free?.();
       for (const s of this.#ctx.sources.values()) s.close?.();
     }
   }
 
-  return { open, MIN_READ, MAX_READ };
+  /**
+   * The two passes of the core's statistics over `total` stored bytes of tensor `t` (`{name,
+   * dtype, shape, ggml?}`), read by `read(offset, len)` (bytes, or a Promise of them) in slices
+   * of whole elements or blocks. Pass 1 summarises; pass 2 bins the finite values over [min, max].
+   */
+  function* statsSteps(t, total, read, options) {
+    const ggml = t.ggml ? t.ggml.type : -1;
+    const bins = options.bins ?? STATS_BINS;
+    if (!Number.isInteger(bins) || bins < 1) throw new RangeError(`stats: bins must be a positive integer, got ${bins}`);
+    const step = Math.max(1, Math.floor(options.chunkBytes ?? STATS_CHUNK_BYTES));
+    const numel = t.shape.reduce((n, d) => n * Number(d), 1);
+    const guard = (f) => {
+      try {
+        return f();
+      } catch (e) {
+        const fe = parsedError(e);
+        throw fe ? formatError({ ...fe, tensor: t.name, display: `${fe.display} (tensor '${t.name}')` }) : e;
+      }
+    };
+    const report = statsProgress(options.onProgress, total);
+    // Pass 2 follows pass 1, so progress counts up to twice the bytes (as the native driver's).
+    function* pass(acc, base) {
+      for (let o = 0; o < total; o += step) {
+        const n = Math.min(step, total - o);
+        const b = yield () => read(o, n);
+        acc.push(b);
+        report(base + o + n);
+      }
+    }
+    const s = guard(() => new backend.StatsSummary(t.dtype, ggml, numel, total));
+    let summary;
+    try {
+      yield* pass(s, 0);
+      summary = JSON.parse(s.summary());
+    } finally {
+      s.free?.();
+    }
+    const h = guard(() => new backend.StatsHistogram(t.dtype, ggml, numel, summary.finite, summary.min ?? NaN, summary.max ?? NaN, bins));
+    let histogram;
+    try {
+      if (summary.finite > 0) yield* pass(h, total);
+      histogram = JSON.parse(guard(() => h.finish()));
+    } finally {
+      h.free?.();
+    }
+    report(2 * total);
+    return statsResult(t, summary, histogram);
+  }
+
+  /**
+   * Statistics of values in memory (see `index.d.ts`): `data` is a TypedArray (or bytes) holding
+   * `dtype` elements as tensor() returns them (float16/bfloat16 as raw Uint16Array bits), `shape`
+   * defaults to one dimension. Synchronous; the same numbers as `reader.stats()`.
+   */
+  function stats(tensor, options = {}) {
+    const { data, name = '' } = tensor ?? {};
+    if (!ArrayBuffer.isView(data)) throw new TypeError('stats expects {dtype, shape?, data: TypedArray}');
+    const dtype = tensor.dtype ?? inferDtype(data);
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    const shape = tensor.shape ?? [data.length];
+    return run(statsSteps({ name, dtype, shape }, bytes.byteLength, (o, n) => bytes.subarray(o, o + n), options));
+  }
+
+  return { open, stats, MIN_READ, MAX_READ };
+}
+
+/** The calls `onProgress({phase, bytesDone, bytesTotal})` a stats driver makes, as `report(done)`
+ * where `done` counts up to twice `total` bytes (pass 1, then pass 2). */
+function statsProgress(onProgress, total) {
+  if (!onProgress) return () => {};
+  return (done) => onProgress({ phase: done <= total && total > 0 ? 'summary' : 'histogram', bytesDone: done, bytesTotal: 2 * total });
+}
+
+/** The object stats() returns, from the backend's summary and histogram JSON (null: NaN). */
+function statsResult(t, summary, histogram) {
+  const num = (v) => v ?? NaN;
+  return {
+    name: t.name,
+    dtype: t.dtype,
+    shape: t.shape,
+    count: summary.count,
+    finite: summary.finite,
+    min: num(summary.min),
+    max: num(summary.max),
+    mean: num(summary.mean),
+    std: num(summary.std),
+    zeros: summary.zeros,
+    nan: summary.nan,
+    pos_inf: summary.pos_inf,
+    neg_inf: summary.neg_inf,
+    histogram: { edges: Float64Array.from(histogram.edges, num), counts: histogram.counts },
+  };
 }
 
 /** The listing entry a user sees for one catalog tensor. */

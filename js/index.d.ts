@@ -445,7 +445,7 @@ interface ModelReaderBase {
   readonly skipped: { name: string; reason: string }[];
   /** The files the model reads: `''` (the opened file), then companions relative to it. */
   readonly sources: string[];
-  /** Bytes read so far and in how many reads: what open() and tensor() handed to the parsers, plus tensors read from Blobs or files (views on memory are not counted). */
+  /** Bytes read so far and in how many reads: what open() and tensor() handed to the parsers, plus tensors read from Blobs or files (views on memory are not counted; 0 for a path the addon opens: its host maps the file and reads nothing itself). */
   readonly bytesRead: number;
   readonly reads: number;
   /** Tensor names in file order. */
@@ -457,7 +457,51 @@ interface ModelReaderBase {
 }
 
 /**
- * A model over bytes in memory or a Node path (the addon maps the file; the wasm build reads
+ * Statistics of one tensor, the same names and numbers on the addon and the wasm build (the core's
+ * `tensorlane_core::stats`). Every element becomes one float64 value as `numpy.astype(float64)`
+ * makes it (complex: its real and imaginary parts, two values; GGUF blocks: their dequantized
+ * float32 values). `min`, `max`, `mean` and `std` (population, ddof 0) are over the finite values
+ * (NaN when there is none); `zeros` counts +0 and -0. The histogram is exactly
+ * `numpy.histogram(finite, bins, range=(min, max))` (`[0, 1]` with all counts 0 when nothing is
+ * finite; `min == max` widens to ±0.5 as NumPy does): `edges` has `bins + 1` entries, the last bin
+ * is closed.
+ */
+export interface TensorStats {
+  name: string;
+  dtype: string;
+  shape: number[];
+  /** Values (finite or not). */
+  count: number;
+  /** Values that are neither NaN nor ±Inf. */
+  finite: number;
+  min: number;
+  max: number;
+  mean: number;
+  std: number;
+  zeros: number;
+  nan: number;
+  pos_inf: number;
+  neg_inf: number;
+  histogram: { edges: Float64Array; counts: number[] };
+}
+
+/** Options of stats(). */
+export interface StatsOptions {
+  /** Histogram bins (default 64; at most 2^20). */
+  bins?: number;
+  /**
+   * Bytes read and fed at a time (default 4 MiB): from a Blob each slice is one `blob.slice`, so
+   * a tensor of any size is never held whole (a tensor that must be decoded first, inflated or
+   * gathered, is read whole as by tensor()).
+   */
+  chunkBytes?: number;
+  /** Called after each slice: pass 1 (`'summary'`) then pass 2 (`'histogram'`); `bytesDone` counts up to `bytesTotal`, twice the tensor's bytes. */
+  onProgress?: (p: { phase: 'summary' | 'histogram'; bytesDone: number; bytesTotal: number }) => void;
+}
+
+/**
+ * A model over bytes in memory or a Node path (the addon opens the file with the native host,
+ * `tensorlane::model::Model`, and views zero-copy tensors on a mapping of it; the wasm build reads
  * it on demand): everything is synchronous (`lazy` is true only when a companion is a Blob).
  */
 export interface ModelReader extends ModelReaderBase {
@@ -470,6 +514,8 @@ export interface ModelReader extends ModelReaderBase {
   tensor(name: string, options?: { widen?: boolean }): AnyTypedArray;
   /** float32 values: GGUF blocks dequantized (as `gguf.quants.dequantize`), others converted. */
   dequantize(name: string): Float32Array;
+  /** Statistics of a tensor (two passes over its stored bytes; see TensorStats). */
+  stats(name: string, options?: StatsOptions): TensorStats;
 }
 
 /** A model over a Blob/File: open read only header-like bytes; each tensor is read when asked for. */
@@ -477,6 +523,8 @@ export interface ModelBlobReader extends ModelReaderBase {
   readonly lazy: true;
   tensor(name: string, options?: { widen?: boolean }): Promise<AnyTypedArray>;
   dequantize(name: string): Promise<Float32Array>;
+  /** Statistics of a tensor, reading it in `chunkBytes` slices twice (never whole; see StatsOptions). */
+  stats(name: string, options?: StatsOptions): Promise<TensorStats>;
 }
 
 /**
@@ -489,6 +537,17 @@ export interface ModelBlobReader extends ModelReaderBase {
  */
 export declare function open(source: string | Uint8Array | ArrayBuffer | ArrayBufferView, options?: OpenOptions): ModelReader | ZtReader;
 export declare function open(source: Blob, options?: OpenOptions): Promise<ModelBlobReader | ZtBlobReader>;
+
+/**
+ * Statistics of values in memory, as `reader.stats()` gives them: `data` holds `dtype` elements
+ * as tensor() returns them (float16/bfloat16 as raw Uint16Array bits, float8 as bytes, float4 two
+ * per byte; `dtype` is inferred from a Float32Array, Int8Array, ... when omitted); `shape`
+ * defaults to `[data.length]` and must match the bytes.
+ */
+export declare function stats(
+  tensor: { dtype?: string; shape?: number[]; data: ArrayBufferView; name?: string },
+  options?: Pick<StatsOptions, 'bins' | 'chunkBytes' | 'onProgress'>,
+): TensorStats;
 
 /** What `writeZt` accepts per object. */
 export type ZtEntry =

@@ -2,11 +2,11 @@
 // when the addon is missing or TENSORLANE_BACKEND=wasm. TENSORLANE_BACKEND=addon makes a missing
 // addon an error instead of a fallback.
 import { createRequire } from 'node:module';
-import { existsSync } from 'node:fs';
-import { basename, dirname, extname, join } from 'node:path';
+import { basename } from 'node:path';
 import { makeApi } from './common.js';
 import { makeZt } from './zt.js';
 import { companionPath, makeFormats, memorySource } from './formats.js';
+import { shardPath } from './node-paths.js';
 
 const require = createRequire(import.meta.url);
 const want = process.env.TENSORLANE_BACKEND ?? '';
@@ -28,18 +28,6 @@ if (want !== 'wasm') {
   }
 }
 
-/**
- * Where shard `name` of the root file `root` is: `<stem>-<name>.zt` next to it (the reference
- * convention), else `<name>` or `<name>.zt` in the same directory (shard names are single path
- * components by the spec's naming rule).
- */
-export function shardPath(root, name) {
-  const dir = dirname(root);
-  const stem = basename(root, extname(root));
-  for (const f of [join(dir, `${stem}-${name}.zt`), join(dir, name), join(dir, `${name}.zt`)]) if (existsSync(f)) return f;
-  return null;
-}
-
 let api;
 let memory = () => undefined;
 if (addon) {
@@ -52,16 +40,21 @@ if (addon) {
     RawStreamDecoder: addon.RawStreamDecoder,
   });
   const zt = makeZt(addon, { openPath: (p) => addon.ztMmap(p), shardPath });
-  // A path is mapped (zero-copy views; only the pages a parser touches are read).
+  // A model path is opened by the native host (tensorlane::model::Model, through the addon's
+  // ModelFile); zero-copy tensors are views on a copy-on-write mapping (ztMmap). Other paths (.zt,
+  // {format} forced, {companions} given) are mapped and read through the byte-range session.
   const pathSource = (p) => memorySource(addon.ztMmap(p), basename(p), p);
-  api = { ...api, ...zt, open: makeFormats(addon, zt, { pathSource, companionPath }).open };
+  const io = { pathSource, companionPath, openModel: (p) => new addon.ModelFile(p), mapPath: (p) => addon.ztMmap(p) };
+  const formats = makeFormats(addon, zt, io);
+  api = { ...api, ...zt, open: formats.open, stats: formats.stats };
 } else {
   const wasm = await import('./wasm-node.js');
   api = wasm.default;
   memory = wasm.wasmMemory;
 }
 
-export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, writeZt } = api;
+export { shardPath };
+export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, writeZt } = api;
 /** 'addon' or 'wasm'. */
 export const backendName = api.backend;
 /** Why the addon was not used (null when it was, or when wasm was requested). */

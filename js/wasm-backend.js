@@ -19,6 +19,8 @@ export function wasmBackend(exports) {
     ztWriteRaw: glue.ztWriteRaw,
     FormatSession: glue.FormatSession,
     ggmlDequantize: glue.ggmlDequantize,
+    StatsSummary: glue.StatsSummary,
+    StatsHistogram: glue.StatsHistogram,
     /** The wasm instance's memory (tests check that views survive its growth). */
     memory: () => exports.memory,
   };

@@ -1,19 +1,14 @@
 // Node entry of the wasm build: reads the .wasm with fs and instantiates it synchronously.
-import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
-import { basename, dirname, extname, join } from 'node:path';
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
+import { basename } from 'node:path';
 import { glue, wasmBackend } from './wasm-backend.js';
 import { makeApi } from './common.js';
 import { makeZt } from './zt.js';
 import { companionPath, makeFormats } from './formats.js';
+import { shardPath } from './node-paths.js';
 
 const exports = glue.initSync({ module: readFileSync(new URL('../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url)) });
 const backend = wasmBackend(exports);
-function shardPath(root, name) {
-  const dir = dirname(root);
-  const stem = basename(root, extname(root));
-  for (const f of [join(dir, `${stem}-${name}.zt`), join(dir, name), join(dir, `${name}.zt`)]) if (existsSync(f)) return f;
-  return null;
-}
 // .zt paths are read whole with fs (the wasm backend cannot map files); views are on that buffer.
 const zt = makeZt(backend, { openPath: (p) => new Uint8Array(readFileSync(p)), shardPath });
 
@@ -49,9 +44,10 @@ function pathSource(path) {
   closer.register(src, fd, src);
   return src;
 }
-const api = { ...makeApi(backend), ...zt, open: makeFormats(backend, zt, { pathSource, companionPath }).open };
+const formats = makeFormats(backend, zt, { pathSource, companionPath });
+const api = { ...makeApi(backend), ...zt, open: formats.open, stats: formats.stats };
 
-export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, writeZt } = api;
+export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, writeZt } = api;
 export const backendName = 'wasm';
 /** The wasm instance's WebAssembly.Memory. */
 export const wasmMemory = () => exports.memory;

@@ -13,7 +13,7 @@
 // the addon) get() returns a TypedArray *view* on those bytes when the part is raw and aligned;
 // a Blob/File is read lazily with blob.slice(), so open(blob), get() and verify() are async.
 
-import { DTYPES, TensorlaneError, inferDtype, widen } from './common.js';
+import { DTYPES, TensorlaneError, asBytes, inferDtype, isBlob, then, widen } from './common.js';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 /** Bytes read from the end of a file at open (the core's tail window). */
@@ -37,19 +37,6 @@ function notFound(name) {
   const e = new TensorlaneError(`NotFound: no object ${JSON.stringify(name)}`);
   e.rule = 'NotFound';
   return e;
-}
-
-const then = (x, f) => (x instanceof Promise ? x.then(f) : f(x));
-
-function isBlob(x) {
-  return typeof Blob !== 'undefined' && x instanceof Blob;
-}
-
-function asBytes(input) {
-  if (input instanceof Uint8Array) return input;
-  if (input instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && input instanceof SharedArrayBuffer)) return new Uint8Array(input);
-  if (ArrayBuffer.isView(input)) return new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
-  throw new TypeError('open expects a path (Node), a Uint8Array, an ArrayBuffer, or a Blob/File');
 }
 
 function toPlainU8(b) {
@@ -305,7 +292,7 @@ export function makeZt(backend, io = {}) {
       return openBytes(io.openPath(source), source);
     }
     if (isBlob(source)) return openBlob(source, options.head);
-    return openBytes(asBytes(source), undefined);
+    return openBytes(asBytes(source, 'open expects a path (Node), a Uint8Array, an ArrayBuffer, or a Blob/File'), undefined);
   }
 
   /**

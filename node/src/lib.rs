@@ -7,8 +7,13 @@
 //! decodes it with the core and returns a descriptor with byte offsets into that buffer; the
 //! facade builds TypedArray views on the caller's `ArrayBuffer`. Only bodies the core had to
 //! produce (decompressed) come back as new buffers, moved (not copied) into external buffers.
-//! The descriptor code is shared with the wasm backend (`wasm/src/common.rs`), so both backends
+//! The descriptor code is shared with the wasm backend (`tensorlane_bindings`), so both backends
 //! describe every packet identically.
+//!
+//! A model file opened from a path is the native host's work ([`ModelFile`] over
+//! `tensorlane::model::Model`): mapped once, parsed in place, companions resolved and checked,
+//! tensors decoded and summarised (`Model::stats`) straight from the map. Bytes and Blobs go
+//! through the byte-range session both backends share (`tensorlane_bindings::formats`).
 
 #![deny(clippy::all)]
 
@@ -16,9 +21,9 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tensorlane_core::wire::{self, StreamDecoder};
 
-#[path = "../../wasm/src/common.rs"]
-#[allow(dead_code)]
-mod common;
+use tensorlane::model::Model;
+use tensorlane_bindings::{formats, packets, stats, zt};
+use tensorlane_core::formats::{ErrorKind, FormatError, TensorInfo};
 
 fn err(msg: impl Into<String>) -> Error {
     Error::from_reason(msg.into())
@@ -28,7 +33,7 @@ fn err(msg: impl Into<String>) -> Error {
 #[napi(object)]
 pub struct RawDecoded {
     /// The packet's description: kinds, dtypes, shapes and byte offsets into the input
-    /// (built by `wasm/src/common.rs`, read by `js/common.js`).
+    /// (built by `tensorlane_bindings::packets`, read by `js/common.js`).
     pub json: String,
     /// Bytes the decoder had to produce itself (decompressed bodies), referenced by index.
     pub owned: Vec<Buffer>,
@@ -37,10 +42,10 @@ pub struct RawDecoded {
 /// Decodes the packet in `input` without copying it.
 #[napi(js_name = "decodeRaw")]
 pub fn decode_raw(input: &[u8], bits: u32, max_decompressed_bytes: f64) -> Result<RawDecoded> {
-    let opts = common::decode_options(bits, max_decompressed_bytes);
+    let opts = packets::decode_options(bits, max_decompressed_bytes);
     let d = wire::decode_with(input, &opts).map_err(|e| err(e.to_string()))?;
     let (mut json, mut owned) = (String::new(), Vec::new());
-    common::describe(&mut json, d.packet, input, 0, &mut owned);
+    packets::describe(&mut json, d.packet, input, 0, &mut owned);
     Ok(RawDecoded {
         json,
         owned: owned.into_iter().map(Buffer::from).collect(),
@@ -53,18 +58,18 @@ pub fn copied_bytes() -> f64 {
     0.0
 }
 
-/// Encodes a plan (see `wasm/src/common.rs`), reading the buffers in place.
+/// Encodes a plan (see `tensorlane_bindings::packets`), reading the buffers in place.
 #[napi(js_name = "encodeRaw")]
 pub fn encode_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Buffer> {
     let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
-    common::encode_plan(&plan, &refs).map(Buffer::from).map_err(err)
+    packets::encode_plan(&plan, &refs).map(Buffer::from).map_err(err)
 }
 
 /// Dequantizes a quantized plan with the core's float32 arithmetic.
 #[napi(js_name = "dequantizeRaw")]
 pub fn dequantize_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Float32Array> {
     let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
-    common::dequantize_plan(&plan, &refs)
+    packets::dequantize_plan(&plan, &refs)
         .map(Float32Array::new)
         .map_err(err)
 }
@@ -81,7 +86,7 @@ impl RawStreamDecoder {
     #[napi(constructor)]
     pub fn new(max_packet_bytes: f64, max_buffered_bytes: f64) -> Self {
         RawStreamDecoder {
-            inner: StreamDecoder::with_limits(common::stream_limits(max_packet_bytes, max_buffered_bytes)),
+            inner: StreamDecoder::with_limits(packets::stream_limits(max_packet_bytes, max_buffered_bytes)),
         }
     }
 
@@ -108,37 +113,19 @@ impl RawStreamDecoder {
 }
 
 // ---------------------------------------------------------------------------------------------
-// .zt (see wasm/src/zt_common.rs, shared with the wasm backend)
-
-#[path = "../../wasm/src/zt_common.rs"]
-mod zt_common;
-
-fn pieces<'a>(size: f64, starts: &[f64], lens: &[f64], joined: &'a [u8]) -> Result<Vec<(u64, &'a [u8])>> {
-    let mut out = Vec::with_capacity(starts.len());
-    let mut at = 0usize;
-    for (&s, &l) in starts.iter().zip(lens) {
-        let l = l as usize;
-        let b = joined
-            .get(at..at + l)
-            .ok_or_else(|| err("ztOpenRaw: pieces exceed the joined bytes"))?;
-        out.push((s as u64, b));
-        at += l;
-    }
-    let _ = size;
-    Ok(out)
-}
+// .zt (`tensorlane_bindings::zt`, shared with the wasm backend)
 
 /// Validates a `.zt` image from the pieces JS read (header, tail window, manifest) and describes
-/// it as JSON (`wasm/src/zt_common.rs`). `joined` holds the pieces back to back.
+/// it as JSON (`tensorlane_bindings::zt`). `joined` holds the pieces back to back.
 #[napi(js_name = "ztOpenRaw")]
 pub fn zt_open_raw(size: f64, starts: Vec<f64>, lens: Vec<f64>, joined: &[u8]) -> Result<String> {
-    zt_common::open_pieces(size as u64, pieces(size, &starts, &lens, joined)?).map_err(err)
+    zt::open_joined(size as u64, &starts, &lens, joined).map_err(err)
 }
 
 /// Decodes an encoded part's stored bytes.
 #[napi(js_name = "ztDecodeRaw")]
 pub fn zt_decode_raw(stored: &[u8], encoding: String, decoded_length: f64) -> Result<Buffer> {
-    zt_common::decode_part(stored, &encoding, decoded_length as u64)
+    zt::decode_part(stored, &encoding, decoded_length as u64)
         .map(Buffer::from)
         .map_err(err)
 }
@@ -146,14 +133,14 @@ pub fn zt_decode_raw(stored: &[u8], encoding: String, decoded_length: f64) -> Re
 /// Deep-verifies a whole in-memory `.zt` file (read in place).
 #[napi(js_name = "ztVerifyRaw")]
 pub fn zt_verify_raw(bytes: &[u8]) -> Result<String> {
-    zt_common::verify_image(bytes).map_err(err)
+    zt::verify_image(bytes).map_err(err)
 }
 
-/// Writes a `.zt` file from a plan (see `zt_common::write_plan`).
+/// Writes a `.zt` file from a plan (see `zt::write_plan`).
 #[napi(js_name = "ztWriteRaw")]
 pub fn zt_write_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Buffer> {
     let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
-    zt_common::write_plan(&plan, &refs).map(Buffer::from).map_err(err)
+    zt::write_plan(&plan, &refs).map(Buffer::from).map_err(err)
 }
 
 /// Maps the file at `path` and returns it as an external Buffer over the mapping (no copy; the
@@ -183,17 +170,14 @@ pub fn zt_mmap<'env>(env: &'env Env, path: String) -> Result<BufferSlice<'env>> 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Foreign model formats (see wasm/src/formats_common.rs, shared with the wasm backend)
+// Foreign model formats (`tensorlane_bindings::formats`, shared with the wasm backend)
 
-#[path = "../../wasm/src/formats_common.rs"]
-mod formats_common;
-
-/// An open model file over the byte ranges JS fetched (see `formats_common`): `open()` and
+/// An open model file over the byte ranges JS fetched (see `tensorlane_bindings::formats`): `open()` and
 /// `read()` return `null` unless done, and JS reads `status()` (JSON: `need`, `error` or
 /// `delegate`) then. Pieces are copied into the session.
 #[napi(js_name = "FormatSession")]
 pub struct FormatSession {
-    inner: formats_common::Session,
+    inner: formats::Session,
     status: String,
 }
 
@@ -203,7 +187,7 @@ impl FormatSession {
     /// empty); `format` forces a format (`""`: detect).
     #[napi(constructor)]
     pub fn new(size: f64, name: String, format: String) -> Result<Self> {
-        let inner = formats_common::Session::new(size as u64, &name, &format).map_err(err)?;
+        let inner = formats::Session::new(size as u64, &name, &format).map_err(err)?;
         Ok(FormatSession {
             inner,
             status: String::new(),
@@ -230,7 +214,7 @@ impl FormatSession {
         let step = self.inner.open();
         self.status = step.status();
         match step {
-            formats_common::Step::Done(json) => Some(json),
+            formats::Step::Done(json) => Some(json),
             _ => None,
         }
     }
@@ -242,7 +226,7 @@ impl FormatSession {
         let step = self.inner.read(index as usize);
         self.status = step.status();
         match step {
-            formats_common::Step::Done(b) => Some(Buffer::from(b)),
+            formats::Step::Done(b) => Some(Buffer::from(b)),
             _ => None,
         }
     }
@@ -263,7 +247,199 @@ impl FormatSession {
 /// Dequantizes ggml blocks (GGUF) of type id `ty` to float32.
 #[napi(js_name = "ggmlDequantize")]
 pub fn ggml_dequantize(ty: u32, blocks: &[u8]) -> Result<Float32Array> {
-    formats_common::ggml_dequantize(ty, blocks)
-        .map(Float32Array::new)
-        .map_err(err)
+    formats::ggml_dequantize(ty, blocks).map(Float32Array::new).map_err(err)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Model files opened from a path: the native host's `tensorlane::model::Model`
+
+/// A thrown error whose message is a core [`FormatError`] as JSON (`js/formats.js` revives it).
+fn format_err(e: &FormatError) -> Error {
+    err(formats::error_json(e).to_string())
+}
+
+/// A native host error as the same JSON: the parser's own [`FormatError`] when it is one, an
+/// I/O-kind error with the host's message otherwise.
+fn model_err(e: &tensorlane::Error) -> Error {
+    match e {
+        tensorlane::Error::Format(f) => format_err(f),
+        other => format_err(&FormatError::new("formats", ErrorKind::Io, other.to_string())),
+    }
+}
+
+/// A model file opened from a path by the native host ([`tensorlane::model::Model`]): mapped
+/// once, parsed in place (no fetch-and-retry rounds, nothing copied into a session), companions
+/// resolved in the model's folder with symbolic links followed and checked, every byte range
+/// checked against the real file sizes at open.
+#[napi(js_name = "ModelFile")]
+pub struct ModelFile {
+    model: Option<Model>,
+}
+
+impl ModelFile {
+    fn model(&self) -> Result<&Model> {
+        self.model.as_ref().ok_or_else(|| {
+            format_err(&FormatError::new(
+                "formats",
+                ErrorKind::Io,
+                "the model was closed; open it again to read tensors",
+            ))
+        })
+    }
+
+    fn tensor(&self, index: u32) -> Result<(&Model, &TensorInfo)> {
+        let m = self.model()?;
+        let t = m.catalog().tensors.get(index as usize).ok_or_else(|| {
+            format_err(&FormatError::new(
+                m.format().name(),
+                ErrorKind::OutOfBounds,
+                format!("no tensor #{index} (the model has {})", m.catalog().tensors.len()),
+            ))
+        })?;
+        Ok((m, t))
+    }
+}
+
+#[napi]
+impl ModelFile {
+    /// Opens the model at `path` and its companions. Throws a core `FormatError` as JSON; kind
+    /// `unsupported` also for `.zt` and Tenso files and for content no model format matches,
+    /// which `js/formats.js` then hands to its other readers.
+    #[napi(constructor)]
+    pub fn new(path: String) -> Result<Self> {
+        let model = Model::open(&path).map_err(|e| model_err(&e))?;
+        Ok(ModelFile { model: Some(model) })
+    }
+
+    /// The catalog as JSON (the same as the byte-range session gives: `formats::catalog_json`).
+    #[napi]
+    pub fn catalog(&self) -> Result<String> {
+        Ok(formats::catalog_json(self.model()?.catalog()).to_string())
+    }
+
+    /// The files read, as resolved, in catalog source order (0: the opened file).
+    #[napi(js_name = "sourcePaths")]
+    pub fn source_paths(&self) -> Result<Vec<String>> {
+        Ok(self
+            .model()?
+            .sources()
+            .map(|(p, _)| p.to_string_lossy().into_owned())
+            .collect())
+    }
+
+    /// Tensor `index`'s C-order little-endian bytes: decoded (inflated, gathered, byte-swapped)
+    /// straight from the map and moved into the Buffer. Zero-copy tensors are better viewed on a
+    /// mapping of their source (`ztMmap`); asked for here, their bytes are copied.
+    #[napi]
+    pub fn read(&self, index: u32) -> Result<Buffer> {
+        let (m, t) = self.tensor(index)?;
+        let bytes = m.read(t).map_err(|e| model_err(&e))?;
+        Ok(Buffer::from(bytes.into_owned()))
+    }
+
+    /// Unmaps the files (tensors already returned stay valid); later calls throw.
+    #[napi]
+    pub fn close(&mut self) {
+        self.model = None;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics (`tensorlane_bindings::stats`, shared with the wasm backend)
+
+#[napi]
+impl ModelFile {
+    /// Statistics of tensor `index` by the native host ([`Model::stats`]: two passes over the
+    /// map in `chunk_bytes` pieces, or over the decoded tensor), as JSON `{name, dtype, shape,
+    /// summary, histogram}`. `progress(done, total)` after each piece (`total`: twice the
+    /// tensor's bytes); an exception it throws stops nothing but is thrown afterwards.
+    #[napi]
+    pub fn stats(
+        &self,
+        index: u32,
+        bins: u32,
+        chunk_bytes: f64,
+        progress: Option<Function<'_, FnArgs<(f64, f64)>, ()>>,
+    ) -> Result<String> {
+        let (m, t) = self.tensor(index)?;
+        let opts = tensorlane_core::stats::StatsOptions {
+            bins: bins as usize,
+            chunk_bytes: if chunk_bytes >= 1.0 {
+                chunk_bytes.min(usize::MAX as f64) as usize
+            } else {
+                tensorlane_core::stats::StatsOptions::default().chunk_bytes
+            },
+        };
+        let mut failed = None;
+        let mut report = |done: u64, total: u64| {
+            if let (Some(f), None) = (&progress, &failed) {
+                failed = f.call(FnArgs::from((done as f64, total as f64))).err();
+            }
+        };
+        let s = m.stats(t, &opts, &mut report).map_err(|e| model_err(&e))?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        Ok(stats::tensor_stats_json(&s).to_string())
+    }
+}
+
+/// Pass 1 of a tensor's statistics (see `tensorlane_bindings::stats`); pushed slices are read in
+/// place.
+#[napi(js_name = "StatsSummary")]
+pub struct StatsSummary {
+    inner: stats::SummaryPass,
+}
+
+#[napi]
+impl StatsSummary {
+    /// A pass over `elements` elements of `dtype` (`ggml`: a GGUF type id, or -1) stored in
+    /// `bytes` bytes. Throws a core FormatError as JSON.
+    #[napi(constructor)]
+    pub fn new(dtype: String, ggml: f64, elements: f64, bytes: f64) -> Result<Self> {
+        stats::SummaryPass::new(&dtype, ggml, elements, bytes)
+            .map(|inner| StatsSummary { inner })
+            .map_err(err)
+    }
+
+    /// Adds the next slice of the stored bytes (any boundaries).
+    #[napi]
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.inner.push(bytes);
+    }
+
+    /// The summary so far (JSON).
+    #[napi]
+    pub fn summary(&self) -> String {
+        self.inner.summary()
+    }
+}
+
+/// Pass 2 of a tensor's statistics: the histogram of its finite values.
+#[napi(js_name = "StatsHistogram")]
+pub struct StatsHistogram {
+    inner: stats::HistogramPass,
+}
+
+#[napi]
+impl StatsHistogram {
+    /// `bins` bins over pass 1's `[min, max]` (`[0, 1]` when `finite` is 0).
+    #[napi(constructor)]
+    pub fn new(dtype: String, ggml: f64, elements: f64, finite: f64, min: f64, max: f64, bins: u32) -> Result<Self> {
+        stats::HistogramPass::new(&dtype, ggml, elements, finite, min, max, bins)
+            .map(|inner| StatsHistogram { inner })
+            .map_err(err)
+    }
+
+    /// Adds the next slice of the stored bytes (any boundaries).
+    #[napi]
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.inner.push(bytes);
+    }
+
+    /// The histogram (JSON: `{edges, counts}`).
+    #[napi]
+    pub fn finish(&mut self) -> Result<String> {
+        self.inner.finish().map_err(err)
+    }
 }

@@ -10,25 +10,14 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { serve } from '../../web-demo/serve.mjs';
+import { launch, missing } from './_chromium.mjs';
 import * as tensorlane from '../../js/node.js';
 
-const CI = process.env.CI === 'true';
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const OUT = new URL('../out/', import.meta.url);
 const VECTORS = new URL('../data/vectors/tenso/', import.meta.url);
 const FIXTURES = new URL('../data/fixtures/', import.meta.url);
 const BENCH = process.env.TENSORLANE_BENCH === '1';
 
-let missing = null;
-if (!existsSync(CHROMIUM)) missing = `Chromium not found at ${CHROMIUM}`;
-else if (!existsSync(fileURLToPath(new URL('../../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url)))) missing = 'wasm/pkg not built (scripts/build-js.sh)';
-let chromium = null;
-try {
-  ({ chromium } = await import('playwright-core'));
-} catch (e) {
-  missing ??= `playwright-core not installed (npm install): ${e.message}`;
-}
-if (missing && CI) throw new Error(`${missing} (CI=true: failing, not skipping)`);
 
 function normal(n, seed = 7) {
   let s = seed;
@@ -59,10 +48,7 @@ describe('Chromium: web demo on the wasm build', { skip: missing ?? false }, () 
       }),
     );
     ({ server, url } = await serve({ generated }));
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
-    });
+    browser = await launch();
     page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
     page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
     page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));

@@ -8,28 +8,17 @@
 // Screenshot in tests/out/web-demo-models.png.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { serve } from '../../web-demo/serve.mjs';
+import { launch, missing } from './_chromium.mjs';
 import { stats } from '../../web-demo/summary.js';
 import * as tensorlane from '../../js/node.js';
 import { bigModels } from '../js/_model_files.mjs';
 
-const CI = process.env.CI === 'true';
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const OUT = new URL('../out/', import.meta.url);
 const FIXTURES = new URL('../data/fixtures/', import.meta.url);
 
-let missing = null;
-if (!existsSync(CHROMIUM)) missing = `Chromium not found at ${CHROMIUM}`;
-else if (!existsSync(fileURLToPath(new URL('../../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url)))) missing = 'wasm/pkg not built (scripts/build-js.sh)';
-let chromium = null;
-try {
-  ({ chromium } = await import('playwright-core'));
-} catch (e) {
-  missing ??= `playwright-core not installed (npm install): ${e.message}`;
-}
-if (missing && CI) throw new Error(`${missing} (CI=true: failing, not skipping)`);
 
 const manifest = missing ? { files: [] } : JSON.parse(readFileSync(new URL('manifest.json', FIXTURES), 'utf8'));
 const entry = (file) => manifest.files.find((m) => m.file === file);
@@ -42,10 +31,7 @@ describe('Chromium: the inspector opens model files lazily', { skip: missing ?? 
 
   before(async () => {
     ({ server, url } = await serve({ generated: new Map([['big.safetensors', big.safetensors], ['big.gguf', big.gguf]]) }));
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
-    });
+    browser = await launch();
     page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
     page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
     page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));

@@ -33,9 +33,7 @@ use js_sys::{Array, Uint8Array};
 use tensorlane_core::wire::{self, DecodeOptions, Measure, StreamDecoder, flags};
 use wasm_bindgen::prelude::*;
 
-pub mod common;
-pub mod formats_common;
-pub mod zt_common;
+use tensorlane_bindings::{formats, packets, stats, zt};
 
 /// Bytes of each (sub-)packet read to parse its header: 10 (v4 header) + 32 * 4 (shape) + 1
 /// (alignment exponent) = 139 at most for a dense packet.
@@ -101,7 +99,7 @@ impl Walker<'_> {
             ..self.opts.clone()
         };
         let d = wire::decode_with(&region, &opts).map_err(|_| Fallback)?;
-        common::describe(&mut self.json, d.packet, &region, off, &mut self.owned);
+        packets::describe(&mut self.json, d.packet, &region, off, &mut self.owned);
         Ok(d.len)
     }
 
@@ -132,7 +130,7 @@ impl Walker<'_> {
                 self.json.push(',');
             }
             self.json.push('[');
-            common::json_str(&mut self.json, &key);
+            packets::json_str(&mut self.json, &key);
             self.json.push(',');
             self.walk(off + pos, vl, depth + 1)?;
             self.json.push(']');
@@ -197,7 +195,7 @@ impl Walker<'_> {
         } else if self.opts.require_integrity {
             return Err(Fallback);
         }
-        common::dense_at(&mut self.json, dtype, &shape, off + body, nbytes);
+        packets::dense_at(&mut self.json, dtype, &shape, off + body, nbytes);
         Ok(end as usize)
     }
 }
@@ -216,7 +214,7 @@ fn pack(json: String, owned: Vec<Vec<u8>>) -> Array {
 #[wasm_bindgen(js_name = decodeRaw)]
 pub fn decode_raw(input: &Uint8Array, bits: u32, max_decompressed_bytes: f64) -> Result<Array, JsError> {
     COPIED.store(0, Ordering::Relaxed);
-    let opts = common::decode_options(bits, max_decompressed_bytes);
+    let opts = packets::decode_options(bits, max_decompressed_bytes);
     let total = input.length() as usize;
     let mut w = Walker {
         input,
@@ -234,7 +232,7 @@ pub fn decode_raw(input: &Uint8Array, bits: u32, max_decompressed_bytes: f64) ->
     COPIED.store(all.len(), Ordering::Relaxed);
     let d = wire::decode_with(&all, &opts).map_err(|e| JsError::new(&e.to_string()))?;
     let (mut json, mut owned) = (String::new(), Vec::new());
-    common::describe(&mut json, d.packet, &all, 0, &mut owned);
+    packets::describe(&mut json, d.packet, &all, 0, &mut owned);
     Ok(pack(json, owned))
 }
 
@@ -248,12 +246,12 @@ fn buffers(bufs: &Array) -> Vec<Vec<u8>> {
     bufs.iter().map(|b| Uint8Array::new(&b).to_vec()).collect()
 }
 
-/// Encodes a plan (see `common.rs`); the buffers are copied into wasm memory, the packet out.
+/// Encodes a plan (see `tensorlane_bindings::packets`); the buffers are copied into wasm memory, the packet out.
 #[wasm_bindgen(js_name = encodeRaw)]
 pub fn encode_raw(plan: &str, bufs: &Array) -> Result<Vec<u8>, JsError> {
     let owned = buffers(bufs);
     let refs: Vec<&[u8]> = owned.iter().map(|v| v.as_slice()).collect();
-    common::encode_plan(plan, &refs).map_err(|e| JsError::new(&e))
+    packets::encode_plan(plan, &refs).map_err(|e| JsError::new(&e))
 }
 
 /// Dequantizes a quantized plan with the core's float32 arithmetic.
@@ -261,7 +259,7 @@ pub fn encode_raw(plan: &str, bufs: &Array) -> Result<Vec<u8>, JsError> {
 pub fn dequantize_raw(plan: &str, bufs: &Array) -> Result<Vec<f32>, JsError> {
     let owned = buffers(bufs);
     let refs: Vec<&[u8]> = owned.iter().map(|v| v.as_slice()).collect();
-    common::dequantize_plan(plan, &refs).map_err(|e| JsError::new(&e))
+    packets::dequantize_plan(plan, &refs).map_err(|e| JsError::new(&e))
 }
 
 /// The core's sans-IO stream framer. Pushed chunks are copied into wasm memory (the framer must
@@ -277,7 +275,7 @@ impl RawStreamDecoder {
     #[wasm_bindgen(constructor)]
     pub fn new(max_packet_bytes: f64, max_buffered_bytes: f64) -> RawStreamDecoder {
         RawStreamDecoder {
-            inner: StreamDecoder::with_limits(common::stream_limits(max_packet_bytes, max_buffered_bytes)),
+            inner: StreamDecoder::with_limits(packets::stream_limits(max_packet_bytes, max_buffered_bytes)),
         }
     }
 
@@ -299,55 +297,45 @@ impl RawStreamDecoder {
 }
 
 // ---------------------------------------------------------------------------------------------
-// .zt (see zt_common.rs, shared with the addon)
+// .zt (`tensorlane_bindings::zt`, shared with the addon)
 
 /// Validates a `.zt` image from the pieces JS read (header, tail window, manifest; back to back
 /// in `joined`, at `starts` with lengths `lens`) and describes it as JSON. Only these pieces are
 /// copied into wasm memory.
 #[wasm_bindgen(js_name = ztOpenRaw)]
 pub fn zt_open_raw(size: f64, starts: &[f64], lens: &[f64], joined: &[u8]) -> Result<String, JsError> {
-    let mut pieces = Vec::with_capacity(starts.len());
-    let mut at = 0usize;
-    for (&s, &l) in starts.iter().zip(lens) {
-        let l = l as usize;
-        let b = joined
-            .get(at..at + l)
-            .ok_or_else(|| JsError::new("ztOpenRaw: pieces exceed the joined bytes"))?;
-        pieces.push((s as u64, b));
-        at += l;
-    }
-    zt_common::open_pieces(size as u64, pieces).map_err(|e| JsError::new(&e))
+    zt::open_joined(size as u64, starts, lens, joined).map_err(|e| JsError::new(&e))
 }
 
 /// Decodes an encoded part (copied in; the decoded bytes are copied out to a fresh JS buffer).
 #[wasm_bindgen(js_name = ztDecodeRaw)]
 pub fn zt_decode_raw(stored: &[u8], encoding: &str, decoded_length: f64) -> Result<Vec<u8>, JsError> {
-    zt_common::decode_part(stored, encoding, decoded_length as u64).map_err(|e| JsError::new(&e))
+    zt::decode_part(stored, encoding, decoded_length as u64).map_err(|e| JsError::new(&e))
 }
 
 /// Deep-verifies a whole `.zt` file (copied into wasm memory).
 #[wasm_bindgen(js_name = ztVerifyRaw)]
 pub fn zt_verify_raw(bytes: &[u8]) -> Result<String, JsError> {
-    zt_common::verify_image(bytes).map_err(|e| JsError::new(&e))
+    zt::verify_image(bytes).map_err(|e| JsError::new(&e))
 }
 
-/// Writes a `.zt` file from a plan (see `zt_common::write_plan`).
+/// Writes a `.zt` file from a plan (see `zt::write_plan`).
 #[wasm_bindgen(js_name = ztWriteRaw)]
 pub fn zt_write_raw(plan: &str, bufs: &Array) -> Result<Vec<u8>, JsError> {
     let owned = buffers(bufs);
     let refs: Vec<&[u8]> = owned.iter().map(|v| v.as_slice()).collect();
-    zt_common::write_plan(plan, &refs).map_err(|e| JsError::new(&e))
+    zt::write_plan(plan, &refs).map_err(|e| JsError::new(&e))
 }
 
 // ---------------------------------------------------------------------------------------------
-// Foreign model formats (see formats_common.rs, shared with the addon)
+// Foreign model formats (`tensorlane_bindings::formats`, shared with the addon)
 
-/// An open model file over the byte ranges JS fetched (see `formats_common`): `open()` and
+/// An open model file over the byte ranges JS fetched (see `tensorlane_bindings::formats`): `open()` and
 /// `read()` return `undefined`/the result when done, and JS reads `status()` (JSON: `need`,
 /// `error` or `delegate`) otherwise. Pieces are copied into wasm memory.
 #[wasm_bindgen(js_name = FormatSession)]
 pub struct FormatSession {
-    inner: formats_common::Session,
+    inner: formats::Session,
     status: String,
 }
 
@@ -357,7 +345,7 @@ impl FormatSession {
     /// empty); `format` forces a format (`""`: detect).
     #[wasm_bindgen(constructor)]
     pub fn new(size: f64, name: &str, format: &str) -> Result<FormatSession, JsError> {
-        let inner = formats_common::Session::new(size as u64, name, format).map_err(|e| JsError::new(&e))?;
+        let inner = formats::Session::new(size as u64, name, format).map_err(|e| JsError::new(&e))?;
         Ok(FormatSession {
             inner,
             status: String::new(),
@@ -383,7 +371,7 @@ impl FormatSession {
         let step = self.inner.open();
         self.status = step.status();
         match step {
-            formats_common::Step::Done(json) => Some(json),
+            formats::Step::Done(json) => Some(json),
             _ => None,
         }
     }
@@ -394,7 +382,7 @@ impl FormatSession {
         let step = self.inner.read(index as usize);
         self.status = step.status();
         match step {
-            formats_common::Step::Done(b) => Some(b),
+            formats::Step::Done(b) => Some(b),
             _ => None,
         }
     }
@@ -414,5 +402,72 @@ impl FormatSession {
 /// Dequantizes ggml blocks (GGUF) of type id `ty` to float32 (blocks copied in, values out).
 #[wasm_bindgen(js_name = ggmlDequantize)]
 pub fn ggml_dequantize(ty: u32, blocks: &[u8]) -> Result<Vec<f32>, JsError> {
-    formats_common::ggml_dequantize(ty, blocks).map_err(|e| JsError::new(&e))
+    formats::ggml_dequantize(ty, blocks).map_err(|e| JsError::new(&e))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics (`tensorlane_bindings::stats`, shared with the addon)
+
+/// Pass 1 of a tensor's statistics (see `tensorlane_bindings::stats`): each pushed slice is copied
+/// into wasm memory for the push only.
+#[wasm_bindgen(js_name = StatsSummary)]
+pub struct StatsSummary {
+    inner: stats::SummaryPass,
+}
+
+#[wasm_bindgen(js_class = StatsSummary)]
+impl StatsSummary {
+    /// A pass over `elements` elements of `dtype` (`ggml`: a GGUF type id, or -1) stored in
+    /// `bytes` bytes. Throws a core FormatError as JSON.
+    #[wasm_bindgen(constructor)]
+    pub fn new(dtype: &str, ggml: f64, elements: f64, bytes: f64) -> Result<StatsSummary, JsError> {
+        stats::SummaryPass::new(dtype, ggml, elements, bytes)
+            .map(|inner| StatsSummary { inner })
+            .map_err(|e| JsError::new(&e))
+    }
+
+    /// Adds the next slice of the stored bytes (any boundaries).
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.inner.push(bytes);
+    }
+
+    /// The summary so far (JSON).
+    pub fn summary(&self) -> String {
+        self.inner.summary()
+    }
+}
+
+/// Pass 2 of a tensor's statistics: the histogram of its finite values.
+#[wasm_bindgen(js_name = StatsHistogram)]
+pub struct StatsHistogram {
+    inner: stats::HistogramPass,
+}
+
+#[wasm_bindgen(js_class = StatsHistogram)]
+impl StatsHistogram {
+    /// `bins` bins over pass 1's `[min, max]` (`[0, 1]` when `finite` is 0).
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        dtype: &str,
+        ggml: f64,
+        elements: f64,
+        finite: f64,
+        min: f64,
+        max: f64,
+        bins: u32,
+    ) -> Result<StatsHistogram, JsError> {
+        stats::HistogramPass::new(dtype, ggml, elements, finite, min, max, bins)
+            .map(|inner| StatsHistogram { inner })
+            .map_err(|e| JsError::new(&e))
+    }
+
+    /// Adds the next slice of the stored bytes (any boundaries).
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.inner.push(bytes);
+    }
+
+    /// The histogram (JSON: `{edges, counts}`).
+    pub fn finish(&mut self) -> Result<String, JsError> {
+        self.inner.finish().map_err(|e| JsError::new(&e))
+    }
 }

@@ -1,6 +1,5 @@
 //! Foreign model formats (safetensors, GGUF, PyTorch, NumPy, ONNX, HDF5) for both JavaScript
-//! backends: `tensorlane-wasm` compiles this file as its own module, `tensorlane-node` includes it
-//! with `#[path]`, so `open()` lists and reads every format identically on both.
+//! backends, so that `open()` lists and reads every format identically on both.
 //!
 //! ## Sparse sources and the "need" protocol
 //!

@@ -1,6 +1,5 @@
-//! Code shared by both JavaScript backends: `tensorlane-wasm` compiles this file as its own
-//! module and `tensorlane-node` includes it with `#[path = "../../wasm/src/common.rs"]`, so the
-//! two backends describe decoded packets and read encode plans with the very same code.
+//! Tenso packets for both JavaScript backends: the two describe decoded packets and read encode
+//! plans with the very same code.
 //!
 //! Decoding produces a *descriptor*: JSON metadata in which every byte range that lies inside
 //! the caller's input is given as `"off"`/`"len"` (absolute offsets into the input), and every

@@ -1,6 +1,4 @@
-//! `.zt` code shared by both JavaScript backends (`tensorlane-wasm` compiles this file as its own
-//! module, `tensorlane-node` includes it with `#[path]`), so `open()`/`writeZt()` behave the same
-//! on both.
+//! `.zt` for both JavaScript backends, so that `open()`/`writeZt()` behave the same on both.
 //!
 //! The JavaScript layer (`js/common.js`) does the I/O: it reads the header, the tail window and
 //! (when it lies outside the tail) the manifest of a file, and hands those **pieces** to
@@ -121,6 +119,29 @@ pub fn element_name(dtype: DType, logical: Option<&str>) -> String {
         Some((_, Some(LogicalType::F4E2M1))) => "float4_e2m1fn".into(),
         Some((l, None)) => l.to_string(),
     }
+}
+
+/// [`open_pieces`] over pieces as JavaScript passes them: their bytes back to back in `joined`,
+/// piece `i` at file offset `starts[i]` with `lens[i]` bytes (JS numbers).
+pub fn open_joined(size: u64, starts: &[f64], lens: &[f64], joined: &[u8]) -> Result<String, String> {
+    if starts.len() != lens.len() {
+        return Err(format!(
+            "ztOpenRaw: {} piece offsets but {} lengths",
+            starts.len(),
+            lens.len()
+        ));
+    }
+    let mut pieces = Vec::with_capacity(starts.len());
+    let mut at = 0usize;
+    for (&s, &l) in starts.iter().zip(lens) {
+        let b = joined
+            .get(at..)
+            .and_then(|rest| rest.get(..l as usize))
+            .ok_or("ztOpenRaw: pieces exceed the joined bytes")?;
+        pieces.push((s as u64, b));
+        at += b.len();
+    }
+    open_pieces(size, pieces)
 }
 
 /// Validates the image made of `pieces` (without resolving shards) and describes it:
