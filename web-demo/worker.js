@@ -9,7 +9,7 @@ self.onmessage = async ({ data: { id, url, bytes, name } }) => {
     const t1 = performance.now();
     const decoded = tensorlane.decode(input);
     const t2 = performance.now();
-    const leaves = summarize(tensorlane, decoded, input);
+    const leaves = summarize(decoded, input);
     self.postMessage({ id, name: name ?? url, size: input.byteLength, kind: decoded.kind, leaves, fetchMs: t1 - t0, decodeMs: t2 - t1 });
   } catch (e) {
     self.postMessage({ id, name: name ?? url, error: String(e.message ?? e) });
