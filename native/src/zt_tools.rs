@@ -33,11 +33,12 @@ use tensorlane_core::wire::{self, Bundle, DecodeOptions, EncodeOptions, Packet};
 use tensorlane_core::zt::cbor::Value;
 use tensorlane_core::zt::format::LogicalType;
 use tensorlane_core::zt::layout;
-use tensorlane_core::zt::legacy::{self, LegacyError, LegacyReader};
+use tensorlane_core::zt::legacy::{self, LegacyReader};
 use tensorlane_core::zt::manifest::{Object, Part};
 use tensorlane_core::zt::reader::{Reader, VerifyReport};
-use tensorlane_core::zt::rule::{Rule, ZtError};
-use tensorlane_core::zt::writer::{ObjectSpec, Options, PartSpec, Sink, SinkError, WriteError, Writer};
+use tensorlane_core::zt::rule::Rule;
+use tensorlane_core::zt::writer::{ObjectSpec, Options, PartSpec, Sink, Writer};
+use tensorlane_core::zt::{Error as ZtError, Op};
 
 use crate::source::MmapSource;
 use crate::zt_write::{ZtFile, ZtWriteError};
@@ -54,7 +55,7 @@ pub enum ToolError {
     /// A `.zt` v2 error: a rejection (exit 2) or an outcome such as `Unsupported` (exit 1).
     Zt(ZtError),
     /// A legacy-format error (exit 2, or 1 for I/O and unsupported encodings).
-    Legacy(LegacyError),
+    Legacy(ZtError),
     /// A Tenso packet file that does not decode (exit 2).
     Tenso(crate::inspect::InspectError),
     /// The file is valid but not in canonical form (exit 2); the message names the §10 rule.
@@ -74,14 +75,7 @@ impl ToolError {
     pub fn exit_code(&self) -> u8 {
         match self {
             ToolError::Zt(e) if !e.rule.is_rejection() => 1,
-            ToolError::Legacy(e)
-                if matches!(
-                    e.rule,
-                    legacy::LegacyRule::Io | legacy::LegacyRule::Unsupported | legacy::LegacyRule::NotFound
-                ) =>
-            {
-                1
-            }
+            ToolError::Legacy(e) if matches!(e.rule, Rule::Io | Rule::Unsupported | Rule::NotFound) => 1,
             ToolError::Io(_) => 1,
             ToolError::Format(e)
                 if matches!(
@@ -114,25 +108,17 @@ impl std::error::Error for ToolError {}
 
 impl From<ZtError> for ToolError {
     fn from(e: ZtError) -> Self {
-        ToolError::Zt(e)
-    }
-}
-
-impl From<LegacyError> for ToolError {
-    fn from(e: LegacyError) -> Self {
-        ToolError::Legacy(e)
+        match e.op {
+            Op::ReadLegacy => ToolError::Legacy(e),
+            Op::Write => ToolError::Refused(format!("the .zt writer refused: {e}")),
+            _ => ToolError::Zt(e),
+        }
     }
 }
 
 impl From<FormatError> for ToolError {
     fn from(e: FormatError) -> Self {
         ToolError::Format(e)
-    }
-}
-
-impl From<WriteError> for ToolError {
-    fn from(e: WriteError) -> Self {
-        ToolError::Refused(format!("the .zt writer refused: {e}"))
     }
 }
 
@@ -914,7 +900,7 @@ struct CompareSink<'a> {
 }
 
 impl Sink for CompareSink<'_> {
-    fn write_all(&mut self, buf: &[u8]) -> Result<(), SinkError> {
+    fn write_all(&mut self, buf: &[u8]) -> Result<(), ZtError> {
         if self.mismatch.is_none() {
             let start = self.pos as usize;
             let have = self.original.get(start..).unwrap_or(&[]);
@@ -931,15 +917,15 @@ impl Sink for CompareSink<'_> {
     fn position(&self) -> u64 {
         self.pos
     }
-    fn read_back(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), SinkError> {
+    fn read_back(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), ZtError> {
         // Everything before `mismatch` equals the original; after it the comparison is already
         // lost, so the original bytes are as good an answer as any.
         let s = ReadAt::slice(self.original, offset, buf.len() as u64)
-            .ok_or_else(|| SinkError(format!("read back past the end at {offset}")))?;
+            .ok_or_else(|| ZtError::sink(format!("read back past the end at {offset}")))?;
         buf.copy_from_slice(s);
         Ok(())
     }
-    fn truncate(&mut self, len: u64) -> Result<(), SinkError> {
+    fn truncate(&mut self, len: u64) -> Result<(), ZtError> {
         if self.mismatch.is_some_and(|m| m >= len) {
             self.mismatch = None;
         }
@@ -1007,7 +993,7 @@ pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), ToolError> {
                 .collect();
             if let Err(e) = w.add_object(name, &spec, &parts) {
                 return nc(match e.rule {
-                    tensorlane_core::zt::writer::WriteRule::Name => format!("rule 5: {e}"),
+                    Rule::Name => format!("rule 5: {e}"),
                     _ => format!("the canonical writer refuses {name:?}: {e}"),
                 });
             }

@@ -13,7 +13,8 @@ use alloc::string::String;
 use super::cbor::Value;
 use super::format::{ElementType, LogicalType};
 use super::manifest::{Object, Part};
-use super::rule::{Result, Rule, ZtError};
+use super::rule::Rule;
+use super::{Error, Result};
 use crate::dtype::DType;
 
 /// Layout id of the core dense layout.
@@ -52,8 +53,8 @@ pub fn is_known_layout(layout: &str) -> bool {
     matches!(layout, DENSE | SPARSE_CSR | SPARSE_COO | QUANT_GROUP | MX) || gguf_type(layout).is_some()
 }
 
-fn rule(msg: impl Into<String>) -> ZtError {
-    ZtError::new(Rule::LayoutRule, msg)
+fn rule(msg: impl Into<String>) -> Error {
+    Error::new(Rule::LayoutRule, msg)
 }
 
 fn expect_parts(obj: &Object, names: &[&str], layout: &str) -> Result<()> {
@@ -127,7 +128,7 @@ fn check_dense(obj: &Object) -> Result<()> {
     match et.size(n) {
         Some(s) if s == p.decoded_size() => Ok(()),
         Some(s) => {
-            let mut e = ZtError::new(
+            let mut e = Error::new(
                 Rule::DenseSize,
                 alloc::format!(
                     "dense data decodes to {} bytes, but {n} elements of its type take {s}",
@@ -137,7 +138,7 @@ fn check_dense(obj: &Object) -> Result<()> {
             e.part = Some("data".into());
             Err(e)
         }
-        None => Err(ZtError::new(
+        None => Err(Error::new(
             Rule::DenseSize,
             alloc::format!("the size of {n} elements overflows u64"),
         )),
@@ -162,7 +163,7 @@ pub(crate) fn check_csr(obj: &Object) -> Result<(u64, u64, u64, u64)> {
     let need = r
         .checked_add(1)
         .and_then(|r1| r1.checked_mul(w))
-        .ok_or_else(|| ZtError::new(Rule::Shape, "(rows + 1) × index width overflows u64"))?;
+        .ok_or_else(|| Error::new(Rule::Shape, "(rows + 1) × index width overflows u64"))?;
     size_eq(indptr, "indptr", Some(need), "rows + 1 indices")?;
     if !indices.decoded_size().is_multiple_of(w) {
         return Err(rule(alloc::format!(
