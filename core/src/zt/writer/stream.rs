@@ -131,7 +131,7 @@ impl<S: Sink> Writer<S> {
         if let Some(h) = st.dedup_hasher.as_mut() {
             h.update(chunk);
         }
-        self.sink.write_all(chunk).map_err(Error::from)
+        self.sink.write_all(chunk)
     }
 
     /// Ends the open part: checks its length, finalises its digest, and shares an earlier
