@@ -273,6 +273,14 @@ pub struct QuantGroup {
 
 /// Parses and checks the attributes and size equations of a `zt.quant_group/1` object.
 pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
+    let q = quant_group_attributes(obj)?;
+    check_quant_group_parts(obj, &q)?;
+    Ok(q)
+}
+
+/// The attributes of a `zt.quant_group/1` object (bits, group size, axis, packing, scale form,
+/// zero point), checked against each other and the shape.
+fn quant_group_attributes(obj: &Object) -> Result<QuantGroup> {
     let bits = attr_uint(obj, "bits")?;
     if !matches!(bits, 2..=6 | 8) {
         return Err(rule(alloc::format!("bits must be 2, 3, 4, 5, 6 or 8, not {bits}")));
@@ -351,6 +359,26 @@ pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
             )));
         }
     }
+    Ok(QuantGroup {
+        bits: bits as u32,
+        group_size,
+        axis,
+        word,
+        lsb_first,
+        per_word,
+        scale_form: scale_form.into(),
+        zero_form: zero_form.into(),
+        zero_value,
+        zeros_packed,
+    })
+}
+
+/// The parts of a `zt.quant_group/1` object (which are present, their dtypes and the size
+/// equations) against its checked attributes `q`.
+fn check_quant_group_parts(obj: &Object, q: &QuantGroup) -> Result<()> {
+    let (group_size, axis, word, per_word, zeros_packed) = (q.group_size, q.axis, q.word, q.per_word, q.zeros_packed);
+    let (scale_form, zero_form) = (q.scale_form.as_str(), q.zero_form.as_str());
+    let word_s = attr_text(sub(attr(obj, "packing")?, "word", "packing")?, "packing.word")?;
     if zero_form == "tensor" {
         expect_parts(obj, &["data", "scales", "zeros"], QUANT_GROUP)?;
     } else {
@@ -436,18 +464,7 @@ pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
         };
         size_eq(zeros, "zeros", need, "one zero point per group")?;
     }
-    Ok(QuantGroup {
-        bits: bits as u32,
-        group_size,
-        axis,
-        word,
-        lsb_first,
-        per_word,
-        scale_form: scale_form.into(),
-        zero_form: zero_form.into(),
-        zero_value,
-        zeros_packed,
-    })
+    Ok(())
 }
 
 fn check_quant_group(obj: &Object) -> Result<()> {
