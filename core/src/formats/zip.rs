@@ -186,21 +186,21 @@ fn central_entry<S: ReadAt + ?Sized>(
     let size = src.size();
     let bad = |kind, msg: String| FormatError::new(format, kind, msg);
     let here = cd_offset + p as u64;
-    if p + 46 > cd.len() || u32_at(&cd, p) != CENTRAL {
+    if p + 46 > cd.len() || u32_at(cd, p) != CENTRAL {
         return Err(bad(
             ErrorKind::Syntax,
             "a central directory entry is missing or malformed".into(),
         )
         .at(here));
     }
-    let method = u16_at(&cd, p + 10);
-    let crc32 = u32_at(&cd, p + 16);
-    let mut compressed = u64::from(u32_at(&cd, p + 20));
-    let mut usize_ = u64::from(u32_at(&cd, p + 24));
-    let name_len = usize::from(u16_at(&cd, p + 28));
-    let extra_len = usize::from(u16_at(&cd, p + 30));
-    let comment_len = usize::from(u16_at(&cd, p + 32));
-    let mut local = u64::from(u32_at(&cd, p + 42));
+    let method = u16_at(cd, p + 10);
+    let crc32 = u32_at(cd, p + 16);
+    let mut compressed = u64::from(u32_at(cd, p + 20));
+    let mut usize_ = u64::from(u32_at(cd, p + 24));
+    let name_len = usize::from(u16_at(cd, p + 28));
+    let extra_len = usize::from(u16_at(cd, p + 30));
+    let comment_len = usize::from(u16_at(cd, p + 32));
+    let mut local = u64::from(u32_at(cd, p + 42));
     let name_end = p + 46 + name_len;
     let end = name_end + extra_len + comment_len;
     if end > cd.len() {
@@ -216,8 +216,8 @@ fn central_entry<S: ReadAt + ?Sized>(
     // ZIP64 extended information: the 0xffffffff fields, in order, are in extra field 0x0001.
     let mut x = name_end;
     while x + 4 <= name_end + extra_len {
-        let id = u16_at(&cd, x);
-        let len = usize::from(u16_at(&cd, x + 2));
+        let id = u16_at(cd, x);
+        let len = usize::from(u16_at(cd, x + 2));
         let body = x + 4;
         if body + len > name_end + extra_len {
             break;
@@ -226,7 +226,7 @@ fn central_entry<S: ReadAt + ?Sized>(
             let mut q = body;
             for field in [&mut usize_, &mut compressed, &mut local] {
                 if *field == 0xffff_ffff && q + 8 <= body + len {
-                    *field = u64_at(&cd, q);
+                    *field = u64_at(cd, q);
                     q += 8;
                 }
             }
