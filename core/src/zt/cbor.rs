@@ -228,149 +228,163 @@ impl<'a> Decoder<'a> {
                     .map(|s| Value::Text(Cow::Borrowed(s)))
                     .map_err(|_| Error::new(Rule::CborSyntax, "text string is not valid UTF-8").at(start as u64))
             }
-            (2 | 3, Len::Indefinite) => {
-                let mut buf = Vec::new();
-                loop {
-                    if self.b.get(self.pos) == Some(&0xff) {
-                        self.pos += 1;
-                        break;
-                    }
-                    match self.item(depth + 1)? {
-                        Value::Bytes(b) if major == 2 => buf.extend_from_slice(&b),
-                        Value::Text(t) if major == 3 => buf.extend_from_slice(t.as_bytes()),
-                        _ => return Err(self.err(Rule::CborSyntax, "chunk of the wrong type in an indefinite string")),
-                    }
-                }
-                if major == 2 {
-                    Ok(Value::Bytes(Cow::Owned(buf)))
-                } else {
-                    String::from_utf8(buf)
-                        .map(|s| Value::Text(Cow::Owned(s)))
-                        .map_err(|_| Error::new(Rule::CborSyntax, "text string is not valid UTF-8").at(start as u64))
-                }
-            }
-            (4, len) => {
-                let mut items = Vec::new();
-                match len {
-                    Len::Definite(n) => {
-                        // Every item takes at least one byte: a count past the input is a lie.
-                        if n > (self.b.len() - self.pos) as u64 {
-                            return Err(Error::new(
-                                Rule::CborSyntax,
-                                alloc::format!("array of {n} items cannot fit the remaining bytes"),
-                            )
-                            .at(start as u64));
-                        }
-                        items.reserve(n as usize);
-                        for _ in 0..n {
-                            items.push(self.item(depth + 1)?);
-                        }
-                    }
-                    Len::Indefinite => loop {
-                        if self.b.get(self.pos) == Some(&0xff) {
-                            self.pos += 1;
-                            break;
-                        }
-                        items.push(self.item(depth + 1)?);
-                    },
-                }
-                Ok(Value::Array(items))
-            }
-            (5, len) => {
-                let mut entries: Vec<(Value<'a>, Value<'a>)> = Vec::new();
-                let mut prev_key: Option<&'a [u8]> = None;
-                let mut count = 0u64;
-                let n = match len {
-                    Len::Definite(n) => {
-                        if n > ((self.b.len() - self.pos) / 2) as u64 {
-                            return Err(Error::new(
-                                Rule::CborSyntax,
-                                alloc::format!("map of {n} entries cannot fit the remaining bytes"),
-                            )
-                            .at(start as u64));
-                        }
-                        entries.reserve(n as usize);
-                        Some(n)
-                    }
-                    Len::Indefinite => None,
-                };
-                loop {
-                    match n {
-                        Some(n) if count == n => break,
-                        None if self.b.get(self.pos) == Some(&0xff) => {
-                            self.pos += 1;
-                            break;
-                        }
-                        _ => {}
-                    }
-                    let key_start = self.pos;
-                    let k = self.item(depth + 1)?;
-                    let key_bytes = &self.b[key_start..self.pos];
-                    if self.strict() {
-                        if let Some(p) = prev_key {
-                            match p.cmp(key_bytes) {
-                                core::cmp::Ordering::Less => {}
-                                core::cmp::Ordering::Equal => {
-                                    return Err(Error::new(Rule::CborDuplicateKey, "map key repeats the previous key")
-                                        .at(key_start as u64));
-                                }
-                                core::cmp::Ordering::Greater => {
-                                    return Err(Error::new(
-                                        Rule::CborDeterminism,
-                                        "map keys are not sorted by their encoded bytes",
-                                    )
-                                    .at(key_start as u64));
-                                }
-                            }
-                        }
-                    } else if entries.iter().any(|(e, _)| *e == k) {
-                        return Err(Error::new(Rule::CborDuplicateKey, "map key repeats").at(key_start as u64));
-                    }
-                    prev_key = Some(key_bytes);
-                    let v = self.item(depth + 1)?;
-                    entries.push((k, v));
-                    count += 1;
-                }
-                Ok(Value::Map(entries))
-            }
+            (2 | 3, Len::Indefinite) => self.indefinite_string(major, start, depth),
+            (4, len) => self.array(len, start, depth),
+            (5, len) => self.map(len, start, depth),
             (6, Len::Definite(_)) if !self.strict() => self.item(depth),
             (6, _) => Err(Error::new(Rule::CborSyntax, "tags are forbidden").at(start as u64)),
-            (7, Len::Definite(arg)) => match ai {
-                20 => Ok(Value::Bool(false)),
-                21 => Ok(Value::Bool(true)),
-                22 => Ok(Value::Null),
-                25 => {
-                    let h = half::f16::from_bits(arg as u16);
-                    if self.strict() && h.is_nan() && arg != 0x7e00 {
-                        return Err(
-                            Error::new(Rule::CborDeterminism, "NaN must be encoded as f9 7e00").at(start as u64)
-                        );
-                    }
-                    Ok(Value::Float(h.to_f64()))
-                }
-                26 => {
-                    let f = f32::from_bits(arg as u32);
-                    if self.strict() && (f.is_nan() || half::f16::from_f32(f).to_f32() == f) {
-                        return Err(
-                            Error::new(Rule::CborDeterminism, "float32 that has a shorter exact form").at(start as u64),
-                        );
-                    }
-                    Ok(Value::Float(f as f64))
-                }
-                27 => {
-                    let f = f64::from_bits(arg);
-                    if self.strict() && (f.is_nan() || (f as f32) as f64 == f) {
-                        return Err(
-                            Error::new(Rule::CborDeterminism, "float64 that has a shorter exact form").at(start as u64),
-                        );
-                    }
-                    Ok(Value::Float(f))
-                }
-                _ => Err(
-                    Error::new(Rule::CborSyntax, alloc::format!("simple value {arg} is not allowed")).at(start as u64),
-                ),
-            },
+            (7, Len::Definite(arg)) => self.simple(ai, arg, start),
             _ => Err(Error::new(Rule::CborSyntax, "malformed item").at(start as u64)),
+        }
+    }
+
+    /// An indefinite-length byte (`major` 2) or text (3) string: its chunks, joined.
+    fn indefinite_string(&mut self, major: u8, start: usize, depth: usize) -> Result<Value<'a>, Error> {
+        let mut buf = Vec::new();
+        loop {
+            if self.b.get(self.pos) == Some(&0xff) {
+                self.pos += 1;
+                break;
+            }
+            match self.item(depth + 1)? {
+                Value::Bytes(b) if major == 2 => buf.extend_from_slice(&b),
+                Value::Text(t) if major == 3 => buf.extend_from_slice(t.as_bytes()),
+                _ => return Err(self.err(Rule::CborSyntax, "chunk of the wrong type in an indefinite string")),
+            }
+        }
+        if major == 2 {
+            Ok(Value::Bytes(Cow::Owned(buf)))
+        } else {
+            String::from_utf8(buf)
+                .map(|s| Value::Text(Cow::Owned(s)))
+                .map_err(|_| Error::new(Rule::CborSyntax, "text string is not valid UTF-8").at(start as u64))
+        }
+    }
+
+    /// An array (definite or, when lenient, indefinite), its items decoded one level deeper.
+    fn array(&mut self, len: Len, start: usize, depth: usize) -> Result<Value<'a>, Error> {
+        let mut items = Vec::new();
+        match len {
+            Len::Definite(n) => {
+                // Every item takes at least one byte: a count past the input is a lie.
+                if n > (self.b.len() - self.pos) as u64 {
+                    return Err(Error::new(
+                        Rule::CborSyntax,
+                        alloc::format!("array of {n} items cannot fit the remaining bytes"),
+                    )
+                    .at(start as u64));
+                }
+                items.reserve(n as usize);
+                for _ in 0..n {
+                    items.push(self.item(depth + 1)?);
+                }
+            }
+            Len::Indefinite => loop {
+                if self.b.get(self.pos) == Some(&0xff) {
+                    self.pos += 1;
+                    break;
+                }
+                items.push(self.item(depth + 1)?);
+            },
+        }
+        Ok(Value::Array(items))
+    }
+
+    /// A map: keys sorted by their encoded bytes and never repeated (when strict), or merely
+    /// never repeated (lenient).
+    fn map(&mut self, len: Len, start: usize, depth: usize) -> Result<Value<'a>, Error> {
+        let mut entries: Vec<(Value<'a>, Value<'a>)> = Vec::new();
+        let mut prev_key: Option<&'a [u8]> = None;
+        let mut count = 0u64;
+        let n = match len {
+            Len::Definite(n) => {
+                if n > ((self.b.len() - self.pos) / 2) as u64 {
+                    return Err(Error::new(
+                        Rule::CborSyntax,
+                        alloc::format!("map of {n} entries cannot fit the remaining bytes"),
+                    )
+                    .at(start as u64));
+                }
+                entries.reserve(n as usize);
+                Some(n)
+            }
+            Len::Indefinite => None,
+        };
+        loop {
+            match n {
+                Some(n) if count == n => break,
+                None if self.b.get(self.pos) == Some(&0xff) => {
+                    self.pos += 1;
+                    break;
+                }
+                _ => {}
+            }
+            let key_start = self.pos;
+            let k = self.item(depth + 1)?;
+            let key_bytes = &self.b[key_start..self.pos];
+            if self.strict() {
+                if let Some(p) = prev_key {
+                    match p.cmp(key_bytes) {
+                        core::cmp::Ordering::Less => {}
+                        core::cmp::Ordering::Equal => {
+                            return Err(Error::new(Rule::CborDuplicateKey, "map key repeats the previous key")
+                                .at(key_start as u64));
+                        }
+                        core::cmp::Ordering::Greater => {
+                            return Err(Error::new(
+                                Rule::CborDeterminism,
+                                "map keys are not sorted by their encoded bytes",
+                            )
+                            .at(key_start as u64));
+                        }
+                    }
+                }
+            } else if entries.iter().any(|(e, _)| *e == k) {
+                return Err(Error::new(Rule::CborDuplicateKey, "map key repeats").at(key_start as u64));
+            }
+            prev_key = Some(key_bytes);
+            let v = self.item(depth + 1)?;
+            entries.push((k, v));
+            count += 1;
+        }
+        Ok(Value::Map(entries))
+    }
+
+    /// A simple value or float (major type 7, additional information `ai`, argument `arg`):
+    /// floats must be in their shortest exact form when strict.
+    fn simple(&self, ai: u8, arg: u64, start: usize) -> Result<Value<'a>, Error> {
+        match ai {
+            20 => Ok(Value::Bool(false)),
+            21 => Ok(Value::Bool(true)),
+            22 => Ok(Value::Null),
+            25 => {
+                let h = half::f16::from_bits(arg as u16);
+                if self.strict() && h.is_nan() && arg != 0x7e00 {
+                    return Err(Error::new(Rule::CborDeterminism, "NaN must be encoded as f9 7e00").at(start as u64));
+                }
+                Ok(Value::Float(h.to_f64()))
+            }
+            26 => {
+                let f = f32::from_bits(arg as u32);
+                if self.strict() && (f.is_nan() || half::f16::from_f32(f).to_f32() == f) {
+                    return Err(
+                        Error::new(Rule::CborDeterminism, "float32 that has a shorter exact form").at(start as u64),
+                    );
+                }
+                Ok(Value::Float(f as f64))
+            }
+            27 => {
+                let f = f64::from_bits(arg);
+                if self.strict() && (f.is_nan() || (f as f32) as f64 == f) {
+                    return Err(
+                        Error::new(Rule::CborDeterminism, "float64 that has a shorter exact form").at(start as u64),
+                    );
+                }
+                Ok(Value::Float(f))
+            }
+            _ => {
+                Err(Error::new(Rule::CborSyntax, alloc::format!("simple value {arg} is not allowed")).at(start as u64))
+            }
         }
     }
 }
