@@ -37,7 +37,7 @@ pub(super) struct Stream {
     pub(super) dedup_hasher: Option<Xxh3>,
 }
 
-/// Writes one `.zt` file into a [`Sink`]. See the [module docs](self).
+/// Writes one `.zt` file into a [`Sink`]. See the [module docs](super).
 pub struct Writer<S: Sink> {
     pub(super) sink: S,
     pub(super) opts: Options,

@@ -9,7 +9,7 @@
 //! part, byte-identical parts sharing one blob (hash match confirmed byte for byte), the manifest at
 //! the next 64 KiB boundary after the last blob and the footer right after it. Like the reference,
 //! a canonical writer places blobs as objects arrive, so objects must be added in ascending bytewise
-//! name order (a [`Rule::Order`] error says so otherwise); the parts of one object are sorted
+//! name order (a [`Rule::Order`](crate::zt::rule::Rule::Order) error says so otherwise); the parts of one object are sorted
 //! by the writer. Names must already be in Unicode NFC: a canonical writer **refuses** non-NFC object
 //! and part names rather than normalising them (as the reference does), so a name is never silently
 //! changed; normalise before calling when you want that.
