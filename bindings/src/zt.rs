@@ -12,10 +12,11 @@ use std::fmt::Write as _;
 use serde_json::Value as J;
 use tensorlane_core::dtype::DType;
 use tensorlane_core::source::{ReadAt, SourceError};
+use tensorlane_core::zt::Error as ZtError;
 use tensorlane_core::zt::cbor::Value;
 use tensorlane_core::zt::format::{ENCODING_ZSTD_SEEKABLE, LogicalType};
 use tensorlane_core::zt::reader::Reader;
-use tensorlane_core::zt::rule::{Rule, ZtError};
+use tensorlane_core::zt::rule::Rule;
 use tensorlane_core::zt::writer::{ObjectSpec, Options, PartSpec, Writer};
 
 /// A file of `size` bytes of which only some ranges are loaded.
@@ -225,8 +226,7 @@ pub fn decode_part(stored: &[u8], encoding: &str, decoded_length: u64) -> Result
             format!("encoding {encoding:?} is not supported"),
         )));
     }
-    tensorlane_core::zt::seekable::decode(stored, decoded_length)
-        .map_err(|e| message(&ZtError::new(Rule::Encoding, e.message.clone()).at(e.offset)))
+    tensorlane_core::zt::seekable::decode(stored, decoded_length).map_err(|e| message(&e))
 }
 
 /// Deep-verifies a whole in-memory file (shards are not available: their parts are reported as

@@ -4,9 +4,8 @@ use std::fmt;
 
 use tensorlane_core::formats::{ErrorKind, FormatError};
 use tensorlane_core::wire;
-use tensorlane_core::zt::legacy::{self, LegacyError};
-use tensorlane_core::zt::rule::ZtError;
-use tensorlane_core::zt::writer::WriteError;
+use tensorlane_core::zt::rule::Rule;
+use tensorlane_core::zt::{Error as ZtError, Op};
 
 /// Why a command failed. [`CliError::exit_code`] maps it to the tool's exit status; the message
 /// (printed as `error: FILE: MESSAGE`) says what was wrong, where, and what to do.
@@ -16,7 +15,7 @@ pub enum CliError {
     /// A `.zt` v2 error: a rejection (exit 2) or an outcome such as `Unsupported` (exit 1).
     Zt(ZtError),
     /// A legacy-format error (exit 2, or 1 for I/O and unsupported encodings).
-    Legacy(LegacyError),
+    Legacy(ZtError),
     /// A Tenso packet file that does not decode (exit 2): which packet, where it starts, and the
     /// codec's error (with its offset inside the packet and its entry path).
     Tenso {
@@ -45,14 +44,7 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Zt(e) if !e.rule.is_rejection() => 1,
-            CliError::Legacy(e)
-                if matches!(
-                    e.rule,
-                    legacy::LegacyRule::Io | legacy::LegacyRule::Unsupported | legacy::LegacyRule::NotFound
-                ) =>
-            {
-                1
-            }
+            CliError::Legacy(e) if matches!(e.rule, Rule::Io | Rule::Unsupported | Rule::NotFound) => 1,
             CliError::Io(_) => 1,
             CliError::Format(e)
                 if matches!(
@@ -105,27 +97,21 @@ impl std::error::Error for CliError {
     }
 }
 
+/// Routed by the operation that failed: legacy reads keep their own exit rules, a writer
+/// refusal is a refusal (exit 2), everything else is a `.zt` v2 error.
 impl From<ZtError> for CliError {
     fn from(e: ZtError) -> Self {
-        CliError::Zt(e)
-    }
-}
-
-impl From<LegacyError> for CliError {
-    fn from(e: LegacyError) -> Self {
-        CliError::Legacy(e)
+        match e.op {
+            Op::ReadLegacy => CliError::Legacy(e),
+            Op::Write => CliError::Refused(format!("the .zt writer refused: {e}")),
+            _ => CliError::Zt(e),
+        }
     }
 }
 
 impl From<FormatError> for CliError {
     fn from(e: FormatError) -> Self {
         CliError::Format(e)
-    }
-}
-
-impl From<WriteError> for CliError {
-    fn from(e: WriteError) -> Self {
-        CliError::Refused(format!("the .zt writer refused: {e}"))
     }
 }
 

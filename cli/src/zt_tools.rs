@@ -27,6 +27,7 @@ use tensorlane_core::DType;
 use tensorlane_core::detect::{Format, detect};
 use tensorlane_core::source::ReadAt;
 use tensorlane_core::wire::{self, Bundle, DecodeOptions, EncodeOptions, Packet};
+use tensorlane_core::zt::Error as ZtError;
 use tensorlane_core::zt::cbor::Value;
 use tensorlane_core::zt::format::LogicalType;
 use tensorlane_core::zt::layout;
@@ -34,7 +35,7 @@ use tensorlane_core::zt::legacy::{self, LegacyReader};
 use tensorlane_core::zt::manifest::{Object, Part};
 use tensorlane_core::zt::reader::{Reader, VerifyReport};
 use tensorlane_core::zt::rule::Rule;
-use tensorlane_core::zt::writer::{ObjectSpec, Options, PartSpec, Sink, SinkError, Writer};
+use tensorlane_core::zt::writer::{ObjectSpec, Options, PartSpec, Sink, Writer};
 
 use tensorlane::source::MmapSource;
 use tensorlane::zt_write::ZtFile;
@@ -785,7 +786,7 @@ struct CompareSink<'a> {
 }
 
 impl Sink for CompareSink<'_> {
-    fn write_all(&mut self, buf: &[u8]) -> Result<(), SinkError> {
+    fn write_all(&mut self, buf: &[u8]) -> Result<(), ZtError> {
         if self.mismatch.is_none() {
             let start = self.pos as usize;
             let have = self.original.get(start..).unwrap_or(&[]);
@@ -802,15 +803,15 @@ impl Sink for CompareSink<'_> {
     fn position(&self) -> u64 {
         self.pos
     }
-    fn read_back(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), SinkError> {
+    fn read_back(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), ZtError> {
         // Everything before `mismatch` equals the original; after it the comparison is already
         // lost, so the original bytes are as good an answer as any.
         let s = ReadAt::slice(self.original, offset, buf.len() as u64)
-            .ok_or_else(|| SinkError(format!("read back past the end at {offset}")))?;
+            .ok_or_else(|| ZtError::sink(format!("read back past the end at {offset}")))?;
         buf.copy_from_slice(s);
         Ok(())
     }
-    fn truncate(&mut self, len: u64) -> Result<(), SinkError> {
+    fn truncate(&mut self, len: u64) -> Result<(), ZtError> {
         if self.mismatch.is_some_and(|m| m >= len) {
             self.mismatch = None;
         }
@@ -878,7 +879,7 @@ pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), CliError> {
                 .collect();
             if let Err(e) = w.add_object(name, &spec, &parts) {
                 return nc(match e.rule {
-                    tensorlane_core::zt::writer::WriteRule::Name => format!("rule 5: {e}"),
+                    Rule::Name => format!("rule 5: {e}"),
                     _ => format!("the canonical writer refuses {name:?}: {e}"),
                 });
             }

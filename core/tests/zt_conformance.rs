@@ -6,11 +6,12 @@ use common::{data, sha256_hex};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use tensorlane_core::zt::Error;
 use tensorlane_core::zt::reader::Reader;
-use tensorlane_core::zt::rule::{Rule, ZtError};
+use tensorlane_core::zt::rule::Rule;
 use tensorlane_core::zt::validate::{Image, validate};
 
-fn outcome<T>(r: Result<T, ZtError>, ok: &str) -> String {
+fn outcome<T>(r: Result<T, Error>, ok: &str) -> String {
     match r {
         Ok(_) => ok.to_string(),
         Err(e) if e.rule == Rule::Unsupported => "unsupported".into(),

@@ -6,7 +6,8 @@ use common::{data, f32_bytes, sha256_hex};
 use ruzstd::encoding::{CompressionLevel, compress_to_vec};
 use tensorlane_core::dtype::DType;
 use tensorlane_core::zt::cbor::{self, Value};
-use tensorlane_core::zt::legacy::{Digest, Encoding, Format, LegacyReader, LegacyRule, LegacyVersion};
+use tensorlane_core::zt::legacy::{Digest, Encoding, Format, LegacyReader, LegacyVersion};
+use tensorlane_core::zt::rule::Rule;
 
 fn crc32c(b: &[u8]) -> u32 {
     crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(b)
@@ -97,7 +98,7 @@ fn build_v0(entries: Vec<EntrySpec<'_>>) -> Vec<u8> {
     file
 }
 
-fn open_err(b: &[u8]) -> tensorlane_core::zt::legacy::LegacyError {
+fn open_err(b: &[u8]) -> tensorlane_core::zt::Error {
     LegacyReader::open(b).map(|_| ()).unwrap_err()
 }
 
@@ -302,8 +303,8 @@ fn built_files_read() {
     assert_eq!(v2[2].parts[0].logical_type.as_deref(), Some("complex64"));
     assert_eq!(v2[4].parts[0].logical_type.as_deref(), Some("f8_e4m3fn"));
     assert_eq!(r.read("ext", "blob").unwrap().as_ref(), &[9, 9, 9]);
-    assert_eq!(r.read("nope", "data").unwrap_err().rule, LegacyRule::NotFound);
-    assert_eq!(r.read("crc", "nope").unwrap_err().rule, LegacyRule::NotFound);
+    assert_eq!(r.read("nope", "data").unwrap_err().rule, Rule::NotFound);
+    assert_eq!(r.read("crc", "nope").unwrap_err().rule, Rule::NotFound);
 
     // zstd with a digest over the compressed bytes, several frames in one stream.
     let raw = f32_bytes(&(0..3000).map(|i| i as f32).collect::<Vec<_>>());
@@ -382,7 +383,7 @@ fn built_files_read() {
         .unwrap()
         .read("b", "data")
         .unwrap_err();
-    assert_eq!(e.rule, LegacyRule::Encoding, "{e}");
+    assert_eq!(e.rule, Rule::Encoding, "{e}");
 }
 
 #[test]
@@ -400,18 +401,18 @@ fn hostile_files_refused() {
     // magics
     let mut b = good.clone();
     b[0] = b'X';
-    assert_eq!(open_err(&b).rule, LegacyRule::Magic);
+    assert_eq!(open_err(&b).rule, Rule::HeaderMagic);
     let mut b = good.clone();
     b[n - 1] = b'X';
-    assert_eq!(open_err(&b).rule, LegacyRule::Magic);
+    assert_eq!(open_err(&b).rule, Rule::FooterMagic);
     // lying manifest sizes
     for (size, rule) in [
-        (u64::MAX, LegacyRule::ManifestTooLarge),
-        ((1 << 30) + 1, LegacyRule::ManifestTooLarge),
-        (1 << 30, LegacyRule::ManifestBounds),
-        (n as u64 - 16 - 7, LegacyRule::ManifestBounds),
-        (n as u64 - 16 - 8, LegacyRule::Cbor),
-        (3, LegacyRule::Cbor),
+        (u64::MAX, Rule::ManifestTooLarge),
+        ((1 << 30) + 1, Rule::ManifestTooLarge),
+        (1 << 30, Rule::ManifestBounds),
+        (n as u64 - 16 - 7, Rule::ManifestBounds),
+        (n as u64 - 16 - 8, Rule::CborSyntax),
+        (3, Rule::CborSyntax),
     ] {
         let mut b = good.clone();
         b[n - 16..n - 8].copy_from_slice(&size.to_le_bytes());
@@ -422,19 +423,19 @@ fn hostile_files_refused() {
     let mut c = comp("data", "f32", data.clone());
     c.offset_delta = 4;
     let e = open_err(&build_v1(vec![("a", vec![4], "dense", vec![c])]));
-    assert_eq!(e.rule, LegacyRule::Alignment, "{e}");
+    assert_eq!(e.rule, Rule::BlobAlignment, "{e}");
     assert_eq!(e.offset, Some(68));
     let mut c = comp("data", "f32", data.clone());
     c.offset_delta = 64;
     assert_eq!(
         open_err(&build_v1(vec![("a", vec![4], "dense", vec![c])])).rule,
-        LegacyRule::Bounds
+        Rule::BlobBounds
     );
     let mut c = comp("data", "f32", data.clone());
     c.offset_delta = -64;
     assert_eq!(
         open_err(&build_v1(vec![("a", vec![4], "dense", vec![c])])).rule,
-        LegacyRule::Bounds
+        Rule::BlobBounds
     );
     // schema
     assert_eq!(
@@ -445,7 +446,7 @@ fn hostile_files_refused() {
             vec![comp("data", "f128", data.clone())]
         )]))
         .rule,
-        LegacyRule::Schema
+        Rule::Schema
     );
     assert_eq!(
         open_err(&build_v1(vec![(
@@ -455,7 +456,7 @@ fn hostile_files_refused() {
             vec![comp("values", "f32", data.clone())]
         )]))
         .rule,
-        LegacyRule::Schema
+        Rule::Schema
     );
     assert_eq!(
         open_err(&build_v1(vec![(
@@ -465,7 +466,7 @@ fn hostile_files_refused() {
             vec![comp("data", "f32", data.clone())]
         )]))
         .rule,
-        LegacyRule::Schema
+        Rule::Schema
     );
     let csr = vec![
         comp("values", "f32", data.clone()),
@@ -474,19 +475,19 @@ fn hostile_files_refused() {
     ];
     assert_eq!(
         open_err(&build_v1(vec![("m", vec![2, 3], "sparse_csr", csr)])).rule,
-        LegacyRule::Schema
+        Rule::Schema
     );
     let mut cx = comp("data", "f64", data.clone());
     cx.extra = vec![("type", t("complex64"))];
     assert_eq!(
         open_err(&build_v1(vec![("a", vec![1], "dense", vec![cx])])).rule,
-        LegacyRule::Schema
+        Rule::Schema
     );
     let mut zn = comp("data", "f32", data.clone());
     zn.extra = vec![("encoding", t("zstd"))];
     assert_eq!(
         open_err(&build_v1(vec![("a", vec![4], "dense", vec![zn])])).rule,
-        LegacyRule::Schema
+        Rule::Schema
     );
     // unknown encoding: opens, read is Unsupported
     let mut ue = comp("data", "f32", data.clone());
@@ -498,7 +499,7 @@ fn hostile_files_refused() {
             .read("a", "data")
             .unwrap_err()
             .rule,
-        LegacyRule::Unsupported
+        Rule::Unsupported
     );
 
     // bad checksums
@@ -511,7 +512,7 @@ fn hostile_files_refused() {
         c.extra = vec![("digest", Value::text(d.clone()))];
         let f = build_v1(vec![("a", vec![4], "dense", vec![c])]);
         let e = LegacyReader::open(f.as_slice()).unwrap().read("a", "data").unwrap_err();
-        assert_eq!(e.rule, LegacyRule::Digest, "{d}: {e}");
+        assert_eq!(e.rule, Rule::Digest, "{d}: {e}");
         assert_eq!(e.offset, Some(64));
     }
 
@@ -522,7 +523,7 @@ fn hostile_files_refused() {
         .unwrap()
         .read("z", "data")
         .unwrap_err();
-    assert_eq!(e.rule, LegacyRule::Encoding);
+    assert_eq!(e.rule, Rule::Encoding);
     assert!(e.message.contains("more than"), "{e}");
     let small = compress_to_vec(&data[..], CompressionLevel::Fastest);
     let e = LegacyReader::open(zstd_file(small.clone(), 17, None).as_slice())
@@ -531,7 +532,7 @@ fn hostile_files_refused() {
         .unwrap_err();
     assert!(e.message.contains("expected 17"), "{e}");
     let e = open_err(&zstd_file(small.clone(), (32 << 30) + 4, None));
-    assert_eq!(e.rule, LegacyRule::Encoding, "{e}");
+    assert_eq!(e.rule, Rule::Encoding, "{e}");
     let mut corrupt = small.clone();
     let l = corrupt.len();
     corrupt[l - 1] ^= 0xFF; // content checksum
@@ -544,17 +545,17 @@ fn hostile_files_refused() {
         .unwrap()
         .read("z", "data")
         .unwrap_err();
-    assert_eq!(e.rule, LegacyRule::Encoding);
+    assert_eq!(e.rule, Rule::Encoding);
     // bool bytes other than 0/1 cannot convert to v2
     let f = build_v1(vec![("m", vec![2], "dense", vec![comp("data", "bool", vec![1, 2])])]);
     let r = LegacyReader::open(f.as_slice()).unwrap();
     assert_eq!(&*r.read("m", "data").unwrap(), &[1, 2]);
-    assert_eq!(r.to_v2().unwrap_err().rule, LegacyRule::Data);
+    assert_eq!(r.to_v2().unwrap_err().rule, Rule::LayoutData);
     // v0.1: too small, lying size, bad dtype
-    assert_eq!(open_err(b"ZTEN0001\0\0\0").rule, LegacyRule::FileTooSmall);
+    assert_eq!(open_err(b"ZTEN0001\0\0\0").rule, Rule::FileTooSmall);
     let mut v0 = b"ZTEN0001".to_vec();
     v0.extend_from_slice(&100u64.to_le_bytes());
-    assert_eq!(open_err(&v0).rule, LegacyRule::ManifestBounds);
+    assert_eq!(open_err(&v0).rule, Rule::ManifestBounds);
     let v0 = build_v0(vec![(
         vec![
             ("name", t("a")),
@@ -564,7 +565,7 @@ fn hostile_files_refused() {
         ],
         data,
     )]);
-    assert_eq!(open_err(&v0).rule, LegacyRule::Schema);
+    assert_eq!(open_err(&v0).rule, Rule::Schema);
 }
 
 /// Deterministic mutations of the fixtures: nothing may panic, and whatever opens must read or fail cleanly.

@@ -106,7 +106,7 @@ fn range_decodes_only_touched_frames() {
     assert_eq!(seekable::read_range(&enc, 10_000, 100, 6800).unwrap(), &data[100..6900]);
     assert_eq!(seekable::read_range(&enc, 10_000, 8000, 2000).unwrap(), &data[8000..]);
     let e = seekable::read_range(&enc, 10_000, 6999, 2).unwrap_err();
-    assert_eq!(e.rule(), "Encoding");
+    assert_eq!(e.rule.name(), "Encoding");
     assert!(seekable::decode(&enc, 10_000).is_err());
 }
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use tensorlane_core::formats::FormatError;
 use tensorlane_core::wire;
-use tensorlane_core::zt::writer::WriteError;
+use tensorlane_core::zt::Error as ZtError;
 
 /// Why a host-library operation failed.
 #[derive(Debug)]
@@ -32,7 +32,7 @@ pub enum Error {
     },
     /// The core `.zt` writer refused an object, an attribute or the manifest (the message names
     /// the writer rule and the object).
-    ZtWrite(WriteError),
+    ZtWrite(ZtError),
     /// A `.safetensors` file cannot be written as asked: a duplicate or reserved name, a size
     /// that is not whole bytes, a header over the format's limit, or tensor bytes that do not
     /// match the header.
@@ -195,8 +195,8 @@ impl std::error::Error for Error {
     }
 }
 
-impl From<WriteError> for Error {
-    fn from(e: WriteError) -> Self {
+impl From<ZtError> for Error {
+    fn from(e: ZtError) -> Self {
         Error::ZtWrite(e)
     }
 }

@@ -34,8 +34,9 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 
 use tensorlane_core::DType;
+use tensorlane_core::zt::Error as ZtError;
 use tensorlane_core::zt::writer::{
-    DigestAlgo, DigestHasher, ENCODING_ZSTD_SEEKABLE, Finished, ObjectSpec, Options, PartSpec, Sink, SinkError, Writer,
+    DigestAlgo, DigestHasher, ENCODING_ZSTD_SEEKABLE, Finished, ObjectSpec, Options, PartSpec, Sink, Writer,
 };
 
 use crate::Error;
@@ -165,12 +166,12 @@ impl Drop for FileSink {
     }
 }
 
-fn io_err(what: &str, e: io::Error) -> SinkError {
-    SinkError(format!("{what}: {e}"))
+fn io_err(what: &str, e: io::Error) -> ZtError {
+    ZtError::sink(format!("{what}: {e}"))
 }
 
 impl Sink for FileSink {
-    fn write_all(&mut self, mut data: &[u8]) -> Result<(), SinkError> {
+    fn write_all(&mut self, mut data: &[u8]) -> Result<(), ZtError> {
         if data.len() >= BUF && self.direct.load(Ordering::Relaxed) {
             // Everything queued must land first: the I/O thread writes at earlier offsets.
             self.drain().map_err(|e| io_err("write", e))?;
@@ -194,13 +195,13 @@ impl Sink for FileSink {
     fn position(&self) -> u64 {
         self.flushed + self.buf.len() as u64
     }
-    fn read_back(&mut self, offset: u64, out: &mut [u8]) -> Result<(), SinkError> {
+    fn read_back(&mut self, offset: u64, out: &mut [u8]) -> Result<(), ZtError> {
         self.drain().map_err(|e| io_err("write", e))?;
         self.file.read_exact_at(out, offset).map_err(|e| io_err("read back", e))
     }
-    fn truncate(&mut self, len: u64) -> Result<(), SinkError> {
+    fn truncate(&mut self, len: u64) -> Result<(), ZtError> {
         if len < self.floor {
-            return Err(SinkError(format!(
+            return Err(ZtError::sink(format!(
                 "refusing to truncate to {len}: the file held {} bytes before this writer (an append never truncates)",
                 self.floor
             )));

@@ -422,6 +422,7 @@ impl ErrorKind {
 /// Why a file could not be read: the format, the category, where (byte offset, tensor) and a
 /// message that says what is wrong and what to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FormatError {
     /// The format being read (`"safetensors"`, `"gguf"`, ...).
     pub format: &'static str,

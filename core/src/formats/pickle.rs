@@ -731,369 +731,416 @@ impl<'a> Machine<'a> {
         loop {
             self.op_at = self.pos;
             let op = self.byte()?;
-            match op {
-                // PROTO
-                0x80 => {
-                    let p = self.byte()?;
-                    if p > 5 {
-                        return Err(self.fail(
-                            ErrorKind::UnsupportedVersion,
-                            alloc::format!("pickle protocol {p} is newer than 5, the latest this reader knows"),
-                        ));
-                    }
-                    self.protocol = p;
-                }
-                // FRAME: a length prefix for buffering; the opcodes follow as usual.
-                0x95 => {
-                    self.take(8)?;
-                }
-                // STOP
-                b'.' => {
-                    let v = self.pop()?;
-                    return Ok(v);
-                }
-                // MARK
-                b'(' => {
-                    if self.stack.len() + self.marks.len() >= MAX_STACK {
-                        return Err(self.fail(
-                            ErrorKind::Limit,
-                            alloc::format!("the pickle stack grows past {MAX_STACK} entries"),
-                        ));
-                    }
-                    self.marks.push(self.stack.len());
-                }
-                // POP
-                b'0' => {
-                    if self.marks.last() == Some(&self.stack.len()) {
-                        self.marks.pop();
-                    } else {
-                        self.pop()?;
-                    }
-                }
-                // POP_MARK
-                b'1' => {
-                    self.pop_mark()?;
-                }
-                // DUP
-                b'2' => {
-                    let v = self.top()?.clone();
-                    self.push(v)?;
-                }
-                // NONE, NEWTRUE, NEWFALSE
-                b'N' => self.push(Value::None)?,
-                0x88 => self.push(Value::Bool(true))?,
-                0x89 => self.push(Value::Bool(false))?,
-                // BININT, BININT1, BININT2
-                b'J' => {
-                    let v = self.uint(4)? as u32 as i32;
-                    self.push(Value::Int(i64::from(v)))?
-                }
-                b'K' => {
-                    let v = self.uint(1)?;
-                    self.push(Value::Int(v as i64))?
-                }
-                b'M' => {
-                    let v = self.uint(2)?;
-                    self.push(Value::Int(v as i64))?
-                }
-                // LONG1, LONG4
-                0x8a | 0x8b => {
-                    let n = self.len(if op == 0x8a { 1 } else { 4 })?;
-                    let b = self.take(n)?;
-                    let v = self.long(b);
-                    self.push(v)?
-                }
-                // INT, LONG (text)
-                b'I' | b'L' => {
-                    let s = self.text()?;
-                    let v = self.int_text(s)?;
-                    self.push(v)?
-                }
-                // BINFLOAT (big-endian), FLOAT (text)
-                b'G' => {
-                    let b = self.take(8)?;
-                    let mut a = [0u8; 8];
-                    a.copy_from_slice(b);
-                    self.push(Value::Float(f64::from_be_bytes(a)))?
-                }
-                b'F' => {
-                    let s = self.text()?;
-                    let v = s
-                        .trim()
-                        .parse::<f64>()
-                        .map_err(|_| self.fail(ErrorKind::Syntax, alloc::format!("'{s}' is not a float")))?;
-                    self.push(Value::Float(v))?
-                }
-                // SHORT_BINUNICODE, BINUNICODE, BINUNICODE8
-                0x8c | b'X' | 0x8d => {
-                    let n = self.len(match op {
-                        0x8c => 1,
-                        b'X' => 4,
-                        _ => 8,
-                    })?;
-                    let b = self.take(n)?;
-                    let v = self.string(b)?;
-                    self.push(v)?
-                }
-                // UNICODE (text, raw-unicode-escape: plain text only)
-                b'V' => {
-                    let s = self.text()?;
-                    if s.contains('\\') {
-                        return Err(self.fail(
-                            ErrorKind::Unsupported,
-                            "escaped protocol-0 unicode strings are not supported",
-                        ));
-                    }
-                    self.push(Value::Str(Rc::from(s)))?
-                }
-                // SHORT_BINSTRING, BINSTRING
-                b'U' | b'T' => {
-                    let n = self.len(if op == b'U' { 1 } else { 4 })?;
-                    let b = self.take(n)?;
-                    self.push(Self::py2_string(b))?
-                }
-                // STRING (text)
-                b'S' => {
-                    let s = self.text()?;
-                    let v = self.quoted(s)?;
-                    self.push(v)?
-                }
-                // SHORT_BINBYTES, BINBYTES, BINBYTES8, BYTEARRAY8
-                b'C' | b'B' | 0x8e | 0x96 => {
-                    let n = self.len(match op {
-                        b'C' => 1,
-                        b'B' => 4,
-                        _ => 8,
-                    })?;
-                    let b = self.take(n)?;
-                    self.push(Value::Bytes(Rc::from(b)))?
-                }
-                // EMPTY_TUPLE, TUPLE1..3, TUPLE
-                b')' => {
-                    let v = self.new_obj(Object::Tuple(Vec::new()))?;
-                    self.push(v)?
-                }
-                0x85..=0x87 => {
-                    let n = usize::from(op - 0x84);
-                    let floor = self.marks.last().copied().unwrap_or(0);
-                    if self.stack.len() < floor + n {
-                        return Err(self.fail(ErrorKind::Syntax, "TUPLEn pops more values than the stack has"));
-                    }
-                    let items = self.stack.split_off(self.stack.len() - n);
-                    let v = self.new_obj(Object::Tuple(items))?;
-                    self.push(v)?
-                }
-                b't' => {
-                    let items = self.pop_mark()?;
-                    let v = self.new_obj(Object::Tuple(items))?;
-                    self.push(v)?
-                }
-                // EMPTY_LIST, LIST
-                b']' => {
-                    let v = self.new_obj(Object::List(Vec::new()))?;
-                    self.push(v)?
-                }
-                b'l' => {
-                    let items = self.pop_mark()?;
-                    let v = self.new_obj(Object::List(items))?;
-                    self.push(v)?
-                }
-                // EMPTY_DICT, DICT
-                b'}' => {
-                    let v = self.new_obj(Object::Dict(Dict::default()))?;
-                    self.push(v)?
-                }
-                b'd' => {
-                    let items = self.pop_mark()?;
-                    let v = self.new_obj(Object::Dict(Dict::default()))?;
-                    self.set_items(&v, items)?;
-                    self.push(v)?
-                }
-                // EMPTY_SET, FROZENSET
-                0x8f => {
-                    let v = self.new_obj(Object::Set(Vec::new()))?;
-                    self.push(v)?
-                }
-                0x91 => {
-                    let items = self.pop_mark()?;
-                    let v = self.new_obj(Object::Set(items))?;
-                    self.push(v)?
-                }
-                // APPEND, APPENDS, ADDITEMS
-                b'a' => {
-                    let v = self.pop()?;
-                    let target = self.top()?.clone();
-                    self.with_obj(&target, "APPEND", |o| match o {
-                        Object::List(l) => {
-                            l.push(v);
-                            Some(())
-                        }
-                        _ => None,
-                    })?
-                }
-                b'e' | 0x90 => {
-                    let items = self.pop_mark()?;
-                    let target = self.top()?.clone();
-                    self.with_obj(&target, "APPENDS/ADDITEMS", |o| match (o, op) {
-                        (Object::List(l), b'e') | (Object::Set(l), 0x90) => {
-                            l.extend(items);
-                            Some(())
-                        }
-                        _ => None,
-                    })?
-                }
-                // SETITEM, SETITEMS
-                b's' => {
-                    let v = self.pop()?;
-                    let k = self.pop()?;
-                    let target = self.top()?.clone();
-                    self.set_items(&target, alloc::vec![k, v])?
-                }
-                b'u' => {
-                    let items = self.pop_mark()?;
-                    let target = self.top()?.clone();
-                    self.set_items(&target, items)?
-                }
-                // BINPUT, LONG_BINPUT, PUT, MEMOIZE
-                b'q' => {
-                    let i = self.uint(1)?;
-                    self.memo_put(i)?
-                }
-                b'r' => {
-                    let i = self.uint(4)?;
-                    self.memo_put(i)?
-                }
-                b'p' => {
-                    let s = self.text()?;
-                    let i = s
-                        .parse::<u64>()
-                        .map_err(|_| self.fail(ErrorKind::Syntax, "PUT needs a decimal index"))?;
-                    self.memo_put(i)?
-                }
-                0x94 => {
-                    let i = self.memo.len() as u64;
-                    self.memo_put(i)?
-                }
-                // BINGET, LONG_BINGET, GET
-                b'h' => {
-                    let i = self.uint(1)?;
-                    self.memo_get(i)?
-                }
-                b'j' => {
-                    let i = self.uint(4)?;
-                    self.memo_get(i)?
-                }
-                b'g' => {
-                    let s = self.text()?;
-                    let i = s
-                        .parse::<u64>()
-                        .map_err(|_| self.fail(ErrorKind::Syntax, "GET needs a decimal index"))?;
-                    self.memo_get(i)?
-                }
-                // GLOBAL, STACK_GLOBAL: resolved against the allow-list before anything else.
-                b'c' => {
-                    let module = self.text()?;
-                    let name = self.text()?;
-                    let v = self.global(module, name)?;
-                    self.push(v)?
-                }
-                0x93 => {
-                    let name = self.pop()?;
-                    let module = self.pop()?;
-                    let (Value::Str(module), Value::Str(name)) = (module, name) else {
-                        return Err(self.fail(ErrorKind::Syntax, "STACK_GLOBAL needs two strings"));
-                    };
-                    let v = self.global(&module, &name)?;
-                    self.push(v)?
-                }
-                // INST (text global + marked args), OBJ (marked class + args)
-                b'i' => {
-                    let module = self.text()?;
-                    let name = self.text()?;
-                    let g = self.global(module, name)?;
-                    let args = self.pop_mark()?;
-                    let args = self.new_obj(Object::Tuple(args))?;
-                    let v = self.call(g, args)?;
-                    self.push(v)?
-                }
-                b'o' => {
-                    let mut items = self.pop_mark()?;
-                    if items.is_empty() {
-                        return Err(self.fail(ErrorKind::Syntax, "OBJ needs a class"));
-                    }
-                    let cls = items.remove(0);
-                    let args = self.new_obj(Object::Tuple(items))?;
-                    let v = self.call(cls, args)?;
-                    self.push(v)?
-                }
-                // REDUCE, NEWOBJ
-                b'R' | 0x81 => {
-                    let args = self.pop()?;
-                    let func = self.pop()?;
-                    let v = self.call(func, args)?;
-                    self.push(v)?
-                }
-                // NEWOBJ_EX: keyword arguments must be empty.
-                0x92 => {
-                    let kwargs = self.pop()?;
-                    let args = self.pop()?;
-                    let cls = self.pop()?;
-                    if !matches!(self.object(&kwargs), Some(Object::Dict(d)) if d.entries.is_empty()) {
-                        return Err(self.fail(ErrorKind::Unsupported, "NEWOBJ_EX with keyword arguments"));
-                    }
-                    let v = self.call(cls, args)?;
-                    self.push(v)?
-                }
-                // BUILD: the state is recorded, never applied by running code.
-                b'b' => {
-                    let state = self.pop()?;
-                    let target = self.top()?.clone();
-                    self.with_obj(&target, "BUILD", |o| match o {
-                        Object::Dict(Dict { state: s, .. }) | Object::Call { state: s, .. } => {
-                            *s = Some(state);
-                            Some(())
-                        }
-                        _ => None,
-                    })?
-                }
-                // BINPERSID, PERSID
-                b'Q' => {
-                    let pid = self.pop()?;
-                    let v = self.new_obj(Object::PersistentId(pid))?;
-                    self.push(v)?
-                }
-                b'P' => {
-                    let s = self.text()?;
-                    let pid = Value::Str(Rc::from(s));
-                    let v = self.new_obj(Object::PersistentId(pid))?;
-                    self.push(v)?
-                }
-                // EXT1, EXT2, EXT4: globals named through the copyreg registry.
-                0x82..=0x84 => {
-                    let code = self.uint(1 << (op - 0x82))?;
-                    return Err(self.fail(
-                        ErrorKind::Refused,
-                        alloc::format!(
-                            "the pickle names a global through copyreg extension code {code}; refused, as any global \
-                             outside the allow-list"
-                        ),
-                    ));
-                }
-                // NEXT_BUFFER, READONLY_BUFFER
-                0x97 | 0x98 => {
-                    return Err(self.fail(
-                        ErrorKind::Unsupported,
-                        "out-of-band pickle buffers (protocol 5) are not used by checkpoints",
-                    ));
-                }
-                other => {
-                    return Err(self.fail(
-                        ErrorKind::Syntax,
-                        alloc::format!("byte 0x{other:02x} is not a pickle opcode"),
-                    ));
-                }
+            // STOP
+            if op == b'.' {
+                return self.pop();
+            }
+            let known = self.stack_op(op)?
+                || self.scalar_op(op)?
+                || self.container_op(op)?
+                || self.memo_op(op)?
+                || self.object_op(op)?;
+            if !known {
+                return Err(self.fail(
+                    ErrorKind::Syntax,
+                    alloc::format!("byte 0x{op:02x} is not a pickle opcode"),
+                ));
             }
         }
+    }
+
+    /// PROTO, FRAME and the stack opcodes (MARK, POP, POP_MARK, DUP).
+    /// `Ok(false)` when `op` is not one of them.
+    fn stack_op(&mut self, op: u8) -> Result<bool, FormatError> {
+        match op {
+            // PROTO
+            0x80 => {
+                let p = self.byte()?;
+                if p > 5 {
+                    return Err(self.fail(
+                        ErrorKind::UnsupportedVersion,
+                        alloc::format!("pickle protocol {p} is newer than 5, the latest this reader knows"),
+                    ));
+                }
+                self.protocol = p;
+            }
+            // FRAME: a length prefix for buffering; the opcodes follow as usual.
+            0x95 => {
+                self.take(8)?;
+            }
+            // MARK
+            b'(' => {
+                if self.stack.len() + self.marks.len() >= MAX_STACK {
+                    return Err(self.fail(
+                        ErrorKind::Limit,
+                        alloc::format!("the pickle stack grows past {MAX_STACK} entries"),
+                    ));
+                }
+                self.marks.push(self.stack.len());
+            }
+            // POP
+            b'0' => {
+                if self.marks.last() == Some(&self.stack.len()) {
+                    self.marks.pop();
+                } else {
+                    self.pop()?;
+                }
+            }
+            // POP_MARK
+            b'1' => {
+                self.pop_mark()?;
+            }
+            // DUP
+            b'2' => {
+                let v = self.top()?.clone();
+                self.push(v)?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The scalar opcodes: None, booleans, integers, floats, strings and bytes.
+    /// `Ok(false)` when `op` is not one of them.
+    fn scalar_op(&mut self, op: u8) -> Result<bool, FormatError> {
+        match op {
+            // NONE, NEWTRUE, NEWFALSE
+            b'N' => self.push(Value::None)?,
+            0x88 => self.push(Value::Bool(true))?,
+            0x89 => self.push(Value::Bool(false))?,
+            // BININT, BININT1, BININT2
+            b'J' => {
+                let v = self.uint(4)? as u32 as i32;
+                self.push(Value::Int(i64::from(v)))?
+            }
+            b'K' => {
+                let v = self.uint(1)?;
+                self.push(Value::Int(v as i64))?
+            }
+            b'M' => {
+                let v = self.uint(2)?;
+                self.push(Value::Int(v as i64))?
+            }
+            // LONG1, LONG4
+            0x8a | 0x8b => {
+                let n = self.len(if op == 0x8a { 1 } else { 4 })?;
+                let b = self.take(n)?;
+                let v = self.long(b);
+                self.push(v)?
+            }
+            // INT, LONG (text)
+            b'I' | b'L' => {
+                let s = self.text()?;
+                let v = self.int_text(s)?;
+                self.push(v)?
+            }
+            // BINFLOAT (big-endian), FLOAT (text)
+            b'G' => {
+                let b = self.take(8)?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                self.push(Value::Float(f64::from_be_bytes(a)))?
+            }
+            b'F' => {
+                let s = self.text()?;
+                let v = s
+                    .trim()
+                    .parse::<f64>()
+                    .map_err(|_| self.fail(ErrorKind::Syntax, alloc::format!("'{s}' is not a float")))?;
+                self.push(Value::Float(v))?
+            }
+            // SHORT_BINUNICODE, BINUNICODE, BINUNICODE8
+            0x8c | b'X' | 0x8d => {
+                let n = self.len(match op {
+                    0x8c => 1,
+                    b'X' => 4,
+                    _ => 8,
+                })?;
+                let b = self.take(n)?;
+                let v = self.string(b)?;
+                self.push(v)?
+            }
+            // UNICODE (text, raw-unicode-escape: plain text only)
+            b'V' => {
+                let s = self.text()?;
+                if s.contains('\\') {
+                    return Err(self.fail(
+                        ErrorKind::Unsupported,
+                        "escaped protocol-0 unicode strings are not supported",
+                    ));
+                }
+                self.push(Value::Str(Rc::from(s)))?
+            }
+            // SHORT_BINSTRING, BINSTRING
+            b'U' | b'T' => {
+                let n = self.len(if op == b'U' { 1 } else { 4 })?;
+                let b = self.take(n)?;
+                self.push(Self::py2_string(b))?
+            }
+            // STRING (text)
+            b'S' => {
+                let s = self.text()?;
+                let v = self.quoted(s)?;
+                self.push(v)?
+            }
+            // SHORT_BINBYTES, BINBYTES, BINBYTES8, BYTEARRAY8
+            b'C' | b'B' | 0x8e | 0x96 => {
+                let n = self.len(match op {
+                    b'C' => 1,
+                    b'B' => 4,
+                    _ => 8,
+                })?;
+                let b = self.take(n)?;
+                self.push(Value::Bytes(Rc::from(b)))?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The container opcodes: tuples, lists, dicts and sets, built and filled.
+    /// `Ok(false)` when `op` is not one of them.
+    fn container_op(&mut self, op: u8) -> Result<bool, FormatError> {
+        match op {
+            // EMPTY_TUPLE, TUPLE1..3, TUPLE
+            b')' => {
+                let v = self.new_obj(Object::Tuple(Vec::new()))?;
+                self.push(v)?
+            }
+            0x85..=0x87 => {
+                let n = usize::from(op - 0x84);
+                let floor = self.marks.last().copied().unwrap_or(0);
+                if self.stack.len() < floor + n {
+                    return Err(self.fail(ErrorKind::Syntax, "TUPLEn pops more values than the stack has"));
+                }
+                let items = self.stack.split_off(self.stack.len() - n);
+                let v = self.new_obj(Object::Tuple(items))?;
+                self.push(v)?
+            }
+            b't' => {
+                let items = self.pop_mark()?;
+                let v = self.new_obj(Object::Tuple(items))?;
+                self.push(v)?
+            }
+            // EMPTY_LIST, LIST
+            b']' => {
+                let v = self.new_obj(Object::List(Vec::new()))?;
+                self.push(v)?
+            }
+            b'l' => {
+                let items = self.pop_mark()?;
+                let v = self.new_obj(Object::List(items))?;
+                self.push(v)?
+            }
+            // EMPTY_DICT, DICT
+            b'}' => {
+                let v = self.new_obj(Object::Dict(Dict::default()))?;
+                self.push(v)?
+            }
+            b'd' => {
+                let items = self.pop_mark()?;
+                let v = self.new_obj(Object::Dict(Dict::default()))?;
+                self.set_items(&v, items)?;
+                self.push(v)?
+            }
+            // EMPTY_SET, FROZENSET
+            0x8f => {
+                let v = self.new_obj(Object::Set(Vec::new()))?;
+                self.push(v)?
+            }
+            0x91 => {
+                let items = self.pop_mark()?;
+                let v = self.new_obj(Object::Set(items))?;
+                self.push(v)?
+            }
+            // APPEND, APPENDS, ADDITEMS
+            b'a' => {
+                let v = self.pop()?;
+                let target = self.top()?.clone();
+                self.with_obj(&target, "APPEND", |o| match o {
+                    Object::List(l) => {
+                        l.push(v);
+                        Some(())
+                    }
+                    _ => None,
+                })?
+            }
+            b'e' | 0x90 => {
+                let items = self.pop_mark()?;
+                let target = self.top()?.clone();
+                self.with_obj(&target, "APPENDS/ADDITEMS", |o| match (o, op) {
+                    (Object::List(l), b'e') | (Object::Set(l), 0x90) => {
+                        l.extend(items);
+                        Some(())
+                    }
+                    _ => None,
+                })?
+            }
+            // SETITEM, SETITEMS
+            b's' => {
+                let v = self.pop()?;
+                let k = self.pop()?;
+                let target = self.top()?.clone();
+                self.set_items(&target, alloc::vec![k, v])?
+            }
+            b'u' => {
+                let items = self.pop_mark()?;
+                let target = self.top()?.clone();
+                self.set_items(&target, items)?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The memo opcodes (PUT, GET and their binary forms, MEMOIZE).
+    /// `Ok(false)` when `op` is not one of them.
+    fn memo_op(&mut self, op: u8) -> Result<bool, FormatError> {
+        match op {
+            // BINPUT, LONG_BINPUT, PUT, MEMOIZE
+            b'q' => {
+                let i = self.uint(1)?;
+                self.memo_put(i)?
+            }
+            b'r' => {
+                let i = self.uint(4)?;
+                self.memo_put(i)?
+            }
+            b'p' => {
+                let s = self.text()?;
+                let i = s
+                    .parse::<u64>()
+                    .map_err(|_| self.fail(ErrorKind::Syntax, "PUT needs a decimal index"))?;
+                self.memo_put(i)?
+            }
+            0x94 => {
+                let i = self.memo.len() as u64;
+                self.memo_put(i)?
+            }
+            // BINGET, LONG_BINGET, GET
+            b'h' => {
+                let i = self.uint(1)?;
+                self.memo_get(i)?
+            }
+            b'j' => {
+                let i = self.uint(4)?;
+                self.memo_get(i)?
+            }
+            b'g' => {
+                let s = self.text()?;
+                let i = s
+                    .parse::<u64>()
+                    .map_err(|_| self.fail(ErrorKind::Syntax, "GET needs a decimal index"))?;
+                self.memo_get(i)?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The object opcodes: globals, instances, reduce, build, persistent ids, extensions and
+    /// out-of-band buffers (refused). `Ok(false)` when `op` is not one of them.
+    fn object_op(&mut self, op: u8) -> Result<bool, FormatError> {
+        match op {
+            // GLOBAL, STACK_GLOBAL: resolved against the allow-list before anything else.
+            b'c' => {
+                let module = self.text()?;
+                let name = self.text()?;
+                let v = self.global(module, name)?;
+                self.push(v)?
+            }
+            0x93 => {
+                let name = self.pop()?;
+                let module = self.pop()?;
+                let (Value::Str(module), Value::Str(name)) = (module, name) else {
+                    return Err(self.fail(ErrorKind::Syntax, "STACK_GLOBAL needs two strings"));
+                };
+                let v = self.global(&module, &name)?;
+                self.push(v)?
+            }
+            // INST (text global + marked args), OBJ (marked class + args)
+            b'i' => {
+                let module = self.text()?;
+                let name = self.text()?;
+                let g = self.global(module, name)?;
+                let args = self.pop_mark()?;
+                let args = self.new_obj(Object::Tuple(args))?;
+                let v = self.call(g, args)?;
+                self.push(v)?
+            }
+            b'o' => {
+                let mut items = self.pop_mark()?;
+                if items.is_empty() {
+                    return Err(self.fail(ErrorKind::Syntax, "OBJ needs a class"));
+                }
+                let cls = items.remove(0);
+                let args = self.new_obj(Object::Tuple(items))?;
+                let v = self.call(cls, args)?;
+                self.push(v)?
+            }
+            // REDUCE, NEWOBJ
+            b'R' | 0x81 => {
+                let args = self.pop()?;
+                let func = self.pop()?;
+                let v = self.call(func, args)?;
+                self.push(v)?
+            }
+            // NEWOBJ_EX: keyword arguments must be empty.
+            0x92 => {
+                let kwargs = self.pop()?;
+                let args = self.pop()?;
+                let cls = self.pop()?;
+                if !matches!(self.object(&kwargs), Some(Object::Dict(d)) if d.entries.is_empty()) {
+                    return Err(self.fail(ErrorKind::Unsupported, "NEWOBJ_EX with keyword arguments"));
+                }
+                let v = self.call(cls, args)?;
+                self.push(v)?
+            }
+            // BUILD: the state is recorded, never applied by running code.
+            b'b' => {
+                let state = self.pop()?;
+                let target = self.top()?.clone();
+                self.with_obj(&target, "BUILD", |o| match o {
+                    Object::Dict(Dict { state: s, .. }) | Object::Call { state: s, .. } => {
+                        *s = Some(state);
+                        Some(())
+                    }
+                    _ => None,
+                })?
+            }
+            // BINPERSID, PERSID
+            b'Q' => {
+                let pid = self.pop()?;
+                let v = self.new_obj(Object::PersistentId(pid))?;
+                self.push(v)?
+            }
+            b'P' => {
+                let s = self.text()?;
+                let pid = Value::Str(Rc::from(s));
+                let v = self.new_obj(Object::PersistentId(pid))?;
+                self.push(v)?
+            }
+            // EXT1, EXT2, EXT4: globals named through the copyreg registry.
+            0x82..=0x84 => {
+                let code = self.uint(1 << (op - 0x82))?;
+                return Err(self.fail(
+                    ErrorKind::Refused,
+                    alloc::format!(
+                        "the pickle names a global through copyreg extension code {code}; refused, as any global \
+                         outside the allow-list"
+                    ),
+                ));
+            }
+            // NEXT_BUFFER, READONLY_BUFFER
+            0x97 | 0x98 => {
+                return Err(self.fail(
+                    ErrorKind::Unsupported,
+                    "out-of-band pickle buffers (protocol 5) are not used by checkpoints",
+                ));
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 }
 

@@ -75,6 +75,60 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// Every size and offset is checked against the file; the member count is bounded by the bytes
 /// the central directory actually has (46 per entry), so a claimed count is never allocated.
 pub fn open<S: ReadAt + ?Sized>(format: &'static str, src: &S) -> Result<Archive, FormatError> {
+    let bad = |kind, msg: String| FormatError::new(format, kind, msg);
+    let Directory {
+        count,
+        cd_size,
+        cd_offset,
+        eocd_at,
+    } = directory(format, src)?;
+    if cd_offset.checked_add(cd_size).is_none_or(|end| end > eocd_at) {
+        return Err(bad(
+            ErrorKind::OutOfBounds,
+            alloc::format!("the central directory [{cd_offset}, +{cd_size}) runs past its end record at {eocd_at}"),
+        )
+        .at(eocd_at));
+    }
+    if cd_size > super::MAX_HEADER {
+        return Err(bad(
+            ErrorKind::HeaderTooLarge,
+            alloc::format!("a {cd_size}-byte central directory is over the limit"),
+        ));
+    }
+    if count > cd_size / 46 {
+        return Err(bad(
+            ErrorKind::Limit,
+            alloc::format!(
+                "{count} members declared, but the {cd_size}-byte central directory holds at most {}",
+                cd_size / 46
+            ),
+        )
+        .at(eocd_at));
+    }
+    let cd = bytes_at(format, src, cd_offset, cd_size)?;
+    let mut members = Vec::with_capacity(count as usize);
+    let mut p = 0usize;
+    for _ in 0..count {
+        let (member, end) = central_entry(format, src, &cd, p, cd_offset)?;
+        members.push(member);
+        p = end;
+    }
+    Ok(Archive { members })
+}
+
+/// Where the central directory is, from the end-of-central-directory record (ZIP64 when the
+/// classic fields overflow).
+struct Directory {
+    /// Members declared.
+    count: u64,
+    cd_size: u64,
+    cd_offset: u64,
+    /// Offset of the end-of-central-directory record.
+    eocd_at: u64,
+}
+
+/// Finds the end-of-central-directory record (and its ZIP64 twin) at the end of `src`.
+fn directory<S: ReadAt + ?Sized>(format: &'static str, src: &S) -> Result<Directory, FormatError> {
     let size = src.size();
     let bad = |kind, msg: String| FormatError::new(format, kind, msg);
     // The EOCD record is 22 bytes plus a comment of up to 65535 bytes, at the end of the file.
@@ -112,129 +166,121 @@ pub fn open<S: ReadAt + ?Sized>(format: &'static str, src: &S) -> Result<Archive
             cd_offset = u64_at(&rec, 48);
         }
     }
-    if cd_offset.checked_add(cd_size).is_none_or(|end| end > eocd_at) {
+    Ok(Directory {
+        count,
+        cd_size,
+        cd_offset,
+        eocd_at,
+    })
+}
+
+/// The central directory entry at `p` of `cd` (which starts at `cd_offset` in the file), checked
+/// against its local header; returns it with the offset of the next entry.
+fn central_entry<S: ReadAt + ?Sized>(
+    format: &'static str,
+    src: &S,
+    cd: &[u8],
+    p: usize,
+    cd_offset: u64,
+) -> Result<(Member, usize), FormatError> {
+    let size = src.size();
+    let bad = |kind, msg: String| FormatError::new(format, kind, msg);
+    let here = cd_offset + p as u64;
+    if p + 46 > cd.len() || u32_at(cd, p) != CENTRAL {
         return Err(bad(
-            ErrorKind::OutOfBounds,
-            alloc::format!("the central directory [{cd_offset}, +{cd_size}) runs past its end record at {eocd_at}"),
+            ErrorKind::Syntax,
+            "a central directory entry is missing or malformed".into(),
         )
-        .at(eocd_at));
+        .at(here));
     }
-    if cd_size > super::MAX_HEADER {
+    let method = u16_at(cd, p + 10);
+    let crc32 = u32_at(cd, p + 16);
+    let mut compressed = u64::from(u32_at(cd, p + 20));
+    let mut usize_ = u64::from(u32_at(cd, p + 24));
+    let name_len = usize::from(u16_at(cd, p + 28));
+    let extra_len = usize::from(u16_at(cd, p + 30));
+    let comment_len = usize::from(u16_at(cd, p + 32));
+    let mut local = u64::from(u32_at(cd, p + 42));
+    let name_end = p + 46 + name_len;
+    let end = name_end + extra_len + comment_len;
+    if end > cd.len() {
         return Err(bad(
-            ErrorKind::HeaderTooLarge,
-            alloc::format!("a {cd_size}-byte central directory is over the limit"),
-        ));
-    }
-    if count > cd_size / 46 {
-        return Err(bad(
-            ErrorKind::Limit,
-            alloc::format!(
-                "{count} members declared, but the {cd_size}-byte central directory holds at most {}",
-                cd_size / 46
-            ),
+            ErrorKind::Truncated,
+            "a central directory entry runs past the directory".into(),
         )
-        .at(eocd_at));
+        .at(here));
     }
-    let cd = bytes_at(format, src, cd_offset, cd_size)?;
-    let mut members = Vec::with_capacity(count as usize);
-    let mut p = 0usize;
-    for _ in 0..count {
-        let here = cd_offset + p as u64;
-        if p + 46 > cd.len() || u32_at(&cd, p) != CENTRAL {
-            return Err(bad(
-                ErrorKind::Syntax,
-                "a central directory entry is missing or malformed".into(),
-            )
-            .at(here));
+    let name = core::str::from_utf8(&cd[p + 46..name_end])
+        .map_err(|_| bad(ErrorKind::Syntax, "a member name is not UTF-8".into()).at(here))?
+        .into();
+    // ZIP64 extended information: the 0xffffffff fields, in order, are in extra field 0x0001.
+    let mut x = name_end;
+    while x + 4 <= name_end + extra_len {
+        let id = u16_at(cd, x);
+        let len = usize::from(u16_at(cd, x + 2));
+        let body = x + 4;
+        if body + len > name_end + extra_len {
+            break;
         }
-        let method = u16_at(&cd, p + 10);
-        let crc32 = u32_at(&cd, p + 16);
-        let mut compressed = u64::from(u32_at(&cd, p + 20));
-        let mut usize_ = u64::from(u32_at(&cd, p + 24));
-        let name_len = usize::from(u16_at(&cd, p + 28));
-        let extra_len = usize::from(u16_at(&cd, p + 30));
-        let comment_len = usize::from(u16_at(&cd, p + 32));
-        let mut local = u64::from(u32_at(&cd, p + 42));
-        let name_end = p + 46 + name_len;
-        let end = name_end + extra_len + comment_len;
-        if end > cd.len() {
-            return Err(bad(
-                ErrorKind::Truncated,
-                "a central directory entry runs past the directory".into(),
-            )
-            .at(here));
-        }
-        let name = core::str::from_utf8(&cd[p + 46..name_end])
-            .map_err(|_| bad(ErrorKind::Syntax, "a member name is not UTF-8".into()).at(here))?
-            .into();
-        // ZIP64 extended information: the 0xffffffff fields, in order, are in extra field 0x0001.
-        let mut x = name_end;
-        while x + 4 <= name_end + extra_len {
-            let id = u16_at(&cd, x);
-            let len = usize::from(u16_at(&cd, x + 2));
-            let body = x + 4;
-            if body + len > name_end + extra_len {
-                break;
-            }
-            if id == 1 {
-                let mut q = body;
-                for field in [&mut usize_, &mut compressed, &mut local] {
-                    if *field == 0xffff_ffff && q + 8 <= body + len {
-                        *field = u64_at(&cd, q);
-                        q += 8;
-                    }
+        if id == 1 {
+            let mut q = body;
+            for field in [&mut usize_, &mut compressed, &mut local] {
+                if *field == 0xffff_ffff && q + 8 <= body + len {
+                    *field = u64_at(cd, q);
+                    q += 8;
                 }
             }
-            x = body + len;
         }
-        let method = match method {
-            0 => Method::Stored,
-            8 => Method::Deflate,
-            m => {
-                return Err(bad(
-                    ErrorKind::Unsupported,
-                    alloc::format!(
-                        "member '{name}' uses zip compression method {m}; only stored and deflate are supported"
-                    ),
-                )
-                .at(here));
-            }
-        };
-        if method == Method::Stored && compressed != usize_ {
+        x = body + len;
+    }
+    let method = match method {
+        0 => Method::Stored,
+        8 => Method::Deflate,
+        m => {
             return Err(bad(
-                ErrorKind::SizeMismatch,
-                alloc::format!("stored member '{name}' has different sizes"),
+                ErrorKind::Unsupported,
+                alloc::format!(
+                    "member '{name}' uses zip compression method {m}; only stored and deflate are supported"
+                ),
             )
             .at(here));
         }
-        // The local header repeats the name and has its own extra field: data starts after both.
-        let lh = bytes_at(format, src, local, 30)?;
-        if u32_at(&lh, 0) != LOCAL {
-            return Err(bad(
-                ErrorKind::Syntax,
-                alloc::format!("member '{name}' has no local header at {local}"),
-            )
-            .at(local));
-        }
-        let data_offset = local + 30 + u64::from(u16_at(&lh, 26)) + u64::from(u16_at(&lh, 28));
-        if data_offset.checked_add(compressed).is_none_or(|e| e > size) {
-            return Err(bad(
-                ErrorKind::OutOfBounds,
-                alloc::format!("member '{name}' data [{data_offset}, +{compressed}) runs past the {size}-byte file"),
-            )
-            .at(local));
-        }
-        members.push(Member {
+    };
+    if method == Method::Stored && compressed != usize_ {
+        return Err(bad(
+            ErrorKind::SizeMismatch,
+            alloc::format!("stored member '{name}' has different sizes"),
+        )
+        .at(here));
+    }
+    // The local header repeats the name and has its own extra field: data starts after both.
+    let lh = bytes_at(format, src, local, 30)?;
+    if u32_at(&lh, 0) != LOCAL {
+        return Err(bad(
+            ErrorKind::Syntax,
+            alloc::format!("member '{name}' has no local header at {local}"),
+        )
+        .at(local));
+    }
+    let data_offset = local + 30 + u64::from(u16_at(&lh, 26)) + u64::from(u16_at(&lh, 28));
+    if data_offset.checked_add(compressed).is_none_or(|e| e > size) {
+        return Err(bad(
+            ErrorKind::OutOfBounds,
+            alloc::format!("member '{name}' data [{data_offset}, +{compressed}) runs past the {size}-byte file"),
+        )
+        .at(local));
+    }
+    Ok((
+        Member {
             name,
             method,
             data_offset,
             compressed,
             size: usize_,
             crc32,
-        });
-        p = end;
-    }
-    Ok(Archive { members })
+        },
+        end,
+    ))
 }
 
 /// Inflates a raw-deflate stream that declares `size` bytes: never produces more, and says so

@@ -3,12 +3,14 @@
 use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::ops::Range;
 
 use super::error::{Error, ErrorKind, Result};
-use super::layout::{Ctx, Fault, Layout, layout, u64_at};
+use super::layout::{Ctx, Fault, Header, Layout, layout, u64_at};
 use super::lz4::decompress_frame;
 use super::packet::{Bundle, Packet, QDType, QuantScheme, Quantized, Sparse, SparseFormat, Strings};
 use super::{dtype_from_code, flags};
+use crate::dtype::DType;
 use crate::tensor::Tensor;
 
 /// How strict the decoder is. The defaults read everything tenso 0.24.0 writes and accepts.
@@ -131,36 +133,7 @@ pub(crate) fn decode_at<'a>(bytes: &'a [u8], opts: &DecodeOptions, depth: usize)
             let dtype = dtype_from_code(header.dtype_code)
                 .ok_or_else(|| Error::new(ErrorKind::UnknownDType(header.dtype_code), 7))?;
             footer_check(bytes, footer, || xxhash_rust::xxh3::xxh3_64(&bytes[body.clone()]), opts)?;
-            let data: Cow<'a, [u8]> = if compressed {
-                let expected = crate::tensor::numel(&shape)
-                    .unwrap_or(u64::MAX)
-                    .saturating_mul(dtype.itemsize() as u64);
-                let frame = &bytes[body.clone()];
-                // An LZ4 sequence cannot expand more than ~255:1; anything beyond is a lie.
-                let honest = (frame.len() as u64).saturating_mul(256).saturating_add(64);
-                if expected > opts.max_decompressed_bytes {
-                    return Err(Error::new(
-                        ErrorKind::LimitExceeded {
-                            what: "decompressed body",
-                            size: expected,
-                            limit: opts.max_decompressed_bytes,
-                        },
-                        body.start,
-                    ));
-                }
-                if expected > honest {
-                    return Err(Error::new(
-                        ErrorKind::DecompressedSize {
-                            expected,
-                            actual: honest,
-                        },
-                        body.start,
-                    ));
-                }
-                Cow::Owned(decompress_frame(frame, expected as usize).map_err(|e| e.shifted(body.start as u64))?)
-            } else {
-                Cow::Borrowed(&bytes[body])
-            };
+            let data = dense_data(bytes, dtype, &shape, body, compressed, opts)?;
             Packet::Dense(Tensor::from_parts_unchecked(dtype, shape, data))
         }
         Layout::Quantized {
@@ -211,82 +184,146 @@ pub(crate) fn decode_at<'a>(bytes: &'a [u8], opts: &DecodeOptions, depth: usize)
                 || xxhash_rust::xxh3::xxh3_64(&bytes[offsets.start..payload.end]),
                 opts,
             )?;
-            let mut prev = 0u64;
-            for (i, c) in bytes[offsets.clone()].chunks_exact(8).enumerate() {
-                let o = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-                if (i == 0 && o != 0) || o < prev {
-                    return Err(Error::new(
-                        ErrorKind::BadStringOffsets(alloc::format!(
-                            "offset {i} is {o}; offsets start at 0 and never decrease"
-                        )),
-                        offsets.start + 8 * i,
-                    ));
-                }
-                prev = o;
-            }
+            check_string_offsets(bytes, offsets.clone())?;
             Packet::Strings(Strings {
                 offsets: Cow::Borrowed(&bytes[offsets]),
                 payload: Cow::Borrowed(&bytes[payload]),
             })
         }
-        Layout::Bundle { entries, .. } => {
-            let mut out = Vec::with_capacity(entries.len());
-            for (k, v) in entries {
-                let key =
-                    core::str::from_utf8(&bytes[k.clone()]).map_err(|_| Error::new(ErrorKind::InvalidKey, k.start))?;
-                if opts.strict_keys && out.iter().any(|(e, _): &(Cow<'_, str>, Packet<'_>)| e == key) {
-                    return Err(Error::new(ErrorKind::DuplicateKey(String::from(key)), k.start));
-                }
-                let (value, _) =
-                    decode_at(&bytes[v.clone()], opts, depth + 1).map_err(|e| e.shifted(v.start as u64).within(key))?;
-                out.push((Cow::Borrowed(key), value));
-            }
-            Packet::Bundle(Bundle { entries: out })
-        }
+        Layout::Bundle { entries, .. } => bundle(bytes, entries, opts, depth)?,
         Layout::Sparse {
             header,
             shape,
             components,
             ..
-        } => {
-            let format = if header.flags & flags::SPARSE_COO != 0 {
-                SparseFormat::Coo
-            } else if header.flags & flags::SPARSE_CSR != 0 {
-                SparseFormat::Csr
-            } else {
-                SparseFormat::Csc
-            };
-            let names = format.component_names();
-            let mut comps: Vec<Tensor<'a>> = Vec::with_capacity(3);
-            for (r, name) in components.into_iter().zip(names) {
-                let (p, _) = decode_at(&bytes[r.clone()], opts, depth + 1)
-                    .map_err(|e| e.shifted(r.start as u64).within(name))?;
-                match p {
-                    Packet::Dense(t) => comps.push(t),
-                    other => {
-                        return Err(Error::new(
-                            ErrorKind::Sparse(alloc::format!(
-                                "component {name} is a {} packet; components are dense",
-                                other.kind_name()
-                            )),
-                            r.start,
-                        ));
-                    }
-                }
-            }
-            let [a, b, c]: [Tensor<'a>; 3] = comps
-                .try_into()
-                .map_err(|_| Error::new(ErrorKind::Sparse("missing components".into()), 0))?;
-            let s = Sparse {
-                format,
-                shape,
-                components: [a, b, c],
-            };
-            if opts.validate_sparse {
-                s.validate()?;
-            }
-            Packet::Sparse(s)
-        }
+        } => sparse(bytes, &header, shape, components, opts, depth)?,
     };
     Ok((packet, end))
+}
+
+/// The body of a dense packet: borrowed, or decompressed (bounded by the shape and the options).
+fn dense_data<'a>(
+    bytes: &'a [u8],
+    dtype: DType,
+    shape: &[u64],
+    body: Range<usize>,
+    compressed: bool,
+    opts: &DecodeOptions,
+) -> Result<Cow<'a, [u8]>> {
+    Ok(if compressed {
+        let expected = crate::tensor::numel(shape)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(dtype.itemsize() as u64);
+        let frame = &bytes[body.clone()];
+        // An LZ4 sequence cannot expand more than ~255:1; anything beyond is a lie.
+        let honest = (frame.len() as u64).saturating_mul(256).saturating_add(64);
+        if expected > opts.max_decompressed_bytes {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded {
+                    what: "decompressed body",
+                    size: expected,
+                    limit: opts.max_decompressed_bytes,
+                },
+                body.start,
+            ));
+        }
+        if expected > honest {
+            return Err(Error::new(
+                ErrorKind::DecompressedSize {
+                    expected,
+                    actual: honest,
+                },
+                body.start,
+            ));
+        }
+        Cow::Owned(decompress_frame(frame, expected as usize).map_err(|e| e.shifted(body.start as u64))?)
+    } else {
+        Cow::Borrowed(&bytes[body])
+    })
+}
+
+/// Checks that a strings packet's offsets start at 0 and never decrease.
+fn check_string_offsets(bytes: &[u8], offsets: Range<usize>) -> Result<()> {
+    let mut prev = 0u64;
+    for (i, c) in bytes[offsets.clone()].chunks_exact(8).enumerate() {
+        let o = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        if (i == 0 && o != 0) || o < prev {
+            return Err(Error::new(
+                ErrorKind::BadStringOffsets(alloc::format!(
+                    "offset {i} is {o}; offsets start at 0 and never decrease"
+                )),
+                offsets.start + 8 * i,
+            ));
+        }
+        prev = o;
+    }
+    Ok(())
+}
+
+/// The entries of a bundle, each value decoded (errors name the entry's key).
+fn bundle<'a>(
+    bytes: &'a [u8],
+    entries: Vec<(Range<usize>, Range<usize>)>,
+    opts: &DecodeOptions,
+    depth: usize,
+) -> Result<Packet<'a>> {
+    let mut out = Vec::with_capacity(entries.len());
+    for (k, v) in entries {
+        let key = core::str::from_utf8(&bytes[k.clone()]).map_err(|_| Error::new(ErrorKind::InvalidKey, k.start))?;
+        if opts.strict_keys && out.iter().any(|(e, _): &(Cow<'_, str>, Packet<'_>)| e == key) {
+            return Err(Error::new(ErrorKind::DuplicateKey(String::from(key)), k.start));
+        }
+        let (value, _) =
+            decode_at(&bytes[v.clone()], opts, depth + 1).map_err(|e| e.shifted(v.start as u64).within(key))?;
+        out.push((Cow::Borrowed(key), value));
+    }
+    Ok(Packet::Bundle(Bundle { entries: out }))
+}
+
+/// A sparse container: its three dense components, decoded and (when asked) validated.
+fn sparse<'a>(
+    bytes: &'a [u8],
+    header: &Header,
+    shape: Vec<u64>,
+    components: [Range<usize>; 3],
+    opts: &DecodeOptions,
+    depth: usize,
+) -> Result<Packet<'a>> {
+    let format = if header.flags & flags::SPARSE_COO != 0 {
+        SparseFormat::Coo
+    } else if header.flags & flags::SPARSE_CSR != 0 {
+        SparseFormat::Csr
+    } else {
+        SparseFormat::Csc
+    };
+    let names = format.component_names();
+    let mut comps: Vec<Tensor<'a>> = Vec::with_capacity(3);
+    for (r, name) in components.into_iter().zip(names) {
+        let (p, _) =
+            decode_at(&bytes[r.clone()], opts, depth + 1).map_err(|e| e.shifted(r.start as u64).within(name))?;
+        match p {
+            Packet::Dense(t) => comps.push(t),
+            other => {
+                return Err(Error::new(
+                    ErrorKind::Sparse(alloc::format!(
+                        "component {name} is a {} packet; components are dense",
+                        other.kind_name()
+                    )),
+                    r.start,
+                ));
+            }
+        }
+    }
+    let [a, b, c]: [Tensor<'a>; 3] = comps
+        .try_into()
+        .map_err(|_| Error::new(ErrorKind::Sparse("missing components".into()), 0))?;
+    let s = Sparse {
+        format,
+        shape,
+        components: [a, b, c],
+    };
+    if opts.validate_sparse {
+        s.validate()?;
+    }
+    Ok(Packet::Sparse(s))
 }

@@ -250,10 +250,6 @@ fn add(a: usize, b: u64) -> PResult<usize> {
 pub(crate) fn layout(bytes: &[u8], ctx: Ctx, depth: usize) -> PResult<Layout> {
     let h = header(bytes, ctx.allow_v2)?;
     let f = h.flags;
-    let base = h.len;
-    let ndim = h.ndim as usize;
-    let integrity = f & flags::INTEGRITY != 0;
-
     if f & flags::GPU_IPC_REF != 0 {
         return bad(
             ErrorKind::Unsupported(
@@ -262,107 +258,125 @@ pub(crate) fn layout(bytes: &[u8], ctx: Ctx, depth: usize) -> PResult<Layout> {
             5,
         );
     }
+    let sparse = f & (flags::SPARSE_COO | flags::SPARSE_CSR | flags::SPARSE_CSC) != 0;
+    if (f & flags::BUNDLE != 0 || sparse) && depth >= MAX_DEPTH {
+        return bad(ErrorKind::TooDeep, 0);
+    }
     if f & flags::BUNDLE != 0 {
-        if depth >= MAX_DEPTH {
-            return bad(ErrorKind::TooDeep, 0);
-        }
-        let mut pos = base;
-        let mut entries = Vec::with_capacity(ndim);
-        for _ in 0..ndim {
-            let kl = u32_at(bytes, pos as u64)? as u64;
-            let key = pos + 4..add(pos + 4, kl)?;
-            let vl = u32_at(bytes, key.end as u64)? as u64;
-            let val = key.end + 4..add(key.end + 4, vl)?;
-            need(bytes, val.end as u64)?;
-            pos = val.end;
-            entries.push((key, val));
-        }
-        return Ok(Layout::Bundle { entries, end: pos });
-    }
-    let sparse = if f & flags::SPARSE_COO != 0 {
-        true
+        bundle_layout(bytes, &h)
+    } else if sparse {
+        sparse_layout(bytes, h)
+    } else if f & flags::STRING != 0 || f & flags::RAGGED != 0 {
+        strings_layout(bytes, h)
+    } else if let Some(q) = super::QDType::from_code(h.dtype_code) {
+        quantized_layout(bytes, h, q)
     } else {
-        f & (flags::SPARSE_CSR | flags::SPARSE_CSC) != 0
-    };
-    if sparse {
-        if depth >= MAX_DEPTH {
-            return bad(ErrorKind::TooDeep, 0);
-        }
-        check_ndim(ndim, 8)?;
-        let shape = shape_at(bytes, base, ndim)?;
-        let mut pos = base + 4 * ndim;
-        let mut comps = [0..0, 0..0, 0..0];
-        for c in &mut comps {
-            let l = u32_at(bytes, pos as u64)? as u64;
-            *c = pos + 4..add(pos + 4, l)?;
-            need(bytes, c.end as u64)?;
-            pos = c.end;
-        }
-        return Ok(Layout::Sparse {
-            header: h,
-            shape,
-            components: comps,
-            end: pos,
-        });
+        dense_layout(bytes, h, ctx)
     }
-    if f & flags::STRING != 0 || f & flags::RAGGED != 0 {
-        if f & flags::STRING == 0 {
-            return bad(
-                ErrorKind::Unsupported(
-                    "RAGGED packet (flag 0x0200); tenso never writes it and refuses to load it".into(),
-                ),
-                5,
-            );
-        }
-        check_ndim(ndim, 8)?;
-        let shape = shape_at(bytes, base, ndim)?;
-        let count = if ndim == 0 { 0 } else { shape[0] };
-        let (align, pos) = alignment(bytes, &h, base + 4 * ndim)?;
-        let body = padded(pos, align)?;
-        let off_len = count
-            .checked_add(1)
-            .and_then(|c| c.checked_mul(8))
-            .ok_or(Fault::Short(u64::MAX))?;
-        let off_end = add(body, off_len)?;
-        need(bytes, off_end as u64)?;
-        let payload_len = u64_at(bytes, off_end - 8);
-        let pay_end = add(off_end, payload_len)?;
-        let footer = if integrity { Some(pay_end) } else { None };
-        let end = add(pay_end, if integrity { 8 } else { 0 })?;
-        need(bytes, end as u64)?;
-        return Ok(Layout::Strings {
-            offsets: body..off_end,
-            payload: off_end..pay_end,
-            footer,
-            end,
-        });
+}
+
+/// A bundle: `ndim` entries of (key length, key, value length, value).
+fn bundle_layout(bytes: &[u8], h: &Header) -> PResult<Layout> {
+    let (base, ndim) = (h.len, h.ndim as usize);
+    let mut pos = base;
+    let mut entries = Vec::with_capacity(ndim);
+    for _ in 0..ndim {
+        let kl = u32_at(bytes, pos as u64)? as u64;
+        let key = pos + 4..add(pos + 4, kl)?;
+        let vl = u32_at(bytes, key.end as u64)? as u64;
+        let val = key.end + 4..add(key.end + 4, vl)?;
+        need(bytes, val.end as u64)?;
+        pos = val.end;
+        entries.push((key, val));
     }
-    if let Some(q) = super::QDType::from_code(h.dtype_code) {
-        check_ndim(ndim, 8)?;
-        let shape = shape_at(bytes, base, ndim)?;
-        let n = check_elements(&shape, base)?;
-        let meta_start = base + 4 * ndim;
-        need(bytes, meta_start as u64 + 10)?;
-        let num_scales = u32_at(bytes, meta_start as u64 + 6)? as u64;
-        let meta_end = add(meta_start + 10, num_scales * 8)?;
-        need(bytes, meta_end as u64)?;
-        let (align, pos) = alignment(bytes, &h, meta_end)?;
-        let body_start = padded(pos, align)?;
-        let body_end = add(body_start, q.packed_len(n))?;
-        let footer = if integrity { Some(body_end) } else { None };
-        let end = add(body_end, if integrity { 8 } else { 0 })?;
-        need(bytes, end as u64)?;
-        return Ok(Layout::Quantized {
-            header: h,
-            shape,
-            meta: meta_start..meta_end,
-            num_scales: num_scales as usize,
-            body: body_start..body_end,
-            footer,
-            end,
-        });
+    Ok(Layout::Bundle { entries, end: pos })
+}
+
+/// A sparse container: its shape, then three length-prefixed component packets.
+fn sparse_layout(bytes: &[u8], h: Header) -> PResult<Layout> {
+    let (base, ndim) = (h.len, h.ndim as usize);
+    check_ndim(ndim, 8)?;
+    let shape = shape_at(bytes, base, ndim)?;
+    let mut pos = base + 4 * ndim;
+    let mut comps = [0..0, 0..0, 0..0];
+    for c in &mut comps {
+        let l = u32_at(bytes, pos as u64)? as u64;
+        *c = pos + 4..add(pos + 4, l)?;
+        need(bytes, c.end as u64)?;
+        pos = c.end;
     }
-    // Dense.
+    Ok(Layout::Sparse {
+        header: h,
+        shape,
+        components: comps,
+        end: pos,
+    })
+}
+
+/// A strings packet: offsets (count + 1 of them) then the payload.
+fn strings_layout(bytes: &[u8], h: Header) -> PResult<Layout> {
+    let (base, ndim, integrity) = (h.len, h.ndim as usize, h.flags & flags::INTEGRITY != 0);
+    if h.flags & flags::STRING == 0 {
+        return bad(
+            ErrorKind::Unsupported("RAGGED packet (flag 0x0200); tenso never writes it and refuses to load it".into()),
+            5,
+        );
+    }
+    check_ndim(ndim, 8)?;
+    let shape = shape_at(bytes, base, ndim)?;
+    let count = if ndim == 0 { 0 } else { shape[0] };
+    let (align, pos) = alignment(bytes, &h, base + 4 * ndim)?;
+    let body = padded(pos, align)?;
+    let off_len = count
+        .checked_add(1)
+        .and_then(|c| c.checked_mul(8))
+        .ok_or(Fault::Short(u64::MAX))?;
+    let off_end = add(body, off_len)?;
+    need(bytes, off_end as u64)?;
+    let payload_len = u64_at(bytes, off_end - 8);
+    let pay_end = add(off_end, payload_len)?;
+    let footer = if integrity { Some(pay_end) } else { None };
+    let end = add(pay_end, if integrity { 8 } else { 0 })?;
+    need(bytes, end as u64)?;
+    Ok(Layout::Strings {
+        offsets: body..off_end,
+        payload: off_end..pay_end,
+        footer,
+        end,
+    })
+}
+
+/// A quantized packet: its shape, the scheme, scales and zero points, then the packed codes.
+fn quantized_layout(bytes: &[u8], h: Header, q: super::QDType) -> PResult<Layout> {
+    let (base, ndim, integrity) = (h.len, h.ndim as usize, h.flags & flags::INTEGRITY != 0);
+    check_ndim(ndim, 8)?;
+    let shape = shape_at(bytes, base, ndim)?;
+    let n = check_elements(&shape, base)?;
+    let meta_start = base + 4 * ndim;
+    need(bytes, meta_start as u64 + 10)?;
+    let num_scales = u32_at(bytes, meta_start as u64 + 6)? as u64;
+    let meta_end = add(meta_start + 10, num_scales * 8)?;
+    need(bytes, meta_end as u64)?;
+    let (align, pos) = alignment(bytes, &h, meta_end)?;
+    let body_start = padded(pos, align)?;
+    let body_end = add(body_start, q.packed_len(n))?;
+    let footer = if integrity { Some(body_end) } else { None };
+    let end = add(body_end, if integrity { 8 } else { 0 })?;
+    need(bytes, end as u64)?;
+    Ok(Layout::Quantized {
+        header: h,
+        shape,
+        meta: meta_start..meta_end,
+        num_scales: num_scales as usize,
+        body: body_start..body_end,
+        footer,
+        end,
+    })
+}
+
+/// A dense packet: its shape and its body, raw or (only where the buffer bounds it) compressed.
+fn dense_layout(bytes: &[u8], h: Header, ctx: Ctx) -> PResult<Layout> {
+    let (base, ndim, integrity) = (h.len, h.ndim as usize, h.flags & flags::INTEGRITY != 0);
     let Some(dtype) = dtype_from_code(h.dtype_code) else {
         if h.dtype_code == 21 {
             return bad(
@@ -379,7 +393,7 @@ pub(crate) fn layout(bytes: &[u8], ctx: Ctx, depth: usize) -> PResult<Layout> {
     let body_start = padded(pos, align)?;
     let raw_len = n * dtype.itemsize() as u64;
     let foot = if integrity { 8 } else { 0 };
-    if f & flags::COMPRESSION != 0 {
+    if h.flags & flags::COMPRESSION != 0 {
         if !ctx.bounded {
             return bad(
                 ErrorKind::Unsupported(

@@ -43,12 +43,23 @@ fn block_size_code(len: usize) -> (u8, usize) {
     }
 }
 
-/// Decodes a whole LZ4 frame that must produce exactly `expected` bytes.
-///
-/// Leniency matches tenso: a frame cut short by up to 3 bytes of its EndMark is accepted, and bytes
-/// after the EndMark are ignored. The output grows only with bytes actually produced, and decoding
-/// stops as soon as the output would exceed `expected`.
-pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>> {
+/// What a frame's header (magic and descriptor) declares.
+struct FrameHeader {
+    /// Blocks do not refer back to earlier blocks.
+    independent: bool,
+    /// Each block is followed by its xxh32.
+    block_checksum: bool,
+    /// The EndMark is followed by the xxh32 of the whole content.
+    content_checksum: bool,
+    /// The largest decoded size of one block.
+    block_max: usize,
+    /// Where the first block starts.
+    body_start: usize,
+}
+
+/// Reads and checks a frame's magic and descriptor (version, reserved bits, block size code, a
+/// declared content size against `expected`, no dictionary, the header checksum).
+fn frame_header(frame: &[u8], expected: usize) -> Result<FrameHeader> {
     if frame.len() < 7 {
         return malformed("frame shorter than its 7-byte header", 0);
     }
@@ -108,8 +119,29 @@ pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>> {
             desc_end,
         );
     }
-    pos = desc_end + 1;
+    Ok(FrameHeader {
+        independent,
+        block_checksum,
+        content_checksum,
+        block_max,
+        body_start: desc_end + 1,
+    })
+}
 
+/// Decodes a whole LZ4 frame that must produce exactly `expected` bytes.
+///
+/// Leniency matches tenso: a frame cut short by up to 3 bytes of its EndMark is accepted, and bytes
+/// after the EndMark are ignored. The output grows only with bytes actually produced, and decoding
+/// stops as soon as the output would exceed `expected`.
+pub fn decompress_frame(frame: &[u8], expected: usize) -> Result<Vec<u8>> {
+    let FrameHeader {
+        independent,
+        block_checksum,
+        content_checksum,
+        block_max,
+        body_start,
+    } = frame_header(frame, expected)?;
+    let mut pos = body_start;
     let mut out: Vec<u8> = Vec::new();
     loop {
         if frame.len() - pos < 4 {

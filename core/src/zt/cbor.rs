@@ -12,7 +12,9 @@
 use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
+
+use super::Error;
+use super::rule::Rule;
 
 /// A CBOR data item. Text and byte strings borrow from the input.
 #[derive(Clone, Debug, PartialEq)]
@@ -99,55 +101,6 @@ impl<'a> Value<'a> {
     }
 }
 
-/// Which rule a CBOR violation breaks (the `.zt` spec's names).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CborRule {
-    /// Not well-formed, or a forbidden construct (tags, indefinite lengths, undefined, bad UTF-8,
-    /// trailing bytes, a length past the end).
-    Syntax,
-    /// Well-formed but not deterministic (non-shortest head, unsorted keys, non-canonical float).
-    Determinism,
-    /// A map repeats a key.
-    DuplicateKey,
-    /// Nesting deeper than the limit.
-    Depth,
-}
-
-impl CborRule {
-    /// `"CborSyntax"`, `"CborDeterminism"`, `"CborDuplicateKey"` or `"CborDepth"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            CborRule::Syntax => "CborSyntax",
-            CborRule::Determinism => "CborDeterminism",
-            CborRule::DuplicateKey => "CborDuplicateKey",
-            CborRule::Depth => "CborDepth",
-        }
-    }
-}
-
-/// A CBOR decoding failure: the rule, where, and what.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CborError {
-    /// The rule broken.
-    pub rule: CborRule,
-    /// Byte offset within the CBOR input.
-    pub offset: usize,
-    /// What was found.
-    pub message: String,
-}
-
-impl fmt::Display for CborError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {} (at CBOR byte {})",
-            self.rule.name(),
-            self.message,
-            self.offset
-        )
-    }
-}
-
 /// How strictly to decode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -162,12 +115,12 @@ pub enum Mode {
 pub const MAX_DEPTH: usize = 32;
 
 /// Decodes exactly one CBOR item filling `bytes`.
-pub fn decode(bytes: &[u8], mode: Mode) -> Result<Value<'_>, CborError> {
+pub fn decode(bytes: &[u8], mode: Mode) -> Result<Value<'_>, Error> {
     let mut d = Decoder { b: bytes, pos: 0, mode };
     let v = d.item(0)?;
     if d.pos != bytes.len() {
         return Err(d.err(
-            CborRule::Syntax,
+            Rule::CborSyntax,
             alloc::format!("{} trailing bytes after the root item", bytes.len() - d.pos),
         ));
     }
@@ -186,32 +139,28 @@ enum Len {
 }
 
 impl<'a> Decoder<'a> {
-    fn err(&self, rule: CborRule, message: impl Into<String>) -> CborError {
-        CborError {
-            rule,
-            offset: self.pos,
-            message: message.into(),
-        }
+    fn err(&self, rule: Rule, message: impl Into<String>) -> Error {
+        Error::new(rule, message).at(self.pos as u64)
     }
 
     fn strict(&self) -> bool {
         self.mode == Mode::Deterministic
     }
 
-    fn byte(&mut self) -> Result<u8, CborError> {
+    fn byte(&mut self) -> Result<u8, Error> {
         let b = *self
             .b
             .get(self.pos)
-            .ok_or_else(|| self.err(CborRule::Syntax, "unexpected end of input"))?;
+            .ok_or_else(|| self.err(Rule::CborSyntax, "unexpected end of input"))?;
         self.pos += 1;
         Ok(b)
     }
 
-    fn take(&mut self, n: u64) -> Result<&'a [u8], CborError> {
+    fn take(&mut self, n: u64) -> Result<&'a [u8], Error> {
         let rest = (self.b.len() - self.pos) as u64;
         if n > rest {
             return Err(self.err(
-                CborRule::Syntax,
+                Rule::CborSyntax,
                 alloc::format!("declared length {n} exceeds the {rest} bytes remaining"),
             ));
         }
@@ -221,7 +170,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// Reads a head's argument; returns (major, argument or indefinite).
-    fn head(&mut self) -> Result<(u8, u8, Len), CborError> {
+    fn head(&mut self) -> Result<(u8, u8, Len), Error> {
         let start = self.pos;
         let ib = self.byte()?;
         let (major, ai) = (ib >> 5, ib & 0x1f);
@@ -241,7 +190,7 @@ impl<'a> Decoder<'a> {
                 if self.strict() && major != 7 && v < min {
                     self.pos = start;
                     return Err(self.err(
-                        CborRule::Determinism,
+                        Rule::CborDeterminism,
                         alloc::format!("argument {v} is not in its shortest head form"),
                     ));
                 }
@@ -250,20 +199,20 @@ impl<'a> Decoder<'a> {
             31 if (2..=5).contains(&major) && !self.strict() => return Ok((major, ai, Len::Indefinite)),
             31 => {
                 self.pos = start;
-                return Err(self.err(CborRule::Syntax, "indefinite-length items are forbidden"));
+                return Err(self.err(Rule::CborSyntax, "indefinite-length items are forbidden"));
             }
             _ => {
                 self.pos = start;
-                return Err(self.err(CborRule::Syntax, alloc::format!("reserved additional information {ai}")));
+                return Err(self.err(Rule::CborSyntax, alloc::format!("reserved additional information {ai}")));
             }
         };
         Ok((major, ai, Len::Definite(arg)))
     }
 
-    fn item(&mut self, depth: usize) -> Result<Value<'a>, CborError> {
+    fn item(&mut self, depth: usize) -> Result<Value<'a>, Error> {
         if depth > MAX_DEPTH {
             return Err(self.err(
-                CborRule::Depth,
+                Rule::CborDepth,
                 alloc::format!("nesting deeper than {MAX_DEPTH} levels"),
             ));
         }
@@ -277,193 +226,166 @@ impl<'a> Decoder<'a> {
                 let s = self.take(n)?;
                 core::str::from_utf8(s)
                     .map(|s| Value::Text(Cow::Borrowed(s)))
-                    .map_err(|_| CborError {
-                        rule: CborRule::Syntax,
-                        offset: start,
-                        message: "text string is not valid UTF-8".into(),
-                    })
+                    .map_err(|_| Error::new(Rule::CborSyntax, "text string is not valid UTF-8").at(start as u64))
             }
-            (2 | 3, Len::Indefinite) => {
-                let mut buf = Vec::new();
-                loop {
-                    if self.b.get(self.pos) == Some(&0xff) {
-                        self.pos += 1;
-                        break;
-                    }
-                    match self.item(depth + 1)? {
-                        Value::Bytes(b) if major == 2 => buf.extend_from_slice(&b),
-                        Value::Text(t) if major == 3 => buf.extend_from_slice(t.as_bytes()),
-                        _ => return Err(self.err(CborRule::Syntax, "chunk of the wrong type in an indefinite string")),
-                    }
-                }
-                if major == 2 {
-                    Ok(Value::Bytes(Cow::Owned(buf)))
-                } else {
-                    String::from_utf8(buf)
-                        .map(|s| Value::Text(Cow::Owned(s)))
-                        .map_err(|_| CborError {
-                            rule: CborRule::Syntax,
-                            offset: start,
-                            message: "text string is not valid UTF-8".into(),
-                        })
-                }
-            }
-            (4, len) => {
-                let mut items = Vec::new();
-                match len {
-                    Len::Definite(n) => {
-                        // Every item takes at least one byte: a count past the input is a lie.
-                        if n > (self.b.len() - self.pos) as u64 {
-                            return Err(CborError {
-                                rule: CborRule::Syntax,
-                                offset: start,
-                                message: alloc::format!("array of {n} items cannot fit the remaining bytes"),
-                            });
-                        }
-                        items.reserve(n as usize);
-                        for _ in 0..n {
-                            items.push(self.item(depth + 1)?);
-                        }
-                    }
-                    Len::Indefinite => loop {
-                        if self.b.get(self.pos) == Some(&0xff) {
-                            self.pos += 1;
-                            break;
-                        }
-                        items.push(self.item(depth + 1)?);
-                    },
-                }
-                Ok(Value::Array(items))
-            }
-            (5, len) => {
-                let mut entries: Vec<(Value<'a>, Value<'a>)> = Vec::new();
-                let mut prev_key: Option<&'a [u8]> = None;
-                let mut count = 0u64;
-                let n = match len {
-                    Len::Definite(n) => {
-                        if n > ((self.b.len() - self.pos) / 2) as u64 {
-                            return Err(CborError {
-                                rule: CborRule::Syntax,
-                                offset: start,
-                                message: alloc::format!("map of {n} entries cannot fit the remaining bytes"),
-                            });
-                        }
-                        entries.reserve(n as usize);
-                        Some(n)
-                    }
-                    Len::Indefinite => None,
-                };
-                loop {
-                    match n {
-                        Some(n) if count == n => break,
-                        None if self.b.get(self.pos) == Some(&0xff) => {
-                            self.pos += 1;
-                            break;
-                        }
-                        _ => {}
-                    }
-                    let key_start = self.pos;
-                    let k = self.item(depth + 1)?;
-                    let key_bytes = &self.b[key_start..self.pos];
-                    if self.strict() {
-                        if let Some(p) = prev_key {
-                            match p.cmp(key_bytes) {
-                                core::cmp::Ordering::Less => {}
-                                core::cmp::Ordering::Equal => {
-                                    return Err(CborError {
-                                        rule: CborRule::DuplicateKey,
-                                        offset: key_start,
-                                        message: "map key repeats the previous key".into(),
-                                    });
-                                }
-                                core::cmp::Ordering::Greater => {
-                                    return Err(CborError {
-                                        rule: CborRule::Determinism,
-                                        offset: key_start,
-                                        message: "map keys are not sorted by their encoded bytes".into(),
-                                    });
-                                }
-                            }
-                        }
-                    } else if entries.iter().any(|(e, _)| *e == k) {
-                        return Err(CborError {
-                            rule: CborRule::DuplicateKey,
-                            offset: key_start,
-                            message: "map key repeats".into(),
-                        });
-                    }
-                    prev_key = Some(key_bytes);
-                    let v = self.item(depth + 1)?;
-                    entries.push((k, v));
-                    count += 1;
-                }
-                Ok(Value::Map(entries))
-            }
+            (2 | 3, Len::Indefinite) => self.indefinite_string(major, start, depth),
+            (4, len) => self.array(len, start, depth),
+            (5, len) => self.map(len, start, depth),
             (6, Len::Definite(_)) if !self.strict() => self.item(depth),
-            (6, _) => Err(CborError {
-                rule: CborRule::Syntax,
-                offset: start,
-                message: "tags are forbidden".into(),
-            }),
-            (7, Len::Definite(arg)) => match ai {
-                20 => Ok(Value::Bool(false)),
-                21 => Ok(Value::Bool(true)),
-                22 => Ok(Value::Null),
-                25 => {
-                    let h = half::f16::from_bits(arg as u16);
-                    if self.strict() && h.is_nan() && arg != 0x7e00 {
-                        return Err(CborError {
-                            rule: CborRule::Determinism,
-                            offset: start,
-                            message: "NaN must be encoded as f9 7e00".into(),
-                        });
-                    }
-                    Ok(Value::Float(h.to_f64()))
-                }
-                26 => {
-                    let f = f32::from_bits(arg as u32);
-                    if self.strict() && (f.is_nan() || half::f16::from_f32(f).to_f32() == f) {
-                        return Err(CborError {
-                            rule: CborRule::Determinism,
-                            offset: start,
-                            message: "float32 that has a shorter exact form".into(),
-                        });
-                    }
-                    Ok(Value::Float(f as f64))
-                }
-                27 => {
-                    let f = f64::from_bits(arg);
-                    if self.strict() && (f.is_nan() || (f as f32) as f64 == f) {
-                        return Err(CborError {
-                            rule: CborRule::Determinism,
-                            offset: start,
-                            message: "float64 that has a shorter exact form".into(),
-                        });
-                    }
-                    Ok(Value::Float(f))
-                }
-                _ => Err(CborError {
-                    rule: CborRule::Syntax,
-                    offset: start,
-                    message: alloc::format!("simple value {arg} is not allowed"),
-                }),
-            },
-            _ => Err(CborError {
-                rule: CborRule::Syntax,
-                offset: start,
-                message: "malformed item".into(),
-            }),
+            (6, _) => Err(Error::new(Rule::CborSyntax, "tags are forbidden").at(start as u64)),
+            (7, Len::Definite(arg)) => self.simple(ai, arg, start),
+            _ => Err(Error::new(Rule::CborSyntax, "malformed item").at(start as u64)),
         }
     }
-}
 
-/// Why a value cannot be encoded canonically.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EncodeError(pub String);
+    /// An indefinite-length byte (`major` 2) or text (3) string: its chunks, joined.
+    fn indefinite_string(&mut self, major: u8, start: usize, depth: usize) -> Result<Value<'a>, Error> {
+        let mut buf = Vec::new();
+        loop {
+            if self.b.get(self.pos) == Some(&0xff) {
+                self.pos += 1;
+                break;
+            }
+            match self.item(depth + 1)? {
+                Value::Bytes(b) if major == 2 => buf.extend_from_slice(&b),
+                Value::Text(t) if major == 3 => buf.extend_from_slice(t.as_bytes()),
+                _ => return Err(self.err(Rule::CborSyntax, "chunk of the wrong type in an indefinite string")),
+            }
+        }
+        if major == 2 {
+            Ok(Value::Bytes(Cow::Owned(buf)))
+        } else {
+            String::from_utf8(buf)
+                .map(|s| Value::Text(Cow::Owned(s)))
+                .map_err(|_| Error::new(Rule::CborSyntax, "text string is not valid UTF-8").at(start as u64))
+        }
+    }
 
-impl fmt::Display for EncodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cannot encode deterministic CBOR: {}", self.0)
+    /// An array (definite or, when lenient, indefinite), its items decoded one level deeper.
+    fn array(&mut self, len: Len, start: usize, depth: usize) -> Result<Value<'a>, Error> {
+        let mut items = Vec::new();
+        match len {
+            Len::Definite(n) => {
+                // Every item takes at least one byte: a count past the input is a lie.
+                if n > (self.b.len() - self.pos) as u64 {
+                    return Err(Error::new(
+                        Rule::CborSyntax,
+                        alloc::format!("array of {n} items cannot fit the remaining bytes"),
+                    )
+                    .at(start as u64));
+                }
+                items.reserve(n as usize);
+                for _ in 0..n {
+                    items.push(self.item(depth + 1)?);
+                }
+            }
+            Len::Indefinite => loop {
+                if self.b.get(self.pos) == Some(&0xff) {
+                    self.pos += 1;
+                    break;
+                }
+                items.push(self.item(depth + 1)?);
+            },
+        }
+        Ok(Value::Array(items))
+    }
+
+    /// A map: keys sorted by their encoded bytes and never repeated (when strict), or merely
+    /// never repeated (lenient).
+    fn map(&mut self, len: Len, start: usize, depth: usize) -> Result<Value<'a>, Error> {
+        let mut entries: Vec<(Value<'a>, Value<'a>)> = Vec::new();
+        let mut prev_key: Option<&'a [u8]> = None;
+        let mut count = 0u64;
+        let n = match len {
+            Len::Definite(n) => {
+                if n > ((self.b.len() - self.pos) / 2) as u64 {
+                    return Err(Error::new(
+                        Rule::CborSyntax,
+                        alloc::format!("map of {n} entries cannot fit the remaining bytes"),
+                    )
+                    .at(start as u64));
+                }
+                entries.reserve(n as usize);
+                Some(n)
+            }
+            Len::Indefinite => None,
+        };
+        loop {
+            match n {
+                Some(n) if count == n => break,
+                None if self.b.get(self.pos) == Some(&0xff) => {
+                    self.pos += 1;
+                    break;
+                }
+                _ => {}
+            }
+            let key_start = self.pos;
+            let k = self.item(depth + 1)?;
+            let key_bytes = &self.b[key_start..self.pos];
+            if self.strict() {
+                if let Some(p) = prev_key {
+                    match p.cmp(key_bytes) {
+                        core::cmp::Ordering::Less => {}
+                        core::cmp::Ordering::Equal => {
+                            return Err(Error::new(Rule::CborDuplicateKey, "map key repeats the previous key")
+                                .at(key_start as u64));
+                        }
+                        core::cmp::Ordering::Greater => {
+                            return Err(Error::new(
+                                Rule::CborDeterminism,
+                                "map keys are not sorted by their encoded bytes",
+                            )
+                            .at(key_start as u64));
+                        }
+                    }
+                }
+            } else if entries.iter().any(|(e, _)| *e == k) {
+                return Err(Error::new(Rule::CborDuplicateKey, "map key repeats").at(key_start as u64));
+            }
+            prev_key = Some(key_bytes);
+            let v = self.item(depth + 1)?;
+            entries.push((k, v));
+            count += 1;
+        }
+        Ok(Value::Map(entries))
+    }
+
+    /// A simple value or float (major type 7, additional information `ai`, argument `arg`):
+    /// floats must be in their shortest exact form when strict.
+    fn simple(&self, ai: u8, arg: u64, start: usize) -> Result<Value<'a>, Error> {
+        match ai {
+            20 => Ok(Value::Bool(false)),
+            21 => Ok(Value::Bool(true)),
+            22 => Ok(Value::Null),
+            25 => {
+                let h = half::f16::from_bits(arg as u16);
+                if self.strict() && h.is_nan() && arg != 0x7e00 {
+                    return Err(Error::new(Rule::CborDeterminism, "NaN must be encoded as f9 7e00").at(start as u64));
+                }
+                Ok(Value::Float(h.to_f64()))
+            }
+            26 => {
+                let f = f32::from_bits(arg as u32);
+                if self.strict() && (f.is_nan() || half::f16::from_f32(f).to_f32() == f) {
+                    return Err(
+                        Error::new(Rule::CborDeterminism, "float32 that has a shorter exact form").at(start as u64),
+                    );
+                }
+                Ok(Value::Float(f as f64))
+            }
+            27 => {
+                let f = f64::from_bits(arg);
+                if self.strict() && (f.is_nan() || (f as f32) as f64 == f) {
+                    return Err(
+                        Error::new(Rule::CborDeterminism, "float64 that has a shorter exact form").at(start as u64),
+                    );
+                }
+                Ok(Value::Float(f))
+            }
+            _ => {
+                Err(Error::new(Rule::CborSyntax, alloc::format!("simple value {arg} is not allowed")).at(start as u64))
+            }
+        }
     }
 }
 
@@ -486,7 +408,7 @@ fn put_head(out: &mut Vec<u8>, major: u8, arg: u64) {
 }
 
 /// Encodes `v` in Core Deterministic Encoding, appending to `out`.
-pub fn encode_into(v: &Value<'_>, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+pub fn encode_into(v: &Value<'_>, out: &mut Vec<u8>) -> Result<(), Error> {
     match v {
         Value::Uint(n) => put_head(out, 0, *n),
         Value::Neg(n) => put_head(out, 1, *n),
@@ -514,10 +436,13 @@ pub fn encode_into(v: &Value<'_>, out: &mut Vec<u8>) -> Result<(), EncodeError> 
             }
             enc.sort_by(|a, b| a.0.cmp(&b.0));
             if let Some(w) = enc.windows(2).find(|w| w[0].0 == w[1].0) {
-                return Err(EncodeError(alloc::format!(
-                    "duplicate map key (encoded {:02x?})",
-                    w[0].0
-                )));
+                return Err(Error::write(
+                    Rule::CborDuplicateKey,
+                    alloc::format!(
+                        "cannot encode deterministic CBOR: duplicate map key (encoded {:02x?})",
+                        w[0].0
+                    ),
+                ));
             }
             put_head(out, 5, enc.len() as u64);
             for (k, val) in enc {
@@ -548,7 +473,7 @@ pub fn encode_into(v: &Value<'_>, out: &mut Vec<u8>) -> Result<(), EncodeError> 
 }
 
 /// Encodes `v` in Core Deterministic Encoding.
-pub fn encode(v: &Value<'_>) -> Result<Vec<u8>, EncodeError> {
+pub fn encode(v: &Value<'_>) -> Result<Vec<u8>, Error> {
     let mut out = Vec::new();
     encode_into(v, &mut out)?;
     Ok(out)
@@ -559,29 +484,29 @@ mod tests {
     use super::*;
     use alloc::vec;
 
-    fn rule(b: &[u8]) -> CborRule {
+    fn rule(b: &[u8]) -> Rule {
         decode(b, Mode::Deterministic).unwrap_err().rule
     }
 
     #[test]
     fn determinism_rules() {
-        assert_eq!(rule(&[0x18, 0x05]), CborRule::Determinism); // non-shortest
-        assert_eq!(rule(&[0x9f, 0xff]), CborRule::Syntax); // indefinite
-        assert_eq!(rule(&[0xc1, 0x00]), CborRule::Syntax); // tag
-        assert_eq!(rule(&[0xf7]), CborRule::Syntax); // undefined
-        assert_eq!(rule(&[0x00, 0x00]), CborRule::Syntax); // trailing
-        assert_eq!(rule(&[0xa2, 0x61, 0x62, 0x00, 0x61, 0x61, 0x00]), CborRule::Determinism); // unsorted
+        assert_eq!(rule(&[0x18, 0x05]), Rule::CborDeterminism); // non-shortest
+        assert_eq!(rule(&[0x9f, 0xff]), Rule::CborSyntax); // indefinite
+        assert_eq!(rule(&[0xc1, 0x00]), Rule::CborSyntax); // tag
+        assert_eq!(rule(&[0xf7]), Rule::CborSyntax); // undefined
+        assert_eq!(rule(&[0x00, 0x00]), Rule::CborSyntax); // trailing
+        assert_eq!(rule(&[0xa2, 0x61, 0x62, 0x00, 0x61, 0x61, 0x00]), Rule::CborDeterminism); // unsorted
         assert_eq!(
             rule(&[0xa2, 0x61, 0x61, 0x00, 0x61, 0x61, 0x00]),
-            CborRule::DuplicateKey
+            Rule::CborDuplicateKey
         );
-        assert_eq!(rule(&[0xfa, 0x3f, 0x80, 0, 0]), CborRule::Determinism); // 1.0 fits f16
-        assert_eq!(rule(&[0xf9, 0x7e, 0x01]), CborRule::Determinism); // NaN payload
-        assert_eq!(rule(&[0x5a, 0xff, 0xff, 0xff, 0xff]), CborRule::Syntax); // length past end
-        assert_eq!(rule(&[0x62, 0xff, 0xfe]), CborRule::Syntax); // bad UTF-8
+        assert_eq!(rule(&[0xfa, 0x3f, 0x80, 0, 0]), Rule::CborDeterminism); // 1.0 fits f16
+        assert_eq!(rule(&[0xf9, 0x7e, 0x01]), Rule::CborDeterminism); // NaN payload
+        assert_eq!(rule(&[0x5a, 0xff, 0xff, 0xff, 0xff]), Rule::CborSyntax); // length past end
+        assert_eq!(rule(&[0x62, 0xff, 0xfe]), Rule::CborSyntax); // bad UTF-8
         let mut deep = vec![0x81u8; 33];
         deep.push(0x00);
-        assert_eq!(rule(&deep), CborRule::Depth);
+        assert_eq!(rule(&deep), Rule::CborDepth);
         let mut ok = vec![0x81u8; 32];
         ok.push(0x00);
         decode(&ok, Mode::Deterministic).unwrap();

@@ -3,7 +3,8 @@
 
 use crate::dtype::DType;
 
-use super::rule::{Result, Rule, ZtError};
+use super::rule::Rule;
+use super::{Error, Result};
 
 /// The 8-byte magic at both ends of a v2 file: `\x89ZT2\r\n\x1a\n`.
 pub const MAGIC: [u8; 8] = [0x89, b'Z', b'T', b'2', 0x0D, 0x0A, 0x1A, 0x0A];
@@ -48,7 +49,7 @@ impl Footer {
     /// left to the caller (the validator checks it next, in spec order).
     pub fn parse(bytes: &[u8; 40]) -> Result<Footer> {
         if bytes[32..40] != MAGIC {
-            return Err(ZtError::new(
+            return Err(Error::new(
                 Rule::FooterMagic,
                 "the last 8 bytes are not the .zt v2 magic",
             ));
@@ -98,16 +99,16 @@ pub const fn offset_aligned(offset: u64) -> bool {
 /// Checks an object, part or top-level attribute name (§5): non-empty, ≤ 1024 bytes, no U+0000.
 pub fn check_name(name: &str, what: &str) -> Result<()> {
     if name.is_empty() {
-        return Err(ZtError::new(Rule::Name, alloc::format!("{what} name is empty")));
+        return Err(Error::new(Rule::Name, alloc::format!("{what} name is empty")));
     }
     if name.len() > MAX_NAME_LEN {
-        return Err(ZtError::new(
+        return Err(Error::new(
             Rule::Name,
             alloc::format!("{what} name is {} bytes long (at most {MAX_NAME_LEN})", name.len()),
         ));
     }
     if name.contains('\0') {
-        return Err(ZtError::new(
+        return Err(Error::new(
             Rule::Name,
             alloc::format!("{what} name {name:?} contains U+0000"),
         ));
@@ -126,7 +127,7 @@ pub fn check_shard_name(name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(ZtError::new(
+        Err(Error::new(
             Rule::ShardName,
             alloc::format!("shard name {name:?} is not 1-64 bytes of [A-Za-z0-9._-] without a leading '.'"),
         ))
@@ -137,7 +138,7 @@ pub fn check_shard_name(name: &str) -> Result<()> {
 /// `[0-9a-f]+`. A malformed digest is a `Schema` error.
 pub fn parse_digest(digest: &str) -> Result<(&str, &str)> {
     let bad = || {
-        ZtError::new(
+        Error::new(
             Rule::Schema,
             alloc::format!("digest {digest:?} is not \"<algo>:<lowercase hex>\""),
         )

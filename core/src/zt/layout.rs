@@ -13,7 +13,8 @@ use alloc::string::String;
 use super::cbor::Value;
 use super::format::{ElementType, LogicalType};
 use super::manifest::{Object, Part};
-use super::rule::{Result, Rule, ZtError};
+use super::rule::Rule;
+use super::{Error, Result};
 use crate::dtype::DType;
 
 /// Layout id of the core dense layout.
@@ -52,8 +53,8 @@ pub fn is_known_layout(layout: &str) -> bool {
     matches!(layout, DENSE | SPARSE_CSR | SPARSE_COO | QUANT_GROUP | MX) || gguf_type(layout).is_some()
 }
 
-fn rule(msg: impl Into<String>) -> ZtError {
-    ZtError::new(Rule::LayoutRule, msg)
+fn rule(msg: impl Into<String>) -> Error {
+    Error::new(Rule::LayoutRule, msg)
 }
 
 fn expect_parts(obj: &Object, names: &[&str], layout: &str) -> Result<()> {
@@ -127,7 +128,7 @@ fn check_dense(obj: &Object) -> Result<()> {
     match et.size(n) {
         Some(s) if s == p.decoded_size() => Ok(()),
         Some(s) => {
-            let mut e = ZtError::new(
+            let mut e = Error::new(
                 Rule::DenseSize,
                 alloc::format!(
                     "dense data decodes to {} bytes, but {n} elements of its type take {s}",
@@ -137,7 +138,7 @@ fn check_dense(obj: &Object) -> Result<()> {
             e.part = Some("data".into());
             Err(e)
         }
-        None => Err(ZtError::new(
+        None => Err(Error::new(
             Rule::DenseSize,
             alloc::format!("the size of {n} elements overflows u64"),
         )),
@@ -162,7 +163,7 @@ pub(crate) fn check_csr(obj: &Object) -> Result<(u64, u64, u64, u64)> {
     let need = r
         .checked_add(1)
         .and_then(|r1| r1.checked_mul(w))
-        .ok_or_else(|| ZtError::new(Rule::Shape, "(rows + 1) × index width overflows u64"))?;
+        .ok_or_else(|| Error::new(Rule::Shape, "(rows + 1) × index width overflows u64"))?;
     size_eq(indptr, "indptr", Some(need), "rows + 1 indices")?;
     if !indices.decoded_size().is_multiple_of(w) {
         return Err(rule(alloc::format!(
@@ -272,6 +273,14 @@ pub struct QuantGroup {
 
 /// Parses and checks the attributes and size equations of a `zt.quant_group/1` object.
 pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
+    let q = quant_group_attributes(obj)?;
+    check_quant_group_parts(obj, &q)?;
+    Ok(q)
+}
+
+/// The attributes of a `zt.quant_group/1` object (bits, group size, axis, packing, scale form,
+/// zero point), checked against each other and the shape.
+fn quant_group_attributes(obj: &Object) -> Result<QuantGroup> {
     let bits = attr_uint(obj, "bits")?;
     if !matches!(bits, 2..=6 | 8) {
         return Err(rule(alloc::format!("bits must be 2, 3, 4, 5, 6 or 8, not {bits}")));
@@ -350,6 +359,26 @@ pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
             )));
         }
     }
+    Ok(QuantGroup {
+        bits: bits as u32,
+        group_size,
+        axis,
+        word,
+        lsb_first,
+        per_word,
+        scale_form: scale_form.into(),
+        zero_form: zero_form.into(),
+        zero_value,
+        zeros_packed,
+    })
+}
+
+/// The parts of a `zt.quant_group/1` object (which are present, their dtypes and the size
+/// equations) against its checked attributes `q`.
+fn check_quant_group_parts(obj: &Object, q: &QuantGroup) -> Result<()> {
+    let (group_size, axis, word, per_word, zeros_packed) = (q.group_size, q.axis, q.word, q.per_word, q.zeros_packed);
+    let (scale_form, zero_form) = (q.scale_form.as_str(), q.zero_form.as_str());
+    let word_s = attr_text(sub(attr(obj, "packing")?, "word", "packing")?, "packing.word")?;
     if zero_form == "tensor" {
         expect_parts(obj, &["data", "scales", "zeros"], QUANT_GROUP)?;
     } else {
@@ -435,18 +464,7 @@ pub fn quant_group_params(obj: &Object) -> Result<QuantGroup> {
         };
         size_eq(zeros, "zeros", need, "one zero point per group")?;
     }
-    Ok(QuantGroup {
-        bits: bits as u32,
-        group_size,
-        axis,
-        word,
-        lsb_first,
-        per_word,
-        scale_form: scale_form.into(),
-        zero_form: zero_form.into(),
-        zero_value,
-        zeros_packed,
-    })
+    Ok(())
 }
 
 fn check_quant_group(obj: &Object) -> Result<()> {

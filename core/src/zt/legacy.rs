@@ -25,10 +25,11 @@
 use alloc::borrow::Cow;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use core::fmt;
 
 use super::cbor::{self, Mode, Value};
+use super::rule::Rule;
 use super::seekable;
+use super::{Error, Op};
 use crate::dtype::DType;
 use crate::source::ReadAt;
 
@@ -52,96 +53,8 @@ pub enum LegacyVersion {
     V0_1,
 }
 
-/// What kind of problem a [`LegacyError`] reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LegacyRule {
-    /// Too short to hold the magic and footer.
-    FileTooSmall,
-    /// Header or trailer magic missing.
-    Magic,
-    /// Declared manifest size over 1 GiB.
-    ManifestTooLarge,
-    /// Manifest runs outside the file (a lying size).
-    ManifestBounds,
-    /// The manifest is not well-formed CBOR.
-    Cbor,
-    /// The manifest is well-formed but not a valid legacy manifest.
-    Schema,
-    /// A component offset is not a multiple of 64.
-    Alignment,
-    /// A component runs outside the blob region.
-    Bounds,
-    /// A digest is malformed or the stored bytes do not match it.
-    Digest,
-    /// A zstd stream is corrupt or does not decode to the expected length.
-    Encoding,
-    /// Data that a conversion cannot carry (e.g. `bool` bytes other than 0 and 1).
-    Data,
-    /// Valid, but this reader cannot interpret it (unknown encoding).
-    Unsupported,
-    /// No such object or component.
-    NotFound,
-    /// The source failed to deliver bytes.
-    Io,
-}
-
-impl LegacyRule {
-    /// A stable name (`"Magic"`, `"Digest"`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            LegacyRule::FileTooSmall => "FileTooSmall",
-            LegacyRule::Magic => "Magic",
-            LegacyRule::ManifestTooLarge => "ManifestTooLarge",
-            LegacyRule::ManifestBounds => "ManifestBounds",
-            LegacyRule::Cbor => "Cbor",
-            LegacyRule::Schema => "Schema",
-            LegacyRule::Alignment => "Alignment",
-            LegacyRule::Bounds => "Bounds",
-            LegacyRule::Digest => "Digest",
-            LegacyRule::Encoding => "Encoding",
-            LegacyRule::Data => "Data",
-            LegacyRule::Unsupported => "Unsupported",
-            LegacyRule::NotFound => "NotFound",
-            LegacyRule::Io => "Io",
-        }
-    }
-}
-
-/// A legacy-format error: the rule, the file offset when one applies, and what was found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LegacyError {
-    /// What kind of problem.
-    pub rule: LegacyRule,
-    /// Absolute file offset the problem concerns, when known.
-    pub offset: Option<u64>,
-    /// What was found.
-    pub message: String,
-}
-
-impl LegacyError {
-    fn new(rule: LegacyRule, offset: Option<u64>, message: impl Into<String>) -> Self {
-        LegacyError {
-            rule,
-            offset,
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for LegacyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.offset {
-            Some(o) => write!(f, "legacy .zt {}: {} (at byte {o})", self.rule.name(), self.message),
-            None => write!(f, "legacy .zt {}: {}", self.rule.name(), self.message),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for LegacyError {}
-
-fn schema(msg: impl Into<String>) -> LegacyError {
-    LegacyError::new(LegacyRule::Schema, None, msg)
+fn schema(msg: impl Into<String>) -> Error {
+    Error::legacy(Rule::Schema, None, msg)
 }
 
 /// A v1 logical type (`type` field).
@@ -215,7 +128,7 @@ pub enum Encoding {
     Raw,
     /// One zstd stream.
     Zstd,
-    /// An encoding this reader does not know (v1.2 only; reading it is [`LegacyRule::Unsupported`]).
+    /// An encoding this reader does not know (v1.2 only; reading it is [`Rule::Unsupported`]).
     Other(String),
 }
 
@@ -229,7 +142,7 @@ pub enum Digest {
     /// Another algorithm: ignored, as the reference does.
     Other(String),
     /// `crc32c:`/`sha256:` with a malformed value; reading the component fails with
-    /// [`LegacyRule::Digest`].
+    /// [`Rule::Digest`].
     Malformed(String),
 }
 
@@ -445,9 +358,9 @@ pub struct LegacyReader<R> {
     manifest_offset: u64,
 }
 
-fn read<R: ReadAt + ?Sized>(src: &R, offset: u64, len: u64) -> Result<Vec<u8>, LegacyError> {
+fn read<R: ReadAt + ?Sized>(src: &R, offset: u64, len: u64) -> Result<Vec<u8>, Error> {
     src.read_vec(offset, len)
-        .map_err(|e| LegacyError::new(LegacyRule::Io, Some(offset), e.to_string()))
+        .map_err(|e| Error::legacy(Rule::Io, Some(offset), e.to_string()))
 }
 
 fn le_u64(b: &[u8]) -> u64 {
@@ -473,19 +386,19 @@ fn dtype_v0(s: &str) -> Option<DType> {
     }
 }
 
-fn get_u64(m: &Value<'_>, key: &str, ctx: &str) -> Result<u64, LegacyError> {
+fn get_u64(m: &Value<'_>, key: &str, ctx: &str) -> Result<u64, Error> {
     m.get(key)
         .and_then(Value::as_u64)
         .ok_or_else(|| schema(alloc::format!("{ctx}: `{key}` missing or not an unsigned integer")))
 }
 
-fn get_text<'v>(m: &'v Value<'_>, key: &str, ctx: &str) -> Result<&'v str, LegacyError> {
+fn get_text<'v>(m: &'v Value<'_>, key: &str, ctx: &str) -> Result<&'v str, Error> {
     m.get(key)
         .and_then(Value::as_text)
         .ok_or_else(|| schema(alloc::format!("{ctx}: `{key}` missing or not text")))
 }
 
-fn parse_shape(v: Option<&Value<'_>>, ctx: &str) -> Result<Vec<u64>, LegacyError> {
+fn parse_shape(v: Option<&Value<'_>>, ctx: &str) -> Result<Vec<u64>, Error> {
     let items = v
         .and_then(Value::as_array)
         .ok_or_else(|| schema(alloc::format!("{ctx}: `shape` missing or not an array")))?;
@@ -506,11 +419,11 @@ fn parse_shape(v: Option<&Value<'_>>, ctx: &str) -> Result<Vec<u64>, LegacyError
 
 impl<R: ReadAt> LegacyReader<R> {
     /// Opens a v1.2 or v0.1 file (detected by the header magic) and checks its manifest.
-    pub fn open(src: R) -> Result<Self, LegacyError> {
+    pub fn open(src: R) -> Result<Self, Error> {
         let size = src.size();
         if size < 16 {
-            return Err(LegacyError::new(
-                LegacyRule::FileTooSmall,
+            return Err(Error::legacy(
+                Rule::FileTooSmall,
                 None,
                 alloc::format!("{size} bytes is too short for a legacy .zt file"),
             ));
@@ -521,52 +434,49 @@ impl<R: ReadAt> LegacyReader<R> {
         } else if head == MAGIC_V0_1 {
             LegacyVersion::V0_1
         } else {
-            return Err(LegacyError::new(
-                LegacyRule::Magic,
+            return Err(Error::legacy(
+                Rule::HeaderMagic,
                 Some(0),
                 "header magic is neither ZTEN1000 nor ZTEN0001",
             ));
         };
         let tail_len = if version == LegacyVersion::V1_2 { 16 } else { 8 };
         if size < 8 + tail_len {
-            return Err(LegacyError::new(
-                LegacyRule::FileTooSmall,
+            return Err(Error::legacy(
+                Rule::FileTooSmall,
                 None,
                 alloc::format!("{size} bytes is too short for the footer"),
             ));
         }
         let tail = read(&src, size - tail_len, tail_len)?;
         if version == LegacyVersion::V1_2 && &tail[8..16] != MAGIC_V1_2 {
-            return Err(LegacyError::new(
-                LegacyRule::Magic,
+            return Err(Error::legacy(
+                Rule::FooterMagic,
                 Some(size - 8),
                 "trailer magic ZTEN1000 missing",
             ));
         }
         let msize = le_u64(&tail);
         if msize > MAX_MANIFEST {
-            return Err(LegacyError::new(
-                LegacyRule::ManifestTooLarge,
+            return Err(Error::legacy(
+                Rule::ManifestTooLarge,
                 Some(size - tail_len),
                 alloc::format!("manifest size {msize} is over the 1 GiB limit"),
             ));
         }
         let room = size - tail_len - 8;
         if msize > room {
-            return Err(LegacyError::new(
-                LegacyRule::ManifestBounds,
+            return Err(Error::legacy(
+                Rule::ManifestBounds,
                 Some(size - tail_len),
                 alloc::format!("manifest size {msize} is larger than the {room} bytes between header and footer"),
             ));
         }
         let moff = size - tail_len - msize;
         let mbytes = read(&src, moff, msize)?;
-        let root = cbor::decode(&mbytes, Mode::Lenient).map_err(|e| {
-            LegacyError::new(
-                LegacyRule::Cbor,
-                Some(moff + e.offset as u64),
-                alloc::format!("manifest: {e}"),
-            )
+        let root = cbor::decode(&mbytes, Mode::Lenient).map_err(|e| Error {
+            op: Op::ReadLegacy,
+            ..Error::from_cbor(e, moff)
         })?;
         let mut r = LegacyReader {
             src,
@@ -591,7 +501,7 @@ impl<R: ReadAt> LegacyReader<R> {
         Ok(r)
     }
 
-    fn parse_v1(&mut self, root: &Value<'_>) -> Result<(), LegacyError> {
+    fn parse_v1(&mut self, root: &Value<'_>) -> Result<(), Error> {
         if root.as_map().is_none() {
             return Err(schema("manifest root is not a map"));
         }
@@ -693,7 +603,7 @@ impl<R: ReadAt> LegacyReader<R> {
         Ok(())
     }
 
-    fn parse_v0(&mut self, root: &Value<'_>) -> Result<(), LegacyError> {
+    fn parse_v0(&mut self, root: &Value<'_>) -> Result<(), Error> {
         let entries = root.as_array().ok_or_else(|| schema("v0.1 manifest is not an array"))?;
         for (i, e) in entries.iter().enumerate() {
             let ctx = alloc::format!("entry {i}");
@@ -758,7 +668,7 @@ impl<R: ReadAt> LegacyReader<R> {
         Ok(())
     }
 
-    fn check_object(&self, o: &Object) -> Result<(), LegacyError> {
+    fn check_object(&self, o: &Object) -> Result<(), Error> {
         let ctx = |c: &str| alloc::format!("object {:?} component {c:?}", o.name);
         for role in o.format.required() {
             if o.component(role).is_none() {
@@ -793,16 +703,16 @@ impl<R: ReadAt> LegacyReader<R> {
                 )));
             }
             if c.offset % ALIGNMENT != 0 {
-                return Err(LegacyError::new(
-                    LegacyRule::Alignment,
+                return Err(Error::legacy(
+                    Rule::BlobAlignment,
                     Some(c.offset),
                     alloc::format!("{}: offset {} is not a multiple of 64", ctx(&c.role), c.offset),
                 ));
             }
             let end = c.offset.checked_add(c.length);
             if c.offset < 8 || end.is_none_or(|e| e > self.manifest_offset) {
-                return Err(LegacyError::new(
-                    LegacyRule::Bounds,
+                return Err(Error::legacy(
+                    Rule::BlobBounds,
                     Some(c.offset),
                     alloc::format!(
                         "{}: [{}, {}+{}) is outside the blob region [8, {})",
@@ -818,8 +728,8 @@ impl<R: ReadAt> LegacyReader<R> {
                 && c.encoding == Encoding::Zstd
                 && u > MAX_DECODED
             {
-                return Err(LegacyError::new(
-                    LegacyRule::Encoding,
+                return Err(Error::legacy(
+                    Rule::Encoding,
                     Some(c.offset),
                     alloc::format!("{}: uncompressed length {u} is over the 32 GiB cap", ctx(&c.role)),
                 ));
@@ -873,13 +783,13 @@ impl<R: ReadAt> LegacyReader<R> {
 
     /// Reads a component's decoded bytes, after verifying its digest over the stored bytes. Raw
     /// components of in-memory sources are borrowed; zstd components are decoded (bounded, exact).
-    pub fn read(&self, object: &str, component: &str) -> Result<Cow<'_, [u8]>, LegacyError> {
+    pub fn read(&self, object: &str, component: &str) -> Result<Cow<'_, [u8]>, Error> {
         let o = self
             .object(object)
-            .ok_or_else(|| LegacyError::new(LegacyRule::NotFound, None, alloc::format!("no object {object:?}")))?;
+            .ok_or_else(|| Error::legacy(Rule::NotFound, None, alloc::format!("no object {object:?}")))?;
         let c = o.component(component).ok_or_else(|| {
-            LegacyError::new(
-                LegacyRule::NotFound,
+            Error::legacy(
+                Rule::NotFound,
                 None,
                 alloc::format!("object {object:?} has no component {component:?}"),
             )
@@ -888,7 +798,7 @@ impl<R: ReadAt> LegacyReader<R> {
     }
 
     /// Reads the stored (not decoded) bytes of a component, without verifying anything.
-    pub fn read_stored(&self, c: &Component) -> Result<Cow<'_, [u8]>, LegacyError> {
+    pub fn read_stored(&self, c: &Component) -> Result<Cow<'_, [u8]>, Error> {
         match self.src.slice(c.offset, c.length) {
             Some(s) => Ok(Cow::Borrowed(s)),
             None => read(&self.src, c.offset, c.length).map(Cow::Owned),
@@ -896,11 +806,11 @@ impl<R: ReadAt> LegacyReader<R> {
     }
 
     /// [`LegacyReader::read`] for a component already looked up.
-    pub fn read_component(&self, o: &Object, c: &Component) -> Result<Cow<'_, [u8]>, LegacyError> {
+    pub fn read_component(&self, o: &Object, c: &Component) -> Result<Cow<'_, [u8]>, Error> {
         let ctx = || alloc::format!("object {:?} component {:?}", o.name, c.role);
         if let Encoding::Other(e) = &c.encoding {
-            return Err(LegacyError::new(
-                LegacyRule::Unsupported,
+            return Err(Error::legacy(
+                Rule::Unsupported,
                 Some(c.offset),
                 alloc::format!("{}: unknown encoding {e:?}", ctx()),
             ));
@@ -908,22 +818,22 @@ impl<R: ReadAt> LegacyReader<R> {
         let stored = self.read_stored(c)?;
         if let Some(d) = &c.digest {
             d.verify(&stored)
-                .map_err(|m| LegacyError::new(LegacyRule::Digest, Some(c.offset), alloc::format!("{}: {m}", ctx())))?;
+                .map_err(|m| Error::legacy(Rule::Digest, Some(c.offset), alloc::format!("{}: {m}", ctx())))?;
         }
         match c.encoding {
             Encoding::Raw => Ok(stored),
             _ => {
                 let want = c.uncompressed_length.unwrap_or(0).min(MAX_DECODED);
                 let out = seekable::decode_stream_bounded(&stored, want).map_err(|(at, m)| {
-                    LegacyError::new(
-                        LegacyRule::Encoding,
+                    Error::legacy(
+                        Rule::Encoding,
                         Some(c.offset + at),
                         alloc::format!("{}: zstd: {m}", ctx()),
                     )
                 })?;
                 if out.len() as u64 != want {
-                    return Err(LegacyError::new(
-                        LegacyRule::Encoding,
+                    return Err(Error::legacy(
+                        Rule::Encoding,
                         Some(c.offset),
                         alloc::format!("{}: zstd stream decodes to {} bytes, expected {want}", ctx(), out.len()),
                     ));
@@ -934,15 +844,15 @@ impl<R: ReadAt> LegacyReader<R> {
     }
 
     /// Converts one object to what a v2 writer needs (reads and verifies every component).
-    pub fn to_v2_object(&self, o: &Object) -> Result<V2Object<'_>, LegacyError> {
+    pub fn to_v2_object(&self, o: &Object) -> Result<V2Object<'_>, Error> {
         let mut parts = Vec::with_capacity(o.components.len());
         for c in &o.components {
             let bytes = self.read_component(o, c)?;
             let (dtype, logical_type) = match (&c.logical_type, c.dtype) {
                 (None, DType::Bool) => {
                     if let Some(p) = bytes.iter().position(|&b| b > 1) {
-                        return Err(LegacyError::new(
-                            LegacyRule::Data,
+                        return Err(Error::legacy(
+                            Rule::LayoutData,
                             Some(c.offset),
                             alloc::format!(
                                 "object {:?} component {:?}: bool byte {} at element {p}; v2 bool allows 0 and 1",
@@ -974,7 +884,7 @@ impl<R: ReadAt> LegacyReader<R> {
     }
 
     /// Converts every object ([`LegacyReader::to_v2_object`]), in name order.
-    pub fn to_v2(&self) -> Result<Vec<V2Object<'_>>, LegacyError> {
+    pub fn to_v2(&self) -> Result<Vec<V2Object<'_>>, Error> {
         self.objects.iter().map(|o| self.to_v2_object(o)).collect()
     }
 }

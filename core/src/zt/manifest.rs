@@ -11,7 +11,8 @@ use alloc::vec::Vec;
 
 use super::cbor::Value;
 use super::format::{ElementType, LogicalType, check_name, check_shard_name, dtype_from_zt, parse_digest};
-use super::rule::{Result, Rule, ZtError};
+use super::rule::Rule;
+use super::{Error, Result};
 use crate::dtype::DType;
 
 /// A validated manifest: objects, the optional shard table and the optional file attributes.
@@ -122,8 +123,8 @@ pub struct ShardEntry {
     pub digest: String,
 }
 
-fn schema(msg: impl Into<String>) -> ZtError {
-    ZtError::new(Rule::Schema, msg)
+fn schema(msg: impl Into<String>) -> Error {
+    Error::new(Rule::Schema, msg)
 }
 
 fn value_kind(v: &Value<'_>) -> &'static str {

@@ -1,6 +1,7 @@
 //! The `.zt` container (spec: `docs/specs/zt.md`).
 
 pub mod cbor;
+mod error;
 pub mod format;
 pub mod layout;
 pub mod legacy;
@@ -11,3 +12,5 @@ pub mod seekable;
 pub mod validate;
 pub mod verify;
 pub mod writer;
+
+pub use error::{Error, Op, Result};

@@ -17,9 +17,10 @@ use super::cbor::Value;
 use super::format::{ENCODING_ZSTD_SEEKABLE, ElementType, parse_digest};
 use super::layout::{self, Profiles, check_layout};
 use super::manifest::{Manifest, Object, Part, ShardEntry};
-use super::rule::{Result, Rule, ZtError};
+use super::rule::Rule;
 use super::validate::{Image, fetch, validate};
 use super::verify;
+use super::{Error, Result};
 use crate::dtype::DType;
 use crate::source::ReadAt;
 use crate::tensor::Tensor;
@@ -103,8 +104,8 @@ impl<S: core::fmt::Debug> core::fmt::Debug for Reader<S> {
     }
 }
 
-fn not_found(msg: String) -> ZtError {
-    ZtError::new(Rule::NotFound, msg)
+fn not_found(msg: String) -> Error {
+    Error::new(Rule::NotFound, msg)
 }
 
 impl<S: ReadAt> Reader<S> {
@@ -189,7 +190,7 @@ impl<S: ReadAt> Reader<S> {
             .and_then(|t| t.get(name))
             .ok_or_else(|| not_found(alloc::format!("the shard table has no shard {name:?}")).shard(name))?;
         if source.size() != entry.size {
-            return Err(ZtError::new(
+            return Err(Error::new(
                 Rule::ShardIdentity,
                 alloc::format!(
                     "the supplied file is {} bytes; the shard table says {}",
@@ -200,7 +201,7 @@ impl<S: ReadAt> Reader<S> {
             .shard(name));
         }
         if let Err(e) = validate(&source) {
-            return Err(ZtError::new(
+            return Err(Error::new(
                 Rule::ShardIdentity,
                 alloc::format!("the supplied file is not a valid .zt image: {e}"),
             )
@@ -237,7 +238,7 @@ impl<S: ReadAt> Reader<S> {
         let (algo, _) = parse_digest(&entry.digest).map_err(|e| e.shard(name))?;
         let got = verify::digest_source(algo, src).map_err(|e| e.shard(name))?;
         if got != entry.digest {
-            return Err(ZtError::new(
+            return Err(Error::new(
                 Rule::ShardIdentity,
                 alloc::format!("the file hashes to {got}, the shard table says {}", entry.digest),
             )
@@ -248,7 +249,7 @@ impl<S: ReadAt> Reader<S> {
 
     /// Completes an error that names an object and part but no byte offset with the part's blob
     /// offset, so the message says where to look.
-    pub fn with_location(&self, mut e: ZtError) -> ZtError {
+    pub fn with_location(&self, mut e: Error) -> Error {
         if e.offset.is_none()
             && let (Some(o), Some(p)) = (&e.object, &e.part)
             && let Ok(l) = self.locate(o, p)
@@ -274,7 +275,7 @@ impl<S: ReadAt> Reader<S> {
         match &p.shard {
             None => Ok(&self.source),
             Some(s) => self.shards.get(s).ok_or_else(|| {
-                ZtError::new(
+                Error::new(
                     Rule::Unsupported,
                     alloc::format!("the part lives in shard {s:?}, which was not supplied (Reader::with_shard)"),
                 )
@@ -289,7 +290,7 @@ impl<S: ReadAt> Reader<S> {
     pub fn view(&self, object: &str, part: &str) -> Result<&[u8]> {
         let p = self.part(object, part)?;
         if let Some(e) = &p.encoding {
-            return Err(ZtError::new(
+            return Err(Error::new(
                 Rule::Unsupported,
                 alloc::format!("the part is stored under encoding {e:?}; encoded parts are never zero-copy (use read)"),
             )
@@ -297,7 +298,7 @@ impl<S: ReadAt> Reader<S> {
         }
         let src = self.store(object, part, p)?;
         src.slice(p.blob.offset, p.blob.length).ok_or_else(|| {
-            ZtError::new(
+            Error::new(
                 Rule::Unsupported,
                 "the source is not in memory, so the part cannot be mapped (use read)",
             )
@@ -322,15 +323,13 @@ impl<S: ReadAt> Reader<S> {
             Some(ENCODING_ZSTD_SEEKABLE) => {
                 let stored = self.read_stored(object, part)?;
                 let n = p.decoded_length.unwrap_or(0);
-                super::seekable::decode(&stored, n).map(Cow::Owned).map_err(|e| {
-                    ZtError::new(Rule::Encoding, e.message)
-                        .part(object, part)
-                        .at(p.blob.offset.saturating_add(e.offset))
-                })
+                super::seekable::decode(&stored, n)
+                    .map(Cow::Owned)
+                    .map_err(|e| e.part(object, part).shifted(p.blob.offset))
             }
-            Some(e) => Err(
-                ZtError::new(Rule::Unsupported, alloc::format!("encoding {e:?} is not supported")).part(object, part),
-            ),
+            Some(e) => {
+                Err(Error::new(Rule::Unsupported, alloc::format!("encoding {e:?} is not supported")).part(object, part))
+            }
         }
     }
 
@@ -412,7 +411,7 @@ impl<S: ReadAt> Reader<S> {
     pub fn read_csr(&self, object: &str) -> Result<Csr<'_>> {
         let o = self.object(object)?;
         if o.layout != layout::SPARSE_CSR {
-            return Err(ZtError::new(
+            return Err(Error::new(
                 Rule::Unsupported,
                 alloc::format!("layout {:?} is not {}", o.layout, layout::SPARSE_CSR),
             )
@@ -440,7 +439,7 @@ impl<S: ReadAt> Reader<S> {
     pub fn read_coo(&self, object: &str) -> Result<Coo<'_>> {
         let o = self.object(object)?;
         if o.layout != layout::SPARSE_COO {
-            return Err(ZtError::new(
+            return Err(Error::new(
                 Rule::Unsupported,
                 alloc::format!("layout {:?} is not {}", o.layout, layout::SPARSE_COO),
             )
@@ -469,7 +468,7 @@ impl<S: ReadAt> Reader<S> {
         let o = self.object(object)?;
         if o.layout != layout::DENSE {
             return Err(
-                ZtError::new(Rule::Unsupported, alloc::format!("layout {:?} is not dense", o.layout)).object(object),
+                Error::new(Rule::Unsupported, alloc::format!("layout {:?} is not dense", o.layout)).object(object),
             );
         }
         let p = self.part(object, "data")?;
@@ -479,14 +478,14 @@ impl<S: ReadAt> Reader<S> {
             ElementType::Logical(super::format::LogicalType::Complex64) => DType::C64,
             ElementType::Logical(super::format::LogicalType::Complex128) => DType::C128,
             ElementType::Logical(t) => {
-                return Err(ZtError::new(
+                return Err(Error::new(
                     Rule::Unsupported,
                     alloc::format!("logical type {} has no tensor dtype; read its raw bytes", t.name()),
                 )
                 .part(object, "data"));
             }
             ElementType::Unknown => {
-                return Err(ZtError::new(
+                return Err(Error::new(
                     Rule::Unsupported,
                     alloc::format!(
                         "unknown logical type {:?}: refusing to interpret it",
@@ -499,7 +498,7 @@ impl<S: ReadAt> Reader<S> {
         let bytes = self.read(object, "data")?;
         verify::check_content(&o.layout, o.elements(), p, &bytes).map_err(|e| e.part(object, "data"))?;
         Tensor::new(dtype, o.shape.clone(), bytes)
-            .map_err(|e| ZtError::new(Rule::DenseSize, alloc::format!("{e:?}")).part(object, "data"))
+            .map_err(|e| Error::new(Rule::DenseSize, alloc::format!("{e:?}")).part(object, "data"))
     }
 }
 

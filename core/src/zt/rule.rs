@@ -1,15 +1,15 @@
-//! The rule taxonomy of `.zt` v2 (spec §13.1) and the error type every `.zt` operation returns.
+//! The rule taxonomy of `.zt` v2 (spec §13.1), with the outcomes and the writer's own refusals,
+//! carried by the `.zt` layer's one error type, [`Error`](super::Error).
 
-use alloc::string::String;
 use core::fmt;
 
-use super::cbor::{CborError, CborRule};
-use crate::source::SourceError;
-
 /// Every way a `.zt` file can be wrong (the 26 names of the reference `ztensor::Rule` enum), plus
-/// the non-rejection outcomes [`Rule::Unsupported`] and [`Rule::NotFound`], and [`Rule::Io`] for a
-/// source that failed to deliver bytes.
+/// the non-rejection outcomes [`Rule::Unsupported`] and [`Rule::NotFound`], [`Rule::Io`] for a
+/// source (or sink) that failed, and the writer's refusals of a request ([`Rule::Canonical`],
+/// [`Rule::Order`], [`Rule::Usage`], [`Rule::Existing`]). Legacy v1/v0 files are judged by the same
+/// names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Rule {
     /// Shorter than magic + footer (48 bytes).
     FileTooSmall,
@@ -68,8 +68,18 @@ pub enum Rule {
     Unsupported,
     /// Not a rejection: no such object, part or shard.
     NotFound,
-    /// Not a rejection: the source failed to deliver bytes (the host's I/O error).
+    /// Not a rejection: the source failed to deliver bytes, or the sink to take them (the host's
+    /// I/O error).
     Io,
+    /// Writing: canonical form (§10) forbids the request (encodings, shards, sha256 digests, other
+    /// alignments, append, unreferenced blobs).
+    Canonical,
+    /// Writing: canonical form places blobs as objects arrive, so object names must ascend.
+    Order,
+    /// Writing: the API was used out of order (streaming state, wrong chunk sizes).
+    Usage,
+    /// Writing: the file being appended to is not a `.zt` v2 file with a manifest.
+    Existing,
 }
 
 impl Rule {
@@ -135,20 +145,35 @@ impl Rule {
             Rule::Unsupported => "Unsupported",
             Rule::NotFound => "NotFound",
             Rule::Io => "Io",
+            Rule::Canonical => "Canonical",
+            Rule::Order => "Order",
+            Rule::Usage => "Usage",
+            Rule::Existing => "Existing",
         }
     }
+
+    /// The outcomes and the writer's refusals, which are not among [`Rule::REJECTIONS`].
+    pub const OTHERS: [Rule; 7] = [
+        Rule::Unsupported,
+        Rule::NotFound,
+        Rule::Io,
+        Rule::Canonical,
+        Rule::Order,
+        Rule::Usage,
+        Rule::Existing,
+    ];
 
     /// Parses a name returned by [`Rule::name`].
     pub fn from_name(name: &str) -> Option<Rule> {
         Rule::REJECTIONS
             .iter()
-            .chain([Rule::Unsupported, Rule::NotFound, Rule::Io].iter())
+            .chain(Rule::OTHERS.iter())
             .copied()
             .find(|r| r.name() == name)
     }
 
-    /// True for the 26 rules that mean "this file (or part) is invalid"; false for
-    /// [`Rule::Unsupported`], [`Rule::NotFound`] and [`Rule::Io`].
+    /// True for the rules that mean "this file (or part, or write request) is invalid"; false for
+    /// the outcomes [`Rule::Unsupported`], [`Rule::NotFound`] and [`Rule::Io`].
     pub const fn is_rejection(self) -> bool {
         !matches!(self, Rule::Unsupported | Rule::NotFound | Rule::Io)
     }
@@ -192,6 +217,10 @@ impl Rule {
             }
             Rule::NotFound => "check the object and part names (list them first)",
             Rule::Io => "the source failed to deliver bytes; check the file or connection and retry",
+            Rule::Canonical => "canonical form forbids this; use non-canonical options to allow it",
+            Rule::Order => "add objects in ascending bytewise name order, or use non-canonical options",
+            Rule::Usage => "call the writer's methods in the documented order",
+            Rule::Existing => "append only to a complete .zt v2 file",
         }
     }
 }
@@ -202,148 +231,16 @@ impl fmt::Display for Rule {
     }
 }
 
-impl From<CborRule> for Rule {
-    fn from(r: CborRule) -> Rule {
-        match r {
-            CborRule::Syntax => Rule::CborSyntax,
-            CborRule::Determinism => Rule::CborDeterminism,
-            CborRule::DuplicateKey => Rule::CborDuplicateKey,
-            CborRule::Depth => Rule::CborDepth,
-        }
-    }
-}
-
-/// A `.zt` failure: which rule (or outcome), where in the file, which object/part/shard, and what
-/// was found. `Display` adds a hint on what to do.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ZtError {
-    /// The rule broken, or the outcome ([`Rule::Unsupported`], [`Rule::NotFound`], [`Rule::Io`]).
-    pub rule: Rule,
-    /// Absolute byte offset in the file the error is about, when one is known.
-    pub offset: Option<u64>,
-    /// The object concerned, if any.
-    pub object: Option<String>,
-    /// The part concerned, if any.
-    pub part: Option<String>,
-    /// The shard (file) concerned, if the error is about a shard rather than the containing file.
-    pub shard: Option<String>,
-    /// What was found.
-    pub message: String,
-}
-
-impl ZtError {
-    /// An error with no location.
-    pub fn new(rule: Rule, message: impl Into<String>) -> ZtError {
-        ZtError {
-            rule,
-            offset: None,
-            object: None,
-            part: None,
-            shard: None,
-            message: message.into(),
-        }
-    }
-
-    /// Sets the byte offset.
-    pub fn at(mut self, offset: u64) -> ZtError {
-        self.offset = Some(offset);
-        self
-    }
-
-    /// Sets the object name.
-    pub fn object(mut self, name: &str) -> ZtError {
-        self.object = Some(name.into());
-        self
-    }
-
-    /// Sets the object and part names.
-    pub fn part(mut self, object: &str, part: &str) -> ZtError {
-        self.object = Some(object.into());
-        self.part = Some(part.into());
-        self
-    }
-
-    /// Sets the shard name.
-    pub fn shard(mut self, name: &str) -> ZtError {
-        self.shard = Some(name.into());
-        self
-    }
-
-    /// Wraps a CBOR error of the manifest that starts at `manifest_offset`.
-    pub fn from_cbor(e: CborError, manifest_offset: u64) -> ZtError {
-        ZtError::new(e.rule.into(), alloc::format!("manifest: {}", e.message))
-            .at(manifest_offset.saturating_add(e.offset as u64))
-    }
-
-    /// Wraps a source failure (an out-of-bounds read is reported as `BlobBounds`).
-    pub fn from_source(e: SourceError) -> ZtError {
-        match e {
-            SourceError::OutOfBounds { offset, .. } => ZtError::new(Rule::BlobBounds, alloc::format!("{e}")).at(offset),
-            SourceError::Io(_) => ZtError::new(Rule::Io, alloc::format!("{e}")),
-        }
-    }
-}
-
-impl fmt::Display for ZtError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.rule.name(), self.message)?;
-        let mut sep = " (";
-        if let Some(s) = &self.shard {
-            write!(f, "{sep}shard {s:?}")?;
-            sep = ", ";
-        }
-        match (&self.object, &self.part) {
-            (Some(o), Some(p)) => {
-                write!(f, "{sep}object {o:?}, part {p:?}")?;
-                sep = ", ";
-            }
-            (Some(o), None) => {
-                write!(f, "{sep}object {o:?}")?;
-                sep = ", ";
-            }
-            _ => {}
-        }
-        if let Some(o) = self.offset {
-            write!(f, "{sep}at byte {o}")?;
-            sep = ", ";
-        }
-        if sep == ", " {
-            f.write_str(")")?;
-        }
-        write!(f, "; {}", self.rule.hint())
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for ZtError {}
-
-/// Shorthand for results of `.zt` operations.
-pub type Result<T, E = ZtError> = core::result::Result<T, E>;
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn names_round_trip() {
-        for r in Rule::REJECTIONS
-            .iter()
-            .chain([Rule::Unsupported, Rule::NotFound, Rule::Io].iter())
-        {
+        for r in Rule::REJECTIONS.iter().chain(Rule::OTHERS.iter()) {
             assert_eq!(Rule::from_name(r.name()), Some(*r));
         }
         assert_eq!(Rule::REJECTIONS.len(), 26);
         assert!(!Rule::Unsupported.is_rejection());
-    }
-
-    #[test]
-    fn display_says_what_where_and_what_to_do() {
-        let e = ZtError::new(Rule::BlobBounds, "blob [4096, 100] runs past the data region")
-            .part("w", "data")
-            .at(4096);
-        let s = alloc::format!("{e}");
-        assert!(s.starts_with("BlobBounds: blob [4096, 100]"), "{s}");
-        assert!(s.contains("object \"w\", part \"data\", at byte 4096)"), "{s}");
-        assert!(s.contains("; a blob reference"), "{s}");
     }
 }

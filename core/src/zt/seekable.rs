@@ -9,7 +9,7 @@
 //! u32 LE N, u8 descriptor, u32 LE 0x8F92EAB1
 //! ```
 //!
-//! Every violation is reported as rule `Encoding` ([`EncodingError`]) with the offset within the
+//! Every violation is reported as rule `Encoding` ([`Error`]) with the offset within the
 //! stored bytes. The checks are the reference decoder's: length ≥ 17, both magics, reserved
 //! descriptor bits, the skippable-frame size, each frame ≤ 16 MiB decoded, `Σ decompressed =
 //! decoded_length`, `Σ compressed` = start of the seek table, equal non-final frames, and every frame
@@ -24,9 +24,11 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
 
 use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
+
+use super::Error;
+use super::rule::Rule;
 
 use crate::source::ReadAt;
 
@@ -47,37 +49,10 @@ pub const SEEKABLE_MAGIC: u32 = 0x8F92_EAB1;
 const WINDOW_FLOOR: u64 = 8 << 20;
 const WINDOW_CAP: u64 = 128 << 20;
 
-/// A violation of the encoding (rule `Encoding`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EncodingError {
-    /// Byte offset within the stored (encoded) bytes where the problem was found.
-    pub offset: u64,
-    /// What was found.
-    pub message: String,
+/// A violation of the encoding: rule [`Rule::Encoding`] at `offset` within the stored bytes.
+fn encoding_error(offset: u64, message: impl Into<String>) -> Error {
+    Error::new(Rule::Encoding, message).at(offset)
 }
-
-impl EncodingError {
-    /// The spec's rule name: always `"Encoding"`.
-    pub fn rule(&self) -> &'static str {
-        "Encoding"
-    }
-
-    fn new(offset: u64, message: impl Into<String>) -> Self {
-        EncodingError {
-            offset,
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for EncodingError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Encoding: {} (at stored byte {})", self.message, self.offset)
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for EncodingError {}
 
 /// One entry of the seek table, with its absolute positions worked out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,17 +86,17 @@ fn le32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(w)
 }
 
-fn read_src<R: ReadAt + ?Sized>(src: &R, base: u64, offset: u64, len: u64) -> Result<Vec<u8>, EncodingError> {
+fn read_src<R: ReadAt + ?Sized>(src: &R, base: u64, offset: u64, len: u64) -> Result<Vec<u8>, Error> {
     let abs = base
         .checked_add(offset)
-        .ok_or_else(|| EncodingError::new(offset, "offset overflows"))?;
+        .ok_or_else(|| encoding_error(offset, "offset overflows"))?;
     src.read_vec(abs, len)
-        .map_err(|e| EncodingError::new(offset, alloc::format!("cannot read stored bytes: {e}")))
+        .map_err(|e| encoding_error(offset, alloc::format!("cannot read stored bytes: {e}")))
 }
 
 impl SeekTable {
     /// Parses and validates the seek table at the end of `stored` against `decoded_length`.
-    pub fn parse(stored: &[u8], decoded_length: u64) -> Result<SeekTable, EncodingError> {
+    pub fn parse(stored: &[u8], decoded_length: u64) -> Result<SeekTable, Error> {
         Self::parse_at(stored, 0, stored.len() as u64, decoded_length)
     }
 
@@ -132,9 +107,9 @@ impl SeekTable {
         base: u64,
         stored_len: u64,
         decoded_length: u64,
-    ) -> Result<SeekTable, EncodingError> {
+    ) -> Result<SeekTable, Error> {
         if stored_len < MIN_STORED_LEN {
-            return Err(EncodingError::new(
+            return Err(encoding_error(
                 0,
                 alloc::format!("{stored_len} stored bytes; the seekable format needs at least 17"),
             ));
@@ -144,13 +119,13 @@ impl SeekTable {
         let n = le32(&foot, 0);
         let descriptor = foot[4];
         if le32(&foot, 5) != SEEKABLE_MAGIC {
-            return Err(EncodingError::new(
+            return Err(encoding_error(
                 foot_at + 5,
                 alloc::format!("seekable magic is 0x{:08X}, expected 0x8F92EAB1", le32(&foot, 5)),
             ));
         }
         if descriptor & 0x7F != 0 {
-            return Err(EncodingError::new(
+            return Err(encoding_error(
                 foot_at + 4,
                 alloc::format!("seek-table descriptor 0x{descriptor:02X} sets reserved bits"),
             ));
@@ -161,7 +136,7 @@ impl SeekTable {
         let content_len = entries_len + 9;
         let frame_len = content_len + 8;
         if frame_len > stored_len {
-            return Err(EncodingError::new(
+            return Err(encoding_error(
                 foot_at,
                 alloc::format!("seek table of {n} frames needs {frame_len} bytes; only {stored_len} stored"),
             ));
@@ -169,13 +144,13 @@ impl SeekTable {
         let table_offset = stored_len - frame_len;
         let head = read_src(src, base, table_offset, 8)?;
         if le32(&head, 0) != SKIPPABLE_MAGIC {
-            return Err(EncodingError::new(
+            return Err(encoding_error(
                 table_offset,
                 alloc::format!("skippable-frame magic is 0x{:08X}, expected 0x184D2A5E", le32(&head, 0)),
             ));
         }
         if u64::from(le32(&head, 4)) != content_len {
-            return Err(EncodingError::new(
+            return Err(encoding_error(
                 table_offset + 4,
                 alloc::format!(
                     "skippable-frame size is {}, expected {content_len} for {n} frames",
@@ -190,7 +165,7 @@ impl SeekTable {
             let at = table_offset + 8 + i as u64 * entry_size;
             let (c, d) = (le32(e, 0), le32(e, 4));
             if d > MAX_FRAME_DECODED {
-                return Err(EncodingError::new(
+                return Err(encoding_error(
                     at + 4,
                     alloc::format!("frame {i} declares {d} decoded bytes; the limit is 16 MiB"),
                 ));
@@ -198,7 +173,7 @@ impl SeekTable {
             if let Some(first) = frames.first().map(|f: &Frame| f.decoded_size) {
                 // Every frame but the last has the first frame's size; checked on the previous one.
                 if i + 1 < n as usize && d != first {
-                    return Err(EncodingError::new(
+                    return Err(encoding_error(
                         at + 4,
                         alloc::format!("non-final frame {i} decodes to {d} bytes, frame 0 to {first}"),
                     ));
@@ -215,7 +190,7 @@ impl SeekTable {
             decoded_pos += u64::from(d);
         }
         if stored_pos != table_offset {
-            return Err(EncodingError::new(
+            return Err(encoding_error(
                 table_offset,
                 alloc::format!(
                     "frames add up to {stored_pos} compressed bytes but the seek table starts at {table_offset}"
@@ -223,7 +198,7 @@ impl SeekTable {
             ));
         }
         if decoded_pos != decoded_length {
-            return Err(EncodingError::new(
+            return Err(encoding_error(
                 table_offset,
                 alloc::format!("frames add up to {decoded_pos} decoded bytes; decoded_length is {decoded_length}"),
             ));
@@ -237,12 +212,12 @@ impl SeekTable {
 
     /// Indices of the frames holding decoded bytes `[offset, offset + len)` (empty for `len == 0`).
     /// The range must lie within `decoded_length`.
-    pub fn frames_for(&self, offset: u64, len: u64) -> Result<core::ops::Range<usize>, EncodingError> {
+    pub fn frames_for(&self, offset: u64, len: u64) -> Result<core::ops::Range<usize>, Error> {
         let end = offset
             .checked_add(len)
             .filter(|&e| e <= self.decoded_length)
             .ok_or_else(|| {
-                EncodingError::new(
+                encoding_error(
                     0,
                     alloc::format!(
                         "range [{offset}, {offset}+{len}) runs past decoded_length {}",
@@ -266,12 +241,12 @@ impl SeekTable {
 }
 
 /// Decodes all of `stored` into exactly `decoded_length` bytes.
-pub fn decode(stored: &[u8], decoded_length: u64) -> Result<Vec<u8>, EncodingError> {
+pub fn decode(stored: &[u8], decoded_length: u64) -> Result<Vec<u8>, Error> {
     read_range(stored, decoded_length, 0, decoded_length)
 }
 
 /// Decodes only the frames covering decoded bytes `[offset, offset + len)` and returns those bytes.
-pub fn read_range(stored: &[u8], decoded_length: u64, offset: u64, len: u64) -> Result<Vec<u8>, EncodingError> {
+pub fn read_range(stored: &[u8], decoded_length: u64, offset: u64, len: u64) -> Result<Vec<u8>, Error> {
     read_range_at(stored, 0, stored.len() as u64, decoded_length, offset, len)
 }
 
@@ -284,7 +259,7 @@ pub fn read_range_at<R: ReadAt + ?Sized>(
     decoded_length: u64,
     offset: u64,
     len: u64,
-) -> Result<Vec<u8>, EncodingError> {
+) -> Result<Vec<u8>, Error> {
     let table = SeekTable::parse_at(src, base, stored_len, decoded_length)?;
     let range = table.frames_for(offset, len)?;
     let end = offset + len;
@@ -312,7 +287,7 @@ pub fn read_range_at<R: ReadAt + ?Sized>(
 
 /// Decodes the one zstd frame described by `frame` (its stored bytes, exactly) and checks its size
 /// and checksums.
-fn decode_frame(stored: &[u8], frame: &Frame, index: usize) -> Result<Vec<u8>, EncodingError> {
+fn decode_frame(stored: &[u8], frame: &Frame, index: usize) -> Result<Vec<u8>, Error> {
     let expected = u64::from(frame.decoded_size);
     let mut out = Vec::with_capacity(frame.decoded_size.min(1 << 20) as usize);
     let mut input = stored;
@@ -322,15 +297,15 @@ fn decode_frame(stored: &[u8], frame: &Frame, index: usize) -> Result<Vec<u8>, E
     match r {
         Ok(FrameOutcome::Data) => {}
         Ok(FrameOutcome::Skippable) => {
-            return Err(EncodingError::new(
+            return Err(encoding_error(
                 frame.stored_offset,
                 alloc::format!("frame {index} is a skippable frame, not a zstd frame"),
             ));
         }
-        Err(m) => return Err(EncodingError::new(at, alloc::format!("frame {index}: {m}"))),
+        Err(m) => return Err(encoding_error(at, alloc::format!("frame {index}: {m}"))),
     }
     if !input.is_empty() {
-        return Err(EncodingError::new(
+        return Err(encoding_error(
             at,
             alloc::format!(
                 "frame {index} ends after {} of its {} stored bytes",
@@ -340,7 +315,7 @@ fn decode_frame(stored: &[u8], frame: &Frame, index: usize) -> Result<Vec<u8>, E
         ));
     }
     if out.len() as u64 != expected {
-        return Err(EncodingError::new(
+        return Err(encoding_error(
             frame.stored_offset,
             alloc::format!(
                 "frame {index} decodes to {} bytes; the seek table says {expected}",
@@ -351,7 +326,7 @@ fn decode_frame(stored: &[u8], frame: &Frame, index: usize) -> Result<Vec<u8>, E
     if let Some(want) = frame.checksum {
         let got = dec.get_calculated_checksum();
         if got != Some(want) {
-            return Err(EncodingError::new(
+            return Err(encoding_error(
                 frame.stored_offset,
                 alloc::format!("frame {index}: seek-table checksum 0x{want:08X} does not match the decoded bytes"),
             ));

@@ -16,7 +16,8 @@ use super::format::{
 };
 use super::layout::{Profiles, check_layout};
 use super::manifest::{Blob, Manifest};
-use super::rule::{Result, Rule, ZtError};
+use super::rule::Rule;
+use super::{Error, Result};
 use crate::source::ReadAt;
 
 /// Bytes read from the end of the file in the first range read.
@@ -28,10 +29,7 @@ pub(crate) fn fetch<S: ReadAt + ?Sized>(source: &S, offset: u64, len: u64) -> Re
     if let Some(s) = source.slice(offset, len) {
         return Ok(Cow::Borrowed(s));
     }
-    source
-        .read_vec(offset, len)
-        .map(Cow::Owned)
-        .map_err(ZtError::from_source)
+    source.read_vec(offset, len).map(Cow::Owned).map_err(Error::from_source)
 }
 
 /// What an image is: a model (with its manifest) or a bare data shard.
@@ -68,7 +66,7 @@ pub fn validate<S: ReadAt + ?Sized>(source: &S) -> Result<Image> {
     let size = source.size();
     // 1. size
     if size < MIN_FILE_SIZE {
-        return Err(ZtError::new(
+        return Err(Error::new(
             Rule::FileTooSmall,
             alloc::format!("the file is {size} bytes; a .zt v2 file has at least 48"),
         ));
@@ -82,7 +80,7 @@ pub fn validate<S: ReadAt + ?Sized>(source: &S) -> Result<Image> {
     };
     // 2. header magic
     if head[..] != MAGIC {
-        return Err(ZtError::new(
+        return Err(Error::new(
             Rule::HeaderMagic,
             "the first 8 bytes are not the .zt v2 magic \\x89ZT2\\r\\n\\x1a\\n",
         )
@@ -95,7 +93,7 @@ pub fn validate<S: ReadAt + ?Sized>(source: &S) -> Result<Image> {
     let footer = Footer::parse(&fa).map_err(|e| e.at(size - 8))?;
     // 4. version
     if footer.version != VERSION {
-        return Err(ZtError::new(
+        return Err(Error::new(
             Rule::Version,
             alloc::format!("footer version {} is not implemented (only 2)", footer.version),
         )
@@ -105,7 +103,7 @@ pub fn validate<S: ReadAt + ?Sized>(source: &S) -> Result<Image> {
     // 5. data shard
     if footer.manifest_length == 0 {
         if footer.manifest_offset != 0 || footer.manifest_hash != 0 {
-            return Err(ZtError::new(
+            return Err(Error::new(
                 Rule::ManifestBounds,
                 alloc::format!(
                     "manifest length is 0 (a data shard) but the footer's offset is {} and hash {:#x}; both must be 0",
@@ -120,7 +118,7 @@ pub fn validate<S: ReadAt + ?Sized>(source: &S) -> Result<Image> {
     let (mo, ml) = (footer.manifest_offset, footer.manifest_length);
     // 6. manifest size limit
     if ml > MAX_MANIFEST_LEN {
-        return Err(ZtError::new(
+        return Err(Error::new(
             Rule::ManifestTooLarge,
             alloc::format!("manifest length {ml} exceeds 1 GiB"),
         )
@@ -128,7 +126,7 @@ pub fn validate<S: ReadAt + ?Sized>(source: &S) -> Result<Image> {
     }
     // 7. manifest alignment
     if !offset_aligned(mo) {
-        return Err(ZtError::new(
+        return Err(Error::new(
             Rule::BlobAlignment,
             alloc::format!("manifest offset {mo} is not a multiple of 4096 at or above 4096"),
         )
@@ -138,7 +136,7 @@ pub fn validate<S: ReadAt + ?Sized>(source: &S) -> Result<Image> {
     match mo.checked_add(ml) {
         Some(end) if end <= footer_at => {}
         _ => {
-            return Err(ZtError::new(
+            return Err(Error::new(
                 Rule::ManifestBounds,
                 alloc::format!("manifest [{mo}, +{ml}) runs past the data region, which ends at {footer_at}"),
             )
@@ -154,7 +152,7 @@ pub fn validate<S: ReadAt + ?Sized>(source: &S) -> Result<Image> {
     // 9. manifest hash
     let h = xxh3_64(&manifest_bytes);
     if h != footer.manifest_hash {
-        return Err(ZtError::new(
+        return Err(Error::new(
             Rule::ManifestHash,
             alloc::format!(
                 "manifest hashes to {h:016x}, the footer says {:016x}",
@@ -164,7 +162,7 @@ pub fn validate<S: ReadAt + ?Sized>(source: &S) -> Result<Image> {
         .at(mo));
     }
     // 10. CBOR
-    let root = cbor::decode(&manifest_bytes, Mode::Deterministic).map_err(|e| ZtError::from_cbor(e, mo))?;
+    let root = cbor::decode(&manifest_bytes, Mode::Deterministic).map_err(|e| Error::from_cbor(e, mo))?;
     // 11, 12. schema walk
     let manifest = Manifest::from_value(&root, Blob { offset: mo, length: ml }, size)?;
     check_blobs(&manifest)?;
@@ -177,10 +175,10 @@ pub fn check_blobs(m: &Manifest) -> Result<()> {
     // 13. objects in bytewise name order, parts likewise
     for (name, obj) in &m.objects {
         if obj.shape.len() > MAX_RANK {
-            return Err(ZtError::new(Rule::Shape, alloc::format!("rank {} exceeds 64", obj.shape.len())).object(name));
+            return Err(Error::new(Rule::Shape, alloc::format!("rank {} exceeds 64", obj.shape.len())).object(name));
         }
         if obj.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).is_none() {
-            return Err(ZtError::new(
+            return Err(Error::new(
                 Rule::Shape,
                 alloc::format!("the element count of shape {:?} overflows u64", obj.shape),
             )
@@ -189,7 +187,7 @@ pub fn check_blobs(m: &Manifest) -> Result<()> {
         for (pname, p) in &obj.parts {
             let b = p.blob;
             if !offset_aligned(b.offset) {
-                return Err(ZtError::new(
+                return Err(Error::new(
                     Rule::BlobAlignment,
                     alloc::format!("blob offset {} is not a multiple of 4096 at or above 4096", b.offset),
                 )
@@ -207,7 +205,7 @@ pub fn check_blobs(m: &Manifest) -> Result<()> {
                             "it is not in the shard table"
                         };
                         return Err(
-                            ZtError::new(Rule::ShardRef, alloc::format!("part names shard {s:?}, but {why}"))
+                            Error::new(Rule::ShardRef, alloc::format!("part names shard {s:?}, but {why}"))
                                 .part(name, pname),
                         );
                     }
@@ -215,7 +213,7 @@ pub fn check_blobs(m: &Manifest) -> Result<()> {
             };
             let data_end = target_size.saturating_sub(FOOTER_LEN);
             if !matches!(b.offset.checked_add(b.length), Some(e) if e <= data_end) {
-                let mut e = ZtError::new(
+                let mut e = Error::new(
                     Rule::BlobBounds,
                     alloc::format!(
                         "blob [{}, +{}) runs past the data region, which ends at {data_end}",
@@ -231,7 +229,7 @@ pub fn check_blobs(m: &Manifest) -> Result<()> {
             if let Some(t) = p.logical_type()
                 && t.dtype() != p.dtype
             {
-                return Err(ZtError::new(
+                return Err(Error::new(
                     Rule::Schema,
                     alloc::format!(
                         "logical type {} must be stored as {}, not {}",
@@ -269,7 +267,7 @@ pub fn check_blobs(m: &Manifest) -> Result<()> {
                 } else {
                     alloc::format!("blob [{}, +{}]", b.offset, b.length)
                 };
-                let mut e = ZtError::new(
+                let mut e = Error::new(
                     Rule::BlobOverlap,
                     alloc::format!("{what} partially overlaps another blob that ends at {end}"),
                 )

@@ -12,7 +12,8 @@ use sha2::Digest as _;
 use super::format::{LogicalType, parse_digest};
 use super::layout::DENSE;
 use super::manifest::Part;
-use super::rule::{Result, Rule, ZtError};
+use super::rule::Rule;
+use super::{Error, Result};
 use crate::source::ReadAt;
 
 /// Digest algorithms this crate computes.
@@ -73,9 +74,9 @@ pub fn compute_digest(algo: &str, bytes: &[u8]) -> Option<String> {
 /// Checks `bytes` against `digest` (`"<algo>:<hex>"`): `Digest` when malformed or different,
 /// `Unsupported` when the algorithm is unknown.
 pub fn check_digest(digest: &str, bytes: &[u8]) -> Result<()> {
-    let (algo, _) = parse_digest(digest).map_err(|e| ZtError::new(Rule::Digest, e.message))?;
+    let (algo, _) = parse_digest(digest).map_err(|e| Error::new(Rule::Digest, e.message))?;
     let got = compute_digest(algo, bytes).ok_or_else(|| {
-        ZtError::new(
+        Error::new(
             Rule::Unsupported,
             alloc::format!("digest algorithm {algo:?} is not supported (xxh3, sha256)"),
         )
@@ -83,7 +84,7 @@ pub fn check_digest(digest: &str, bytes: &[u8]) -> Result<()> {
     if got == digest {
         Ok(())
     } else {
-        Err(ZtError::new(
+        Err(Error::new(
             Rule::Digest,
             alloc::format!("the bytes hash to {got}, the manifest says {digest}"),
         ))
@@ -94,7 +95,7 @@ pub fn check_digest(digest: &str, bytes: &[u8]) -> Result<()> {
 /// an unknown algorithm.
 pub fn digest_source<S: ReadAt + ?Sized>(algo: &str, source: &S) -> Result<String> {
     let mut h = Hasher::new(algo).ok_or_else(|| {
-        ZtError::new(
+        Error::new(
             Rule::Unsupported,
             alloc::format!("digest algorithm {algo:?} is not supported (xxh3, sha256)"),
         )
@@ -108,7 +109,7 @@ pub fn digest_source<S: ReadAt + ?Sized>(algo: &str, source: &S) -> Result<Strin
     let mut off = 0u64;
     while off < size {
         let n = (size - off).min(buf.len() as u64) as usize;
-        source.read_at(off, &mut buf[..n]).map_err(ZtError::from_source)?;
+        source.read_at(off, &mut buf[..n]).map_err(Error::from_source)?;
         h.update(&buf[..n]);
         off += n as u64;
     }
@@ -122,7 +123,7 @@ pub fn check_content(layout: &str, elements: u64, part: &Part, bytes: &[u8]) -> 
     match part.logical_type() {
         Some(LogicalType::Bool) => {
             if let Some(i) = bytes.iter().position(|&b| b > 1) {
-                return Err(ZtError::new(
+                return Err(Error::new(
                     Rule::LayoutData,
                     alloc::format!("bool element {i} is byte {:#04x}, not 0 or 1", bytes[i]),
                 ));
@@ -132,7 +133,7 @@ pub fn check_content(layout: &str, elements: u64, part: &Part, bytes: &[u8]) -> 
             if let Some(&last) = bytes.last()
                 && last >> 4 != 0
             {
-                return Err(ZtError::new(
+                return Err(Error::new(
                     Rule::LayoutData,
                     alloc::format!(
                         "f4_e2m1 with {elements} elements: the unused high nibble of the last byte is {:#x}, not 0",
@@ -162,8 +163,8 @@ pub fn read_indices(bytes: &[u8], width: u64) -> Vec<u64> {
 }
 
 /// A data-rule violation in one part (the object is named by the caller).
-fn data_in(part: &str, msg: String) -> ZtError {
-    let mut e = ZtError::new(Rule::LayoutData, msg);
+fn data_in(part: &str, msg: String) -> Error {
+    let mut e = Error::new(Rule::LayoutData, msg);
     e.part = Some(part.into());
     e
 }

@@ -243,6 +243,89 @@ fn fixed_array<S: ReadAt + ?Sized>(
     Ok(())
 }
 
+/// What walking an extensible array's data blocks needs: its header's parameters and what its
+/// elements index.
+struct ExtArray<'a, 'c, S: ReadAt + ?Sized> {
+    ctx: &'a Ctx<'c, S>,
+    /// Size of offsets in the file.
+    so: usize,
+    /// Bytes per element.
+    esize: u64,
+    /// Elements are filtered chunks (address, size, mask) rather than addresses.
+    filtered: bool,
+    chunk_bytes: u64,
+    /// Elements past this index were never set.
+    max_set: u64,
+    /// Elements per data block page.
+    page: u64,
+    /// Bytes of a block's offset field.
+    off_size: usize,
+    max_grid: &'a [u64],
+    unlim: usize,
+}
+
+impl<S: ReadAt + ?Sized> ExtArray<'_, '_, S> {
+    /// Adds element `idx` (bytes `e`) as a chunk, unless it is past the set elements or
+    /// unallocated.
+    fn push(&self, idx: u64, e: &[u8], out: &mut Vec<ChunkRef>) -> Result<(), FormatError> {
+        if idx >= self.max_set {
+            return Ok(());
+        }
+        let (a, size, mask) = entry(e, self.so, self.filtered, self.chunk_bytes)?;
+        if !self.ctx.undefined(a) {
+            out.push(ChunkRef {
+                scaled: unlinear(idx, self.max_grid, self.unlim),
+                addr: a,
+                size,
+                mask,
+            });
+        }
+        Ok(())
+    }
+
+    /// Adds the elements of the data block at `a`: `n` elements, the first of index `first`.
+    fn data_block(&self, a: u64, n: u64, first: u64, out: &mut Vec<ChunkRef>) -> Result<(), FormatError> {
+        let (ctx, so, esize, page) = (self.ctx, self.so, self.esize, self.page);
+        if ctx.undefined(a) || first >= self.max_set {
+            return Ok(());
+        }
+        let paged = n > page;
+        let prefix = (4 + 2 + so + self.off_size) as u64;
+        let body = if paged {
+            n.div_ceil(page).checked_mul(page * esize + 4)
+        } else {
+            n.checked_mul(esize)
+        };
+        // The block must be in the file before its elements are walked.
+        let len = body
+            .and_then(|b| b.checked_add(prefix + 4))
+            .ok_or_else(|| err(ErrorKind::Overflow, "an extensible array data block's size overflows"))?;
+        let body = len - prefix - 4;
+        let d = ctx.read(a, len)?;
+        let mut c = Cur::of(&d, ctx.abs(a)?);
+        c.sig(b"EADB", "extensible array data block")?;
+        let start = if paged {
+            c.seek(prefix as usize)?;
+            c.checksum("extensible array data block")?;
+            prefix + 4
+        } else {
+            c.seek((prefix + body) as usize)?;
+            c.checksum("extensible array data block")?;
+            prefix
+        };
+        for i in 0..n {
+            let pos = start
+                + if paged {
+                    (i / page) * (page * esize + 4) + (i % page) * esize
+                } else {
+                    i * esize
+                };
+            self.push(first + i, &d[pos as usize..(pos + esize) as usize], out)?;
+        }
+        Ok(())
+    }
+}
+
 fn extensible_array<S: ReadAt + ?Sized>(
     ctx: &Ctx<'_, S>,
     addr: u64,
@@ -293,74 +376,30 @@ fn extensible_array<S: ReadAt + ?Sized>(
     // Super block u: 2^(u/2) data blocks of 2^((u+1)/2) * min_elmts elements.
     let ndblks = |u: u64| 1u64 << (u / 2);
     let dblk_elmts = |u: u64| (1u64 << u.div_ceil(2)).saturating_mul(min_elmts);
-    let page = 1u64 << page_bits;
+    let ea = ExtArray {
+        ctx,
+        so,
+        esize,
+        filtered: client == 1,
+        chunk_bytes,
+        max_set,
+        page: 1u64 << page_bits,
+        off_size,
+        max_grid,
+        unlim,
+    };
     let ilen = (4 + 2 + so) as u64 + idx_elmts * esize + (ndblk_addrs + nsblk_addrs) * so as u64 + 4;
     let ib = ctx.read(iblock, ilen)?;
     let mut c = Cur::of(&ib, ctx.abs(iblock)?);
     c.sig(b"EAIB", "extensible array index block")?;
     c.skip(2 + so)?;
-    let push = |idx: u64, e: &[u8], out: &mut Vec<ChunkRef>| -> Result<(), FormatError> {
-        if idx >= max_set {
-            return Ok(());
-        }
-        let (a, size, mask) = entry(e, so, client == 1, chunk_bytes)?;
-        if !ctx.undefined(a) {
-            out.push(ChunkRef {
-                scaled: unlinear(idx, max_grid, unlim),
-                addr: a,
-                size,
-                mask,
-            });
-        }
-        Ok(())
-    };
     for i in 0..idx_elmts {
         let e = c.bytes(esize as usize)?.to_vec();
-        push(i, &e, out)?;
+        ea.push(i, &e, out)?;
     }
     let dblk_addrs: Vec<u64> = (0..ndblk_addrs).map(|_| c.uv(so)).collect::<Result<_, _>>()?;
     let sblk_addrs: Vec<u64> = (0..nsblk_addrs).map(|_| c.uv(so)).collect::<Result<_, _>>()?;
     c.checksum("extensible array index block")?;
-    // A data block of `n` elements whose first element has index `first`.
-    let data_block = |a: u64, n: u64, first: u64, out: &mut Vec<ChunkRef>| -> Result<(), FormatError> {
-        if ctx.undefined(a) || first >= max_set {
-            return Ok(());
-        }
-        let paged = n > page;
-        let prefix = (4 + 2 + so + off_size) as u64;
-        let body = if paged {
-            n.div_ceil(page).checked_mul(page * esize + 4)
-        } else {
-            n.checked_mul(esize)
-        };
-        // The block must be in the file before its elements are walked.
-        let len = body
-            .and_then(|b| b.checked_add(prefix + 4))
-            .ok_or_else(|| err(ErrorKind::Overflow, "an extensible array data block's size overflows"))?;
-        let body = len - prefix - 4;
-        let d = ctx.read(a, len)?;
-        let mut c = Cur::of(&d, ctx.abs(a)?);
-        c.sig(b"EADB", "extensible array data block")?;
-        let start = if paged {
-            c.seek(prefix as usize)?;
-            c.checksum("extensible array data block")?;
-            prefix + 4
-        } else {
-            c.seek((prefix + body) as usize)?;
-            c.checksum("extensible array data block")?;
-            prefix
-        };
-        for i in 0..n {
-            let pos = start
-                + if paged {
-                    (i / page) * (page * esize + 4) + (i % page) * esize
-                } else {
-                    i * esize
-                };
-            push(first + i, &d[pos as usize..(pos + esize) as usize], out)?;
-        }
-        Ok(())
-    };
     let mut first = idx_elmts;
     let mut k = 0usize;
     for u in 0..nsblks {
@@ -374,7 +413,7 @@ fn extensible_array<S: ReadAt + ?Sized>(
                     .get(k)
                     .ok_or_else(|| err(ErrorKind::Syntax, "extensible array index block too short"))?;
                 k += 1;
-                data_block(a, ne, first, out)?;
+                ea.data_block(a, ne, first, out)?;
                 first = first.saturating_add(ne);
             }
             continue;
@@ -384,9 +423,9 @@ fn extensible_array<S: ReadAt + ?Sized>(
             first = first.saturating_add(nd.saturating_mul(ne));
             continue;
         }
-        let paged = ne > page;
+        let paged = ne > ea.page;
         let bitmap = if paged {
-            nd.saturating_mul(ne.div_ceil(page).div_ceil(8))
+            nd.saturating_mul(ne.div_ceil(ea.page).div_ceil(8))
         } else {
             0
         };
@@ -399,7 +438,7 @@ fn extensible_array<S: ReadAt + ?Sized>(
         let addrs: Vec<u64> = (0..nd).map(|_| s.uv(so)).collect::<Result<_, _>>()?;
         s.checksum("extensible array super block")?;
         for a in addrs {
-            data_block(a, ne, first, out)?;
+            ea.data_block(a, ne, first, out)?;
             first = first.saturating_add(ne);
         }
     }

@@ -13,9 +13,10 @@ use crate::zt::format::{
 };
 
 use super::base::Writer;
-use super::error::{Res, WriteError, WriteRule};
 use super::sink::Sink;
 use super::spec::Options;
+use crate::zt::Error;
+use crate::zt::rule::Rule;
 
 impl<S: Sink> Writer<S> {
     /// Adds to an existing `.zt` (generational append, §2.3): `existing` is the file as it is now and
@@ -24,25 +25,25 @@ impl<S: Sink> Writer<S> {
     /// nothing is truncated or overwritten. Without [`Options::alignment`] the file's own alignment
     /// is inherited from its offsets. Needs [`Options::non_canonical`] (an append leaves the old
     /// manifest as an unreferenced blob). New blobs are not shared with old ones.
-    pub fn append(sink: S, existing: &impl ReadAt, opts: Options) -> Res<Self> {
+    pub fn append(sink: S, existing: &impl ReadAt, opts: Options) -> crate::zt::Result<Self> {
         if opts.canonical {
-            return Err(WriteError::new(
-                WriteRule::Canonical,
+            return Err(Error::write(
+                Rule::Canonical,
                 "canonical form is written in one pass; append with Options::non_canonical()",
             ));
         }
         let align = Self::check_options(&opts)?;
         let size = existing.size();
         if sink.position() != size {
-            return Err(WriteError::new(
-                WriteRule::Usage,
+            return Err(Error::write(
+                Rule::Usage,
                 format!(
                     "the sink is at {}, but the existing file ends at {size}: append writes from EOF",
                     sink.position()
                 ),
             ));
         }
-        let bad = |m: String| WriteError::new(WriteRule::Existing, m);
+        let bad = |m: String| Error::write(Rule::Existing, m);
         let read = |off: u64, len: u64| {
             existing
                 .read_vec(off, len)

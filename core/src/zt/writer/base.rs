@@ -12,9 +12,10 @@ use crate::zt::cbor::Value;
 use crate::zt::format::{ALIGNMENT as ALIGN_FLOOR, CANONICAL_ALIGNMENT as ALIGN_CANONICAL, MAGIC};
 
 use super::digest::{DigestAlgo, Hasher};
-use super::error::{Res, WriteError, WriteRule};
 use super::sink::Sink;
 use super::spec::{ObjectSpec, Options, PartDecl};
+use crate::zt::Error;
+use crate::zt::rule::Rule;
 
 /// A part of the object being streamed.
 pub(super) struct StreamPart {
@@ -36,7 +37,7 @@ pub(super) struct Stream {
     pub(super) dedup_hasher: Option<Xxh3>,
 }
 
-/// Writes one `.zt` file into a [`Sink`]. See the [module docs](self).
+/// Writes one `.zt` file into a [`Sink`]. See the [module docs](super).
 pub struct Writer<S: Sink> {
     pub(super) sink: S,
     pub(super) opts: Options,
@@ -65,11 +66,11 @@ impl<S: Sink> fmt::Debug for Writer<S> {
 
 impl<S: Sink> Writer<S> {
     /// Starts a new file in an empty `sink` (writes the magic).
-    pub fn new(mut sink: S, opts: Options) -> Res<Self> {
+    pub fn new(mut sink: S, opts: Options) -> crate::zt::Result<Self> {
         let align = Self::check_options(&opts)?;
         if sink.position() != 0 {
-            return Err(WriteError::new(
-                WriteRule::Usage,
+            return Err(Error::write(
+                Rule::Usage,
                 format!(
                     "a new file needs an empty sink, this one is at {}; use Writer::append to add to a file",
                     sink.position()
@@ -92,25 +93,25 @@ impl<S: Sink> Writer<S> {
         })
     }
 
-    pub(super) fn check_options(opts: &Options) -> Res<u64> {
+    pub(super) fn check_options(opts: &Options) -> crate::zt::Result<u64> {
         if opts.canonical {
             if let Some(a) = opts.alignment.filter(|&a| a != ALIGN_CANONICAL) {
-                return Err(WriteError::new(
-                    WriteRule::Canonical,
+                return Err(Error::write(
+                    Rule::Canonical,
                     format!("canonical form places blobs at 65536, not {a}; use Options::non_canonical() to choose"),
                 ));
             }
             if opts.digest != DigestAlgo::Xxh3 {
-                return Err(WriteError::new(
-                    WriteRule::Canonical,
+                return Err(Error::write(
+                    Rule::Canonical,
                     "canonical form requires xxh3 part digests; use Options::non_canonical() for sha256",
                 ));
             }
         }
         let a = opts.alignment.unwrap_or(ALIGN_CANONICAL);
         if !a.is_power_of_two() || a < ALIGN_FLOOR {
-            return Err(WriteError::new(
-                WriteRule::Usage,
+            return Err(Error::write(
+                Rule::Usage,
                 format!("alignment must be a power of two >= 4096, got {a}"),
             ));
         }

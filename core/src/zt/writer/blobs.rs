@@ -8,15 +8,16 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::base::Writer;
 use super::digest::Hasher;
-use super::error::{Res, WriteError, WriteRule};
-use super::sink::{Sink, SinkError};
+use super::sink::Sink;
 use super::spec::BlobRef;
+use crate::zt::Error;
+use crate::zt::rule::Rule;
 
 /// Chunk size for padding and read-back comparisons.
 const CHUNK: usize = 1 << 20;
 
 impl<S: Sink> Writer<S> {
-    pub(super) fn pad_to(&mut self, target: u64) -> Res<()> {
+    pub(super) fn pad_to(&mut self, target: u64) -> crate::zt::Result<()> {
         let zeros = [0u8; 4096];
         let mut gap = target - self.sink.position();
         while gap > 0 {
@@ -28,7 +29,7 @@ impl<S: Sink> Writer<S> {
     }
 
     /// Does the blob at `offset` hold exactly `data`?
-    fn blob_equals(&mut self, offset: u64, data: &[u8]) -> Res<bool> {
+    fn blob_equals(&mut self, offset: u64, data: &[u8]) -> crate::zt::Result<bool> {
         let mut buf = vec![0u8; data.len().min(CHUNK)];
         let mut at = 0usize;
         while at < data.len() {
@@ -45,7 +46,7 @@ impl<S: Sink> Writer<S> {
     }
 
     /// Do two written ranges hold the same bytes?
-    pub(super) fn ranges_equal(&mut self, a: u64, b: u64, len: u64) -> Res<bool> {
+    pub(super) fn ranges_equal(&mut self, a: u64, b: u64, len: u64) -> crate::zt::Result<bool> {
         let n0 = (len as usize).min(CHUNK);
         let (mut x, mut y) = (vec![0u8; n0], vec![0u8; n0]);
         let mut at = 0u64;
@@ -65,19 +66,19 @@ impl<S: Sink> Writer<S> {
         Ok(true)
     }
 
-    fn no_confirm(&self, e: SinkError) -> WriteError {
-        WriteError::new(
-            WriteRule::Io,
+    fn no_confirm(&self, e: Error) -> Error {
+        Error::write(
+            Rule::Io,
             format!(
                 "cannot confirm that two parts are byte-identical before sharing a blob: {}",
-                e.0
+                e.message
             ),
         )
     }
 
     /// Writes `data` as a new blob, or shares an earlier byte-identical one. Returns the offset and
     /// the part digest.
-    pub(super) fn write_or_share(&mut self, data: &[u8]) -> Res<(u64, String)> {
+    pub(super) fn write_or_share(&mut self, data: &[u8]) -> crate::zt::Result<(u64, String)> {
         let (key64, digest) = match self.prehashed.take() {
             Some((at, len, h)) if at == data.as_ptr() as usize && len == data.len() => (h, format!("xxh3:{h:016x}")),
             _ => {
@@ -105,16 +106,16 @@ impl<S: Sink> Writer<S> {
     /// Writes `data` as its own blob (no sharing, no manifest entry) and returns where it is, for
     /// building data shards (§12; finish with [`Writer::finish_data_shard`]) or parts that other
     /// manifests reference. Non-canonical only.
-    pub fn put_blob(&mut self, data: &[u8]) -> Res<BlobRef> {
+    pub fn put_blob(&mut self, data: &[u8]) -> crate::zt::Result<BlobRef> {
         if self.opts.canonical {
-            return Err(WriteError::new(
-                WriteRule::Canonical,
+            return Err(Error::write(
+                Rule::Canonical,
                 "canonical form has no unreferenced blobs (§10 rule 1); use Options::non_canonical()",
             ));
         }
         if self.stream.is_some() {
-            return Err(WriteError::new(
-                WriteRule::Usage,
+            return Err(Error::write(
+                Rule::Usage,
                 "a streamed object is open; finish it with end_object first",
             ));
         }
@@ -131,8 +132,8 @@ impl<S: Sink> Writer<S> {
     // ---- streaming ----
 }
 
-pub(super) fn align_up(v: u64, align: u64) -> Res<u64> {
+pub(super) fn align_up(v: u64, align: u64) -> crate::zt::Result<u64> {
     v.checked_add(align - 1)
         .map(|x| x & !(align - 1))
-        .ok_or_else(|| WriteError::new(WriteRule::Io, "file offset overflows u64"))
+        .ok_or_else(|| Error::write(Rule::Io, "file offset overflows u64"))
 }

@@ -8,16 +8,17 @@ use crate::dtype::DType;
 use crate::zt::cbor::{self, Value};
 use crate::zt::format::MAX_RANK;
 
-use super::error::{Res, WriteError, WriteRule};
+use crate::zt::Error;
+use crate::zt::rule::Rule;
 
 const MAX_DEPTH: usize = cbor::MAX_DEPTH;
 
-pub(super) fn check_name(name: &str, what: &str, canonical: bool) -> Res<()> {
+pub(super) fn check_name(name: &str, what: &str, canonical: bool) -> crate::zt::Result<()> {
     // The reader's §5 rules, then what canonical form adds.
-    crate::zt::format::check_name(name, what).map_err(|e| WriteError::new(WriteRule::Name, e.message))?;
+    crate::zt::format::check_name(name, what).map_err(|e| Error::write(Rule::Name, e.message))?;
     if canonical && !name.is_ascii() && !unicode_normalization::is_nfc(name) {
-        return Err(WriteError::new(
-            WriteRule::Name,
+        return Err(Error::write(
+            Rule::Name,
             format!("canonical form requires NFC names (§10 rule 5); normalise {what} name {name:?} to NFC first"),
         ));
     }
@@ -25,27 +26,27 @@ pub(super) fn check_name(name: &str, what: &str, canonical: bool) -> Res<()> {
 }
 
 /// §5 shard names, as the reader checks them.
-pub(super) fn check_shard_name(name: &str) -> Res<()> {
-    crate::zt::format::check_shard_name(name).map_err(|e| WriteError::new(WriteRule::Shard, e.message))
+pub(super) fn check_shard_name(name: &str) -> crate::zt::Result<()> {
+    crate::zt::format::check_shard_name(name).map_err(|e| Error::write(Rule::ShardName, e.message))
 }
 
 /// `"<algo>:<lowercase hex>"` (§4), as the reader checks it.
-pub(super) fn check_digest(d: &str) -> Res<()> {
+pub(super) fn check_digest(d: &str) -> crate::zt::Result<()> {
     crate::zt::format::parse_digest(d)
         .map(|_| ())
-        .map_err(|e| WriteError::new(WriteRule::Schema, e.message))
+        .map_err(|e| Error::write(Rule::Schema, e.message))
 }
 
-pub(super) fn check_shape(shape: &[u64]) -> Res<u64> {
+pub(super) fn check_shape(shape: &[u64]) -> crate::zt::Result<u64> {
     if shape.len() > MAX_RANK {
-        return Err(WriteError::new(
-            WriteRule::Shape,
+        return Err(Error::write(
+            Rule::Shape,
             format!("rank {} exceeds {MAX_RANK} (§5)", shape.len()),
         ));
     }
     shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or_else(|| {
-        WriteError::new(
-            WriteRule::Shape,
+        Error::write(
+            Rule::Shape,
             format!("the element count of shape {shape:?} overflows u64 (§5)"),
         )
     })
@@ -60,10 +61,10 @@ fn depth(v: &Value<'_>) -> usize {
 }
 
 /// Checks an attributes map that sits at manifest depth `at` (its own depth).
-pub(super) fn check_attributes(v: &Value<'_>, at: usize) -> Res<()> {
+pub(super) fn check_attributes(v: &Value<'_>, at: usize) -> crate::zt::Result<()> {
     let Value::Map(entries) = v else {
-        return Err(WriteError::new(
-            WriteRule::Schema,
+        return Err(Error::write(
+            Rule::Schema,
             "attributes must be a map with text keys (§4)",
         ));
     };
@@ -71,20 +72,20 @@ pub(super) fn check_attributes(v: &Value<'_>, at: usize) -> Res<()> {
         match k {
             Value::Text(s) => check_name(s, "attribute", false)?,
             _ => {
-                return Err(WriteError::new(
-                    WriteRule::Schema,
+                return Err(Error::write(
+                    Rule::Schema,
                     format!("attribute key {k:?} is not text (§4)"),
                 ));
             }
         }
     }
     if at + depth(v) - 1 > MAX_DEPTH {
-        return Err(WriteError::new(
-            WriteRule::Schema,
+        return Err(Error::write(
+            Rule::Schema,
             format!("attributes nest too deep: the manifest allows CBOR depth {MAX_DEPTH} (§3)"),
         ));
     }
-    cbor::encode(v).map_err(|e| WriteError::new(WriteRule::Schema, format!("attributes: {e}")))?;
+    cbor::encode(v).map_err(|e| Error::write(Rule::Schema, format!("attributes: {}", e.message)))?;
     Ok(())
 }
 

@@ -11,8 +11,9 @@ use crate::zt::layout::{
 };
 
 use super::checks::{dtype_width, size_fn, word_width};
-use super::error::{Res, WriteError, WriteRule};
 use super::spec::ObjectSpec;
+use crate::zt::Error;
+use crate::zt::rule::Rule;
 
 /// What the layout checks see of a part.
 pub(super) struct PartMeta<'a> {
@@ -22,11 +23,11 @@ pub(super) struct PartMeta<'a> {
     pub(super) size: u64,
 }
 
-fn layout_err(msg: impl Into<String>) -> WriteError {
-    WriteError::new(WriteRule::LayoutRule, msg)
+fn layout_err(msg: impl Into<String>) -> Error {
+    Error::write(Rule::LayoutRule, msg)
 }
 
-fn expect_parts(parts: &[PartMeta<'_>], names: &[&str], layout: &str) -> Res<()> {
+fn expect_parts(parts: &[PartMeta<'_>], names: &[&str], layout: &str) -> crate::zt::Result<()> {
     let have: Vec<&str> = parts.iter().map(|p| p.name).collect();
     let mut want: Vec<&str> = names.to_vec();
     want.sort_unstable();
@@ -38,19 +39,17 @@ fn expect_parts(parts: &[PartMeta<'_>], names: &[&str], layout: &str) -> Res<()>
     Ok(())
 }
 
-fn expect_size(p: &PartMeta<'_>, n: u64, what: &str) -> Res<()> {
+fn expect_size(p: &PartMeta<'_>, n: u64, what: &str) -> crate::zt::Result<()> {
     match size_fn(p.dtype, p.logical, n) {
         None => Ok(()),
-        Some(None) => {
-            Err(WriteError::new(WriteRule::Shape, format!("size of {n} elements overflows u64")).part(p.name))
-        }
+        Some(None) => Err(Error::write(Rule::Shape, format!("size of {n} elements overflows u64")).in_part(p.name)),
         Some(Some(s)) if s == p.size => Ok(()),
         Some(Some(s)) => Err(layout_err(format!(
             "{what}: {n} elements of {} are {s} bytes, got {}",
             p.logical.unwrap_or(p.dtype),
             p.size
         ))
-        .part(p.name)),
+        .in_part(p.name)),
     }
 }
 
@@ -58,22 +57,22 @@ fn get_part<'p, 'a>(parts: &'p [PartMeta<'a>], n: &str) -> &'p PartMeta<'a> {
     parts.iter().find(|p| p.name == n).expect("checked by expect_parts")
 }
 
-fn index_part(p: &PartMeta<'_>, layout: &str) -> Res<u64> {
+fn index_part(p: &PartMeta<'_>, layout: &str) -> crate::zt::Result<u64> {
     if p.logical.is_some() || !matches!(p.dtype, "u32" | "u64") {
         return Err(layout_err(format!(
             "{layout}: part {:?} must be u32 or u64 with no logical type",
             p.name
         ))
-        .part(p.name));
+        .in_part(p.name));
     }
     Ok(dtype_width(p.dtype))
 }
 
 /// The §7 metadata rules of the four layouts this writer knows; other layouts are structural.
-pub(super) fn validate_layout(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -> Res<()> {
+pub(super) fn validate_layout(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -> crate::zt::Result<()> {
     let shape = &spec.shape;
     let layout = spec.layout.as_str();
-    let no_attrs = || -> Res<()> {
+    let no_attrs = || -> crate::zt::Result<()> {
         match &spec.attributes {
             Some(Value::Map(m)) if !m.is_empty() => Err(layout_err(format!("{layout} takes no attributes"))),
             _ => Ok(()),
@@ -88,8 +87,8 @@ pub(super) fn validate_layout(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'
             match size_fn(p.dtype, p.logical, count) {
                 None => Ok(()),
                 Some(Some(s)) if s == p.size => Ok(()),
-                Some(s) => Err(WriteError::new(
-                    WriteRule::DenseSize,
+                Some(s) => Err(Error::write(
+                    Rule::DenseSize,
                     format!(
                         "shape {shape:?} of {} needs {} bytes, got {}",
                         p.logical.unwrap_or(p.dtype),
@@ -97,7 +96,7 @@ pub(super) fn validate_layout(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'
                         p.size
                     ),
                 )
-                .part("data")),
+                .in_part("data")),
             }
         }
         LAYOUT_SPARSE_CSR => {
@@ -118,7 +117,7 @@ pub(super) fn validate_layout(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'
                     "{layout}: indptr is {} but indices is {}",
                     indptr.dtype, indices.dtype
                 ))
-                .part("indptr"));
+                .in_part("indptr"));
             }
             let rows = shape[0].checked_add(1).and_then(|r| r.checked_mul(w));
             if rows != Some(indptr.size) {
@@ -127,14 +126,14 @@ pub(super) fn validate_layout(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'
                     shape[0].wrapping_add(1),
                     indptr.size
                 ))
-                .part("indptr"));
+                .in_part("indptr"));
             }
             if indices.size % w != 0 {
                 return Err(layout_err(format!(
                     "{layout}: indices is {} bytes, not a multiple of {w}",
                     indices.size
                 ))
-                .part("indices"));
+                .in_part("indices"));
             }
             expect_size(values, indices.size / w, "values must hold one element per index")
         }
@@ -153,7 +152,7 @@ pub(super) fn validate_layout(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'
                     coords.size,
                     shape.len()
                 ))
-                .part("coords"));
+                .in_part("coords"));
             }
             expect_size(values, coords.size / per, "values must hold one element per coordinate")
         }
@@ -162,7 +161,7 @@ pub(super) fn validate_layout(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'
     }
 }
 
-fn validate_quant_group(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -> Res<()> {
+fn validate_quant_group(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]) -> crate::zt::Result<()> {
     let q = quant_group_attributes(spec)?;
     check_quant_group_parts(spec, count, parts, &q)
 }
@@ -184,7 +183,7 @@ struct QuantGroupAttrs {
 
 /// Checks an object's `zt.quant_group/1` attributes (bits, group size, axis, packing, scale form,
 /// zero point) against each other and the shape.
-fn quant_group_attributes(spec: &ObjectSpec) -> Res<QuantGroupAttrs> {
+fn quant_group_attributes(spec: &ObjectSpec) -> crate::zt::Result<QuantGroupAttrs> {
     let l = LAYOUT_QUANT_GROUP;
     let attrs = spec.attributes.as_ref().ok_or_else(|| {
         layout_err(format!(
@@ -197,7 +196,7 @@ fn quant_group_attributes(spec: &ObjectSpec) -> Res<QuantGroupAttrs> {
             .and_then(Value::as_u64)
             .ok_or_else(|| layout_err(format!("{l}: attribute {k:?} must be an unsigned integer")))
     };
-    let text = |v: Option<&Value<'static>>, k: &str| -> Res<String> {
+    let text = |v: Option<&Value<'static>>, k: &str| -> crate::zt::Result<String> {
         v.and_then(Value::as_text)
             .map(str::to_string)
             .ok_or_else(|| layout_err(format!("{l}: attribute {k:?} must be text")))
@@ -287,7 +286,12 @@ fn quant_group_attributes(spec: &ObjectSpec) -> Res<QuantGroupAttrs> {
 
 /// Checks the parts of a `zt.quant_group/1` object (which are present, their dtypes and sizes)
 /// against its checked attributes `q` and its `count` elements.
-fn check_quant_group_parts(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>], q: &QuantGroupAttrs) -> Res<()> {
+fn check_quant_group_parts(
+    spec: &ObjectSpec,
+    count: u64,
+    parts: &[PartMeta<'_>],
+    q: &QuantGroupAttrs,
+) -> crate::zt::Result<()> {
     let l = LAYOUT_QUANT_GROUP;
     let QuantGroupAttrs {
         bits,
@@ -317,11 +321,11 @@ fn check_quant_group_parts(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]
             "{l}: data must be stored as the packing word {word} (or its signed twin), got {}",
             data.dtype
         ))
-        .part("data"));
+        .in_part("data"));
     }
     let scales = get_part(parts, "scales");
     if scale_form == "e8m0_exponent" && !(scales.dtype == "u8" && scales.logical == Some("f8_e8m0")) {
-        return Err(layout_err(format!("{l}: e8m0_exponent scales must be u8 with type f8_e8m0")).part("scales"));
+        return Err(layout_err(format!("{l}: e8m0_exponent scales must be u8 with type f8_e8m0")).in_part("scales"));
     }
     let along = spec.shape[axis as usize];
     let groups = if group_size == 0 {
@@ -337,21 +341,21 @@ fn check_quant_group_parts(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]
     let lanes = count.checked_div(along).unwrap_or(0);
     let gl = groups
         .checked_mul(lanes)
-        .ok_or_else(|| WriteError::new(WriteRule::Shape, "groups x lanes overflows u64"))?;
+        .ok_or_else(|| Error::write(Rule::Shape, "groups x lanes overflows u64"))?;
     if !count.is_multiple_of(per_word) || count / per_word * ww != data.size {
         return Err(layout_err(format!(
             "{l}: {count} codes of {bits} bits pack into {} bytes of {word}, got {}",
             count / per_word * ww,
             data.size
         ))
-        .part("data"));
+        .in_part("data"));
     }
     if gl * dtype_width(scales.dtype) != scales.size {
         return Err(layout_err(format!(
             "{l}: scales must hold groups x lanes = {gl} values, got {} bytes",
             scales.size
         ))
-        .part("scales"));
+        .in_part("scales"));
     }
     if let Some(same) = zeros {
         let z = get_part(parts, "zeros");
@@ -361,7 +365,7 @@ fn check_quant_group_parts(spec: &ObjectSpec, count: u64, parts: &[PartMeta<'_>]
             gl * dtype_width(z.dtype)
         };
         if want != z.size {
-            return Err(layout_err(format!("{l}: zeros must be {want} bytes, got {}", z.size)).part("zeros"));
+            return Err(layout_err(format!("{l}: zeros must be {want} bytes, got {}", z.size)).in_part("zeros"));
         }
     }
     Ok(())

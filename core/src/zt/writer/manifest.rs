@@ -14,9 +14,10 @@ use crate::zt::format::{FOOTER_LEN, MAGIC, MAX_MANIFEST_LEN, VERSION};
 use super::base::Writer;
 use super::blobs::align_up;
 use super::digest::DigestAlgo;
-use super::error::{Res, WriteError, WriteRule};
 use super::sink::Sink;
 use super::spec::Finished;
+use crate::zt::Error;
+use crate::zt::rule::Rule;
 
 impl<S: Sink> Writer<S> {
     /// The manifest as it would be written now.
@@ -56,19 +57,19 @@ impl<S: Sink> Writer<S> {
     }
 
     /// Writes the manifest at the next aligned offset and the footer after it.
-    pub fn finish(mut self) -> Res<Finished<S>> {
+    pub fn finish(mut self) -> crate::zt::Result<Finished<S>> {
         if self.stream.is_some() {
-            return Err(WriteError::new(
-                WriteRule::Usage,
+            return Err(Error::write(
+                Rule::Usage,
                 "a streamed object is still open; call end_object before finish",
             ));
         }
-        let manifest =
-            cbor::encode(&self.manifest()).map_err(|e| WriteError::new(WriteRule::Schema, format!("manifest: {e}")))?;
+        let manifest = cbor::encode(&self.manifest())
+            .map_err(|e| Error::write(Rule::Schema, format!("manifest: {}", e.message)))?;
         let len = manifest.len() as u64;
         if len > MAX_MANIFEST_LEN {
-            return Err(WriteError::new(
-                WriteRule::ManifestTooLarge,
+            return Err(Error::write(
+                Rule::ManifestTooLarge,
                 format!("the manifest is {len} bytes; §2.1 allows at most 1 GiB"),
             ));
         }
@@ -88,10 +89,10 @@ impl<S: Sink> Writer<S> {
 
     /// Ends a **data shard** (§12): blobs written with [`put_blob`](Self::put_blob), then a footer
     /// with zero manifest offset, length and hash. Non-canonical, no objects, not an append.
-    pub fn finish_data_shard(mut self) -> Res<Finished<S>> {
+    pub fn finish_data_shard(mut self) -> crate::zt::Result<Finished<S>> {
         if self.opts.canonical || !self.objects.is_empty() || self.appending || self.stream.is_some() {
-            return Err(WriteError::new(
-                WriteRule::Usage,
+            return Err(Error::write(
+                Rule::Usage,
                 "a data shard is a fresh non-canonical file holding only put_blob blobs (no objects)",
             ));
         }
@@ -105,7 +106,7 @@ impl<S: Sink> Writer<S> {
         })
     }
 
-    fn write_footer(&mut self, offset: u64, len: u64, hash: u64) -> Res<()> {
+    fn write_footer(&mut self, offset: u64, len: u64, hash: u64) -> crate::zt::Result<()> {
         let mut footer = [0u8; FOOTER_LEN as usize];
         footer[0..8].copy_from_slice(&offset.to_le_bytes());
         footer[8..16].copy_from_slice(&len.to_le_bytes());
@@ -148,8 +149,8 @@ pub(super) fn part_value(
 /// [`Finished::manifest`]): the digest of `["zt.content/1", {object: {shape, layout, attributes?,
 /// parts: {part: {dtype, type?, digest}}}}]`. Independent of placement, alignment, encodings and
 /// shards. Fails if any part lacks a digest.
-pub fn content_digest(manifest: &[u8], algo: DigestAlgo) -> Res<String> {
-    let bad = |m: String| WriteError::new(WriteRule::Schema, m);
+pub fn content_digest(manifest: &[u8], algo: DigestAlgo) -> crate::zt::Result<String> {
+    let bad = |m: String| Error::write(Rule::Schema, m);
     let root = cbor::decode(manifest, cbor::Mode::Deterministic).map_err(|e| bad(format!("manifest CBOR: {e}")))?;
     let objects = root
         .get("objects")
@@ -189,6 +190,6 @@ pub fn content_digest(manifest: &[u8], algo: DigestAlgo) -> Res<String> {
         out.push((name.clone(), Value::Map(o)));
     }
     let doc = Value::Array(vec![Value::text("zt.content/1"), Value::Map(out)]);
-    let bytes = cbor::encode(&doc).map_err(|e| bad(e.0))?;
+    let bytes = cbor::encode(&doc).map_err(|e| bad(e.message))?;
     Ok(algo.digest(&bytes))
 }

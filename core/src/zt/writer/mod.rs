@@ -9,7 +9,7 @@
 //! part, byte-identical parts sharing one blob (hash match confirmed byte for byte), the manifest at
 //! the next 64 KiB boundary after the last blob and the footer right after it. Like the reference,
 //! a canonical writer places blobs as objects arrive, so objects must be added in ascending bytewise
-//! name order (a [`WriteRule::Order`] error says so otherwise); the parts of one object are sorted
+//! name order (a [`Rule::Order`](crate::zt::rule::Rule::Order) error says so otherwise); the parts of one object are sorted
 //! by the writer. Names must already be in Unicode NFC: a canonical writer **refuses** non-NFC object
 //! and part names rather than normalising them (as the reference does), so a name is never silently
 //! changed; normalise before calling when you want that.
@@ -40,7 +40,6 @@ mod base;
 mod blobs;
 mod checks;
 mod digest;
-mod error;
 mod layouts;
 mod manifest;
 mod objects;
@@ -53,9 +52,8 @@ mod tests;
 pub use base::Writer;
 pub use checks::storage_of;
 pub use digest::{DigestAlgo, DigestHasher};
-pub use error::{WriteError, WriteRule};
 pub use manifest::content_digest;
-pub use sink::{Sink, SinkError};
+pub use sink::Sink;
 pub use spec::{BlobRef, Finished, ObjectSpec, Options, PartData, PartDecl, PartSpec, QuantGroup, ZeroPoint};
 
 /// The `zt.zstd-seekable/1` encoding id (§8.1).

@@ -70,7 +70,7 @@ pub enum PartData<'d> {
     Bytes(&'d [u8]),
     /// A byte range of a registered shard (§12): nothing is written. Non-canonical only.
     External {
-        /// Shard table key, registered with [`Writer::add_shard`].
+        /// Shard table key, registered with [`Writer::add_shard`](super::Writer::add_shard).
         shard: String,
         /// Blob offset in the shard file.
         offset: u64,
@@ -202,7 +202,7 @@ impl PartDecl {
 pub struct ObjectSpec {
     /// Logical shape (empty = scalar).
     pub shape: Vec<u64>,
-    /// Layout id ([`LAYOUT_DENSE`], [`LAYOUT_SPARSE_CSR`], ...). Unknown layouts are written as
+    /// Layout id ([`LAYOUT_DENSE`], [`LAYOUT_SPARSE_CSR`](super::LAYOUT_SPARSE_CSR), ...). Unknown layouts are written as
     /// they are (structural); the four above are validated.
     pub layout: String,
     /// Object attributes: a map with text keys. An empty map is omitted, like the reference.
@@ -318,7 +318,7 @@ fn int_value(v: i64) -> Value<'static> {
     }
 }
 
-/// A blob written by [`Writer::put_blob`]: where it is and its digest.
+/// A blob written by [`Writer::put_blob`](super::Writer::put_blob): where it is and its digest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlobRef {
     /// Absolute offset.
@@ -329,7 +329,7 @@ pub struct BlobRef {
     pub digest: String,
 }
 
-/// What [`Writer::finish`] produced.
+/// What [`Writer::finish`](super::Writer::finish) produced.
 #[derive(Debug)]
 pub struct Finished<S> {
     /// The sink, now holding the whole file.

@@ -13,19 +13,20 @@ use super::base::{Stream, StreamPart, Writer};
 use super::blobs::align_up;
 use super::checks::check_shape;
 use super::digest::{DigestAlgo, Hasher};
-use super::error::{Res, WriteError, WriteRule};
 use super::layouts::{PartMeta, validate_layout};
 use super::manifest::part_value;
 use super::sink::Sink;
 use super::spec::{ObjectSpec, PartDecl};
+use crate::zt::Error;
+use crate::zt::rule::Rule;
 
 impl<S: Sink> Writer<S> {
     /// Starts a streamed object: declares its metadata and every part with its exact byte count,
     /// validated now (names, shape, layout sizes). Then, per part in name order:
     /// [`begin_part`](Self::begin_part), [`write_chunk`](Self::write_chunk)…,
     /// [`end_part`](Self::end_part); finally [`end_object`](Self::end_object).
-    pub fn begin_object(&mut self, name: &str, spec: &ObjectSpec, parts: &[PartDecl]) -> Res<()> {
-        self.check_object(name, spec).map_err(|e| e.at(name))?;
+    pub fn begin_object(&mut self, name: &str, spec: &ObjectSpec, parts: &[PartDecl]) -> crate::zt::Result<()> {
+        self.check_object(name, spec).map_err(|e| e.in_object(name))?;
         let mut order: Vec<&PartDecl> = parts.iter().collect();
         order.sort_by(|a, b| a.name.cmp(&b.name));
         let names: Vec<&str> = order.iter().map(|p| p.name.as_str()).collect();
@@ -33,7 +34,7 @@ impl<S: Sink> Writer<S> {
         for (i, p) in order.iter().enumerate() {
             let (dtype, logical) = self
                 .check_part(&p.name, p.dtype, p.logical.as_deref(), i, &names)
-                .map_err(|e| e.at(name))?;
+                .map_err(|e| e.in_object(name))?;
             sp.push(StreamPart {
                 decl: (*p).clone(),
                 dtype,
@@ -53,7 +54,7 @@ impl<S: Sink> Writer<S> {
                     size: p.decl.length,
                 })
                 .collect();
-            validate_layout(spec, check_shape(&spec.shape)?, &pm).map_err(|e| e.at(name))?;
+            validate_layout(spec, check_shape(&spec.shape)?, &pm).map_err(|e| e.in_object(name))?;
         }
         self.stream = Some(Stream {
             name: name.to_string(),
@@ -67,30 +68,30 @@ impl<S: Sink> Writer<S> {
     }
 
     /// Starts streaming the bytes of part `part` (parts go in name order).
-    pub fn begin_part(&mut self, part: &str) -> Res<()> {
+    pub fn begin_part(&mut self, part: &str) -> crate::zt::Result<()> {
         let pos = self.sink.position();
         let align = self.align;
         let digest = self.opts.digest;
         let st = self
             .stream
             .as_mut()
-            .ok_or_else(|| WriteError::new(WriteRule::Usage, "begin_part without begin_object"))?;
+            .ok_or_else(|| Error::write(Rule::Usage, "begin_part without begin_object"))?;
         if st.current.is_some() {
             return Err(
-                WriteError::new(WriteRule::Usage, "the previous part is still open; call end_part first")
-                    .at(&st.name)
-                    .part(part),
+                Error::write(Rule::Usage, "the previous part is still open; call end_part first")
+                    .in_object(&st.name)
+                    .in_part(part),
             );
         }
         let next = st.parts.iter().position(|p| p.done.is_none());
         let Some(i) = next.filter(|&i| st.parts[i].decl.name == part) else {
             let want = next.map(|i| st.parts[i].decl.name.clone());
-            return Err(WriteError::new(
-                WriteRule::Usage,
+            return Err(Error::write(
+                Rule::Usage,
                 format!("parts are streamed in name order; the next one is {want:?}"),
             )
-            .at(&st.name)
-            .part(part));
+            .in_object(&st.name)
+            .in_part(part));
         };
         let target = align_up(pos, align)?;
         st.parts[i].start = Some((pos, target));
@@ -105,23 +106,23 @@ impl<S: Sink> Writer<S> {
     }
 
     /// Streams the next bytes of the open part.
-    pub fn write_chunk(&mut self, chunk: &[u8]) -> Res<()> {
+    pub fn write_chunk(&mut self, chunk: &[u8]) -> crate::zt::Result<()> {
         let st = self
             .stream
             .as_mut()
-            .ok_or_else(|| WriteError::new(WriteRule::Usage, "write_chunk without begin_object"))?;
+            .ok_or_else(|| Error::write(Rule::Usage, "write_chunk without begin_object"))?;
         let i = st
             .current
-            .ok_or_else(|| WriteError::new(WriteRule::Usage, "write_chunk without begin_part").at(&st.name))?;
+            .ok_or_else(|| Error::write(Rule::Usage, "write_chunk without begin_part").in_object(&st.name))?;
         let p = &mut st.parts[i];
         let end = p.written + chunk.len() as u64;
         if end > p.decl.length {
-            return Err(WriteError::new(
-                WriteRule::Usage,
+            return Err(Error::write(
+                Rule::Usage,
                 format!("{end} bytes written into a part declared as {}", p.decl.length),
             )
-            .at(&st.name)
-            .part(&p.decl.name));
+            .in_object(&st.name)
+            .in_part(&p.decl.name));
         }
         p.written = end;
         if let Some(h) = st.hasher.as_mut() {
@@ -130,29 +131,29 @@ impl<S: Sink> Writer<S> {
         if let Some(h) = st.dedup_hasher.as_mut() {
             h.update(chunk);
         }
-        self.sink.write_all(chunk).map_err(WriteError::from)
+        self.sink.write_all(chunk)
     }
 
     /// Ends the open part: checks its length, finalises its digest, and shares an earlier
     /// byte-identical blob when there is one (taking the streamed copy back with
     /// [`Sink::truncate`]).
-    pub fn end_part(&mut self) -> Res<()> {
+    pub fn end_part(&mut self) -> crate::zt::Result<()> {
         let st = self
             .stream
             .as_mut()
-            .ok_or_else(|| WriteError::new(WriteRule::Usage, "end_part without begin_object"))?;
+            .ok_or_else(|| Error::write(Rule::Usage, "end_part without begin_object"))?;
         let i = st
             .current
-            .ok_or_else(|| WriteError::new(WriteRule::Usage, "end_part without begin_part").at(&st.name))?;
+            .ok_or_else(|| Error::write(Rule::Usage, "end_part without begin_part").in_object(&st.name))?;
         let (oname, pname) = (st.name.clone(), st.parts[i].decl.name.clone());
         let p = &st.parts[i];
         if p.written != p.decl.length {
-            return Err(WriteError::new(
-                WriteRule::Usage,
+            return Err(Error::write(
+                Rule::Usage,
                 format!("{} of {} declared bytes written", p.written, p.decl.length),
             )
-            .at(&oname)
-            .part(&pname));
+            .in_object(&oname)
+            .in_part(&pname));
         }
         let (before, offset) = p.start.expect("begun");
         let len = p.written;
@@ -168,12 +169,12 @@ impl<S: Sink> Writer<S> {
             for c in cands {
                 if self
                     .ranges_equal(c, offset, len)
-                    .map_err(|e| e.at(&oname).part(&pname))?
+                    .map_err(|e| e.in_object(&oname).in_part(&pname))?
                 {
                     match self.sink.truncate(before) {
                         Ok(()) => placed = c,
                         Err(e) if self.opts.canonical => {
-                            return Err(WriteError::new(WriteRule::Canonical, format!("this part duplicates an earlier blob and canonical form requires sharing, but the sink cannot take the copy back: {}", e.0)).at(&oname).part(&pname));
+                            return Err(Error::write(Rule::Canonical, format!("this part duplicates an earlier blob and canonical form requires sharing, but the sink cannot take the copy back: {}", e.message)).in_object(&oname).in_part(&pname));
                         }
                         Err(_) => {}
                     }
@@ -190,15 +191,15 @@ impl<S: Sink> Writer<S> {
     }
 
     /// Ends the streamed object and adds it to the manifest.
-    pub fn end_object(&mut self) -> Res<()> {
+    pub fn end_object(&mut self) -> crate::zt::Result<()> {
         let st = self
             .stream
             .as_ref()
-            .ok_or_else(|| WriteError::new(WriteRule::Usage, "end_object without begin_object"))?;
+            .ok_or_else(|| Error::write(Rule::Usage, "end_object without begin_object"))?;
         if let Some(p) = st.parts.iter().find(|p| p.done.is_none()) {
-            return Err(WriteError::new(WriteRule::Usage, "this part has not been streamed yet")
-                .at(&st.name)
-                .part(&p.decl.name));
+            return Err(Error::write(Rule::Usage, "this part has not been streamed yet")
+                .in_object(&st.name)
+                .in_part(&p.decl.name));
         }
         let st = self.stream.take().expect("open");
         let parts = st

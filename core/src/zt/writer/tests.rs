@@ -9,6 +9,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use super::*;
 use crate::dtype::DType;
 use crate::zt::cbor::{self, Value};
+use crate::zt::rule::Rule;
 
 fn f32s(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
@@ -29,7 +30,7 @@ fn canonical_layout_and_sharing() {
     w.add("c", DType::F32, &[0], &[]).unwrap();
     w.add("d", DType::F32, &[6], &x).unwrap();
     let err = w.add("c0", DType::F32, &[6], &x).unwrap_err();
-    assert_eq!(err.rule, WriteRule::Order);
+    assert_eq!(err.rule, Rule::Order);
     let done = w.finish().unwrap();
     let b = &done.sink;
     let (mo, ml, mh) = footer(b);
@@ -59,29 +60,23 @@ fn canonical_layout_and_sharing() {
 #[test]
 fn names_and_limits() {
     let mut w = Writer::new(Vec::new(), Options::default()).unwrap();
-    assert_eq!(
-        w.add("e\u{301}", DType::U8, &[1], &[1]).unwrap_err().rule,
-        WriteRule::Name
-    );
-    assert_eq!(w.add("", DType::U8, &[1], &[1]).unwrap_err().rule, WriteRule::Name);
-    assert_eq!(w.add("a\0", DType::U8, &[1], &[1]).unwrap_err().rule, WriteRule::Name);
+    assert_eq!(w.add("e\u{301}", DType::U8, &[1], &[1]).unwrap_err().rule, Rule::Name);
+    assert_eq!(w.add("", DType::U8, &[1], &[1]).unwrap_err().rule, Rule::Name);
+    assert_eq!(w.add("a\0", DType::U8, &[1], &[1]).unwrap_err().rule, Rule::Name);
     assert_eq!(
         w.add(&"x".repeat(1025), DType::U8, &[1], &[1]).unwrap_err().rule,
-        WriteRule::Name
+        Rule::Name
     );
     w.add(&"x".repeat(1024), DType::U8, &[1], &[1]).unwrap();
     let e = w.add("y", DType::U8, &[2], &[1]).unwrap_err();
     assert_eq!(
         (e.rule, e.object.as_deref(), e.part.as_deref()),
-        (WriteRule::DenseSize, Some("y"), Some("data"))
+        (Rule::DenseSize, Some("y"), Some("data"))
     );
-    assert_eq!(
-        w.add("z", DType::U8, &vec![1; 65], &[1]).unwrap_err().rule,
-        WriteRule::Shape
-    );
+    assert_eq!(w.add("z", DType::U8, &vec![1; 65], &[1]).unwrap_err().rule, Rule::Shape);
     assert_eq!(
         w.add("z", DType::U8, &[u64::MAX, 2], &[1]).unwrap_err().rule,
-        WriteRule::Shape
+        Rule::Shape
     );
     w.add("z", DType::U8, &vec![1; 64], &[1]).unwrap();
     let mut n = Writer::new(Vec::new(), Options::non_canonical()).unwrap();
@@ -112,7 +107,7 @@ fn layouts() {
         w.add_object("csr2", &ObjectSpec::new(&[2, 3], LAYOUT_SPARSE_CSR), &bad)
             .unwrap_err()
             .rule,
-        WriteRule::LayoutRule
+        Rule::LayoutRule
     );
     let q = QuantGroup {
         bits: 4,
@@ -205,7 +200,7 @@ fn sha256_shards_and_data_shards() {
     let mut w = Writer::new(Vec::new(), Options::non_canonical().digest(DigestAlgo::Sha256)).unwrap();
     assert_eq!(
         w.add_shard("../x", shard.size, "xxh3:00").unwrap_err().rule,
-        WriteRule::Shard
+        Rule::ShardName
     );
     w.add_shard("data", shard.size, &DigestAlgo::Xxh3.digest(&shard.sink))
         .unwrap();
