@@ -243,26 +243,36 @@ impl Bins {
         let last = bins - 1;
         let edges = &self.edges[..bins + 1];
         let counts = &mut self.counts[..bins];
-        for &v in x {
-            if !(v >= lo && v <= hi) {
-                continue;
+        for x in x.chunks(ESTIMATES) {
+            // numpy: f_indices = ((a - first_edge) / norm_denom) * n_equal_bins, first for a
+            // whole block (a loop the compiler vectorizes), ...
+            let mut est = [0.0f64; ESTIMATES];
+            for (e, &v) in est.iter_mut().zip(x) {
+                *e = ((v - lo) / denom) * nb;
             }
-            // numpy: f_indices = ((a - first_edge) / norm_denom) * n_equal_bins; astype(intp);
-            // == n -> n - 1; then one step down or up against the edges (last bin closed).
-            let f = ((v - lo) / denom) * nb;
-            let mut i = f as usize; // saturating: NaN -> 0
-            if i > last {
-                i = last;
+            // ... then astype(intp); == n -> n - 1; one step down or up against the edges (the
+            // last bin closed).
+            for (&v, &f) in x.iter().zip(&est) {
+                if !(v >= lo && v <= hi) {
+                    continue;
+                }
+                let mut i = f as usize; // saturating: NaN -> 0
+                if i > last {
+                    i = last;
+                }
+                if v < edges[i] {
+                    i = i.saturating_sub(1);
+                } else if i != last && v >= edges[i + 1] {
+                    i += 1;
+                }
+                counts[i] += 1;
             }
-            if v < edges[i] {
-                i = i.saturating_sub(1);
-            } else if i != last && v >= edges[i + 1] {
-                i += 1;
-            }
-            counts[i] += 1;
         }
     }
 }
+
+/// Bin estimates computed at a time by [`Bins::add`] (a stack array of 2 KiB).
+const ESTIMATES: usize = 256;
 
 #[cfg(test)]
 mod tests {

@@ -51,7 +51,11 @@
 //! bins` truncated, then one step down when `v` is below that bin's left edge or up when it is at
 //! or past its right edge; the last bin is closed. When `min == max` the range is
 //! `(min - 0.5, max + 0.5)`, as NumPy does. With no finite value the histogram is NumPy's for an
-//! empty array: `bins` bins over `[0, 1]`, all counts 0.
+//! empty array: `bins` bins over `[0, 1]`, all counts 0. Where NumPy refuses ("Too many bins for
+//! data range": a constant value beyond 2^53, where `± 0.5` is lost to rounding, or a range of
+//! fewer ulps than bins), [`HistogramAccumulator::new`] refuses too
+//! ([`StatsError::NarrowRange`]) and [`tensor_stats`] gives one bin `[min, max]` holding every
+//! finite value ([`Histogram::single`]).
 //!
 //! # Errors
 //!
@@ -152,6 +156,17 @@ pub struct Histogram {
     pub counts: Vec<u64>,
 }
 
+impl Histogram {
+    /// The histogram used where NumPy has none ([`StatsError::NarrowRange`]): one bin
+    /// `[min, max]` holding every finite value.
+    pub fn single(summary: &Summary) -> Histogram {
+        Histogram {
+            edges: alloc::vec![summary.min, summary.max],
+            counts: alloc::vec![summary.finite],
+        }
+    }
+}
+
 /// The statistics of one tensor ([`tensor_stats`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorStats {
@@ -190,6 +205,18 @@ pub enum StatsError {
         /// Right end.
         hi: f64,
     },
+    /// The range is too narrow for its magnitude: the `bins + 1` edges would not strictly
+    /// increase (NumPy: "Too many bins for data range"). Happens for a constant value beyond
+    /// 2^53, where `± 0.5` is lost to rounding, or a range of fewer ulps than bins.
+    /// [`tensor_stats`] and [`stats_of_bytes`] then give [`Histogram::single`].
+    NarrowRange {
+        /// Left end.
+        lo: f64,
+        /// Right end.
+        hi: f64,
+        /// The number of bins asked for.
+        bins: usize,
+    },
 }
 
 impl fmt::Display for StatsError {
@@ -205,6 +232,11 @@ impl fmt::Display for StatsError {
             StatsError::Range { lo, hi } => write!(
                 f,
                 "histogram range [{lo}, {hi}] is not a finite interval with lo <= hi (NumPy refuses it too)"
+            ),
+            StatsError::NarrowRange { lo, hi, bins } => write!(
+                f,
+                "histogram range [{lo}, {hi}] is too narrow for {bins} finite-sized bins at its magnitude (NumPy \
+                 refuses it too); use fewer bins"
             ),
         }
     }
@@ -462,11 +494,13 @@ impl HistogramAccumulator {
         if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
             return Err(StatsError::Range { lo, hi });
         }
-        let (lo, hi) = if lo == hi { (lo - 0.5, hi + 0.5) } else { (lo, hi) };
-        Ok(HistogramAccumulator {
-            feed: Feed::new(ty)?,
-            bins: Bins::new(lo, hi, bins),
-        })
+        let feed = Feed::new(ty)?;
+        let (wlo, whi) = if lo == hi { (lo - 0.5, hi + 0.5) } else { (lo, hi) };
+        let b = Bins::new(wlo, whi, bins);
+        if b.edges.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(StatsError::NarrowRange { lo, hi, bins });
+        }
+        Ok(HistogramAccumulator { feed, bins: b })
     }
 
     /// The histogram NumPy makes of the finite values that `summary` describes: over
@@ -540,7 +574,11 @@ pub fn stats_of_bytes(
     let mut s = Stats::new(ty)?.with_elements(elements);
     s.push(bytes);
     let summary = s.summary();
-    let mut h = HistogramAccumulator::from_summary(ty, &summary, bins)?.with_elements(elements);
+    let mut h = match HistogramAccumulator::from_summary(ty, &summary, bins) {
+        Ok(h) => h.with_elements(elements),
+        Err(StatsError::NarrowRange { .. }) => return Ok((summary, Histogram::single(&summary))),
+        Err(e) => return Err(e),
+    };
     if summary.finite > 0 {
         h.push(bytes);
     }
@@ -555,7 +593,9 @@ pub fn stats_of_bytes(
 /// in memory, else into one reused buffer); otherwise the tensor is decoded once by
 /// [`crate::formats::read`] (inflated, gathered, byte-swapped: that bounds its size) and fed in the
 /// same pieces. `progress(done, total)` is called after each piece, `total` being twice the
-/// tensor's byte size (two passes); the second pass is skipped when there is no finite value.
+/// tensor's byte size (two passes); the second pass is skipped when there is no finite value or
+/// NumPy would have no bins ([`StatsError::NarrowRange`]: the histogram is then
+/// [`Histogram::single`]).
 pub fn tensor_stats<S: ReadAt + ?Sized>(
     format: &'static str,
     t: &TensorInfo,
@@ -643,19 +683,24 @@ pub fn tensor_stats<S: ReadAt + ?Sized>(
     let mut done = 0u64;
     pass(&mut done, &mut |b| stats.push(b))?;
     let summary = stats.summary();
-    let mut hist = HistogramAccumulator::from_summary(t.ty, &summary, opts.bins)
-        .map_err(err)?
-        .with_elements(numel);
-    if summary.finite > 0 {
-        pass(&mut done, &mut |b| hist.push(b))?;
-    }
+    let histogram = match HistogramAccumulator::from_summary(t.ty, &summary, opts.bins) {
+        Ok(h) => {
+            let mut hist = h.with_elements(numel);
+            if summary.finite > 0 {
+                pass(&mut done, &mut |b| hist.push(b))?;
+            }
+            hist.finish()
+        }
+        Err(StatsError::NarrowRange { .. }) => Histogram::single(&summary),
+        Err(e) => return Err(err(e)),
+    };
     progress(total, total);
     Ok(TensorStats {
         name: name(),
         dtype: t.ty.name().into(),
         shape: t.shape.clone(),
         summary,
-        histogram: hist.finish(),
+        histogram,
     })
 }
 
