@@ -12,7 +12,6 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { serve } from '../../web-demo/serve.mjs';
 import { launch, missing } from './_chromium.mjs';
-import { stats } from '../../web-demo/summary.js';
 import * as tensorlane from '../../js/node.js';
 import { bigModels } from '../js/_model_files.mjs';
 
@@ -105,8 +104,8 @@ describe('Chromium: the inspector opens model files lazily', { skip: missing ?? 
       assert.equal(t.state, 'plotted', t.error);
       assert.equal(t.stats.count, 128);
     }
-    // Click every row: plottable tensors are drawn with the statistics of the values Node's addon
-    // gives (GGUF blocks dequantized); the others say why not.
+    // Click every row: plottable tensors are drawn with the statistics the core gives in Node (the
+    // addon) for the values Node reads (GGUF blocks dequantized); the others say why not.
     const PLOTTABLE = /^(u?int(8|16|32|64)|float(16|32|64)|bfloat16)$/;
     for (const file of live.filter((f) => !f.endsWith('.json') && !f.endsWith('.onnx'))) {
       const name = file.split('/').pop();
@@ -119,7 +118,7 @@ describe('Chromium: the inspector opens model files lazily', { skip: missing ?? 
         }
         assert.equal(t.state, 'plotted', `${file} / ${want.name}: ${t.error}`);
         const values = want.dequantized ? node.dequantize(want.name) : node.tensor(want.name, { widen: true });
-        const s = stats(values instanceof BigInt64Array || values instanceof BigUint64Array ? Float64Array.from(values, Number) : values);
+        const s = tensorlane.stats({ data: values });
         assert.deepEqual(t.stats, { min: s.min, max: s.max, mean: s.mean, count: s.count }, `${file} / ${want.name}`);
       }
       const plots = await page.$$eval(`section.model[data-file="${name}"] .plot`, (ps) => ps.length);
@@ -159,7 +158,7 @@ describe('Chromium: the inspector opens model files lazily', { skip: missing ?? 
     const q = await click('big.gguf', 'blk.0.ffn.weight');
     assert.equal(q.state, 'plotted', q.error);
     assert.equal(q.readBytes, 8 * 34);
-    const s = stats(big.expect.q8);
+    const s = tensorlane.stats({ data: big.expect.q8 });
     assert.deepEqual(q.stats, { min: s.min, max: s.max, mean: s.mean, count: s.count });
     await page.waitForTimeout(200); // let the canvases paint
     mkdirSync(OUT, { recursive: true });
