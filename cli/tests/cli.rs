@@ -1,6 +1,6 @@
 //! The `tensorlane` binary against tenso 0.24.0's golden vectors in `tests/data/vectors/tenso`.
 
-mod common;
+use tensorlane_testkit as common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -15,7 +15,7 @@
 //! * `gguf_splits_are_joined_from_the_first_file`: hand-built `-0000N-of-00002.gguf` splits read
 //!   and convert as one model from the first file; a missing split is named.
 
-mod common;
+use tensorlane_testkit as common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

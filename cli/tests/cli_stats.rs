@@ -3,7 +3,7 @@
 //! converted from, GGUF blocks against their dequantized float32 copy, the JSON shape, and the
 //! exit codes for a missing tensor and a refused file.
 
-mod common;
+use tensorlane_testkit as common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

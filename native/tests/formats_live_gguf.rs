@@ -13,7 +13,7 @@
 //! comes from tests/python/setup_formats_venv.sh (`TENSORLANE_FORMATS_VENV` overrides its path);
 //! the test skips only when `python3` is missing and `CI` is not `true`.
 
-mod common;
+use tensorlane_testkit as common;
 
 use common::sha256_hex as sha;
 use std::path::Path;

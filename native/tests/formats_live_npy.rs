@@ -10,7 +10,7 @@
 //! The venv comes from tests/python/setup_formats_venv.sh (pinned). The test skips only when
 //! `python3` is missing and `CI` is not `true`. `FORMATS_LIVE_SEED` fixes the seed.
 
-mod common;
+use tensorlane_testkit as common;
 use tensorlane_core::formats::{self, Meta, Storage, npy};
 
 #[test]

@@ -4,7 +4,7 @@
 //! give. The venv comes from tests/python/setup_formats_venv.sh; the test skips only when
 //! `python3` is missing and `CI` is not `true`.
 
-mod common;
+use tensorlane_testkit as common;
 
 use std::path::Path;
 

@@ -11,7 +11,7 @@
 //! The venv comes from tests/python/setup_formats_venv.sh (numpy, ml_dtypes). The test skips only
 //! when `python3` is missing and `CI` is not `true`.
 
-mod common;
+use tensorlane_testkit as common;
 use tensorlane_core::formats::{self, Meta};
 
 #[test]

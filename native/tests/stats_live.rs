@@ -16,7 +16,7 @@
 //! tests/python/setup_formats_venv.sh; the test skips only when `python3` is missing and `CI` is
 //! not `true`.
 
-mod common;
+use tensorlane_testkit as common;
 
 use std::path::{Path, PathBuf};
 

@@ -15,7 +15,7 @@
 //! The venv comes from tests/python/setup_venv.sh (tests/.venv, pinned versions). The tests skip
 //! only when `python3` is missing and `CI` is not `true`; in CI every setup failure fails.
 
-mod common;
+use tensorlane_testkit as common;
 use common::root;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

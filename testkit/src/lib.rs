@@ -1,7 +1,9 @@
-//! Shared by the integration tests: the repository root, the test data folder, CI
-//! detection, the pinned Python venv a setup script builds, and the pieces every live
-//! cross-check repeats (seed, scratch folder, running a generator, comparing a catalog).
-#![allow(dead_code)]
+//! Shared by the integration tests of `tensorlane` (native) and `tensorlane-cli`: the repository
+//! root, the test data folder, CI detection, the pinned Python venv a setup script builds, and the
+//! pieces every live cross-check repeats (seed, scratch folder, running a generator, comparing a
+//! catalog). A crate of its own, so that both crates' tests use one copy (`use
+//! tensorlane_testkit as common;`).
+#![deny(missing_docs)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
