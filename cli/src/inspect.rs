@@ -45,7 +45,7 @@ pub struct Report {
     #[serde(skip_serializing_if = "is_zero")]
     pub trailing_bytes: u64,
     /// Every tensor, in file order.
-    pub tensors: Vec<TensorInfo>,
+    pub tensors: Vec<TensorRow>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -54,7 +54,7 @@ fn is_zero(n: &u64) -> bool {
 
 /// One tensor (a leaf packet: dense, sparse, quantized or string).
 #[derive(Clone, Debug, Serialize)]
-pub struct TensorInfo {
+pub struct TensorRow {
     /// Key path (`layer0/weight`), `#0` for a non-bundle root, `#i/...` in multi-packet files.
     pub name: String,
     /// `"dense"`, `"sparse"`, `"quantized"` or `"string"`.
@@ -91,7 +91,7 @@ pub struct TensorInfo {
     pub detail: Option<Detail>,
 }
 
-/// Kind-specific fields of a [`TensorInfo`].
+/// Kind-specific fields of a [`TensorRow`].
 #[derive(Clone, Debug, Serialize)]
 #[serde(untagged)]
 pub enum Detail {
@@ -187,7 +187,7 @@ struct Job<'a> {
 struct Walker<'a> {
     packet: usize,
     multi: bool,
-    infos: Vec<TensorInfo>,
+    infos: Vec<TensorRow>,
     jobs: Vec<Job<'a>>,
 }
 
@@ -242,8 +242,8 @@ impl Node<'_> {
         body_bytes: u64,
         compressed: bool,
         alignment: u64,
-    ) -> TensorInfo {
-        TensorInfo {
+    ) -> TensorRow {
+        TensorRow {
             name: self.name.clone(),
             kind,
             dtype,
@@ -320,7 +320,7 @@ impl<'a> Walker<'a> {
 type Jobs<'a> = Vec<(Option<usize>, &'a [u8])>;
 
 /// A sparse matrix: its three component packets, each with its own header.
-fn sparse<'a>(node: &Node<'_>, s: &'a wire::Sparse<'a>) -> Option<(TensorInfo, Jobs<'a>)> {
+fn sparse<'a>(node: &Node<'_>, s: &'a wire::Sparse<'a>) -> Option<(TensorRow, Jobs<'a>)> {
     let mut pos = node.shape_end()?;
     let mut comps = Vec::with_capacity(3);
     let mut jobs = Vec::with_capacity(3);
@@ -360,7 +360,7 @@ fn sparse<'a>(node: &Node<'_>, s: &'a wire::Sparse<'a>) -> Option<(TensorInfo, J
 }
 
 /// A dense tensor; a compressed body's wire size comes from the packet's span.
-fn dense<'a>(node: &Node<'_>, t: &'a tensorlane_core::Tensor<'a>) -> Option<(TensorInfo, Jobs<'a>)> {
+fn dense<'a>(node: &Node<'_>, t: &'a tensorlane_core::Tensor<'a>) -> Option<(TensorRow, Jobs<'a>)> {
     let compressed = node.h.flags & flags::COMPRESSION != 0;
     let shape_end = node.shape_end()?;
     let alignment = node.align_at(shape_end)?;
@@ -385,7 +385,7 @@ fn dense<'a>(node: &Node<'_>, t: &'a tensorlane_core::Tensor<'a>) -> Option<(Ten
 }
 
 /// A quantized tensor: its scheme, and the scales and zero points when there are few.
-fn quantized<'a>(node: &Node<'_>, q: &'a wire::Quantized<'a>) -> Option<(TensorInfo, Jobs<'a>)> {
+fn quantized<'a>(node: &Node<'_>, q: &'a wire::Quantized<'a>) -> Option<(TensorRow, Jobs<'a>)> {
     let meta_end = node.shape_end()?.checked_add(10)?.checked_add(8 * q.scales.len())?;
     let alignment = node.align_at(meta_end)?;
     let n = q.data.len() as u64;
@@ -411,7 +411,7 @@ fn quantized<'a>(node: &Node<'_>, q: &'a wire::Quantized<'a>) -> Option<(TensorI
 }
 
 /// A string tensor: its count and whether every string is UTF-8.
-fn strings<'a>(node: &Node<'_>, s: &'a wire::Strings<'a>) -> (TensorInfo, Jobs<'a>) {
+fn strings<'a>(node: &Node<'_>, s: &'a wire::Strings<'a>) -> (TensorRow, Jobs<'a>) {
     let count = s.len();
     let payload = s.payload().len() as u64;
     let alignment = if node.h.flags & flags::ALIGNED != 0 { 64 } else { 1 };

@@ -69,7 +69,7 @@ pub struct ZtReport {
     /// Tenso packets in the file: always 0 for `.zt`.
     pub packets: usize,
     /// One entry per object, in bytewise name order.
-    pub tensors: Vec<ZtTensorInfo>,
+    pub tensors: Vec<ZtObjectRow>,
     /// True for a manifest-less `.zt` v2 data shard (it describes no tensors).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub data_shard: bool,
@@ -118,7 +118,7 @@ pub struct ShardInfo {
 
 /// One object.
 #[derive(Clone, Debug, Serialize)]
-pub struct ZtTensorInfo {
+pub struct ZtObjectRow {
     /// Object name.
     pub name: String,
     /// `"dense"`, `"sparse"` (CSR/COO), `"quantized"` (quant_group, mx, gguf, v1 quantized_group)
@@ -138,7 +138,7 @@ pub struct ZtTensorInfo {
     /// Layout id (`.zt` v2) or format name (legacy).
     pub layout: String,
     /// Parts in name order.
-    pub parts: Vec<ZtPartInfo>,
+    pub parts: Vec<ZtPartRow>,
     /// Object attributes as JSON.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attributes: Option<serde_json::Value>,
@@ -146,7 +146,7 @@ pub struct ZtTensorInfo {
 
 /// One part of an object.
 #[derive(Clone, Debug, Serialize)]
-pub struct ZtPartInfo {
+pub struct ZtPartRow {
     /// Part name.
     pub name: String,
     /// NumPy name of the storage dtype.
@@ -327,8 +327,8 @@ pub fn open_zt(path: &Path, src: MmapSource, required: bool) -> Result<Opened, C
 // ---------------------------------------------------------------------------------------------
 // inspect
 
-fn part_info(name: &str, p: &Part) -> ZtPartInfo {
-    ZtPartInfo {
+fn part_info(name: &str, p: &Part) -> ZtPartRow {
+    ZtPartRow {
         name: name.to_string(),
         dtype: p.dtype.name(),
         logical: p.logical.clone(),
@@ -342,15 +342,15 @@ fn part_info(name: &str, p: &Part) -> ZtPartInfo {
     }
 }
 
-fn object_info(name: &str, o: &Object) -> ZtTensorInfo {
-    let parts: Vec<ZtPartInfo> = o.parts.iter().map(|(n, p)| part_info(n, p)).collect();
+fn object_info(name: &str, o: &Object) -> ZtObjectRow {
+    let parts: Vec<ZtPartRow> = o.parts.iter().map(|(n, p)| part_info(n, p)).collect();
     let dense = o.layout == layout::DENSE;
     let main = if dense {
         o.parts.get("data")
     } else {
         main_part(o.parts.iter().map(|(n, p)| (n.as_str(), p)))
     };
-    ZtTensorInfo {
+    ZtObjectRow {
         name: name.to_string(),
         kind: kind_of(&o.layout),
         dtype: main
@@ -472,7 +472,7 @@ pub fn inspect_legacy(file: &str, src: MmapSource, hash: bool) -> Result<ZtRepor
             } else {
                 None
             };
-            parts.push(ZtPartInfo {
+            parts.push(ZtPartRow {
                 name: c.role.clone(),
                 dtype: c.dtype.name(),
                 logical,
@@ -501,7 +501,7 @@ pub fn inspect_legacy(file: &str, src: MmapSource, hash: bool) -> Result<ZtRepor
                 (Some(l), _) => element_name(DType::U8, Some(l)),
             })
             .unwrap_or_default();
-        tensors.push(ZtTensorInfo {
+        tensors.push(ZtObjectRow {
             name: o.name.clone(),
             kind: kind_of(o.format.name()),
             dtype,
@@ -587,7 +587,7 @@ impl Table for ZtReport {
         }
         for t in &self.tensors {
             let single = t.parts.len() == 1;
-            let blob = |p: &ZtPartInfo| match &p.shard {
+            let blob = |p: &ZtPartRow| match &p.shard {
                 Some(s) => format!("{s}@{}+{}", p.offset, p.length),
                 None => format!("@{}+{}", p.offset, p.length),
             };
