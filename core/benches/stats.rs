@@ -68,6 +68,9 @@ fn q4k_data(bytes: usize, rng: &mut Rng) -> Vec<u8> {
 
 const CHUNK: usize = 4 << 20;
 
+/// A benchmarked element type: name, type, data maker.
+type Case = (&'static str, ElementType, fn(usize, &mut Rng) -> Vec<u8>);
+
 /// Both passes, fed in 4 MiB pieces as `tensor_stats` does.
 fn both_passes(ty: ElementType, data: &[u8]) -> u64 {
     let mut s = Stats::new(ty).unwrap();
@@ -101,7 +104,7 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(10));
-    let cases: [(&str, ElementType, fn(usize, &mut Rng) -> Vec<u8>); 3] = [
+    let cases: [Case; 3] = [
         ("f32", ElementType::Dense(DType::F32), f32_data),
         ("bf16", ElementType::Dense(DType::BF16), bf16_data),
         ("q4_k", ElementType::Ggml(GgmlType(12)), q4k_data),

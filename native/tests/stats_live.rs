@@ -44,7 +44,7 @@ fn summarise(path: &Path, bytes_dir: &Path, jobs: &mut Vec<Job>, list: &mut Vec<
     for t in &model.catalog().tensors {
         let what = format!("{} / {}", path.display(), t.name);
         let id = jobs.len();
-        let bins = if id % 2 == 0 { 64 } else { 7 };
+        let bins = if id.is_multiple_of(2) { 64 } else { 7 };
         let opts = StatsOptions {
             bins,
             chunk_bytes: 1000,

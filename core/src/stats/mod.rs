@@ -47,11 +47,15 @@
 //!
 //! Exactly `numpy.histogram(v, bins=bins, range=(min, max))` where `v` are the finite values as
 //! float64: edges are `numpy.linspace(min, max, bins + 1)` computed operation for operation
-//! (`i * step + min`, last edge `max`), and a value's bin is NumPy's: `((v - min) / (max - min)) *
-//! bins` truncated, then one step down when `v` is below that bin's left edge or up when it is at
-//! or past its right edge; the last bin is closed. When `min == max` the range is
-//! `(min - 0.5, max + 0.5)`, as NumPy does. With no finite value the histogram is NumPy's for an
-//! empty array: `bins` bins over `[0, 1]`, all counts 0. Where NumPy refuses ("Too many bins for
+//! (`i * step + min`, last edge `max`), and a value's bin is NumPy's: the estimate
+//! `((v - min) / (max - min)) * bins`, then one step down when `v` is below that bin's left edge
+//! or up when it is at or past its right edge; the last bin is closed. (NumPy truncates the
+//! estimate; here it is rounded, which lets the compiler vectorize it. Either estimate is within
+//! one bin of the bin whose edges hold `v`, and one correction step from such an estimate lands on
+//! exactly that bin, so both give the same counts: the live cross-check compares them.)
+//!
+//! When `min == max` the range is `(min - 0.5, max + 0.5)`, as NumPy does. With no finite value
+//! the histogram is NumPy's for an empty array: `bins` bins over `[0, 1]`, all counts 0. Where NumPy refuses ("Too many bins for
 //! data range": a constant value beyond 2^53, where `± 0.5` is lost to rounding, or a range of
 //! fewer ulps than bins), [`HistogramAccumulator::new`] refuses too
 //! ([`StatsError::NarrowRange`]) and [`tensor_stats`] gives one bin `[min, max]` holding every
@@ -99,7 +103,8 @@ mod kernel;
 use decode::{Codec, LEAF};
 use kernel::{Bins, Leaf, Moments};
 
-/// The most histogram bins [`HistogramAccumulator`] accepts (2^20: 16 MiB of counts and edges).
+/// The most histogram bins [`HistogramAccumulator`] accepts (2^20: 40 MiB of count tables and
+/// edges).
 pub const MAX_BINS: usize = 1 << 20;
 
 /// Options of [`tensor_stats`].
@@ -536,16 +541,8 @@ impl HistogramAccumulator {
         if other.bins.edges != self.bins.edges {
             return false;
         }
-        let mut theirs = other.bins.counts.clone();
-        let mut b = other.bins.clone();
-        b.counts.fill(0);
-        b.add(other.feed.pending());
-        for (t, p) in theirs.iter_mut().zip(&b.counts) {
-            *t += p;
-        }
-        for (c, t) in self.bins.counts.iter_mut().zip(&theirs) {
-            *c += t;
-        }
+        self.bins.add_counts(&other.bins);
+        self.bins.add(other.feed.pending());
         true
     }
 
@@ -554,8 +551,8 @@ impl HistogramAccumulator {
         let fill = self.feed.fill;
         self.bins.add(&self.feed.buf[..fill]);
         Histogram {
+            counts: self.bins.counts(),
             edges: self.bins.edges,
-            counts: self.bins.counts,
         }
     }
 }
