@@ -1,5 +1,5 @@
 // NumPy reference statistics for the stats suites (tests/js/stats.test.mjs,
-// tests/browser/stats.test.mjs): tests/python/stats_reference.py run by the formats venv
+// tests/browser/stats.test.mjs): tests/python/stats_ref.py run by the formats venv
 // (tests/python/setup_formats_venv.sh: numpy, ml_dtypes, gguf, safetensors). Not a test file.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -23,8 +23,8 @@ export function venvPython() {
 }
 
 function runPy(args, input) {
-  const r = spawnSync(venvPython(), [join(PY_DIR, 'stats_reference.py'), ...args], { input, encoding: 'utf8', maxBuffer: 256 << 20 });
-  if (r.status !== 0) throw new Error(`stats_reference.py ${args[0]} failed (${r.status}):\n${r.stderr}`);
+  const r = spawnSync(venvPython(), [join(PY_DIR, 'stats_ref.py'), ...args], { input, encoding: 'utf8', maxBuffer: 256 << 20 });
+  if (r.status !== 0) throw new Error(`stats_ref.py ${args[0]} failed (${r.status}):\n${r.stderr}`);
   return r.stdout;
 }
 

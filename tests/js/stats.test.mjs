@@ -1,4 +1,4 @@
-// reader.stats() and stats() on both backends against NumPy (float64, tests/python/stats_reference.py
+// reader.stats() and stats() on both backends against NumPy (float64, tests/python/stats_ref.py
 // in the formats venv): every tensor of every readable model fixture (tests/data/fixtures,
 // manifest.json), opened from a path, from bytes and from a Blob read in small slices, plus a
 // safetensors file written by the safetensors package with NaN, +Inf, -Inf and -0 in float32,

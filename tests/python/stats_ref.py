@@ -1,4 +1,5 @@
-"""NumPy reference for the live cross-check of core::stats (native/tests/stats_live.rs).
+"""NumPy reference for the live cross-checks of core::stats: Rust (native/tests/stats_live.rs),
+Node and Chromium (tests/js/stats.test.mjs, tests/browser/stats.test.mjs).
 
     python stats_ref.py gen OUT_DIR SEED
         Writes model files with the reference libraries, tensors chosen to test statistics:
@@ -27,6 +28,18 @@
         bin [min, max] holding every finite value).
         Prints {id: result} as JSON; every float is given as its IEEE-754 bits (an unsigned
         integer), so NaN and exact values survive JSON.
+
+    python stats_ref.py stats < REQUESTS.json
+        For the JavaScript tests (tests/js/stats.test.mjs, tests/browser/stats.test.mjs): REQUESTS
+        is a list of {id, dtype, numel, file, edges}, `file` a tensor's bytes as above, `edges` the
+        histogram edges the binding returned. Prints {id: {count, finite, min, max, mean, std,
+        zeros, nan, pos_inf, neg_inf, counts, edges}}: the same statistics as `ref` (null where no
+        value is finite), `counts` = np.histogram of the finite values over exactly `edges`, and
+        `edges` NumPy's own (np.histogram_bin_edges of the finite values, as many bins).
+
+    python stats_ref.py special OUT.safetensors
+        Writes a safetensors file (safetensors.numpy.save_file) whose tensors hold NaN, +Inf, -Inf,
+        -0.0 and ordinary values in float32, float16 and bfloat16, for the JavaScript tests.
 """
 import json
 import struct
@@ -100,8 +113,17 @@ def gen(out: Path, seed: int) -> None:
     json.dump(files, sys.stdout)
 
 
+# GGUF's plain tensor types by their ggml names, as NumPy dtypes.
+GGML_PLAIN = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64",
+              "I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64"}
+
+
 def values(dtype: str, numel: int, raw: bytes) -> np.ndarray:
+    """A tensor's values as float64 (complex: real and imaginary parts, two values each)."""
+    dtype = GGML_PLAIN.get(dtype, dtype)
     u8 = np.frombuffer(raw, dtype=np.uint8)
+    if dtype == "bool":
+        return u8.astype(bool).astype(np.float64)
     if dtype == "float4_e2m1fn":
         nib = np.empty(u8.size * 2, dtype=np.uint8)
         nib[0::2] = u8 & 0xF
@@ -160,10 +182,60 @@ def ref(jobs_path: Path) -> None:
     json.dump(out, sys.stdout)
 
 
+def stats(dtype, raw, numel, edges):
+    """The `stats` command's result for one request."""
+    x = values(dtype, numel, raw)
+    fin = x[np.isfinite(x)]
+    out = {
+        "count": int(x.size),
+        "finite": int(fin.size),
+        "zeros": int(np.count_nonzero(x == 0)),
+        "nan": int(np.count_nonzero(np.isnan(x))),
+        "pos_inf": int(np.count_nonzero(x == np.inf)),
+        "neg_inf": int(np.count_nonzero(x == -np.inf)),
+        "min": float(fin.min()) if fin.size else None,
+        "max": float(fin.max()) if fin.size else None,
+        "mean": float(fin.mean()) if fin.size else None,
+        "std": float(fin.std()) if fin.size else None,
+    }
+    if edges is not None and len(edges) >= 2:
+        counts, _ = np.histogram(fin, bins=np.asarray(edges, dtype=np.float64))
+        out["counts"] = [int(c) for c in counts]
+        # NumPy's own edges for that many bins over the finite values' range.
+        out["edges"] = [float(e) for e in np.histogram_bin_edges(fin, bins=len(edges) - 1)]
+    return out
+
+
+def special(path):
+    """The `special` command: NaN, +-Inf and -0.0 among ordinary values, in three float types."""
+    from safetensors.numpy import save_file
+
+    base = np.array([1.5, np.nan, np.inf, -np.inf, 0.0, -0.0, -2.25, 3.0, np.nan, 1e3, -7.0, 0.125],
+                    dtype=np.float32)
+    save_file({
+        "f32": base.reshape(3, 4),
+        "f16": base.astype(np.float16),
+        "bf16": base.astype(ml_dtypes.bfloat16).reshape(2, 6),
+        "all_nan": np.full(5, np.nan, dtype=np.float32),
+    }, path)
+
+
+def stats_requests() -> None:
+    out = {}
+    for r in json.load(sys.stdin):
+        out[r["id"]] = stats(r["dtype"], Path(r["file"]).read_bytes(), r["numel"], r.get("edges"))
+    json.dump(out, sys.stdout)
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "gen":
+    cmd = sys.argv[1] if len(sys.argv) > 1 else ""
+    if cmd == "gen":
         gen(Path(sys.argv[2]), int(sys.argv[3]))
-    elif sys.argv[1] == "ref":
+    elif cmd == "ref":
         ref(Path(sys.argv[2]))
+    elif cmd == "stats":
+        stats_requests()
+    elif cmd == "special":
+        special(sys.argv[2])
     else:
-        sys.exit(f"unknown command {sys.argv[1]!r}: use gen or ref")
+        sys.exit(f"unknown command {cmd!r}: use gen, ref, stats or special")
