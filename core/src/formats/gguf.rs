@@ -30,7 +30,6 @@ use super::{
     Arrangement, Catalog, ElementType, ErrorKind, FormatError, MAX_DEPTH, MAX_HEADER, Meta, Storage, TensorInfo,
 };
 use crate::detect::Format;
-use crate::dtype::DType;
 use crate::source::ReadAt;
 
 const FORMAT: &str = "gguf";
@@ -511,17 +510,7 @@ fn tensor(
             ),
         );
     };
-    let dense = match r.ty {
-        0 => Some(DType::F32),
-        1 => Some(DType::F16),
-        24 => Some(DType::I8),
-        25 => Some(DType::I16),
-        26 => Some(DType::I32),
-        27 => Some(DType::I64),
-        28 => Some(DType::F64),
-        30 => Some(DType::BF16),
-        _ => None,
-    };
+    let dense = GgmlType(r.ty).plain_dtype();
     if big_endian && dense.is_none() {
         return Ok(Err(alloc::format!(
             "{} blocks of a big-endian GGUF file are not supported",

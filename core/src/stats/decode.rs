@@ -85,18 +85,7 @@ impl Codec {
             },
             ElementType::Ggml(g) => {
                 // Plain ggml types are dense dtypes (the GGUF reader already maps them so).
-                let plain = match g.0 {
-                    0 => Some(DType::F32),
-                    1 => Some(DType::F16),
-                    24 => Some(DType::I8),
-                    25 => Some(DType::I16),
-                    26 => Some(DType::I32),
-                    27 => Some(DType::I64),
-                    28 => Some(DType::F64),
-                    30 => Some(DType::BF16),
-                    _ => None,
-                };
-                if let Some(d) = plain {
+                if let Some(d) = g.plain_dtype() {
                     return Ok(dense(d));
                 }
                 let (Some(block), Some(size)) = (g.block_size(), g.type_size()) else {

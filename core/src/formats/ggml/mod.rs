@@ -59,6 +59,23 @@ pub const TYPES: &[(u32, &str, u64, u64)] = &[
 ];
 
 impl GgmlType {
+    /// The dense dtype of a plain (unquantized) ggml type: F32, F16, BF16, F64 and the signed
+    /// integers; `None` for block-quantized and unknown types.
+    pub fn plain_dtype(self) -> Option<crate::dtype::DType> {
+        use crate::dtype::DType;
+        match self.0 {
+            0 => Some(DType::F32),
+            1 => Some(DType::F16),
+            24 => Some(DType::I8),
+            25 => Some(DType::I16),
+            26 => Some(DType::I32),
+            27 => Some(DType::I64),
+            28 => Some(DType::F64),
+            30 => Some(DType::BF16),
+            _ => None,
+        }
+    }
+
     fn entry(self) -> Option<&'static (u32, &'static str, u64, u64)> {
         TYPES.iter().find(|e| e.0 == self.0)
     }
