@@ -1,8 +1,8 @@
 //! The `tensorlane` binary against tenso 0.24.0's golden vectors in `tests/data/vectors/tenso`.
 
-use tensorlane_testkit as common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use tensorlane_testkit as common;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};

@@ -15,10 +15,10 @@
 //! * `gguf_splits_are_joined_from_the_first_file`: hand-built `-0000N-of-00002.gguf` splits read
 //!   and convert as one model from the first file; a missing split is named.
 
-use tensorlane_testkit as common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use tensorlane_testkit as common;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};

@@ -3,9 +3,9 @@
 //! converted from, GGUF blocks against their dequantized float32 copy, the JSON shape, and the
 //! exit codes for a missing tensor and a refused file.
 
-use tensorlane_testkit as common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use tensorlane_testkit as common;
 
 use safetensors::Dtype;
 use safetensors::tensor::TensorView;

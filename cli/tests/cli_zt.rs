@@ -2,10 +2,10 @@
 //! (`tests/data/fixtures`, v2 and `v1/`), the conformance corpus (`tests/data/conformance/zt`) and
 //! the Tenso golden vectors (`tests/data/vectors/tenso`).
 
-use tensorlane_testkit as common;
 use common::data;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use tensorlane_testkit as common;
 
 use serde_json::Value;
 

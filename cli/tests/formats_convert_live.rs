@@ -13,10 +13,10 @@
 //! The venvs come from tests/python/setup_formats_venv.sh and setup_zt_venv.sh. The test skips
 //! only when `python3` is missing and `CI` is not `true`.
 
-use tensorlane_testkit as common;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
+use tensorlane_testkit as common;
 
 use serde_json::{Value, json};
 

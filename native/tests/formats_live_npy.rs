@@ -10,8 +10,8 @@
 //! The venv comes from tests/python/setup_formats_venv.sh (pinned). The test skips only when
 //! `python3` is missing and `CI` is not `true`. `FORMATS_LIVE_SEED` fixes the seed.
 
-use tensorlane_testkit as common;
 use tensorlane_core::formats::{self, Meta, Storage, npy};
+use tensorlane_testkit as common;
 
 #[test]
 fn files_written_by_numpy_read_identically() {

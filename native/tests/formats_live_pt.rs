@@ -11,8 +11,8 @@
 //! The venv comes from tests/python/setup_formats_venv.sh (numpy, ml_dtypes). The test skips only
 //! when `python3` is missing and `CI` is not `true`.
 
-use tensorlane_testkit as common;
 use tensorlane_core::formats::{self, Meta};
+use tensorlane_testkit as common;
 
 #[test]
 fn checkpoints_written_by_cpython_pickle_read_back() {

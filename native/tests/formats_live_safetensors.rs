@@ -10,8 +10,8 @@
 //! The venv comes from tests/python/setup_formats_venv.sh (pinned). The test skips only when
 //! `python3` is missing and `CI` is not `true`. `FORMATS_LIVE_SEED` fixes the seed.
 
-use tensorlane_testkit as common;
 use std::path::PathBuf;
+use tensorlane_testkit as common;
 
 use serde_json::Value as Json;
 use tensorlane_core::formats::{self, Catalog, ErrorKind, FormatError, Meta, safetensors};

@@ -15,11 +15,11 @@
 //! The venv comes from tests/python/setup_venv.sh (tests/.venv, pinned versions). The tests skip
 //! only when `python3` is missing and `CI` is not `true`; in CI every setup failure fails.
 
-use tensorlane_testkit as common;
 use common::root;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use tensorlane_testkit as common;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};

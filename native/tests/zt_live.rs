@@ -14,9 +14,9 @@
 //! The venv comes from tests/python/setup_zt_venv.sh (tests/.venv-zt, pinned). The Python tests skip
 //! only when `python3` is missing and `CI` is not `true`; in CI every setup failure fails.
 
-use tensorlane_testkit as common;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
+use tensorlane_testkit as common;
 
 use serde_json::{Value as Json, json};
 use sha2::{Digest, Sha256};
