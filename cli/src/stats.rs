@@ -257,11 +257,7 @@ fn zt_element(layout: &str, dtype: DType, logical: Option<&str>) -> Option<Eleme
             Some(l) => ElementType::Logical(LogicalType::from_name(l)?),
         });
     }
-    let ty = layout.strip_prefix("gguf.")?.strip_suffix("/1")?;
-    (0..=u32::from(u8::MAX))
-        .map(GgmlType)
-        .find(|g| g.name().eq_ignore_ascii_case(ty))
-        .map(ElementType::Ggml)
+    GgmlType::from_name(layout::gguf_type(layout)?).map(ElementType::Ggml)
 }
 
 /// Why a `.zt` object is not summarised.

@@ -76,6 +76,14 @@ impl GgmlType {
         }
     }
 
+    /// The type named `name` (`Q4_0`, `q4_k`, ...: ggml's names, any case), if ggml has it.
+    pub fn from_name(name: &str) -> Option<GgmlType> {
+        TYPES
+            .iter()
+            .find(|e| e.1.eq_ignore_ascii_case(name))
+            .map(|e| GgmlType(e.0))
+    }
+
     fn entry(self) -> Option<&'static (u32, &'static str, u64, u64)> {
         TYPES.iter().find(|e| e.0 == self.0)
     }
