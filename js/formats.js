@@ -368,8 +368,7 @@ export function makeFormats(backend, zt, io = {}) {
 
     /** Statistics by the host (`Model::stats`, over its map), with the same checks and result as statsSteps. */
     stats(i, t, options) {
-      const bins = options.bins ?? STATS_BINS;
-      if (!Number.isInteger(bins) || bins < 1) throw new RangeError(`stats: bins must be a positive integer, got ${bins}`);
+      const bins = statsBins(options);
       const total = t.nbytes;
       const report = statsProgress(options.onProgress, total);
       const out = this.#call(() => this.model.stats(i, bins, options.chunkBytes ?? STATS_CHUNK_BYTES, options.onProgress ? (done) => report(done) : undefined));
@@ -545,8 +544,7 @@ export function makeFormats(backend, zt, io = {}) {
    */
   function* statsSteps(t, total, read, options) {
     const ggml = t.ggml ? t.ggml.type : -1;
-    const bins = options.bins ?? STATS_BINS;
-    if (!Number.isInteger(bins) || bins < 1) throw new RangeError(`stats: bins must be a positive integer, got ${bins}`);
+    const bins = statsBins(options);
     const step = Math.max(1, Math.floor(options.chunkBytes ?? STATS_CHUNK_BYTES));
     const numel = t.shape.reduce((n, d) => n * Number(d), 1);
     const guard = (f) => {
@@ -602,6 +600,13 @@ export function makeFormats(backend, zt, io = {}) {
   }
 
   return { open, stats, MIN_READ, MAX_READ };
+}
+
+/** The histogram's bin count from stats() options (default STATS_BINS); a RangeError when it is not a positive integer. */
+function statsBins(options) {
+  const bins = options.bins ?? STATS_BINS;
+  if (!Number.isInteger(bins) || bins < 1) throw new RangeError(`stats: bins must be a positive integer, got ${bins}`);
+  return bins;
 }
 
 /** The calls `onProgress({phase, bytesDone, bytesTotal})` a stats driver makes, as `report(done)`
