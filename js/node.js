@@ -1,30 +1,47 @@
-// Node entry: the N-API addon (js/tensorlane.<platform>-<arch>[-gnu].node), or the wasm build
-// when the addon is missing or TENSORLANE_BACKEND=wasm. TENSORLANE_BACKEND=addon makes a missing
-// addon an error instead of a fallback.
+// Node entry: the N-API addon, or the wasm build when the addon is missing or
+// TENSORLANE_BACKEND=wasm. TENSORLANE_BACKEND=addon makes a missing addon an error instead of a
+// fallback. The addon is looked for, in order, as
+//   1. js/tensorlane.<platform>-<arch>[-gnu|-musl|-msvc].node next to this file (a development
+//      build made by scripts/build-js.sh; the published package does not ship it), then
+//   2. the platform package @tensorlane/<platform>-<arch>[-abi] (napi-rs layout), which npm
+//      installs from the main package's optionalDependencies on the platforms it matches.
+// When neither loads, the wasm build is used and a warning (code TENSORLANE_WASM_FALLBACK) says
+// so once; `backendName` (and the default export's `backend`) tell which backend is in use.
+//
+// No top-level await: this module (and js/wasm-node.js) can be loaded by require() (js/node.cjs),
+// which is what Node >= 20.19 / 22.12 allow for ES modules without top-level await.
 import { createRequire } from 'node:module';
 import { basename } from 'node:path';
 import { makeApi } from './common.js';
 import { makeZt } from './zt.js';
 import { companionPath, makeFormats, memorySource } from './formats.js';
 import { shardPath } from './node-paths.js';
+import { platformName } from './platform.js';
 
 const require = createRequire(import.meta.url);
 const want = process.env.TENSORLANE_BACKEND ?? '';
 
-function addonFile() {
-  const libc = process.platform === 'linux' ? (process.report?.getReport?.().header?.glibcVersionRuntime ? '-gnu' : '-musl') : '';
-  const abi = process.platform === 'win32' ? '-msvc' : libc;
-  return `./tensorlane.${process.platform}-${process.arch}${abi}.node`;
-}
+/** Where the addon may be, in the order tried (see the top of this file). */
+export const addonCandidates = [`./tensorlane.${platformName()}.node`, `@tensorlane/${platformName()}`];
 
 let addon = null;
 let loadError = null;
 if (want !== 'wasm') {
-  try {
-    addon = require(addonFile());
-  } catch (e) {
-    loadError = e;
-    if (want === 'addon') throw new Error(`TENSORLANE_BACKEND=addon but the addon could not be loaded: ${e.message}`, { cause: e });
+  const tries = [];
+  for (const where of addonCandidates) {
+    try {
+      addon = require(where);
+      break;
+    } catch (e) {
+      tries.push(`${where}: ${e.code === 'MODULE_NOT_FOUND' ? 'not installed' : e.message}`);
+      loadError ??= e;
+    }
+  }
+  if (!addon) {
+    const msg = `the tensorlane N-API addon for ${platformName()} could not be loaded (${tries.join('; ')})`;
+    loadError = new Error(msg, { cause: loadError });
+    if (want === 'addon') throw new Error(`TENSORLANE_BACKEND=addon but ${msg}`, { cause: loadError });
+    process.emitWarning(`${msg}; using the wasm build instead (same results, slower; paths are read, not mapped). Install @tensorlane/${platformName()} (an optional dependency of tensorlane) or set TENSORLANE_BACKEND=wasm to choose wasm and silence this.`, { code: 'TENSORLANE_WASM_FALLBACK' });
   }
 }
 
@@ -48,7 +65,8 @@ if (addon) {
   const formats = makeFormats(addon, zt, io);
   api = { ...api, ...zt, open: formats.open, stats: formats.stats };
 } else {
-  const wasm = await import('./wasm-node.js');
+  // Synchronous: js/wasm-node.js instantiates the wasm with initSync and has no top-level await.
+  const wasm = require('./wasm-node.js');
   api = wasm.default;
   memory = wasm.wasmMemory;
 }

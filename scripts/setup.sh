@@ -20,6 +20,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 rustup target add wasm32-unknown-unknown >/dev/null 2>&1 || rustup target add wasm32-unknown-unknown
+# The no_std core is also built for a bare-metal target (scripts/test.sh).
+rustup target add thumbv7em-none-eabihf >/dev/null 2>&1 || rustup target add thumbv7em-none-eabihf
 
 # wasm-bindgen-cli must match the wasm-bindgen crate in Cargo.lock exactly (install without --locked).
 WBG=$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"$/\1/p' | head -n1)
@@ -27,6 +29,8 @@ if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $WBG"; then
   cargo install -q wasm-bindgen-cli --version "$WBG"
 fi
 npm ci --no-audit --no-fund --loglevel=error
+# What tests/pack/ checks the packed npm package with: a consumer's TypeScript, esbuild and Vite.
+npm ci --prefix tests/pack --no-audit --no-fund --loglevel=error
 # The live cross-checks create their own venvs (tests/python/setup_*venv.sh); do it up front so a
 # registry problem shows here, not as a test failure.
 bash tests/python/setup_venv.sh

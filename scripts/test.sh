@@ -17,6 +17,9 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 step "no_std core for wasm32-unknown-unknown"
 cargo build -q -p tensorlane-core --no-default-features --target wasm32-unknown-unknown
 
+step "no_std core for thumbv7em-none-eabihf (bare metal, no std at all)"
+cargo build -q -p tensorlane-core --no-default-features --target thumbv7em-none-eabihf
+
 step "Rust tests (workspace)"
 cargo test --workspace --no-fail-fast
 
@@ -30,3 +33,6 @@ scripts/build-js.sh
 
 step "Node and Chromium tests"
 node --test tests/js/ tests/browser/
+
+step "npm package: scripts/pack.sh, installed in a fresh project (ESM, CJS, tsc, esbuild, Vite, wasm fallback)"
+node --test tests/pack/

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Writes every npm tarball a release publishes into OUTDIR:
+#   tensorlane-<version>.tgz                  the main package: js/ (ESM + the CJS entry), the .d.ts
+#                                             and the wasm build; it lists every platform package
+#                                             in optionalDependencies (package.json)
+#   tensorlane-<platform>-<version>.tgz      @tensorlane/<platform> (napi-rs layout): the N-API
+#                                             addon tensorlane.<platform>.node with os/cpu/libc set,
+#                                             built here for this machine's platform only
+# Builds first (scripts/build-js.sh: wasm + addon; idempotent). Prints the tarballs' paths.
+# Usage: scripts/pack.sh OUTDIR
+set -euo pipefail
+[[ $# -eq 1 ]] || { echo "usage: scripts/pack.sh OUTDIR" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+mkdir -p "$1"
+out=$(cd "$1" && pwd)
+
+bash scripts/build-js.sh >&2
+
+# This machine's platform package, named as js/node.js looks for it.
+platform=$(node --input-type=module -e "import { platformName } from './js/platform.js'; console.log(platformName())")
+addon="js/tensorlane.$platform.node"
+[[ -s "$addon" ]] || { echo "pack.sh: $addon was not built by scripts/build-js.sh" >&2; exit 1; }
+node -e "const p=require('./package.json'); if(!p.optionalDependencies?.['@tensorlane/$platform']) { console.error('pack.sh: package.json optionalDependencies does not list @tensorlane/$platform'); process.exit(1) }"
+
+# The platform package, staged in a temporary folder.
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+cp "$addon" "$stage/"
+cp LICENSE-MIT LICENSE-APACHE "$stage/"
+PLATFORM="$platform" node -e '
+const fs = require("fs");
+const root = require("./package.json");
+const platform = process.env.PLATFORM;
+const [os, cpu, abi] = platform.split("-");
+const file = `tensorlane.${platform}.node`;
+const pkg = {
+  name: `@tensorlane/${platform}`,
+  version: root.version,
+  description: `The N-API addon of tensorlane for ${platform}: installed by the package tensorlane as an optional dependency, not used on its own`,
+  license: root.license,
+  repository: root.repository,
+  main: file,
+  files: [file, "LICENSE-MIT", "LICENSE-APACHE"],
+  os: [os],
+  cpu: [cpu],
+  ...(abi === "gnu" ? { libc: ["glibc"] } : abi === "musl" ? { libc: ["musl"] } : {}),
+  engines: root.engines,
+};
+if (root.optionalDependencies[pkg.name] !== root.version) throw new Error(`package.json lists ${pkg.name}@${root.optionalDependencies[pkg.name]}, not ${root.version}`);
+fs.writeFileSync(process.argv[1] + "/package.json", JSON.stringify(pkg, null, 2) + "\n");
+fs.writeFileSync(process.argv[1] + "/README.md", `# ${pkg.name}\n\nThe prebuilt N-API addon of [tensorlane](https://www.npmjs.com/package/tensorlane) for \`${platform}\`.\nInstall \`tensorlane\`: npm picks this package from its optionalDependencies.\n`);
+' "$stage"
+(cd "$stage" && npm pack --silent --pack-destination "$out" >/dev/null)
+
+# The main package (prepack only checks: everything is built).
+TENSORLANE_PACK_PREBUILT=1 npm pack --silent --pack-destination "$out" >/dev/null
+
+version=$(node -p 'require("./package.json").version')
+ls "$out/tensorlane-$version.tgz" "$out/tensorlane-$platform-$version.tgz"

@@ -1,0 +1,175 @@
+// The npm package as a user gets it: scripts/pack.sh writes the tarballs, `npm install` puts them
+// in a fresh project outside the repository, and that project's code uses them: Node ESM import,
+// CJS require, `tsc --strict` against the shipped .d.ts, esbuild and Vite builds of a page run in
+// Chromium (a packet and a safetensors File), and Node again without the platform package (the
+// wasm backend, with one warning). Prints the installed sizes (addon, wasm, JS).
+// Needs the tools of tests/pack/package.json (scripts/setup.sh: npm ci --prefix tests/pack).
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { extname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
+import { CI, launch, missing } from '../browser/_chromium.mjs';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const DATA = join(ROOT, 'tests/data');
+const TOOLS = fileURLToPath(new URL('./node_modules/', import.meta.url));
+const version = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version;
+
+const toolsMissing = ['esbuild', 'typescript', 'vite'].filter((t) => !existsSync(join(TOOLS, t, 'package.json')));
+if (toolsMissing.length) throw new Error(`tests/pack needs ${toolsMissing.join(', ')}: run npm ci --prefix tests/pack (scripts/setup.sh does)`);
+
+let work, app, tgz;
+const run = (cmd, args, opts = {}) => execFileSync(cmd, args, { cwd: app, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], ...opts });
+/** Runs a Node consumer of the installed package; returns its JSON line and its stderr. */
+function consumer(file, env = {}) {
+  const r = spawnSync(process.execPath, [file, DATA], { cwd: app, encoding: 'utf8', env: { ...process.env, TENSORLANE_BACKEND: '', ...env } });
+  assert.equal(r.status, 0, `${file} failed:\n${r.stderr}`);
+  return { ...JSON.parse(r.stdout.trim().split('\n').pop()), stderr: r.stderr };
+}
+
+before(() => {
+  work = mkdtempSync(join(tmpdir(), 'tensorlane-pack-'));
+  tgz = join(work, 'tgz');
+  execFileSync('bash', [join(ROOT, 'scripts/pack.sh'), tgz], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+  app = join(work, 'app');
+  cpSync(fileURLToPath(new URL('./consumer/', import.meta.url)), app, { recursive: true });
+  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+  // The tarballs only; the registry is asked for nothing else but the other platforms'
+  // optional packages, which npm skips when they are unpublished or do not fit this machine.
+  run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', join(tgz, `tensorlane-${version}.tgz`), ...readdirSync(tgz).filter((f) => f !== `tensorlane-${version}.tgz`).map((f) => join(tgz, f))]);
+});
+after(() => {
+  if (work && !process.env.TENSORLANE_KEEP_PACK) rmSync(work, { recursive: true, force: true });
+});
+
+describe('the packed npm package, installed in a fresh project', () => {
+  it('pack.sh writes the main package (JS + wasm, no addon) and the platform package (the addon)', () => {
+    const files = readdirSync(tgz).sort();
+    assert.ok(files.includes(`tensorlane-${version}.tgz`), files.join());
+    const platform = files.filter((f) => f !== `tensorlane-${version}.tgz`);
+    assert.equal(platform.length, 1, `one platform package built here: ${files}`);
+    const main = run('tar', ['tzf', join(tgz, `tensorlane-${version}.tgz`)]).split('\n');
+    assert.ok(main.includes('package/wasm/pkg/tensorlane_wasm_bg.wasm'), main.join('\n'));
+    assert.ok(main.includes('package/js/node.cjs') && main.includes('package/js/index.d.ts'), main.join('\n'));
+    assert.ok(main.includes('package/LICENSE-MIT') && main.includes('package/LICENSE-APACHE'), main.join('\n'));
+    assert.deepEqual(main.filter((f) => f.endsWith('.node')), [], 'the main package ships no addon');
+    const manifest = JSON.parse(readFileSync(join(app, 'node_modules/tensorlane/package.json'), 'utf8'));
+    const dir = join(app, 'node_modules/@tensorlane');
+    const [name] = readdirSync(dir);
+    assert.equal(manifest.optionalDependencies[`@tensorlane/${name}`], version);
+    const pp = JSON.parse(readFileSync(join(dir, name, 'package.json'), 'utf8'));
+    assert.ok(existsSync(join(dir, name, pp.main)), `${pp.main} in @tensorlane/${name}`);
+    assert.deepEqual([pp.os, pp.cpu], [[process.platform], [process.arch]]);
+  });
+
+  it('Node ESM: import uses the addon from the platform package', () => {
+    const r = consumer('node-esm.mjs');
+    assert.deepEqual(r.problems, []);
+    assert.equal(r.backend, 'addon');
+    assert.equal(r.defaultBackend, 'addon');
+    assert.equal(r.tensors, 3);
+  });
+
+  it('Node CJS: require gives the same, ready without awaiting', () => {
+    const r = consumer('node-cjs.cjs');
+    assert.deepEqual(r.problems, []);
+    assert.equal(r.backend, 'addon');
+    assert.deepEqual(r.syncShape, [5]);
+  });
+
+  it('TypeScript: tsc --strict on a consumer file against the shipped .d.ts', () => {
+    const r = spawnSync(process.execPath, [join(TOOLS, 'typescript/bin/tsc'), '-p', '.'], { cwd: app, encoding: 'utf8' });
+    assert.equal(r.status, 0, `tsc:\n${r.stdout}${r.stderr}`);
+  });
+
+  describe('bundled pages in Chromium', { skip: missing && !CI ? missing : false }, () => {
+    let browser;
+    const roots = {};
+    const servers = [];
+    const types = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json' };
+    /** Serves `root` at / (Vite writes absolute /assets/ URLs) and tests/data at /data/. */
+    async function serve(root) {
+      const server = createServer((req, res) => {
+        const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+        const parts = path.split('/').slice(1);
+        const [dir, rest] = parts[0] === 'data' ? [DATA, parts.slice(1)] : [root, parts];
+        const file = join(dir, ...rest);
+        if (rest.includes('..') || !existsSync(file) || !statSync(file).isFile()) {
+          res.writeHead(404).end();
+          return;
+        }
+        res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream' }).end(readFileSync(file));
+      });
+      await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+      servers.push(server);
+      return `http://127.0.0.1:${server.address().port}`;
+    }
+    before(async () => {
+      // esbuild as the README says (the tensorlane/esbuild plugin); Vite with no configuration.
+      run(process.execPath, ['build-esbuild.mjs', join(TOOLS, 'esbuild'), join(app, 'dist-esbuild')]);
+      cpSync(join(app, 'index.html'), join(app, 'dist-esbuild/index.html'));
+      run(process.execPath, [join(TOOLS, 'vite/bin/vite.js'), 'build', '--logLevel', 'warn', '--outDir', 'dist-vite']);
+      roots.esbuild = join(app, 'dist-esbuild');
+      roots.vite = join(app, 'dist-vite');
+      browser = await launch();
+    });
+    after(async () => {
+      await browser?.close();
+      for (const s of servers) s.close();
+    });
+    for (const tool of ['esbuild', 'vite']) {
+      it(`${tool}: the page decodes a packet and opens a safetensors File (wasm)`, async () => {
+        const page = await browser.newPage();
+        const errors = [];
+        page.on('pageerror', (e) => errors.push(e.message));
+        page.on('response', (r) => r.status() >= 400 && errors.push(`${r.status()} ${r.url()}`));
+        await page.goto(`${await serve(roots[tool])}/index.html`);
+        const result = await page.waitForFunction(() => window.result, null, { timeout: 30_000 }).then((h) => h.jsonValue(), (e) => ({ problems: [`${e.message}; page errors: ${errors}`] }));
+        await page.close();
+        assert.deepEqual(errors, []);
+        assert.deepEqual(result.problems, []);
+        assert.equal(result.backend, 'wasm');
+        assert.equal(result.tensors, 3);
+      });
+    }
+  });
+
+  it('installed sizes: addon, wasm (< 1 MB gzipped), JS', () => {
+    const pkg = join(app, 'node_modules/tensorlane');
+    const [platform] = readdirSync(join(app, 'node_modules/@tensorlane'));
+    const size = (f) => statSync(f).size;
+    const addon = join(app, 'node_modules/@tensorlane', platform, `tensorlane.${platform}.node`);
+    const wasm = join(pkg, 'wasm/pkg/tensorlane_wasm_bg.wasm');
+    const js = [...readdirSync(join(pkg, 'js')).map((f) => join(pkg, 'js', f)), join(pkg, 'wasm/pkg/tensorlane_wasm.js')];
+    const rows = [
+      [`addon (@tensorlane/${platform})`, size(addon), gzipSync(readFileSync(addon)).length],
+      ['wasm', size(wasm), gzipSync(readFileSync(wasm)).length],
+      ['JS + .d.ts (js/, wasm glue)', js.reduce((n, f) => n + size(f), 0), js.reduce((n, f) => n + gzipSync(readFileSync(f)).length, 0)],
+      ...readdirSync(tgz).map((f) => [`tarball ${f}`, size(join(tgz, f)), null]),
+    ];
+    const kb = (n) => (n === null ? '' : `${(n / 1024).toFixed(0)} KiB`);
+    console.log(`installed sizes\n| what | bytes | gzip -6 |\n|---|---:|---:|\n${rows.map(([w, b, g]) => `| ${w} | ${kb(b)} | ${kb(g)} |`).join('\n')}`);
+    assert.ok(rows[1][2] < 1_000_000, `wasm is ${rows[1][2]} bytes gzipped: over 1 MB`);
+  });
+
+  it('without the platform package: the wasm backend loads and says so once', () => {
+    rmSync(join(app, 'node_modules/@tensorlane'), { recursive: true, force: true });
+    for (const file of ['node-esm.mjs', 'node-cjs.cjs']) {
+      const r = consumer(file);
+      assert.deepEqual(r.problems, []);
+      assert.equal(r.backend, 'wasm', file);
+      assert.equal(r.defaultBackend, 'wasm', file);
+      assert.equal(r.stderr.split('TENSORLANE_WASM_FALLBACK').length - 1, 1, `one warning from ${file}:\n${r.stderr}`);
+      assert.match(r.stderr, /@tensorlane\/[a-z0-9-]+: not installed/);
+    }
+    // Chosen on purpose: no warning.
+    const quiet = consumer('node-esm.mjs', { TENSORLANE_BACKEND: 'wasm' });
+    assert.equal(quiet.backend, 'wasm');
+    assert.doesNotMatch(quiet.stderr, /TENSORLANE_WASM_FALLBACK/);
+  });
+});
