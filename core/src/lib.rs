@@ -44,3 +44,8 @@ pub mod zt;
 
 pub use dtype::DType;
 pub use tensor::{ByteOrder, Tensor};
+
+/// The crate README's examples, compiled and run as doctests (`cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -34,3 +34,8 @@ pub mod zt_write;
 
 pub use error::Error;
 pub use tensorlane_core as core;
+
+/// The crate README's examples, compiled and run as doctests (`cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -84,3 +84,8 @@ pub fn parse_bytes(s: &str) -> Option<u64> {
         None
     }
 }
+
+/// The crate README's examples, compiled and run as doctests (`cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
