@@ -157,6 +157,18 @@ describe('the packed npm package, installed in a fresh project', () => {
     assert.ok(rows[1][2] < 1_000_000, `wasm is ${rows[1][2]} bytes gzipped: over 1 MB`);
   });
 
+  it("README.md's JavaScript blocks run against the installed package", () => {
+    const blocks = [...readFileSync(join(ROOT, 'README.md'), 'utf8').matchAll(/^```js\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
+    assert.ok(blocks.length >= 2, `${blocks.length} js blocks in README.md`);
+    blocks.forEach((code, i) => {
+      // Written into the consumer project (so 'tensorlane' is the installed package), run from
+      // the repository root (the paths the README names).
+      writeFileSync(join(app, `readme-${i}.mjs`), code);
+      const r = spawnSync(process.execPath, [join(app, `readme-${i}.mjs`)], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, TENSORLANE_BACKEND: 'addon' } });
+      assert.equal(r.status, 0, `README.md js block ${i + 1} failed:\n${code}\n${r.stderr}`);
+    });
+  });
+
   it('without the platform package: the wasm backend loads and says so once', () => {
     rmSync(join(app, 'node_modules/@tensorlane'), { recursive: true, force: true });
     for (const file of ['node-esm.mjs', 'node-cjs.cjs']) {
