@@ -98,7 +98,7 @@ enum Command {
         #[arg(long, value_parser = ["zt", "tenso", "safetensors"])]
         to: Option<String>,
         /// Write ggml block-quantized tensors (GGUF) as float32. Without it they go to .zt as
-        /// lossless gguf.<type>/1 objects and are refused for safetensors.
+        /// lossless gguf.TYPE/1 objects (gguf.q4_k/1, ...) and are refused for safetensors.
         #[arg(long)]
         dequantize: bool,
     },
