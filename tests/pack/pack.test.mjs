@@ -67,6 +67,15 @@ describe('the packed npm package, installed in a fresh project', () => {
     assert.deepEqual([pp.os, pp.cpu], [[process.platform], [process.arch]]);
   });
 
+  it('npm pack without Rust stops in prepack and says what to do', { skip: ['/usr/bin/cargo', '/bin/cargo'].some(existsSync) && 'cargo is installed system-wide' }, () => {
+    // A machine with Node but no cargo (PATH and HOME without ~/.cargo/bin): prepack cannot build
+    // the wasm and must fail before npm writes a tarball.
+    const r = spawnSync('bash', [join(ROOT, 'scripts/prepack.sh')], { cwd: ROOT, encoding: 'utf8', env: { PATH: '/usr/bin:/bin', HOME: work } });
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /cargo is not on PATH/);
+    assert.match(r.stderr, /scripts\/pack\.sh OUTDIR/);
+  });
+
   it('Node ESM: import uses the addon from the platform package', () => {
     const r = consumer('node-esm.mjs');
     assert.deepEqual(r.problems, []);
