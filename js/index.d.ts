@@ -1,6 +1,9 @@
 // One TypeScript definition for both backends of the npm package `tensorlane`:
 // the N-API addon (Node, `exports.node`) and the wasm build (browsers, and Node as fallback).
 // Both return identical results for the same input.
+// Node: `import` (js/node.js) and `require('tensorlane')` (js/node.cjs; Node 20.19+ / 22.12+)
+// give the same module, ready to use (both backends initialise synchronously). Browsers and
+// bundlers: js/browser.js, ready after its top-level await; esbuild needs `tensorlane/esbuild`.
 
 /** NumPy names of the dense dtypes. */
 export type DType =
