@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Writes every npm tarball a release publishes into OUTDIR:
 #   tensorlane-<version>.tgz                  the main package: js/ (ESM + the CJS entry), the .d.ts
-#                                             and the wasm build; it lists every platform package
-#                                             in optionalDependencies (package.json)
+#                                             and the wasm build; its package.json lists every
+#                                             platform package (package.json's tensorlanePlatforms)
+#                                             in optionalDependencies
 #   tensorlane-<platform>-<version>.tgz      @tensorlane/<platform> (napi-rs layout): the N-API
 #                                             addon tensorlane.<platform>.node with os/cpu/libc set,
 #                                             built here for this machine's platform only
@@ -20,7 +21,7 @@ bash scripts/build-js.sh >&2
 platform=$(node --input-type=module -e "import { platformName } from './js/platform.js'; console.log(platformName())")
 addon="js/tensorlane.$platform.node"
 [[ -s "$addon" ]] || { echo "pack.sh: $addon was not built by scripts/build-js.sh" >&2; exit 1; }
-node -e "const p=require('./package.json'); if(!p.optionalDependencies?.['@tensorlane/$platform']) { console.error('pack.sh: package.json optionalDependencies does not list @tensorlane/$platform'); process.exit(1) }"
+node -e "const p=require('./package.json'); if(!p.tensorlanePlatforms?.includes('$platform')) { console.error('pack.sh: package.json tensorlanePlatforms does not list $platform'); process.exit(1) }"
 
 # The platform package, staged in a temporary folder.
 stage=$(mktemp -d)
@@ -46,14 +47,28 @@ const pkg = {
   ...(abi === "gnu" ? { libc: ["glibc"] } : abi === "musl" ? { libc: ["musl"] } : {}),
   engines: root.engines,
 };
-if (root.optionalDependencies[pkg.name] !== root.version) throw new Error(`package.json lists ${pkg.name}@${root.optionalDependencies[pkg.name]}, not ${root.version}`);
 fs.writeFileSync(process.argv[1] + "/package.json", JSON.stringify(pkg, null, 2) + "\n");
 fs.writeFileSync(process.argv[1] + "/README.md", `# ${pkg.name}\n\nThe prebuilt N-API addon of [tensorlane](https://www.npmjs.com/package/tensorlane) for \`${platform}\`.\nInstall \`tensorlane\`: npm picks this package from its optionalDependencies.\n`);
 ' "$stage"
 (cd "$stage" && npm pack --silent --pack-destination "$out" >/dev/null)
 
-# The main package (prepack only checks: everything is built).
-TENSORLANE_PACK_PREBUILT=1 npm pack --silent --pack-destination "$out" >/dev/null
-
 version=$(node -p 'require("./package.json").version')
+
+# The main package: npm pack of the repository (prepack only checks: everything is built), then
+# its package.json gains optionalDependencies on every platform package, as napi-rs's prepublish
+# does. They are not in the repository's package.json: packages not yet on the registry cannot be
+# in package-lock.json, so `npm ci` would fail. Dev-only fields are dropped from the published one.
+mkdir "$stage/main"
+TENSORLANE_PACK_PREBUILT=1 npm pack --silent --pack-destination "$stage/main" >/dev/null
+tar xzf "$stage/main/tensorlane-$version.tgz" -C "$stage/main"
+node -e '
+const fs = require("fs");
+const file = process.argv[1];
+const pkg = JSON.parse(fs.readFileSync(file, "utf8"));
+pkg.optionalDependencies = Object.fromEntries(pkg.tensorlanePlatforms.map((p) => [`@tensorlane/${p}`, pkg.version]));
+for (const k of ["tensorlanePlatforms", "scripts", "devDependencies"]) delete pkg[k];
+fs.writeFileSync(file, JSON.stringify(pkg, null, 2) + "\n");
+' "$stage/main/package/package.json"
+(cd "$stage/main/package" && npm pack --silent --pack-destination "$out" >/dev/null)
+
 ls "$out/tensorlane-$version.tgz" "$out/tensorlane-$platform-$version.tgz"

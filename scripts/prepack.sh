@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # npm's `prepack` of the main package `tensorlane` (run by `npm pack` and `npm publish`): the
 # package ships the wasm build (wasm/pkg/), which is made from this repository's Rust, so build it
-# here (scripts/build-js.sh without the addon: the addon ships in the platform packages that
-# scripts/pack.sh writes) or stop with what to do, instead of packing a tarball that cannot load.
+# here (scripts/build-js.sh without the addon: the addon ships in the platform packages, which
+# scripts/pack.sh writes and adds to the packed manifest's optionalDependencies) or stop with what to
+# do, instead of packing a tarball that cannot load.
 # TENSORLANE_PACK_PREBUILT=1 (set by scripts/pack.sh, which has just built) only checks the files.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -61,7 +61,10 @@ describe('the packed npm package, installed in a fresh project', () => {
     const manifest = JSON.parse(readFileSync(join(app, 'node_modules/tensorlane/package.json'), 'utf8'));
     const dir = join(app, 'node_modules/@tensorlane');
     const [name] = readdirSync(dir);
-    assert.equal(manifest.optionalDependencies[`@tensorlane/${name}`], version);
+    const platforms = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).tensorlanePlatforms;
+    assert.deepEqual(manifest.optionalDependencies, Object.fromEntries(platforms.map((p) => [`@tensorlane/${p}`, version])));
+    assert.ok(platforms.includes(name), `${name} in ${platforms}`);
+    assert.equal(manifest.scripts, undefined, 'no dev scripts (prepack) in the published manifest');
     const pp = JSON.parse(readFileSync(join(dir, name, 'package.json'), 'utf8'));
     assert.ok(existsSync(join(dir, name, pp.main)), `${pp.main} in @tensorlane/${name}`);
     assert.deepEqual([pp.os, pp.cpu], [[process.platform], [process.arch]]);
