@@ -472,7 +472,7 @@ fn tiny_gguf() -> (Vec<u8>, usize, usize, usize) {
     f.extend(4u64.to_le_bytes());
     f.extend(0u32.to_le_bytes());
     f.extend(0u64.to_le_bytes());
-    while f.len() % 32 != 0 {
+    while !f.len().is_multiple_of(32) {
         f.push(0);
     }
     for v in [1f32, 2., 3., 4.] {
