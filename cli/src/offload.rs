@@ -17,6 +17,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
+use tensorlane::core::detect::{Format, Identified};
+
 use crate::output::{human_bytes, outln};
 
 use tensorlane_offload::{
@@ -151,30 +153,27 @@ fn load_model(name: &str, phase: Phase) -> Result<Workload, OffloadError> {
         )));
     }
     if p.exists() {
-        if let Some(format) = not_zt(p) {
-            return Err(OffloadError::Usage(format!(
-                "{name} is a {format} file; offload plans read .zt files: convert it first \
-                 (tensorlane convert {name} {}), then plan the .zt",
+        return match identify(p) {
+            Some(Identified::Format(Format::Zt)) | None => Ok(Workload::from_zt(p, phase)?),
+            Some(Identified::Format(f)) => Err(OffloadError::Usage(format!(
+                "{name} is a {} file; offload plans read .zt files: convert it first (tensorlane convert {name} {}), \
+                 then plan the .zt",
+                f.name(),
                 p.with_extension("zt").display()
-            )));
-        }
-        return Ok(Workload::from_zt(p, phase)?);
+            ))),
+            Some(Identified::Unrecognised(u)) => Err(OffloadError::Usage(format!("{name}: {}", u.message()))),
+        };
     }
     Err(OffloadError::Usage(format!(
         "{name}: not a preset ({PRESETS}) and no such file"
     )))
 }
 
-/// The format of a model file that is not `.zt` v2 (by the tool's shared rule), or `None` for a
-/// `.zt` file or one the `.zt` reader should describe.
-fn not_zt(p: &Path) -> Option<&'static str> {
-    use tensorlane::core::detect::{Format, Identified};
+/// What the file at `p` is, by the tool's shared rule (`None` when it cannot be mapped: the
+/// `.zt` reader then says why).
+fn identify(p: &Path) -> Option<Identified> {
     let src = tensorlane::source::MmapSource::open(p).ok()?;
-    match tensorlane::model::identify(p, &src).ok()? {
-        Identified::Format(Format::Zt) => None,
-        Identified::Format(f) => Some(f.name()),
-        Identified::Unrecognised(_) => None,
-    }
+    tensorlane::model::identify(p, &src).ok()
 }
 
 fn gb(b: u64) -> String {

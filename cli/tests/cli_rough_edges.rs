@@ -170,7 +170,10 @@ fn sizes_print_in_iec_units() {
     let out = stdout(&o);
     assert!(out.contains("budget 4.0 GiB"), "{out}");
     // No SI byte sizes beside the IEC ones (rates stay GB/s).
-    assert!(!out.replace("GB/s", "").contains(" GB") && !out.contains("4.295"), "{out}");
+    assert!(
+        !out.replace("GB/s", "").contains(" GB") && !out.contains("4.295"),
+        "{out}"
+    );
     assert!(out.contains("MiB"), "{out}");
 }
 
@@ -224,6 +227,14 @@ fn offload_messages_point_the_right_way() {
         stderr(&o)
     );
     assert!(!stderr(&o).contains("HeaderMagic"), "{}", stderr(&o));
+
+    let d = common::live_dir("tl-offload");
+    let text = d.join("notes.txt");
+    std::fs::write(&text, "not a model\n").unwrap();
+    let o = run(&["offload", "plan", p(&text), "--budget", "4GiB"]);
+    code(&o, 1, "offload plan on text");
+    assert!(stderr(&o).contains("it is plain text"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&d).unwrap();
 
     let zt = fixture("basic-canonical.zt");
     let o = run(&["offload", "plan", p(&zt), "--budget", "4GiB"]);
