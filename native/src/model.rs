@@ -396,9 +396,15 @@ mod tests {
         std::fs::write(&p, b"hello, world").unwrap();
         let e = format_err(Model::open(&p));
         assert_eq!(e.kind, ErrorKind::Unsupported);
-        // No content matches, but the name does: that format's parser explains the refusal.
+        // Text is text whatever its name (the shared rule, detect::identify) ...
         let p = d.join("x.bin");
         std::fs::write(&p, b"hello, world").unwrap();
+        let e = format_err(Model::open(&p));
+        assert!(e.format == "formats" && e.message.contains("plain text"), "{e}");
+        // ... but a binary file no content matches goes to the parser its name gives, which
+        // explains the refusal.
+        let p = d.join("x.pt");
+        std::fs::write(&p, b"\xfc\x01\x02\x03").unwrap();
         let e = format_err(Model::open(&p));
         assert_eq!(e.format, "pt", "{e}");
         let e = format_err(Model::open(d.join("nope.safetensors")));
