@@ -90,6 +90,9 @@ function revive(_k, v) {
   return v;
 }
 
+/** The .zt v2 magic (its header and its footer). */
+const ZT_MAGIC = [0x89, 0x5a, 0x54, 0x32, 0x0d, 0x0a, 0x1a, 0x0a];
+
 // ---------------------------------------------------------------------------------------------
 // Sources: {name, size, memory?: Uint8Array, read(offset, len) -> Uint8Array | Promise, path?}
 
@@ -275,7 +278,15 @@ export function makeFormats(backend, zt, io = {}) {
       json = yield* ctx.drive(() => ctx.session.open(), false);
     } catch (e) {
       if (!(e.format === 'formats' && e.kind === 'unsupported' && options.format === undefined)) throw e;
-      // No format matched: say also what the .zt reader makes of it (a damaged .zt keeps its rule).
+      // No format matched (the shared rule, tensorlane_core::detect::identify, already sends a
+      // damaged .zt magic to the .zt reader). Ask the .zt reader too only where it has something
+      // to say, as the CLI does: the file ends with the .zt magic (a damaged header), or it is too
+      // short for any .zt and not text (FileTooSmall). Text, raw data and ONNX external data keep
+      // the shared sentence alone.
+      const tail = main.size >= 8 ? yield () => main.read(main.size - 8, 8) : new Uint8Array(0);
+      const endsZt = tail.length === 8 && tail.every((b, i) => b === ZT_MAGIC[i]);
+      const tooShort = main.size < 48 && !/it is plain text|ONNX external data/.test(e.message);
+      if (!endsZt && !tooShort) throw e;
       const asZt = yield () => settle(() => zt.open(input, { head }));
       if (asZt.ok) return asZt.value;
       e.message = `${e.message}; read as .zt: ${asZt.error.message}`;

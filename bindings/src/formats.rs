@@ -20,7 +20,7 @@
 use std::cell::{Cell, RefCell};
 
 use serde_json::{Map, Value as J, json};
-use tensorlane_core::detect::Format;
+use tensorlane_core::detect::{Format, Identified};
 use tensorlane_core::formats::{self, Catalog, ElementType, ErrorKind, FormatError, Meta, Storage, TensorInfo};
 use tensorlane_core::source::{ReadAt, SourceError, check_range};
 
@@ -317,15 +317,13 @@ impl Session {
         let main = &self.sources[0];
         let format = match self.forced {
             Some(f) => f,
-            None => match formats::detect_source(main) {
-                Ok(Some(f)) => f,
-                Ok(None) => {
-                    return Step::Failed(FormatError::new(
-                        "formats",
-                        ErrorKind::Unsupported,
-                        "the first bytes match no known format (safetensors, GGUF, PyTorch, NumPy, ONNX, HDF5, .zt); pass \
-                         {format} to force one",
-                    ));
+            // The rule the CLI uses too (tensorlane_core::detect::identify).
+            None => match formats::identify_source(main, &self.name) {
+                Ok(Identified::Format(f)) => f,
+                Ok(Identified::Unrecognised(u)) => {
+                    let e = formats::unrecognised_error(u);
+                    let msg = format!("{}; pass {{format}} to force one", e.message);
+                    return Step::Failed(FormatError::new("formats", e.kind, msg));
                 }
                 Err(e) => return Step::Failed(e),
             },

@@ -29,8 +29,13 @@ pub enum CliError {
     /// The file is valid but not in canonical form (exit 2); the message names the §10 rule.
     NotCanonical(String),
     /// A conversion that the target format cannot represent, a writer refusal, a tensor that is
-    /// not in the file, or bad usage (exit 2).
+    /// not in the file: valid input this command cannot handle (exit 1).
     Refused(String),
+    /// Bad usage: an argument out of range, a directory where a file is wanted (exit 1).
+    Usage(String),
+    /// Input that is invalid in a way no format error covers, such as a tensor whose bytes do not
+    /// add up (exit 2).
+    Invalid(String),
     /// The file could not be read or written (exit 1).
     Io(String),
     /// A foreign model format refused the file (exit 2), or it could not be read or is valid but
@@ -39,13 +44,15 @@ pub enum CliError {
 }
 
 impl CliError {
-    /// 2 when the input is invalid, not canonical or cannot be converted; 1 for I/O failures and
-    /// for valid files this tool cannot fully handle (`Unsupported`, `NotFound`).
+    /// The tool's one rule ([`EXIT_CODES`]): 2 when the input is invalid, damaged or hostile (or
+    /// not canonical); 1 for bad usage, I/O failures and valid input this tool cannot handle
+    /// (`Unsupported`, `NotFound`, a conversion the target cannot represent, a file in no format
+    /// read here).
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Zt(e) if !e.rule.is_rejection() => 1,
             CliError::Legacy(e) if matches!(e.rule, Rule::Io | Rule::Unsupported | Rule::NotFound) => 1,
-            CliError::Io(_) => 1,
+            CliError::Io(_) | CliError::Refused(_) | CliError::Usage(_) => 1,
             CliError::Format(e)
                 if matches!(
                     e.kind,
@@ -80,11 +87,30 @@ impl fmt::Display for CliError {
                 write!(f, "; file byte {}", packet_offset.saturating_add(error.offset()))
             }
             CliError::NotCanonical(m) => write!(f, "Canonical: not in canonical form: {m}"),
-            CliError::Refused(m) => f.write_str(m),
+            CliError::Refused(m) | CliError::Usage(m) | CliError::Invalid(m) => f.write_str(m),
             CliError::Io(m) => f.write_str(m),
             CliError::Format(e) => e.fmt(f),
         }
     }
+}
+
+/// The exit codes, as `tensorlane --help` prints them.
+pub const EXIT_CODES: &str = "Exit codes:
+  0  success
+  1  bad usage (an unknown option, value, preset or profile; a directory for a file), a file that
+     cannot be read or written, or valid input this tool cannot handle (a file in no format it
+     reads, an encoding it does not support, a conversion the target cannot represent)
+  2  invalid, damaged or hostile input: a format rule, a digest or a limit is broken (for .zt the
+     message starts with the spec's rule name and gives the byte offset), or `verify --canonical`
+     finds a file not in canonical form";
+
+/// Parses the command line with clap; on an error prints clap's message and exits with 1 (bad
+/// usage, [`EXIT_CODES`]), or 0 for `--help` and `--version`.
+pub fn parse_args<P: clap::Parser>() -> P {
+    P::try_parse().unwrap_or_else(|e| {
+        let _ = e.print();
+        std::process::exit(if e.use_stderr() { 1 } else { 0 })
+    })
 }
 
 impl std::error::Error for CliError {

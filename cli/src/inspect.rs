@@ -18,7 +18,7 @@ use serde::Serialize;
 use tensorlane_core::wire::{self, DecodeOptions, Packet, flags};
 
 use crate::error::CliError;
-use crate::output::{Table, finish, human_bytes, progress, render_table, sha256_hex, shape_str};
+use crate::output::{Table, finish, progress, render_table, sha256_hex, shape_str};
 
 /// How to inspect.
 #[derive(Clone, Debug, Default)]
@@ -520,11 +520,10 @@ impl Table for Report {
         let mut out = String::new();
         let plural = if self.packets == 1 { "" } else { "s" };
         out.push_str(&format!(
-            "{}: {} file, {} ({} bytes), {} packet{plural}, {} tensor{}\n",
+            "{}: {} file, {}, {} packet{plural}, {} tensor{}\n",
             self.file,
             self.format,
-            human_bytes(self.bytes),
-            self.bytes,
+            crate::output::size(self.bytes),
             self.packets,
             self.tensors.len(),
             if self.tensors.len() == 1 { "" } else { "s" }

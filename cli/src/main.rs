@@ -14,13 +14,15 @@
 //! tensorlane offload plan|sim MODEL --budget 4GiB  offload plan vs baselines (simulated, hazard-checked)
 //! ```
 //!
-//! Exit codes: 0 success, 1 the file could not be read or written (I/O), or is valid but needs
-//! something this tool cannot do (an unknown encoding or digest algorithm); 2 the file is invalid
-//! (for `.zt` the message on stderr starts with the spec's rule name and gives the object, part
-//! and byte offset), not canonical (`verify --canonical`), cannot be converted, or bad usage.
+//! Exit codes (one rule, [`error::EXIT_CODES`], printed by `--help`): 0 success; 1 bad usage, a
+//! file that cannot be read or written, or valid input this tool cannot handle (a file in no
+//! format it reads, an unknown encoding, a conversion the target cannot represent); 2 invalid,
+//! damaged or hostile input (for `.zt` the message on stderr starts with the spec's rule name and
+//! gives the object, part and byte offset), or not canonical (`verify --canonical`).
 #![deny(missing_docs)]
 
 mod error;
+mod identify;
 mod inspect;
 mod model_tools;
 mod offload;
@@ -45,7 +47,8 @@ use crate::output::print_report;
     name = "tensorlane",
     version,
     about = "Inspect, verify and convert tensor files: Tenso packets, .zt v2, legacy .zt v1/v0, safetensors, GGUF, \
-             PyTorch, NumPy, ONNX and HDF5"
+             PyTorch, NumPy, ONNX and HDF5",
+    after_help = error::EXIT_CODES
 )]
 struct Cli {
     #[command(subcommand)]
@@ -101,6 +104,17 @@ enum Command {
         /// lossless gguf.TYPE/1 objects (gguf.q4_k/1, ...) and are refused for safetensors.
         #[arg(long)]
         dequantize: bool,
+        /// Quantized Tenso packets (the `demo` sample has one): `error` refuses the file,
+        /// `dequantize` writes them as float32, `skip` leaves them out with a warning.
+        #[arg(long, value_parser = ["error", "dequantize", "skip"], default_value = "error")]
+        quantized: String,
+        /// Leave out, with a warning, Tenso packets .zt has no layout for (strings, COO/CSC sparse).
+        #[arg(long)]
+        skip_unsupported: bool,
+        /// .zt blob alignment in bytes (a power of two, 4096 to 65536). Canonical form aligns to
+        /// 65536; a smaller value makes small files smaller but not canonical.
+        #[arg(long, value_parser = parse_align)]
+        align: Option<u64>,
     },
     /// Summarise tensors: count, min, max, mean, std, zeros, NaN, +Inf, -Inf and a histogram per
     /// tensor, for every model format and .zt (v2 and legacy). `--json` prints an array, one object
@@ -137,7 +151,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = error::parse_args();
     match cli.command {
         Command::Inspect {
             file: Some(file),
@@ -153,7 +167,7 @@ fn main() -> ExitCode {
         } => demo(None, json, hash),
         Command::Inspect { file: None, .. } => {
             eprintln!("error: give a FILE to inspect, or --sample");
-            ExitCode::from(2)
+            ExitCode::from(1)
         }
         Command::Demo { out, json, hash } => demo(out, json, hash),
         Command::Offload(cmd) => offload::run(cmd),
@@ -163,7 +177,18 @@ fn main() -> ExitCode {
             output,
             to,
             dequantize,
-        } => run_convert(&input, &output, to.as_deref(), dequantize),
+            quantized,
+            skip_unsupported,
+            align,
+        } => {
+            let opts = zt_tools::ConvertOptions {
+                dequantize,
+                quantized: zt_tools::Quantized::parse(&quantized).unwrap_or_default(),
+                skip_unsupported,
+                align,
+            };
+            run_convert(&input, &output, to.as_deref(), &opts)
+        }
         Command::Stats {
             file,
             tensors,
@@ -185,40 +210,50 @@ fn run_verify(path: &Path, canonical: bool, deep: bool) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(&name, &e),
     };
-    let result = match zt_tools::detect_source(&src) {
-        Some(Format::Zt) => zt_tools::verify_zt(path, src, deep, canonical),
-        Some(Format::ZtV1 | Format::ZtV0) => zt_tools::verify_legacy(src, canonical),
-        Some(Format::Tenso) => zt_tools::verify_tenso(&name, &src, canonical),
-        _ => {
-            // Unknown magic: run the .zt v2 validator, whose rule (FileTooSmall, HeaderMagic)
-            // says what is wrong.
-            zt_tools::verify_zt(path, src, deep, canonical)
-        }
+    let format = match identify::identify(path, &src) {
+        Ok(f) => f,
+        Err(e) => return fail(&name, &e),
+    };
+    let result = match format {
+        Format::ZtV1 | Format::ZtV0 => zt_tools::verify_legacy(src, canonical).map(|s| s.to_string()),
+        Format::Tenso => zt_tools::verify_tenso(&name, &src, canonical).map(|s| s.to_string()),
+        f if tensorlane::model::is_model_format(f) => model_tools::verify_model_file(path, src, canonical),
+        _ => zt_tools::verify_zt(path, src, deep, canonical).map(|s| s.to_string()),
     };
     match result {
         Ok(s) => {
-            println!("{name}: {s}");
+            output::outln!("{name}: {s}");
             ExitCode::SUCCESS
         }
         Err(e) => fail(&name, &e),
     }
 }
 
-fn run_convert(input: &Path, output: &Path, to: Option<&str>, dequantize: bool) -> ExitCode {
-    match model_tools::convert(input, output, to, dequantize) {
+/// `--align`: a power of two from 4096 to 65536.
+fn parse_align(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(a) if a.is_power_of_two() && (4096..=65536).contains(&a) => Ok(a),
+        _ => Err(format!(
+            "{s:?} is not a power of two from 4096 to 65536 (e.g. 4096, 16384, 65536)"
+        )),
+    }
+}
+
+fn run_convert(input: &Path, output: &Path, to: Option<&str>, opts: &zt_tools::ConvertOptions) -> ExitCode {
+    match model_tools::convert(input, output, to, opts) {
         Ok(c) => {
             for w in &c.warnings {
                 eprintln!("warning: {}: {w}", input.display());
             }
             eprintln!(
-                "converted {} ({}) to {} ({}): {} tensor{}, {} bytes",
+                "converted {} ({}) to {} ({}): {} tensor{}, {}",
                 input.display(),
                 c.from,
                 output.display(),
                 c.to,
                 c.objects,
                 if c.objects == 1 { "" } else { "s" },
-                c.bytes
+                output::size(c.bytes)
             );
             ExitCode::SUCCESS
         }
@@ -238,7 +273,11 @@ fn demo(out: Option<PathBuf>, json: bool, hash: bool) -> ExitCode {
         eprintln!("error: cannot write the sample to {}: {why}", path.display());
         return ExitCode::from(1);
     }
-    eprintln!("wrote the sample packet ({} bytes) to {}", bytes.len(), path.display());
+    eprintln!(
+        "wrote the sample packet ({}) to {}",
+        output::size(bytes.len() as u64),
+        path.display()
+    );
     run_inspect(&path, json, hash)
 }
 
@@ -246,27 +285,23 @@ fn demo(out: Option<PathBuf>, json: bool, hash: bool) -> ExitCode {
 enum Kind {
     /// A foreign model format ([`tensorlane::model::Model`]).
     Model,
-    /// `.zt` v2 (or a damaged file that ends with its magic, which the `.zt` validator describes
-    /// best).
+    /// `.zt` v2 (or a damaged file that the shared rule, [`identify::identify`], takes for one:
+    /// the `.zt` validator describes it best).
     Zt,
     /// Legacy `.zt` v1/v0.
     Legacy,
-    /// Tenso packets (and anything else: the packet decoder says what is wrong).
+    /// Tenso packets (or a damaged file that the shared rule takes for one).
     Tenso,
 }
 
 /// Maps `path` once and tells what it holds.
 fn open_detected(path: &Path) -> Result<(MmapSource, Kind), CliError> {
     let src = zt_tools::open_source(path)?;
-    let kind = match tensorlane::model::model_format(path, &src) {
-        Some(f) if tensorlane::model::is_model_format(f) => Kind::Model,
-        _ => match zt_tools::detect_source(&src) {
-            Some(Format::Zt) => Kind::Zt,
-            Some(Format::ZtV1 | Format::ZtV0) => Kind::Legacy,
-            Some(Format::Tenso) => Kind::Tenso,
-            _ if src.bytes().ends_with(&tensorlane::core::detect::ZT_MAGIC) => Kind::Zt,
-            _ => Kind::Tenso,
-        },
+    let kind = match identify::identify(path, &src)? {
+        f if tensorlane::model::is_model_format(f) => Kind::Model,
+        Format::ZtV1 | Format::ZtV0 => Kind::Legacy,
+        Format::Tenso => Kind::Tenso,
+        _ => Kind::Zt,
     };
     Ok((src, kind))
 }
@@ -311,7 +346,7 @@ fn run_stats(path: &Path, tensors: &[String], bins: usize, json: bool) -> ExitCo
             "error: --bins {bins}: a histogram needs 1 to {} bins",
             tensorlane::core::stats::MAX_BINS
         );
-        return ExitCode::from(2);
+        return ExitCode::from(1);
     }
     let opts = tensorlane::core::stats::StatsOptions {
         bins,

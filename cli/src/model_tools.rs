@@ -32,14 +32,14 @@ use tensorlane_core::zt::format::LogicalType;
 use tensorlane_core::zt::layout;
 use tensorlane_core::zt::writer::{ObjectSpec, Options, PartSpec};
 
-use tensorlane::model::{Model, is_model_format, model_format};
+use tensorlane::model::{Model, is_model_format};
 use tensorlane::source::MmapSource;
 use tensorlane::st_write::{SafetensorsFile, StDtype, StTensor};
 use tensorlane::zt_write::ZtFile;
 
 use crate::error::CliError;
 use crate::output::{Table, advance, finish, progress, render_table, sha256_hex, shape_str};
-use crate::zt_tools::{Converted, Target};
+use crate::zt_tools::{ConvertOptions, Converted, Target};
 
 // ---------------------------------------------------------------------------------------------
 // Metadata as JSON
@@ -325,18 +325,62 @@ pub fn inspect_model<'m>(model: &'m Model, file: &str, hash: bool) -> Result<Mod
     })
 }
 
+/// `verify` on the model file `path` (mapped as `src`); `--canonical` applies to `.zt` and Tenso
+/// only.
+pub fn verify_model_file(path: &Path, src: MmapSource, canonical: bool) -> Result<String, CliError> {
+    if canonical {
+        return Err(CliError::Usage(
+            "--canonical checks .zt and Tenso files; a model file has no canonical form here (convert it to .zt \
+             first: tensorlane convert)"
+                .into(),
+        ));
+    }
+    verify_model(&Model::from_source(path, src)?)
+}
+
+/// `verify` on a model file: the reader's checks of the header, every byte range, size and
+/// companion (done when `model` was opened), then every tensor read in full (compressed members
+/// inflated, HDF5 chunks unfiltered), with a progress bar on a terminal. The sentence says what
+/// was checked and what integrity data the format carries.
+pub fn verify_model(model: &Model) -> Result<String, CliError> {
+    let cat = model.catalog();
+    let format = cat.format.name();
+    let mut total = 0u64;
+    for t in &cat.tensors {
+        total = total.saturating_add(nbytes(format, t)?);
+    }
+    let bar = progress(total, "verifying");
+    for t in &cat.tensors {
+        let bytes = model.read(t)?;
+        advance(bar.as_ref(), bytes.len() as u64);
+    }
+    finish(bar);
+    let n = cat.tensors.len();
+    let integrity = match cat.format {
+        Format::Npz | Format::PyTorch => "its zip members' CRC-32s are not checked by this version",
+        Format::Zt | Format::Tenso => "",
+        _ => "the format stores no checksums",
+    };
+    Ok(format!(
+        "ok: {format} file, {n} tensor{} ({}) read in full: header, byte ranges, sizes{} checked; {integrity}",
+        if n == 1 { "" } else { "s" },
+        crate::output::human_bytes(total),
+        if cat.sources.len() > 1 { ", companion files" } else { "" },
+    ))
+}
+
 impl Table for ModelReport<'_> {
     fn to_table(&self) -> String {
         let n = self.tensors.len();
         let mut out = format!(
-            "{}: {} file, {} bytes, {n} tensor{}\n",
+            "{}: {} file, {}, {n} tensor{}\n",
             self.file,
             self.format,
-            self.bytes,
+            crate::output::size(self.bytes),
             if n == 1 { "" } else { "s" }
         );
         for s in &self.sources {
-            let _ = writeln!(out, "reads {} ({} bytes) -> {}", s.name, s.bytes, s.file);
+            let _ = writeln!(out, "reads {} ({}) -> {}", s.name, crate::output::size(s.bytes), s.file);
         }
         for (k, v) in self.metadata {
             let _ = writeln!(out, "metadata {k} = {}", meta_short(v));
@@ -529,8 +573,9 @@ pub fn convert_model(
     model: &Model,
     output: &Path,
     target: ModelTarget,
-    dequantize: bool,
+    opts: &ConvertOptions,
 ) -> Result<Converted, CliError> {
+    let dequantize = opts.dequantize;
     let cat = model.catalog();
     let format = cat.format.name();
     let mut plans = Vec::with_capacity(cat.tensors.len());
@@ -541,7 +586,7 @@ pub fn convert_model(
     }
     let mut warnings = Vec::new();
     let bytes = match target {
-        ModelTarget::Zt => write_zt(model, &plans, output, &mut warnings)?,
+        ModelTarget::Zt => write_zt(model, &plans, output, opts.zt_options(), &mut warnings)?,
         ModelTarget::Safetensors => write_safetensors(model, &plans, output)?,
     };
     Ok(Converted {
@@ -572,7 +617,13 @@ fn out_nbytes(t: &TensorInfo, plan: Plan) -> u64 {
     }
 }
 
-fn write_zt(model: &Model, plans: &[Plan], output: &Path, warnings: &mut Vec<String>) -> Result<u64, CliError> {
+fn write_zt(
+    model: &Model,
+    plans: &[Plan],
+    output: &Path,
+    options: Options,
+    warnings: &mut Vec<String>,
+) -> Result<u64, CliError> {
     let cat = model.catalog();
     // Canonical form stores objects in bytewise name order.
     let mut order: Vec<usize> = (0..cat.tensors.len()).collect();
@@ -586,7 +637,7 @@ fn write_zt(model: &Model, plans: &[Plan], output: &Path, warnings: &mut Vec<Str
             cat.tensors[w[0]].name
         )));
     }
-    let mut w = ZtFile::publish(output, Options::canonical())?;
+    let mut w = ZtFile::publish(output, options)?;
     let mut attrs = vec![(Value::text("source_format"), Value::text(cat.format.name()))];
     if !cat.metadata.is_empty() {
         attrs.push((Value::text("source_metadata"), meta_cbor_map(&cat.metadata)));
@@ -658,7 +709,7 @@ fn write_safetensors(model: &Model, plans: &[Plan], output: &Path) -> Result<u64
         }
         if bytes.is_empty() && w.next_tensor() == Some(i) {
             // Nothing to write and the writer still waits: the sizes disagree.
-            return Err(CliError::Refused(format!(
+            return Err(CliError::Invalid(format!(
                 "tensor {:?}: no bytes were read",
                 cat.tensors[i].name
             )));
@@ -684,17 +735,34 @@ pub fn target_from_extension(output: &Path) -> Option<&'static str> {
 /// input). Foreign models go through [`convert_model`]; `.zt`, legacy `.zt` and Tenso input
 /// through [`crate::zt_tools::convert`], and `.zt` v2 to safetensors through
 /// [`zt_to_safetensors`].
-pub fn convert(input: &Path, output: &Path, to: Option<&str>, dequantize: bool) -> Result<Converted, CliError> {
+pub fn convert(input: &Path, output: &Path, to: Option<&str>, opts: &ConvertOptions) -> Result<Converted, CliError> {
     let to = to.or_else(|| target_from_extension(output));
     let src = crate::zt_tools::open_source(input)?;
-    match model_format(input, &src) {
-        Some(f) if !is_model_format(f) => match (f, to) {
+    let input_bytes = src.bytes().len() as u64;
+    let mut done = convert_identified(input, src, output, to, opts)?;
+    if done.to == "zt"
+        && let Some(note) = crate::zt_tools::alignment_note(input_bytes, done.bytes, opts)
+    {
+        done.warnings.push(note);
+    }
+    Ok(done)
+}
+
+fn convert_identified(
+    input: &Path,
+    src: MmapSource,
+    output: &Path,
+    to: Option<&str>,
+    opts: &ConvertOptions,
+) -> Result<Converted, CliError> {
+    match crate::identify::identify(input, &src)? {
+        f if !is_model_format(f) => match (f, to) {
             (Format::Zt, Some("safetensors")) => zt_to_safetensors(input, src, output),
             (f, Some("safetensors")) => Err(CliError::Refused(format!(
                 "converting {} to safetensors is not supported (convert it to .zt first)",
                 f.name()
             ))),
-            (_, to) => crate::zt_tools::convert(input, src, output, to.and_then(Target::parse)),
+            (f, to) => crate::zt_tools::convert(input, src, f, output, to.and_then(Target::parse), *opts),
         },
         _ => {
             let model = Model::from_source(input, src)?;
@@ -708,7 +776,7 @@ pub fn convert(input: &Path, output: &Path, to: Option<&str>, dequantize: bool) 
                     )));
                 }
             };
-            convert_model(&model, output, target, dequantize)
+            convert_model(&model, output, target, opts)
         }
     }
 }
@@ -776,7 +844,7 @@ pub fn zt_to_safetensors(input: &Path, src: MmapSource, output: &Path) -> Result
         w.write(&bytes)?;
         advance(bar.as_ref(), bytes.len() as u64);
         if bytes.is_empty() && w.next_tensor() == Some(i) {
-            return Err(CliError::Refused(format!("object {:?}: no bytes were read", names[i])));
+            return Err(CliError::Invalid(format!("object {:?}: no bytes were read", names[i])));
         }
     }
     w.finish()?;

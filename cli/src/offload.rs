@@ -6,12 +6,20 @@
 //! tensorlane offload run  …   (needs a device executor: --features wgpu/cuda)
 //! ```
 //!
-//! `MODEL` is a preset (`llama-7b`, `llama-13b`, `tiny`) or a `.zt` file.
+//! `MODEL` is a preset (`llama-7b`, `llama-13b`, `tiny`) or a `.zt` file (`run`: the `tiny`
+//! preset only). Sizes print in IEC units. Exit codes follow the tool's rule
+//! ([`crate::error::EXIT_CODES`]): 1 for bad usage (an unknown preset, profile or budget, a model
+//! file that is not `.zt`), a budget the policy cannot fit, I/O, or a plan with hazard findings;
+//! 2 for an invalid `.zt` file or profile.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+
+use tensorlane::core::detect::{Format, Identified};
+
+use crate::output::{human_bytes, outln};
 
 use tensorlane_offload::{
     DeviceProfile, Error, Evaluation, HostWeights, Phase, Policy, Workload, check, evaluate, parse_bytes, simulate,
@@ -24,19 +32,22 @@ pub enum OffloadCommand {
     Plan(OffloadArgs),
     /// Simulate the plan for K forwards and run the hazard checker on it and on every baseline.
     Sim(OffloadArgs),
-    /// Execute a plan on a device (cpu; wgpu and cuda with their cargo features).
+    /// Execute a plan on a device (cpu; wgpu and cuda with their cargo features). Runs the `tiny`
+    /// preset only (synthetic seeded f32 weights); model files are planned and simulated.
     Run(OffloadArgs),
 }
 
 /// Arguments shared by the `offload` subcommands.
 #[derive(Args, Debug)]
 pub struct OffloadArgs {
-    /// A preset (`llama-7b`, `llama-13b`, `tiny`) or a `.zt` file.
+    /// A preset (`llama-7b`, `llama-13b`, `tiny`) or a `.zt` file (convert other formats first);
+    /// `run` takes the `tiny` preset only.
     pub model: String,
-    /// VRAM budget for weights: `4GiB`, `4GB`, `512MiB`, bytes.
+    /// VRAM budget for weights: a number with an optional unit, IEC (`4GiB`, `512MiB`, `4G`) or
+    /// SI (`4GB`, `500MB`), or a plain byte count.
     #[arg(long)]
     pub budget: String,
-    /// Device profile: `h100`, `pcie4` or a JSON file.
+    /// Device profile: a bundled one (`h100`, `pcie4`) or a JSON file.
     #[arg(long, default_value = "h100")]
     pub profile: String,
     /// Where host copies of streamed weights live: `pinned` (a pinned copy made at load) or
@@ -65,8 +76,9 @@ pub struct OffloadArgs {
     pub policy: String,
 }
 
-/// Runs an `offload` subcommand; prints to stdout, errors to stderr. Exit 0 on success, 1 for
-/// I/O or a plan with hazard findings, 2 for bad input.
+/// Runs an `offload` subcommand; prints to stdout, errors to stderr. Exit 0 on success; 1 for bad
+/// usage, a budget that does not fit, I/O, or a plan with hazard findings; 2 for invalid input
+/// files.
 pub fn run(cmd: OffloadCommand) -> ExitCode {
     let (args, sim) = match cmd {
         OffloadCommand::Plan(a) => (a, false),
@@ -77,29 +89,95 @@ pub fn run(cmd: OffloadCommand) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(match e {
-                Error::Io(_) => 1,
-                _ => 2,
-            })
+            ExitCode::from(e.exit_code())
         }
     }
 }
 
-fn load_model(name: &str, phase: Phase) -> Result<Workload, Error> {
+/// Why an `offload` command failed.
+enum OffloadError {
+    /// Bad usage: an unknown preset, profile or budget form, a model file that is not `.zt`.
+    Usage(String),
+    /// What the offload crate reported.
+    Lib(Error),
+}
+
+impl OffloadError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            OffloadError::Usage(_) | OffloadError::Lib(Error::Io(_) | Error::DoesNotFit { .. }) => 1,
+            OffloadError::Lib(_) => 2,
+        }
+    }
+}
+
+impl std::fmt::Display for OffloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OffloadError::Usage(m) => f.write_str(m),
+            OffloadError::Lib(e) => e.fmt(f),
+        }
+    }
+}
+
+impl From<Error> for OffloadError {
+    fn from(e: Error) -> Self {
+        OffloadError::Lib(e)
+    }
+}
+
+/// The presets `MODEL` may name.
+const PRESETS: &str = "llama-7b, llama-13b, tiny";
+
+/// The profiles bundled with the tool (`--profile NAME`).
+const PROFILES: [&str; 2] = ["h100", "pcie4"];
+
+/// `--budget`, or an error that lists the accepted forms.
+fn parse_budget(s: &str) -> Result<u64, OffloadError> {
+    parse_bytes(s).ok_or_else(|| {
+        OffloadError::Usage(format!(
+            "bad --budget {s:?}: give a number with an optional unit: IEC 4GiB, 512MiB, 1.5GiB (also K, M, G, T), \
+             SI 4GB, 500MB (kB, MB, GB, TB), or a plain byte count such as 4294967296"
+        ))
+    })
+}
+
+fn load_model(name: &str, phase: Phase) -> Result<Workload, OffloadError> {
     if let Some(m) = Workload::preset(name, phase) {
         return Ok(m);
     }
     let p = Path::new(name);
-    if p.exists() {
-        return Workload::from_zt(p, phase);
+    if p.is_dir() {
+        return Err(OffloadError::Usage(format!(
+            "{name} is a directory; give a .zt file (or a preset: {PRESETS})"
+        )));
     }
-    Err(Error::Input(format!(
-        "{name}: not a preset (llama-7b, llama-13b, tiny) and no such file"
+    if p.exists() {
+        return match identify(p) {
+            Some(Identified::Format(Format::Zt)) | None => Ok(Workload::from_zt(p, phase)?),
+            Some(Identified::Format(f)) => Err(OffloadError::Usage(format!(
+                "{name} is a {} file; offload plans read .zt files: convert it first (tensorlane convert {name} {}), \
+                 then plan the .zt",
+                f.name(),
+                p.with_extension("zt").display()
+            ))),
+            Some(Identified::Unrecognised(u)) => Err(OffloadError::Usage(format!("{name}: {}", u.message()))),
+        };
+    }
+    Err(OffloadError::Usage(format!(
+        "{name}: not a preset ({PRESETS}) and no such file"
     )))
 }
 
+/// What the file at `p` is, by the tool's shared rule (`None` when it cannot be mapped: the
+/// `.zt` reader then says why).
+fn identify(p: &Path) -> Option<Identified> {
+    let src = tensorlane::source::MmapSource::open(p).ok()?;
+    tensorlane::model::identify(p, &src).ok()
+}
+
 fn gb(b: u64) -> String {
-    format!("{:.3} GB", b as f64 / 1e9)
+    human_bytes(b)
 }
 
 fn row(e: &Evaluation, reference: f64) -> String {
@@ -116,28 +194,36 @@ fn row(e: &Evaluation, reference: f64) -> String {
     )
 }
 
-/// The profile named by `--profile`, with `--host` applied.
-fn load_profile(a: &OffloadArgs) -> Result<DeviceProfile, Error> {
+/// The profile named by `--profile`, with `--host` applied. A name that is neither a bundled
+/// profile nor a file lists the bundled ones.
+fn load_profile(a: &OffloadArgs) -> Result<DeviceProfile, OffloadError> {
+    if !PROFILES.contains(&a.profile.as_str()) && !Path::new(&a.profile).is_file() {
+        return Err(OffloadError::Usage(format!(
+            "unknown --profile {:?}: the bundled profiles are {}; or give the path of a JSON profile file",
+            a.profile,
+            PROFILES.join(", ")
+        )));
+    }
     let mut profile = DeviceProfile::load(&a.profile)?;
     if let Some(h) = &a.host {
         profile.host_weights = HostWeights::parse(h)
-            .ok_or_else(|| Error::Input(format!("bad --host {h:?}: expected pinned or page-cache")))?;
+            .ok_or_else(|| OffloadError::Usage(format!("bad --host {h:?}: expected pinned or page-cache")))?;
     }
     Ok(profile)
 }
 
-fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, Error> {
-    let budget = parse_bytes(&a.budget).ok_or_else(|| Error::Input(format!("bad --budget {:?}", a.budget)))?;
+fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, OffloadError> {
+    let budget = parse_budget(&a.budget)?;
     let profile = load_profile(a)?;
     let phase = match a.prefill {
         Some(n) if n > 0 => Phase::Prefill { tokens: n },
-        Some(_) => return Err(Error::Input("--prefill needs N > 0".into())),
+        Some(_) => return Err(OffloadError::Usage("--prefill needs N > 0".into())),
         None => Phase::Decode { context: a.context },
     };
     let model = load_model(&a.model, phase)?;
     let forwards = a.forwards.clamp(3, 1000);
     let (plan, s) = evaluate(&model, &profile, budget, Policy::Scheduler, forwards)?;
-    println!(
+    outln!(
         "model {} ({}, {} ops, W = {}, gathered {}), profile {}, budget {}",
         model.name,
         phase.label(),
@@ -148,13 +234,13 @@ fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, Error> {
         gb(budget)
     );
     if budget > profile.vram_bytes {
-        println!(
+        outln!(
             "note: the budget exceeds the profile's VRAM ({})",
             gb(profile.vram_bytes)
         );
     }
-    println!("plan: {}", plan.layout);
-    println!(
+    outln!("plan: {}", plan.layout);
+    outln!(
         "  resident {}  ring {}  arena {}  streamed per forward {} in {} copies{}",
         gb(plan.resident_bytes()),
         gb(plan.ring.len),
@@ -168,14 +254,14 @@ fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, Error> {
         }
     );
     if plan.memcpy_bytes() > 0 {
-        println!(
+        outln!(
             "  staged from the page cache by {} memcpy threads: {} per forward (X_m/M {:.2} ms)",
             profile.memcpy_threads,
             gb(plan.memcpy_bytes()),
             plan.memcpy_bytes() as f64 / (profile.memcpy_total_gbps() * 1e9) * 1e3
         );
     }
-    println!(
+    outln!(
         "  predicted {:.2} ms per forward (cold {:.2} ms), floor {:.2} ms (C {:.2} ms, X/P {:.2} ms), ratio {:.3}",
         s.sim.forward_s * 1e3,
         s.sim.cold_s * 1e3,
@@ -184,33 +270,33 @@ fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, Error> {
         s.streamed_bytes as f64 / (profile.h2d_pinned_gbps * 1e9) * 1e3,
         s.sim.ratio
     );
-    println!(
+    outln!(
         "  hidden fraction {:.3} (hideable {:.3}), achieved {:.1} GB/s, peak {}",
         s.sim.hidden_fraction,
         s.sim.hideable,
         s.sim.achieved_gbps,
         gb(s.sim.peak_bytes)
     );
-    println!("baselines:");
-    println!("{}", row(&s, s.sim.forward_s));
+    outln!("baselines:");
+    outln!("{}", row(&s, s.sim.forward_s));
     let mut clean = s.findings.is_empty();
     for p in Policy::BASELINES {
         match evaluate(&model, &profile, budget, p, forwards) {
             Ok((_, e)) => {
                 clean &= e.findings.is_empty();
-                println!("{}", row(&e, s.sim.forward_s));
+                outln!("{}", row(&e, s.sim.forward_s));
                 if sim {
                     for f in e.findings.iter().take(5) {
-                        println!("    hazard: {f}");
+                        outln!("    hazard: {f}");
                     }
                 }
             }
-            Err(e) => println!("  {:<13} {e}", p.name()),
+            Err(e) => outln!("  {:<13} {e}", p.name()),
         }
     }
     if sim {
         let r = simulate(&plan, &profile, forwards)?;
-        println!(
+        outln!(
             "simulated {} forwards: steady {:.3} ms, cold {:.3} ms, H2D {} per forward, disk {}, page cache {}",
             r.forwards,
             r.forward_s * 1e3,
@@ -220,18 +306,19 @@ fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, Error> {
             gb(r.memcpy_bytes)
         );
         let findings = check(&plan);
-        println!("hazard checker: {} finding(s) in the scheduler's plan", findings.len());
+        outln!("hazard checker: {} finding(s) in the scheduler's plan", findings.len());
         for f in findings.iter().take(20) {
-            println!("  {f}");
+            outln!("  {f}");
         }
-        println!(
+        outln!(
             "hazard checker over the baselines: {}",
             if clean { "no findings" } else { "FINDINGS (see above)" }
         );
     }
     if let Some(out) = &a.json {
         std::fs::write(out, plan.to_json()).map_err(|e| Error::Io(format!("{}: {e}", out.display())))?;
-        println!("plan written to {}", out.display());
+        // (through From: an I/O error, exit 1)
+        outln!("plan written to {}", out.display());
     }
     Ok(if clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
@@ -243,15 +330,27 @@ fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, Error> {
 fn run_exec(a: &OffloadArgs) -> ExitCode {
     use tensorlane_offload::LlamaShape;
     use tensorlane_offload::exec::{Backend, CpuBackend, ExecModel, ExecOptions, bit_equal, execute};
-    let Some(budget) = parse_bytes(&a.budget) else {
-        eprintln!("error: bad --budget {:?}", a.budget);
-        return ExitCode::from(2);
+    let budget = match parse_budget(&a.budget) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
     };
     let shape = match a.model.as_str() {
         "tiny" => LlamaShape::tiny(),
+        other if Path::new(other).exists() => {
+            eprintln!(
+                "error: `offload run` cannot execute a model file yet ({other}): it runs only the `tiny` preset \
+                 (synthetic seeded f32 weights). Plan or simulate the file instead: tensorlane offload plan {other} \
+                 --budget {}",
+                a.budget
+            );
+            return ExitCode::from(1);
+        }
         other => {
-            eprintln!("error: `offload run` executes the `tiny` preset (real seeded f32 weights); got {other:?}");
-            return ExitCode::from(2);
+            eprintln!("error: `offload run` runs only the `tiny` preset (synthetic seeded f32 weights); got {other:?}");
+            return ExitCode::from(1);
         }
     };
     let policy = match [
@@ -266,15 +365,18 @@ fn run_exec(a: &OffloadArgs) -> ExitCode {
     {
         Some(p) => p,
         None => {
-            eprintln!("error: unknown --policy {:?}", a.policy);
-            return ExitCode::from(2);
+            eprintln!(
+                "error: unknown --policy {:?}: scheduler, all-resident, sync-jit, full-offload or flexgen-like",
+                a.policy
+            );
+            return ExitCode::from(1);
         }
     };
     let phase = match a.prefill {
         Some(n) if n > 0 => Phase::Prefill { tokens: n },
         Some(_) => {
             eprintln!("error: --prefill needs N > 0");
-            return ExitCode::from(2);
+            return ExitCode::from(1);
         }
         None => Phase::Decode { context: a.context },
     };
@@ -306,31 +408,31 @@ fn run_exec(a: &OffloadArgs) -> ExitCode {
         let rep = execute(&plan, &m, backend.as_mut(), opts).map_err(|e| e.to_string())?;
         let sim = simulate(&plan, &profile, forwards.max(3)).map_err(|e| e.to_string())?;
         let reference = m.reference();
-        println!(
-            "model {} ({}), W = {} B dense, policy {}, budget {} B, arena {} B, device {}",
+        outln!(
+            "model {} ({}), W = {} dense, policy {}, budget {}, arena {}, device {}",
             m.workload.name,
             phase.label(),
-            m.dense_bytes(),
+            human_bytes(m.dense_bytes()),
             policy.name(),
-            budget,
-            plan.arena_bytes,
+            human_bytes(budget),
+            human_bytes(plan.arena_bytes),
             rep.backend
         );
-        println!(
-            "resident {} B loaded once in {:.1} ms; plan streams {} B per forward, simulator {} B",
-            rep.resident_load_bytes,
+        outln!(
+            "resident {} loaded once in {:.1} ms; plan streams {} per forward, simulator {}",
+            crate::output::size(rep.resident_load_bytes),
             rep.load_s * 1e3,
-            plan.streamed_bytes(),
-            sim.h2d_bytes
+            crate::output::size(plan.streamed_bytes()),
+            crate::output::size(sim.h2d_bytes)
         );
         let mut all = true;
         for (f, out) in rep.outputs.iter().enumerate() {
             let ok = bit_equal(out, &reference);
             all &= ok;
-            println!(
-                "forward {f}: {:.2} ms, H2D {} B in {} copies, output {}",
+            outln!(
+                "forward {f}: {:.2} ms, H2D {} in {} copies, output {}",
                 rep.forward_s[f] * 1e3,
-                rep.h2d_bytes.get(f).copied().unwrap_or(0),
+                crate::output::size(rep.h2d_bytes.get(f).copied().unwrap_or(0)),
                 rep.copies.get(f).copied().unwrap_or(0),
                 if ok {
                     "== all-resident (bit-exact)"
@@ -339,7 +441,7 @@ fn run_exec(a: &OffloadArgs) -> ExitCode {
                 }
             );
         }
-        println!(
+        outln!(
             "steady forward {:.2} ms (median after the first)",
             rep.steady_forward_s() * 1e3
         );

@@ -44,6 +44,28 @@ pub fn print(text: &str) -> ExitCode {
     }
 }
 
+/// Writes one line to stdout, like `println!`, but a closed pipe (`tensorlane offload plan … |
+/// head -1`) ends the process quietly with exit 0 instead of a panic, and any other write error
+/// ends it with exit 1 and a message.
+pub fn write_line(args: std::fmt::Arguments<'_>) {
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args).and_then(|_| stdout.write_all(b"\n")) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write output: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// `println!` through [`write_line`]: every line the tool prints to stdout goes through it.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::write_line(format_args!($($arg)*))
+    };
+}
+pub(crate) use outln;
+
 /// `[2, 3]`.
 pub fn shape_str(s: &[u64]) -> String {
     let inner: Vec<String> = s.iter().map(u64::to_string).collect();
@@ -63,6 +85,16 @@ pub fn human_bytes(n: u64) -> String {
         format!("{n} B")
     } else {
         format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// A size as every human-readable line of the tool prints it: IEC units, with the exact count
+/// from 1 KiB up (`286 B`, `11.6 KiB (11876 bytes)`). Table columns and JSON keep raw counts.
+pub fn size(n: u64) -> String {
+    if n < 1024 {
+        human_bytes(n)
+    } else {
+        format!("{} ({n} bytes)", human_bytes(n))
     }
 }
 
@@ -158,6 +190,9 @@ mod tests {
         assert_eq!(render_table(&rows, &[1]), "A     NUM  Z\nlong    7  x\n  detail line\n");
         assert_eq!(human_bytes(12), "12 B");
         assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(4 << 30), "4.0 GiB");
+        assert_eq!(size(286), "286 B");
+        assert_eq!(size(11876), "11.6 KiB (11876 bytes)");
         assert_eq!(shape_str(&[2, 3]), "[2, 3]");
         assert_eq!(shape_str(&[]), "[]");
     }

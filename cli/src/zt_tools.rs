@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use tensorlane_core::DType;
-use tensorlane_core::detect::{Format, detect};
+use tensorlane_core::detect::Format;
 use tensorlane_core::source::ReadAt;
 use tensorlane_core::wire::{self, Bundle, DecodeOptions, EncodeOptions, Packet};
 use tensorlane_core::zt::Error as ZtError;
@@ -45,12 +45,8 @@ use crate::output::{Table, advance, finish, progress, render_table, sha256_hex, 
 
 /// Maps a file for reading; an I/O failure names the path.
 pub fn open_source(path: &Path) -> Result<MmapSource, CliError> {
+    crate::identify::check_not_dir(path)?;
     MmapSource::open(path).map_err(|e| CliError::Io(format!("cannot read {}: {e}", path.display())))
-}
-
-/// The format of a mapped file, from its first bytes (never its name).
-pub fn detect_source(src: &MmapSource) -> Option<Format> {
-    detect(&src.bytes()[..src.bytes().len().min(16)])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -417,7 +413,20 @@ pub fn inspect_zt(path: &Path, file: &str, src: MmapSource, hash: bool) -> Resul
                     continue;
                 }
                 match reader.read(name, pname) {
-                    Ok(b) => pi.sha256 = Some(sha256_hex(&b, bar.as_ref())),
+                    Ok(b) => {
+                        pi.sha256 = Some(sha256_hex(&b, bar.as_ref()));
+                        // The bytes are at hand: say when the stored digest does not match them.
+                        if let Some(d) = o.parts.get(pname).and_then(|p| p.digest.as_deref())
+                            && let Err(e) = tensorlane_core::zt::verify::check_digest(d, &b)
+                            && e.rule == Rule::Digest
+                        {
+                            warnings.push(format!(
+                                "{name:?}/{pname:?}: the stored digest does not match the bytes ({}); \
+                                 `tensorlane verify` rejects this file",
+                                e.message
+                            ));
+                        }
+                    }
                     Err(e) if e.rule.is_rejection() => return Err(e.into()),
                     Err(e) => warnings.push(format!("{name:?}/{pname:?} not hashed: {e}")),
                 }
@@ -546,10 +555,10 @@ pub fn inspect_legacy(file: &str, src: MmapSource, hash: bool) -> Result<ZtRepor
 impl Table for ZtReport {
     fn to_table(&self) -> String {
         let mut out = format!(
-            "{}: {} file, {} bytes, {} object{}{}\n",
+            "{}: {} file, {}, {} object{}{}\n",
             self.file,
             self.format,
-            self.bytes,
+            crate::output::size(self.bytes),
             self.tensors.len(),
             if self.tensors.len() == 1 { "" } else { "s" },
             if self.data_shard {
@@ -563,9 +572,9 @@ impl Table for ZtReport {
         }
         for s in &self.shards {
             out.push_str(&format!(
-                "shard {:?}: {} bytes, {} -> {}\n",
+                "shard {:?}: {}, {} -> {}\n",
                 s.name,
-                s.size,
+                crate::output::size(s.size),
                 s.digest,
                 s.file.as_deref().unwrap_or("(not found)")
             ));
@@ -972,6 +981,7 @@ fn write_canonical(
     dest: &Path,
     mut entries: Vec<ZtEntry<'_>>,
     attributes: Option<Value<'static>>,
+    options: Options,
 ) -> Result<u64, CliError> {
     entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     if let Some(w) = entries.windows(2).find(|w| w[0].name == w[1].name) {
@@ -982,7 +992,7 @@ fn write_canonical(
     }
     let total: u64 = entries.iter().flat_map(|e| &e.parts).map(|p| p.3.len() as u64).sum();
     let bar = progress(total, "writing");
-    let mut w = ZtFile::publish(dest, Options::canonical())?;
+    let mut w = ZtFile::publish(dest, options)?;
     if let Some(a) = attributes {
         w.set_attributes(a)?;
     }
@@ -1008,8 +1018,79 @@ fn write_canonical(
     Ok(size)
 }
 
-/// Collects the dense leaves of a packet as `.zt` objects, named like `inspect` names them.
-fn tenso_leaves<'a>(p: &'a Packet<'a>, name: String, out: &mut Vec<ZtEntry<'a>>) -> Result<(), CliError> {
+/// What `convert` does with a quantized Tenso packet (`--quantized`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Quantized {
+    /// Refuse the conversion, naming the packet and the options (the default).
+    #[default]
+    Error,
+    /// Leave the packet out, with a warning.
+    Skip,
+    /// Write `(q - zero_point) * scale` as a float32 tensor.
+    Dequantize,
+}
+
+impl Quantized {
+    /// `error`, `skip` or `dequantize`.
+    pub fn parse(s: &str) -> Option<Quantized> {
+        Some(match s {
+            "error" => Quantized::Error,
+            "skip" => Quantized::Skip,
+            "dequantize" => Quantized::Dequantize,
+            _ => return None,
+        })
+    }
+}
+
+/// The options of `tensorlane convert`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConvertOptions {
+    /// Write ggml block-quantized tensors (GGUF) as float32 (`--dequantize`).
+    pub dequantize: bool,
+    /// Quantized packets (`--quantized`).
+    pub quantized: Quantized,
+    /// Leave out, with a warning, packets `.zt` has no layout for (strings, COO and CSC sparse
+    /// matrices) instead of refusing the file (`--skip-unsupported`).
+    pub skip_unsupported: bool,
+    /// `.zt` blob alignment (`--align`): `None` is canonical form's 64 KiB; a smaller power of
+    /// two (4096 at least) gives a smaller, non-canonical file.
+    pub align: Option<u64>,
+}
+
+impl ConvertOptions {
+    /// The `.zt` writer options: canonical form, or non-canonical with `align`.
+    pub fn zt_options(&self) -> Options {
+        match self.align {
+            None | Some(65536) => Options::canonical(),
+            Some(a) => Options::non_canonical().alignment(a),
+        }
+    }
+}
+
+/// A note for a `.zt` output much larger than its input because of blob alignment (`None` when
+/// the growth is small or `--align` was given).
+pub fn alignment_note(input_bytes: u64, output_bytes: u64, opts: &ConvertOptions) -> Option<String> {
+    if opts.align.is_some() || output_bytes < input_bytes.saturating_mul(2) || output_bytes - input_bytes < 64 << 10 {
+        return None;
+    }
+    Some(format!(
+        "the .zt file is {} where the input is {}: canonical .zt aligns every blob to 64 KiB; pass --align 4096 \
+         for a smaller (non-canonical) file",
+        crate::output::human_bytes(output_bytes),
+        crate::output::human_bytes(input_bytes)
+    ))
+}
+
+/// Collects the leaves of a packet as `.zt` objects, named like `inspect` names them: dense
+/// tensors as `dense`, CSR matrices as `zt.sparse_csr/1`, quantized tensors per `opts`; what is
+/// left out goes to `skipped` (as warnings).
+fn tenso_leaves<'a>(
+    p: &'a Packet<'a>,
+    name: String,
+    out: &mut Vec<ZtEntry<'a>>,
+    opts: ConvertOptions,
+    skipped: &mut Vec<String>,
+) -> Result<(), CliError> {
     match p {
         Packet::Dense(t) => {
             out.push(ZtEntry {
@@ -1028,14 +1109,90 @@ fn tenso_leaves<'a>(p: &'a Packet<'a>, name: String, out: &mut Vec<ZtEntry<'a>>)
                 } else {
                     format!("{name}/{k}")
                 };
-                tenso_leaves(v, sub, out)?;
+                tenso_leaves(v, sub, out, opts, skipped)?;
             }
             Ok(())
         }
+        Packet::Sparse(sp) if sp.format == wire::SparseFormat::Csr => {
+            let [values, indices, indptr] = &sp.components;
+            // .zt indices are unsigned; a valid CSR matrix's signed indices are all ≥ 0, so the
+            // same bytes read as unsigned hold the same values.
+            sp.validate()
+                .map_err(|e| CliError::Invalid(format!("tenso entry {name:?}: {e}")))?;
+            let unsigned = |d: DType| match d {
+                DType::I32 => DType::U32,
+                DType::I64 => DType::U64,
+                other => other,
+            };
+            out.push(ZtEntry {
+                name,
+                shape: sp.shape.clone(),
+                layout: layout::SPARSE_CSR.into(),
+                attributes: None,
+                parts: vec![
+                    (
+                        "indices".into(),
+                        unsigned(indices.dtype()),
+                        None,
+                        Cow::Borrowed(indices.data()),
+                    ),
+                    (
+                        "indptr".into(),
+                        unsigned(indptr.dtype()),
+                        None,
+                        Cow::Borrowed(indptr.data()),
+                    ),
+                    ("values".into(), values.dtype(), None, Cow::Borrowed(values.data())),
+                ],
+            });
+            Ok(())
+        }
+        Packet::Quantized(q) => match opts.quantized {
+            Quantized::Skip => {
+                skipped.push(format!(
+                    "tenso entry {name:?} (a quantized packet) was left out (--quantized skip)"
+                ));
+                Ok(())
+            }
+            Quantized::Dequantize => {
+                let values = q
+                    .dequantize()
+                    .map_err(|e| CliError::Invalid(format!("tenso entry {name:?} does not dequantize: {e}")))?;
+                let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                out.push(ZtEntry {
+                    name,
+                    shape: q.shape.clone(),
+                    layout: layout::DENSE.into(),
+                    attributes: None,
+                    parts: vec![("data".into(), DType::F32, None, Cow::Owned(bytes))],
+                });
+                Ok(())
+            }
+            Quantized::Error => Err(CliError::Refused(format!(
+                "tenso entry {name:?} is a quantized packet, which .zt has no lossless form for here: pass \
+                 --quantized dequantize (write it as float32) or --quantized skip (leave it out)"
+            ))),
+        },
+        other if opts.skip_unsupported => {
+            skipped.push(format!(
+                "tenso entry {name:?} (a {} packet) was left out (--skip-unsupported)",
+                describe(other)
+            ));
+            Ok(())
+        }
         other => Err(CliError::Refused(format!(
-            "tenso entry {name:?} is a {} packet; converting to .zt supports dense tensors (and bundles of them) only",
-            other.kind_name()
+            "tenso entry {name:?} is a {} packet; converting to .zt supports dense tensors, CSR sparse matrices, \
+             quantized tensors (with --quantized) and bundles of them: pass --skip-unsupported to leave it out",
+            describe(other)
         ))),
+    }
+}
+
+/// `strings`, `sparse (COO)`, ...
+fn describe(p: &Packet<'_>) -> String {
+    match p {
+        Packet::Sparse(sp) => format!("sparse ({:?})", sp.format).to_lowercase(),
+        other => other.kind_name().to_string(),
     }
 }
 
@@ -1064,7 +1221,11 @@ pub fn decode_packets(data: &[u8]) -> Result<Vec<Packet<'_>>, CliError> {
 
 /// The `.zt` objects of decoded Tenso packets: a single bundle's entries by their key paths,
 /// otherwise every name prefixed with its packet index (`#i`).
-fn tenso_entries<'a>(packets: &'a [Packet<'a>]) -> Result<Vec<ZtEntry<'a>>, CliError> {
+fn tenso_entries<'a>(
+    packets: &'a [Packet<'a>],
+    opts: ConvertOptions,
+    skipped: &mut Vec<String>,
+) -> Result<Vec<ZtEntry<'a>>, CliError> {
     let multi = packets.len() > 1;
     let mut entries = Vec::new();
     for (i, p) in packets.iter().enumerate() {
@@ -1072,7 +1233,7 @@ fn tenso_entries<'a>(packets: &'a [Packet<'a>]) -> Result<Vec<ZtEntry<'a>>, CliE
             (Packet::Bundle(_), false) => String::new(),
             _ => format!("#{i}"),
         };
-        tenso_leaves(p, prefix, &mut entries)?;
+        tenso_leaves(p, prefix, &mut entries, opts, skipped)?;
     }
     Ok(entries)
 }
@@ -1153,32 +1314,35 @@ fn zt_to_tenso(reader: &Reader<MmapSource>, output: &Path) -> Result<(usize, u64
     Ok((n, bytes.len() as u64))
 }
 
-/// Converts `input` (mapped as `src`) to `output`. The input format comes from the magic bytes;
-/// the target defaults to `.zt` v2 for Tenso and legacy input and to Tenso for `.zt` v2 input.
-pub fn convert(input: &Path, src: MmapSource, output: &Path, to: Option<Target>) -> Result<Converted, CliError> {
-    let format = detect_source(&src).ok_or_else(|| {
-        CliError::Refused(format!(
-            "{}: unknown format (not a Tenso packet file, .zt v2, or legacy .zt v1/v0)",
-            input.display()
-        ))
-    })?;
+/// Converts `input` (mapped as `src`, read as `format`: [`crate::identify::identify`]) to
+/// `output`. The target defaults to `.zt` v2 for Tenso and legacy input and to Tenso for `.zt` v2
+/// input; `quantized` says what becomes of quantized Tenso packets.
+pub fn convert(
+    input: &Path,
+    src: MmapSource,
+    format: Format,
+    output: &Path,
+    to: Option<Target>,
+    opts: ConvertOptions,
+) -> Result<Converted, CliError> {
+    let mut warnings = Vec::new();
     let target = to.unwrap_or(if format == Format::Zt {
         Target::Tenso
     } else {
         Target::Zt
     });
-    let done = |to, objects, bytes| Converted {
+    let done = |to, objects, bytes, warnings| Converted {
         from: format.name(),
         to,
         objects,
         bytes,
-        warnings: Vec::new(),
+        warnings,
     };
     match (format, target) {
         (Format::Zt, Target::Tenso) => {
             let (reader, _, _) = open_zt(input, src, true)?;
             let (n, bytes) = zt_to_tenso(&reader, output)?;
-            Ok(done("tenso", n, bytes))
+            Ok(done("tenso", n, bytes, Vec::new()))
         }
         (Format::Tenso | Format::Zt | Format::ZtV1 | Format::ZtV0, Target::Zt) => {
             // Each reader lives here, so the entries can borrow from it.
@@ -1188,7 +1352,7 @@ pub fn convert(input: &Path, src: MmapSource, output: &Path, to: Option<Target>)
             let (entries, attributes) = match format {
                 Format::Tenso => {
                     packets = decode_packets(src.bytes())?;
-                    (tenso_entries(&packets)?, None)
+                    (tenso_entries(&packets, opts, &mut warnings)?, None)
                 }
                 Format::Zt => {
                     zt = open_zt(input, src.clone(), true)?.0;
@@ -1200,8 +1364,8 @@ pub fn convert(input: &Path, src: MmapSource, output: &Path, to: Option<Target>)
                 }
             };
             let n = entries.len();
-            let bytes = write_canonical(output, entries, attributes)?;
-            Ok(done("zt", n, bytes))
+            let bytes = write_canonical(output, entries, attributes, opts.zt_options())?;
+            Ok(done("zt", n, bytes, warnings))
         }
         (f, Target::Tenso) => Err(CliError::Refused(format!(
             "converting {} to Tenso is not supported (convert it to .zt first)",

@@ -158,6 +158,160 @@ fn is_onnx(head: &[u8]) -> bool {
     )
 }
 
+/// What a file is taken as by every front end (the CLI, the Node addon and the wasm build): one
+/// rule, so that the same file gets the same answer everywhere ([`identify`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Identified {
+    /// Read it as this format: its content says so, or its content matches nothing and its name
+    /// does (a damaged file of that format, whose reader then says what is wrong).
+    Format(Format),
+    /// Not a file this tool reads ([`Unrecognised::message`] says what it looks like instead).
+    Unrecognised(Unrecognised),
+}
+
+/// What a file that is in no format read here looks like ([`identify`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unrecognised {
+    /// The file has no bytes.
+    Empty,
+    /// Printable text (UTF-8, no control bytes besides tab and line ends) that is no JSON index.
+    Text,
+    /// ONNX external data (`*.onnx.data`, `*.onnx_data`, `*.data` next to a model): raw tensor
+    /// bytes with no header, readable only through the `.onnx` that names them.
+    OnnxExternalData,
+    /// Bytes with no known signature (a raw dump, a `.bin` that is neither a zip nor a pickle).
+    RawData,
+}
+
+/// The formats read, for messages.
+pub const KNOWN_FORMATS: &str = "safetensors, GGUF, PyTorch, NumPy, ONNX, HDF5, .zt and Tenso";
+
+impl Unrecognised {
+    /// A short lowercase name: `"empty"`, `"text"`, `"onnx-external-data"`, `"raw-data"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unrecognised::Empty => "empty",
+            Unrecognised::Text => "text",
+            Unrecognised::OnnxExternalData => "onnx-external-data",
+            Unrecognised::RawData => "raw-data",
+        }
+    }
+
+    /// The sentence every front end prints: what the file looks like and what to do.
+    pub fn message(self) -> &'static str {
+        match self {
+            Unrecognised::Empty => {
+                "the file is empty (0 bytes): not a model file this tool reads (safetensors, GGUF, PyTorch, \
+                 NumPy, ONNX, HDF5, .zt and Tenso)"
+            }
+            Unrecognised::Text => {
+                "not a model file this tool reads: it is plain text (the formats read are safetensors, GGUF, \
+                 PyTorch, NumPy, ONNX, HDF5, .zt and Tenso)"
+            }
+            Unrecognised::OnnxExternalData => {
+                "not a model file this tool reads; it looks like raw data (ONNX external data) — open the .onnx \
+                 that references it"
+            }
+            Unrecognised::RawData => {
+                "not a model file this tool reads; it looks like raw data: its first bytes match no known format \
+                 (safetensors, GGUF, PyTorch zip or pickle, NumPy, ONNX, HDF5, .zt, Tenso) — if it is a \
+                 model's external data, open the model file that references it"
+            }
+        }
+    }
+}
+
+/// The format a file's name suggests (`.safetensors`, `model.safetensors.index.json`, `.gguf`,
+/// `.pt`/`.pth`/`.bin`/`.ckpt`, `.npy`, `.npz`, `.onnx`, `.h5`/`.hdf5`, `.zt`, `.tenso`), matched
+/// case-insensitively on the last path component. Only [`identify`] uses it, and only when the
+/// content matches no format.
+pub fn format_from_name(name: &str) -> Option<Format> {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name).to_ascii_lowercase();
+    if base.ends_with(".safetensors.index.json") {
+        return Some(Format::SafetensorsIndex);
+    }
+    let (_, ext) = base.rsplit_once('.')?;
+    Some(match ext {
+        "safetensors" => Format::Safetensors,
+        "gguf" => Format::Gguf,
+        "pt" | "pth" | "bin" | "ckpt" => Format::PyTorch,
+        "npy" => Format::Npy,
+        "npz" => Format::Npz,
+        "onnx" => Format::Onnx,
+        "h5" | "hdf5" => Format::Hdf5,
+        "zt" => Format::Zt,
+        "tenso" => Format::Tenso,
+        _ => return None,
+    })
+}
+
+/// Printable text: valid UTF-8 (a character cut at the end of `head` allowed) with no control
+/// bytes besides tab, CR and LF.
+fn is_text(head: &[u8]) -> bool {
+    let valid = match core::str::from_utf8(head) {
+        Ok(_) => head.len(),
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        Err(_) => return false,
+    };
+    valid > 0
+        && head[..valid]
+            .iter()
+            .all(|&b| b >= 0x20 && b != 0x7f || b"\t\r\n".contains(&b))
+}
+
+/// Bytes that differ from `magic` in at most `slack` places (a magic with a flipped byte).
+fn near(head: &[u8], magic: &[u8], slack: usize) -> bool {
+    head.len() >= magic.len() && head.iter().zip(magic).filter(|(a, b)| a != b).count() <= slack
+}
+
+/// How every front end decides what a file is: `head` is its first bytes ([`HEAD_LEN`]; all of
+/// them when shorter), `content` the format found from its content ([`detect`], or the formats
+/// layer's `detect_source`, which also finds HDF5 after a user block), `name` its file name
+/// (may be empty).
+///
+/// 1. The content's format, when there is one.
+/// 2. An empty file is [`Unrecognised::Empty`]; ONNX external data (`.onnx.data`, `.onnx_data`,
+///    `.data`) is [`Unrecognised::OnnxExternalData`].
+/// 3. A magic of Tenso or `.zt` v2 with one byte (Tenso) or two bytes (`.zt`) damaged: that
+///    format, whose reader explains its magic.
+/// 4. Text is [`Unrecognised::Text`] (unless the name says it is a safetensors index, which is
+///    JSON: its reader says what is missing).
+/// 5. The format the name suggests ([`format_from_name`]), so that a damaged file is explained
+///    by its own reader; but a `.bin` that is neither a zip nor a pickle is raw data.
+/// 6. Otherwise [`Unrecognised::RawData`].
+pub fn identify(head: &[u8], content: Option<Format>, name: &str) -> Identified {
+    if let Some(f) = content {
+        return Identified::Format(f);
+    }
+    if head.is_empty() {
+        return Identified::Unrecognised(Unrecognised::Empty);
+    }
+    let lower = name.rsplit(['/', '\\']).next().unwrap_or(name).to_ascii_lowercase();
+    if lower.ends_with(".onnx.data") || lower.ends_with(".onnx_data") || lower.ends_with(".data") {
+        return Identified::Unrecognised(Unrecognised::OnnxExternalData);
+    }
+    if near(head, &crate::wire::MAGIC, 1) {
+        return Identified::Format(Format::Tenso);
+    }
+    if near(head, &ZT_MAGIC, 2) {
+        return Identified::Format(Format::Zt);
+    }
+    let hint = format_from_name(&lower);
+    if is_text(head) {
+        return match hint {
+            Some(Format::SafetensorsIndex) => Identified::Format(Format::SafetensorsIndex),
+            _ => Identified::Unrecognised(Unrecognised::Text),
+        };
+    }
+    match hint {
+        Some(Format::PyTorch) if lower.ends_with(".bin") && !(head.starts_with(b"PK") || head[0] == 0x80) => {
+            Identified::Unrecognised(Unrecognised::RawData)
+        }
+        Some(f) => Identified::Format(f),
+        None => Identified::Unrecognised(Unrecognised::RawData),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +343,32 @@ mod tests {
         zip.extend_from_slice(b"a.npy");
         assert_eq!(detect(&zip), Some(Format::Npz));
         assert_eq!(detect(b""), None);
+    }
+
+    #[test]
+    fn identify_rule() {
+        use Unrecognised::*;
+        let id = |head: &[u8], name: &str| identify(head, detect(head), name);
+        assert_eq!(id(b"TNSO\x04", "x.bin"), Identified::Format(Format::Tenso));
+        assert_eq!(id(b"", "x.safetensors"), Identified::Unrecognised(Empty));
+        assert_eq!(id(b"hello world\n", "notes.pt"), Identified::Unrecognised(Text));
+        assert_eq!(id(b"hello world\n", "notes"), Identified::Unrecognised(Text));
+        assert_eq!(
+            id(b"{\"weight\": 1}", "model.safetensors.index.json"),
+            Identified::Format(Format::SafetensorsIndex)
+        );
+        assert_eq!(
+            id(b"\xdc\x6d\x6d\xbd", "m.onnx.data"),
+            Identified::Unrecognised(OnnxExternalData)
+        );
+        assert_eq!(id(b"\xfc\x01\x02\x03", "w.bin"), Identified::Unrecognised(RawData));
+        assert_eq!(id(b"\xfc\x01\x02\x03", "w.pt"), Identified::Format(Format::PyTorch));
+        assert_eq!(id(b"PK\x05\x06", "w.bin"), Identified::Format(Format::PyTorch));
+        assert_eq!(id(b"\xfc\x01\x02\x03", "w"), Identified::Unrecognised(RawData));
+        assert_eq!(id(b"TNSX\x04\x01", "x"), Identified::Format(Format::Tenso));
+        assert_eq!(id(b"\x89ZT3\r\n\x1a\x0b", "x"), Identified::Format(Format::Zt));
+        assert_eq!(id(b"\x01\x02\x03\x04", "x.gguf"), Identified::Format(Format::Gguf));
+        assert_eq!(format_from_name("dir/A.SafeTensors"), Some(Format::Safetensors));
+        assert_eq!(format_from_name("noext"), None);
     }
 }

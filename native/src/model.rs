@@ -39,7 +39,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use tensorlane_core::detect::Format;
+use tensorlane_core::detect::{Format, Identified};
 use tensorlane_core::formats::{self, Catalog, ElementType, ErrorKind, FormatError, TensorInfo};
 use tensorlane_core::source::ReadAt;
 use tensorlane_core::stats::{self, StatsOptions, TensorStats};
@@ -102,26 +102,28 @@ pub fn format_from_name(path: &Path) -> Option<Format> {
 
 /// The format of a model file: from its first bytes, else (when they match nothing) from its name
 /// ([`format_from_name`]). `None` when neither tells.
+///
+/// The rule is the one every front end shares ([`tensorlane_core::detect::identify`]): text, raw
+/// data, ONNX external data and empty files are no format, whatever their name.
 pub fn model_format(path: &Path, src: &MmapSource) -> Option<Format> {
-    formats::detect_source(src)
-        .ok()
-        .flatten()
-        .or_else(|| format_from_name(path))
+    match identify(path, src) {
+        Ok(Identified::Format(f)) => Some(f),
+        _ => None,
+    }
 }
 
-/// [`model_format`], or an error that lists what is recognised.
+/// What `path` is taken as ([`formats::identify_source`] with its file name).
+pub fn identify(path: &Path, src: &MmapSource) -> Result<Identified, FormatError> {
+    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    formats::identify_source(src, &name)
+}
+
+/// [`model_format`], or an error that says what the file looks like instead.
 fn detect_format(path: &Path, src: &MmapSource) -> Result<Format, FormatError> {
-    model_format(path, src).ok_or_else(|| {
-        FormatError::new(
-            "formats",
-            ErrorKind::Unsupported,
-            format!(
-                "{}: the first bytes match no known format (safetensors, GGUF, PyTorch, NumPy, ONNX, HDF5, .zt, \
-                 Tenso)",
-                path.display()
-            ),
-        )
-    })
+    match identify(path, src)? {
+        Identified::Format(f) => Ok(f),
+        Identified::Unrecognised(u) => Err(formats::unrecognised_error(u)),
+    }
 }
 
 /// Resolves companion `rel` (as named inside the model) in `dir`, the model's folder, and checks
@@ -394,9 +396,15 @@ mod tests {
         std::fs::write(&p, b"hello, world").unwrap();
         let e = format_err(Model::open(&p));
         assert_eq!(e.kind, ErrorKind::Unsupported);
-        // No content matches, but the name does: that format's parser explains the refusal.
+        // Text is text whatever its name (the shared rule, detect::identify) ...
         let p = d.join("x.bin");
         std::fs::write(&p, b"hello, world").unwrap();
+        let e = format_err(Model::open(&p));
+        assert!(e.format == "formats" && e.message.contains("plain text"), "{e}");
+        // ... but a binary file no content matches goes to the parser its name gives, which
+        // explains the refusal.
+        let p = d.join("x.pt");
+        std::fs::write(&p, b"\xfc\x01\x02\x03").unwrap();
         let e = format_err(Model::open(&p));
         assert_eq!(e.format, "pt", "{e}");
         let e = format_err(Model::open(d.join("nope.safetensors")));

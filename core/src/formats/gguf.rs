@@ -194,9 +194,21 @@ impl<'a, S: ReadAt + ?Sized> Cursor<'a, S> {
         }
     }
 
-    /// A GGUF string's bytes.
-    fn string(&mut self) -> Result<Vec<u8>, FormatError> {
+    /// A GGUF string's bytes; `what` names it (`"tensor name"`, `"string value"`) when its length
+    /// runs past the file.
+    fn string(&mut self, what: &str) -> Result<Vec<u8>, FormatError> {
+        let at = self.pos;
         let n = self.count()?;
+        let rest = self.size.saturating_sub(self.pos);
+        if n > rest {
+            return Err(err(
+                ErrorKind::Limit,
+                alloc::format!(
+                    "a {what}'s length is {n} bytes, but only {rest} bytes follow it; the file is damaged or hostile"
+                ),
+            )
+            .at(at));
+        }
         self.check_count(n, 1, "string bytes")?;
         Ok(self.take(n)?.to_vec())
     }
@@ -204,7 +216,7 @@ impl<'a, S: ReadAt + ?Sized> Cursor<'a, S> {
     /// A string that must be UTF-8 (a key or a tensor name).
     fn name(&mut self, what: &str) -> Result<String, FormatError> {
         let at = self.pos;
-        String::from_utf8(self.string()?)
+        String::from_utf8(self.string(what)?)
             .map_err(|_| err(ErrorKind::Syntax, alloc::format!("a {what} is not valid UTF-8")).at(at))
     }
 
@@ -240,7 +252,7 @@ impl<'a, S: ReadAt + ?Sized> Cursor<'a, S> {
             T_I32 => Meta::Int((self.u32()? as i32).into()),
             T_F32 => Meta::Float(f32::from_bits(self.u32()?).into()),
             T_BOOL => Meta::Bool(self.u8()? != 0),
-            T_STRING => match String::from_utf8(self.string()?) {
+            T_STRING => match String::from_utf8(self.string("string value")?) {
                 Ok(s) => Meta::Str(s),
                 Err(e) => Meta::Bytes(e.into_bytes()),
             },
@@ -449,10 +461,18 @@ fn alignment(metadata: &[(String, Meta)]) -> Result<u64, FormatError> {
     match v {
         Meta::UInt(a) if a.is_power_of_two() => Ok(*a),
         Meta::Int(a) if *a > 0 && (*a as u64).is_power_of_two() => Ok(*a as u64),
-        other => Err(err(
-            ErrorKind::Syntax,
-            alloc::format!("general.alignment is {other:?}; it must be a power of two"),
-        )),
+        other => {
+            let is = match other {
+                Meta::UInt(a) => alloc::format!("{a}"),
+                Meta::Int(a) => alloc::format!("{a}"),
+                _ => "not an integer".into(),
+            };
+            Err(err(
+                ErrorKind::Syntax,
+                alloc::format!("the alignment is {is}; it must be a power of two (GGUF writers use 32)"),
+            )
+            .key("general.alignment"))
+        }
     }
 }
 

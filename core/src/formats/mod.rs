@@ -591,6 +591,22 @@ pub fn detect_source<S: ReadAt + ?Sized>(src: &S) -> Result<Option<Format>, Form
     Ok(None)
 }
 
+/// What `src`, a file called `name` (may be empty), is taken as: the one rule of
+/// [`crate::detect::identify`] over its first bytes and [`detect_source`].
+pub fn identify_source<S: ReadAt + ?Sized>(src: &S, name: &str) -> Result<crate::detect::Identified, FormatError> {
+    let head = bytes_at("formats", src, 0, src.size().min(crate::detect::HEAD_LEN as u64))?;
+    Ok(crate::detect::identify(&head, detect_source(src)?, name))
+}
+
+/// The error for a file that [`identify_source`] did not recognise ([`ErrorKind::Unsupported`]).
+pub fn unrecognised_error(u: crate::detect::Unrecognised) -> FormatError {
+    let kind = match u {
+        crate::detect::Unrecognised::Empty => ErrorKind::Truncated,
+        _ => ErrorKind::Unsupported,
+    };
+    FormatError::new("formats", kind, u.message())
+}
+
 /// Detects the format from the file's content ([`detect_source`]) and opens it (see [`open_as`]).
 pub fn open<S: ReadAt + ?Sized>(src: &S) -> Result<Catalog, FormatError> {
     match detect_source(src)? {

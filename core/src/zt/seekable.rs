@@ -340,6 +340,30 @@ pub(crate) enum FrameOutcome {
     Skippable,
 }
 
+/// A zstd decoder error as a sentence. ruzstd's own `Display` prints the inner errors with
+/// `{:?}` (`DecompressLiteralsError(DecodedLiteralCountMismatch { .. })`); this unwraps them to
+/// the innermost error's message.
+pub(crate) fn zstd_message(e: &ruzstd::decoding::errors::FrameDecoderError) -> String {
+    use ruzstd::decoding::errors::{DecodeBlockContentError as C, DecompressBlockError as B, FrameDecoderError as F};
+    let block = |b: &B| match b {
+        B::DecompressLiteralsError(e) => alloc::format!("the literals section does not decode: {e}"),
+        B::LiteralsSectionParseError(e) => alloc::format!("the literals section header is invalid: {e}"),
+        B::SequencesHeaderParseError(e) => alloc::format!("the sequences section header is invalid: {e}"),
+        B::DecodeSequenceError(e) => alloc::format!("a sequence does not decode: {e}"),
+        B::ExecuteSequencesError(e) => alloc::format!("a sequence does not apply: {e}"),
+        other => alloc::format!("{other}"),
+    };
+    match e {
+        F::ReadFrameHeaderError(h) => alloc::format!("{h}"),
+        F::FrameHeaderError(h) | F::FailedToInitialize(h) => alloc::format!("{h}"),
+        F::DictionaryDecodeError(d) => alloc::format!("the dictionary does not decode: {d}"),
+        F::FailedToReadBlockHeader(h) => alloc::format!("a block header is invalid: {h}"),
+        F::FailedToReadBlockBody(C::DecompressBlockError(b)) => alloc::format!("a block is corrupt: {}", block(b)),
+        F::FailedToReadBlockBody(other) => alloc::format!("a block cannot be read: {other}"),
+        other => alloc::format!("{other}"),
+    }
+}
+
 /// Decodes one frame from the front of `input` (advancing it) into `out`, refusing to produce more
 /// than `limit` bytes. Skippable frames are consumed and reported as such. The frame's content
 /// checksum is verified when present.
@@ -359,13 +383,13 @@ pub(crate) fn decode_one_frame(
                 .ok_or_else(|| String::from("skippable frame runs past the end"))?;
             return Ok(FrameOutcome::Skippable);
         }
-        Err(e) => return Err(alloc::format!("bad zstd frame header: {e}")),
+        Err(e) => return Err(alloc::format!("bad zstd frame header: {}", zstd_message(&e))),
     }
     let start = out.len();
     loop {
         let finished = dec
             .decode_blocks(&mut *input, BlockDecodingStrategy::UptoBlocks(1))
-            .map_err(|e| alloc::format!("zstd: {e}"))?;
+            .map_err(|e| alloc::format!("zstd: {}", zstd_message(&e)))?;
         if let Some(chunk) = dec.collect() {
             if (out.len() - start + chunk.len()) as u64 > limit {
                 return Err(alloc::format!("decodes to more than the {limit} bytes allowed"));
