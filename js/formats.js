@@ -17,6 +17,7 @@
 // or, for a path, from the same folder.
 
 import { DTYPES, TensorlaneError, asBytes, inferDtype, isBlob, then, widen } from './common.js';
+import { RemoteFile, isUrl } from './http.js';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 /** First read of a file, and the smallest read after it. */
@@ -42,6 +43,18 @@ export const MAX_READ = 16 << 20;
  */
 export const MAX_ROUNDS = 4096;
 
+/** Slices stats() requests ahead of the one it sums (lazy sources read while the core works). */
+export const STATS_READ_AHEAD = 4;
+
+/** Throws the signal's reason (an AbortError) when `signal` is aborted. */
+function aborted(signal) {
+  if (!signal?.aborted) return;
+  if (signal.reason !== undefined) throw signal.reason;
+  const e = new Error('stats: aborted');
+  e.name = 'AbortError';
+  throw e;
+}
+
 /** Histogram bins of stats() unless {bins} says otherwise. */
 export const STATS_BINS = 64;
 /** The slice stats() reads at a time (whole elements or blocks of it). */
@@ -51,7 +64,7 @@ export const STATS_CHUNK_BYTES = 4 << 20;
 const GGML_PLAIN = { F32: 'float32', F16: 'float16', BF16: 'bfloat16', F64: 'float64', I8: 'int8', I16: 'int16', I32: 'int32', I64: 'int64' };
 
 /** What open() accepts, for the TypeError it throws on anything else. */
-const OPEN_EXPECTS = 'open expects a path (Node), a Uint8Array/Buffer, an ArrayBuffer, or a Blob/File';
+const OPEN_EXPECTS = 'open expects a path (Node), an http(s) URL, a Uint8Array/Buffer, an ArrayBuffer, or a Blob/File';
 
 /** A TensorlaneError with the fields of a core FormatError ({format, kind, offset, tensor, message, display}). */
 function formatError(e) {
@@ -109,8 +122,19 @@ function blobSource(blob) {
   };
 }
 
+/** A source over a file on an HTTP(S) server (js/http.js: ranged GETs, bounded parallel, retried, ETag-checked). */
+function remoteSource(remote) {
+  return { name: remote.name, size: remote.size, lazy: true, remote, read: (o, l) => remote.read(o, l) };
+}
+
+/** Whether `input` is opened over HTTP: a URL, or (where there are no paths: browsers) any string, resolved against the page. */
+function isRemote(input, io) {
+  return isUrl(input) || (typeof input === 'string' && !io.pathSource);
+}
+
 /** `input` as a source; `io.pathSource(path)` (Node) opens a path. */
 function toSource(input, io, name) {
+  if (input instanceof RemoteFile) return remoteSource(input);
   if (typeof input === 'string') {
     if (!io.pathSource) throw new TypeError('open(path) needs Node; pass a Uint8Array or a Blob');
     return io.pathSource(input);
@@ -195,14 +219,26 @@ export function makeFormats(backend, zt, io = {}) {
       this.maxRounds = options.maxRounds ?? MAX_ROUNDS;
     }
 
-    /** Resolves companion `name` to a source: `options.companions`, else next to a path. */
-    companion(name) {
+    /**
+     * Resolves companion `name` to a source: `options.companions` (a URL there is fetched), else
+     * next to a path, else (a file opened by URL) the URL of `name` relative to it.
+     */
+    *companion(name) {
       const given = this.options.companions;
       const base = name.split('/').pop();
       const input = given?.[name] ?? given?.[base];
       let src;
-      if (input !== undefined) src = toSource(input, io, base);
-      let why = 'pass it as {companions: {name: Blob | bytes}}';
+      let why = 'pass it as {companions: {name: Blob | bytes | URL}}';
+      if (input !== undefined && isRemote(input, io)) {
+        const r = yield () => settle(() => RemoteFile.open(input, this.options));
+        if (!r.ok) throw jsError(this.format ?? 'formats', 'companion', `the model needs its companion file '${name}': ${r.error.message}`);
+        src = remoteSource(r.value);
+      } else if (input !== undefined) src = toSource(input, io, base);
+      if (!src && this.main.remote) {
+        const r = yield () => settle(() => this.main.remote.sibling(name));
+        if (!r.ok) throw jsError(this.format ?? 'formats', 'companion', `the model needs its companion file '${name}': ${r.error.message}`);
+        src = remoteSource(r.value);
+      }
       if (!src && this.main.path && io.companionPath) {
         const p = io.companionPath(this.main.path, name);
         try {
@@ -240,7 +276,7 @@ export function makeFormats(backend, zt, io = {}) {
         if (st.delegate) return { delegate: st.delegate };
         const { source, offset, len, register } = st.need;
         if (register) {
-          if (!this.sources.has(source)) this.companion(source);
+          if (!this.sources.has(source)) yield* this.companion(source);
           continue;
         }
         if (!held.has(source)) held.set(source, []);
@@ -297,6 +333,10 @@ export function makeFormats(backend, zt, io = {}) {
    * Bytes and (Node) paths give a reader at once; a Blob gives a Promise of a lazy reader.
    */
   function open(source, options = {}) {
+    if (isRemote(source, io)) {
+      // A URL: probed (one ranged GET of its first 64 KiB), then read like a Blob.
+      return RemoteFile.open(source, options).then((remote) => run(openSteps(remote, remoteSource(remote), options)));
+    }
     if (typeof source === 'string' && io.openModel && options.format === undefined && options.companions === undefined) {
       const reader = openNative(source);
       if (reader) return reader;
@@ -556,15 +596,30 @@ export function makeFormats(backend, zt, io = {}) {
       }
     };
     const report = statsProgress(options.onProgress, total);
+    const depth = Math.max(1, Math.floor(options.readAhead ?? STATS_READ_AHEAD));
+    const signal = options.signal;
     // Pass 2 follows pass 1, so progress counts up to twice the bytes (as the native driver's).
+    // Up to `depth` slices are requested ahead (a Blob or URL then reads while the core sums).
     function* pass(acc, base) {
-      for (let o = 0; o < total; o += step) {
-        const n = Math.min(step, total - o);
-        const b = yield () => read(o, n);
+      const ahead = [];
+      let next = 0;
+      for (let o = 0; o < total; ) {
+        while (ahead.length < depth && next < total) {
+          const n = Math.min(step, total - next);
+          const p = read(next, n);
+          if (p instanceof Promise) p.catch(() => {}); // awaited below; not "unhandled" when abandoned
+          ahead.push([n, p]);
+          next += n;
+        }
+        const [n, p] = ahead.shift();
+        const b = yield () => p;
+        aborted(signal);
         acc.push(b);
-        report(base + o + n);
+        o += n;
+        report(base + o);
       }
     }
+    aborted(signal);
     const s = guard(() => new backend.StatsSummary(t.dtype, ggml, numel, total));
     let summary;
     try {
