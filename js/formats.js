@@ -569,6 +569,73 @@ export function makeFormats(backend, zt, io = {}) {
       return then(this.#bytes(name), (bytes) => run(statsSteps(t, bytes.byteLength, (o, n) => bytes.subarray(o, o + n), options)));
     }
 
+    /**
+     * The stored bytes [offset, offset + length) of a tensor stored as-is (`layout.zeroCopy`),
+     * read from its source alone: one slice of a Blob, ranged GETs of a URL, a view of bytes or
+     * a mapped path. Other layouts (inflated, gathered, big-endian) are a TensorlaneError.
+     */
+    readBytes(name, offset = 0, length) {
+      const t = this.info(name);
+      const L = t.layout;
+      if (!L.zeroCopy) throw jsError(this.format, 'unsupported', `tensor '${name}' is not stored as-is (${L.storage}${L.bigEndian ? ', big-endian' : ''}); read it whole with tensor()`, { tensor: name });
+      length ??= L.length - offset;
+      if (!(Number.isSafeInteger(offset) && Number.isSafeInteger(length) && offset >= 0 && length >= 0 && offset + length <= L.length)) {
+        throw new RangeError(`readBytes: [${offset}, +${length}) is outside tensor '${name}' (${L.length} bytes)`);
+      }
+      const ctx = this.#ctx;
+      if (ctx instanceof NativeContext) return ctx.bytes(this.#index.get(name), L).subarray(offset, offset + length);
+      const src = ctx.sources.get(L.source);
+      return then(src.read(L.offset + offset, length), (b) => {
+        if (!src.memory) {
+          ctx.bytesRead += b.byteLength;
+          ctx.reads++;
+        }
+        return b;
+      });
+    }
+
+    /**
+     * Elements [start, start + count) of tensor `name` as numbers (C order), reading only their
+     * bytes when the tensor is stored as-is (GGUF: the whole blocks around them): GGUF blocks
+     * dequantized by the core, float16/bfloat16/float8/float4 decoded, integers and bools as
+     * numbers. A Float64Array for float64 and 32/64-bit integers, else a Float32Array. Other
+     * layouts are read whole once by tensor() and sliced. Complex tensors are refused.
+     */
+    values(name, start = 0, count) {
+      const t = this.info(name);
+      const numel = t.shape.reduce((n, d) => n * Number(d), 1);
+      count ??= numel - start;
+      if (!(Number.isSafeInteger(start) && Number.isSafeInteger(count) && start >= 0 && count >= 0 && start + count <= numel)) {
+        throw new RangeError(`values: [${start}, +${count}) is outside tensor '${name}' (${numel} elements)`);
+      }
+      if (t.ggml?.quantized) {
+        const { blockSize, typeSize, type } = t.ggml;
+        const b0 = Math.floor(start / blockSize);
+        const b1 = Math.ceil((start + count) / blockSize);
+        const skip = start - b0 * blockSize;
+        const dq = (bytes) => {
+          try {
+            return backend.ggmlDequantize(type, bytes).subarray(skip, skip + count);
+          } catch (e) {
+            const parsed = parsedError(e);
+            if (!parsed) throw e;
+            throw formatError({ ...parsed, tensor: name });
+          }
+        };
+        if (t.layout.zeroCopy) return then(this.readBytes(name, b0 * typeSize, (b1 - b0) * typeSize), dq);
+        return then(this.#bytes(name), (all) => dq(all.subarray(b0 * typeSize, b1 * typeSize)));
+      }
+      const dtype = t.ggml ? GGML_PLAIN[t.dtype] ?? t.dtype : t.dtype;
+      const dec = DECODE[dtype];
+      if (!dec) throw jsError(this.format, 'unsupported', `${t.dtype} values cannot be shown as numbers (read the raw bytes with tensor())`, { tensor: name });
+      const [per, num] = dec.perByte ? [1, 2] : [dec.size, 1]; // float4: two elements a byte
+      const b0 = Math.floor((start * per) / num);
+      const b1 = Math.ceil(((start + count) * per) / num);
+      const cut = (bytes) => dec.decode(bytes).subarray(start - (b0 * num) / per, start - (b0 * num) / per + count);
+      if (t.layout.zeroCopy) return then(this.readBytes(name, b0, b1 - b0), cut);
+      return then(this.#bytes(name), (all) => cut(all.subarray(b0, b1)));
+    }
+
     /** Frees the backend's session (wasm memory) and closes file descriptors; the reader cannot read tensors afterwards. */
     close() {
       this.#ctx.close?.();
@@ -691,6 +758,54 @@ function statsResult(t, summary, histogram) {
     histogram: { edges: Float64Array.from(histogram.edges, num), counts: histogram.counts },
   };
 }
+
+/** float8 decoders: the 256 values of each byte (ml_dtypes' conversions). */
+function f8Table(expBits, bias, kind) {
+  const mBits = 7 - expBits;
+  const out = new Float32Array(256);
+  for (let b = 0; b < 256; b++) {
+    const sign = b & 0x80 ? -1 : 1;
+    const e = (b >> mBits) & ((1 << expBits) - 1);
+    const m = b & ((1 << mBits) - 1);
+    const maxE = (1 << expBits) - 1;
+    let v;
+    if (kind === 'fnuz' && b === 0x80) v = NaN;
+    else if (kind === 'fn' && e === maxE && m === (1 << mBits) - 1) v = NaN;
+    else if (kind === 'ieee' && e === maxE) v = m ? NaN : sign * Infinity;
+    else if (e === 0) v = sign * (m / (1 << mBits)) * 2 ** (1 - bias);
+    else v = sign * (1 + m / (1 << mBits)) * 2 ** (e - bias);
+    out[b] = v;
+  }
+  return out;
+}
+const F8 = {
+  float8_e4m3fn: f8Table(4, 7, 'fn'),
+  float8_e4m3fnuz: f8Table(4, 8, 'fnuz'),
+  float8_e5m2: f8Table(5, 15, 'ieee'),
+  float8_e5m2fnuz: f8Table(5, 16, 'fnuz'),
+  float8_e8m0fnu: Float32Array.from({ length: 256 }, (_, b) => (b === 255 ? NaN : 2 ** (b - 127))),
+};
+const F4E2M1 = Float32Array.from({ length: 16 }, (_, n) => (n & 8 ? -1 : 1) * [0, 0.5, 1, 1.5, 2, 3, 4, 6][n & 7]);
+const copyOf = (bytes) => Uint8Array.prototype.slice.call(bytes).buffer;
+const lookup = (table) => (bytes) => Float32Array.from(bytes, (b) => table[b]);
+/** Per dtype: element size and a decoder of little-endian bytes into a Float32Array/Float64Array. */
+const DECODE = {
+  float32: { size: 4, decode: (b) => new Float32Array(copyOf(b)) },
+  float64: { size: 8, decode: (b) => new Float64Array(copyOf(b)) },
+  float16: { size: 2, decode: (b) => widen('float16', new Uint16Array(copyOf(b))) },
+  bfloat16: { size: 2, decode: (b) => widen('bfloat16', new Uint16Array(copyOf(b))) },
+  int8: { size: 1, decode: (b) => Float32Array.from(new Int8Array(copyOf(b))) },
+  uint8: { size: 1, decode: (b) => Float32Array.from(b) },
+  bool: { size: 1, decode: (b) => Float32Array.from(b, (x) => (x ? 1 : 0)) },
+  int16: { size: 2, decode: (b) => Float32Array.from(new Int16Array(copyOf(b))) },
+  uint16: { size: 2, decode: (b) => Float32Array.from(new Uint16Array(copyOf(b))) },
+  int32: { size: 4, decode: (b) => Float64Array.from(new Int32Array(copyOf(b))) },
+  uint32: { size: 4, decode: (b) => Float64Array.from(new Uint32Array(copyOf(b))) },
+  int64: { size: 8, decode: (b) => Float64Array.from(new BigInt64Array(copyOf(b)), Number) },
+  uint64: { size: 8, decode: (b) => Float64Array.from(new BigUint64Array(copyOf(b)), Number) },
+  float4_e2m1fn: { perByte: 2, decode: (b) => Float32Array.from({ length: 2 * b.length }, (_, i) => F4E2M1[i & 1 ? b[i >> 1] >> 4 : b[i >> 1] & 15]) },
+  ...Object.fromEntries(Object.entries(F8).map(([k, t]) => [k, { size: 1, decode: lookup(t) }])),
+};
 
 /** The listing entry a user sees for one catalog tensor. */
 function entry(t) {
