@@ -449,7 +449,8 @@ function setSearch(m, q) {
 function kidsOf(m, node, depth) {
   const wrap = document.createElement('div');
   wrap.className = 'kids';
-  for (const k of displayKids(node).slice(0, 500)) {
+  const shown = displayKids(node).slice(0, 500);
+  for (const k of shown) {
     const line = document.createElement('div');
     line.className = `node${k.group ? ' rep' : ''}`;
     const leaf = !k.group && k.kids.size === 0;
@@ -457,9 +458,7 @@ function kidsOf(m, node, depth) {
     line.dataset.path = k.group ? `${k.path}.[${k.label}]` : k.path;
     line.title = k.group ? `${k.repeat} blocks with the same tensors: ${k.tensors} tensors, ${k.params} parameters` : `${k.path}: ${k.tensors} tensors, ${k.params} parameters`;
     let open = null;
-    line.addEventListener('click', () => {
-      if (leaf) return openTensor(k.path);
-      setSearch(m, k.group ? `/^${k.path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.(${k.members.map((x) => x.label).join('|')})\\./` : `${k.path}.*`);
+    const toggle = () => {
       if (open) {
         open.remove();
         open = null;
@@ -469,8 +468,15 @@ function kidsOf(m, node, depth) {
       open = k.group ? kidsOf(m, { kids: new Map(k.members.map((x) => [x.label, x])), path: k.path }, depth + 1) : kidsOf(m, k, depth + 1);
       line.after(open);
       line.querySelector('.tw').textContent = '▾';
+    };
+    line.addEventListener('click', () => {
+      if (leaf) return openTensor(k.path);
+      setSearch(m, k.group ? `/^${k.path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.(${k.members.map((x) => x.label).join('|')})\\./` : `${k.path}.*`);
+      toggle();
     });
     wrap.append(line);
+    // A lone child (model → layers) opens by itself, down to where the names branch.
+    if (shown.length === 1 && !leaf && !k.group) toggle();
   }
   return wrap;
 }
@@ -515,7 +521,10 @@ export async function openTensor(name) {
   panel.dataset.tensor = name;
   $('t-name').textContent = name;
   $('t-info').textContent = `${dtypeOf(t)} · [${t.shape.join(', ')}] · ${count(t.numel)} values · ${bytes(t.nbytes)}${t.offset !== null ? ` · offset ${t.offset}${t.source ? ` in ${t.source}` : ''}` : ''}`;
-  for (const s of panel.querySelectorAll('[data-stat]')) s.textContent = '…';
+  for (const s of panel.querySelectorAll('[data-stat]')) {
+    s.textContent = '…';
+    delete s.dataset.value;
+  }
   $('values').textContent = '';
   $('npy-text').textContent = '';
   $('hover').textContent = '';
@@ -542,7 +551,10 @@ export async function openTensor(name) {
     const s = await job.promise;
     if (mine !== current) return;
     current.stats = s;
-    for (const el of panel.querySelectorAll('[data-stat]')) el.textContent = fmt(s[el.dataset.stat]);
+    for (const el of panel.querySelectorAll('[data-stat]')) {
+      el.textContent = fmt(s[el.dataset.stat]);
+      el.dataset.value = Object.is(s[el.dataset.stat], -0) ? '-0' : String(s[el.dataset.stat]); // full precision, for checks
+    }
     bar.value = 1;
     const ms = performance.now() - t0;
     $('t-progress-text').textContent = `statistics in ${ms.toFixed(0)} ms${t.nbytes >= 1 << 20 ? ` (${((2 * t.nbytes) / 1e6 / (ms / 1000)).toFixed(0)} MB/s over two passes)` : ''}`;
@@ -687,7 +699,7 @@ async function showPage(page) {
     html += `<tr><th>${start + r * PAGE_COLS}</th>`;
     for (let j = 0; j < PAGE_COLS; j++) {
       const i = r * PAGE_COLS + j;
-      html += i < n ? `<td data-index="${start + i}">${fmt(v[i])}</td>` : '<td></td>';
+      html += i < n ? `<td data-index="${start + i}" data-value="${Object.is(v[i], -0) ? '-0' : v[i]}">${fmt(v[i])}</td>` : '<td></td>';
     }
     html += '</tr>';
   }

@@ -8,44 +8,18 @@
 // an AbortSignal.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync, ftruncateSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { serve, parseRange } from '../../web-demo/serve.mjs';
 import * as tensorlane from '../../js/node.js';
-import { ggufSplits, safetensorsFile } from './_model_files.mjs';
+import { ggufSplits, safetensorsFile, sparseSafetensors } from './_model_files.mjs';
 
 const FIXTURES = new URL('../data/fixtures/', import.meta.url);
 const manifest = JSON.parse(readFileSync(new URL('manifest.json', FIXTURES), 'utf8'));
 const fixture = (f) => fileURLToPath(new URL(f, FIXTURES));
 const bytesOf = (a) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
-
-/** A sparse safetensors file of about `gb` GB (truncate: no data blocks written): its path and header length. */
-export function sparseSafetensors(dir, gb = 50) {
-  const header = {};
-  const each = 1 << 30; // 1 GiB float32 tensors
-  let at = 0;
-  const n = Math.ceil((gb * 1e9) / each);
-  for (let i = 0; i < n; i++) {
-    header[`model.layers.${i}.weight`] = { dtype: 'F32', shape: [each / 4 / 1024, 1024], data_offsets: [at, at + each] };
-    at += each;
-  }
-  header['model.norm.weight'] = { dtype: 'F32', shape: [4], data_offsets: [at, at + 16] };
-  at += 16;
-  let json = JSON.stringify(header);
-  json += ' '.repeat((8 - (json.length % 8)) % 8);
-  const file = join(dir, 'sparse-50gb.safetensors');
-  const fd = openSync(file, 'w');
-  const len = Buffer.alloc(8);
-  len.writeBigUInt64LE(BigInt(json.length));
-  writeSync(fd, len, 0, 8, 0);
-  writeSync(fd, Buffer.from(json), 0, json.length, 8);
-  writeSync(fd, Buffer.from(new Float32Array([1, 2, 3, 4]).buffer), 0, 16, 8 + json.length + at - 16);
-  ftruncateSync(fd, 8 + json.length + at);
-  closeSync(fd);
-  return { file, size: 8 + json.length + at, headerBytes: 8 + json.length, tensors: n + 1 };
-}
 
 describe('open(url): HTTP Range reads', () => {
   let server, url, dir, sparse;
