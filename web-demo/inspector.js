@@ -119,9 +119,11 @@ export function openFiles(files) {
   if (!list.length) return queue;
   queue = queue.then(async () => {
     setState('loading');
+    const t0 = performance.now();
     const byName = new Map(list.map((f) => [f.name, f]));
     const results = await call('open', { files: list }).promise;
-    return addResults(results, (r) => ({ file: byName.get(r.name), files: list }));
+    const listMs = performance.now() - t0;
+    return addResults(results, (r) => ({ file: byName.get(r.name), files: list, listMs }));
   });
   return queue;
 }
@@ -130,9 +132,11 @@ export function openUrl(url, { param = 'url' } = {}) {
   const abs = new URL(url, location.href).href;
   queue = queue.then(async () => {
     setState('loading');
+    const t0 = performance.now();
     const results = await call('open', { url: abs }).promise;
+    const listMs = performance.now() - t0;
     if (param && !results[0].error) setParam(param, url);
-    return addResults(results, () => ({ url: abs }));
+    return addResults(results, () => ({ url: abs, listMs }));
   });
   return queue;
 }
