@@ -549,6 +549,15 @@ export interface ModelReader extends ModelReaderBase {
   dequantize(name: string): Float32Array;
   /** Statistics of a tensor (two passes over its stored bytes; see TensorStats). */
   stats(name: string, options?: StatsOptions): TensorStats;
+  /** Stored bytes [offset, offset + length) of a tensor stored as-is (`layout.zeroCopy`); other layouts throw. */
+  readBytes(name: string, offset?: number, length?: number): Uint8Array;
+  /**
+   * Elements [start, start + count) as numbers, reading only their bytes when the tensor is stored
+   * as-is (GGUF: the blocks around them, dequantized): float16/bfloat16/float8/float4 decoded,
+   * integers and bools as numbers. Float64Array for float64 and 32/64-bit integers, else
+   * Float32Array. Complex tensors throw.
+   */
+  values(name: string, start?: number, count?: number): Float32Array | Float64Array;
 }
 
 /** A model over a Blob/File: open read only header-like bytes; each tensor is read when asked for. */
@@ -558,6 +567,10 @@ export interface ModelBlobReader extends ModelReaderBase {
   dequantize(name: string): Promise<Float32Array>;
   /** Statistics of a tensor, reading it in `chunkBytes` slices twice (never whole; see StatsOptions). */
   stats(name: string, options?: StatsOptions): Promise<TensorStats>;
+  /** As ModelReader.readBytes: one slice of the Blob, or ranged GETs of a URL. */
+  readBytes(name: string, offset?: number, length?: number): Promise<Uint8Array>;
+  /** As ModelReader.values, reading only the bytes of those elements. */
+  values(name: string, start?: number, count?: number): Promise<Float32Array | Float64Array>;
 }
 
 /**

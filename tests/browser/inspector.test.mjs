@@ -296,7 +296,13 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
     assert.match(text, /at byte \d+/);
     assert.ok(await page.isVisible('#error'));
     await page.screenshot({ path: shot('error'), fullPage: true });
-    await page.setInputFiles('#files', fixturePath('gguf/tiny-llama.gguf'));
+    // Dropped (a synthetic drop event with a DataTransfer, as a person's drag and drop gives).
+    await page.evaluate(async () => {
+      const dt = new DataTransfer();
+      dt.items.add(new File([await (await fetch('/tests/data/fixtures/gguf/tiny-llama.gguf')).arrayBuffer()], 'tiny-llama.gguf'));
+      document.getElementById('drop').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+    });
+    await page.waitForFunction(() => window.inspector.models.length === 2);
     await settled();
     assert.equal(await state(), 'ready');
     assert.equal((await models()).at(-1).tensors.length, 5);
