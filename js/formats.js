@@ -293,7 +293,8 @@ export function makeFormats(backend, zt, io = {}) {
     const ctx = new Context(main, options);
     ctx.phase = 'open';
     // The magic first: a .zt goes to its own reader (which reads its header and tail itself).
-    const peek = Math.min(8, main.size);
+    // (A URL's probe already holds its first 64 KiB: the parsers start from all of it.)
+    const peek = Math.min(main.remote ? Math.max(8, main.remote.head.byteLength) : 8, main.size);
     const head = peek > 0 ? yield () => main.read(0, peek) : new Uint8Array(0);
     const magic = String.fromCharCode(...head.subarray(0, 4));
     if (options.format === undefined && (magic === '\x89ZT2' || magic === 'ZTEN')) {

@@ -105,6 +105,11 @@ export class RemoteFile {
     this.retries = probe.retries;
   }
 
+  /** The first bytes, fetched by the probe (a reader starts from them instead of asking again). */
+  get head() {
+    return this.#head;
+  }
+
   /** Probes `url` (one ranged GET of its first bytes) and resolves to a RemoteFile. */
   static async open(url, options = {}) {
     const base = typeof location !== 'undefined' ? location.href : undefined;

@@ -337,9 +337,12 @@ function refilter(m, keepSel = false) {
   $('gbody').style.position = 'relative';
   drawRows();
 }
+/** JavaScript time of the last table redraws (ms), for the benchmark. */
+const rowTimes = [];
 function drawRows() {
   const m = models[active];
   if (!m) return;
+  const t0 = performance.now();
   const g = $('grid');
   const top = Math.max(0, g.scrollTop - ROW);
   const first = Math.max(0, Math.floor(top / ROW) - 5);
@@ -353,6 +356,8 @@ function drawRows() {
       `<span class="num">${count(t.numel)}</span><span class="num">${bytes(t.nbytes)}</span><span class="num">${t.offset ?? '—'}</span></div>`;
   }
   $('gbody').innerHTML = html;
+  rowTimes.push(performance.now() - t0);
+  if (rowTimes.length > 1000) rowTimes.shift();
 }
 let rowFrame = 0;
 $('grid').addEventListener('scroll', () => {
@@ -874,6 +879,7 @@ window.inspector = {
   openTensor,
   exportNpy,
   exported,
+  rowTimes,
   activate: (name) => activate(models.findIndex((m) => m.name === name)),
   get active() {
     return models[active];
