@@ -344,6 +344,14 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
     // Regex search.
     await page.fill('#search', '/^model\\.layers\\.624\\.w[0-3]$/');
     await page.waitForFunction(() => document.getElementById('count').textContent.startsWith('4 of'));
+    // The filtered list exported as CSV and JSON.
+    await page.click('#export-csv');
+    const csv = await page.evaluate(() => window.inspector.exported.last.blob.text());
+    const node = tensorlane.open(generated.get('many.safetensors'));
+    assert.deepEqual(csv.trim().split('\n'), ['name,dtype,shape,parameters,bytes,offset,source', ...[0, 1, 2, 3].map((k) => `"model.layers.624.w${k}","float16","1",1,2,${node.info(`model.layers.624.w${k}`).layout.offset},""`)]);
+    await page.click('#export-json');
+    const json = JSON.parse(await page.evaluate(() => window.inspector.exported.last.blob.text()));
+    assert.deepEqual(json.map((r) => [r.name, r.dtype, r.shape, r.bytes]), [0, 1, 2, 3].map((k) => [`model.layers.624.w${k}`, 'float16', [1], 2]));
     assert.deepEqual(problems, []);
   });
 
