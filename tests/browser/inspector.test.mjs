@@ -355,6 +355,69 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
     assert.deepEqual(problems, []);
   });
 
+  it('heatmaps keep the aspect ratio, average or take absmax of blocks, show constants neutrally, and slice N-D tensors', { timeout: 60000 }, async () => {
+    const tall = new Float32Array(4096 * 64).map((_, i) => (i % 64) - 32 + (Math.floor(i / 64) % 8 === 0 ? 100 : 0));
+    const cube = new Float32Array(3 * 4 * 5).map((_, i) => i);
+    generated.set('heat.safetensors', safetensorsFile([
+      ['tall', { dtype: 'F32', shape: [4096, 64], data: new Uint8Array(tall.buffer) }],
+      ['zeros', { dtype: 'F32', shape: [64, 4096], data: new Uint8Array(64 * 4096 * 4) }],
+      ['cube', { dtype: 'F32', shape: [3, 4, 5], data: new Uint8Array(cube.buffer) }],
+    ]));
+    await fresh('?url=/gen/heat.safetensors');
+    const heat = () => page.evaluate(() => {
+      const c = document.getElementById('heat');
+      return { w: c.width, h: c.height, cw: c.clientWidth, ch: c.clientHeight, constant: c.dataset.constant, info: document.getElementById('hm-info').textContent };
+    });
+    /** Moves the mouse over heatmap pixel (x, y) and returns the hover line. */
+    const hoverPixel = (x, y) =>
+      page.evaluate(([x, y]) => {
+        const c = document.getElementById('heat');
+        const r = c.getBoundingClientRect();
+        const clientX = r.left + c.clientLeft + ((x + 0.3) * c.clientWidth) / c.width;
+        const clientY = r.top + c.clientTop + ((y + 0.3) * c.clientHeight) / c.height;
+        c.dispatchEvent(new MouseEvent('mousemove', { clientX, clientY, bubbles: true }));
+        return document.getElementById('hover').textContent;
+      }, [x, y]);
+    const drawn = (n) => page.waitForFunction((x) => document.getElementById('hm-info').textContent.includes(x), n, { timeout: 30000 });
+    await openTensor('tall');
+    await drawn('px');
+    let h = await heat();
+    // 4096×64 in 8×8 blocks: 512 rows by 8 columns of pixels, drawn at that ratio.
+    assert.deepEqual([h.w, h.h], [8, 512]);
+    assert.ok(Math.abs(h.cw / h.ch - 8 / 512) < 0.02, `${h.cw}x${h.ch}`);
+    assert.equal(h.constant, 'false');
+    // Block mean of rows 0-7, cols 0-7 (row 0 has +100 on each value).
+    const mean = (rows, cols) => {
+      let s = 0;
+      for (const r of rows) for (const c of cols) s += tall[r * 64 + c];
+      return s / (rows.length * cols.length);
+    };
+    const range = (a, n) => Array.from({ length: n }, (_, i) => a + i);
+    assert.equal(await hoverPixel(0, 0), `rows 0–7, cols 0–7: mean ${Number(mean(range(0, 8), range(0, 8)).toPrecision(6))}`);
+    await page.selectOption('#hm-mode', 'absmax');
+    await drawn('(absmax)');
+    const absmax = Math.max(...range(0, 8).flatMap((r) => range(0, 8).map((c) => Math.abs(tall[r * 64 + c]))));
+    assert.equal(absmax, 75);
+    assert.equal(await hoverPixel(0, 0), `rows 0–7, cols 0–7: max |v| ${absmax}`);
+    await page.selectOption('#hm-mode', 'mean');
+    await openTensor('zeros');
+    await drawn('constant');
+    h = await heat();
+    assert.equal(h.constant, 'true');
+    assert.deepEqual([h.w, h.h], [512, 8]);
+    const px = await page.evaluate(() => [...document.getElementById('heat').getContext('2d').getImageData(0, 0, 512, 8).data.slice(0, 8)]);
+    assert.deepEqual(px, [228, 231, 236, 255, 228, 231, 236, 255], 'a neutral grey, not a colour of the scale');
+    await openTensor('cube');
+    await drawn('slice 0 of 3');
+    await page.fill('#hm-slice', '2');
+    await page.dispatchEvent('#hm-slice', 'change');
+    await drawn('slice 2 of 3');
+    assert.equal(await hoverPixel(0, 0), '[0, 0]: value 40');
+    assert.equal(await hoverPixel(4, 3), '[3, 4]: value 59');
+    await page.screenshot({ path: shot('heatmap'), fullPage: true });
+    assert.deepEqual(problems, []);
+  });
+
   it('Compare and Graph tabs mount their modules or say they are not available', { timeout: 60000 }, async () => {
     await fresh();
     await page.setInputFiles('#files', [fixturePath('onnx/external.onnx'), fixturePath('onnx/external.onnx.data'), fixturePath('onnx/initializers.onnx')]);
