@@ -299,7 +299,7 @@ export function makeFormats(backend, zt, io = {}) {
     const magic = String.fromCharCode(...head.subarray(0, 4));
     if (options.format === undefined && (magic === '\x89ZT2' || magic === 'ZTEN')) {
       main.close?.();
-      return zt.open(input, { head });
+      return zt.open(input, { head, companions: options.companions });
     }
     if (peek > 0) {
       ctx.bytesRead += peek;
@@ -313,7 +313,7 @@ export function makeFormats(backend, zt, io = {}) {
     } catch (e) {
       if (!(e.format === 'formats' && e.kind === 'unsupported' && options.format === undefined)) throw e;
       // No format matched: say also what the .zt reader makes of it (a damaged .zt keeps its rule).
-      const asZt = yield () => settle(() => zt.open(input, { head }));
+      const asZt = yield () => settle(() => zt.open(input, { head, companions: options.companions }));
       if (asZt.ok) return asZt.value;
       e.message = `${e.message}; read as .zt: ${asZt.error.message}`;
       e.rule = asZt.error.rule;
@@ -322,7 +322,7 @@ export function makeFormats(backend, zt, io = {}) {
     if (json.delegate) {
       main.close?.();
       ctx.session.free?.();
-      return zt.open(input, { head });
+      return zt.open(input, { head, companions: options.companions });
     }
     const cat = JSON.parse(json, revive);
     ctx.format = cat.format;

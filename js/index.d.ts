@@ -419,7 +419,7 @@ export interface OpenOptions {
   /** Force a format instead of detecting it by content. */
   format?: ModelFormat | 'zt';
   /**
-   * Companion files by the name the model gives them (or their base name): safetensors shards, GGUF
+   * Companion files by the name the model gives them (or their base name): safetensors shards, .zt shards (of a Blob: `<stem>-<name>.zt`, `<name>`, `<name>.zt`), GGUF
    * splits, ONNX external data. For a Node path they are otherwise found in the model's folder.
    * Names that would leave that folder are refused by the reader before they are asked for.
    */

@@ -261,7 +261,7 @@ export function makeZt(backend, io = {}) {
     return new ZtReader(backend, meta, read, () => bytes, false);
   }
 
-  async function openBlob(blob, known) {
+  async function openBlob(blob, known, companions) {
     const size = blob.size;
     const tailStart = Math.max(0, size - ZT_TAIL_WINDOW);
     const get = async (o, l) => new Uint8Array(await blob.slice(o, o + l).arrayBuffer());
@@ -299,7 +299,34 @@ export function makeZt(backend, io = {}) {
       }
       return shards.get(shard);
     };
+    // Blobs given as {companions} (files dropped together) are shards by the names shardPath() tries.
+    const givenShard = (shard) => {
+      const stem = (blob.name ?? '').replace(/\.[^.]*$/, '');
+      const name = [`${stem}-${shard}.zt`, shard, `${shard}.zt`].find((n) => companions?.[n] !== undefined);
+      if (name === undefined) return undefined;
+      const f = companions[name];
+      if (!isBlob(f)) throw new TypeError(`shard ${JSON.stringify(shard)}: a .zt opened from a Blob takes its shards as Blobs`);
+      const want = meta.shards?.[shard]?.size;
+      if (f.size !== want) {
+        const e = new TensorlaneError(`ShardIdentity: ${name} is ${f.size} bytes; the shard table says ${want}`);
+        e.rule = 'ShardIdentity';
+        throw e;
+      }
+      return f;
+    };
     const read = (offset, length, shard) => {
+      if (shard !== undefined && companions) {
+        let f;
+        try {
+          f = givenShard(shard);
+        } catch (e) {
+          return Promise.reject(e);
+        }
+        if (f) {
+          if (offset + length > f.size) return Promise.reject(ztError(new Error(`BlobBounds: blob [${offset}, +${length}) runs past shard ${shard}`)));
+          return f.slice(offset, offset + length).arrayBuffer().then((b) => new Uint8Array(b));
+        }
+      }
       if (shard !== undefined && blob instanceof RemoteFile) {
         return remoteShard(shard).then((f) => {
           if (offset + length > f.size) throw ztError(new Error(`BlobBounds: blob [${offset}, +${length}) runs past shard ${shard}`));
@@ -307,7 +334,7 @@ export function makeZt(backend, io = {}) {
         });
       }
       if (shard !== undefined) {
-        const e = new TensorlaneError(`Unsupported: the part lives in shard ${JSON.stringify(shard)}; a Blob source cannot resolve shards`);
+        const e = new TensorlaneError(`Unsupported: the part lives in shard ${JSON.stringify(shard)}; pass the shard file as {companions: {name: Blob}}`);
         e.rule = 'Unsupported';
         return Promise.reject(e);
       }
@@ -327,7 +354,7 @@ export function makeZt(backend, io = {}) {
       return openBytes(io.openPath(source), source);
     }
     // A RemoteFile (open(url)) reads like a Blob: size, slice(start, end).arrayBuffer().
-    if (isBlob(source) || source instanceof RemoteFile) return openBlob(source, options.head);
+    if (isBlob(source) || source instanceof RemoteFile) return openBlob(source, options.head, options.companions);
     return openBytes(asBytes(source, 'open expects a path (Node), a Uint8Array, an ArrayBuffer, or a Blob/File'), undefined);
   }
 

@@ -96,13 +96,25 @@ async function openFiles(files) {
       const id = nextModel++;
       models.set(id, { reader, cache: null });
       for (const s of reader.sources ?? []) if (s) used.add(s.split('/').pop());
+      // A sharded .zt: its shard files (by the names the reader tries) are part of it.
+      if (reader.format === 'zt' && reader.shards) {
+        const stem = f.name.replace(/\.[^.]*$/, '');
+        for (const s of Object.keys(reader.shards)) for (const n of [`${stem}-${s}.zt`, s, `${s}.zt`]) if (byName[n]) used.add(n);
+      }
       out.push(describe(id, f.name, f.size, reader, performance.now() - t0));
     } catch (e) {
       out.push({ name: f.name, size: f.size, error: errorOf(e) });
     }
   }
-  // Companions nobody asked for were opened on their own above; a companion a later model read is dropped from the list.
-  return out.filter((m) => !(m.error && used.has(m.name)));
+  // A file opened on its own before a later model read it as a companion (a .zt data shard) is dropped from the list.
+  return out.filter((m) => {
+    if (!used.has(m.name)) return true;
+    if (m.model) {
+      models.get(m.model)?.reader.close?.();
+      models.delete(m.model);
+    }
+    return false;
+  });
 }
 
 async function openUrl(url) {

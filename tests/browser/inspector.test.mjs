@@ -114,6 +114,7 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
     'safetensors/dtypes.safetensors', 'safetensors/sharded/model.safetensors.index.json', 'safetensors/sharded/model-00001-of-00002.safetensors',
     'safetensors/sharded/model-00002-of-00002.safetensors', 'gguf/tiny-llama.gguf', 'gguf/types.gguf', 'onnx/external.onnx', 'onnx/external.onnx.data',
     'pt/mlp-state-dict.pt', 'pt/views.legacy.pt', 'npz/compressed.npz', 'npy/fortran-order-f64.npy', 'hdf5/libver-latest.h5', 'basic-canonical.zt',
+    'sharded-data.zt', 'sharded.zt', 'sharded-00001.zt',
   ];
 
   it('opens every format by the file input: table rows and totals as the manifest says', { timeout: 120000 }, async () => {
@@ -122,7 +123,7 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
     await page.setInputFiles('#files', PICKED.map(fixturePath));
     await settled();
     const ms = await models();
-    const main = PICKED.filter((f) => !/\.data$|-0000\d-of/.test(f));
+    const main = PICKED.filter((f) => !/\.data$|-0000\d-of|^sharded-/.test(f));
     assert.deepEqual(ms.map((m) => m.name).sort(), main.map((f) => f.split('/').pop()).sort(), 'shards and external data were companions');
     for (const file of main) {
       const name = file.split('/').pop();
@@ -141,6 +142,11 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
       await page.evaluate(() => window.inspector.switchView('tensors'));
       assert.deepEqual(await allRows(), entry(file).tensors.map((t) => t.name), `${file}: table rows`);
     }
+    // A sharded .zt picked with its shards: a part in a shard reads from the shard's File.
+    await page.evaluate(() => window.inspector.activate('sharded.zt'));
+    const w = await openTensor('layer.weight');
+    assert.equal(w.state, 'done');
+    assert.equal(w.stats.count.text, '16');
     const ix = ms.find((m) => m.name === 'model.safetensors.index.json');
     assert.deepEqual(ix.sources.slice(1).sort(), ['model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors']);
     await page.evaluate(() => window.inspector.activate('tiny-llama.gguf'));
