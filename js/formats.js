@@ -17,6 +17,7 @@
 // or, for a path, from the same folder.
 
 import { DTYPES, TensorlaneError, asBytes, inferDtype, isBlob, then, widen } from './common.js';
+import { RemoteFile, isUrl } from './http.js';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 /** First read of a file, and the smallest read after it. */
@@ -42,6 +43,18 @@ export const MAX_READ = 16 << 20;
  */
 export const MAX_ROUNDS = 4096;
 
+/** Slices stats() requests ahead of the one it sums (lazy sources read while the core works). */
+export const STATS_READ_AHEAD = 4;
+
+/** Throws the signal's reason (an AbortError) when `signal` is aborted. */
+function aborted(signal) {
+  if (!signal?.aborted) return;
+  if (signal.reason !== undefined) throw signal.reason;
+  const e = new Error('stats: aborted');
+  e.name = 'AbortError';
+  throw e;
+}
+
 /** Histogram bins of stats() unless {bins} says otherwise. */
 export const STATS_BINS = 64;
 /** The slice stats() reads at a time (whole elements or blocks of it). */
@@ -51,7 +64,7 @@ export const STATS_CHUNK_BYTES = 4 << 20;
 const GGML_PLAIN = { F32: 'float32', F16: 'float16', BF16: 'bfloat16', F64: 'float64', I8: 'int8', I16: 'int16', I32: 'int32', I64: 'int64' };
 
 /** What open() accepts, for the TypeError it throws on anything else. */
-const OPEN_EXPECTS = 'open expects a path (Node), a Uint8Array/Buffer, an ArrayBuffer, or a Blob/File';
+const OPEN_EXPECTS = 'open expects a path (Node), an http(s) URL, a Uint8Array/Buffer, an ArrayBuffer, or a Blob/File';
 
 /** A TensorlaneError with the fields of a core FormatError ({format, kind, offset, tensor, message, display}). */
 function formatError(e) {
@@ -112,8 +125,19 @@ function blobSource(blob) {
   };
 }
 
+/** A source over a file on an HTTP(S) server (js/http.js: ranged GETs, bounded parallel, retried, ETag-checked). */
+function remoteSource(remote) {
+  return { name: remote.name, size: remote.size, lazy: true, remote, read: (o, l) => remote.read(o, l) };
+}
+
+/** Whether `input` is opened over HTTP: a URL, or (where there are no paths: browsers) any string, resolved against the page. */
+function isRemote(input, io) {
+  return isUrl(input) || (typeof input === 'string' && !io.pathSource);
+}
+
 /** `input` as a source; `io.pathSource(path)` (Node) opens a path. */
 function toSource(input, io, name) {
+  if (input instanceof RemoteFile) return remoteSource(input);
   if (typeof input === 'string') {
     if (!io.pathSource) throw new TypeError('open(path) needs Node; pass a Uint8Array or a Blob');
     return io.pathSource(input);
@@ -198,14 +222,26 @@ export function makeFormats(backend, zt, io = {}) {
       this.maxRounds = options.maxRounds ?? MAX_ROUNDS;
     }
 
-    /** Resolves companion `name` to a source: `options.companions`, else next to a path. */
-    companion(name) {
+    /**
+     * Resolves companion `name` to a source: `options.companions` (a URL there is fetched), else
+     * next to a path, else (a file opened by URL) the URL of `name` relative to it.
+     */
+    *companion(name) {
       const given = this.options.companions;
       const base = name.split('/').pop();
       const input = given?.[name] ?? given?.[base];
       let src;
-      if (input !== undefined) src = toSource(input, io, base);
-      let why = 'pass it as {companions: {name: Blob | bytes}}';
+      let why = 'pass it as {companions: {name: Blob | bytes | URL}}';
+      if (input !== undefined && isRemote(input, io)) {
+        const r = yield () => settle(() => RemoteFile.open(input, this.options));
+        if (!r.ok) throw jsError(this.format ?? 'formats', 'companion', `the model needs its companion file '${name}': ${r.error.message}`);
+        src = remoteSource(r.value);
+      } else if (input !== undefined) src = toSource(input, io, base);
+      if (!src && this.main.remote) {
+        const r = yield () => settle(() => this.main.remote.sibling(name));
+        if (!r.ok) throw jsError(this.format ?? 'formats', 'companion', `the model needs its companion file '${name}': ${r.error.message}`);
+        src = remoteSource(r.value);
+      }
       if (!src && this.main.path && io.companionPath) {
         const p = io.companionPath(this.main.path, name);
         try {
@@ -243,7 +279,7 @@ export function makeFormats(backend, zt, io = {}) {
         if (st.delegate) return { delegate: st.delegate };
         const { source, offset, len, register } = st.need;
         if (register) {
-          if (!this.sources.has(source)) this.companion(source);
+          if (!this.sources.has(source)) yield* this.companion(source);
           continue;
         }
         if (!held.has(source)) held.set(source, []);
@@ -260,12 +296,13 @@ export function makeFormats(backend, zt, io = {}) {
     const ctx = new Context(main, options);
     ctx.phase = 'open';
     // The magic first: a .zt goes to its own reader (which reads its header and tail itself).
-    const peek = Math.min(8, main.size);
+    // (A URL's probe already holds its first 64 KiB: the parsers start from all of it.)
+    const peek = Math.min(main.remote ? Math.max(8, main.remote.head.byteLength) : 8, main.size);
     const head = peek > 0 ? yield () => main.read(0, peek) : new Uint8Array(0);
     const magic = String.fromCharCode(...head.subarray(0, 4));
     if (options.format === undefined && (magic === '\x89ZT2' || magic === 'ZTEN')) {
       main.close?.();
-      return zt.open(input, { head });
+      return zt.open(input, { head, companions: options.companions });
     }
     if (peek > 0) {
       ctx.bytesRead += peek;
@@ -287,7 +324,7 @@ export function makeFormats(backend, zt, io = {}) {
       const endsZt = tail.length === 8 && tail.every((b, i) => b === ZT_MAGIC[i]);
       const tooShort = main.size < 48 && !/it is plain text|ONNX external data/.test(e.message);
       if (!endsZt && !tooShort) throw e;
-      const asZt = yield () => settle(() => zt.open(input, { head }));
+      const asZt = yield () => settle(() => zt.open(input, { head, companions: options.companions }));
       if (asZt.ok) return asZt.value;
       e.message = `${e.message}; read as .zt: ${asZt.error.message}`;
       e.rule = asZt.error.rule;
@@ -296,7 +333,7 @@ export function makeFormats(backend, zt, io = {}) {
     if (json.delegate) {
       main.close?.();
       ctx.session.free?.();
-      return zt.open(input, { head });
+      return zt.open(input, { head, companions: options.companions });
     }
     const cat = JSON.parse(json, revive);
     ctx.format = cat.format;
@@ -308,6 +345,10 @@ export function makeFormats(backend, zt, io = {}) {
    * Bytes and (Node) paths give a reader at once; a Blob gives a Promise of a lazy reader.
    */
   function open(source, options = {}) {
+    if (isRemote(source, io)) {
+      // A URL: probed (one ranged GET of its first 64 KiB), then read like a Blob.
+      return RemoteFile.open(source, options).then((remote) => run(openSteps(remote, remoteSource(remote), options)));
+    }
     if (typeof source === 'string' && io.openModel && options.format === undefined && options.companions === undefined) {
       const reader = openNative(source);
       if (reader) return reader;
@@ -540,6 +581,73 @@ export function makeFormats(backend, zt, io = {}) {
       return then(this.#bytes(name), (bytes) => run(statsSteps(t, bytes.byteLength, (o, n) => bytes.subarray(o, o + n), options)));
     }
 
+    /**
+     * The stored bytes [offset, offset + length) of a tensor stored as-is (`layout.zeroCopy`),
+     * read from its source alone: one slice of a Blob, ranged GETs of a URL, a view of bytes or
+     * a mapped path. Other layouts (inflated, gathered, big-endian) are a TensorlaneError.
+     */
+    readBytes(name, offset = 0, length) {
+      const t = this.info(name);
+      const L = t.layout;
+      if (!L.zeroCopy) throw jsError(this.format, 'unsupported', `tensor '${name}' is not stored as-is (${L.storage}${L.bigEndian ? ', big-endian' : ''}); read it whole with tensor()`, { tensor: name });
+      length ??= L.length - offset;
+      if (!(Number.isSafeInteger(offset) && Number.isSafeInteger(length) && offset >= 0 && length >= 0 && offset + length <= L.length)) {
+        throw new RangeError(`readBytes: [${offset}, +${length}) is outside tensor '${name}' (${L.length} bytes)`);
+      }
+      const ctx = this.#ctx;
+      if (ctx instanceof NativeContext) return ctx.bytes(this.#index.get(name), L).subarray(offset, offset + length);
+      const src = ctx.sources.get(L.source);
+      return then(src.read(L.offset + offset, length), (b) => {
+        if (!src.memory) {
+          ctx.bytesRead += b.byteLength;
+          ctx.reads++;
+        }
+        return b;
+      });
+    }
+
+    /**
+     * Elements [start, start + count) of tensor `name` as numbers (C order), reading only their
+     * bytes when the tensor is stored as-is (GGUF: the whole blocks around them): GGUF blocks
+     * dequantized by the core, float16/bfloat16/float8/float4 decoded, integers and bools as
+     * numbers. A Float64Array for float64 and 32/64-bit integers, else a Float32Array. Other
+     * layouts are read whole once by tensor() and sliced. Complex tensors are refused.
+     */
+    values(name, start = 0, count) {
+      const t = this.info(name);
+      const numel = t.shape.reduce((n, d) => n * Number(d), 1);
+      count ??= numel - start;
+      if (!(Number.isSafeInteger(start) && Number.isSafeInteger(count) && start >= 0 && count >= 0 && start + count <= numel)) {
+        throw new RangeError(`values: [${start}, +${count}) is outside tensor '${name}' (${numel} elements)`);
+      }
+      if (t.ggml?.quantized) {
+        const { blockSize, typeSize, type } = t.ggml;
+        const b0 = Math.floor(start / blockSize);
+        const b1 = Math.ceil((start + count) / blockSize);
+        const skip = start - b0 * blockSize;
+        const dq = (bytes) => {
+          try {
+            return backend.ggmlDequantize(type, bytes).subarray(skip, skip + count);
+          } catch (e) {
+            const parsed = parsedError(e);
+            if (!parsed) throw e;
+            throw formatError({ ...parsed, tensor: name });
+          }
+        };
+        if (t.layout.zeroCopy) return then(this.readBytes(name, b0 * typeSize, (b1 - b0) * typeSize), dq);
+        return then(this.#bytes(name), (all) => dq(all.subarray(b0 * typeSize, b1 * typeSize)));
+      }
+      const dtype = t.ggml ? GGML_PLAIN[t.dtype] ?? t.dtype : t.dtype;
+      const dec = DECODE[dtype];
+      if (!dec) throw jsError(this.format, 'unsupported', `${t.dtype} values cannot be shown as numbers (read the raw bytes with tensor())`, { tensor: name });
+      const [per, num] = dec.perByte ? [1, 2] : [dec.size, 1]; // float4: two elements a byte
+      const b0 = Math.floor((start * per) / num);
+      const b1 = Math.ceil(((start + count) * per) / num);
+      const cut = (bytes) => dec.decode(bytes).subarray(start - (b0 * num) / per, start - (b0 * num) / per + count);
+      if (t.layout.zeroCopy) return then(this.readBytes(name, b0, b1 - b0), cut);
+      return then(this.#bytes(name), (all) => cut(all.subarray(b0, b1)));
+    }
+
     /** Frees the backend's session (wasm memory) and closes file descriptors; the reader cannot read tensors afterwards. */
     close() {
       this.#ctx.close?.();
@@ -567,15 +675,30 @@ export function makeFormats(backend, zt, io = {}) {
       }
     };
     const report = statsProgress(options.onProgress, total);
+    const depth = Math.max(1, Math.floor(options.readAhead ?? STATS_READ_AHEAD));
+    const signal = options.signal;
     // Pass 2 follows pass 1, so progress counts up to twice the bytes (as the native driver's).
+    // Up to `depth` slices are requested ahead (a Blob or URL then reads while the core sums).
     function* pass(acc, base) {
-      for (let o = 0; o < total; o += step) {
-        const n = Math.min(step, total - o);
-        const b = yield () => read(o, n);
+      const ahead = [];
+      let next = 0;
+      for (let o = 0; o < total; ) {
+        while (ahead.length < depth && next < total) {
+          const n = Math.min(step, total - next);
+          const p = read(next, n);
+          if (p instanceof Promise) p.catch(() => {}); // awaited below; not "unhandled" when abandoned
+          ahead.push([n, p]);
+          next += n;
+        }
+        const [n, p] = ahead.shift();
+        const b = yield () => p;
+        aborted(signal);
         acc.push(b);
-        report(base + o + n);
+        o += n;
+        report(base + o);
       }
     }
+    aborted(signal);
     const s = guard(() => new backend.StatsSummary(t.dtype, ggml, numel, total));
     let summary;
     try {
@@ -647,6 +770,54 @@ function statsResult(t, summary, histogram) {
     histogram: { edges: Float64Array.from(histogram.edges, num), counts: histogram.counts },
   };
 }
+
+/** float8 decoders: the 256 values of each byte (ml_dtypes' conversions). */
+function f8Table(expBits, bias, kind) {
+  const mBits = 7 - expBits;
+  const out = new Float32Array(256);
+  for (let b = 0; b < 256; b++) {
+    const sign = b & 0x80 ? -1 : 1;
+    const e = (b >> mBits) & ((1 << expBits) - 1);
+    const m = b & ((1 << mBits) - 1);
+    const maxE = (1 << expBits) - 1;
+    let v;
+    if (kind === 'fnuz' && b === 0x80) v = NaN;
+    else if (kind === 'fn' && e === maxE && m === (1 << mBits) - 1) v = NaN;
+    else if (kind === 'ieee' && e === maxE) v = m ? NaN : sign * Infinity;
+    else if (e === 0) v = sign * (m / (1 << mBits)) * 2 ** (1 - bias);
+    else v = sign * (1 + m / (1 << mBits)) * 2 ** (e - bias);
+    out[b] = v;
+  }
+  return out;
+}
+const F8 = {
+  float8_e4m3fn: f8Table(4, 7, 'fn'),
+  float8_e4m3fnuz: f8Table(4, 8, 'fnuz'),
+  float8_e5m2: f8Table(5, 15, 'ieee'),
+  float8_e5m2fnuz: f8Table(5, 16, 'fnuz'),
+  float8_e8m0fnu: Float32Array.from({ length: 256 }, (_, b) => (b === 255 ? NaN : 2 ** (b - 127))),
+};
+const F4E2M1 = Float32Array.from({ length: 16 }, (_, n) => (n & 8 ? -1 : 1) * [0, 0.5, 1, 1.5, 2, 3, 4, 6][n & 7]);
+const copyOf = (bytes) => Uint8Array.prototype.slice.call(bytes).buffer;
+const lookup = (table) => (bytes) => Float32Array.from(bytes, (b) => table[b]);
+/** Per dtype: element size and a decoder of little-endian bytes into a Float32Array/Float64Array. */
+const DECODE = {
+  float32: { size: 4, decode: (b) => new Float32Array(copyOf(b)) },
+  float64: { size: 8, decode: (b) => new Float64Array(copyOf(b)) },
+  float16: { size: 2, decode: (b) => widen('float16', new Uint16Array(copyOf(b))) },
+  bfloat16: { size: 2, decode: (b) => widen('bfloat16', new Uint16Array(copyOf(b))) },
+  int8: { size: 1, decode: (b) => Float32Array.from(new Int8Array(copyOf(b))) },
+  uint8: { size: 1, decode: (b) => Float32Array.from(b) },
+  bool: { size: 1, decode: (b) => Float32Array.from(b, (x) => (x ? 1 : 0)) },
+  int16: { size: 2, decode: (b) => Float32Array.from(new Int16Array(copyOf(b))) },
+  uint16: { size: 2, decode: (b) => Float32Array.from(new Uint16Array(copyOf(b))) },
+  int32: { size: 4, decode: (b) => Float64Array.from(new Int32Array(copyOf(b))) },
+  uint32: { size: 4, decode: (b) => Float64Array.from(new Uint32Array(copyOf(b))) },
+  int64: { size: 8, decode: (b) => Float64Array.from(new BigInt64Array(copyOf(b)), Number) },
+  uint64: { size: 8, decode: (b) => Float64Array.from(new BigUint64Array(copyOf(b)), Number) },
+  float4_e2m1fn: { perByte: 2, decode: (b) => Float32Array.from({ length: 2 * b.length }, (_, i) => F4E2M1[i & 1 ? b[i >> 1] >> 4 : b[i >> 1] & 15]) },
+  ...Object.fromEntries(Object.entries(F8).map(([k, t]) => [k, { size: 1, decode: lookup(t) }])),
+};
 
 /** The listing entry a user sees for one catalog tensor. */
 function entry(t) {

@@ -415,14 +415,14 @@ export interface TensorEntry {
   ggml?: GgmlInfo;
 }
 
-/** What a Node path, bytes or a Blob can be: the first argument of open() and a companion. */
-export type ModelSource = string | Blob | Uint8Array | ArrayBuffer | ArrayBufferView;
+/** What a Node path, an http(s) URL, bytes or a Blob can be: the first argument of open() and a companion. */
+export type ModelSource = string | URL | Blob | Uint8Array | ArrayBuffer | ArrayBufferView;
 
 export interface OpenOptions {
   /** Force a format instead of detecting it by content. */
   format?: ModelFormat | 'zt';
   /**
-   * Companion files by the name the model gives them (or their base name): safetensors shards, GGUF
+   * Companion files by the name the model gives them (or their base name): safetensors shards, .zt shards (of a Blob: `<stem>-<name>.zt`, `<name>`, `<name>.zt`), GGUF
    * splits, ONNX external data. For a Node path they are otherwise found in the model's folder.
    * Names that would leave that folder are refused by the reader before they are asked for.
    */
@@ -436,6 +436,35 @@ export interface OpenOptions {
   maxRounds?: number;
   /** Called after every read while listing or reading a tensor. */
   onProgress?: (p: { phase: 'open' | 'tensor'; bytesRead: number; reads: number }) => void;
+  // --- open(url) only (HTTP Range reads through fetch; companions are fetched as sibling URLs)
+  /** Ranged GETs in flight per file (default 8). */
+  concurrency?: number;
+  /** Reads longer than this are split into parallel ranged GETs of this size (default 8 MiB). */
+  partBytes?: number;
+  /** Bytes of the first ranged GET, which also gives the length and ETag (default 64 KiB). */
+  probeBytes?: number;
+  /** Retries per request on 5xx/429 and network errors, with backoff 100 ms, 200 ms, ... (default 4). */
+  retries?: number;
+  /** Send the open-time ETag as If-Match (default true; the response's ETag is compared either way). */
+  ifMatch?: boolean;
+  /** fetch's credentials mode (default 'same-origin'). */
+  credentials?: 'omit' | 'same-origin' | 'include';
+  /** Aborts every request of this reader. */
+  signal?: AbortSignal;
+  /** The fetch to use (default globalThis.fetch). */
+  fetch?: typeof fetch;
+}
+
+/**
+ * Errors of open(url) are TensorlaneErrors with `format: 'http'`, `kind` (`'http'`, `'network'`,
+ * `'range'`: the server does not do Range right, `'changed'`: the object was replaced while read,
+ * `'url'`), the `url`, the HTTP `status` when there was one and the byte `offset` of the read.
+ */
+export interface HttpError extends TensorlaneError {
+  format: 'http';
+  kind: 'http' | 'network' | 'range' | 'changed' | 'url';
+  url: string;
+  status?: number;
 }
 
 interface ModelReaderBase {
@@ -500,6 +529,10 @@ export interface StatsOptions {
   chunkBytes?: number;
   /** Called after each slice: pass 1 (`'summary'`) then pass 2 (`'histogram'`); `bytesDone` counts up to `bytesTotal`, twice the tensor's bytes. */
   onProgress?: (p: { phase: 'summary' | 'histogram'; bytesDone: number; bytesTotal: number }) => void;
+  /** Stops between slices with the signal's reason (an AbortError) once aborted (the native path over a Node path runs to the end). */
+  signal?: AbortSignal;
+  /** Slices requested ahead of the one being summed (default 4): a Blob or URL reads while the core works. */
+  readAhead?: number;
 }
 
 /**
@@ -519,6 +552,15 @@ export interface ModelReader extends ModelReaderBase {
   dequantize(name: string): Float32Array;
   /** Statistics of a tensor (two passes over its stored bytes; see TensorStats). */
   stats(name: string, options?: StatsOptions): TensorStats;
+  /** Stored bytes [offset, offset + length) of a tensor stored as-is (`layout.zeroCopy`); other layouts throw. */
+  readBytes(name: string, offset?: number, length?: number): Uint8Array;
+  /**
+   * Elements [start, start + count) as numbers, reading only their bytes when the tensor is stored
+   * as-is (GGUF: the blocks around them, dequantized): float16/bfloat16/float8/float4 decoded,
+   * integers and bools as numbers. Float64Array for float64 and 32/64-bit integers, else
+   * Float32Array. Complex tensors throw.
+   */
+  values(name: string, start?: number, count?: number): Float32Array | Float64Array;
 }
 
 /** A model over a Blob/File: open read only header-like bytes; each tensor is read when asked for. */
@@ -528,6 +570,10 @@ export interface ModelBlobReader extends ModelReaderBase {
   dequantize(name: string): Promise<Float32Array>;
   /** Statistics of a tensor, reading it in `chunkBytes` slices twice (never whole; see StatsOptions). */
   stats(name: string, options?: StatsOptions): Promise<TensorStats>;
+  /** As ModelReader.readBytes: one slice of the Blob, or ranged GETs of a URL. */
+  readBytes(name: string, offset?: number, length?: number): Promise<Uint8Array>;
+  /** As ModelReader.values, reading only the bytes of those elements. */
+  values(name: string, start?: number, count?: number): Promise<Float32Array | Float64Array>;
 }
 
 /**
@@ -538,8 +584,16 @@ export interface ModelBlobReader extends ModelReaderBase {
  * its header. A path or bytes give a reader at once; a Blob gives a Promise of a lazy reader.
  * Errors are TensorlaneErrors with `format`, `kind`, `offset` and `tensor` (`.zt`: `rule`).
  */
-export declare function open(source: string | Uint8Array | ArrayBuffer | ArrayBufferView, options?: OpenOptions): ModelReader | ZtReader;
 export declare function open(source: Blob, options?: OpenOptions): Promise<ModelBlobReader | ZtBlobReader>;
+/**
+ * A file on an HTTP(S) server (in a browser any string, resolved against the page), read with
+ * Range requests: one ranged GET of the first 64 KiB gives length, ETag and the header, then only
+ * what the reader asks for, in parallel parts, retried on 5xx/network errors, each checked against
+ * the ETag. Companions (shards, GGUF splits, ONNX external data, .zt shards) are the URLs next to it.
+ */
+export declare function open(source: URL | `http://${string}` | `https://${string}`, options?: OpenOptions): Promise<ModelBlobReader | ZtBlobReader>;
+/** A Node path or bytes: synchronous. */
+export declare function open(source: string | Uint8Array | ArrayBuffer | ArrayBufferView, options?: OpenOptions): ModelReader | ZtReader;
 
 /**
  * Statistics of values in memory, as `reader.stats()` gives them: `data` holds `dtype` elements

@@ -14,6 +14,7 @@
 // a Blob/File is read lazily with blob.slice(), so open(blob), get() and verify() are async.
 
 import { DTYPES, TensorlaneError, asBytes, inferDtype, isBlob, then, widen } from './common.js';
+import { RemoteFile } from './http.js';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 /** Bytes read from the end of a file at open (the core's tail window). */
@@ -260,7 +261,7 @@ export function makeZt(backend, io = {}) {
     return new ZtReader(backend, meta, read, () => bytes, false);
   }
 
-  async function openBlob(blob, known) {
+  async function openBlob(blob, known, companions) {
     const size = blob.size;
     const tailStart = Math.max(0, size - ZT_TAIL_WINDOW);
     const get = async (o, l) => new Uint8Array(await blob.slice(o, o + l).arrayBuffer());
@@ -270,9 +271,70 @@ export function makeZt(backend, io = {}) {
     const pieces = [[0, head], [tailStart, tail]];
     for (const [o, l] of plan(size, tail, tailStart)) pieces.push([o, await get(o, l)]);
     const meta = describe(backend, size, pieces);
+    // A file opened by URL finds its shards as URLs next to it, named as shardPath() names files.
+    const shards = new Map();
+    const remoteShard = (shard) => {
+      if (!shards.has(shard)) {
+        const stem = blob.name.replace(/\.[^.]*$/, '');
+        const tries = [`${stem}-${shard}.zt`, shard, `${shard}.zt`];
+        const want = meta.shards?.[shard]?.size;
+        shards.set(
+          shard,
+          (async () => {
+            const why = [];
+            for (const name of tries) {
+              try {
+                const f = await blob.sibling(name);
+                if (want !== undefined && f.size !== want) throw new Error(`${f.url} has ${f.size} bytes, the shard table says ${want}`);
+                return f;
+              } catch (e) {
+                why.push(e.message);
+              }
+            }
+            const e = new TensorlaneError(`Unsupported: the part lives in shard ${JSON.stringify(shard)}, which was not found next to ${blob.url} (${why.join('; ')})`);
+            e.rule = 'Unsupported';
+            throw e;
+          })(),
+        );
+      }
+      return shards.get(shard);
+    };
+    // Blobs given as {companions} (files dropped together) are shards by the names shardPath() tries.
+    const givenShard = (shard) => {
+      const stem = (blob.name ?? '').replace(/\.[^.]*$/, '');
+      const name = [`${stem}-${shard}.zt`, shard, `${shard}.zt`].find((n) => companions?.[n] !== undefined);
+      if (name === undefined) return undefined;
+      const f = companions[name];
+      if (!isBlob(f)) throw new TypeError(`shard ${JSON.stringify(shard)}: a .zt opened from a Blob takes its shards as Blobs`);
+      const want = meta.shards?.[shard]?.size;
+      if (f.size !== want) {
+        const e = new TensorlaneError(`ShardIdentity: ${name} is ${f.size} bytes; the shard table says ${want}`);
+        e.rule = 'ShardIdentity';
+        throw e;
+      }
+      return f;
+    };
     const read = (offset, length, shard) => {
+      if (shard !== undefined && companions) {
+        let f;
+        try {
+          f = givenShard(shard);
+        } catch (e) {
+          return Promise.reject(e);
+        }
+        if (f) {
+          if (offset + length > f.size) return Promise.reject(ztError(new Error(`BlobBounds: blob [${offset}, +${length}) runs past shard ${shard}`)));
+          return f.slice(offset, offset + length).arrayBuffer().then((b) => new Uint8Array(b));
+        }
+      }
+      if (shard !== undefined && blob instanceof RemoteFile) {
+        return remoteShard(shard).then((f) => {
+          if (offset + length > f.size) throw ztError(new Error(`BlobBounds: blob [${offset}, +${length}) runs past shard ${shard}`));
+          return f.read(offset, length);
+        });
+      }
       if (shard !== undefined) {
-        const e = new TensorlaneError(`Unsupported: the part lives in shard ${JSON.stringify(shard)}; a Blob source cannot resolve shards`);
+        const e = new TensorlaneError(`Unsupported: the part lives in shard ${JSON.stringify(shard)}; pass the shard file as {companions: {name: Blob}}`);
         e.rule = 'Unsupported';
         return Promise.reject(e);
       }
@@ -291,7 +353,8 @@ export function makeZt(backend, io = {}) {
       if (!io.openPath) throw new TypeError('open(path) needs Node; pass a Uint8Array or a Blob');
       return openBytes(io.openPath(source), source);
     }
-    if (isBlob(source)) return openBlob(source, options.head);
+    // A RemoteFile (open(url)) reads like a Blob: size, slice(start, end).arrayBuffer().
+    if (isBlob(source) || source instanceof RemoteFile) return openBlob(source, options.head, options.companions);
     return openBytes(asBytes(source, 'open expects a path (Node), a Uint8Array, an ArrayBuffer, or a Blob/File'), undefined);
   }
 

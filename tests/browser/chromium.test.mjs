@@ -62,7 +62,7 @@ describe('Chromium: web demo on the wasm build', { skip: missing ?? false }, () 
   it('renders the inspector (worker + wasm) for fetched packets', async () => {
     const shared = ['large_float32_256x1024', 'bundle_with_sparse', 'quant_qint8_per_channel_axis1', 'compress_tile_f64_integrity', 'string_mixed_utf8'];
     const list = ['/gen/normal_f32.tenso', '/gen/model.tenso', ...shared.map((n) => `/tests/data/vectors/tenso/${n}.tenso`)];
-    await page.goto(`${url}/web-demo/?packets=${list.join(',')}`);
+    await page.goto(`${url}/web-demo/packets.html?packets=${list.join(',')}`);
     await page.waitForSelector('body[data-done="true"]', { timeout: 30000 });
     const summary = await page.evaluate(() => ({
       cards: document.querySelectorAll('.card').length,
@@ -114,7 +114,7 @@ describe('Chromium: web demo on the wasm build', { skip: missing ?? false }, () 
     ztPage.on('pageerror', (e) => errs.push(`pageerror: ${e.message}`));
     ztPage.on('console', (m) => m.type() === 'error' && errs.push(`console: ${m.text()}`));
     try {
-      await ztPage.goto(`${url}/web-demo/?packets=`);
+      await ztPage.goto(`${url}/web-demo/packets.html?packets=`);
       await ztPage.waitForSelector('body[data-done="true"]', { timeout: 30000 });
       // Count every byte sliced out of a File; snapshot the count when the page says open() returned.
       await ztPage.evaluate(() => {

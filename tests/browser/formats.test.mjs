@@ -34,7 +34,7 @@ describe('Chromium: the inspector opens model files lazily', { skip: missing ?? 
     page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
     page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
     page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
-    await page.goto(`${url}/web-demo/?packets=`);
+    await page.goto(`${url}/web-demo/packets.html?packets=`);
     await page.waitForSelector('body[data-done="true"]', { timeout: 30000 });
     // Count every byte sliced out of a File; snapshot the count when the page says open() returned.
     await page.evaluate(() => {

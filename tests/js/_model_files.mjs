@@ -2,6 +2,9 @@
 // whose headers are small, so a reader that fetches only what it needs reads a tiny part of them.
 // Not a test file itself.
 
+import { closeSync, ftruncateSync, openSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+
 const enc = new TextEncoder();
 
 function u32(n) {
@@ -162,4 +165,30 @@ export function ggufSplits(prefix = 'model') {
     [`${prefix}-00001-of-00002.gguf`, ggufFile([['general.architecture', { type: 'STRING', value: 'llama' }], ...tags(0)], [['a', { type: 0, ne: [4], data: new Uint8Array(a.buffer) }]])],
     [`${prefix}-00002-of-00002.gguf`, ggufFile(tags(1), [['b', { type: 0, ne: [3, 2], data: new Uint8Array(b.buffer) }]])],
   ];
+}
+
+/** A sparse safetensors file of about `gb` GB (truncate: no data blocks written): its path and header length. */
+export function sparseSafetensors(dir, gb = 50) {
+  const header = {};
+  const each = 1 << 30; // 1 GiB float32 tensors
+  let at = 0;
+  const n = Math.ceil((gb * 1e9) / each);
+  for (let i = 0; i < n; i++) {
+    header[`model.layers.${i}.weight`] = { dtype: 'F32', shape: [each / 4 / 1024, 1024], data_offsets: [at, at + each] };
+    at += each;
+  }
+  header['model.norm.weight'] = { dtype: 'F32', shape: [4], data_offsets: [at, at + 16] };
+  at += 16;
+  let json = JSON.stringify(header);
+  json += ' '.repeat((8 - (json.length % 8)) % 8);
+  const file = join(dir, 'sparse-50gb.safetensors');
+  const fd = openSync(file, 'w');
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(json.length));
+  writeSync(fd, len, 0, 8, 0);
+  writeSync(fd, Buffer.from(json), 0, json.length, 8);
+  writeSync(fd, Buffer.from(new Float32Array([1, 2, 3, 4]).buffer), 0, 16, 8 + json.length + at - 16);
+  ftruncateSync(fd, 8 + json.length + at);
+  closeSync(fd);
+  return { file, size: 8 + json.length + at, headerBytes: 8 + json.length, tensors: n + 1 };
 }

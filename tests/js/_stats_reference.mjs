@@ -89,3 +89,24 @@ export function companionsOf(e) {
   for (const t of e.tensors ?? []) if (t.shard) out[t.shard] = dir(e.file) + t.shard;
   return out;
 }
+
+/**
+ * NumPy's (ml_dtypes', gguf-py's for GGUF blocks) float64 values of each case `{id, dtype, shape,
+ * bytes}` as bit patterns (BigInt), so NaN and -0 compare exactly.
+ */
+export function referenceValues(cases) {
+  const dir = mkdtempSync(join(tmpdir(), 'tensorlane-values-ref-'));
+  const requests = cases.map((c, i) => {
+    const file = join(dir, `${i}.bin`);
+    writeFileSync(file, c.bytes);
+    return { id: c.id, dtype: c.dtype, numel: c.shape.reduce((n, d) => n * d, 1), file };
+  });
+  const out = JSON.parse(runPy(['values'], JSON.stringify(requests)));
+  return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, v.map((h) => BigInt(`0x${h}`))]));
+}
+
+/** The float64 bit patterns of `values` (any numeric TypedArray or array), as referenceValues gives them. */
+export function bitsOf(values) {
+  const f = Float64Array.from(values, Number);
+  return [...new BigUint64Array(f.buffer)];
+}

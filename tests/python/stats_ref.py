@@ -227,6 +227,15 @@ def stats_requests() -> None:
     json.dump(out, sys.stdout)
 
 
+def values_requests() -> None:
+    """Each request's values ({id, dtype, numel, file}) as float64 bit patterns (hex): NaN survives JSON."""
+    out = {}
+    for r in json.load(sys.stdin):
+        v = values(r["dtype"], r["numel"], Path(r["file"]).read_bytes())[: r["numel"]]
+        out[r["id"]] = [format(bits(x), "016x") for x in v]
+    json.dump(out, sys.stdout)
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "gen":
@@ -235,7 +244,9 @@ if __name__ == "__main__":
         ref(Path(sys.argv[2]))
     elif cmd == "stats":
         stats_requests()
+    elif cmd == "values":
+        values_requests()
     elif cmd == "special":
         special(sys.argv[2])
     else:
-        sys.exit(f"unknown command {cmd!r}: use gen, ref, stats or special")
+        sys.exit(f"unknown command {cmd!r}: use gen, ref, stats, values or special")

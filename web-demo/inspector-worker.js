@@ -1,0 +1,341 @@
+// The inspector's Web Worker: every model is opened and read here, through the package's own API
+// (open, reader.stats, reader.values, reader.readBytes), so the page's thread only draws.
+//
+// Requests are `{id, op, ...}`; answers `{id, result}` or `{id, error}`, with `{id, progress}`
+// and `{id, chunk}` (npy export) in between. `{op: 'cancel', target}` aborts a running request.
+//   open     {files?: File[], url?: string}  -> [{model, ...description} | {name, error}]
+//   close    {model}
+//   stats    {model, name, bins}              -> TensorStats (streamed in chunkBytes slices)
+//   values   {model, name, start, count}      -> Float64Array
+//   heatmap  {model, name, slice, mode, maxW, maxH} -> {w, h, data, rows, cols, block, ...}
+//   npy      {model, name}                    -> chunks of a .npy file, then {bytes, dtype}
+import * as tensorlane from '../js/browser.js';
+
+/** Bytes read per slice while streaming statistics, heatmaps and exports (bounded memory, no 2 GiB read). */
+const CHUNK_BYTES = 4 << 20;
+/** A tensor that cannot be read by element range (inflated, gathered, a .zt part) is read whole only up to this. */
+const WHOLE_LIMIT = 512 << 20;
+
+const models = new Map();
+let nextModel = 1;
+const running = new Map();
+
+/** The error fields the page shows (the reader's rule, kind, byte offset, tensor, HTTP status). */
+function errorOf(e) {
+  return { message: String(e?.message ?? e), name: e?.name, format: e?.format, kind: e?.kind, rule: e?.rule, offset: e?.offset, tensor: e?.tensor, status: e?.status, url: e?.url };
+}
+
+/** A metadata value as short text: long arrays (GGUF tokenizer vocabularies) collapsed to their first items and length. */
+function short(v, depth = 0) {
+  if (typeof v === 'bigint') return `${v}`;
+  if (typeof v === 'number') return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(7)));
+  if (typeof v === 'string') return v.length > 200 ? `${JSON.stringify(v.slice(0, 200))}… (${v.length} chars)` : JSON.stringify(v);
+  if (v instanceof Uint8Array) return `<${v.length} bytes>`;
+  if (Array.isArray(v)) return `[${v.slice(0, 6).map((x) => short(x, depth + 1)).join(', ')}${v.length > 6 ? `, … ${v.length} items` : ''}]`;
+  if (v && typeof v === 'object') {
+    if (depth > 2) return '{…}';
+    const e = Object.entries(v);
+    return `{${e.slice(0, 8).map(([k, x]) => `${k}: ${short(x, depth + 1)}`).join(', ')}${e.length > 8 ? `, … ${e.length} keys` : ''}}`;
+  }
+  return String(v);
+}
+
+function metadataRows(reader) {
+  const meta = reader.format === 'zt' ? reader.attributes ?? {} : reader.metadata ?? {};
+  return Object.entries(meta).map(([key, v]) => ({ key, value: short(v), items: Array.isArray(v) ? v.length : null, type: Array.isArray(v) ? 'array' : v instanceof Uint8Array ? 'bytes' : typeof v }));
+}
+
+const numel = (shape) => shape.reduce((n, d) => n * Number(d), 1);
+
+/** The row the page shows for one listing entry. */
+function entryOf(t) {
+  return {
+    name: t.name,
+    dtype: t.dtype ?? t.layout?.ztLayout ?? '?',
+    shape: t.shape.map(Number),
+    numel: numel(t.shape),
+    nbytes: t.nbytes,
+    offset: t.layout?.offset ?? null,
+    source: t.layout?.source ?? '',
+    storage: t.layout?.storage ?? '',
+    quant: t.ggml?.quantized ? t.ggml.name : null,
+  };
+}
+
+/** What the page lists about a reader. */
+function describe(model, name, size, reader, openMs) {
+  const tensors = reader.tensors.map(entryOf);
+  return {
+    model,
+    name,
+    size,
+    format: reader.format,
+    tensors,
+    metadata: metadataRows(reader),
+    skipped: reader.skipped ?? [],
+    sources: reader.sources ?? [''],
+    bytesRead: reader.bytesRead ?? null,
+    reads: reader.reads ?? null,
+    openMs,
+  };
+}
+
+/** Opens dropped/picked files: indexes, graphs and first GGUF splits first; files a model read as companions are not opened again. */
+async function openFiles(files) {
+  const rank = (f) => (/\.(json|onnx)$/i.test(f.name) ? 0 : /-0*1-of-\d+\.gguf$/i.test(f.name) ? 1 : 2);
+  const list = [...files].sort((a, b) => rank(a) - rank(b));
+  const byName = Object.fromEntries(list.map((f) => [f.name, f]));
+  const used = new Set();
+  const out = [];
+  for (const f of list) {
+    if (used.has(f.name)) continue;
+    const companions = Object.fromEntries(Object.entries(byName).filter(([n]) => n !== f.name));
+    const t0 = performance.now();
+    try {
+      const reader = await tensorlane.open(f, { companions });
+      const id = nextModel++;
+      models.set(id, { reader, cache: null });
+      for (const s of reader.sources ?? []) if (s) used.add(s.split('/').pop());
+      // A sharded .zt: its shard files (by the names the reader tries) are part of it.
+      if (reader.format === 'zt' && reader.shards) {
+        const stem = f.name.replace(/\.[^.]*$/, '');
+        for (const s of Object.keys(reader.shards)) for (const n of [`${stem}-${s}.zt`, s, `${s}.zt`]) if (byName[n]) used.add(n);
+      }
+      out.push(describe(id, f.name, f.size, reader, performance.now() - t0));
+    } catch (e) {
+      out.push({ name: f.name, size: f.size, error: errorOf(e) });
+    }
+  }
+  // A file opened on its own before a later model read it as a companion (a .zt data shard) is dropped from the list.
+  return out.filter((m) => {
+    if (!used.has(m.name)) return true;
+    if (m.model) {
+      models.get(m.model)?.reader.close?.();
+      models.delete(m.model);
+    }
+    return false;
+  });
+}
+
+async function openUrl(url) {
+  const t0 = performance.now();
+  const abs = new URL(url, self.location.href).href;
+  // The file's length from the first answer's Content-Range, and the requests made (for the overview).
+  const net = { requests: 0, size: null };
+  const counted = async (u, init) => {
+    net.requests++;
+    const r = await fetch(u, init);
+    if (net.size === null && u === abs) {
+      const m = /\/(\d+)\s*$/.exec(r.headers.get('content-range') ?? '');
+      net.size = m ? Number(m[1]) : r.status === 200 ? Number(r.headers.get('content-length')) : null;
+    }
+    return r;
+  };
+  try {
+    const reader = await tensorlane.open(abs, { fetch: counted });
+    const id = nextModel++;
+    models.set(id, { reader, cache: null });
+    const name = decodeURIComponent(new URL(url, self.location.href).pathname.split('/').pop());
+    const d = describe(id, name, net.size, reader, performance.now() - t0);
+    d.url = url;
+    d.requests = net.requests;
+    return [d];
+  } catch (e) {
+    return [{ name: url, url, error: errorOf(e) }];
+  }
+}
+
+function model(id) {
+  const m = models.get(id);
+  if (!m) throw new Error(`model ${id} is closed`);
+  return m;
+}
+
+function aborted(signal) {
+  if (signal.aborted) throw Object.assign(new Error('cancelled'), { name: 'AbortError' });
+}
+
+/** Values [start, start + count) of a tensor: by element range where the reader can, else from one whole read (cached). */
+async function valuesOf(m, name, start, count) {
+  const r = m.reader;
+  if (r.format !== 'zt') {
+    const t = r.info(name);
+    if (t.layout.zeroCopy || t.nbytes > WHOLE_LIMIT) return r.values(name, start, count);
+  }
+  if (m.cache?.name !== name) {
+    const info = r.tensors.find((t) => t.name === name);
+    if (info.nbytes > WHOLE_LIMIT) throw new Error(`${name} is ${info.nbytes} bytes, not stored as-is: too large to decode whole here`);
+    let v;
+    if (r.format === 'zt') {
+      const a = await r.tensor(name, { widen: true });
+      v = a instanceof BigInt64Array || a instanceof BigUint64Array ? Float64Array.from(a, Number) : a;
+    } else v = await r.values(name);
+    m.cache = { name, values: v };
+  }
+  return m.cache.values.subarray(start, start + count);
+}
+
+/** Elements per streamed slice for a tensor of `t`'s dtype. */
+function sliceElements(t) {
+  const per = t.numel > 0 && t.nbytes ? t.nbytes / t.numel : 4;
+  return Math.max(1024, Math.floor(CHUNK_BYTES / Math.max(per, 1)));
+}
+
+async function stats(m, name, bins, signal, progress) {
+  const r = m.reader;
+  if (r.format === 'zt') {
+    const d = await r.get(name);
+    if (!d.data) throw new Error(`${name} is a ${d.layout ?? 'non-dense'} object: no statistics`);
+    return tensorlane.stats({ dtype: d.dtype, shape: d.shape, data: d.data }, { bins });
+  }
+  return r.stats(name, { bins, chunkBytes: CHUNK_BYTES, signal, onProgress: (p) => progress(p.bytesDone / p.bytesTotal) });
+}
+
+/**
+ * A heatmap of one 2-D slice (the last two dimensions; `slice` indexes the flattened leading
+ * ones): blocks of `block`×`block` elements (one block size on both axes keeps the aspect ratio),
+ * each the mean or the absolute maximum of its finite values, streamed row band by row band.
+ */
+async function heatmap(m, t, slice, mode, maxW, maxH, signal, progress) {
+  const nd = t.shape.length;
+  const rows = nd >= 2 ? t.shape[nd - 2] : 1;
+  const cols = nd >= 1 ? t.shape[nd - 1] : 1;
+  const slices = nd > 2 ? t.shape.slice(0, nd - 2).reduce((a, b) => a * b, 1) : 1;
+  if (!(slice >= 0 && slice < slices)) throw new RangeError(`slice ${slice} of ${slices}`);
+  const block = Math.max(1, Math.ceil(rows / maxH), Math.ceil(cols / maxW));
+  const w = Math.ceil(cols / block);
+  const h = Math.ceil(rows / block);
+  const acc = new Float64Array(w * h);
+  const cnt = new Float64Array(w * h);
+  const base = slice * rows * cols;
+  const band = Math.max(1, Math.floor(sliceElements(t) / cols));
+  let min = Infinity;
+  let max = -Infinity;
+  for (let r0 = 0; r0 < rows; r0 += band) {
+    aborted(signal);
+    const n = Math.min(band, rows - r0);
+    const v = await valuesOf(m, t.name, base + r0 * cols, n * cols);
+    for (let i = 0; i < n; i++) {
+      const by = Math.floor((r0 + i) / block) * w;
+      for (let j = 0; j < cols; j++) {
+        const x = v[i * cols + j];
+        if (!Number.isFinite(x)) continue;
+        if (x < min) min = x;
+        if (x > max) max = x;
+        const k = by + Math.floor(j / block);
+        if (mode === 'absmax') {
+          if (Math.abs(x) > acc[k]) acc[k] = Math.abs(x);
+        } else acc[k] += x;
+        cnt[k]++;
+      }
+    }
+    progress((r0 + n) / rows);
+  }
+  const data = new Float32Array(w * h);
+  for (let k = 0; k < data.length; k++) data[k] = cnt[k] === 0 ? NaN : mode === 'absmax' ? acc[k] : acc[k] / cnt[k];
+  return { w, h, data, rows, cols, block, slices, slice, mode, min: Number.isFinite(min) ? min : NaN, max: Number.isFinite(max) ? max : NaN };
+}
+
+// --- .npy export (the format numpy.save writes: version 1.0 header, padded to 64 bytes)
+const NPY_DESCR = { float32: '<f4', float64: '<f8', float16: '<f2', int8: '|i1', uint8: '|u1', int16: '<i2', uint16: '<u2', int32: '<i4', uint32: '<u4', int64: '<i8', uint64: '<u8', bool: '|b1', complex64: '<c8', complex128: '<c16' };
+
+/** numpy.lib.format's header for a C-order array of `descr` and `shape` (with numpy's growth-axis spare space). */
+export function npyHeader(descr, shape) {
+  const repr = shape.length === 0 ? '()' : shape.length === 1 ? `(${shape[0]},)` : `(${shape.join(', ')})`;
+  let h = `{'descr': '${descr}', 'fortran_order': False, 'shape': ${repr}, }`;
+  if (shape.length > 0) h += ' '.repeat(Math.max(0, 21 - String(shape[0]).length));
+  const v2 = h.length + 1 + 10 >= 65536;
+  const prefix = v2 ? 12 : 10;
+  const pad = 64 - ((prefix + h.length + 1) % 64);
+  h += `${' '.repeat(pad)}\n`;
+  const out = new Uint8Array(prefix + h.length);
+  out.set([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, v2 ? 2 : 1, 0]);
+  const dv = new DataView(out.buffer);
+  if (v2) dv.setUint32(8, h.length, true);
+  else dv.setUint16(8, h.length, true);
+  for (let i = 0; i < h.length; i++) out[prefix + i] = h.charCodeAt(i);
+  return out;
+}
+
+async function npy(m, t, signal, chunk, progress) {
+  const r = m.reader;
+  const raw = r.format !== 'zt' && NPY_DESCR[t.dtype] && !t.quant && r.info(t.name).layout.zeroCopy;
+  // Stored as-is in a NumPy dtype: the file's bytes; otherwise float32 values (bf16, float8, GGUF blocks dequantized).
+  const descr = raw ? NPY_DESCR[t.dtype] : t.dtype === 'float64' ? '<f8' : '<f4';
+  const header = npyHeader(descr, t.shape);
+  chunk(header);
+  let total = header.byteLength;
+  if (raw) {
+    const len = r.info(t.name).layout.length;
+    for (let o = 0; o < len; o += CHUNK_BYTES) {
+      aborted(signal);
+      const b = await r.readBytes(t.name, o, Math.min(CHUNK_BYTES, len - o));
+      const copy = b.buffer.byteLength === b.byteLength && b.byteOffset === 0 ? b : b.slice();
+      chunk(copy);
+      total += copy.byteLength;
+      progress((o + b.byteLength) / Math.max(1, len));
+    }
+  } else {
+    const step = Math.floor(CHUNK_BYTES / 4);
+    for (let s = 0; s < t.numel; s += step) {
+      aborted(signal);
+      const v = await valuesOf(m, t.name, s, Math.min(step, t.numel - s));
+      const out = descr === '<f8' ? Float64Array.from(v) : Float32Array.from(v);
+      chunk(new Uint8Array(out.buffer));
+      total += out.byteLength;
+      progress((s + v.length) / t.numel);
+    }
+  }
+  return { bytes: total, descr };
+}
+
+self.onmessage = async ({ data: msg }) => {
+  const { id, op } = msg;
+  if (op === 'cancel') {
+    running.get(msg.target)?.abort();
+    return;
+  }
+  const ac = new AbortController();
+  running.set(id, ac);
+  let last = 0;
+  const progress = (f) => {
+    const now = performance.now();
+    if (now - last < 50 && f < 1) return;
+    last = now;
+    self.postMessage({ id, progress: f });
+  };
+  try {
+    let result;
+    const transfer = [];
+    if (op === 'open') result = msg.url ? await openUrl(msg.url) : await openFiles(msg.files);
+    else if (op === 'close') {
+      models.get(msg.model)?.reader.close?.();
+      models.delete(msg.model);
+      result = true;
+    } else {
+      const m = model(msg.model);
+      if (!m.byName) m.byName = new Map(m.reader.tensors.map((x) => [x.name, x]));
+      const found = m.byName.get(msg.name);
+      if (!found) throw new Error(`no tensor named ${JSON.stringify(msg.name)}`);
+      const t = entryOf(found);
+      if (op === 'stats') {
+        const s = await stats(m, msg.name, msg.bins ?? 64, ac.signal, progress);
+        result = { ...s, histogram: { edges: [...s.histogram.edges], counts: s.histogram.counts } };
+      } else if (op === 'values') {
+        result = Float64Array.from(await valuesOf(m, msg.name, msg.start, msg.count));
+        transfer.push(result.buffer);
+      } else if (op === 'heatmap') {
+        result = await heatmap(m, t, msg.slice ?? 0, msg.mode ?? 'mean', msg.maxW ?? 512, msg.maxH ?? 512, ac.signal, progress);
+        transfer.push(result.data.buffer);
+      } else if (op === 'npy') {
+        result = await npy(m, t, ac.signal, (b) => self.postMessage({ id, chunk: b }, [b.buffer]), progress);
+      } else throw new Error(`unknown op ${op}`);
+    }
+    self.postMessage({ id, result }, transfer);
+  } catch (e) {
+    self.postMessage({ id, error: errorOf(e) });
+  } finally {
+    running.delete(id);
+  }
+};
+self.postMessage({ ready: true, backend: tensorlane.backendName });

@@ -1,0 +1,909 @@
+// The model inspector (web-demo/index.html): opens model files (picker, drag and drop) and URLs
+// (HTTP Range; `?url=`) in a Web Worker (inspector-worker.js) through the package's own API, and
+// draws: an overview (format, metadata, totals by dtype), a virtualised tensor table with search,
+// filters, sort and a layer tree, and one tensor (stats and histogram streamed with progress and
+// cancel, a block-downsampled heatmap, a paged value grid, .npy export). Compare and Graph views
+// are mounted from compare-view.js / graph-view.js when those modules exist.
+//
+// Hooks for automated checks: body[data-state] = loading | ready | error; each table row has
+// data-tensor; the stats panel (#tensor) has data-stats-state (running | done | cancelled | error)
+// and [data-stat] cells. window.inspector exposes the models and the last export.
+
+const $ = (id) => document.getElementById(id);
+const ROW = 24;
+const PAGE_ROWS = 16;
+const PAGE_COLS = 8;
+
+// --- formatting
+export function fmt(x) {
+  if (typeof x !== 'number') return String(x);
+  if (Number.isNaN(x)) return 'NaN';
+  if (!Number.isFinite(x)) return x > 0 ? 'Inf' : '-Inf';
+  if (Number.isInteger(x) && Math.abs(x) < 1e15) return String(x);
+  return Math.abs(x) >= 1e6 || (Math.abs(x) < 1e-4 && x !== 0) ? x.toExponential(4) : String(Number(x.toPrecision(6)));
+}
+export function bytes(n) {
+  if (n === null || n === undefined) return '?';
+  if (n < 1024) return `${n} B`;
+  const u = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  let i = -1;
+  do {
+    n /= 1024;
+    i++;
+  } while (n >= 1024 && i < u.length - 1);
+  return `${n.toFixed(n < 10 ? 2 : 1)} ${u[i]}`;
+}
+const count = (n) => (n >= 1e9 ? `${(n / 1e9).toFixed(2)} B` : n >= 1e6 ? `${(n / 1e6).toFixed(2)} M` : n >= 1e4 ? `${(n / 1e3).toFixed(1)} k` : String(n));
+const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
+const dtypeOf = (t) => t.quant ?? t.dtype;
+
+// --- the worker
+const worker = new Worker(new URL('./inspector-worker.js', import.meta.url), { type: 'module' });
+let nextId = 1;
+const calls = new Map();
+const workerReady = new Promise((resolve) => {
+  worker.addEventListener('message', ({ data }) => {
+    if (data.ready) return resolve(data.backend);
+    const c = calls.get(data.id);
+    if (!c) return;
+    if ('progress' in data) return c.onProgress?.(data.progress);
+    if ('chunk' in data) return c.onChunk?.(data.chunk);
+    calls.delete(data.id);
+    if (data.error) c.reject(Object.assign(new Error(data.error.message), data.error));
+    else c.resolve(data.result);
+  });
+});
+/** A request to the worker: {promise, cancel()}. */
+function call(op, args = {}, hooks = {}) {
+  const id = nextId++;
+  const promise = new Promise((resolve, reject) => {
+    calls.set(id, { resolve, reject, ...hooks });
+    worker.postMessage({ id, op, ...args });
+  });
+  return { id, promise, cancel: () => worker.postMessage({ op: 'cancel', target: id }) };
+}
+
+// --- page state
+const models = [];
+let active = -1;
+let view = 'overview';
+const params = new URLSearchParams(location.search);
+function setParam(k, v) {
+  if (v === null || v === undefined || v === '') params.delete(k);
+  else params.set(k, v);
+  const q = params.toString();
+  history.replaceState(null, '', q ? `?${q}` : location.pathname);
+}
+const setState = (s) => (document.body.dataset.state = s);
+
+function showError(title, e) {
+  const parts = [e.message];
+  const where = [];
+  if (e.rule) where.push(`rule ${e.rule}`);
+  if (e.kind && !e.rule) where.push(`${e.format ?? ''} ${e.kind}`.trim());
+  if (e.offset !== undefined && e.offset !== null) where.push(`at byte ${e.offset}`);
+  if (e.tensor) where.push(`tensor ${e.tensor}`);
+  if (e.status) where.push(`HTTP ${e.status}`);
+  if (where.length) parts.push(where.join(' · '));
+  $('error-title').textContent = title;
+  $('error-text').textContent = parts.join('\n');
+  $('error').classList.add('show');
+  $('error').dataset.rule = e.rule ?? e.kind ?? '';
+}
+$('error').querySelector('.close').addEventListener('click', () => $('error').classList.remove('show'));
+
+// --- opening
+let queue = Promise.resolve();
+function addResults(results, origin) {
+  let failed = null;
+  let first = -1;
+  for (const r of results) {
+    if (r.error) {
+      failed = r;
+      models.push({ ...r, failed: true });
+      continue;
+    }
+    models.push({ ...r, ...origin(r) });
+    if (first < 0) first = models.length - 1;
+  }
+  if (failed) showError(`${failed.name} could not be opened`, failed.error);
+  else $('error').classList.remove('show');
+  if (first >= 0) activate(first);
+  renderChips();
+  setState(failed ? 'error' : 'ready');
+  return results;
+}
+/** Opens Files (one model, or a set: index + shards, GGUF splits, ONNX + external data; several models at once). */
+export function openFiles(files) {
+  const list = [...files];
+  if (!list.length) return queue;
+  queue = queue.then(async () => {
+    setState('loading');
+    const t0 = performance.now();
+    const byName = new Map(list.map((f) => [f.name, f]));
+    const results = await call('open', { files: list }).promise;
+    const listMs = performance.now() - t0;
+    return addResults(results, (r) => ({ file: byName.get(r.name), files: list, listMs }));
+  });
+  return queue;
+}
+/** Opens a URL (HTTP Range reads in the worker). */
+export function openUrl(url, { param = 'url' } = {}) {
+  const abs = new URL(url, location.href).href;
+  queue = queue.then(async () => {
+    setState('loading');
+    const t0 = performance.now();
+    const results = await call('open', { url: abs }).promise;
+    const listMs = performance.now() - t0;
+    if (param && !results[0].error) setParam(param, url);
+    return addResults(results, () => ({ url: abs, listMs }));
+  });
+  return queue;
+}
+function closeModel(i) {
+  const m = models[i];
+  if (!m.failed) call('close', { model: m.model });
+  models.splice(i, 1);
+  if (m.url && params.get('url') === m.url) setParam('url', null);
+  if (active === i) {
+    closeTensor();
+    active = -1;
+    const next = models.findIndex((x) => !x.failed);
+    if (next >= 0) activate(next);
+    else renderEmpty();
+  } else if (active > i) active--;
+  renderChips();
+  if (!models.some((x) => x.failed)) $('error').classList.remove('show');
+  setState(models.some((x) => x.failed) ? 'error' : 'ready');
+}
+function renderChips() {
+  const box = $('models');
+  box.textContent = '';
+  models.forEach((m, i) => {
+    const chip = document.createElement('span');
+    chip.className = `chip${i === active ? ' active' : ''}${m.failed ? ' bad' : ''}`;
+    chip.dataset.model = m.name;
+    chip.title = m.failed ? m.error.message : `${m.format}, ${m.tensors.length} tensors`;
+    const label = document.createElement('span');
+    label.textContent = m.failed ? `${m.name} (refused)` : `${m.name} · ${m.format}`;
+    const x = document.createElement('button');
+    x.className = 'x';
+    x.textContent = '×';
+    x.title = 'close';
+    x.setAttribute('aria-label', `close ${m.name}`);
+    x.addEventListener('click', (ev) => {
+      ev.stopPropagation();
+      closeModel(i);
+    });
+    chip.append(label, x);
+    chip.addEventListener('click', () => (m.failed ? showError(`${m.name} could not be opened`, m.error) : activate(i)));
+    box.append(chip);
+  });
+  const ok = models.filter((m) => !m.failed);
+  $('tabs').querySelector('[data-view=compare]').disabled = ok.length < 2;
+  $('tabs').querySelector('[data-view=graph]').disabled = !(models[active]?.format === 'onnx');
+}
+
+function activate(i) {
+  if (active !== i) closeTensor();
+  active = i;
+  const m = models[i];
+  m.filter ??= { search: '', dtype: '', size: 0, sortKey: null, sortDir: 1, sel: 0 };
+  renderOverview(m);
+  renderTensors(m);
+  renderChips();
+  if ((view === 'compare' || view === 'graph') && $('tabs').querySelector(`[data-view=${view}]`).disabled) switchView('overview');
+  else if (view === 'compare' || view === 'graph') mountView(view);
+}
+function renderEmpty() {
+  $('ov-empty').hidden = false;
+  $('ov-body').hidden = true;
+  $('gbody').textContent = '';
+  $('tree').textContent = '';
+  $('count').textContent = '';
+}
+
+// --- overview
+function totals(m) {
+  const by = new Map();
+  let params = 0;
+  let nbytes = 0;
+  for (const t of m.tensors) {
+    const k = dtypeOf(t);
+    const e = by.get(k) ?? { dtype: k, tensors: 0, params: 0, bytes: 0 };
+    e.tensors++;
+    e.params += t.numel;
+    e.bytes += t.nbytes ?? 0;
+    by.set(k, e);
+    params += t.numel;
+    nbytes += t.nbytes ?? 0;
+  }
+  return { params, bytes: nbytes, rows: [...by.values()].sort((a, b) => b.params - a.params) };
+}
+function renderOverview(m) {
+  $('ov-empty').hidden = true;
+  $('ov-body').hidden = false;
+  const tot = totals(m);
+  m.totals = { tensors: m.tensors.length, params: tot.params, bytes: tot.bytes };
+  $('ov-title').textContent = m.name;
+  const facts = [
+    ['format', m.format],
+    ['source', m.url ?? `local file${m.sources.length > 1 ? 's' : ''}`],
+    ['file size', m.size === null ? '—' : `${bytes(m.size)} (${m.size} bytes)`],
+    ['tensors', m.tensors.length],
+    ['parameters', `${count(tot.params)} (${tot.params})`],
+    ['tensor bytes', `${bytes(tot.bytes)} (${tot.bytes})`],
+    ['read to list', m.bytesRead === null ? '—' : `${bytes(m.bytesRead)} in ${m.reads} reads${m.requests ? ` (${m.requests} HTTP requests)` : ''}${m.size ? ` (${((100 * m.bytesRead) / m.size).toPrecision(2)}% of the file)` : ''}, ${m.openMs.toFixed(1)} ms`],
+  ];
+  if (m.sources.length > 1) facts.push(['companions', m.sources.slice(1).join(', ')]);
+  if (m.skipped.length) facts.push(['skipped', m.skipped.map((s) => `${s.name} (${s.reason})`).join('; ')]);
+  $('ov-facts').innerHTML = facts.map(([k, v]) => `<tr><th>${esc(k)}</th><td class="val" data-fact="${esc(k)}">${esc(v)}</td></tr>`).join('');
+  $('ov-dtypes').innerHTML =
+    '<tr><th>dtype</th><th class="num">tensors</th><th class="num">parameters</th><th class="num">bytes</th><th class="num">share</th></tr>' +
+    tot.rows.map((r) => `<tr data-dtype="${esc(r.dtype)}"><td>${esc(r.dtype)}</td><td class="num">${r.tensors}</td><td class="num" data-params="${r.params}">${count(r.params)}</td><td class="num" data-bytes="${r.bytes}">${bytes(r.bytes)}</td><td class="num">${tot.params ? ((100 * r.params) / tot.params).toFixed(1) : 0}%</td></tr>`).join('') +
+    `<tr><th>total</th><th class="num">${m.tensors.length}</th><th class="num">${count(tot.params)}</th><th class="num">${bytes(tot.bytes)}</th><th></th></tr>`;
+  drawBars($('ov-chart'), tot.rows);
+  $('ov-meta-title').textContent = `Metadata (${m.metadata.length} keys)`;
+  $('ov-meta').innerHTML = m.metadata.length
+    ? m.metadata.map((r) => `<tr><td>${esc(r.key)}</td><td class="val">${esc(r.value)}</td></tr>`).join('')
+    : '<tr><td class="muted">none</td></tr>';
+}
+function drawBars(c, rows) {
+  const dpr = window.devicePixelRatio || 1;
+  const W = c.clientWidth || 560;
+  const H = Math.max(60, 26 * Math.min(rows.length, 12) + 10);
+  c.width = W * dpr;
+  c.height = H * dpr;
+  c.style.height = `${H}px`;
+  const g = c.getContext('2d');
+  g.scale(dpr, dpr);
+  g.clearRect(0, 0, W, H);
+  const max = Math.max(1, ...rows.map((r) => r.params));
+  g.font = '12px ui-monospace, monospace';
+  rows.slice(0, 12).forEach((r, i) => {
+    const y = 6 + i * 26;
+    g.fillStyle = '#394252';
+    g.fillText(r.dtype, 4, y + 14);
+    const w = Math.max(1, ((W - 190) * r.params) / max);
+    g.fillStyle = '#7f9fe0';
+    g.fillRect(100, y + 3, w, 16);
+    g.fillStyle = '#394252';
+    g.fillText(count(r.params), 106 + w, y + 15);
+  });
+}
+
+// --- tensors: search, filter, sort, virtual rows, layer tree
+export function matcher(q) {
+  q = q.trim();
+  if (!q) return () => true;
+  const re = /^\/(.+)\/([a-z]*)$/.exec(q);
+  if (re) {
+    try {
+      const r = new RegExp(re[1], re[2]);
+      return (s) => r.test(s);
+    } catch {
+      return () => false;
+    }
+  }
+  if (/[*?]/.test(q)) {
+    const r = new RegExp(`^${q.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`, 'i');
+    return (s) => r.test(s);
+  }
+  const low = q.toLowerCase();
+  return (s) => s.toLowerCase().includes(low);
+}
+const SORTS = {
+  name: (t) => t.name,
+  dtype: dtypeOf,
+  shape: (t) => t.shape.length * 1e18 + t.numel,
+  params: (t) => t.numel,
+  bytes: (t) => t.nbytes ?? -1,
+  offset: (t) => t.offset ?? -1,
+};
+function filtered(m) {
+  const f = m.filter;
+  const match = matcher(f.search);
+  let out = m.tensors.filter((t) => (!f.dtype || dtypeOf(t) === f.dtype) && (t.nbytes ?? 0) >= f.size && match(t.name));
+  if (f.sortKey) {
+    const key = SORTS[f.sortKey];
+    const cmp = (a, b) => {
+      const x = key(a);
+      const y = key(b);
+      return (x < y ? -1 : x > y ? 1 : 0) * f.sortDir;
+    };
+    out = out.slice().sort(cmp);
+  }
+  return out;
+}
+const COLS = [['name', 'name'], ['dtype', 'dtype'], ['shape', 'shape'], ['params', 'parameters', 'num'], ['bytes', 'bytes', 'num'], ['offset', 'offset', 'num']];
+let rowsNow = [];
+function renderTensors(m) {
+  const dsel = $('f-dtype');
+  const seen = [...new Set(m.tensors.map(dtypeOf))].sort();
+  dsel.innerHTML = '<option value="">all dtypes</option>' + seen.map((d) => `<option>${esc(d)}</option>`).join('');
+  dsel.value = m.filter.dtype;
+  $('search').value = m.filter.search;
+  $('f-size').value = String(m.filter.size);
+  m.tree ??= buildTree(m.tensors);
+  renderTree(m);
+  refilter(m);
+}
+function refilter(m, keepSel = false) {
+  rowsNow = filtered(m);
+  if (!keepSel) m.filter.sel = 0;
+  $('count').textContent = `${rowsNow.length} of ${m.tensors.length}`;
+  $('ghead').innerHTML = COLS.map(([k, label, cls]) => `<span data-sort="${k}" class="${cls ?? ''}">${label}${m.filter.sortKey === k ? (m.filter.sortDir > 0 ? ' ▲' : ' ▼') : ''}</span>`).join('');
+  $('gbody').style.height = `${rowsNow.length * ROW}px`;
+  $('gbody').style.position = 'relative';
+  drawRows();
+}
+/** JavaScript time of the last table redraws (ms), for the benchmark. */
+const rowTimes = [];
+function drawRows() {
+  const m = models[active];
+  if (!m) return;
+  const t0 = performance.now();
+  const g = $('grid');
+  const top = Math.max(0, g.scrollTop - ROW);
+  const first = Math.max(0, Math.floor(top / ROW) - 5);
+  const last = Math.min(rowsNow.length, Math.ceil((g.scrollTop + g.clientHeight) / ROW) + 5);
+  let html = '';
+  for (let i = first; i < last; i++) {
+    const t = rowsNow[i];
+    html +=
+      `<div class="row${i === m.filter.sel ? ' sel' : ''}" style="top:${i * ROW}px" data-i="${i}" data-tensor="${esc(t.name)}">` +
+      `<span title="${esc(t.name)}">${esc(t.name)}</span><span>${esc(dtypeOf(t))}</span><span>[${t.shape.join(', ')}]</span>` +
+      `<span class="num">${count(t.numel)}</span><span class="num">${bytes(t.nbytes)}</span><span class="num">${t.offset ?? '—'}</span></div>`;
+  }
+  $('gbody').innerHTML = html;
+  rowTimes.push(performance.now() - t0);
+  if (rowTimes.length > 1000) rowTimes.shift();
+}
+let rowFrame = 0;
+$('grid').addEventListener('scroll', () => {
+  cancelAnimationFrame(rowFrame);
+  rowFrame = requestAnimationFrame(drawRows);
+});
+$('ghead').addEventListener('click', (ev) => {
+  const k = ev.target.closest('[data-sort]')?.dataset.sort;
+  const m = models[active];
+  if (!k || !m) return;
+  m.filter.sortDir = m.filter.sortKey === k ? -m.filter.sortDir : 1;
+  m.filter.sortKey = k;
+  refilter(m);
+});
+$('gbody').addEventListener('click', (ev) => {
+  const row = ev.target.closest('.row');
+  if (!row) return;
+  models[active].filter.sel = Number(row.dataset.i);
+  drawRows();
+  openTensor(row.dataset.tensor);
+});
+let searchTimer = 0;
+$('search').addEventListener('input', () => {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(() => {
+    const m = models[active];
+    if (!m) return;
+    m.filter.search = $('search').value;
+    refilter(m);
+  }, 80);
+});
+$('f-dtype').addEventListener('change', () => models[active] && ((models[active].filter.dtype = $('f-dtype').value), refilter(models[active])));
+$('f-size').addEventListener('change', () => models[active] && ((models[active].filter.size = Number($('f-size').value)), refilter(models[active])));
+
+/** A trie of dotted names: {label, path, params, tensors, kids: Map}. */
+export function buildTree(tensors) {
+  const root = { label: '', path: '', params: 0, tensors: 0, kids: new Map() };
+  for (const t of tensors) {
+    let n = root;
+    n.params += t.numel;
+    n.tensors++;
+    const parts = t.name.split('.');
+    let path = '';
+    for (const p of parts) {
+      path = path ? `${path}.${p}` : p;
+      let k = n.kids.get(p);
+      if (!k) {
+        k = { label: p, path, params: 0, tensors: 0, kids: new Map(), sig: [] };
+        n.kids.set(p, k);
+      }
+      k.params += t.numel;
+      k.tensors++;
+      k.sig.push(`${t.name.slice(path.length)}:${dtypeOf(t)}:${t.shape.join('x')}`);
+      n = k;
+    }
+  }
+  return root;
+}
+/**
+ * A node's children for display: runs of numbered children (layers.0 … layers.N) with the same
+ * structure (the same relative names, dtypes and shapes) become one collapsed group.
+ */
+export function displayKids(node) {
+  const kids = [...node.kids.values()];
+  const out = [];
+  for (let i = 0; i < kids.length; ) {
+    const k = kids[i];
+    if (/^\d+$/.test(k.label)) {
+      const sig = k.sig.join('|');
+      let j = i + 1;
+      while (j < kids.length && /^\d+$/.test(kids[j].label) && kids[j].sig.join('|') === sig) j++;
+      if (j - i >= 2) {
+        const run = kids.slice(i, j);
+        out.push({ group: true, label: `${run[0].label}..${run[run.length - 1].label}`, repeat: run.length, members: run, params: run.reduce((n, x) => n + x.params, 0), tensors: run.reduce((n, x) => n + x.tensors, 0), path: node.path });
+        i = j;
+        continue;
+      }
+    }
+    out.push(k);
+    i++;
+  }
+  return out;
+}
+function renderTree(m) {
+  const box = $('tree');
+  box.textContent = '';
+  const all = document.createElement('div');
+  all.className = 'node';
+  all.innerHTML = `<span class="label">(all)</span><span class="n">${count(m.tree.params)}</span>`;
+  all.addEventListener('click', () => setSearch(m, ''));
+  box.append(all, kidsOf(m, m.tree, 0));
+}
+function setSearch(m, q) {
+  m.filter.search = q;
+  $('search').value = q;
+  refilter(m);
+}
+function kidsOf(m, node, depth) {
+  const wrap = document.createElement('div');
+  wrap.className = 'kids';
+  const shown = displayKids(node).slice(0, 500);
+  for (const k of shown) {
+    const line = document.createElement('div');
+    line.className = `node${k.group ? ' rep' : ''}`;
+    const leaf = !k.group && k.kids.size === 0;
+    line.innerHTML = `<span class="tw">${leaf ? '·' : '▸'}</span><span class="label">${esc(k.group ? `${k.label} ×${k.repeat}` : k.label)}</span><span class="n">${count(k.params)}</span>`;
+    line.dataset.path = k.group ? `${k.path}.[${k.label}]` : k.path;
+    line.title = k.group ? `${k.repeat} blocks with the same tensors: ${k.tensors} tensors, ${k.params} parameters` : `${k.path}: ${k.tensors} tensors, ${k.params} parameters`;
+    let open = null;
+    const toggle = () => {
+      if (open) {
+        open.remove();
+        open = null;
+        line.querySelector('.tw').textContent = '▸';
+        return;
+      }
+      open = k.group ? kidsOf(m, { kids: new Map(k.members.map((x) => [x.label, x])), path: k.path }, depth + 1) : kidsOf(m, k, depth + 1);
+      line.after(open);
+      line.querySelector('.tw').textContent = '▾';
+    };
+    line.addEventListener('click', () => {
+      if (leaf) return openTensor(k.path);
+      setSearch(m, k.group ? `/^${k.path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.(${k.members.map((x) => x.label).join('|')})\\./` : `${k.path}.*`);
+      toggle();
+    });
+    wrap.append(line);
+    // A lone child (model → layers) opens by itself, down to where the names branch.
+    if (shown.length === 1 && !leaf && !k.group) toggle();
+  }
+  return wrap;
+}
+
+// --- one tensor
+let job = null;
+let current = null;
+function cancelJob() {
+  job?.cancel();
+  job = null;
+}
+function closeTensor() {
+  cancelJob();
+  current = null;
+  $('tensor').classList.remove('show');
+  $('tensor').dataset.statsState = 'idle';
+  setParam('tensor', null);
+}
+$('t-close').addEventListener('click', closeTensor);
+$('t-cancel').addEventListener('click', () => {
+  if (!job) return;
+  cancelJob();
+});
+const NUMERIC = (t) => !/^complex|^string|^\?/.test(t.dtype) && !['dense', 'sparse_coo', 'sparse_csr', 'quantized'].includes(t.dtype);
+
+/** Opens tensor `name` of the active model: stats + histogram, then heatmap, then the first page of values. */
+export async function openTensor(name) {
+  const m = models[active];
+  const t = m?.tensors.find((x) => x.name === name);
+  if (!t) return;
+  cancelJob();
+  const at = rowsNow.indexOf(t);
+  if (at >= 0 && m.filter.sel !== at) {
+    m.filter.sel = at;
+    drawRows();
+  }
+  current = { m, t, page: 0, stats: null, heat: null };
+  const mine = current;
+  setParam('tensor', name);
+  const panel = $('tensor');
+  panel.classList.add('show');
+  panel.dataset.tensor = name;
+  $('t-name').textContent = name;
+  $('t-info').textContent = `${dtypeOf(t)} · [${t.shape.join(', ')}] · ${count(t.numel)} values · ${bytes(t.nbytes)}${t.offset !== null ? ` · offset ${t.offset}${t.source ? ` in ${t.source}` : ''}` : ''}`;
+  for (const s of panel.querySelectorAll('[data-stat]')) {
+    s.textContent = '…';
+    delete s.dataset.value;
+  }
+  $('values').textContent = '';
+  $('npy-text').textContent = '';
+  $('hover').textContent = '';
+  clearCanvas($('hist'));
+  clearCanvas($('heat'));
+  $('hm-info').textContent = '';
+  const nd = t.shape.length;
+  const slices = nd > 2 ? t.shape.slice(0, -2).reduce((a, b) => a * b, 1) : 1;
+  $('hm-slice-box').hidden = slices <= 1;
+  $('hm-slice').max = String(slices - 1);
+  $('hm-slice').value = '0';
+  if (!NUMERIC(t)) {
+    panel.dataset.statsState = 'error';
+    $('t-progress-text').textContent = `${t.dtype}: no statistics for this kind of tensor`;
+    return;
+  }
+  panel.dataset.statsState = 'running';
+  const bar = $('t-progress');
+  bar.value = 0;
+  $('t-progress-text').textContent = 'statistics…';
+  const t0 = performance.now();
+  job = call('stats', { model: m.model, name, bins: 64 }, { onProgress: (f) => mine === current && (bar.value = f) });
+  try {
+    const s = await job.promise;
+    if (mine !== current) return;
+    current.stats = s;
+    for (const el of panel.querySelectorAll('[data-stat]')) {
+      el.textContent = fmt(s[el.dataset.stat]);
+      el.dataset.value = Object.is(s[el.dataset.stat], -0) ? '-0' : String(s[el.dataset.stat]); // full precision, for checks
+    }
+    bar.value = 1;
+    const ms = performance.now() - t0;
+    $('t-progress-text').textContent = `statistics in ${ms.toFixed(0)} ms${t.nbytes >= 1 << 20 ? ` (${((2 * t.nbytes) / 1e6 / (ms / 1000)).toFixed(0)} MB/s over two passes)` : ''}`;
+    panel.dataset.statsState = 'done';
+    drawHistogram();
+  } catch (e) {
+    if (mine !== current) return;
+    const cancelled = e.name === 'AbortError';
+    panel.dataset.statsState = cancelled ? 'cancelled' : 'error';
+    $('t-progress-text').textContent = cancelled ? 'cancelled' : `error: ${e.message}`;
+    for (const el of panel.querySelectorAll('[data-stat]')) el.textContent = '—';
+    if (cancelled) return;
+  }
+  job = null;
+  await showPage(0);
+  if (nd >= 2 && mine === current) await drawHeat();
+}
+
+function clearCanvas(c) {
+  c.getContext('2d').clearRect(0, 0, c.width, c.height);
+}
+function drawHistogram() {
+  const s = current?.stats;
+  if (!s) return;
+  const c = $('hist');
+  const dpr = window.devicePixelRatio || 1;
+  const W = c.clientWidth || 900;
+  const H = 140;
+  c.width = W * dpr;
+  c.height = H * dpr;
+  const g = c.getContext('2d');
+  g.scale(dpr, dpr);
+  g.clearRect(0, 0, W, H);
+  const counts = s.histogram.counts;
+  const log = $('h-log').checked;
+  const f = (x) => (log ? Math.log10(1 + x) : x);
+  const max = Math.max(1e-9, ...counts.map(f));
+  const bw = (W - 20) / counts.length;
+  g.fillStyle = '#5b7fd0';
+  counts.forEach((n, i) => {
+    const h = ((H - 30) * f(n)) / max;
+    g.fillRect(10 + i * bw, H - 20 - h, Math.max(1, bw - 1), h);
+  });
+  g.fillStyle = '#5b6575';
+  g.font = '11px ui-monospace, monospace';
+  const e = s.histogram.edges;
+  g.fillText(fmt(e[0]), 10, H - 5);
+  const right = fmt(e[e.length - 1]);
+  g.fillText(right, W - 10 - g.measureText(right).width, H - 5);
+  g.fillText(`${log ? 'log ' : ''}max ${count(Math.max(...counts))}`, 10, 10);
+}
+$('h-log').addEventListener('change', drawHistogram);
+
+/** Diverging blue–white–red around 0 (mean), white–red (absmax); NaN blocks grey. */
+function color(v, lim, mode) {
+  if (!Number.isFinite(v)) return [200, 204, 212];
+  if (mode === 'absmax') {
+    const a = Math.min(1, v / lim);
+    return [245 - a * (245 - 194), 245 - a * (245 - 64), 245 - a * (245 - 43)];
+  }
+  const a = Math.max(-1, Math.min(1, v / lim));
+  return a < 0 ? [245 + a * (245 - 44), 245 + a * (245 - 79), 245 + a * (245 - 168)] : [245 - a * (245 - 194), 245 - a * (245 - 64), 245 - a * (245 - 43)];
+}
+async function drawHeat() {
+  const cur = current;
+  const { m, t } = cur;
+  const mode = $('hm-mode').value;
+  const slice = Number($('hm-slice').value) || 0;
+  $('hm-info').textContent = 'reading…';
+  cancelJob();
+  const bar = $('t-progress');
+  job = call('heatmap', { model: m.model, name: t.name, slice, mode, maxW: 512, maxH: 512 }, { onProgress: (f) => cur === current && (bar.value = f) });
+  let h;
+  try {
+    h = await job.promise;
+  } catch (e) {
+    if (cur === current) $('hm-info').textContent = e.name === 'AbortError' ? 'cancelled' : `error: ${e.message}`;
+    return;
+  } finally {
+    if (cur === current) job = null;
+  }
+  if (cur !== current) return;
+  cur.heat = h;
+  const c = $('heat');
+  c.width = h.w;
+  c.height = h.h;
+  const img = c.getContext('2d').createImageData(h.w, h.h);
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const v of h.data) if (Number.isFinite(v)) (lo = Math.min(lo, v)), (hi = Math.max(hi, v));
+  const constant = !(hi > lo) || !(h.max > h.min);
+  const lim = Math.max(Math.abs(lo), Math.abs(hi)) || 1;
+  for (let k = 0; k < h.data.length; k++) {
+    const [r, g, b] = constant ? [228, 231, 236] : color(h.data[k], lim, mode);
+    img.data.set([r, g, b, 255], 4 * k);
+  }
+  c.getContext('2d').putImageData(img, 0, 0);
+  const scale = Math.max(1, Math.floor(Math.min(512 / h.w, 384 / h.h)));
+  c.style.width = `${h.w * scale}px`;
+  c.style.height = 'auto';
+  c.dataset.constant = String(constant);
+  $('hm-lo').textContent = constant ? '' : mode === 'absmax' ? '0' : fmt(-lim);
+  $('hm-hi').textContent = constant ? '' : fmt(lim);
+  $('hm-info').textContent = `${h.rows}×${h.cols}${h.slices > 1 ? ` (slice ${h.slice} of ${h.slices})` : ''} → ${h.h}×${h.w} px, ${h.block}×${h.block} elements a pixel (${mode})${constant ? ` · constant: every value is ${fmt(h.min)}` : ''}`;
+}
+$('hm-mode').addEventListener('change', () => current && drawHeat());
+$('hm-slice').addEventListener('change', () => current && drawHeat());
+$('heat').addEventListener('mousemove', (ev) => {
+  const h = current?.heat;
+  if (!h) return;
+  const c = ev.currentTarget;
+  const x = Math.min(h.w - 1, Math.floor((ev.offsetX / c.clientWidth) * h.w));
+  const y = Math.min(h.h - 1, Math.floor((ev.offsetY / c.clientHeight) * h.h));
+  const r0 = y * h.block;
+  const c0 = x * h.block;
+  const r1 = Math.min(h.rows, r0 + h.block) - 1;
+  const c1 = Math.min(h.cols, c0 + h.block) - 1;
+  $('hover').textContent = `${h.block > 1 ? `rows ${r0}–${r1}, cols ${c0}–${c1}` : `[${r0}, ${c0}]`}: ${h.mode === 'absmax' && h.block > 1 ? 'max |v|' : h.block > 1 ? 'mean' : 'value'} ${fmt(h.data[y * h.w + x])}`;
+});
+
+async function showPage(page) {
+  const cur = current;
+  if (!cur) return;
+  const per = PAGE_ROWS * PAGE_COLS;
+  const pages = Math.max(1, Math.ceil(cur.t.numel / per));
+  page = Math.max(0, Math.min(pages - 1, page));
+  cur.page = page;
+  const start = page * per;
+  const n = Math.min(per, cur.t.numel - start);
+  $('v-page').textContent = `${start}–${start + n - 1} of ${cur.t.numel} (page ${page + 1}/${pages})`;
+  if (n <= 0) return;
+  let v;
+  try {
+    v = await call('values', { model: cur.m.model, name: cur.t.name, start, count: n }).promise;
+  } catch (e) {
+    if (cur === current) $('values').innerHTML = `<tr><td class="err">${esc(e.message)}</td></tr>`;
+    return;
+  }
+  if (cur !== current || cur.page !== page) return;
+  let html = `<tr><th></th>${Array.from({ length: PAGE_COLS }, (_, j) => `<th>+${j}</th>`).join('')}</tr>`;
+  for (let r = 0; r * PAGE_COLS < n; r++) {
+    html += `<tr><th>${start + r * PAGE_COLS}</th>`;
+    for (let j = 0; j < PAGE_COLS; j++) {
+      const i = r * PAGE_COLS + j;
+      html += i < n ? `<td data-index="${start + i}" data-value="${Object.is(v[i], -0) ? '-0' : v[i]}">${fmt(v[i])}</td>` : '<td></td>';
+    }
+    html += '</tr>';
+  }
+  $('values').innerHTML = html;
+  $('values').dataset.page = String(page);
+}
+$('v-prev').addEventListener('click', () => current && showPage(current.page - 1));
+$('v-next').addEventListener('click', () => current && showPage(current.page + 1));
+
+// --- exports
+const exported = { last: null };
+function download(blob, name) {
+  exported.last = { name, blob };
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(blob);
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 60000);
+}
+/** Streams tensor `name` as .npy: chunks from the worker into a Blob built from parts, or a file on disk (File System Access) where there is one and a person is driving. */
+export async function exportNpy() {
+  const cur = current;
+  if (!cur) return null;
+  const file = `${cur.t.name.replace(/[^\w.-]+/g, '_')}.npy`;
+  let writable = null;
+  if ('showSaveFilePicker' in window && !navigator.webdriver) {
+    try {
+      const h = await window.showSaveFilePicker({ suggestedName: file });
+      writable = await h.createWritable();
+    } catch {
+      writable = null;
+    }
+  }
+  const parts = [];
+  let pending = Promise.resolve();
+  $('npy-text').textContent = 'exporting…';
+  cancelJob();
+  job = call('npy', { model: cur.m.model, name: cur.t.name }, {
+    onChunk: (b) => (writable ? (pending = pending.then(() => writable.write(b))) : parts.push(b)),
+    onProgress: (f) => ($('t-progress').value = f),
+  });
+  try {
+    const r = await job.promise;
+    await pending;
+    if (writable) await writable.close();
+    else download(new Blob(parts, { type: 'application/octet-stream' }), file);
+    $('npy-text').textContent = `${file}: ${bytes(r.bytes)} (${r.descr})`;
+    return r;
+  } catch (e) {
+    await writable?.abort?.();
+    $('npy-text').textContent = e.name === 'AbortError' ? 'export cancelled' : `export failed: ${e.message}`;
+    return null;
+  } finally {
+    job = null;
+  }
+}
+$('export-npy').addEventListener('click', exportNpy);
+function listRows() {
+  return rowsNow.map((t) => ({ name: t.name, dtype: dtypeOf(t), shape: t.shape, parameters: t.numel, bytes: t.nbytes, offset: t.offset, source: t.source }));
+}
+$('export-csv').addEventListener('click', () => {
+  const q = (s) => `"${String(s).replace(/"/g, '""')}"`;
+  const lines = ['name,dtype,shape,parameters,bytes,offset,source', ...listRows().map((r) => [q(r.name), q(r.dtype), q(r.shape.join('x')), r.parameters, r.bytes ?? '', r.offset ?? '', q(r.source)].join(','))];
+  download(new Blob([lines.join('\n') + '\n'], { type: 'text/csv' }), `${models[active]?.name ?? 'model'}.tensors.csv`);
+});
+$('export-json').addEventListener('click', () => download(new Blob([JSON.stringify(listRows(), null, 1)], { type: 'application/json' }), `${models[active]?.name ?? 'model'}.tensors.json`));
+
+// --- views: tabs, compare and graph modules
+function switchView(v) {
+  view = v;
+  for (const b of $('tabs').querySelectorAll('button')) b.classList.toggle('active', b.dataset.view === v);
+  for (const p of document.querySelectorAll('.panel')) p.classList.toggle('active', p.id === `view-${v}`);
+  setParam('view', v === 'overview' ? null : v);
+  if (v === 'tensors') requestAnimationFrame(drawRows);
+  if (v === 'compare' || v === 'graph') mountView(v);
+}
+$('tabs').addEventListener('click', (ev) => {
+  const b = ev.target.closest('button');
+  if (b && !b.disabled) switchView(b.dataset.view);
+});
+const mounted = { compare: null, graph: null };
+async function mountView(v) {
+  const host = $(`${v}-host`);
+  mounted[v]?.unmount?.();
+  mounted[v] = null;
+  const ok = models.filter((m) => !m.failed);
+  const picks = v === 'compare' ? [models[active], ...ok.filter((m) => m !== models[active])].slice(0, 2) : [models[active]];
+  if (picks.some((m) => !m || m.failed) || (v === 'compare' && picks.length < 2)) return;
+  host.textContent = '';
+  let mod;
+  try {
+    mod = v === 'compare' ? await import('./compare-view.js') : await import('./graph-view.js');
+  } catch (e) {
+    host.innerHTML = `<div class="na" data-available="false">The ${v} view is not available in this build (${esc(e.message)}).</div>`;
+    return;
+  }
+  const ctx = {
+    sources: picks.map((m) => ({ name: m.name, file: m.file, url: m.url })),
+    selectTensor(i, name) {
+      const k = models.indexOf(picks[i]);
+      if (k < 0) return;
+      activate(k);
+      switchView('tensors');
+      openTensor(name);
+    },
+    params: new URLSearchParams(params),
+    setParam,
+  };
+  try {
+    mounted[v] = mod.mount(host, ctx) ?? null;
+  } catch (e) {
+    host.innerHTML = `<div class="na err">The ${v} view failed: ${esc(e.message)}</div>`;
+  }
+}
+
+// --- keyboard: ↑/↓ rows, Enter opens, / focuses the search, Esc closes
+document.addEventListener('keydown', (ev) => {
+  const typing = ev.target instanceof HTMLInputElement || ev.target instanceof HTMLSelectElement;
+  if (ev.key === '/' && !typing) {
+    ev.preventDefault();
+    switchView('tensors');
+    $('search').focus();
+    return;
+  }
+  if (ev.key === 'Escape') {
+    if (typing) ev.target.blur();
+    if ($('error').classList.contains('show')) $('error').classList.remove('show');
+    else closeTensor();
+    return;
+  }
+  const m = models[active];
+  if (!m || view !== 'tensors' || (typing && ev.target.id !== 'search')) return;
+  if (ev.key === 'ArrowDown' || ev.key === 'ArrowUp') {
+    ev.preventDefault();
+    m.filter.sel = Math.max(0, Math.min(rowsNow.length - 1, m.filter.sel + (ev.key === 'ArrowDown' ? 1 : -1)));
+    const g = $('grid');
+    const y = m.filter.sel * ROW;
+    if (y < g.scrollTop) g.scrollTop = y;
+    else if (y + 2 * ROW > g.scrollTop + g.clientHeight) g.scrollTop = y + 2 * ROW - g.clientHeight;
+    drawRows();
+  } else if (ev.key === 'Enter' && rowsNow[m.filter.sel]) {
+    ev.preventDefault();
+    openTensor(rowsNow[m.filter.sel].name);
+  }
+});
+
+// --- files: picker and drag and drop
+$('files').addEventListener('change', (ev) => openFiles(ev.target.files));
+for (const t of ['dragenter', 'dragover']) document.addEventListener(t, (ev) => (ev.preventDefault(), document.body.classList.add('dragging')));
+document.addEventListener('dragleave', (ev) => !ev.relatedTarget && document.body.classList.remove('dragging'));
+document.addEventListener('drop', (ev) => {
+  ev.preventDefault();
+  document.body.classList.remove('dragging');
+  if (ev.dataTransfer?.files?.length) openFiles(ev.dataTransfer.files);
+});
+$('urlform').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const u = $('url').value.trim();
+  if (u) openUrl(u);
+});
+
+window.inspector = {
+  models,
+  openFiles,
+  openUrl,
+  openTensor,
+  exportNpy,
+  exported,
+  rowTimes,
+  activate: (name) => activate(models.findIndex((m) => m.name === name)),
+  get active() {
+    return models[active];
+  },
+  switchView,
+  ready: null,
+};
+
+// --- start: ?url=, ?compare=, ?tensor=, ?view=
+setState('loading');
+window.inspector.ready = (async () => {
+  const backend = await workerReady;
+  document.body.dataset.backend = backend;
+  const url = params.get('url');
+  const compare = params.get('compare');
+  const tensor = params.get('tensor');
+  const v = params.get('view');
+  if (url) await openUrl(url);
+  if (compare) await openUrl(compare, { param: 'compare' });
+  if (url && compare) activate(models.findIndex((m) => m.url === new URL(url, location.href).href));
+  if (!url && !compare) setState('ready');
+  if (tensor && models[active]) {
+    switchView('tensors');
+    openTensor(tensor);
+  }
+  if (v && !$('tabs').querySelector(`[data-view=${v}]`)?.disabled) switchView(v);
+})();
