@@ -189,6 +189,7 @@ fn tensor_json(t: &TensorInfo, source_urls: &[Option<String>], packet_url: Strin
         "storage": stored,
         "url": source.and_then(|s| source_urls.get(s).cloned().flatten()),
         "byte_range": range,
+        "zero_copy": t.is_zero_copy(),
         "packet": packet_url,
     })
 }
