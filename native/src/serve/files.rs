@@ -144,7 +144,7 @@ pub(super) async fn mounted(AxState(s): AxState<Arc<Shared>>, req: Request) -> R
         return Refusal::NotFound(format!("/files/{raw}: not found (this mount serves one model's files)"))
             .into_response();
     }
-    send_file(&path, req.method(), req.headers())
+    send_file(&s, &path, req.method(), req.headers())
 }
 
 /// The inspector's files: `/web-demo/`, `/js/`, `/wasm/pkg/` and `/tests/data/` under the web
@@ -182,7 +182,7 @@ pub(super) async fn web(AxState(s): AxState<Arc<Shared>>, req: Request) -> Respo
         }
         path.push("index.html");
     }
-    send_file(&path, req.method(), req.headers())
+    send_file(&s, &path, req.method(), req.headers())
 }
 
 /// The media type for a file name (as `web-demo/serve.mjs` sends them).
@@ -303,8 +303,29 @@ fn bare(status: StatusCode, etag: &str, modified: &str) -> Response {
     r
 }
 
+/// The most file maps [`Shared`] keeps between requests (all are dropped when it is reached).
+pub(super) const MAX_MAPS: usize = 256;
+
+/// The map of `path` at version `stamp`: the one kept from an earlier request, or a new one.
+fn mapped(s: &Shared, path: &Path, stamp: Stamp) -> std::io::Result<MmapSource> {
+    if let Ok(maps) = s.maps.lock()
+        && let Some((st, m)) = maps.get(path)
+        && *st == stamp
+    {
+        return Ok(m.clone());
+    }
+    let m = MmapSource::open(path)?;
+    if let Ok(mut maps) = s.maps.lock() {
+        if maps.len() >= MAX_MAPS {
+            maps.clear();
+        }
+        maps.insert(path.to_path_buf(), (stamp, m.clone()));
+    }
+    Ok(m)
+}
+
 /// One file as a response to `method` with request headers `h`.
-pub(super) fn send_file(path: &Path, method: &Method, h: &HeaderMap) -> Response {
+pub(super) fn send_file(s: &Shared, path: &Path, method: &Method, h: &HeaderMap) -> Response {
     let shown = path.display().to_string();
     let meta = match std::fs::metadata(path) {
         Ok(m) if m.is_file() => m,
@@ -361,7 +382,7 @@ pub(super) fn send_file(path: &Path, method: &Method, h: &HeaderMap) -> Response
     let body = if *method == Method::HEAD || start == end {
         Body::empty()
     } else {
-        let src = match MmapSource::open(path) {
+        let src = match mapped(s, path, stamp) {
             Ok(s) => s,
             Err(e) => {
                 return (

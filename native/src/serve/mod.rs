@@ -29,7 +29,9 @@
 //! request are answered with the whole file (200), which RFC 9110 §14.2 allows: no multipart
 //! bodies. A malformed `Range` header is ignored (200), as the RFC says.
 //!
-//! Bodies are the file's memory map handed to the socket without a copy.
+//! Bodies are the file's memory map handed to the socket without a copy. Maps are kept between
+//! requests (up to 256 files, keyed by path, size and modification time), so a file replaced or
+//! deleted on disk is answered from its new version while its old map lives until evicted.
 //!
 //! CORS: every origin may `GET`/`HEAD`, send `Range`, `If-Range`, `If-None-Match`,
 //! `If-Modified-Since` and `Authorization`, and read `Content-Range`, `Content-Length`, `ETag`,
@@ -122,6 +124,9 @@ struct Shared {
     token: Option<String>,
     /// Models opened so far, by canonical path, with the (size, mtime) they were opened at.
     models: Mutex<HashMap<PathBuf, (files::Stamp, Arc<crate::model::Model>)>>,
+    /// Files mapped so far, by canonical path, with the (size, mtime) they were mapped at (see
+    /// [`files::MAX_MAPS`]).
+    maps: Mutex<HashMap<PathBuf, (files::Stamp, crate::source::MmapSource)>>,
 }
 
 /// A bound server, ready to [`run`](Server::run).
@@ -193,6 +198,7 @@ impl Server {
                 web,
                 token: config.token.filter(|t| !t.is_empty()),
                 models: Mutex::new(HashMap::new()),
+                maps: Mutex::new(HashMap::new()),
             }),
             max_connections: config.max_connections.max(1),
         })
