@@ -13,7 +13,6 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tensorlane::model::Model;
 use tensorlane_core::formats::ElementType;
 use tensorlane_core::wire::{self, Packet};

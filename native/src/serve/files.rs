@@ -284,7 +284,8 @@ fn tag_listed(list: &str, tag: &str, weak: bool) -> bool {
     })
 }
 
-fn header_str<'a>(h: &'a HeaderMap, name: header::HeaderName) -> Option<&'a str> {
+/// Header `name` as text, if present and visible ASCII.
+fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 

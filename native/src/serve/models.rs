@@ -335,8 +335,8 @@ pub(super) async fn tensor(AxState(s): AxState<Arc<Shared>>, Query(q): Query<Pac
         integrity: matches!(q.integrity.as_deref(), Some("1" | "true" | "yes")),
     };
     let done = tokio::task::spawn_blocking(move || {
-        let (id, model, name) = s.find(&rest).map_err(IntoResponse::into_response)?;
-        packet(&model, &id, &name, opts).map_err(|(st, m)| (st, m + "\n").into_response())
+        let (id, model, name) = s.find(&rest).map_err(|r| Box::new(r.into_response()))?;
+        packet(&model, &id, &name, opts).map_err(|(st, m)| Box::new((st, m + "\n").into_response()))
     })
     .await;
     match done {
@@ -350,7 +350,7 @@ pub(super) async fn tensor(AxState(s): AxState<Arc<Shared>>, Query(q): Query<Pac
                 .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
             r
         }
-        Ok(Err(r)) => r,
+        Ok(Err(r)) => *r,
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("encoding failed: {e}\n")).into_response(),
     }
 }
