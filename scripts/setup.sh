@@ -11,6 +11,8 @@ export PATH="$HOME/.cargo/bin:$PATH"
 
 need_apt=()
 command -v chromium >/dev/null || need_apt+=(chromium)
+# cli/tests/serve.rs checks `tensorlane serve`'s Range and conditional answers with curl.
+command -v curl >/dev/null || need_apt+=(curl)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 # wgpu's device tests run on Mesa lavapipe (Vulkan on the CPU).
 ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1 || need_apt+=(mesa-vulkan-drivers libvulkan1)

@@ -12,6 +12,9 @@
 //!                                                  histogram per tensor (model formats, .zt)
 //! tensorlane demo [--json] [--hash] [--out P]      write the bundled sample packet, then inspect it
 //! tensorlane offload plan|sim MODEL --budget 4GiB  offload plan vs baselines (simulated, hazard-checked)
+//! tensorlane serve [PATH...] [--bind 127.0.0.1:8080] [--token T]
+//!                                                  read-only HTTP: the inspector, files with Range,
+//!                                                  /models, tensors as packets, WebSocket
 //! ```
 //!
 //! Exit codes (one rule, [`error::EXIT_CODES`], printed by `--help`): 0 success; 1 bad usage, a
@@ -28,6 +31,7 @@ mod model_tools;
 mod offload;
 mod output;
 mod sample;
+mod serve;
 mod stats;
 mod zt_tools;
 
@@ -135,6 +139,10 @@ enum Command {
     /// Plan, simulate and hazard-check streaming a model bigger than the GPU budget.
     #[command(subcommand)]
     Offload(offload::OffloadCommand),
+    /// Serve model files read-only over HTTP: the web inspector, the files with Range/ETag/CORS,
+    /// `/models` (JSON), `/tensors/{model}/{name}` (a Tenso packet) and `/ws` (WebSocket). With no
+    /// PATH, a bundled sample. Stops on Ctrl-C.
+    Serve(serve::ServeArgs),
     /// Write the bundled sample packet (a float32 weight, a quantized tensor, a sparse matrix,
     /// strings) to a file and inspect it.
     Demo {
@@ -171,6 +179,7 @@ fn main() -> ExitCode {
         }
         Command::Demo { out, json, hash } => demo(out, json, hash),
         Command::Offload(cmd) => offload::run(cmd),
+        Command::Serve(args) => serve::run(args),
         Command::Verify { file, canonical, deep } => run_verify(&file, canonical, deep),
         Command::Convert {
             input,

@@ -27,6 +27,8 @@ pub mod error;
 pub mod model;
 pub mod net;
 pub mod publish;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod source;
 pub mod st_write;
 pub mod zt_encode;

@@ -1,0 +1,178 @@
+//! `tensorlane serve`: the read-only HTTP server of [`tensorlane::serve`] with the web inspector,
+//! and a bundled sample when no path is given.
+//!
+//! The inspector's files (`web-demo/`, `js/`, `wasm/pkg/`, `tests/data/`) are served from a
+//! tensorlane checkout: `--web DIR`, else the checkout this binary was built from when it is still
+//! there, else the current folder or one above it that holds `web-demo/index.html`. They are not
+//! embedded in the binary: the page needs the wasm build (`scripts/build-js.sh`), which a
+//! `cargo install` from a registry does not have, and a stale embedded copy would disagree with
+//! the package it imports. Without a checkout the server still serves `/models`, `/files/`,
+//! `/tensors/` and `/ws`, and says so.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use tensorlane::serve::{Config, Server};
+use tensorlane::st_write::{SafetensorsFile, StDtype, StTensor};
+
+/// `tensorlane serve` arguments.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Model files or folders to serve (default: a bundled sample). A folder is served with
+    /// everything below it; a file with the companion files its model names (shards, splits,
+    /// external data).
+    pub paths: Vec<PathBuf>,
+    /// The address to listen on. Anything but loopback exposes the files to the network: use
+    /// --token with it.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub bind: SocketAddr,
+    /// A tensorlane checkout whose web-demo/, js/, wasm/pkg/ and tests/data/ hold the inspector
+    /// (default: the checkout the binary was built from, or the current folder's).
+    #[arg(long, value_name = "DIR")]
+    pub web: Option<PathBuf>,
+    /// A bearer token that every data request must carry (`Authorization: Bearer TOKEN` or
+    /// `?token=TOKEN`).
+    #[arg(long, env = "TENSORLANE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// The most connections served at once.
+    #[arg(long, default_value_t = 512)]
+    pub max_connections: usize,
+}
+
+/// Whether `dir` holds the inspector page.
+fn has_inspector(dir: &Path) -> bool {
+    dir.join("web-demo/index.html").is_file()
+}
+
+/// The web root to use: `--web`, the build checkout, or the current folder or one above it.
+fn find_web(given: Option<PathBuf>) -> Result<Option<PathBuf>, String> {
+    if let Some(w) = given {
+        if has_inspector(&w) {
+            return Ok(Some(w));
+        }
+        return Err(format!(
+            "--web {}: no web-demo/index.html there; give a tensorlane checkout",
+            w.display()
+        ));
+    }
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    if has_inspector(&built) {
+        return Ok(Some(built.canonicalize().unwrap_or(built)));
+    }
+    let cwd = std::env::current_dir().ok();
+    Ok(cwd.and_then(|c| c.ancestors().find(|d| has_inspector(d)).map(Path::to_path_buf)))
+}
+
+/// Writes the bundled sample into `dir`: `sample.safetensors` (the sample packet's dense tensors:
+/// `weight` f32 [64, 32], `bias` f32 [64], `meta.step` i64 scalar) and `sample.tenso` (the whole
+/// packet, which the inspector also opens).
+fn write_sample(dir: &Path) -> Result<(), tensorlane::Error> {
+    use tensorlane::core::wire::Packet;
+    let packet = crate::sample::sample_packet();
+    let mut dense: Vec<(String, StDtype, Vec<u64>, Vec<u8>)> = Vec::new();
+    let entries = match &packet {
+        Packet::Bundle(b) => b.entries.as_slice(),
+        _ => &[],
+    };
+    for (name, p) in entries {
+        let (name, p) = match p {
+            Packet::Bundle(inner) => match inner.entries.first() {
+                Some((n, p)) => (format!("{name}.{n}"), p),
+                None => continue,
+            },
+            p => (name.to_string(), p),
+        };
+        if let Packet::Dense(t) = p {
+            let dt = match t.dtype() {
+                tensorlane::core::DType::F32 => StDtype::F32,
+                tensorlane::core::DType::I64 => StDtype::I64,
+                _ => continue,
+            };
+            dense.push((name, dt, t.shape().to_vec(), t.data().to_vec()));
+        }
+    }
+    let specs: Vec<StTensor> = dense
+        .iter()
+        .map(|(n, d, s, _)| StTensor::new(n.clone(), *d, s.clone()))
+        .collect();
+    let meta = [("source".to_string(), "tensorlane serve: the bundled sample".to_string())];
+    let mut w = SafetensorsFile::publish(dir.join("sample.safetensors"), specs, &meta)?;
+    while let Some(i) = w.next_tensor() {
+        w.write(&dense[i].3)?;
+    }
+    w.finish()?;
+    tensorlane::publish::write_file(dir.join("sample.tenso"), &crate::sample::sample_bytes())?;
+    Ok(())
+}
+
+/// Runs `tensorlane serve`.
+pub fn run(args: ServeArgs) -> ExitCode {
+    let web = match find_web(args.web) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut sample_dir = None;
+    let paths = if args.paths.is_empty() {
+        let dir = std::env::temp_dir()
+            .join(format!("tensorlane-serve-{}", std::process::id()))
+            .join("sample");
+        if let Err(e) = std::fs::create_dir_all(&dir)
+            .map_err(tensorlane::Error::at(&dir, "create"))
+            .and_then(|()| write_sample(&dir))
+        {
+            eprintln!("error: cannot write the bundled sample: {e}");
+            return ExitCode::from(1);
+        }
+        sample_dir = dir.parent().map(Path::to_path_buf);
+        vec![dir]
+    } else {
+        args.paths
+    };
+    let config = Config {
+        bind: args.bind,
+        paths,
+        web: web.clone(),
+        token: args.token,
+        max_connections: args.max_connections,
+    };
+    let has_token = config.token.is_some();
+    let result = tensorlane::serve::run_until_ctrl_c(config, |server: &Server| {
+        let base = format!("http://{}", server.local_addr());
+        for (path, url) in server.mounts() {
+            eprintln!("serving {} at {base}{url}", path.display());
+        }
+        match &web {
+            Some(w) => eprintln!("web inspector from {}", w.display()),
+            None => eprintln!("no web inspector (no checkout found; pass --web DIR): data only"),
+        }
+        if has_token {
+            eprintln!("a token is required: Authorization: Bearer TOKEN, or ?token=TOKEN");
+        }
+        eprintln!("models: {base}/models");
+        eprintln!("press Ctrl-C to stop");
+        // The URL to open, alone on stdout (scripts and tests read it).
+        if web.is_some() {
+            println!("{base}/web-demo/");
+        } else {
+            println!("{base}/models");
+        }
+    });
+    if let Some(d) = sample_dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    match result {
+        Ok(()) => {
+            eprintln!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: serve: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! `serve` (feature `serve`): a read-only HTTP and WebSocket server for model files and the web
+//! inspector, the library behind `tensorlane serve`.
+//!
+//! # URL layout
+//!
+//! | path | what |
+//! |---|---|
+//! | `/` | a redirect to `/web-demo/` (with a web root), else a small JSON index |
+//! | `/web-demo/`, `/js/`, `/wasm/pkg/`, `/tests/data/` | the inspector's files under [`Config::web`] (a checkout: the layout of `web-demo/serve.mjs`) |
+//! | `/files/{mount}/{path}` | the files under each served path ([`Config::paths`]) |
+//! | `/models` | JSON: every model under the served paths, with its file's `url`, format and tensors |
+//! | `/tensors/{model}/{name}` | one tensor as a Tenso packet (`?dequantize=f32\|f16`, `?integrity=1`) |
+//! | `/ws` | WebSocket: a JSON request names tensors, each comes back as a binary Tenso packet |
+//!
+//! A served *directory* is mounted under its own name (`serve models/` → `/files/models/…`), with
+//! everything below it. A served *file* is mounted under its folder's name and exposes only itself
+//! and the companion files its model names (safetensors shards, GGUF splits, ONNX external data).
+//! Two mounts with the same name get `-2`, `-3`, … appended.
+//!
+//! # Files
+//!
+//! `GET` and `HEAD` with `Accept-Ranges: bytes`, `Content-Length`, a strong `ETag` (size and
+//! modification time) and `Last-Modified`. Conditions are evaluated in RFC 9110 §13.2.2 order:
+//! `If-Match` / `If-Unmodified-Since` (412), `If-None-Match` / `If-Modified-Since` (304), then
+//! `Range` with `If-Range` (an `If-Range` that does not match the current ETag or date sends the
+//! whole file with 200). `Range` accepts one range: `bytes=a-b`, open-ended `bytes=a-` and suffix
+//! `bytes=-n` (a suffix longer than the file is the whole file, as 206); a range starting at or
+//! past the end is answered 416 with `Content-Range: bytes */size`. **Several ranges** in one
+//! request are answered with the whole file (200), which RFC 9110 §14.2 allows: no multipart
+//! bodies. A malformed `Range` header is ignored (200), as the RFC says.
+//!
+//! Bodies are the file's memory map handed to the socket without a copy. Maps are kept between
+//! requests (up to 256 files, keyed by path, size and modification time), so a file replaced or
+//! deleted on disk is answered from its new version while its old map lives until evicted.
+//!
+//! CORS: every origin may `GET`/`HEAD`, send `Range`, `If-Range`, `If-None-Match`,
+//! `If-Modified-Since` and `Authorization`, and read `Content-Range`, `Content-Length`, `ETag`,
+//! `Accept-Ranges` and `Last-Modified` (`Access-Control-Expose-Headers`).
+//!
+//! # Safety of the server
+//!
+//! Read-only (only `GET`, `HEAD`, `OPTIONS`). Paths are percent-decoded once, then any `..`, `.`,
+//! backslash or NUL component is refused (400), and the file reached after following symlinks must
+//! lie inside its mount (else 404, as for a missing file). An optional bearer token
+//! ([`Config::token`]) guards everything but the inspector's own code (`/`, `/web-demo/`, `/js/`,
+//! `/wasm/`): `Authorization: Bearer TOKEN`, or `?token=TOKEN` where a header cannot be set (a
+//! browser's WebSocket). At most [`Config::max_connections`] connections are served at once;
+//! further ones wait in the kernel's backlog.
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), tensorlane::Error> {
+//! use tensorlane::serve::{Config, Server};
+//! let config = Config { paths: vec!["models".into()], ..Config::default() };
+//! let server = Server::bind(config).await?;
+//! println!("http://{}/models", server.local_addr());
+//! server.run(async { tokio::signal::ctrl_c().await.ok(); }).await?;
+//! # Ok(()) }
+//! ```
+
+mod files;
+mod listener;
+mod models;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Request, State as AxState};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use tower_http::cors::{Any, CorsLayer};
+
+use crate::Error;
+
+/// What to serve and how.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The address to listen on (default `127.0.0.1:8080`; port 0 picks a free port).
+    pub bind: SocketAddr,
+    /// Model files and folders to serve (see the module docs for their URLs).
+    pub paths: Vec<PathBuf>,
+    /// The folder holding `web-demo/`, `js/`, `wasm/pkg/` and `tests/data/` (a checkout), or
+    /// `None` to serve no inspector.
+    pub web: Option<PathBuf>,
+    /// A bearer token every data request must carry, or `None` for none.
+    pub token: Option<String>,
+    /// The most connections served at once (default 512).
+    pub max_connections: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            paths: Vec::new(),
+            web: None,
+            token: None,
+            max_connections: 512,
+        }
+    }
+}
+
+/// A served path: a folder (everything below it) or one model file's folder, restricted to the
+/// file and its companions.
+#[derive(Debug)]
+struct Mount {
+    /// The first URL segment after `/files/`.
+    name: String,
+    /// The folder, canonical.
+    root: PathBuf,
+    /// For a file mount: the canonical files it exposes.
+    only: Option<Vec<PathBuf>>,
+}
+
+/// The state every handler shares.
+#[derive(Debug)]
+struct Shared {
+    mounts: Vec<Mount>,
+    web: Option<PathBuf>,
+    token: Option<String>,
+    /// Models opened so far, by canonical path, with the (size, mtime) they were opened at.
+    models: Mutex<HashMap<PathBuf, (files::Stamp, Arc<crate::model::Model>)>>,
+    /// Files mapped so far, by canonical path, with the (size, mtime) they were mapped at (see
+    /// [`files::MAX_MAPS`]).
+    maps: Mutex<HashMap<PathBuf, (files::Stamp, crate::source::MmapSource)>>,
+}
+
+/// A bound server, ready to [`run`](Server::run).
+#[derive(Debug)]
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    max_connections: usize,
+}
+
+/// An I/O error on `path` doing `op`.
+fn io_err(op: &'static str, path: &Path, source: std::io::Error) -> Error {
+    Error::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A folder's last component as a URL segment (`"root"` when it has none).
+fn mount_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().replace(['/', '\\', '%', '?', '#'], "_"))
+        .filter(|n| !n.is_empty() && n != "." && n != "..")
+        .unwrap_or_else(|| "root".to_string())
+}
+
+impl Server {
+    /// Checks the paths (each must exist; a file must open as a model, so that its companions are
+    /// known), binds the listener and returns the server.
+    pub async fn bind(config: Config) -> Result<Server, Error> {
+        let mut mounts: Vec<Mount> = Vec::new();
+        for p in &config.paths {
+            let canon = p.canonicalize().map_err(|e| io_err("serve", p, e))?;
+            let (root, only) = if canon.is_dir() {
+                (canon, None)
+            } else {
+                let model = crate::model::Model::open(&canon)?;
+                let only: Vec<PathBuf> = model.sources().map(|(p, _)| p.to_path_buf()).collect();
+                let dir = canon
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| PathBuf::from("/"));
+                (dir, Some(only))
+            };
+            let base = mount_name(&root);
+            let mut name = base.clone();
+            let mut k = 2;
+            while mounts.iter().any(|m| m.name == name) {
+                name = format!("{base}-{k}");
+                k += 1;
+            }
+            mounts.push(Mount { name, root, only });
+        }
+        let web = match &config.web {
+            Some(w) => Some(
+                w.canonicalize()
+                    .map_err(|e| io_err("serve the web inspector from", w, e))?,
+            ),
+            None => None,
+        };
+        let listener = tokio::net::TcpListener::bind(config.bind)
+            .await
+            .map_err(|e| io_err("bind", Path::new(&config.bind.to_string()), e))?;
+        Ok(Server {
+            listener,
+            shared: Arc::new(Shared {
+                mounts,
+                web,
+                token: config.token.filter(|t| !t.is_empty()),
+                models: Mutex::new(HashMap::new()),
+                maps: Mutex::new(HashMap::new()),
+            }),
+            max_connections: config.max_connections.max(1),
+        })
+    }
+
+    /// The address the server listens on (with the real port when [`Config::bind`] asked for 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    /// The URL of each mount: `(path given, URL prefix)`, in [`Config::paths`] order.
+    pub fn mounts(&self) -> Vec<(PathBuf, String)> {
+        self.shared
+            .mounts
+            .iter()
+            .map(|m| (m.root.clone(), format!("/files/{}/", files::encode_segment(&m.name))))
+            .collect()
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting and lets the requests in flight
+    /// finish.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), Error> {
+        let addr = self.local_addr();
+        let app = router(self.shared);
+        let listener = listener::Bounded::new(self.listener, self.max_connections);
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(|e| io_err("serve", Path::new(&addr.to_string()), e))
+    }
+}
+
+/// The routes, the token check and CORS.
+fn router(shared: Arc<Shared>) -> Router {
+    let cors = CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([Method::GET, Method::HEAD, Method::OPTIONS])
+        .allow_headers([
+            header::RANGE,
+            header::IF_RANGE,
+            header::IF_NONE_MATCH,
+            header::IF_MODIFIED_SINCE,
+            header::IF_MATCH,
+            header::IF_UNMODIFIED_SINCE,
+            header::AUTHORIZATION,
+        ])
+        .expose_headers([
+            header::CONTENT_RANGE,
+            header::CONTENT_LENGTH,
+            header::ETAG,
+            header::ACCEPT_RANGES,
+            header::LAST_MODIFIED,
+            header::CONTENT_TYPE,
+        ])
+        .max_age(std::time::Duration::from_secs(3600));
+    Router::new()
+        .route("/", get(index))
+        .route("/models", get(models::list))
+        .route("/tensors/{*rest}", get(models::tensor))
+        .route("/ws", get(models::websocket))
+        .route("/files/{*rest}", get(files::mounted).head(files::mounted))
+        .fallback(files::web)
+        .layer(middleware::from_fn_with_state(shared.clone(), guard))
+        .layer(cors)
+        .with_state(shared)
+}
+
+/// `/`: to the inspector, or (without one) a JSON pointer to `/models`.
+async fn index(AxState(s): AxState<Arc<Shared>>) -> Response {
+    if s.web.is_some() {
+        Redirect::temporary("/web-demo/").into_response()
+    } else {
+        axum::Json(serde_json::json!({
+            "models": "/models",
+            "note": "no web inspector is served (start with --web DIR, a tensorlane checkout)",
+        }))
+        .into_response()
+    }
+}
+
+/// Whether `path` is the inspector's own code, which the token does not guard.
+fn is_public(path: &str) -> bool {
+    path == "/" || ["/web-demo/", "/js/", "/wasm/"].iter().any(|p| path.starts_with(p)) || path == "/web-demo"
+}
+
+/// Byte-wise equality in time independent of where the strings differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Refuses methods other than GET/HEAD/OPTIONS (405) and, with a token, requests without it
+/// (401).
+async fn guard(AxState(s): AxState<Arc<Shared>>, req: Request, next: Next) -> Response {
+    let m = req.method();
+    if m != Method::GET && m != Method::HEAD && m != Method::OPTIONS {
+        let mut r = (
+            StatusCode::METHOD_NOT_ALLOWED,
+            "this server is read-only: GET, HEAD and OPTIONS only\n",
+        )
+            .into_response();
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD, OPTIONS"));
+        return r;
+    }
+    if let Some(token) = &s.token
+        && m != Method::OPTIONS
+        && !is_public(req.uri().path())
+    {
+        let bearer = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let query = req.uri().query().and_then(|q| {
+            q.split('&')
+                .find_map(|kv| kv.strip_prefix("token="))
+                .map(|v| percent_encoding::percent_decode_str(v).decode_utf8_lossy().into_owned())
+        });
+        let ok = bearer.is_some_and(|b| same_secret(b.as_bytes(), token.as_bytes()))
+            || query.is_some_and(|q| same_secret(q.as_bytes(), token.as_bytes()));
+        if !ok {
+            let mut r = (
+                StatusCode::UNAUTHORIZED,
+                "this server needs its token: send `Authorization: Bearer TOKEN` (or ?token=TOKEN)\n",
+            )
+                .into_response();
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    next.run(req).await
+}
+
+/// Binds `config` on a new multi-thread tokio runtime, calls `ready` with the bound server (to
+/// print its address), and serves until Ctrl-C (SIGINT) or SIGTERM, then lets requests in flight
+/// finish.
+pub fn run_until_ctrl_c(config: Config, ready: impl FnOnce(&Server)) -> Result<(), Error> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| io_err("start the server's runtime", Path::new("tokio"), e))?;
+    rt.block_on(async move {
+        let server = Server::bind(config).await?;
+        ready(&server);
+        server.run(stop_signal()).await
+    })
+}
+
+/// Completes on Ctrl-C (SIGINT) or, on Unix, SIGTERM. A signal that cannot be watched never
+/// completes (the process is then stopped by being killed).
+async fn stop_signal() {
+    let int = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = int => {}
+        () = term => {}
+    }
+}
