@@ -7,6 +7,7 @@ import { makeApi } from './common.js';
 import { makeZt } from './zt.js';
 import { companionPath, makeFormats, memorySource } from './formats.js';
 import { shardPath } from './node-paths.js';
+import { makeCompare } from './compare.js';
 
 const require = createRequire(import.meta.url);
 const want = process.env.TENSORLANE_BACKEND ?? '';
@@ -46,7 +47,7 @@ if (addon) {
   const pathSource = (p) => memorySource(addon.ztMmap(p), basename(p), p);
   const io = { pathSource, companionPath, openModel: (p) => new addon.ModelFile(p), mapPath: (p) => addon.ztMmap(p) };
   const formats = makeFormats(addon, zt, io);
-  api = { ...api, ...zt, open: formats.open, stats: formats.stats };
+  api = { ...api, ...zt, open: formats.open, stats: formats.stats, ...makeCompare(addon) };
 } else {
   const wasm = await import('./wasm-node.js');
   api = wasm.default;
@@ -54,7 +55,7 @@ if (addon) {
 }
 
 export { shardPath };
-export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, writeZt } = api;
+export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, writeZt, compare } = api;
 /** 'addon' or 'wasm'. */
 export const backendName = api.backend;
 /** Why the addon was not used (null when it was, or when wasm was requested). */
