@@ -98,26 +98,36 @@ export function makeCompare(backend) {
         tensorsDone++;
         continue;
       }
+      let next = null;
       try {
         const ra = a.byteReader(ta.name);
         const rb = b.byteReader(tb.name);
         // Elements per slice: `chunk` bytes of the wider side, whole 256-element groups.
         const wide = Math.max(na, nb) / Math.max(1, numel);
         const per = Math.max(BLOCK_ELEMENTS, Math.floor(chunk / wide / BLOCK_ELEMENTS) * BLOCK_ELEMENTS);
-        for (let e0 = 0; e0 < numel; e0 += per) {
-          if (signal?.aborted) throw abortError(signal);
+        // Byte ranges of the slice starting at element e0 (in proportion: exact at whole blocks;
+        // the core carries any cut unit).
+        const range = (e0) => {
           const e1 = Math.min(numel, e0 + per);
-          // Byte ranges in proportion (exact at whole blocks; the core carries any cut unit).
           const oa = Math.round((e0 / numel) * na);
           const ob = Math.round((e0 / numel) * nb);
           const ea = e1 === numel ? na : Math.round((e1 / numel) * na);
           const eb = e1 === numel ? nb : Math.round((e1 / numel) * nb);
-          let xa = ra.read(oa, ea - oa);
-          let xb = rb.read(ob, eb - ob);
+          return [ra.read(oa, ea - oa), rb.read(ob, eb - ob)];
+        };
+        // The next slice is being read (a File, a URL) while this one is compared.
+        next = numel > 0 ? range(0) : null;
+        for (let e0 = 0; e0 < numel; e0 += per) {
+          if (signal?.aborted) throw abortError(signal);
+          let [xa, xb] = next;
           if (xa instanceof Promise || xb instanceof Promise) [xa, xb] = await Promise.all([xa, xb]);
-          diff.pushA(xa);
-          diff.pushB(xb);
-          bytesDone += ea - oa + (eb - ob);
+          next = e0 + per < numel ? range(e0 + per) : null;
+          if (diff.push) diff.push(xa, xb);
+          else {
+            diff.pushA(xa);
+            diff.pushB(xb);
+          }
+          bytesDone += xa.byteLength + xb.byteLength;
           report(ta.name);
         }
         const d = JSON.parse(diff.diff());
@@ -141,6 +151,8 @@ export function makeCompare(backend) {
         if (e?.name === 'AbortError' || (signal?.aborted && e === signal.reason)) throw e;
         errors.push({ name: ta.name, kind: e.kind ?? 'error', message: e.message });
       } finally {
+        // A prefetch left behind by an abort or an error settles quietly.
+        if (next) for (const x of next) if (x instanceof Promise) x.catch(() => {});
         diff.free?.();
       }
       tensorsDone++;

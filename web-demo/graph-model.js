@@ -10,13 +10,21 @@
 const BLOCK_NAME = /^(.*?[A-Za-z][A-Za-z_]*[._]?)(\d+)([/.])/;
 /** A name template is a repeated block when this many distinct indices use it. */
 export const MIN_REPEATS = 3;
+/**
+ * More nodes than this outside repeated blocks are drawn as consecutive segments (about
+ * SEGMENTS of them, in file order, which ONNX keeps topological), each one box until opened: a
+ * layered layout of thousands of boxes takes elkjs minutes (and overflows its stack on long
+ * chains), a hundred boxes well under a second.
+ */
+export const MAX_BOXES = 300;
+export const SEGMENTS = 60;
 
 /**
  * Analyses an OnnxGraph: `{nodes, ids, producer, consumers, initializers, opCounts, families}`.
  * `nodes[i]` gains `id` (its name, or `op_type#i` when unnamed or repeated), `family` and
- * `instance` (its repeated block, or -1).
+ * `instance` (its repeated block, or -1). `{blocks: false}`: no repeated blocks (every node drawn).
  */
-export function analyze(g) {
+export function analyze(g, { blocks = true } = {}) {
   const seen = new Set();
   const nodes = g.nodes.map((n, i) => {
     let id = n.name || `${n.op_type}#${i}`;
@@ -41,7 +49,8 @@ export function analyze(g) {
     counts.set(k, (counts.get(k) ?? 0) + 1);
   }
   const opCounts = [...counts].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).map(([op, count]) => ({ op, count }));
-  const families = detectFamilies(nodes);
+  const families = blocks ? detectFamilies(nodes) : [];
+  segment(nodes, families);
   return { nodes, producer, consumers, initializers: new Set(g.initializers), opCounts, families, inputs: g.inputs, outputs: g.outputs };
 }
 
@@ -79,6 +88,36 @@ export function detectFamilies(nodes) {
 }
 
 /**
+ * Groups the nodes outside repeated blocks into consecutive segments when there are more than
+ * MAX_BOXES of them: one more family, `kind: 'segments'`, whose instances are the segments.
+ */
+export function segment(nodes, families) {
+  const loose = nodes.filter((n) => n.family < 0);
+  if (loose.length <= MAX_BOXES) return;
+  const per = Math.ceil(loose.length / SEGMENTS);
+  const f = families.length;
+  const inst = new Map();
+  loose.forEach((n, i) => {
+    const k = Math.floor(i / per);
+    n.family = f;
+    n.instance = k;
+    let list = inst.get(k);
+    if (!list) inst.set(k, (list = []));
+    list.push(n.index);
+  });
+  const instances = [...inst.keys()];
+  families.push({ kind: 'segments', template: `segments of ${per} nodes`, label: `${instances.length} segments of ${per} nodes`, instances, nodes: inst, signature: '', uniform: false, size: per });
+}
+
+/** "12 Mul, 8 Add, …" of the node indices `list`. */
+function opSummary(nodes, list) {
+  const c = new Map();
+  for (const k of list) c.set(nodes[k].op_type, (c.get(nodes[k].op_type) ?? 0) + 1);
+  const top = [...c].sort((x, y) => y[1] - x[1]);
+  return top.slice(0, 3).map(([op, n]) => `${n} ${op}`).join(', ') + (top.length > 3 ? ', …' : '');
+}
+
+/**
  * The graph to draw: repeated blocks collapsed to one box each, except a family listed in
  * `expanded` (family -> instance index), whose chosen instance is drawn node by node and whose
  * other instances stay one box. Graph inputs and outputs are boxes; initializers are not drawn
@@ -95,6 +134,11 @@ export function displayGraph(a, expanded = new Map()) {
     if (n.family >= 0) {
       const f = a.families[n.family];
       const k = expanded.get(n.family);
+      if (f.kind === 'segments' && n.instance !== k) {
+        const list = f.nodes.get(n.instance);
+        const first = a.nodes[list[0]];
+        return add(`seg:${n.family}:${n.instance}`, { kind: 'block', family: n.family, instance: n.instance, label: `nodes ${first.index}..${a.nodes[list[list.length - 1]].index} (${list.length})`, sub: opSummary(a.nodes, list) });
+      }
       if (k === undefined) {
         return add(`block:${n.family}`, { kind: 'block', family: n.family, label: `${f.label}`, sub: `×${f.instances.length} blocks · ${f.size} ops each${f.uniform ? '' : ' (varying)'}` });
       }

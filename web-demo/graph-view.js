@@ -9,7 +9,10 @@
 //
 // Stable hooks: root `data-graph-state` = `loading` | `layout` | `done` | `error`; drawn nodes
 // and node-list rows carry `data-node="NAME"` (the node's name, or `OP#index` when unnamed),
-// collapsed blocks `data-block="TEMPLATE"`; the details panel `data-selected="NAME"`.
+// collapsed blocks `data-block="TEMPLATE"` (segments of a long graph without block names also
+// `data-segment="K"`); the details panel `data-selected="NAME"`.
+//
+// `?blocks=off` draws every node (no collapsing); `?node=NAME` selects a node once drawn.
 //
 // mount(el, ctx) -> { unmount() }; ctx = { sources, selectTensor, params, setParam }.
 import { analyze, boxSize, displayGraph, shapeText } from './graph-model.js';
@@ -167,7 +170,7 @@ export function mount(el, ctx) {
   };
 
   function show({ graph, tensors, bytesRead, ms }) {
-    const a = analyze(graph);
+    const a = analyze(graph, { blocks: ctx.params?.get('blocks') !== 'off' });
     const tensorInfo = new Map(tensors.map((t) => [t.name, t]));
     const byId = new Map(a.nodes.map((n) => [n.id, n]));
     const expanded = new Map();
@@ -251,7 +254,10 @@ export function mount(el, ctx) {
     svg.setAttribute('tabindex', '0');
 
     function clickDrawn(g) {
-      if (g.dataset.block !== undefined) {
+      if (g.dataset.segment !== undefined) {
+        expanded.set(Number(g.dataset.family), Number(g.dataset.segment));
+        relayout();
+      } else if (g.dataset.block !== undefined) {
         const f = Number(g.dataset.family);
         const fam = a.families[f];
         if (expanded.has(f) && g.dataset.rest === '1') {
@@ -281,7 +287,7 @@ export function mount(el, ctx) {
           'elk.spacing.nodeNode': '18',
           'elk.layered.spacing.nodeNodeBetweenLayers': '28',
           'elk.edgeRouting': 'POLYLINE',
-          'elk.layered.thoroughness': '3',
+          'elk.layered.thoroughness': d.nodes.length > 100 ? '1' : '3',
         },
         children: d.nodes.map((n) => ({ id: n.id, ...boxSize(n) })),
         edges: d.edges.map((e) => ({ id: e.id, sources: [e.source], targets: [e.target] })),
@@ -321,11 +327,11 @@ export function mount(el, ctx) {
         const attrs = { class: cls, transform: `translate(${p.x},${p.y})` };
         const ds = {};
         if (n.kind === 'node') ds.node = a.nodes[n.node].id;
-        if (n.kind === 'block') Object.assign(ds, { block: a.families[n.family].template, family: String(n.family), rest: n.id.endsWith(':rest') ? '1' : '0' });
+        if (n.kind === 'block') Object.assign(ds, { block: a.families[n.family].template, family: String(n.family), rest: n.id.endsWith(':rest') ? '1' : '0' }, n.instance !== undefined ? { segment: String(n.instance) } : {});
         if (n.kind === 'input' || n.kind === 'output') ds.value = n.label;
         const g = s('g', { ...attrs, dataset: ds });
         const title = s('title');
-        title.textContent = n.kind === 'block' ? `${n.label} ${n.sub}: click to ${n.id.endsWith(':rest') ? 'collapse' : 'expand one block'}` : `${n.label} ${n.sub ?? ''}`;
+        title.textContent = n.kind === 'block' ? `${n.label} ${n.sub}: click to ${n.id.endsWith(':rest') ? 'collapse' : n.instance !== undefined ? 'open this segment' : 'expand one block'}` : `${n.label} ${n.sub ?? ''}`;
         g.append(title, s('rect', { width: p.width, height: p.height }));
         const label = s('text', { x: 8, y: n.sub ? 15 : 17 });
         label.textContent = n.kind === 'block' ? `▣ ${clip(n.label, 48)}` : clip(n.label, 48);

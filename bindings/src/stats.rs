@@ -236,6 +236,11 @@ impl DiffPass {
         self.inner.push_b(bytes);
     }
 
+    /// Adds the next slices of both tensors (the same elements: the fast path).
+    pub fn push(&mut self, a: &[u8], b: &[u8]) {
+        self.inner.push(a, b);
+    }
+
     /// The comparison so far, as [`diff_json`].
     pub fn diff(&self) -> String {
         diff_json(&self.inner.diff()).to_string()

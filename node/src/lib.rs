@@ -500,6 +500,12 @@ impl StatsDiff {
         self.inner.push_b(bytes);
     }
 
+    /// Adds the next slices of both tensors (the same elements; the fast path).
+    #[napi]
+    pub fn push(&mut self, a: &[u8], b: &[u8]) {
+        self.inner.push(a, b);
+    }
+
     /// The comparison so far (JSON).
     #[napi]
     pub fn diff(&self) -> String {

@@ -521,6 +521,11 @@ impl StatsDiff {
         self.inner.push_b(bytes);
     }
 
+    /// Adds the next slices of both tensors (the same elements; the fast path).
+    pub fn push(&mut self, a: &[u8], b: &[u8]) {
+        self.inner.push(a, b);
+    }
+
     /// The comparison so far (JSON).
     pub fn diff(&self) -> String {
         self.inner.diff()

@@ -18,7 +18,7 @@
 //!
 //! Memory: each side's decoded values wait in a queue until the other side has the same element
 //! index; push both streams in step (the same element count at a time) and the queues stay within
-//! one push. Both streams must yield the same number of values: [`DiffAccumulator::new`] refuses
+//! one push — with [`DiffAccumulator::push`], within 2048 values per side. Both streams must yield the same number of values: [`DiffAccumulator::new`] refuses
 //! pairs of element types with different values per element (complex against real).
 
 use alloc::vec::Vec;
@@ -244,6 +244,26 @@ impl DiffAccumulator {
         self.pair();
     }
 
+    /// Feeds the next bytes of both tensors at once: `a` and `b` should cover the same elements
+    /// (any boundaries are still accepted). They are fed in steps of [`LEAF`] values per side, so
+    /// the decoded values of both sides are paired while they are in cache and the queues stay
+    /// within a step: the fast way to feed large slices.
+    pub fn push(&mut self, mut a: &[u8], mut b: &[u8]) {
+        let step = |f: &Feed| {
+            let c = f.codec;
+            (LEAF / c.unit_values()).max(1) * c.unit_bytes()
+        };
+        let (sa, sb) = (step(&self.a), step(&self.b));
+        while a.len() > sa && b.len() > sb {
+            self.push_a(&a[..sa]);
+            self.push_b(&b[..sb]);
+            a = &a[sa..];
+            b = &b[sb..];
+        }
+        self.push_a(a);
+        self.push_b(b);
+    }
+
     /// Compares the values both queues hold and drops them.
     fn pair(&mut self) {
         let n = self.qa.len().min(self.qb.len());
@@ -297,6 +317,11 @@ mod tests {
             cut.push_b(pb);
         }
         let c = cut.diff();
+        let mut both = DiffAccumulator::new(f32t, f32t).unwrap();
+        both.push(&ba[..20_001], &bb[..20_001]);
+        both.push(&ba[20_001..], &bb[20_001..]);
+        assert_eq!(both.diff(), w);
+        assert!(both.queued() == 0);
         assert_eq!(w.count, 10_000);
         assert_eq!((w.count, w.max_abs), (c.count, c.max_abs));
         let close = |x: f64, y: f64| (x - y).abs() <= 1e-12 * x.abs().max(1e-300);
