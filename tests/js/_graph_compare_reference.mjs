@@ -32,6 +32,13 @@ export function checkpointPair(seed = 7) {
   return { dir, a: join(dir, 'a.safetensors'), b: join(dir, 'b.safetensors'), ref };
 }
 
+/** Writes a.gguf and b.gguf (the same values quantized differently) into a new temp folder: {a, b, ref}. */
+export function ggufPair(seed = 3) {
+  const dir = tempDir('tensorlane-compare-gguf-');
+  const ref = py('compare_ref.py', ['gguf', dir, String(seed)]);
+  return { dir, a: join(dir, 'a.gguf'), b: join(dir, 'b.gguf'), ref };
+}
+
 /** Writes the generated ONNX model of `layers` repeated blocks: {path, nodes}. */
 export function bigGraph(layers, dir = tempDir('tensorlane-graph-')) {
   const path = join(dir, `graph-${layers}.onnx`);

@@ -1,17 +1,19 @@
 // compare() on both backends against NumPy (tests/python/compare_ref.py): two safetensors
 // checkpoints written by the safetensors package that differ the ways checkpoints do (names only
 // in one, changed dtype/shape, noise in float32/float16/bfloat16/float64/int32, NaN/Inf, an
-// all-zero side), opened from paths, from bytes and from Blobs read in slices that cut elements.
+// all-zero side), opened from paths, from bytes and from Blobs read in 16 KiB slices; and two GGUF
+// files holding the same values quantized differently (gguf-py's quantize/dequantize).
 // Counts and max |a-b| exact, mean |a-b| and relative L2 within 1e-10, cosine within 1e-12; the
 // result is sorted by the largest change; an AbortSignal stops it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openAsBlob, readFileSync } from 'node:fs';
 import { loadBackends } from './_helpers.mjs';
-import { assertCompare, checkpointPair } from './_graph_compare_reference.mjs';
+import { assertCompare, checkpointPair, ggufPair } from './_graph_compare_reference.mjs';
 
 const backends = await loadBackends();
 const pair = checkpointPair();
+const gguf = ggufPair();
 
 for (const { name, api } of backends) {
   test(`${name}: compare() of two checkpoints from paths matches NumPy`, async () => {
@@ -43,6 +45,11 @@ for (const { name, api } of backends) {
     const blobs = await api.compare(ra, rb, { chunkBytes: 16384 });
     assertCompare(blobs, pair.ref, `${name} blobs`);
     assert.ok(reads.length > 100 && reads.every((n) => n <= 16384), `Blob read in bounded slices (${reads.length} reads, max ${Math.max(...reads)})`);
+  });
+
+  test(`${name}: compare() of two GGUF quantizations (Q8_0/Q4_0, F32/Q8_0, F16/Q5_0, Q4_1/F32) matches gguf-py's dequantized values`, async () => {
+    const got = await api.compare(api.open(gguf.a), api.open(gguf.b), { chunkBytes: 700 });
+    assertCompare(got, gguf.ref, `${name} gguf`);
   });
 
   test(`${name}: compare() stops on an AbortSignal`, async () => {

@@ -12,6 +12,12 @@ tests/js/compare.test.mjs, tests/browser/compare_graph.test.mjs and scripts/benc
         NumPy over a.astype(float64), b.astype(float64) (bfloat16 via ml_dtypes) of the pairs where
         both are finite; NaN is null, +Inf is "inf".
 
+    python compare_ref.py gguf OUT_DIR SEED
+        Writes a.gguf and b.gguf (gguf-py's GGUFWriter) holding the same float32 values quantized
+        differently: Q8_0 against Q4_0, float32 against Q8_0, float16 against Q5_0, Q4_1 against
+        float32, plus a tensor only in each. Prints the reference as for `gen`, over the values
+        gguf.quants.dequantize gives (GGUFReader reading the files back).
+
     python compare_ref.py big OUT_DIR MIB
         Writes a.safetensors and b.safetensors of about MIB MiB each (float32 layers, b = a + noise),
         for the benchmark. Prints their sizes.
@@ -101,6 +107,53 @@ def gen(out, seed):
     print(json.dumps(ref))
 
 
+def gguf_pair(out, seed):
+    from gguf import GGMLQuantizationType as Q, GGUFReader, GGUFWriter, quants
+
+    rng = np.random.default_rng(seed)
+    out = Path(out)
+    x = {n: rng.standard_normal(shape).astype(np.float32) for n, shape in
+         [("blk.0.w", (4, 256)), ("blk.0.v", (8, 256)), ("blk.0.h", (3, 256)), ("blk.0.k", (2, 256))]}
+    plan = {"blk.0.w": (Q.Q8_0, Q.Q4_0), "blk.0.v": (Q.F32, Q.Q8_0), "blk.0.h": (Q.F16, Q.Q5_0), "blk.0.k": (Q.Q4_1, Q.F32)}
+
+    def enc(a, q):
+        if q == Q.F32:
+            return a, None
+        if q == Q.F16:
+            return a.astype(np.float16), None
+        return quants.quantize(a, q), q
+
+    for side, path in ((0, out / "a.gguf"), (1, out / "b.gguf")):
+        w = GGUFWriter(str(path), "compare")
+        for name, a in x.items():
+            arr, raw = enc(a, plan[name][side])
+            w.add_tensor(name, arr, raw_dtype=raw)
+        w.add_tensor("only_in_a" if side == 0 else "only_in_b", np.ones((2, 32), np.float32))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+
+    def values(path):
+        r = GGUFReader(str(path))
+        out = {}
+        for t in r.tensors:
+            if t.tensor_type in (Q.F32, Q.F16):
+                out[t.name] = (np.asarray(t.data).astype(np.float64).ravel(), t.tensor_type.name)
+            else:
+                out[t.name] = (quants.dequantize(np.asarray(t.data), t.tensor_type).astype(np.float64).ravel(), t.tensor_type.name)
+        return out
+
+    va, vb = values(out / "a.gguf"), values(out / "b.gguf")
+    ref = {"onlyA": sorted(set(va) - set(vb)), "onlyB": sorted(set(vb) - set(va)), "changed": [], "tensors": {}}
+    for name in sorted(set(va) & set(vb)):
+        (x1, ta), (y1, tb) = va[name], vb[name]
+        if ta != tb:
+            ref["changed"].append({"name": name, "dtypeChanged": True, "shapeChanged": False})
+        ref["tensors"][name] = reference(x1, y1)
+    print(json.dumps(ref))
+
+
 def big(out, mib):
     rng = np.random.default_rng(1)
     out = Path(out)
@@ -119,6 +172,8 @@ def big(out, mib):
 if __name__ == "__main__":
     if sys.argv[1] == "gen":
         gen(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "gguf":
+        gguf_pair(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == "big":
         big(sys.argv[2], int(sys.argv[3]))
     else:
