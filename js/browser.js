@@ -5,15 +5,16 @@ import { glue, wasmBackend } from './wasm-backend.js';
 import { makeApi } from './common.js';
 import { makeZt } from './zt.js';
 import { makeFormats } from './formats.js';
+import { makeCompare } from './compare.js';
 
 const exports = await glue.default({ module_or_path: new URL('../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url) });
 const backend = wasmBackend(exports);
 const zt = makeZt(backend);
 // open(): every model format; .zt files are handed to the .zt reader.
 const formats = makeFormats(backend, zt);
-const api = { ...makeApi(backend), ...zt, open: formats.open, stats: formats.stats };
+const api = { ...makeApi(backend), ...zt, open: formats.open, stats: formats.stats, ...makeCompare(backend) };
 
-export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, writeZt } = api;
+export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, writeZt, compare } = api;
 export const backendName = 'wasm';
 /** The wasm instance's WebAssembly.Memory. */
 export const wasmMemory = () => exports.memory;

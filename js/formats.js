@@ -428,6 +428,12 @@ export function makeFormats(backend, zt, io = {}) {
       return statsResult(t, r.summary, r.histogram);
     }
 
+    /** The ONNX graph, by the addon over a map of the model file. */
+    graph() {
+      const m = io.mapPath(this.paths[0]);
+      return JSON.parse(this.#call(() => backend.onnxGraph(m)));
+    }
+
     close() {
       this.model.close();
       this.maps.clear();
@@ -646,6 +652,66 @@ export function makeFormats(backend, zt, io = {}) {
       const cut = (bytes) => dec.decode(bytes).subarray(start - (b0 * num) / per, start - (b0 * num) / per + count);
       if (t.layout.zeroCopy) return then(this.readBytes(name, b0, b1 - b0), cut);
       return then(this.#bytes(name), (all) => cut(all.subarray(b0, b1)));
+    }
+
+    /**
+     * A reader of tensor `name`'s stored bytes (C order, little-endian, as tensor() sees them)
+     * by range: `{length, lazy, read(offset, len)}`, `read` giving a Uint8Array (a Promise of
+     * one for a Blob source). Straight from a Blob or a file the wasm build reads, one read per
+     * call; from memory or a mapped file, views; a tensor that must be decoded first (inflated,
+     * gathered) is decoded once, on the first read. compare() reads through it.
+     */
+    byteReader(name) {
+      const t = this.info(name);
+      const L = t.layout;
+      const ctx = this.#ctx;
+      const src = !(ctx instanceof NativeContext) && L.zeroCopy ? ctx.sources.get(L.source) : undefined;
+      if (src && !src.memory) {
+        return {
+          length: L.length,
+          lazy: !!src.lazy,
+          read: (o, n) =>
+            then(src.read(L.offset + o, n), (b) => {
+              ctx.bytesRead += b.byteLength;
+              ctx.reads++;
+              return b;
+            }),
+        };
+      }
+      let whole = null;
+      return {
+        length: Number(t.nbytes),
+        lazy: this.lazy,
+        read: (o, n) => {
+          whole ??= then(this.#bytes(name), (b) => (whole = b));
+          return then(whole, (b) => b.subarray(o, o + n));
+        },
+      };
+    }
+
+    /**
+     * The computation graph of an ONNX model (see index.d.ts: nodes with op types, inputs,
+     * outputs and attribute summaries; graph inputs/outputs; initializer names; opsets;
+     * producer), read by the core from the model's header bytes. A Promise for a Blob source.
+     * Other formats throw (kind 'unsupported').
+     */
+    graph() {
+      if (this.format !== 'onnx') throw jsError(this.format, 'unsupported', 'only ONNX models have a computation graph');
+      const ctx = this.#ctx;
+      if (ctx instanceof NativeContext) return ctx.graph();
+      const read = () => {
+        ctx.phase = 'graph';
+        return run(
+          (function* () {
+            const out = yield* ctx.drive(() => ctx.session.graph(), false);
+            return JSON.parse(out);
+          })(),
+        );
+      };
+      if (!this.lazy) return read();
+      const turn = this.#turn.then(read);
+      this.#turn = turn.catch(() => {});
+      return turn;
     }
 
     /** Frees the backend's session (wasm memory) and closes file descriptors; the reader cannot read tensors afterwards. */

@@ -486,6 +486,96 @@ interface ModelReaderBase {
   info(name: string): TensorEntry;
   /** Frees the backend's session (wasm memory) and closes file descriptors. */
   close(): void;
+  /**
+   * A tensor's stored bytes (C order, little-endian) by range: straight from a Blob or file, one
+   * read per call; views on memory or a mapping; a tensor that must be decoded first is decoded
+   * once. `read` gives a Promise for a Blob source.
+   */
+  byteReader(name: string): { length: number; lazy: boolean; read(offset: number, length: number): Uint8Array | Promise<Uint8Array> };
+  /** The computation graph of an ONNX model (other formats throw, kind `'unsupported'`); a Promise for a Blob source. */
+  graph(): OnnxGraph | Promise<OnnxGraph>;
+}
+
+/** A graph input or output: its ONNX element type name (`FLOAT`, ...) and shape (numbers, symbolic names, null for unknown; null when not given). */
+export interface OnnxValueInfo {
+  name: string;
+  elem_type: string;
+  shape: (number | string | null)[] | null;
+}
+
+/** A node of an ONNX graph; attributes are summarised (`kind` as `onnx.AttributeProto` names it in lower case, `summary` a short text of the value). */
+export interface OnnxNode {
+  name: string;
+  op_type: string;
+  /** '' is the default domain (ai.onnx). */
+  domain: string;
+  inputs: string[];
+  outputs: string[];
+  attributes: { name: string; kind: string; summary: string }[];
+}
+
+/** The main graph of an ONNX model (`reader.graph()`), read by the core (`tensorlane_core::formats::onnx_graph`). */
+export interface OnnxGraph {
+  name: string;
+  ir_version: number;
+  producer_name: string;
+  producer_version: string;
+  /** domain -> version (the default domain is `ai.onnx`). */
+  opset_import: Record<string, number>;
+  inputs: OnnxValueInfo[];
+  outputs: OnnxValueInfo[];
+  /** Initializer names in file order. */
+  initializers: string[];
+  /** Nodes in file (topological) order. */
+  nodes: OnnxNode[];
+}
+
+/** One tensor present in both models with the same element count, compared value by value (float64 of each side, non-finite pairs left out). */
+export interface TensorDiff {
+  name: string;
+  /** `dtypeA` or `'A → B'` when they differ. */
+  dtype: string;
+  dtypeA: string;
+  dtypeB: string;
+  shape: number[];
+  /** Value pairs (finite or not). */
+  count: number;
+  /** Pairs where a or b is NaN or ±Inf. */
+  nonfinite: number;
+  /** max |a - b| */
+  maxAbs: number;
+  /** mean |a - b| */
+  meanAbs: number;
+  /** ‖a − b‖ / ‖a‖ (0 when both are 0, Infinity when only ‖a‖ is). */
+  relL2: number;
+  /** a·b / (‖a‖‖b‖) (NaN when a norm is 0). */
+  cosine: number;
+  normA: number;
+  normB: number;
+  normDiff: number;
+}
+
+/** What compare() finds. */
+export interface CompareResult {
+  onlyA: { name: string; dtype: string; shape: number[]; nbytes: number }[];
+  onlyB: { name: string; dtype: string; shape: number[]; nbytes: number }[];
+  /** Tensors in both whose dtype or shape differ (still compared when the element counts agree). */
+  changed: { name: string; a: { dtype: string; shape: number[] }; b: { dtype: string; shape: number[] }; dtypeChanged: boolean; shapeChanged: boolean }[];
+  /** Compared tensors, largest change first (relative L2, then max |a-b|). */
+  tensors: TensorDiff[];
+  /** Tensors that could not be compared (an element type without values, a read error). */
+  errors: { name: string; kind: string; message: string }[];
+  bytesCompared: number;
+  summary: { tensorsA: number; tensorsB: number; common: number; compared: number; changed: number; onlyA: number; onlyB: number; errors: number };
+}
+
+/** Options of compare(). */
+export interface CompareOptions {
+  /** Bytes of the wider tensor read at a time (default 4 MiB). */
+  chunkBytes?: number;
+  onProgress?: (p: { phase: 'compare'; tensor: string | null; tensorsDone: number; tensorsTotal: number; bytesDone: number; bytesTotal: number }) => void;
+  /** Stops the comparison between slices (the Promise rejects with the signal's reason or an AbortError). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -605,6 +695,13 @@ export declare function stats(
   tensor: { dtype?: string; shape?: number[]; data: ArrayBufferView; name?: string },
   options?: Pick<StatsOptions, 'bins' | 'chunkBytes' | 'onProgress'>,
 ): TensorStats;
+
+/**
+ * Compares two models tensor by tensor: names only in A or B, changed dtype/shape, and max/mean
+ * |a-b|, relative L2 and cosine of every tensor both hold (the core's DiffAccumulator over both
+ * stored byte streams, read in `chunkBytes` slices: never whole).
+ */
+export declare function compare(a: ModelReader | ModelBlobReader, b: ModelReader | ModelBlobReader, options?: CompareOptions): Promise<CompareResult>;
 
 /** What `writeZt` accepts per object. */
 export type ZtEntry =

@@ -17,6 +17,7 @@ import { makeZt } from './zt.js';
 import { companionPath, makeFormats, memorySource } from './formats.js';
 import { shardPath } from './node-paths.js';
 import { platformName } from './platform.js';
+import { makeCompare } from './compare.js';
 
 const require = createRequire(import.meta.url);
 const want = process.env.TENSORLANE_BACKEND ?? '';
@@ -63,7 +64,7 @@ if (addon) {
   const pathSource = (p) => memorySource(addon.ztMmap(p), basename(p), p);
   const io = { pathSource, companionPath, openModel: (p) => new addon.ModelFile(p), mapPath: (p) => addon.ztMmap(p) };
   const formats = makeFormats(addon, zt, io);
-  api = { ...api, ...zt, open: formats.open, stats: formats.stats };
+  api = { ...api, ...zt, open: formats.open, stats: formats.stats, ...makeCompare(addon) };
 } else {
   // Synchronous: js/wasm-node.js instantiates the wasm with initSync and has no top-level await.
   const wasm = require('./wasm-node.js');
@@ -72,7 +73,7 @@ if (addon) {
 }
 
 export { shardPath };
-export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, writeZt } = api;
+export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, writeZt, compare } = api;
 /** 'addon' or 'wasm'. */
 export const backendName = api.backend;
 /** Why the addon was not used (null when it was, or when wasm was requested). */

@@ -21,6 +21,7 @@ export function wasmBackend(exports) {
     ggmlDequantize: glue.ggmlDequantize,
     StatsSummary: glue.StatsSummary,
     StatsHistogram: glue.StatsHistogram,
+    StatsDiff: glue.StatsDiff,
     /** The wasm instance's memory (tests check that views survive its growth). */
     memory: () => exports.memory,
   };

@@ -6,6 +6,7 @@ import { makeApi } from './common.js';
 import { makeZt } from './zt.js';
 import { companionPath, makeFormats } from './formats.js';
 import { shardPath } from './node-paths.js';
+import { makeCompare } from './compare.js';
 
 const exports = glue.initSync({ module: readFileSync(new URL('../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url)) });
 const backend = wasmBackend(exports);
@@ -45,9 +46,9 @@ function pathSource(path) {
   return src;
 }
 const formats = makeFormats(backend, zt, { pathSource, companionPath });
-const api = { ...makeApi(backend), ...zt, open: formats.open, stats: formats.stats };
+const api = { ...makeApi(backend), ...zt, open: formats.open, stats: formats.stats, ...makeCompare(backend) };
 
-export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, writeZt } = api;
+export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, writeZt, compare } = api;
 export const backendName = 'wasm';
 /** The wasm instance's WebAssembly.Memory. */
 export const wasmMemory = () => exports.memory;

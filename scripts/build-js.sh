@@ -45,4 +45,14 @@ if [[ "${SKIP_ADDON:-0}" != 1 ]]; then
   esac
   if newer "$lib" "$dst"; then cp "$lib" "$dst"; fi
 fi
+# The graph view's layout library (npm devDependency elkjs), served from a gitignored vendor path.
+if [[ -f node_modules/elkjs/lib/elk-worker.min.js ]]; then
+  mkdir -p web-demo/vendor/elkjs
+  for f in elk-worker.min.js LICENSE.md; do
+    src=node_modules/elkjs/lib/$f; [[ -f $src ]] || src=node_modules/elkjs/$f
+    if [[ -f $src ]] && newer "$src" "web-demo/vendor/elkjs/$f"; then cp "$src" "web-demo/vendor/elkjs/$f"; fi
+  done
+else
+  echo "build-js: elkjs is not installed (npm install); the graph view cannot lay out graphs" >&2
+fi
 echo "build-js: ok"

@@ -424,6 +424,71 @@ impl Session {
     }
 }
 
+impl Session {
+    /// One attempt at reading the graph of an opened ONNX model ([`graph_json`]), or what is
+    /// needed first. Other formats have no graph (`unsupported`).
+    pub fn graph(&mut self) -> Step<String> {
+        self.clear_misses();
+        let step = match self.catalog() {
+            Err(e) => Step::Failed(e),
+            Ok(cat) if cat.format != Format::Onnx => Step::Failed(FormatError::new(
+                cat.format.name(),
+                ErrorKind::Unsupported,
+                "only ONNX models have a computation graph",
+            )),
+            Ok(_) => match formats::onnx_graph::read_graph(&self.sources[0]) {
+                Ok(g) => Step::Done(graph_json(&g).to_string()),
+                Err(e) => Step::Failed(e),
+            },
+        };
+        self.missed().unwrap_or(step)
+    }
+}
+
+/// The graph of the ONNX model in `bytes` (a whole file in memory, e.g. a mapped one) as
+/// [`graph_json`]; errors are a [`FormatError`] as JSON.
+pub fn onnx_graph_of_bytes(bytes: &[u8]) -> Result<String, String> {
+    formats::onnx_graph::read_graph(bytes)
+        .map(|g| graph_json(&g).to_string())
+        .map_err(|e| error_json(&e).to_string())
+}
+
+/// An ONNX [`formats::onnx_graph::Graph`] as JSON: `{name, ir_version, producer_name,
+/// producer_version, opset_import: {domain: version}, inputs, outputs: [{name, elem_type, shape}],
+/// initializers: [name], nodes: [{name, op_type, domain, inputs, outputs, attributes: [{name, kind,
+/// summary}]}]}`; `elem_type` is the ONNX name (`FLOAT`), `shape` a list of numbers and symbolic
+/// names (`null` for an unknown dimension) or `null` when not given.
+pub fn graph_json(g: &formats::onnx_graph::Graph) -> J {
+    use formats::onnx_graph::{Dim, ValueInfo, elem_type_name};
+    let vi = |v: &ValueInfo| {
+        json!({
+            "name": v.name,
+            "elem_type": elem_type_name(v.elem_type),
+            "shape": v.shape.as_ref().map(|s| s.iter().map(|d| match d {
+                Dim::Value(n) => json!(n),
+                Dim::Param(p) => json!(p),
+                Dim::Unknown => J::Null,
+            }).collect::<Vec<_>>()),
+        })
+    };
+    let opsets: Map<String, J> = g.opset_import.iter().map(|(d, v)| (d.clone(), json!(v))).collect();
+    json!({
+        "name": g.name,
+        "ir_version": g.ir_version,
+        "producer_name": g.producer_name,
+        "producer_version": g.producer_version,
+        "opset_import": opsets,
+        "inputs": g.inputs.iter().map(vi).collect::<Vec<_>>(),
+        "outputs": g.outputs.iter().map(vi).collect::<Vec<_>>(),
+        "initializers": g.initializers,
+        "nodes": g.nodes.iter().map(|n| json!({
+            "name": n.name, "op_type": n.op_type, "domain": n.domain,
+            "inputs": n.inputs, "outputs": n.outputs,
+            "attributes": n.attributes.iter().map(|a| json!({"name": a.name, "kind": a.kind, "summary": a.summary})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
 /// Dequantizes ggml blocks of type `ty` (GGUF) to f32.
 pub fn ggml_dequantize(ty: u32, blocks: &[u8]) -> Result<Vec<f32>, String> {
     formats::ggml::dequantize(formats::ggml::GgmlType(ty), blocks).map_err(|e| error_json(&e).to_string())

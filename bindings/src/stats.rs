@@ -13,7 +13,9 @@ use serde_json::{Value as J, json};
 use tensorlane_core::dtype::DType;
 use tensorlane_core::formats::ggml::GgmlType;
 use tensorlane_core::formats::{ElementType, ErrorKind, FormatError};
-use tensorlane_core::stats::{Histogram, HistogramAccumulator, Stats, StatsError, Summary, TensorStats};
+use tensorlane_core::stats::{
+    Diff, DiffAccumulator, Histogram, HistogramAccumulator, Stats, StatsError, Summary, TensorStats,
+};
 use tensorlane_core::zt::format::LogicalType;
 
 use crate::formats::error_json;
@@ -185,6 +187,66 @@ impl HistogramPass {
     }
 }
 
+/// A [`Diff`] as JSON: `{count, nonfinite, max_abs, mean_abs, rel_l2, cosine, norm_a, norm_b,
+/// norm_diff}` (`null` where the core gives NaN; `rel_l2` +Inf is `"inf"`).
+pub fn diff_json(d: &Diff) -> J {
+    let inf_or = |v: f64| if v == f64::INFINITY { json!("inf") } else { num(v) };
+    json!({
+        "count": d.count, "nonfinite": d.nonfinite,
+        "max_abs": num(d.max_abs), "mean_abs": num(d.mean_abs), "rel_l2": inf_or(d.rel_l2),
+        "cosine": num(d.cosine), "norm_a": inf_or(d.norm_a), "norm_b": inf_or(d.norm_b),
+        "norm_diff": inf_or(d.norm_diff),
+    })
+}
+
+/// Two tensors compared value by value ([`DiffAccumulator`]), fed as two byte streams.
+pub struct DiffPass {
+    inner: DiffAccumulator,
+}
+
+impl DiffPass {
+    /// A comparison of `elements` elements of `dtype_a`/`ggml_a` with as many of
+    /// `dtype_b`/`ggml_b` ([`element_type`]); `bytes_a` and `bytes_b` are the stored sizes,
+    /// checked against the element count.
+    pub fn new(
+        dtype_a: &str,
+        ggml_a: f64,
+        bytes_a: f64,
+        dtype_b: &str,
+        ggml_b: f64,
+        bytes_b: f64,
+        elements: f64,
+    ) -> Result<DiffPass, String> {
+        let (ta, tb) = (element_type(dtype_a, ggml_a)?, element_type(dtype_b, ggml_b)?);
+        let n = checked_elements(ta, elements, bytes_a)?;
+        checked_elements(tb, elements, bytes_b)?;
+        let inner = DiffAccumulator::new(ta, tb)
+            .map_err(|e| stats_error(&e))?
+            .with_elements(n);
+        Ok(DiffPass { inner })
+    }
+
+    /// Adds the next slice of tensor A's stored bytes (any boundaries).
+    pub fn push_a(&mut self, bytes: &[u8]) {
+        self.inner.push_a(bytes);
+    }
+
+    /// Adds the next slice of tensor B's stored bytes (any boundaries).
+    pub fn push_b(&mut self, bytes: &[u8]) {
+        self.inner.push_b(bytes);
+    }
+
+    /// Adds the next slices of both tensors (the same elements: the fast path).
+    pub fn push(&mut self, a: &[u8], b: &[u8]) {
+        self.inner.push(a, b);
+    }
+
+    /// The comparison so far, as [`diff_json`].
+    pub fn diff(&self) -> String {
+        diff_json(&self.inner.diff()).to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,5 +314,21 @@ mod tests {
         // Q4_K blocks hold 256 elements in 144 bytes.
         assert!(SummaryPass::new("Q4_K", 12.0, 256.0, 144.0).is_ok());
         assert!(SummaryPass::new("Q4_K", 12.0, 100.0, 144.0).is_err());
+    }
+
+    #[test]
+    fn diff_pass_pairs_types_and_checks_sizes() {
+        let a = f32_bytes(&[1.0, -2.0]);
+        // bfloat16 1.0 = 0x3f80, -1.0 = 0xbf80
+        let b = [0x80u8, 0x3f, 0x80, 0xbf];
+        let mut d = DiffPass::new("float32", -1.0, 8.0, "bfloat16", -1.0, 4.0, 2.0).unwrap();
+        d.push_b(&b);
+        d.push_a(&a);
+        let j: J = serde_json::from_str(&d.diff()).unwrap();
+        assert_eq!(
+            (j["count"].clone(), j["max_abs"].clone(), j["mean_abs"].clone()),
+            (json!(2), json!(1.0), json!(0.5))
+        );
+        assert!(DiffPass::new("float32", -1.0, 8.0, "bfloat16", -1.0, 6.0, 2.0).is_err());
     }
 }

@@ -242,6 +242,24 @@ impl FormatSession {
     pub fn held_bytes(&self) -> f64 {
         self.inner.held_bytes() as f64
     }
+
+    /// One attempt at reading an opened ONNX model's graph: its JSON, or `null` (see `status()`).
+    #[napi]
+    pub fn graph(&mut self) -> Option<String> {
+        let step = self.inner.graph();
+        self.status = step.status();
+        match step {
+            formats::Step::Done(json) => Some(json),
+            _ => None,
+        }
+    }
+}
+
+/// The graph of the ONNX model in `bytes` (a whole file, e.g. mapped), as JSON; throws a core
+/// FormatError as JSON.
+#[napi(js_name = "onnxGraph")]
+pub fn onnx_graph(bytes: &[u8]) -> Result<String> {
+    formats::onnx_graph_of_bytes(bytes).map_err(err)
 }
 
 /// Dequantizes ggml blocks (GGUF) of type id `ty` to float32.
@@ -441,5 +459,56 @@ impl StatsHistogram {
     #[napi]
     pub fn finish(&mut self) -> Result<String> {
         self.inner.finish().map_err(err)
+    }
+}
+
+/// Two tensors compared value by value (see `tensorlane_bindings::stats::DiffPass`); pushed
+/// slices are read in place.
+#[napi(js_name = "StatsDiff")]
+pub struct StatsDiff {
+    inner: stats::DiffPass,
+}
+
+#[napi]
+impl StatsDiff {
+    /// `elements` elements of `dtype_a` (`ggml_a`: a GGUF type id, or -1) stored in `bytes_a`
+    /// bytes against as many of `dtype_b` in `bytes_b`. Throws a core FormatError as JSON.
+    #[napi(constructor)]
+    pub fn new(
+        dtype_a: String,
+        ggml_a: f64,
+        bytes_a: f64,
+        dtype_b: String,
+        ggml_b: f64,
+        bytes_b: f64,
+        elements: f64,
+    ) -> Result<Self> {
+        stats::DiffPass::new(&dtype_a, ggml_a, bytes_a, &dtype_b, ggml_b, bytes_b, elements)
+            .map(|inner| StatsDiff { inner })
+            .map_err(err)
+    }
+
+    /// Adds the next slice of tensor A's stored bytes (any boundaries).
+    #[napi(js_name = "pushA")]
+    pub fn push_a(&mut self, bytes: &[u8]) {
+        self.inner.push_a(bytes);
+    }
+
+    /// Adds the next slice of tensor B's stored bytes (any boundaries).
+    #[napi(js_name = "pushB")]
+    pub fn push_b(&mut self, bytes: &[u8]) {
+        self.inner.push_b(bytes);
+    }
+
+    /// Adds the next slices of both tensors (the same elements; the fast path).
+    #[napi]
+    pub fn push(&mut self, a: &[u8], b: &[u8]) {
+        self.inner.push(a, b);
+    }
+
+    /// The comparison so far (JSON).
+    #[napi]
+    pub fn diff(&self) -> String {
+        self.inner.diff()
     }
 }

@@ -397,6 +397,17 @@ impl FormatSession {
     pub fn held_bytes(&self) -> f64 {
         self.inner.held_bytes() as f64
     }
+
+    /// One attempt at reading an opened ONNX model's graph: its JSON, or `undefined` (see
+    /// `status()`).
+    pub fn graph(&mut self) -> Option<String> {
+        let step = self.inner.graph();
+        self.status = step.status();
+        match step {
+            formats::Step::Done(json) => Some(json),
+            _ => None,
+        }
+    }
 }
 
 /// Dequantizes ggml blocks (GGUF) of type id `ty` to float32 (blocks copied in, values out).
@@ -469,5 +480,54 @@ impl StatsHistogram {
     /// The histogram (JSON: `{edges, counts}`).
     pub fn finish(&mut self) -> Result<String, JsError> {
         self.inner.finish().map_err(|e| JsError::new(&e))
+    }
+}
+
+/// Two tensors compared value by value (see `tensorlane_bindings::stats::DiffPass`): each pushed
+/// slice is copied into wasm memory for the push only.
+#[wasm_bindgen(js_name = StatsDiff)]
+pub struct StatsDiff {
+    inner: stats::DiffPass,
+}
+
+#[wasm_bindgen(js_class = StatsDiff)]
+impl StatsDiff {
+    /// `elements` elements of `dtype_a` (`ggml_a`: a GGUF type id, or -1) stored in `bytes_a`
+    /// bytes against as many of `dtype_b` in `bytes_b`. Throws a core FormatError as JSON.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        dtype_a: &str,
+        ggml_a: f64,
+        bytes_a: f64,
+        dtype_b: &str,
+        ggml_b: f64,
+        bytes_b: f64,
+        elements: f64,
+    ) -> Result<StatsDiff, JsError> {
+        stats::DiffPass::new(dtype_a, ggml_a, bytes_a, dtype_b, ggml_b, bytes_b, elements)
+            .map(|inner| StatsDiff { inner })
+            .map_err(|e| JsError::new(&e))
+    }
+
+    /// Adds the next slice of tensor A's stored bytes (any boundaries).
+    #[wasm_bindgen(js_name = pushA)]
+    pub fn push_a(&mut self, bytes: &[u8]) {
+        self.inner.push_a(bytes);
+    }
+
+    /// Adds the next slice of tensor B's stored bytes (any boundaries).
+    #[wasm_bindgen(js_name = pushB)]
+    pub fn push_b(&mut self, bytes: &[u8]) {
+        self.inner.push_b(bytes);
+    }
+
+    /// Adds the next slices of both tensors (the same elements; the fast path).
+    pub fn push(&mut self, a: &[u8], b: &[u8]) {
+        self.inner.push(a, b);
+    }
+
+    /// The comparison so far (JSON).
+    pub fn diff(&self) -> String {
+        self.inner.diff()
     }
 }

@@ -34,6 +34,7 @@ pub mod gguf;
 pub mod hdf5;
 pub mod npy;
 pub mod onnx;
+pub mod onnx_graph;
 pub mod pickle;
 pub mod protobuf;
 pub mod pt;

@@ -8,6 +8,8 @@
 //!   [`Stats::merge`], read the [`Summary`] at any time.
 //! * [`HistogramAccumulator`] — pass 2: equal-width bins over `[min, max]` once pass 1 has told
 //!   the range ([`HistogramAccumulator::from_summary`]).
+//! * [`DiffAccumulator`] — two tensors compared value by value (max and mean |a − b|, relative
+//!   L2, cosine), fed as two byte streams of any element types.
 //! * [`tensor_stats`] — both passes over one catalog tensor ([`crate::formats::TensorInfo`]),
 //!   reading the source in [`StatsOptions::chunk_bytes`] pieces.
 //!
@@ -98,7 +100,10 @@ use crate::formats::{self, ElementType, ErrorKind, FormatError, Storage, TensorI
 use crate::source::ReadAt;
 
 mod decode;
+mod diff;
 mod kernel;
+
+pub use diff::{Diff, DiffAccumulator};
 
 use decode::{Codec, LEAF};
 use kernel::{Bins, Leaf, Moments};

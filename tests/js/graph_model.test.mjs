@@ -1,0 +1,58 @@
+// The graph view's analysis (web-demo/graph-model.js) over graphs read by reader.graph() and
+// checked against the onnx library: op-type counts and consumers equal what the onnx library's
+// node list gives, the 420 `/model/layers.N/` blocks of the generated model are found as one
+// uniform family of 12 ops, the collapsed drawing keeps every edge between boxes, and a graph
+// without block names (the same model read with {blocks: false}) is drawn as segments.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as api from '../../js/node.js';
+import { analyze, displayGraph, MAX_BOXES } from '../../web-demo/graph-model.js';
+import { bigGraph, onnxReference } from './_graph_compare_reference.mjs';
+
+const big = bigGraph(420);
+const ref = onnxReference(big.path);
+const graph = api.open(big.path).graph();
+
+test('op-type counts and consumers equal the onnx library node list', () => {
+  const a = analyze(graph);
+  const want = new Map();
+  for (const n of ref.nodes) {
+    const k = n.domain ? `${n.domain}.${n.op_type}` : n.op_type;
+    want.set(k, (want.get(k) ?? 0) + 1);
+  }
+  assert.deepEqual(new Map(a.opCounts.map((o) => [o.op, o.count])), want);
+  for (const init of ['model.layers.7.mlp.weight', '/model/one', '/model/shape_2d']) {
+    const got = (a.consumers.get(init) ?? []).map((k) => a.nodes[k].name);
+    assert.deepEqual(got, ref.nodes.filter((n) => n.inputs.includes(init)).map((n) => n.name), init);
+  }
+});
+
+test('the 420 layers are one uniform repeated block, drawn as one box', () => {
+  const a = analyze(graph);
+  assert.equal(a.families.length, 1);
+  const f = a.families[0];
+  assert.equal(f.template, '/model/layers.#/');
+  assert.equal(f.instances.length, 420);
+  assert.equal(f.size, 12);
+  assert.ok(f.uniform);
+  const d = displayGraph(a);
+  assert.equal(d.nodes.filter((n) => n.kind === 'block').length, 1);
+  assert.ok(d.nodes.length < 20, `${d.nodes.length} boxes`);
+  // The block sits between the graph input and the head.
+  assert.ok(d.edges.some((e) => e.source === 'in:input_ids_embeds' && e.target === 'block:0'));
+  assert.ok(d.edges.some((e) => e.source === 'block:0' && e.target === 'node:/head/LeakyRelu'));
+  // Expanding block 5 draws its 12 nodes and the other 419 blocks as one box.
+  const e = displayGraph(a, new Map([[0, 5]]));
+  assert.equal(e.nodes.filter((n) => n.kind === 'node' && n.sub.startsWith('/model/layers.5/')).length, 12);
+  assert.ok(e.nodes.some((n) => n.id === 'block:0:rest'));
+});
+
+test('without block names, a long graph is drawn as segments of consecutive nodes', () => {
+  const a = analyze(graph, { blocks: false });
+  assert.equal(a.families.length, 1);
+  assert.equal(a.families[0].kind, 'segments');
+  const d = displayGraph(a);
+  assert.ok(d.nodes.length <= MAX_BOXES, `${d.nodes.length} boxes`);
+  const covered = [...a.families[0].nodes.values()].reduce((n, l) => n + l.length, 0);
+  assert.equal(covered, ref.nodes.length);
+});

@@ -1,0 +1,528 @@
+// The ONNX graph view of the model inspector: the model (ctx.sources[i], i = ?gsrc= or 0) is
+// read in a Worker (graph-worker.js: reader.graph()), analysed (graph-model.js: op-type counts,
+// producers and consumers, repeated blocks), and drawn: repeated blocks (`/layers.N/`) collapsed
+// to one box, laid out by elkjs (layered) in its own Worker (web-demo/vendor/elkjs, copied there
+// by scripts/build-js.sh from the npm devDependency), drawn as SVG with pan (drag) and zoom
+// (wheel). Beside it: op-type counts, a searchable node list (virtualised), and the selected
+// node's inputs, outputs, attributes and, for an initializer, its consumers and a link to the
+// tensor view (ctx.selectTensor).
+//
+// Stable hooks: root `data-graph-state` = `loading` | `layout` | `done` | `error`; drawn nodes
+// and node-list rows carry `data-node="NAME"` (the node's name, or `OP#index` when unnamed),
+// collapsed blocks `data-block="TEMPLATE"` (segments of a long graph without block names also
+// `data-segment="K"`); the details panel `data-selected="NAME"`.
+//
+// `?blocks=off` draws every node (no collapsing); `?node=NAME` selects a node once drawn.
+//
+// mount(el, ctx) -> { unmount() }; ctx = { sources, selectTensor, params, setParam }.
+import { analyze, boxSize, displayGraph, shapeText } from './graph-model.js';
+
+const STYLE_ID = 'tl-graph-style';
+const ELK_WORKER = new URL('./vendor/elkjs/elk-worker.min.js', import.meta.url);
+const ROW = 22;
+const SVGNS = 'http://www.w3.org/2000/svg';
+const CSS = `
+.tl-graph { font: 13px/1.4 system-ui, sans-serif; color: #1d2433; display: grid; grid-template-columns: minmax(0, 1fr) 330px; grid-template-rows: auto minmax(0, 1fr); gap: 8px; height: min(80vh, 900px); min-height: 420px; }
+.tl-graph .tl-g-head { grid-column: 1 / -1; display: flex; gap: 12px; align-items: center; flex-wrap: wrap; }
+.tl-graph .tl-g-head b { font-size: 15px; }
+.tl-graph .tl-g-muted { color: #6b7385; }
+.tl-graph .tl-g-canvas { position: relative; border: 1px solid #d7dce6; border-radius: 6px; overflow: hidden; background: #fbfcfe; min-height: 0; }
+.tl-graph .tl-g-canvas svg { width: 100%; height: 100%; display: block; cursor: grab; touch-action: none; }
+.tl-graph .tl-g-canvas svg.tl-g-drag { cursor: grabbing; }
+.tl-graph .tl-g-tools { position: absolute; top: 6px; left: 6px; display: flex; gap: 4px; }
+.tl-graph button { font: inherit; padding: 2px 8px; border: 1px solid #b8c2d6; background: #fff; border-radius: 4px; cursor: pointer; }
+.tl-graph button:hover { background: #eef2fa; }
+.tl-graph .tl-g-side { display: flex; flex-direction: column; gap: 8px; min-height: 0; overflow: hidden; }
+.tl-graph .tl-g-box { border: 1px solid #d7dce6; border-radius: 6px; padding: 6px 8px; background: #fff; min-height: 0; }
+.tl-graph .tl-g-box h4 { margin: 0 0 4px; font-size: 13px; }
+.tl-graph .tl-g-ops { max-height: 150px; overflow: auto; }
+.tl-graph .tl-g-op { display: grid; grid-template-columns: 1fr auto; gap: 6px; cursor: pointer; padding: 0 2px; border-radius: 3px; }
+.tl-graph .tl-g-op:hover, .tl-graph .tl-g-op.tl-g-on { background: #eef4ff; }
+.tl-graph .tl-g-op i { display: block; height: 3px; background: #7c9be0; grid-column: 1 / -1; border-radius: 2px; }
+.tl-graph .tl-g-list { flex: 1 1 0; display: flex; flex-direction: column; min-height: 120px; }
+.tl-graph .tl-g-list input { font: inherit; padding: 3px 6px; border: 1px solid #b8c2d6; border-radius: 4px; margin-bottom: 4px; }
+.tl-graph .tl-g-scroll { flex: 1 1 0; overflow: auto; position: relative; min-height: 60px; }
+.tl-graph .tl-g-row { position: absolute; left: 0; right: 0; height: ${ROW}px; line-height: ${ROW}px; padding: 0 4px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; cursor: pointer; font-size: 12px; }
+.tl-graph .tl-g-row:hover { background: #eef4ff; }
+.tl-graph .tl-g-row.tl-g-on { background: #dbe7ff; }
+.tl-graph .tl-g-row b { font-weight: 600; margin-right: 6px; }
+.tl-graph .tl-g-detail { max-height: 42%; overflow: auto; font-size: 12px; }
+.tl-graph .tl-g-detail code, .tl-graph .tl-g-detail a { font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
+.tl-graph .tl-g-detail a { color: #2454b5; cursor: pointer; text-decoration: underline dotted; }
+.tl-graph .tl-g-detail ul { margin: 2px 0 6px; padding-left: 16px; }
+.tl-graph .tl-g-tag { font-size: 11px; color: #fff; background: #8a94a8; border-radius: 3px; padding: 0 4px; margin-left: 4px; }
+.tl-graph .tl-g-error { grid-column: 1 / -1; color: #a3261b; background: #fdf0ee; border: 1px solid #f0c4bd; padding: 6px 10px; border-radius: 6px; overflow-wrap: anywhere; }
+.tl-graph svg .tl-g-n rect { fill: #fff; stroke: #6d7fa6; stroke-width: 1; rx: 4; }
+.tl-graph svg .tl-g-n.tl-g-block rect { fill: #eef3ff; stroke: #3b6fd8; stroke-width: 1.5; stroke-dasharray: 5 3; }
+.tl-graph svg .tl-g-n.tl-g-io rect { fill: #f3f5f8; stroke: #98a2b6; rx: 12; }
+.tl-graph svg .tl-g-n.tl-g-sel rect { stroke: #e0674f; stroke-width: 2.5; }
+.tl-graph svg .tl-g-n text { font: 12px system-ui, sans-serif; fill: #1d2433; pointer-events: none; }
+.tl-graph svg .tl-g-n text.tl-g-sub { font-size: 10px; fill: #6b7385; }
+.tl-graph svg .tl-g-n { cursor: pointer; }
+.tl-graph svg path.tl-g-e { fill: none; stroke: #98a2b6; stroke-width: 1.2; marker-end: url(#tl-g-arrow); }
+`;
+
+function injectStyle() {
+  if (document.getElementById(STYLE_ID)) return;
+  const s = document.createElement('style');
+  s.id = STYLE_ID;
+  s.textContent = CSS;
+  document.head.append(s);
+}
+
+function h(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'class') e.className = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else if (k === 'dataset') Object.assign(e.dataset, v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) if (c !== null && c !== undefined && c !== false) e.append(c);
+  return e;
+}
+
+function s(tag, attrs = {}, ...children) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'dataset') Object.assign(e.dataset, v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) if (c) e.append(c);
+  return e;
+}
+
+/** A minimal client of elkjs's worker protocol ({id, cmd} -> {id, data | error}). */
+class ElkClient {
+  constructor(url) {
+    this.worker = new Worker(url);
+    this.next = 0;
+    this.pending = new Map();
+    this.worker.onmessage = ({ data }) => {
+      const p = this.pending.get(data.id);
+      if (!p) return;
+      this.pending.delete(data.id);
+      if (data.error) p.reject(new Error(`layout failed: ${data.error.message ?? data.error}`));
+      else p.resolve(data.data);
+    };
+    this.worker.onerror = (e) => {
+      for (const p of this.pending.values()) p.reject(new Error(`the layout worker (${url.pathname}) failed: ${e.message || 'not found? run scripts/build-js.sh'}`));
+      this.pending.clear();
+    };
+    this.ready = this.call({ cmd: 'register', algorithms: ['layered'] });
+  }
+  call(msg) {
+    const id = this.next++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ ...msg, id });
+    });
+  }
+  async layout(graph) {
+    await this.ready;
+    return this.call({ cmd: 'layout', graph, layoutOptions: {}, options: {} });
+  }
+  terminate() {
+    this.worker.terminate();
+  }
+}
+
+/** Mounts the graph view in `el`. */
+export function mount(el, ctx) {
+  injectStyle();
+  const root = h('div', { class: 'tl-graph', dataset: { graphState: 'loading' } });
+  el.append(root);
+  const si = Math.min(Number(ctx.params?.get('gsrc') ?? 0) || 0, Math.max(0, (ctx.sources?.length ?? 1) - 1));
+  const src = ctx.sources?.[si];
+  const head = h('div', { class: 'tl-g-head' }, h('b', {}, `Graph of ${src?.name ?? '?'}`), h('span', { class: 'tl-g-muted' }, 'reading the graph…'));
+  root.append(head);
+  const setState = (v) => (root.dataset.graphState = v);
+  const fail = (msg) => {
+    setState('error');
+    root.append(h('div', { class: 'tl-g-error', role: 'alert' }, msg));
+  };
+  let worker = null;
+  let elk = null;
+  let dead = false;
+  const cleanup = () => {
+    dead = true;
+    worker?.terminate();
+    elk?.terminate();
+  };
+  if (!src) {
+    fail('Open an ONNX model to see its graph.');
+    return { unmount: () => (cleanup(), root.remove()) };
+  }
+
+  const t0 = performance.now();
+  worker = new Worker(new URL('./graph-worker.js', import.meta.url), { type: 'module' });
+  worker.onerror = (e) => fail(`the graph worker failed to start: ${e.message ?? e}`);
+  worker.onmessage = ({ data }) => {
+    if (data.type === 'ready') worker.postMessage({ cmd: 'graph', source: { name: src.name, file: src.file, url: src.url }, companions: src.companions });
+    else if (data.type === 'error') {
+      fail(data.error.message);
+      worker.terminate();
+    } else if (data.type === 'done') {
+      worker.terminate();
+      worker = null;
+      if (!dead) show(data);
+    }
+  };
+
+  function show({ graph, tensors, bytesRead, ms }) {
+    const a = analyze(graph, { blocks: ctx.params?.get('blocks') !== 'off' });
+    const tensorInfo = new Map(tensors.map((t) => [t.name, t]));
+    const byId = new Map(a.nodes.map((n) => [n.id, n]));
+    const expanded = new Map();
+    let selected = null;
+    let opFilter = '';
+    let query = '';
+    const timing = { readMs: ms, bytesRead };
+    const meta = h('span', { class: 'tl-g-muted' });
+    const opsets = Object.entries(graph.opset_import).map(([d, v]) => `${d} ${v}`).join(', ');
+    meta.textContent = `${a.nodes.length.toLocaleString()} nodes · ${a.initializers.size.toLocaleString()} initializers · ${a.families.length} repeated block${a.families.length === 1 ? '' : 's'} · opset ${opsets || '?'}${graph.producer_name ? ` · ${graph.producer_name} ${graph.producer_version}` : ''} · read ${(bytesRead / 1024).toFixed(0)} KiB in ${ms.toFixed(0)} ms`;
+    head.replaceChildren(head.firstChild, meta);
+
+    // --- the drawing
+    const svg = s('svg', { role: 'img', 'aria-label': 'model graph' });
+    const defs = s('defs', {}, s('marker', { id: 'tl-g-arrow', viewBox: '0 0 10 10', refX: '10', refY: '5', markerWidth: '7', markerHeight: '7', orient: 'auto-start-reverse' }, s('path', { d: 'M0,0 L10,5 L0,10 z', fill: '#98a2b6' })));
+    const world = s('g');
+    svg.append(defs, world);
+    const status = h('span', { class: 'tl-g-muted' });
+    const fitBtn = h('button', { type: 'button', onclick: () => fit() }, 'Fit');
+    const collapseBtn = h('button', { type: 'button', onclick: () => (expanded.clear(), relayout()) }, 'Collapse all');
+    const canvas = h('div', { class: 'tl-g-canvas' }, svg, h('div', { class: 'tl-g-tools' }, fitBtn, collapseBtn, status));
+    let view = { x: 0, y: 0, k: 1 };
+    let bounds = { w: 1, h: 1 };
+    const apply = () => world.setAttribute('transform', `translate(${view.x},${view.y}) scale(${view.k})`);
+    function fit() {
+      const r = svg.getBoundingClientRect();
+      const k = Math.min(2, (r.width - 20) / bounds.w, (r.height - 20) / bounds.h);
+      view = { k, x: (r.width - bounds.w * k) / 2, y: Math.max(10, (r.height - bounds.h * k) / 2) };
+      if (bounds.h * k > r.height) view.y = 10;
+      apply();
+    }
+    svg.addEventListener(
+      'wheel',
+      (e) => {
+        e.preventDefault();
+        const r = svg.getBoundingClientRect();
+        const px = e.clientX - r.left;
+        const py = e.clientY - r.top;
+        const f = Math.exp(-e.deltaY * 0.0015);
+        const k = Math.min(8, Math.max(0.02, view.k * f));
+        view.x = px - ((px - view.x) * k) / view.k;
+        view.y = py - ((py - view.y) * k) / view.k;
+        view.k = k;
+        apply();
+      },
+      { passive: false },
+    );
+    let drag = null;
+    svg.addEventListener('pointerdown', (e) => {
+      drag = { x: e.clientX, y: e.clientY, vx: view.x, vy: view.y, moved: false, target: e.target.closest?.('.tl-g-n') };
+      svg.setPointerCapture(e.pointerId);
+      svg.classList.add('tl-g-drag');
+    });
+    svg.addEventListener('pointermove', (e) => {
+      if (!drag) return;
+      const dx = e.clientX - drag.x;
+      const dy = e.clientY - drag.y;
+      if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
+      view.x = drag.vx + dx;
+      view.y = drag.vy + dy;
+      apply();
+    });
+    svg.addEventListener('pointerup', (e) => {
+      const d = drag;
+      drag = null;
+      svg.classList.remove('tl-g-drag');
+      if (d && !d.moved && d.target) clickDrawn(d.target);
+    });
+    svg.addEventListener('keydown', (e) => {
+      const step = 40;
+      if (e.key === 'ArrowLeft') view.x += step;
+      else if (e.key === 'ArrowRight') view.x -= step;
+      else if (e.key === 'ArrowUp') view.y += step;
+      else if (e.key === 'ArrowDown') view.y -= step;
+      else if (e.key === '+' || e.key === '=') view.k *= 1.2;
+      else if (e.key === '-') view.k /= 1.2;
+      else return;
+      e.preventDefault();
+      apply();
+    });
+    svg.setAttribute('tabindex', '0');
+
+    function clickDrawn(g) {
+      if (g.dataset.segment !== undefined) {
+        expanded.set(Number(g.dataset.family), Number(g.dataset.segment));
+        relayout();
+      } else if (g.dataset.block !== undefined) {
+        const f = Number(g.dataset.family);
+        const fam = a.families[f];
+        if (expanded.has(f) && g.dataset.rest === '1') {
+          expanded.delete(f);
+        } else {
+          expanded.set(f, fam.instances[0]);
+        }
+        relayout();
+      } else if (g.dataset.node !== undefined) {
+        select(g.dataset.node, false);
+      }
+    }
+
+    let layoutSeq = 0;
+    let drawnNodes = new Map();
+    async function relayout() {
+      const seq = ++layoutSeq;
+      setState('layout');
+      const t1 = performance.now();
+      const d = displayGraph(a, expanded);
+      status.textContent = `laying out ${d.nodes.length} boxes…`;
+      const g = {
+        id: 'root',
+        layoutOptions: {
+          'elk.algorithm': 'layered',
+          'elk.direction': 'DOWN',
+          'elk.spacing.nodeNode': '18',
+          'elk.layered.spacing.nodeNodeBetweenLayers': '28',
+          'elk.edgeRouting': 'POLYLINE',
+          'elk.layered.thoroughness': d.nodes.length > 100 ? '1' : '3',
+        },
+        children: d.nodes.map((n) => ({ id: n.id, ...boxSize(n) })),
+        edges: d.edges.map((e) => ({ id: e.id, sources: [e.source], targets: [e.target] })),
+      };
+      elk ??= new ElkClient(ELK_WORKER);
+      let out;
+      try {
+        out = await elk.layout(g);
+      } catch (e) {
+        if (seq === layoutSeq) fail(e.message);
+        return;
+      }
+      if (seq !== layoutSeq || dead) return;
+      draw(d, out);
+      timing.layoutMs = performance.now() - t1;
+      status.textContent = `${d.nodes.length} boxes · layout ${timing.layoutMs.toFixed(0)} ms`;
+      root.dataset.layoutMs = String(Math.round(timing.layoutMs));
+      root.dataset.totalMs = String(Math.round(performance.now() - t0));
+      root.dataset.drawnBoxes = String(d.nodes.length);
+      setState('done');
+    }
+
+    function draw(d, out) {
+      const pos = new Map(out.children.map((c) => [c.id, c]));
+      const frag = document.createDocumentFragment();
+      for (const e of out.edges ?? []) {
+        for (const sec of e.sections ?? []) {
+          const pts = [sec.startPoint, ...(sec.bendPoints ?? []), sec.endPoint];
+          frag.append(s('path', { class: 'tl-g-e', d: `M${pts.map((p) => `${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(' L')}` }));
+        }
+      }
+      drawnNodes = new Map();
+      for (const n of d.nodes) {
+        const p = pos.get(n.id);
+        if (!p) continue;
+        const cls = n.kind === 'block' ? 'tl-g-n tl-g-block' : n.kind === 'node' ? 'tl-g-n' : 'tl-g-n tl-g-io';
+        const attrs = { class: cls, transform: `translate(${p.x},${p.y})` };
+        const ds = {};
+        if (n.kind === 'node') ds.node = a.nodes[n.node].id;
+        if (n.kind === 'block') Object.assign(ds, { block: a.families[n.family].template, family: String(n.family), rest: n.id.endsWith(':rest') ? '1' : '0' }, n.instance !== undefined ? { segment: String(n.instance) } : {});
+        if (n.kind === 'input' || n.kind === 'output') ds.value = n.label;
+        const g = s('g', { ...attrs, dataset: ds });
+        const title = s('title');
+        title.textContent = n.kind === 'block' ? `${n.label} ${n.sub}: click to ${n.id.endsWith(':rest') ? 'collapse' : n.instance !== undefined ? 'open this segment' : 'expand one block'}` : `${n.label} ${n.sub ?? ''}`;
+        g.append(title, s('rect', { width: p.width, height: p.height }));
+        const label = s('text', { x: 8, y: n.sub ? 15 : 17 });
+        label.textContent = n.kind === 'block' ? `▣ ${clip(n.label, 48)}` : clip(n.label, 48);
+        g.append(label);
+        if (n.sub) {
+          const sub = s('text', { class: 'tl-g-sub', x: 8, y: 30 });
+          sub.textContent = clip(n.sub, 52);
+          g.append(sub);
+        }
+        if (ds.node) drawnNodes.set(ds.node, g);
+        frag.append(g);
+      }
+      world.replaceChildren(frag);
+      bounds = { w: Math.max(1, out.width ?? 1), h: Math.max(1, out.height ?? 1) };
+      fit();
+      markSelected();
+    }
+
+    // --- op-type counts
+    const max = a.opCounts[0]?.count ?? 1;
+    const ops = h('div', { class: 'tl-g-ops' });
+    for (const { op, count } of a.opCounts) {
+      const row = h('div', { class: 'tl-g-op', dataset: { op }, title: `show only ${op} nodes` }, h('span', {}, op), h('span', {}, String(count)), h('i', { style: `width:${Math.max(2, (100 * count) / max)}%` }));
+      row.addEventListener('click', () => {
+        opFilter = opFilter === op ? '' : op;
+        for (const r of ops.children) r.classList.toggle('tl-g-on', r.dataset.op === opFilter);
+        filterList();
+      });
+      ops.append(row);
+    }
+
+    // --- node list (virtualised)
+    const search = h('input', { type: 'search', placeholder: 'search nodes, values, initializers…', 'aria-label': 'search nodes' });
+    const scroll = h('div', { class: 'tl-g-scroll', tabindex: '0' });
+    const spacer = h('div', { style: 'position:relative' });
+    scroll.append(spacer);
+    let listed = a.nodes;
+    const listCount = h('span', { class: 'tl-g-muted' });
+    function filterList() {
+      const q = query.toLowerCase();
+      listed = a.nodes.filter((n) => {
+        const op = n.domain ? `${n.domain}.${n.op_type}` : n.op_type;
+        if (opFilter && op !== opFilter) return false;
+        if (!q) return true;
+        return n.id.toLowerCase().includes(q) || n.op_type.toLowerCase().includes(q) || n.inputs.some((v) => v.toLowerCase().includes(q)) || n.outputs.some((v) => v.toLowerCase().includes(q));
+      });
+      listCount.textContent = ` ${listed.length.toLocaleString()} of ${a.nodes.length.toLocaleString()}`;
+      spacer.style.height = `${listed.length * ROW}px`;
+      scroll.scrollTop = 0;
+      paintRows();
+    }
+    function paintRows() {
+      const top = scroll.scrollTop;
+      const first = Math.max(0, Math.floor(top / ROW) - 5);
+      const last = Math.min(listed.length, first + Math.ceil((scroll.clientHeight || 400) / ROW) + 10);
+      const frag = document.createDocumentFragment();
+      for (let i = first; i < last; i++) {
+        const n = listed[i];
+        const row = h('div', { class: `tl-g-row${selected === n.id ? ' tl-g-on' : ''}`, style: `top:${i * ROW}px`, dataset: { node: n.id }, title: n.id }, h('b', {}, n.op_type), n.name || h('span', { class: 'tl-g-muted' }, `(unnamed #${n.index})`));
+        frag.append(row);
+      }
+      spacer.replaceChildren(frag);
+    }
+    scroll.addEventListener('scroll', () => requestAnimationFrame(paintRows));
+    scroll.addEventListener('click', (e) => {
+      const r = e.target.closest('[data-node]');
+      if (r) select(r.dataset.node, true);
+    });
+    let searchTimer = 0;
+    search.addEventListener('input', () => {
+      clearTimeout(searchTimer);
+      searchTimer = setTimeout(() => {
+        query = search.value.trim();
+        filterList();
+        const v = query;
+        if (a.initializers.has(v) || a.consumers.has(v)) showValue(v);
+      }, 120);
+    });
+
+    // --- details
+    const detail = h('div', { class: 'tl-g-box tl-g-detail' }, h('span', { class: 'tl-g-muted' }, 'Click a node (or a block to expand it).'));
+    const link = (text, onclick, title) => h('a', { onclick, title: title ?? '' }, text);
+    const valueItem = (v) => {
+      if (!v) return h('li', { class: 'tl-g-muted' }, '(omitted)');
+      const li = h('li', {});
+      if (a.initializers.has(v)) {
+        const t = tensorInfo.get(v);
+        li.append(link(v, () => ctx.selectTensor?.(si, v), 'open this tensor'), h('span', { class: 'tl-g-tag' }, 'initializer'), t ? ` ${t.dtype} ${shapeText(t.shape)}` : '', ' · ', link(plural(a.consumers.get(v)?.length ?? 0, 'consumer'), () => showValue(v), 'show its consumers'));
+      } else {
+        const p = a.producer.get(v);
+        li.append(link(v, () => showValue(v), 'show producer and consumers'));
+        if (p !== undefined) li.append(h('span', { class: 'tl-g-muted' }, ` ← ${a.nodes[p].op_type}`));
+        else li.append(h('span', { class: 'tl-g-tag' }, 'graph input'));
+      }
+      return li;
+    };
+    function showNode(n) {
+      detail.dataset.selected = n.id;
+      const consumersOf = n.outputs.flatMap((o) => a.consumers.get(o) ?? []);
+      const famNote = n.family >= 0 ? h('div', { class: 'tl-g-muted' }, `block ${n.instance} of ${a.families[n.family].label}`) : null;
+      detail.replaceChildren(
+        ...[
+        h('h4', {}, `${n.op_type}${n.domain ? ` (${n.domain})` : ''}`),
+        h('div', {}, h('code', {}, n.name || `(unnamed #${n.index})`)),
+        famNote,
+        h('div', {}, h('b', {}, 'Inputs')),
+        h('ul', {}, ...n.inputs.map(valueItem)),
+        h('div', {}, h('b', {}, 'Outputs')),
+        h('ul', {}, ...n.outputs.map(valueItem)),
+        n.attributes.length ? h('div', {}, h('b', {}, 'Attributes')) : null,
+        n.attributes.length ? h('ul', {}, ...n.attributes.map((x) => h('li', {}, h('code', {}, x.name), ` (${x.kind}) = `, h('code', {}, x.summary)))) : null,
+        h('div', {}, h('b', {}, `Consumers (${consumersOf.length})`)),
+        h('ul', {}, ...consumersOf.slice(0, 200).map((k) => h('li', {}, link(`${a.nodes[k].op_type} ${a.nodes[k].id}`, () => select(a.nodes[k].id, true))))),
+        ].filter(Boolean),
+      );
+    }
+    function showValue(v) {
+      detail.dataset.selected = v;
+      const cons = a.consumers.get(v) ?? [];
+      const p = a.producer.get(v);
+      const t = tensorInfo.get(v);
+      detail.replaceChildren(
+        ...[
+        h('h4', {}, a.initializers.has(v) ? 'Initializer' : 'Value'),
+        h('div', {}, h('code', {}, v)),
+        t ? h('div', {}, `${t.dtype} ${shapeText(t.shape)} · `, link('open tensor', () => ctx.selectTensor?.(si, v))) : null,
+        p !== undefined ? h('div', {}, 'produced by ', link(`${a.nodes[p].op_type} ${a.nodes[p].id}`, () => select(a.nodes[p].id, true))) : null,
+        h('div', {}, h('b', {}, `Consumers (${cons.length})`)),
+        h('ul', { dataset: { consumersOf: v } }, ...cons.slice(0, 500).map((k) => h('li', { dataset: { consumer: a.nodes[k].id } }, link(`${a.nodes[k].op_type} ${a.nodes[k].id}`, () => select(a.nodes[k].id, true))))),
+        ].filter(Boolean),
+      );
+    }
+    function markSelected() {
+      for (const g of world.querySelectorAll('.tl-g-sel')) g.classList.remove('tl-g-sel');
+      const g = selected && drawnNodes.get(selected);
+      if (g) g.classList.add('tl-g-sel');
+    }
+    /** Selects node `id`: details, list highlight, and (when `reveal`) expands its block and centres it. */
+    function select(id, reveal) {
+      const n = byId.get(id);
+      if (!n) return;
+      selected = id;
+      ctx.setParam?.('node', id);
+      showNode(n);
+      paintRows();
+      if (reveal && n.family >= 0 && expanded.get(n.family) !== n.instance) {
+        expanded.set(n.family, n.instance);
+        relayout().then(() => centre(id));
+      } else {
+        markSelected();
+        if (reveal) centre(id);
+      }
+    }
+    function centre(id) {
+      const g = drawnNodes.get(id);
+      if (!g) return;
+      const m = /translate\(([-\d.]+),([-\d.]+)\)/.exec(g.getAttribute('transform'));
+      const r = svg.getBoundingClientRect();
+      view.k = Math.max(view.k, 0.8);
+      view.x = r.width / 2 - Number(m[1]) * view.k;
+      view.y = r.height / 2 - Number(m[2]) * view.k;
+      apply();
+    }
+
+    const side = h(
+      'div',
+      { class: 'tl-g-side' },
+      h('div', { class: 'tl-g-box' }, h('h4', {}, `Op types (${a.opCounts.length})`), ops),
+      h('div', { class: 'tl-g-box tl-g-list' }, h('h4', {}, 'Nodes', listCount), search, scroll),
+      detail,
+    );
+    root.append(canvas, side);
+    filterList();
+    relayout().then(() => {
+      const want = ctx.params?.get('node');
+      if (want && byId.has(want)) select(want, true);
+    });
+  }
+
+  return {
+    unmount() {
+      cleanup();
+      root.remove();
+    },
+  };
+}
+
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
+function clip(t, n) {
+  return t.length > n ? `${t.slice(0, n - 1)}…` : t;
+}
