@@ -497,6 +497,7 @@ fn storage_json(t: &TensorInfo, sources: &[String]) -> J {
             inflated,
             skip,
             len,
+            ..
         } => json!({
             "kind": "deflate", "source": name(source), "offset": offset, "length": compressed,
             "inflated": inflated, "skip": skip, "tensorLength": len,
