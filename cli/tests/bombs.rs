@@ -10,7 +10,8 @@
 //!   bytes is refused by `inspect --hash`, `convert` and `verify` with the `--max-tensor-bytes`
 //!   error (exit 2, in bounded memory), by default under the 2 GiB limit and with the flag.
 //! * `lz4_packet_bomb_is_refused_with_the_limit`: a 12 MB Tenso packet whose LZ4 body declares
-//!   `uint8[3_000_000_000]` is refused by `inspect --hash` and `convert` with the limit's error.
+//!   `float32[750_000_000]` (3e9 bytes) is refused by `inspect --hash`, `convert` and `verify`
+//!   with the limit's error.
 //! * `truncated_while_hashing_is_an_error`: a 2 GiB model truncated while `inspect --hash` reads
 //!   it ends with exit 2 and a message, not SIGBUS.
 //! * `corrupt_zip_members_fail_their_crc`: a stored `.npz` and a `.pt` fixture with one data byte
@@ -164,7 +165,7 @@ fn zt_seekable_bomb_is_refused_with_the_limit() {
 fn lz4_packet_bomb_is_refused_with_the_limit() {
     let dir = scratch("lz4");
     let bomb = dir.join("bomb.tenso");
-    let size = bombs::lz4_packet_bomb(&bomb, 3_000_000_000);
+    let size = bombs::lz4_packet_bomb(&bomb, 750_000_000);
     assert!(size < 16_000_000, "a {size}-byte bomb");
     let b = bomb.to_str().unwrap();
     let out_path = dir.join("out.zt");

@@ -7,6 +7,9 @@
 //!   bytes.
 //! * [`zt_seekable_bomb`]: a `.zt` whose one object `bomb` is `uint8[n]` zeros stored as
 //!   `zt.zstd-seekable/1` (16 MiB zstd frames, each a few hundred bytes).
+//! * [`lz4_packet_bomb`]: a Tenso packet, `float32[n]` with an LZ4-compressed body: a frame of
+//!   independent 4 MiB blocks of zeros (each ~16 KiB), honest about its size (LZ4 cannot do
+//!   better than ~255:1, so 3e9 bytes take ~12 MB).
 
 use std::path::Path;
 
@@ -253,6 +256,53 @@ pub fn zt_seekable_bomb(path: &Path, n: u64) -> u64 {
     bytes.len() as u64
 }
 
+/// Writes a Tenso packet bomb to `path`: `float32[elements]` zeros (at most 10^9 elements, the
+/// format's limit), the body an LZ4 frame of independent 4 MiB blocks. Returns the file's size.
+pub fn lz4_packet_bomb(path: &Path, elements: u64) -> u64 {
+    use tensorlane_core::wire::{self, EncodeOptions, Packet};
+    use tensorlane_core::{DType, Tensor};
+    // The head (header, shape, padding) of a compressed float32[1] packet, its shape patched.
+    let one = Tensor::from_values(vec![1], &[0f32]).unwrap();
+    assert_eq!(one.dtype(), DType::F32);
+    let n = elements * 4;
+    let opts = EncodeOptions {
+        compress: true,
+        ..Default::default()
+    };
+    let small = wire::encode(&Packet::Dense(one), &opts).unwrap();
+    let magic = 0x184D_2204u32.to_le_bytes();
+    let at = small.windows(4).position(|w| w == magic).unwrap();
+    let mut out = small[..at].to_vec();
+    // Header, the one dimension as a u32 (= 1), then zero padding up to the frame.
+    let dim = (0..at - 3)
+        .rev()
+        .find(|&i| u32::from_le_bytes(small[i..i + 4].try_into().unwrap()) == 1)
+        .unwrap();
+    out[dim..dim + 4].copy_from_slice(&u32::try_from(elements).unwrap().to_le_bytes());
+    // The frame: FLG (version 01, independent blocks), BD (4 MiB blocks), header checksum.
+    out.extend_from_slice(&magic);
+    let (flg, bd) = (0b0110_0000u8, 0x70u8);
+    out.push(flg);
+    out.push(bd);
+    out.push((xxhash_rust::xxh32::xxh32(&[flg, bd], 0) >> 8) as u8);
+    let block = 4usize << 20;
+    let zeros = vec![0u8; block];
+    let full = lz4_flex::block::compress(&zeros);
+    for _ in 0..n / block as u64 {
+        out.extend_from_slice(&(full.len() as u32).to_le_bytes());
+        out.extend_from_slice(&full);
+    }
+    let rest = (n % block as u64) as usize;
+    if rest > 0 {
+        let last = lz4_flex::block::compress(&zeros[..rest]);
+        out.extend_from_slice(&(last.len() as u32).to_le_bytes());
+        out.extend_from_slice(&last);
+    }
+    out.extend_from_slice(&0u32.to_le_bytes());
+    std::fs::write(path, &out).unwrap();
+    out.len() as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +320,19 @@ mod tests {
         assert_eq!(&out[..header.len()], &header[..]);
         assert!(out[header.len()..].iter().all(|&x| x == 0));
         assert_eq!(out.len(), header.len() + 100_000);
+    }
+
+    #[test]
+    fn small_lz4_bomb_decodes() {
+        let p = std::env::temp_dir().join(format!("tl-lz4-bomb-{}.tenso", std::process::id()));
+        let n = (3 << 20) + 12345;
+        lz4_packet_bomb(&p, n);
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        let packet = tensorlane_core::wire::decode(&bytes).unwrap();
+        let t = packet.as_dense().unwrap();
+        assert_eq!(t.shape(), &[n]);
+        assert!(t.data().len() as u64 == 4 * n && t.data().iter().all(|&x| x == 0));
     }
 
     #[test]
