@@ -812,13 +812,16 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| alloc::format!("{x:02x}")).collect()
 }
 
+/// A consumer of pieces with their absolute offsets.
+type OffsetSink<'a> = dyn FnMut(u64, &[u8]) -> Result<(), FormatError> + 'a;
+
 /// Streams the range of check `c` of `src` and compares its checksum; `each(at, piece)` sees every
 /// piece (`at`: absolute offset) before the comparison.
 fn stream_checked<S: ReadAt + ?Sized>(
     format: &'static str,
     src: &S,
     c: &Check,
-    each: &mut dyn FnMut(u64, &[u8]) -> Result<(), FormatError>,
+    each: &mut OffsetSink<'_>,
 ) -> Result<(), FormatError> {
     let mut h = Running::new(&c.digest);
     let len = c.len_in(src.size());

@@ -414,27 +414,6 @@ fn inflate_with<'a>(
     Ok(())
 }
 
-/// CRC-32 (as zip uses it) of bytes `[offset, offset + len)` of `src`, read in 1 MiB pieces;
-/// `each` sees every piece after it is hashed.
-pub fn crc32_of<S: ReadAt + ?Sized>(
-    format: &'static str,
-    src: &S,
-    offset: u64,
-    len: u64,
-    each: &mut dyn FnMut(u64, &[u8]) -> Result<(), FormatError>,
-) -> Result<u32, FormatError> {
-    let mut crc = crc32fast::Hasher::new();
-    let mut at = 0u64;
-    while at < len {
-        let n = (len - at).min(1 << 20);
-        let b = bytes_at(format, src, offset + at, n)?;
-        crc.update(&b);
-        each(at, &b)?;
-        at += n;
-    }
-    Ok(crc.finalize())
-}
-
 /// Inflates the first bytes of a raw-deflate stream, at most `max` of them (for reading a
 /// member's header without inflating all of it).
 pub fn inflate_prefix(raw: &[u8], max: usize) -> Result<Vec<u8>, String> {
