@@ -301,8 +301,9 @@ pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 4 << 30;
 
 /// Limits on what reading a whole tensor into memory may allocate.
 ///
-/// [`read_limited`] (and the hosts' `Model::read`, `dequantize`, the JS `tensor()`) refuse, with
-/// [`ErrorKind::Limit`] naming the tensor, its size and this option, a tensor whose bytes (or the
+/// [`read_limited`] (and the hosts' `Model::read`, `dequantize`; the JS `tensor()` through
+/// [`read`], at the default) refuse, with [`ErrorKind::Limit`] naming the tensor, its size and
+/// this option, a tensor whose bytes (or the
 /// bytes that must be decoded to produce it: a whole deflated member, a strided view's storage)
 /// are over `max_tensor_bytes`, before anything is allocated. Streaming reads ([`read_chunks`],
 /// statistics, hashing, conversion) hold bounded pieces and are not limited by it.
@@ -331,8 +332,8 @@ impl ReadLimits {
             ErrorKind::Limit,
             alloc::format!(
                 "reading it whole needs {bytes} bytes ({}), over the {} bytes ({}) allowed by max_tensor_bytes \
-                 (Rust: ReadLimits::max_tensor_bytes; CLI: --max-tensor-bytes; JS: maxTensorBytes); raise the \
-                 limit if the machine has the memory, or use a streaming command (stats, inspect --hash, convert)",
+                 (Rust: ReadLimits::max_tensor_bytes; CLI: --max-tensor-bytes); raise the limit if the machine \
+                 has the memory, or use a streaming command (stats, inspect --hash, convert)",
                 iec(bytes),
                 self.max_tensor_bytes,
                 iec(self.max_tensor_bytes)
