@@ -38,7 +38,7 @@ pub const MAX_STACK: usize = 1 << 16;
 /// The memory the machine may use to model a pickle: this many bytes per byte of pickle, plus
 /// [`MEMORY_BASE`]. Every value and object created is charged (its size and its share of the
 /// containers that hold it), so memory is bounded in proportion to the input.
-pub const MEMORY_PER_BYTE: usize = 16;
+pub const MEMORY_PER_BYTE: usize = 32;
 /// The memory every pickle may use beyond [`MEMORY_PER_BYTE`] per byte: 16 MiB.
 pub const MEMORY_BASE: usize = 16 << 20;
 /// The most memo entries a pickle may define.
@@ -1316,7 +1316,7 @@ mod tests {
     #[test]
     fn memory_is_bounded_by_the_input() {
         // 1 Mi empty dicts, each popped at once: the stack stays empty, but a million objects
-        // would be modelled; the budget (16 bytes per pickle byte + 16 MiB) refuses first.
+        // would be modelled; the budget (32 bytes per pickle byte + 16 MiB) refuses first.
         let mut p = alloc::vec![0x80, 2];
         for _ in 0..1 << 20 {
             p.extend_from_slice(b"}0");
