@@ -16,6 +16,9 @@ command -v curl >/dev/null || need_apt+=(curl)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 # wgpu's device tests run on Mesa lavapipe (Vulkan on the CPU).
 ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1 || need_apt+=(mesa-vulkan-drivers libvulkan1)
+# cli/tests/bombs.rs measures peak RSS with /usr/bin/time under prlimit (util-linux).
+[ -x /usr/bin/time ] || need_apt+=(time)
+command -v prlimit >/dev/null || need_apt+=(util-linux)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq

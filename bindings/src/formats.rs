@@ -560,6 +560,7 @@ fn storage_json(t: &TensorInfo, sources: &[String]) -> J {
             inflated,
             skip,
             len,
+            ..
         } => json!({
             "kind": "deflate", "source": name(source), "offset": offset, "length": compressed,
             "inflated": inflated, "skip": skip, "tensorLength": len,

@@ -15,7 +15,7 @@
 //! `#0`. In a file of several packets every name is prefixed with the packet index (`#1/key`).
 
 use serde::Serialize;
-use tensorlane_core::wire::{self, DecodeOptions, Packet, flags};
+use tensorlane_core::wire::{self, Packet, flags};
 
 use crate::error::CliError;
 use crate::output::{Table, finish, progress, render_table, sha256_hex, shape_str};
@@ -436,7 +436,7 @@ fn strings<'a>(node: &Node<'_>, s: &'a wire::Strings<'a>) -> (TensorRow, Jobs<'a
 /// packets; anything else is reported as [`Report::trailing_bytes`] (tenso ignores bytes after a
 /// packet too). Integrity footers are verified.
 pub fn inspect_bytes(data: &[u8], file: &str, opts: &InspectOptions) -> Result<Report, CliError> {
-    let dopts = DecodeOptions::default();
+    let dopts = crate::limits::decode_options();
     // Frame first, so names can tell a one-packet file from a stream.
     let mut spans: Vec<(usize, usize)> = Vec::new();
     let mut off = 0usize;

@@ -27,6 +27,7 @@
 mod error;
 mod identify;
 mod inspect;
+mod limits;
 mod model_tools;
 mod offload;
 mod output;
@@ -57,6 +58,12 @@ use crate::output::print_report;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The most bytes one tensor (or .zt part, or packet body) may take when it must be read whole
+    /// into memory (writing .zt, dequantizing, zstd parts, LZ4 bodies): e.g. 512MiB, 2GiB,
+    /// 3000000000. Streaming reads (--hash, stats, convert to safetensors) are not limited.
+    /// Default: the smallest of 4 GiB, half the memory and half the address-space limit.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = limits::parse_size)]
+    max_tensor_bytes: Option<u64>,
 }
 
 #[derive(Subcommand)]
@@ -160,6 +167,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli: Cli = error::parse_args();
+    limits::set(cli.max_tensor_bytes);
     match cli.command {
         Command::Inspect {
             file: Some(file),
@@ -322,12 +330,10 @@ fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
         Err(e) => return fail(&name, &e),
     };
     let printed = match kind {
-        Kind::Model => tensorlane::model::Model::from_source(path, src)
-            .map_err(CliError::from)
-            .and_then(|model| {
-                let report = model_tools::inspect_model(&model, &name, hash)?;
-                Ok(print_report(&report, json))
-            }),
+        Kind::Model => limits::open_model(path).and_then(|model| {
+            let report = model_tools::inspect_model(&model, &name, hash)?;
+            Ok(print_report(&report, json))
+        }),
         Kind::Zt | Kind::Legacy => {
             let report = match kind {
                 Kind::Zt => zt_tools::inspect_zt(path, &name, src, hash),
@@ -363,7 +369,8 @@ fn run_stats(path: &Path, tensors: &[String], bins: usize, json: bool) -> ExitCo
     };
     let report = open_detected(path).and_then(|(src, kind)| match kind {
         Kind::Model => {
-            let model = tensorlane::model::Model::from_source(path, src)?;
+            drop(src);
+            let model = limits::open_model(path)?;
             stats::model_stats(&model, &name, tensors, &opts)
         }
         Kind::Zt => {

@@ -30,7 +30,7 @@ use tensorlane_core::formats::{ElementType, ErrorKind, FormatError, Meta, Storag
 use tensorlane_core::zt::cbor::Value;
 use tensorlane_core::zt::format::LogicalType;
 use tensorlane_core::zt::layout;
-use tensorlane_core::zt::writer::{ObjectSpec, Options, PartSpec};
+use tensorlane_core::zt::writer::{ObjectSpec, Options, PartDecl, PartSpec};
 
 use tensorlane::model::{Model, is_model_format};
 use tensorlane::source::MmapSource;
@@ -38,7 +38,8 @@ use tensorlane::st_write::{SafetensorsFile, StDtype, StTensor};
 use tensorlane::zt_write::ZtFile;
 
 use crate::error::CliError;
-use crate::output::{Table, advance, finish, progress, render_table, sha256_hex, shape_str};
+use crate::output::{Table, advance, finish, progress, render_table, shape_str};
+use sha2::Digest as _;
 use crate::zt_tools::{ConvertOptions, Converted, Target};
 
 // ---------------------------------------------------------------------------------------------
@@ -292,8 +293,15 @@ pub fn inspect_model<'m>(model: &'m Model, file: &str, hash: bool) -> Result<Mod
         let total = tensors.iter().map(|t| t.nbytes).sum();
         let bar = progress(total, "hashing");
         for (info, t) in tensors.iter_mut().zip(&cat.tensors) {
-            let bytes = model.read(t)?;
-            info.sha256 = Some(sha256_hex(&bytes, bar.as_ref()));
+            // Streamed in bounded pieces (inflated, checksums checked on the way): memory does
+            // not grow with the tensor.
+            let mut h = sha2::Sha256::new();
+            model.read_chunks(t, 8 << 20, &mut |p| {
+                h.update(p);
+                advance(bar.as_ref(), p.len() as u64);
+                Ok(())
+            })?;
+            info.sha256 = Some(hex::encode(h.finalize()));
         }
         finish(bar);
     }
@@ -335,7 +343,8 @@ pub fn verify_model_file(path: &Path, src: MmapSource, canonical: bool) -> Resul
                 .into(),
         ));
     }
-    verify_model(&Model::from_source(path, src)?)
+    drop(src);
+    verify_model(&crate::limits::open_model(path)?)
 }
 
 /// `verify` on a model file: the reader's checks of the header, every byte range, size and
@@ -350,16 +359,18 @@ pub fn verify_model(model: &Model) -> Result<String, CliError> {
         total = total.saturating_add(nbytes(format, t)?);
     }
     let bar = progress(total, "verifying");
-    for t in &cat.tensors {
-        let bytes = model.read(t)?;
-        advance(bar.as_ref(), bytes.len() as u64);
-    }
+    let mut last = 0;
+    let checked = model.verify(&mut |done, _| {
+        advance(bar.as_ref(), done.saturating_sub(last));
+        last = done;
+    })?;
     finish(bar);
     let n = cat.tensors.len();
-    let integrity = match cat.format {
-        Format::Npz | Format::PyTorch => "its zip members' CRC-32s are not checked by this version",
-        Format::Zt | Format::Tenso => "",
-        _ => "the format stores no checksums",
+    let sums = checked.checks + checked.deflated;
+    let integrity = match (cat.format, sums) {
+        (Format::Npz | Format::PyTorch, k) => format!("{k} zip member CRC-32{} match", if k == 1 { "" } else { "s" }),
+        (Format::Onnx, k) if k > 0 => format!("{k} external-data SHA-1 checksum{} match", if k == 1 { "" } else { "s" }),
+        _ => "the format stores no checksums".to_string(),
     };
     Ok(format!(
         "ok: {format} file, {n} tensor{} ({}) read in full: header, byte ranges, sizes{} checked; {integrity}",
@@ -653,28 +664,54 @@ fn write_zt(
     let bar = progress(total, "converting");
     for &i in &order {
         let (t, plan) = (&cat.tensors[i], plans[i]);
-        let bytes = tensor_bytes(model, t, plan)?;
-        let (spec, part) = match plan {
-            Plan::Bytes { dtype, logical } => {
-                let p = PartSpec::new("data", dtype, &bytes);
-                let p = match logical {
-                    Some(l) => p.logical(l.name()),
-                    None => p,
-                };
-                (ObjectSpec::dense(&t.shape), p)
+        let refused = |e: tensorlane_core::zt::Error| {
+            CliError::Refused(format!("tensor {:?}: the .zt writer refused: {e}", t.name))
+        };
+        let (spec, decl) = match plan {
+            Plan::Dequantize => {
+                let bytes = tensor_bytes(model, t, plan)?;
+                let part = PartSpec::new("data", DType::F32, &bytes);
+                w.add_object(&t.name, &ObjectSpec::dense(&t.shape), &[part])
+                    .map_err(refused)?;
+                advance(bar.as_ref(), bytes.len() as u64);
+                continue;
             }
-            Plan::Dequantize => (ObjectSpec::dense(&t.shape), PartSpec::new("data", DType::F32, &bytes)),
+            Plan::Bytes { dtype, logical } => {
+                let d = PartDecl::new("data", dtype, out_nbytes(t, plan));
+                let d = match logical {
+                    Some(l) => d.logical(l.name()),
+                    None => d,
+                };
+                (ObjectSpec::dense(&t.shape), d)
+            }
             Plan::Blocks(g) => {
                 let spec = ObjectSpec::new(&t.shape, gguf_layout(g).unwrap_or_default()).attributes(Value::Map(vec![
                     (Value::text("block_bytes"), Value::Uint(g.type_size().unwrap_or(0))),
                     (Value::text("elems_per_block"), Value::Uint(g.block_size().unwrap_or(0))),
                 ]));
-                (spec, PartSpec::new("data", DType::U8, &bytes))
+                (spec, PartDecl::new("data", DType::U8, out_nbytes(t, plan)))
             }
         };
-        w.add_object(&t.name, &spec, &[part])
-            .map_err(|e| CliError::Refused(format!("tensor {:?}: the .zt writer refused: {e}", t.name)))?;
-        advance(bar.as_ref(), bytes.len() as u64);
+        // Streamed: the tensor passes through bounded pieces (a deflated member inflated on the
+        // way, its checksum checked before the object is finished), whatever its size.
+        w.begin_object(&t.name, &spec, &[decl]).map_err(refused)?;
+        w.begin_part("data").map_err(refused)?;
+        let mut failed = None;
+        let r = model.read_chunks(t, 8 << 20, &mut |c| {
+            w.write_chunk(c).map_err(|e| {
+                let msg = e.to_string();
+                failed = Some(e);
+                FormatError::new("zt", ErrorKind::Io, msg)
+            })?;
+            advance(bar.as_ref(), c.len() as u64);
+            Ok(())
+        });
+        if let Some(e) = failed {
+            return Err(refused(e));
+        }
+        r?;
+        w.end_part().map_err(refused)?;
+        w.end_object().map_err(refused)?;
     }
     let size = w.finish()?.size;
     finish(bar);
@@ -702,12 +739,34 @@ fn write_safetensors(model: &Model, plans: &[Plan], output: &Path) -> Result<u64
     let size = w.total_size();
     let bar = progress(size, "converting");
     while let Some(i) = w.next_tensor() {
-        let bytes = tensor_bytes(model, &cat.tensors[i], plans[i])?;
-        for c in bytes.chunks(8 << 20) {
-            w.write(c)?;
-            advance(bar.as_ref(), c.len() as u64);
+        let mut written = 0u64;
+        if let Plan::Dequantize = plans[i] {
+            let bytes = tensor_bytes(model, &cat.tensors[i], plans[i])?;
+            for c in bytes.chunks(8 << 20) {
+                w.write(c)?;
+                advance(bar.as_ref(), c.len() as u64);
+            }
+            written = bytes.len() as u64;
+        } else {
+            // Streamed: a tensor of any size (a deflated member included) passes through bounded
+            // pieces; a checksum mismatch fails before the file is published.
+            let mut failed = None;
+            let r = model.read_chunks(&cat.tensors[i], 8 << 20, &mut |c| {
+                w.write(c).map_err(|e| {
+                    let msg = e.to_string();
+                    failed = Some(e);
+                    tensorlane::core::formats::FormatError::new("safetensors", ErrorKind::Io, msg)
+                })?;
+                written += c.len() as u64;
+                advance(bar.as_ref(), c.len() as u64);
+                Ok(())
+            });
+            if let Some(e) = failed {
+                return Err(e.into());
+            }
+            r?;
         }
-        if bytes.is_empty() && w.next_tensor() == Some(i) {
+        if written == 0 && w.next_tensor() == Some(i) {
             // Nothing to write and the writer still waits: the sizes disagree.
             return Err(CliError::Invalid(format!(
                 "tensor {:?}: no bytes were read",
@@ -765,7 +824,8 @@ fn convert_identified(
             (f, to) => crate::zt_tools::convert(input, src, f, output, to.and_then(Target::parse), *opts),
         },
         _ => {
-            let model = Model::from_source(input, src)?;
+            drop(src);
+            let model = crate::limits::open_model(input)?;
             let target = match to {
                 None | Some("zt") => ModelTarget::Zt,
                 Some("safetensors") => ModelTarget::Safetensors,
@@ -834,6 +894,7 @@ pub fn zt_to_safetensors(input: &Path, src: MmapSource, output: &Path) -> Result
             })?),
         };
         let dtype = st_dtype_of(part.dtype, logical).map_err(|e| CliError::Refused(format!("object {name:?}: {e}")))?;
+        crate::limits::check_zt_part(name, part, "data")?;
         tensors.push(StTensor::new(name.clone(), dtype, o.shape.clone()));
     }
     let mut w = SafetensorsFile::publish(output, tensors, &zt_metadata(reader.attributes()))?;

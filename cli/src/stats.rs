@@ -309,6 +309,9 @@ pub fn zt_stats(
         let data = o.parts.get("data");
         match data.and_then(|p| zt_element(&o.layout, p.dtype, p.logical.as_deref())) {
             Some(ty) => {
+                if let Some(p) = data {
+                    crate::limits::check_zt_part(name, p, "data")?;
+                }
                 let bytes = reader.read(name, "data")?;
                 rows.push(zt_object(name, ty, &o.shape, &bytes, opts)?);
             }

@@ -26,7 +26,7 @@ use serde::Serialize;
 use tensorlane_core::DType;
 use tensorlane_core::detect::Format;
 use tensorlane_core::source::ReadAt;
-use tensorlane_core::wire::{self, Bundle, DecodeOptions, EncodeOptions, Packet};
+use tensorlane_core::wire::{self, Bundle, EncodeOptions, Packet};
 use tensorlane_core::zt::Error as ZtError;
 use tensorlane_core::zt::cbor::Value;
 use tensorlane_core::zt::format::LogicalType;
@@ -412,6 +412,9 @@ pub fn inspect_zt(path: &Path, file: &str, src: MmapSource, hash: bool) -> Resul
                     ));
                     continue;
                 }
+                if let Some(p) = o.parts.get(pname) {
+                    crate::limits::check_zt_part(name, p, pname)?;
+                }
                 match reader.read(name, pname) {
                     Ok(b) => {
                         pi.sha256 = Some(sha256_hex(&b, bar.as_ref()));
@@ -748,6 +751,9 @@ pub fn verify_zt(path: &Path, src: MmapSource, deep: bool, canonical: bool) -> R
         ..Default::default()
     };
     if !reader.is_data_shard() {
+        if let Some(m) = reader.manifest() {
+            crate::limits::check_zt_manifest(m)?;
+        }
         s.report = reader.verify().map_err(|e| reader.with_location(e))?;
     }
     if canonical {
@@ -1205,7 +1211,7 @@ pub fn decode_packets(data: &[u8]) -> Result<Vec<Packet<'_>>, CliError> {
         if !packets.is_empty() && !data[off..].starts_with(&wire::MAGIC) {
             break;
         }
-        let d = wire::decode_with(&data[off..], &DecodeOptions::default()).map_err(|error| CliError::Tenso {
+        let d = wire::decode_with(&data[off..], &crate::limits::decode_options()).map_err(|error| CliError::Tenso {
             packet: packets.len(),
             packet_offset: off as u64,
             error,
@@ -1265,6 +1271,7 @@ fn zt_entries(reader: &Reader<MmapSource>) -> Result<(Vec<ZtEntry<'_>>, Option<V
     for (name, o) in &m.objects {
         let mut parts = Vec::new();
         for (pn, p) in &o.parts {
+            crate::limits::check_zt_part(name, p, pn)?;
             parts.push((pn.clone(), p.dtype, p.logical.clone(), reader.read(name, pn)?));
         }
         entries.push(ZtEntry {

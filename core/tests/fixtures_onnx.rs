@@ -377,6 +377,53 @@ fn external_data_in_several_files() {
     assert_eq!(&formats::read("onnx", &cat.tensors[2], &srcs).unwrap()[..], &w1[8..12]);
 }
 
+/// ONNX's `checksum` (SHA-1 of the external file, hex): kept as one of `Catalog::checks`,
+/// checked by `read_chunks` / `read_limited` when the tensor covers the file, and by
+/// `check_integrity`; a flipped data byte is a `Checksum` error naming the file.
+#[test]
+fn external_data_checksum_is_checked() {
+    let w: Vec<u8> = (0..64u8).collect();
+    let sha1 = "c6138d514ffa2135bfce0ed0b8fac65669917ec7"; // Python: hashlib.sha1(bytes(range(64)))
+    let ext = |sum: &str| {
+        [
+            ("location", "w.bin".to_string()),
+            ("offset", "0".to_string()),
+            ("length", "64".to_string()),
+            ("checksum", sum.to_string()),
+        ]
+        .iter()
+        .fold(Msg::new(), |m, (k, v)| m.msg(13, &Msg::new().str(1, k).str(2, v)))
+        .varint(14, 1)
+    };
+    let t = Msg([tensor("w", 1, &[16]).0, ext(sha1).0].concat());
+    let bytes = model(&[t]);
+    let cat = open(&bytes).unwrap();
+    assert_eq!(cat.checks.len(), 1);
+    let limits = formats::ReadLimits::default();
+    let good: Vec<&[u8]> = vec![&bytes, &w];
+    formats::check_integrity("onnx", &cat.checks[0], &good).unwrap();
+    let mut n = 0;
+    formats::read_chunks("onnx", &cat.tensors[0], &good, &cat.checks, &limits, 16, &mut |p| {
+        n += p.len();
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(n, 64);
+    let mut bad_w = w.clone();
+    bad_w[40] ^= 1;
+    let bad: Vec<&[u8]> = vec![&bytes, &bad_w];
+    let e = formats::check_integrity("onnx", &cat.checks[0], &bad).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Checksum, "{e}");
+    assert!(e.message.contains("w.bin") && e.message.contains(sha1), "{e}");
+    let e = formats::read_chunks("onnx", &cat.tensors[0], &bad, &cat.checks, &limits, 16, &mut |_| Ok(())).unwrap_err();
+    assert_eq!((e.kind, e.tensor.as_deref()), (ErrorKind::Checksum, Some("w")));
+    let e = formats::read_limited("onnx", &cat.tensors[0], &bad, &cat.checks, &limits).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Checksum);
+    // A checksum that is not 40 hex digits is only kept as an attribute.
+    let t = Msg([tensor("w", 1, &[16]).0, ext("not-a-sha1").0].concat());
+    assert!(open(&model(&[t])).unwrap().checks.is_empty());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Attacks: one hand-built input per known attack, with the refusal it gets.
 

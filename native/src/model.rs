@@ -39,23 +39,105 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
 use tensorlane_core::detect::{Format, Identified};
-use tensorlane_core::formats::{self, Catalog, ElementType, ErrorKind, FormatError, TensorInfo};
-use tensorlane_core::source::ReadAt;
+
+use tensorlane_core::formats::{self, Catalog, ElementType, ErrorKind, FormatError, ReadLimits, TensorInfo};
+use tensorlane_core::source::{ReadAt, SourceError};
 use tensorlane_core::stats::{self, StatsOptions, TensorStats};
 
 use crate::Error;
-use crate::source::MmapSource;
+use crate::source::{FileSource, MmapSource};
 
-/// A model file and its companions, mapped, with the catalog of its tensors.
+/// How [`Model::open_with`] opens a model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModelOptions {
+    /// Limits on whole-tensor reads ([`Model::read`], [`Model::dequantize`]): a tensor whose bytes
+    /// are over `limits.max_tensor_bytes` ([`formats::DEFAULT_MAX_TENSOR_BYTES`], 4 GiB, by
+    /// default) is refused before anything is allocated, with an error naming the tensor, its
+    /// size and the option. Streaming reads ([`Model::read_chunks`], [`Model::stats`],
+    /// [`Model::verify`]) hold bounded pieces whatever the size.
+    pub limits: ReadLimits,
+    /// Map the files (`true`, the default: zero-copy reads) or read them with `pread` (`false`).
+    ///
+    /// The rule: map files that stay as they are while the model is open; read with `pread`
+    /// files that may be truncated or rewritten meanwhile (a checkpoint being written, a shared
+    /// folder): a truncated mapped file kills the process with SIGBUS when a vanished page is
+    /// touched, while `pread` gives an error ([`ErrorKind::Truncated`], with the new size).
+    pub mmap: bool,
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        ModelOptions {
+            limits: ReadLimits::default(),
+            mmap: true,
+        }
+    }
+}
+
+/// One opened file of a model: a map or a `pread` handle (see [`ModelOptions::mmap`]).
+#[derive(Clone, Debug)]
+pub enum ModelSource {
+    /// Mapped: reads borrow from the map.
+    Map(MmapSource),
+    /// Positioned reads: reads copy, and a file truncated underneath gives an error.
+    File(Arc<FileSource>),
+}
+
+impl ModelSource {
+    fn open(path: &Path, mmap: bool) -> std::io::Result<ModelSource> {
+        Ok(if mmap {
+            ModelSource::Map(MmapSource::open(path)?)
+        } else {
+            ModelSource::File(Arc::new(FileSource::open(path)?))
+        })
+    }
+}
+
+impl ReadAt for ModelSource {
+    fn size(&self) -> u64 {
+        match self {
+            ModelSource::Map(m) => m.size(),
+            ModelSource::File(f) => f.size(),
+        }
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
+        match self {
+            ModelSource::Map(m) => m.read_at(offset, buf),
+            ModelSource::File(f) => f.read_at(offset, buf),
+        }
+    }
+    fn slice(&self, offset: u64, len: u64) -> Option<&[u8]> {
+        match self {
+            ModelSource::Map(m) => m.slice(offset, len),
+            ModelSource::File(_) => None,
+        }
+    }
+}
+
+/// What [`Model::verify`] checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModelVerify {
+    /// Tensors read to the end (decoded, inflated, their checksums checked on the way).
+    pub tensors: u64,
+    /// Checksums the file declares ([`Catalog::checks`]: stored zip members' CRC-32, ONNX external
+    /// data's SHA-1) that matched.
+    pub checks: u64,
+    /// Deflated zip members whose CRC-32 matched while they were inflated.
+    pub deflated: u64,
+}
+
+/// A model file and its companions, mapped (or read with `pread`), with the catalog of its tensors.
 #[derive(Debug)]
 pub struct Model {
     path: PathBuf,
     catalog: Catalog,
     /// `sources[k]` is the file named by `catalog.sources[k]` (0: the opened file).
-    sources: Vec<MmapSource>,
+    sources: Vec<ModelSource>,
     /// The resolved path of each source.
     paths: Vec<PathBuf>,
+    options: ModelOptions,
 }
 
 /// Whether `format` is one [`Model`] reads (a foreign model format, not `.zt` or Tenso).
@@ -105,7 +187,7 @@ pub fn format_from_name(path: &Path) -> Option<Format> {
 ///
 /// The rule is the one every front end shares ([`tensorlane_core::detect::identify`]): text, raw
 /// data, ONNX external data and empty files are no format, whatever their name.
-pub fn model_format(path: &Path, src: &MmapSource) -> Option<Format> {
+pub fn model_format(path: &Path, src: &(impl ReadAt + ?Sized)) -> Option<Format> {
     match identify(path, src) {
         Ok(Identified::Format(f)) => Some(f),
         _ => None,
@@ -113,13 +195,13 @@ pub fn model_format(path: &Path, src: &MmapSource) -> Option<Format> {
 }
 
 /// What `path` is taken as ([`formats::identify_source`] with its file name).
-pub fn identify(path: &Path, src: &MmapSource) -> Result<Identified, FormatError> {
+pub fn identify(path: &Path, src: &(impl ReadAt + ?Sized)) -> Result<Identified, FormatError> {
     let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
     formats::identify_source(src, &name)
 }
 
 /// [`model_format`], or an error that says what the file looks like instead.
-fn detect_format(path: &Path, src: &MmapSource) -> Result<Format, FormatError> {
+fn detect_format(path: &Path, src: &ModelSource) -> Result<Format, FormatError> {
     match identify(path, src)? {
         Identified::Format(f) => Ok(f),
         Identified::Unrecognised(u) => Err(formats::unrecognised_error(u)),
@@ -175,15 +257,16 @@ pub(crate) fn resolve_companion(format: &'static str, dir: &Path, rel: &str) -> 
 struct Companions {
     format: &'static str,
     dir: PathBuf,
-    opened: HashMap<String, (PathBuf, MmapSource)>,
+    opened: HashMap<String, (PathBuf, ModelSource)>,
+    mmap: bool,
 }
 
 impl Companions {
     /// Maps companion `rel` (once) and returns its source.
-    fn get(&mut self, rel: &str) -> Result<&(PathBuf, MmapSource), FormatError> {
+    fn get(&mut self, rel: &str) -> Result<&(PathBuf, ModelSource), FormatError> {
         if !self.opened.contains_key(rel) {
             let path = resolve_companion(self.format, &self.dir, rel)?;
-            let src = MmapSource::open(&path).map_err(|e| io_error(self.format, &path, &e))?;
+            let src = ModelSource::open(&path, self.mmap).map_err(|e| io_error(self.format, &path, &e))?;
             self.opened.insert(rel.to_string(), (path, src));
         }
         Ok(&self.opened[rel])
@@ -202,19 +285,26 @@ impl Companions {
 impl Model {
     /// Opens the model file at `path` and every companion file it names (see the module docs).
     pub fn open(path: impl AsRef<Path>) -> Result<Model, Error> {
+        Model::open_with(path, &ModelOptions::default())
+    }
+
+    /// [`open`](Self::open) with options: limits on whole-tensor reads, and whether to map the
+    /// files or read them with `pread` ([`ModelOptions`]).
+    pub fn open_with(path: impl AsRef<Path>, options: &ModelOptions) -> Result<Model, Error> {
         let path = path.as_ref();
-        let root = MmapSource::open(path).map_err(|e| io_error("formats", path, &e))?;
-        Model::from_source(path, root)
+        let root = ModelSource::open(path, options.mmap).map_err(|e| io_error("formats", path, &e))?;
+        Ok(Model::catalogue(path, root, *options)?)
     }
 
     /// Like [`open`](Self::open), for a file the caller has already mapped (to detect its
     /// format, say): `root` is the map of `path`, which is used for its name and folder only.
     pub fn from_source(path: impl AsRef<Path>, root: MmapSource) -> Result<Model, Error> {
-        Ok(Model::catalogue(path.as_ref(), root)?)
+        let options = ModelOptions::default();
+        Ok(Model::catalogue(path.as_ref(), ModelSource::Map(root), options)?)
     }
 
     /// [`from_source`](Self::from_source) with the core's error type.
-    fn catalogue(path: &Path, root: MmapSource) -> Result<Model, FormatError> {
+    fn catalogue(path: &Path, root: ModelSource, options: ModelOptions) -> Result<Model, FormatError> {
         let format = detect_format(path, &root)?;
         let name = format.name();
         let parent = path
@@ -226,6 +316,7 @@ impl Model {
             format: name,
             dir,
             opened: HashMap::new(),
+            mmap: options.mmap,
         };
         let catalog = match format {
             f if !is_model_format(f) => {
@@ -263,7 +354,18 @@ impl Model {
             catalog,
             sources,
             paths,
+            options,
         })
+    }
+
+    /// The options the model was opened with.
+    pub fn options(&self) -> &ModelOptions {
+        &self.options
+    }
+
+    /// Sets the limits on whole-tensor reads (see [`ModelOptions::limits`]).
+    pub fn set_limits(&mut self, limits: ReadLimits) {
+        self.options.limits = limits;
     }
 
     /// The path the model was opened from.
@@ -290,11 +392,69 @@ impl Model {
             .zip(self.sources.iter().map(ReadAt::size))
     }
 
-    /// The tensor's bytes in C order, little-endian (see [`formats::read`]): borrowed from the
-    /// map when [`TensorInfo::is_zero_copy`], otherwise decoded (inflated, gathered, swapped).
+    /// The tensor's bytes in C order, little-endian (see [`formats::read_limited`]): borrowed from
+    /// the map when [`TensorInfo::is_zero_copy`], otherwise decoded (inflated, gathered, swapped).
+    /// A tensor over [`ModelOptions::limits`] is refused ([`ErrorKind::Limit`]) before anything is
+    /// allocated; a zip member's CRC-32 and an ONNX external file's SHA-1 are checked where the
+    /// tensor covers the checked range ([`formats::read_limited`]).
     pub fn read(&self, t: &TensorInfo) -> Result<Cow<'_, [u8]>, Error> {
-        let refs: Vec<&MmapSource> = self.sources.iter().collect();
-        Ok(formats::read(self.catalog.format.name(), t, &refs)?)
+        let refs: Vec<&ModelSource> = self.sources.iter().collect();
+        Ok(formats::read_limited(
+            self.catalog.format.name(),
+            t,
+            &refs,
+            &self.catalog.checks,
+            &self.options.limits,
+        )?)
+    }
+
+    /// Streams the tensor's bytes (as [`read`](Self::read) gives them) to `sink` in pieces of at
+    /// most `chunk` bytes ([`formats::read_chunks`]): memory stays bounded for ranges and deflated
+    /// members whatever their size; checksums are checked on the way (a mismatch is an error
+    /// after the last piece).
+    pub fn read_chunks(
+        &self,
+        t: &TensorInfo,
+        chunk: usize,
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), FormatError>,
+    ) -> Result<(), Error> {
+        let refs: Vec<&ModelSource> = self.sources.iter().collect();
+        Ok(formats::read_chunks(
+            self.catalog.format.name(),
+            t,
+            &refs,
+            &self.catalog.checks,
+            &self.options.limits,
+            chunk,
+            sink,
+        )?)
+    }
+
+    /// Reads every tensor to the end in bounded pieces (every deflated member's CRC-32 is checked
+    /// on the way) and checks every checksum the file declares ([`Catalog::checks`]).
+    /// `progress(done, total)` counts bytes of tensors.
+    pub fn verify(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<ModelVerify, Error> {
+        let refs: Vec<&ModelSource> = self.sources.iter().collect();
+        let format = self.catalog.format.name();
+        let mut out = ModelVerify::default();
+        for c in &self.catalog.checks {
+            formats::check_integrity(format, c, &refs)?;
+            out.checks += 1;
+        }
+        let total: u64 = self.catalog.tensors.iter().filter_map(TensorInfo::nbytes).sum();
+        let mut done = 0u64;
+        for t in &self.catalog.tensors {
+            self.read_chunks(t, 1 << 20, &mut |p| {
+                done += p.len() as u64;
+                progress(done, total);
+                Ok(())
+            })?;
+            out.tensors += 1;
+            if matches!(t.storage, formats::Storage::Deflate { crc32: Some(_), .. }) {
+                out.deflated += 1;
+            }
+        }
+        Ok(out)
     }
 
     /// Count, min, max, mean, std, special values and histogram of tensor `t`
@@ -306,7 +466,7 @@ impl Model {
         opts: &StatsOptions,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<TensorStats, Error> {
-        let refs: Vec<&MmapSource> = self.sources.iter().collect();
+        let refs: Vec<&ModelSource> = self.sources.iter().collect();
         Ok(stats::tensor_stats(
             self.catalog.format.name(),
             t,
@@ -317,10 +477,22 @@ impl Model {
     }
 
     /// A ggml tensor's values as f32 ([`formats::ggml::dequantize`] of its blocks). Other element
-    /// types are refused ([`ErrorKind::Unsupported`]).
+    /// types are refused ([`ErrorKind::Unsupported`]); so is a tensor whose f32 values would be
+    /// over [`ModelOptions::limits`] ([`ErrorKind::Limit`], before anything is allocated).
     pub fn dequantize(&self, t: &TensorInfo) -> Result<Vec<f32>, Error> {
         match t.ty {
             ElementType::Ggml(g) => {
+                let values = t.numel().ok_or_else(|| {
+                    FormatError::new(
+                        self.catalog.format.name(),
+                        ErrorKind::Overflow,
+                        "its size overflows 64 bits",
+                    )
+                    .tensor(t.name.clone())
+                })?;
+                self.options
+                    .limits
+                    .check(self.catalog.format.name(), &t.name, values.saturating_mul(4))?;
                 let blocks = self.read(t)?;
                 Ok(formats::ggml::dequantize(g, &blocks).map_err(|e| e.tensor(t.name.clone()))?)
             }

@@ -22,8 +22,10 @@ impl MmapSource {
             return Ok(MmapSource { map: None });
         }
         // SAFETY: the mapping is read-only and private to this process's view. Another process
-        // truncating or rewriting the file while it is mapped is outside what any mmap-based
-        // reader can guard against; tensorlane never writes through it.
+        // truncating the file while it is mapped makes a later access raise SIGBUS, which no
+        // mmap-based reader can turn into an error: callers that read files which may change use
+        // FileSource (pread) instead (the CLI's streaming reads, `Model` with `mmap: false`).
+        // tensorlane never writes through the map.
         let map = unsafe { memmap2::Mmap::map(&f)? };
         Ok(MmapSource {
             map: Some(Arc::new(map)),
@@ -49,6 +51,11 @@ impl ReadAt for MmapSource {
 }
 
 /// Positioned reads from an open file (`pread`); nothing is mapped and nothing borrowed.
+///
+/// Use it where the file may change while it is read (a model being rewritten, a download in
+/// place): a file truncated underneath gives [`SourceError::OutOfBounds`] with its new size, where
+/// a mapping would kill the process with SIGBUS. [`MmapSource`] is for files that stay as they
+/// are while mapped.
 #[derive(Debug)]
 pub struct FileSource {
     file: File,
@@ -70,8 +77,18 @@ impl ReadAt for FileSource {
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
         check_range(offset, buf.len() as u64, self.size)?;
-        read_exact_at(&self.file, buf, offset)
-            .map_err(|e| SourceError::Io(format!("{e} (reading {} bytes at offset {offset})", buf.len())))
+        read_exact_at(&self.file, buf, offset).map_err(|e| {
+            // A file truncated after it was opened: say so, with its size now (an error, where a
+            // mapping would have raised SIGBUS).
+            match self.file.metadata() {
+                Ok(m) if e.kind() == io::ErrorKind::UnexpectedEof && m.len() < self.size => SourceError::OutOfBounds {
+                    offset,
+                    len: buf.len() as u64,
+                    size: m.len(),
+                },
+                _ => SourceError::Io(format!("{e} (reading {} bytes at offset {offset})", buf.len())),
+            }
+        })
     }
 }
 
@@ -96,6 +113,31 @@ fn read_exact_at(f: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pread_of_a_truncated_file_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("tl-source-trunc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("f.bin");
+        std::fs::write(&p, vec![7u8; 100_000]).unwrap();
+        let f = FileSource::open(&p).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(10_000)
+            .unwrap();
+        let e = f.read_vec(50_000, 1000).unwrap_err();
+        assert_eq!(
+            e,
+            SourceError::OutOfBounds {
+                offset: 50_000,
+                len: 1000,
+                size: 10_000
+            }
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn mmap_and_pread_agree() {

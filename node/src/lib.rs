@@ -11,8 +11,8 @@
 //! describe every packet identically.
 //!
 //! A model file opened from a path is the native host's work ([`ModelFile`] over
-//! `tensorlane::model::Model`): mapped once, parsed in place, companions resolved and checked,
-//! tensors decoded and summarised (`Model::stats`) straight from the map. Bytes and Blobs go
+//! `tensorlane::model::Model`): opened once with pread (a file truncated underneath is an error,
+//! not SIGBUS), companions resolved and checked, tensors decoded and summarised (`Model::stats`). Bytes and Blobs go
 //! through the byte-range session both backends share (`tensorlane_bindings::formats`).
 
 #![deny(clippy::all)]
@@ -145,7 +145,9 @@ pub fn zt_write_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Buffer> {
 
 /// Maps the file at `path` and returns it as an external Buffer over the mapping (no copy; the
 /// mapping lives as long as the Buffer). The mapping is private copy-on-write, so a write from JS
-/// never reaches the file. Files under 64 KiB are read instead.
+/// never reaches the file. Files under 64 KiB are read instead. The file must not be truncated
+/// while the Buffer lives (see the SAFETY note): use it for files that are published, not
+/// rewritten in place.
 #[napi(js_name = "ztMmap")]
 pub fn zt_mmap<'env>(env: &'env Env, path: String) -> Result<BufferSlice<'env>> {
     let file = std::fs::File::open(&path).map_err(|e| err(format!("cannot open {path}: {e}")))?;
@@ -157,9 +159,12 @@ pub fn zt_mmap<'env>(env: &'env Env, path: String) -> Result<BufferSlice<'env>> 
         let data = std::fs::read(&path).map_err(|e| err(format!("cannot read {path}: {e}")))?;
         return BufferSlice::from_data(env, data);
     }
-    // SAFETY: a private (copy-on-write) mapping: writes through it stay in this process. Another
-    // process truncating the file while it is mapped is outside what a mapped reader can guard
-    // against (as for every mmap-based reader).
+    // SAFETY: a private (copy-on-write) mapping: writes through it stay in this process. The
+    // rule for handing a mapping to JS: the file must stay as it is while the Buffer lives (a
+    // published .zt is written beside and renamed into place, never rewritten in place, so a
+    // reader's mapping keeps the old inode). A file truncated underneath makes a later access
+    // raise SIGBUS, which no reader can turn into an error short of a signal handler; callers
+    // whose files may change read them instead (`ModelFile` uses pread, `open(blob)` reads ranges).
     let mut map =
         unsafe { memmap2::MmapOptions::new().map_copy(&file) }.map_err(|e| err(format!("cannot map {path}: {e}")))?;
     let ptr = map.as_mut_ptr();
@@ -325,7 +330,14 @@ impl ModelFile {
     /// which `js/formats.js` then hands to its other readers.
     #[napi(constructor)]
     pub fn new(path: String) -> Result<Self> {
-        let model = Model::open(&path).map_err(|e| model_err(&e))?;
+        // Read with pread, not mapped: every read here copies into a new Buffer anyway, and a
+        // model file truncated or rewritten while it is open (a long-running server, a checkpoint
+        // being written) then gives an error instead of killing Node with SIGBUS.
+        let opts = tensorlane::model::ModelOptions {
+            mmap: false,
+            ..Default::default()
+        };
+        let model = Model::open_with(&path, &opts).map_err(|e| model_err(&e))?;
         Ok(ModelFile { model: Some(model) })
     }
 

@@ -160,6 +160,9 @@ pub enum Storage {
         skip: u64,
         /// Number of tensor bytes.
         len: u64,
+        /// CRC-32 of the whole inflated member, as the archive declares it: checked whenever the
+        /// member is inflated ([`read`], [`read_chunks`]).
+        crc32: Option<u32>,
     },
     /// Bytes decoded while opening (ONNX typed fields, HDF5 compact data). They came out of the
     /// header, so they are bounded by its size.
@@ -247,6 +250,113 @@ pub struct Catalog {
     /// paths relative to the opened file's folder (shards, external data), already checked not
     /// to leave that folder. The host opens them in this order.
     pub sources: Vec<String>,
+    /// Checksums the file itself carries over stored byte ranges (a stored zip member's CRC-32,
+    /// ONNX external data's SHA-1): [`read_chunks`] checks the one covering a tensor as it reads
+    /// it, [`check_integrity`] checks any of them on demand (`verify`). Deflated members carry
+    /// theirs in [`Storage::Deflate`].
+    pub checks: Vec<Check>,
+}
+
+/// A checksum a file declares over a byte range of one of its sources.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Check {
+    /// Index into [`Catalog::sources`].
+    pub source: usize,
+    /// Absolute byte offset of the range.
+    pub offset: u64,
+    /// Length of the range; [`Check::TO_END`]: up to the end of the source, whatever its size.
+    pub len: u64,
+    /// The declared checksum.
+    pub digest: Digest,
+    /// What the range is, for messages (`zip member 'arr_0.npy'`, `external data of 'w'`).
+    pub what: String,
+}
+
+impl Check {
+    /// A [`Check::len`] that means "to the end of the source" (ONNX's checksum is over the whole
+    /// external data file, whose size the parser does not know).
+    pub const TO_END: u64 = u64::MAX;
+
+    /// The length of the range in a source of `size` bytes.
+    pub fn len_in(&self, size: u64) -> u64 {
+        if self.len == Check::TO_END {
+            size.saturating_sub(self.offset)
+        } else {
+            self.len
+        }
+    }
+}
+
+/// A declared checksum.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Digest {
+    /// CRC-32 (ISO-HDLC, as zip uses it).
+    Crc32(u32),
+    /// SHA-1 (as ONNX external data's `checksum` key gives it, in hex).
+    Sha1([u8; 20]),
+}
+
+/// The largest tensor [`read`] (and [`ReadLimits::default`]) materialises in memory: 4 GiB, the
+/// same default as the wire decoder's `max_decompressed_bytes`.
+pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 4 << 30;
+
+/// Limits on what reading a whole tensor into memory may allocate.
+///
+/// [`read_limited`] (and the hosts' `Model::read`, `dequantize`; the JS `tensor()` through
+/// [`read`], at the default) refuse, with [`ErrorKind::Limit`] naming the tensor, its size and
+/// this option, a tensor whose bytes (or the
+/// bytes that must be decoded to produce it: a whole deflated member, a strided view's storage)
+/// are over `max_tensor_bytes`, before anything is allocated. Streaming reads ([`read_chunks`],
+/// statistics, hashing, conversion) hold bounded pieces and are not limited by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadLimits {
+    /// The most bytes one whole-tensor read may allocate (default [`DEFAULT_MAX_TENSOR_BYTES`]).
+    pub max_tensor_bytes: u64,
+}
+
+impl Default for ReadLimits {
+    fn default() -> Self {
+        ReadLimits {
+            max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
+        }
+    }
+}
+
+impl ReadLimits {
+    /// Refuses `bytes` (what reading tensor `name` whole would allocate) when over the limit.
+    pub fn check(&self, format: &'static str, name: &str, bytes: u64) -> Result<(), FormatError> {
+        if bytes <= self.max_tensor_bytes {
+            return Ok(());
+        }
+        Err(FormatError::new(
+            format,
+            ErrorKind::Limit,
+            alloc::format!(
+                "reading it whole needs {bytes} bytes ({}), over the {} bytes ({}) allowed by max_tensor_bytes \
+                 (Rust: ReadLimits::max_tensor_bytes; CLI: --max-tensor-bytes); raise the limit if the machine \
+                 has the memory, or use a streaming command (stats, inspect --hash, convert)",
+                iec(bytes),
+                self.max_tensor_bytes,
+                iec(self.max_tensor_bytes)
+            ),
+        )
+        .tensor(name))
+    }
+}
+
+/// `n` bytes in IEC units with two decimals (`2.79 GiB`), for messages.
+pub fn iec(n: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return alloc::format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    alloc::format!("{v:.2} {}", UNITS[u])
 }
 
 impl Catalog {
@@ -258,6 +368,7 @@ impl Catalog {
             metadata: Vec::new(),
             skipped: Vec::new(),
             sources: alloc::vec![String::new()],
+            checks: Vec::new(),
         }
     }
 
@@ -285,6 +396,16 @@ impl Catalog {
         let mut map = alloc::vec![self.source_index(path)?];
         for p in part.sources.iter().skip(1) {
             map.push(self.source_index(p)?);
+        }
+        for mut c in part.checks {
+            c.source = *map.get(c.source).ok_or_else(|| {
+                FormatError::new(
+                    format,
+                    ErrorKind::Companion,
+                    alloc::format!("'{path}' names source #{} it does not list", c.source),
+                )
+            })?;
+            self.checks.push(c);
         }
         for mut t in part.tensors {
             if self.get(&t.name).is_some() {
@@ -623,10 +744,146 @@ pub fn open<S: ReadAt + ?Sized>(src: &S) -> Result<Catalog, FormatError> {
 /// The tensor's bytes in C order, little-endian (one byte per bool, packed float4 as stored,
 /// ggml blocks as stored). `sources[k]` must be the file named by [`Catalog::sources`]`[k]`.
 /// Borrowed from the source when [`TensorInfo::is_zero_copy`] and the source is in memory.
+/// [`read_limited`] with [`ReadLimits::default`] and no [`Catalog::checks`].
 pub fn read<'s, S: ReadAt + ?Sized>(
     format: &'static str,
     t: &TensorInfo,
     sources: &[&'s S],
+) -> Result<Cow<'s, [u8]>, FormatError> {
+    read_limited(format, t, sources, &[], &ReadLimits::default())
+}
+
+/// The most bytes reading `t` whole allocates: its bytes, or more where they must be decoded
+/// from more (a whole deflated member, a strided view's stored range). `None` on overflow.
+pub fn whole_read_bytes(t: &TensorInfo) -> Option<u64> {
+    let want = t.nbytes()?;
+    Some(match (&t.storage, &t.arrangement.view) {
+        (Storage::Deflate { inflated, .. }, _) => want.max(*inflated),
+        (Storage::Range { len, .. }, Some(_)) => want.saturating_add(*len),
+        _ => want,
+    })
+}
+
+/// The check of `checks` whose range covers `[offset, offset + len)` of `source` with at most
+/// 1 MiB more (a `.npy` header before the data): reading it costs little more than the tensor.
+fn covering(checks: &[Check], source: usize, offset: u64, len: u64, size: u64) -> Option<&Check> {
+    checks.iter().find(|c| {
+        let clen = c.len_in(size);
+        c.source == source
+            && c.offset <= offset
+            && offset
+                .checked_add(len)
+                .is_some_and(|end| c.offset.checked_add(clen).is_some_and(|ce| end <= ce))
+            && clen - len <= 1 << 20
+    })
+}
+
+/// A running checksum of a [`Digest`]'s kind.
+enum Running {
+    Crc32(crc32fast::Hasher),
+    Sha1(sha1_smol::Sha1),
+}
+
+impl Running {
+    fn new(d: &Digest) -> Running {
+        match d {
+            Digest::Crc32(_) => Running::Crc32(crc32fast::Hasher::new()),
+            Digest::Sha1(_) => Running::Sha1(sha1_smol::Sha1::new()),
+        }
+    }
+    fn update(&mut self, b: &[u8]) {
+        match self {
+            Running::Crc32(h) => h.update(b),
+            Running::Sha1(h) => h.update(b),
+        }
+    }
+    /// Compares with the declared digest of `c`.
+    fn finish(self, format: &'static str, c: &Check) -> Result<(), FormatError> {
+        let got = match self {
+            Running::Crc32(h) => Digest::Crc32(h.finalize()),
+            Running::Sha1(h) => Digest::Sha1(h.digest().bytes()),
+        };
+        if got == c.digest {
+            return Ok(());
+        }
+        let show = |d: &Digest| match d {
+            Digest::Crc32(v) => alloc::format!("CRC-32 {v:08x}"),
+            Digest::Sha1(v) => alloc::format!("SHA-1 {}", hex(v)),
+        };
+        Err(FormatError::new(
+            format,
+            ErrorKind::Checksum,
+            alloc::format!(
+                "{}: checksum mismatch: the file declares {}, the bytes from offset {} have {}; the file is corrupt \
+                 (or was changed after it was written)",
+                c.what,
+                show(&c.digest),
+                c.offset,
+                show(&got)
+            ),
+        )
+        .at(c.offset))
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| alloc::format!("{x:02x}")).collect()
+}
+
+/// A consumer of pieces with their absolute offsets.
+type OffsetSink<'a> = dyn FnMut(u64, &[u8]) -> Result<(), FormatError> + 'a;
+
+/// Streams the range of check `c` of `src` and compares its checksum; `each(at, piece)` sees every
+/// piece (`at`: absolute offset) before the comparison.
+fn stream_checked<S: ReadAt + ?Sized>(
+    format: &'static str,
+    src: &S,
+    c: &Check,
+    each: &mut OffsetSink<'_>,
+) -> Result<(), FormatError> {
+    let mut h = Running::new(&c.digest);
+    let len = c.len_in(src.size());
+    let mut at = 0u64;
+    while at < len {
+        let n = (len - at).min(1 << 20);
+        let b = bytes_at(format, src, c.offset + at, n)?;
+        h.update(&b);
+        each(c.offset + at, &b)?;
+        at += n;
+    }
+    h.finish(format, c)
+}
+
+/// Checks one of [`Catalog::checks`] against its source (`sources[k]` is the file named by
+/// [`Catalog::sources`]`[k]`), reading the range in 1 MiB pieces. [`ErrorKind::Checksum`] when
+/// the bytes do not match.
+pub fn check_integrity<S: ReadAt + ?Sized>(format: &'static str, c: &Check, sources: &[&S]) -> Result<(), FormatError> {
+    let src = sources.get(c.source).copied().ok_or_else(|| {
+        FormatError::new(
+            format,
+            ErrorKind::Companion,
+            alloc::format!(
+                "{}: needs source #{}, but only {} were supplied",
+                c.what,
+                c.source,
+                sources.len()
+            ),
+        )
+    })?;
+    stream_checked(format, src, c, &mut |_, _| Ok(()))
+}
+
+/// [`read`] with explicit limits and the catalog's checks: refuses with [`ErrorKind::Limit`] (naming
+/// the tensor, the size and `max_tensor_bytes`) before allocating when [`whole_read_bytes`] is over
+/// `limits.max_tensor_bytes` (a borrowed, zero-copy read allocates nothing and is not limited); a
+/// deflated member's CRC-32 is checked as it is inflated, and the check of `checks` covering a
+/// stored range (zip CRC-32, ONNX SHA-1) on the bytes read.
+pub fn read_limited<'s, S: ReadAt + ?Sized>(
+    format: &'static str,
+    t: &TensorInfo,
+    sources: &[&'s S],
+    checks: &[Check],
+    limits: &ReadLimits,
 ) -> Result<Cow<'s, [u8]>, FormatError> {
     let err = |kind, msg: String| FormatError::new(format, kind, msg).tensor(t.name.clone());
     let want = t
@@ -640,9 +897,21 @@ pub fn read<'s, S: ReadAt + ?Sized>(
             )
         })
     };
+    let borrowed = match &t.storage {
+        Storage::Range { source, offset, len } if t.is_zero_copy() => src(*source)?.slice(*offset, *len).is_some(),
+        _ => false,
+    };
+    if !borrowed {
+        let need = whole_read_bytes(t).ok_or_else(|| err(ErrorKind::Overflow, "its size overflows 64 bits".into()))?;
+        limits.check(format, &t.name, need)?;
+    }
     let stored: Cow<'s, [u8]> = match &t.storage {
         Storage::Range { source, offset, len } => {
-            bytes_at(format, src(*source)?, *offset, *len).map_err(|e| e.tensor(t.name.clone()))?
+            let s = src(*source)?;
+            if let Some(c) = covering(checks, *source, *offset, *len, s.size()) {
+                stream_checked(format, s, c, &mut |_, _| Ok(())).map_err(|e| e.tensor(t.name.clone()))?;
+            }
+            bytes_at(format, s, *offset, *len).map_err(|e| e.tensor(t.name.clone()))?
         }
         Storage::Deflate {
             source,
@@ -651,21 +920,36 @@ pub fn read<'s, S: ReadAt + ?Sized>(
             inflated,
             skip,
             len,
+            crc32,
         } => {
-            let raw = bytes_at(format, src(*source)?, *offset, *compressed).map_err(|e| e.tensor(t.name.clone()))?;
-            let mut out = zip::inflate(&raw, *inflated).map_err(|m| err(ErrorKind::Syntax, m).at(*offset))?;
-            let end = skip
-                .checked_add(*len)
-                .filter(|e| *e <= out.len() as u64)
-                .ok_or_else(|| {
-                    err(
-                        ErrorKind::Truncated,
-                        alloc::format!("the inflated member has {} bytes, fewer than it declared", out.len()),
-                    )
-                })?;
-            // Keep the tensor's bytes in the inflated buffer itself: no second copy.
-            out.truncate(end as usize);
-            out.drain(..*skip as usize);
+            let end = skip.checked_add(*len).filter(|e| e <= inflated).ok_or_else(|| {
+                err(
+                    ErrorKind::Truncated,
+                    alloc::format!(
+                        "the member declares {inflated} inflated bytes, fewer than the tensor's {skip} + {len}"
+                    ),
+                )
+            })?;
+            let mut out = Vec::new();
+            let mut at = 0u64;
+            zip::inflate_each(
+                format,
+                src(*source)?,
+                *offset,
+                *compressed,
+                *inflated,
+                *crc32,
+                &mut |p| {
+                    let lo = at.max(*skip);
+                    let hi = (at + p.len() as u64).min(end);
+                    if lo < hi {
+                        out.extend_from_slice(&p[(lo - at) as usize..(hi - at) as usize]);
+                    }
+                    at += p.len() as u64;
+                    Ok(())
+                },
+            )
+            .map_err(|e| e.tensor(t.name.clone()))?;
             Cow::Owned(out)
         }
         Storage::Inline(b) => Cow::Owned(b.clone()),
@@ -674,6 +958,200 @@ pub fn read<'s, S: ReadAt + ?Sized>(
         }
     };
     arrange(format, t, stored, want)
+}
+
+/// Streams tensor `t`'s bytes (C order, little-endian, as [`read`] gives them) to `sink` in pieces
+/// of at most `chunk` bytes (a multiple of the element's lane size; the last may be shorter),
+/// holding only bounded buffers where the stored bytes are the elements in order (a range, read
+/// piece by piece; a deflated zip member, inflated piece by piece; either byte-swapped on the
+/// way). Strided views and HDF5 chunked datasets are read whole through [`read_limited`] (under
+/// `limits`) and then handed out in pieces.
+///
+/// Checksums are checked on the way: a deflated member's CRC-32, and the check of `checks`
+/// ([`Catalog::checks`]) covering a stored range; a mismatch fails after the last piece (the sink
+/// has seen the bytes: act on them only once this returns `Ok`).
+pub fn read_chunks<S: ReadAt + ?Sized>(
+    format: &'static str,
+    t: &TensorInfo,
+    sources: &[&S],
+    checks: &[Check],
+    limits: &ReadLimits,
+    chunk: usize,
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), FormatError>,
+) -> Result<(), FormatError> {
+    let err = |kind, msg: String| FormatError::new(format, kind, msg).tensor(t.name.clone());
+    let want = t
+        .nbytes()
+        .ok_or_else(|| err(ErrorKind::Overflow, "its size overflows 64 bits".into()))?;
+    let src = |i: usize| {
+        sources.get(i).copied().ok_or_else(|| {
+            err(
+                ErrorKind::Companion,
+                alloc::format!("needs source #{i}, but only {} were supplied", sources.len()),
+            )
+        })
+    };
+    let lane = t.ty.lane().max(1);
+    let chunk = (chunk.max(lane) / lane) * lane;
+    let swap = t.arrangement.big_endian && lane > 1;
+    let mut feed = Feeder {
+        chunk,
+        lane,
+        swap,
+        buf: Vec::new(),
+        sent: 0,
+        sink,
+    };
+    let tensor = |e: FormatError| {
+        if e.tensor.is_none() {
+            e.tensor(t.name.clone())
+        } else {
+            e
+        }
+    };
+    let size_mismatch = |stored: u64| {
+        err(
+            ErrorKind::SizeMismatch,
+            alloc::format!(
+                "{} {:?} needs {want} bytes but {stored} are stored",
+                t.ty.name(),
+                t.shape
+            ),
+        )
+    };
+    match (&t.storage, &t.arrangement.view) {
+        (Storage::Range { source, offset, len }, None) => {
+            if *len != want {
+                return Err(size_mismatch(*len));
+            }
+            let s = src(*source)?;
+            crate::source::check_range(*offset, *len, s.size()).map_err(|e| tensor(FormatError::source(format, e)))?;
+            let end = offset + len;
+            match covering(checks, *source, *offset, *len, s.size()) {
+                Some(c) => stream_checked(format, s, c, &mut |at, p| {
+                    let lo = at.max(*offset);
+                    let hi = (at + p.len() as u64).min(end);
+                    if lo < hi {
+                        feed.push(&p[(lo - at) as usize..(hi - at) as usize])?;
+                    }
+                    Ok(())
+                })
+                .map_err(tensor)?,
+                None => {
+                    let mut at = *offset;
+                    while at < end {
+                        let n = (end - at).min(chunk as u64);
+                        let b = bytes_at(format, s, at, n).map_err(tensor)?;
+                        feed.push(&b)?;
+                        at += n;
+                    }
+                }
+            }
+        }
+        (
+            Storage::Deflate {
+                source,
+                offset,
+                compressed,
+                inflated,
+                skip,
+                len,
+                crc32,
+            },
+            None,
+        ) => {
+            if *len != want {
+                return Err(size_mismatch(*len));
+            }
+            let end = skip.checked_add(*len).filter(|e| e <= inflated).ok_or_else(|| {
+                err(
+                    ErrorKind::Truncated,
+                    alloc::format!(
+                        "the member declares {inflated} inflated bytes, fewer than the tensor's {skip} + {len}"
+                    ),
+                )
+            })?;
+            let mut at = 0u64;
+            zip::inflate_each(
+                format,
+                src(*source)?,
+                *offset,
+                *compressed,
+                *inflated,
+                *crc32,
+                &mut |p| {
+                    let lo = at.max(*skip);
+                    let hi = (at + p.len() as u64).min(end);
+                    if lo < hi {
+                        feed.push(&p[(lo - at) as usize..(hi - at) as usize])?;
+                    }
+                    at += p.len() as u64;
+                    Ok(())
+                },
+            )
+            .map_err(tensor)?;
+        }
+        _ => {
+            let whole = read_limited(format, t, sources, checks, limits)?;
+            feed.swap = false;
+            for p in whole.chunks(chunk.max(1)) {
+                feed.push(p)?;
+            }
+        }
+    }
+    feed.finish()?;
+    if feed.sent != want {
+        return Err(size_mismatch(feed.sent));
+    }
+    Ok(())
+}
+
+/// Regroups pieces of any size into pieces of `chunk` bytes, byte-swapping lanes when asked.
+struct Feeder<'a> {
+    chunk: usize,
+    lane: usize,
+    swap: bool,
+    buf: Vec<u8>,
+    sent: u64,
+    sink: &'a mut dyn FnMut(&[u8]) -> Result<(), FormatError>,
+}
+
+impl Feeder<'_> {
+    fn push(&mut self, mut p: &[u8]) -> Result<(), FormatError> {
+        while !p.is_empty() {
+            if self.buf.is_empty() && p.len() >= self.chunk && !self.swap {
+                (self.sink)(&p[..self.chunk])?;
+                self.sent += self.chunk as u64;
+                p = &p[self.chunk..];
+                continue;
+            }
+            let n = (self.chunk - self.buf.len()).min(p.len());
+            self.buf.extend_from_slice(&p[..n]);
+            p = &p[n..];
+            if self.buf.len() == self.chunk {
+                self.emit()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn emit(&mut self) -> Result<(), FormatError> {
+        if self.swap {
+            let whole = self.buf.len() / self.lane * self.lane;
+            crate::tensor::swap_lanes(&mut self.buf[..whole], self.lane);
+        }
+        (self.sink)(&self.buf)?;
+        self.sent += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), FormatError> {
+        if !self.buf.is_empty() {
+            self.emit()?;
+        }
+        Ok(())
+    }
 }
 
 /// Applies [`TensorInfo::arrangement`] to stored bytes: strided gather, then byte swap.

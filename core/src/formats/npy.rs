@@ -684,11 +684,20 @@ pub fn open_npz<S: ReadAt + ?Sized>(src: &S) -> Result<Catalog, FormatError> {
             )));
         }
         let storage = match m.method {
-            Method::Stored => Storage::Range {
-                source: 0,
-                offset: m.data_offset + h.data_offset,
-                len: h.nbytes,
-            },
+            Method::Stored => {
+                cat.checks.push(super::Check {
+                    source: 0,
+                    offset: m.data_offset,
+                    len: m.size,
+                    digest: super::Digest::Crc32(m.crc32),
+                    what: format!("zip member '{}'", m.name),
+                });
+                Storage::Range {
+                    source: 0,
+                    offset: m.data_offset + h.data_offset,
+                    len: h.nbytes,
+                }
+            }
             Method::Deflate => Storage::Deflate {
                 source: 0,
                 offset: m.data_offset,
@@ -696,6 +705,7 @@ pub fn open_npz<S: ReadAt + ?Sized>(src: &S) -> Result<Catalog, FormatError> {
                 inflated: m.size,
                 skip: h.data_offset,
                 len: h.nbytes,
+                crc32: Some(m.crc32),
             },
         };
         let mut attributes = alloc::vec![

@@ -22,8 +22,10 @@
 //!   `length`, `checksum`) → [`Storage::Range`] into the companion file named by `location`
 //!   ([`Catalog::sources`]; a path leaving the model's folder is [`ErrorKind::Refused`]). The
 //!   length must be the tensor's byte count. Whether the range lies inside the companion file is
-//!   checked by [`Catalog::check_ranges`] once the host has opened it. The checksum (SHA-1) is
-//!   kept as an attribute, not verified.
+//!   checked by [`Catalog::check_ranges`] once the host has opened it. The checksum (SHA-1 of the
+//!   whole external file, 40 hex digits) is kept as an attribute and as one of
+//!   [`Catalog::checks`]: checked when a tensor that covers the file (but for at most 1 MiB) is
+//!   read, and by a host's verify (every check); a value that is not 40 hex digits is only kept.
 //!
 //! Every element type of ONNX (1.23) that has a catalog type is read (FLOAT ... FLOAT8E8M0).
 //! STRING, INT4, UINT4, INT2, UINT2, FLOAT6E2M3, FLOAT6E3M2 and unknown type codes are listed in
@@ -54,7 +56,9 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use super::protobuf::{Field, Value, Wire};
-use super::{Catalog, ElementType, ErrorKind, FormatError, MAX_DEPTH, MAX_HEADER, Meta, Storage, TensorInfo};
+use super::{
+    Catalog, Check, Digest, ElementType, ErrorKind, FormatError, MAX_DEPTH, MAX_HEADER, Meta, Storage, TensorInfo,
+};
 use crate::detect::Format;
 use crate::dtype::DType;
 use crate::source::ReadAt;
@@ -712,8 +716,39 @@ impl<'s, S: ReadAt + ?Sized> Model<'s, S> {
             ("length".to_string(), Meta::UInt(len)),
         ];
         if let Some(c) = checksum {
+            // ONNX: "checksum - SHA1 digest of file specified in under 'location' key": the whole
+            // file, checked when a tensor covering (almost) all of it is read, and by verify.
+            if let Some(sha1) = parse_sha1(&c)
+                && !self
+                    .cat
+                    .checks
+                    .iter()
+                    .any(|k| k.source == source && k.digest == Digest::Sha1(sha1))
+            {
+                self.cat.checks.push(Check {
+                    source,
+                    offset: 0,
+                    len: Check::TO_END,
+                    digest: Digest::Sha1(sha1),
+                    what: format!("external data file '{location}' (checksum of tensor '{name}')"),
+                });
+            }
             ext.push(("checksum".into(), Meta::Str(c)));
         }
         Ok((Storage::Range { source, offset, len }, Meta::Map(ext)))
     }
+}
+
+/// A SHA-1 digest written as 40 hex digits (either case).
+fn parse_sha1(s: &str) -> Option<[u8; 20]> {
+    let b = s.trim().as_bytes();
+    if b.len() != 40 {
+        return None;
+    }
+    let mut out = [0u8; 20];
+    for (i, pair) in b.chunks(2).enumerate() {
+        let d = |c: u8| (c as char).to_digit(16);
+        out[i] = (d(pair[0])? * 16 + d(pair[1])?) as u8;
+    }
+    Some(out)
 }

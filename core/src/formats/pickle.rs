@@ -32,8 +32,15 @@ const FORMAT: &str = "pt";
 /// The most values a pickle may push (stack pushes and memo stores): 8 Mi, a few hundred
 /// thousand tensors, and a few hundred MiB of memory at most.
 pub const MAX_VALUES: usize = 1 << 23;
-/// The deepest the stack (values plus marks) may grow.
-pub const MAX_STACK: usize = 1 << 20;
+/// The deepest the stack (values plus marks) may grow: 64 Ki (`torch.save` batches container
+/// items by 1000, so real checkpoints stay far below).
+pub const MAX_STACK: usize = 1 << 16;
+/// The memory the machine may use to model a pickle: this many bytes per byte of pickle, plus
+/// [`MEMORY_BASE`]. Every value and object created is charged (its size and its share of the
+/// containers that hold it), so memory is bounded in proportion to the input.
+pub const MEMORY_PER_BYTE: usize = 32;
+/// The memory every pickle may use beyond [`MEMORY_PER_BYTE`] per byte: 16 MiB.
+pub const MEMORY_BASE: usize = 16 << 20;
 /// The most memo entries a pickle may define.
 pub const MAX_MEMO: usize = 1 << 21;
 
@@ -353,6 +360,9 @@ struct Machine<'a> {
     memo: BTreeMap<u64, Value>,
     objects: Vec<Object>,
     created: usize,
+    /// Bytes charged so far (values, objects), against `budget`.
+    charged: usize,
+    budget: usize,
     protocol: u8,
 }
 
@@ -372,6 +382,8 @@ pub fn load(data: &[u8]) -> Result<Pickle, FormatError> {
         memo: BTreeMap::new(),
         objects: Vec::new(),
         created: 0,
+        charged: 0,
+        budget: MEMORY_BASE.saturating_add(data.len().saturating_mul(MEMORY_PER_BYTE)),
         protocol: 0,
     };
     let root = m.run()?;
@@ -457,7 +469,25 @@ impl<'a> Machine<'a> {
         Ok(())
     }
 
+    /// Charges `bytes` of modelled memory; refuses past the budget.
+    fn charge(&mut self, bytes: usize) -> Result<(), FormatError> {
+        self.charged = self.charged.saturating_add(bytes);
+        if self.charged > self.budget {
+            return Err(self.fail(
+                ErrorKind::Limit,
+                alloc::format!(
+                    "modelling the pickle would take more than {} bytes of memory ({MEMORY_PER_BYTE} per pickle byte \
+                     plus {MEMORY_BASE}): it is not a checkpoint torch.save writes",
+                    self.budget
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn count(&mut self) -> Result<(), FormatError> {
+        // A value on the stack, in the memo, then in a container with its dict index entry.
+        self.charge(3 * core::mem::size_of::<Value>())?;
         self.created += 1;
         if self.created > MAX_VALUES {
             return Err(self.fail(
@@ -476,6 +506,8 @@ impl<'a> Machine<'a> {
     }
 
     fn new_obj(&mut self, o: Object) -> Result<Value, FormatError> {
+        // The object and the `objects` vector's growth (it doubles).
+        self.charge(2 * core::mem::size_of::<Object>())?;
         self.objects.push(o);
         Ok(Value::Obj(self.objects.len() - 1))
     }
@@ -1279,6 +1311,27 @@ mod tests {
                 Value::Int(12)
             ]
         );
+    }
+
+    #[test]
+    fn memory_is_bounded_by_the_input() {
+        // 1 Mi empty dicts, each popped at once: the stack stays empty, but a million objects
+        // would be modelled; the budget (32 bytes per pickle byte + 16 MiB) refuses first.
+        let mut p = alloc::vec![0x80, 2];
+        for _ in 0..1 << 20 {
+            p.extend_from_slice(b"}0");
+        }
+        p.extend_from_slice(b"N.");
+        let e = load(&p).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Limit, "{e}");
+        assert!(e.message.contains("per pickle byte"), "{e}");
+        // The same count of plain values (no objects) fits.
+        let mut q = alloc::vec![0x80, 2];
+        for _ in 0..1 << 18 {
+            q.extend_from_slice(b"N0");
+        }
+        q.extend_from_slice(b"N.");
+        assert!(load(&q).is_ok());
     }
 
     #[test]

@@ -165,6 +165,13 @@ fn open_zip<S: ReadAt + ?Sized>(src: &S) -> Result<Catalog, FormatError> {
             )
             .at(m.data_offset));
         }
+        cat.checks.push(super::Check {
+            source: 0,
+            offset: m.data_offset,
+            len: m.size,
+            digest: super::Digest::Crc32(m.crc32),
+            what: alloc::format!("zip member '{name}'"),
+        });
         located.insert(
             key.clone(),
             Located {
@@ -192,8 +199,23 @@ fn member_bytes<'s, S: ReadAt + ?Sized>(
     }
     let raw = bytes_at(F, src, m.data_offset, m.compressed)?;
     match m.method {
-        Method::Stored => Ok(raw),
-        Method::Deflate => zip::inflate(&raw, m.size)
+        Method::Stored => {
+            let got = crc32fast::hash(&raw);
+            if got != m.crc32 {
+                return Err(error(
+                    ErrorKind::Checksum,
+                    alloc::format!(
+                        "member '{}': CRC-32 mismatch: the archive declares 0x{:08x}, its bytes have 0x{got:08x} (the \
+                         archive is corrupt)",
+                        m.name,
+                        m.crc32
+                    ),
+                )
+                .at(m.data_offset));
+            }
+            Ok(raw)
+        }
+        Method::Deflate => zip::inflate(&raw, m.size, Some(m.crc32))
             .map(alloc::borrow::Cow::Owned)
             .map_err(|msg| error(ErrorKind::Syntax, alloc::format!("member '{}': {msg}", m.name)).at(m.data_offset)),
     }

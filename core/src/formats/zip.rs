@@ -6,6 +6,7 @@
 //! deflated (8) members are supported; inflating is done by `miniz_oxide` with the declared size
 //! as a hard limit.
 
+use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -284,22 +285,133 @@ fn central_entry<S: ReadAt + ?Sized>(
 }
 
 /// Inflates a raw-deflate stream that declares `size` bytes: never produces more, and says so
-/// when the stream is shorter or longer than declared.
-pub fn inflate(raw: &[u8], size: u64) -> Result<Vec<u8>, String> {
-    let limit = usize::try_from(size).map_err(|_| String::from("the declared size does not fit in memory"))?;
-    let out = miniz_oxide::inflate::decompress_to_vec_with_limit(raw, limit).map_err(|e| {
-        alloc::format!(
-            "deflate stream is invalid or inflates past its declared {size} bytes ({:?})",
-            e.status
-        )
+/// when the stream is shorter or longer than declared. With `crc32`, the inflated bytes must have
+/// that CRC-32 (the member's, from the central directory), as Python's `zipfile` checks.
+///
+/// The caller decides whether `size` bytes may be allocated (see
+/// [`super::ReadLimits`]); the output grows as bytes are produced, not by the declared size.
+pub fn inflate(raw: &[u8], size: u64, crc32: Option<u32>) -> Result<Vec<u8>, String> {
+    usize::try_from(size).map_err(|_| String::from("the declared size does not fit in memory"))?;
+    let mut out = Vec::with_capacity(size.min(1 << 20) as usize);
+    let mut input =
+        |at: u64, n: u64| -> Result<Cow<'_, [u8]>, String> { Ok(Cow::Borrowed(&raw[at as usize..(at + n) as usize])) };
+    inflate_with(&mut input, raw.len() as u64, size, crc32, &mut |piece| {
+        out.extend_from_slice(piece);
+        Ok(())
     })?;
-    if out.len() != limit {
+    Ok(out)
+}
+
+/// Bytes of inflated output handed to the sink at a time by [`inflate_each`].
+pub const INFLATE_CHUNK: usize = 256 << 10;
+
+/// Streams the raw-deflate stream at `[offset, offset + compressed)` of `src`, which declares
+/// `size` inflated bytes, to `sink` in pieces of at most [`INFLATE_CHUNK`] bytes: memory stays
+/// bounded (one compressed piece, the 32 KiB window, one output piece) whatever `size` claims.
+/// Never produces more than `size` bytes; fails when the stream ends early or runs on, and, with
+/// `crc32`, when the inflated bytes do not have that CRC-32 (checked once all are produced: the
+/// sink has then seen them, so a caller that must not act on bad bytes waits for `Ok`).
+pub fn inflate_each<S: ReadAt + ?Sized>(
+    format: &'static str,
+    src: &S,
+    offset: u64,
+    compressed: u64,
+    size: u64,
+    crc32: Option<u32>,
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), FormatError>,
+) -> Result<(), FormatError> {
+    let mut input = |at: u64, n: u64| -> Result<Cow<'_, [u8]>, String> {
+        bytes_at(format, src, offset + at, n).map_err(|e| e.message)
+    };
+    let mut failed = None;
+    inflate_with(&mut input, compressed, size, crc32, &mut |piece| {
+        sink(piece).map_err(|e| {
+            failed = Some(e);
+            String::new()
+        })
+    })
+    .map_err(|m| match failed.take() {
+        Some(e) => e,
+        None if m.starts_with("CRC-32") => FormatError::new(format, ErrorKind::Checksum, m).at(offset),
+        None => FormatError::new(format, ErrorKind::Syntax, m).at(offset),
+    })
+}
+
+/// The one inflate loop: `input(at, n)` gives compressed bytes `[at, at + n)` of `compressed`.
+fn inflate_with<'a>(
+    input: &mut dyn FnMut(u64, u64) -> Result<Cow<'a, [u8]>, String>,
+    compressed: u64,
+    size: u64,
+    crc32: Option<u32>,
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+) -> Result<(), String> {
+    use miniz_oxide::inflate::stream::{InflateState, inflate as step};
+    use miniz_oxide::{DataFormat, MZError, MZFlush, MZStatus};
+    const IN_CHUNK: u64 = 1 << 20;
+    let mut state = InflateState::new_boxed(DataFormat::Raw);
+    let mut out = alloc::vec![0u8; INFLATE_CHUNK];
+    let mut crc = crc32fast::Hasher::new();
+    let (mut read, mut produced) = (0u64, 0u64);
+    let mut piece: Cow<'a, [u8]> = Cow::Borrowed(&[]);
+    let mut used = 0usize;
+    loop {
+        if used == piece.len() && read < compressed {
+            let n = (compressed - read).min(IN_CHUNK);
+            piece = input(read, n)?;
+            read += n;
+            used = 0;
+        }
+        let last = read == compressed;
+        // `Finish` would ask for all output at once; `None` keeps the 32 KiB window inside the state.
+        let flush = MZFlush::None;
+        // Never ask for more than the declared size: a longer stream stops here with an error.
+        let room = (size - produced).min(out.len() as u64) as usize;
+        let r = step(&mut state, &piece[used..], &mut out[..room.max(1)], flush);
+        used += r.bytes_consumed;
+        if r.bytes_written > 0 {
+            if room == 0 {
+                return Err(alloc::format!("deflate stream inflates past its declared {size} bytes"));
+            }
+            produced += r.bytes_written as u64;
+            crc.update(&out[..r.bytes_written]);
+            sink(&out[..r.bytes_written])?;
+        }
+        match r.status {
+            Ok(MZStatus::StreamEnd) => break,
+            Ok(_) => {}
+            Err(MZError::Buf) if !last || used < piece.len() => {}
+            Err(MZError::Buf) => {
+                return Err(alloc::format!(
+                    "deflate stream ends after {produced} of its declared {size} bytes (truncated member)"
+                ));
+            }
+            Err(e) => {
+                return Err(alloc::format!(
+                    "deflate stream is invalid after {produced} inflated bytes ({e:?})"
+                ));
+            }
+        }
+        if r.bytes_consumed == 0 && r.bytes_written == 0 && last && used == piece.len() {
+            return Err(alloc::format!(
+                "deflate stream ends after {produced} of its declared {size} bytes (truncated member)"
+            ));
+        }
+    }
+    if produced != size {
         return Err(alloc::format!(
-            "deflate stream inflates to {} bytes, not the declared {size}",
-            out.len()
+            "deflate stream inflates to {produced} bytes, not the declared {size}"
         ));
     }
-    Ok(out)
+    if let Some(want) = crc32 {
+        let got = crc.finalize();
+        if got != want {
+            return Err(alloc::format!(
+                "CRC-32 mismatch: the member declares 0x{want:08x}, its inflated bytes have 0x{got:08x} (the \
+                 archive is corrupt)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Inflates the first bytes of a raw-deflate stream, at most `max` of them (for reading a
@@ -337,9 +449,50 @@ mod tests {
     fn inflate_is_bounded() {
         let data = alloc::vec![7u8; 10_000];
         let z = miniz_oxide::deflate::compress_to_vec(&data, 6);
-        assert_eq!(inflate(&z, 10_000).unwrap(), data);
-        assert!(inflate(&z, 100).is_err());
-        assert!(inflate(&z, 20_000).is_err());
+        assert_eq!(inflate(&z, 10_000, None).unwrap(), data);
+        assert!(inflate(&z, 100, None).is_err());
+        assert!(inflate(&z, 20_000, None).is_err());
+        let crc = crc32fast::hash(&data);
+        assert_eq!(inflate(&z, 10_000, Some(crc)).unwrap(), data);
+        let e = inflate(&z, 10_000, Some(crc ^ 1)).unwrap_err();
+        assert!(e.contains("CRC-32"), "{e}");
+        assert!(inflate(&z[..z.len() - 3], 10_000, None).is_err());
         assert_eq!(inflate_prefix(&z, 16).unwrap(), alloc::vec![7u8; 16]);
+    }
+
+    #[test]
+    fn inflate_each_streams_in_bounded_pieces() {
+        // 5 MiB that compress well: many output pieces from few input bytes.
+        let data: Vec<u8> = (0..5u32 << 20).map(|i| (i / 4096) as u8).collect();
+        let z = miniz_oxide::deflate::compress_to_vec(&data, 1);
+        let crc = crc32fast::hash(&data);
+        let mut got = Vec::new();
+        let mut biggest = 0;
+        inflate_each("t", &z[..], 0, z.len() as u64, data.len() as u64, Some(crc), &mut |p| {
+            biggest = biggest.max(p.len());
+            got.extend_from_slice(p);
+            Ok(())
+        })
+        .unwrap();
+        assert!(got == data);
+        assert!(biggest <= INFLATE_CHUNK);
+        let short = inflate_each("t", &z[..], 0, z.len() as u64, data.len() as u64 - 1, None, &mut |_| {
+            Ok(())
+        });
+        assert!(short.unwrap_err().message.contains("past its declared"));
+        let long = inflate_each("t", &z[..], 0, z.len() as u64, data.len() as u64 + 1, None, &mut |_| {
+            Ok(())
+        });
+        assert!(long.unwrap_err().message.contains("not the declared"));
+        let bad = inflate_each(
+            "t",
+            &z[..],
+            0,
+            z.len() as u64,
+            data.len() as u64,
+            Some(!crc),
+            &mut |_| Ok(()),
+        );
+        assert!(bad.unwrap_err().message.contains("CRC-32 mismatch"));
     }
 }

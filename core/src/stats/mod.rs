@@ -592,9 +592,10 @@ pub fn stats_of_bytes(
 ///
 /// When the tensor's stored bytes are the tensor ([`TensorInfo::is_zero_copy`]) they are read
 /// straight from the source, [`StatsOptions::chunk_bytes`] at a time (borrowed when the source is
-/// in memory, else into one reused buffer); otherwise the tensor is decoded once by
-/// [`crate::formats::read`] (inflated, gathered, byte-swapped: that bounds its size) and fed in the
-/// same pieces. `progress(done, total)` is called after each piece, `total` being twice the
+/// in memory, else into one reused buffer); a deflated member or a byte-swapped range is streamed
+/// by [`crate::formats::read_chunks`] in each pass (bounded memory whatever the declared size);
+/// otherwise (strided views, HDF5 chunks) the tensor is decoded once by [`crate::formats::read`]
+/// (under its default limit) and fed in the same pieces. `progress(done, total)` is called after each piece, `total` being twice the
 /// tensor's byte size (two passes); the second pass is skipped when there is no finite value or
 /// NumPy would have no bins ([`StatsError::NarrowRange`]: the histogram is then
 /// [`Histogram::single`]).
@@ -645,11 +646,29 @@ pub fn tensor_stats<S: ReadAt + ?Sized>(
                 .map_err(|e| FormatError::source(format, e).tensor(name()))?;
             Input::Direct(src, *offset)
         }
+        // Stored in order, only compressed or byte-swapped: streamed in bounded pieces per pass.
+        (Storage::Deflate { .. } | Storage::Range { .. }, _) if t.arrangement.view.is_none() => Input::Stream,
         _ => Input::Decoded(formats::read(format, t, sources)?),
     };
     let mut buf = Vec::new();
     let mut pass = |done: &mut u64, feed: &mut dyn FnMut(&[u8])| -> Result<(), FormatError> {
         let mut pos = 0u64;
+        if let Input::Stream = input {
+            return formats::read_chunks(
+                format,
+                t,
+                sources,
+                &[],
+                &formats::ReadLimits::default(),
+                chunk,
+                &mut |p| {
+                    feed(p);
+                    *done += p.len() as u64;
+                    progress(*done, total);
+                    Ok(())
+                },
+            );
+        }
         while pos < nbytes {
             let n = (nbytes - pos).min(chunk as u64);
             match &input {
@@ -664,6 +683,7 @@ pub fn tensor_stats<S: ReadAt + ?Sized>(
                     })?;
                     feed(piece);
                 }
+                Input::Stream => {}
                 Input::Direct(src, offset) => {
                     let at = offset + pos;
                     if let Some(s) = src.slice(at, n) {
@@ -712,6 +732,8 @@ enum Input<'s, S: ?Sized> {
     Direct(&'s S, u64),
     /// Decoded once by [`formats::read`].
     Decoded(alloc::borrow::Cow<'s, [u8]>),
+    /// Streamed by [`formats::read_chunks`] in each pass (inflated or byte-swapped on the way).
+    Stream,
 }
 
 #[cfg(test)]

@@ -201,7 +201,8 @@ impl fmt::Display for Error {
             ),
             LimitExceeded { what, size, limit } => write!(
                 f,
-                "{what} of {size} bytes exceeds the limit of {limit}; raise the limit if the sender is trusted"
+                "{what} of {size} bytes exceeds the limit of {limit} (DecodeOptions::max_decompressed_bytes; CLI: \
+                 --max-tensor-bytes); raise the limit if the sender is trusted"
             ),
             Encode(why) => write!(f, "cannot encode: {why}"),
         }?;
