@@ -25,6 +25,7 @@ mod inspect;
 mod model_tools;
 mod offload;
 mod output;
+mod remote;
 mod sample;
 mod stats;
 mod zt_tools;
@@ -34,7 +35,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tensorlane::core::detect::Format;
-use tensorlane::source::MmapSource;
+use tensorlane::source::Source;
 
 use crate::error::CliError;
 use crate::inspect::{InspectOptions, inspect_bytes};
@@ -50,6 +51,8 @@ use crate::output::print_report;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    remote: remote::RemoteArgs,
 }
 
 #[derive(Subcommand)]
@@ -138,6 +141,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = cli.remote.apply() {
+        return fail("remote options", &e);
+    }
     match cli.command {
         Command::Inspect {
             file: Some(file),
@@ -256,7 +262,7 @@ enum Kind {
 }
 
 /// Maps `path` once and tells what it holds.
-fn open_detected(path: &Path) -> Result<(MmapSource, Kind), CliError> {
+fn open_detected(path: &Path) -> Result<(Source, Kind), CliError> {
     let src = zt_tools::open_source(path)?;
     let kind = match tensorlane::model::model_format(path, &src) {
         Some(f) if tensorlane::model::is_model_format(f) => Kind::Model,
@@ -264,7 +270,7 @@ fn open_detected(path: &Path) -> Result<(MmapSource, Kind), CliError> {
             Some(Format::Zt) => Kind::Zt,
             Some(Format::ZtV1 | Format::ZtV0) => Kind::Legacy,
             Some(Format::Tenso) => Kind::Tenso,
-            _ if src.bytes().ends_with(&tensorlane::core::detect::ZT_MAGIC) => Kind::Zt,
+            _ if zt_tools::ends_with(&src, &tensorlane::core::detect::ZT_MAGIC) => Kind::Zt,
             _ => Kind::Tenso,
         },
     };
@@ -298,7 +304,9 @@ fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
         }
         Kind::Tenso => {
             let opts = InspectOptions { hash, progress: true };
-            inspect_bytes(src.bytes(), &name, &opts).map(|report| print_report(&report, json))
+            zt_tools::whole(&src)
+                .and_then(|b| inspect_bytes(&b, &name, &opts))
+                .map(|report| print_report(&report, json))
         }
     };
     printed.unwrap_or_else(|e| fail(&name, &e))

@@ -33,7 +33,7 @@ use tensorlane_core::zt::layout;
 use tensorlane_core::zt::writer::{ObjectSpec, Options, PartSpec};
 
 use tensorlane::model::{Model, is_model_format, model_format};
-use tensorlane::source::MmapSource;
+use tensorlane::source::Source;
 use tensorlane::st_write::{SafetensorsFile, StDtype, StTensor};
 use tensorlane::zt_write::ZtFile;
 
@@ -685,6 +685,9 @@ pub fn target_from_extension(output: &Path) -> Option<&'static str> {
 /// through [`crate::zt_tools::convert`], and `.zt` v2 to safetensors through
 /// [`zt_to_safetensors`].
 pub fn convert(input: &Path, output: &Path, to: Option<&str>, dequantize: bool) -> Result<Converted, CliError> {
+    if crate::remote::is_url(output) {
+        return crate::remote::convert_to_url(output, |local| convert(input, local, to, dequantize));
+    }
     let to = to.or_else(|| target_from_extension(output));
     let src = crate::zt_tools::open_source(input)?;
     match model_format(input, &src) {
@@ -739,7 +742,7 @@ fn zt_metadata(attributes: Option<&Value<'_>>) -> Vec<(String, String)> {
 
 /// Writes the dense objects of a `.zt` v2 file (shards resolved next to it) as `.safetensors`,
 /// one object at a time; any other layout is refused.
-pub fn zt_to_safetensors(input: &Path, src: MmapSource, output: &Path) -> Result<Converted, CliError> {
+pub fn zt_to_safetensors(input: &Path, src: Source, output: &Path) -> Result<Converted, CliError> {
     let (reader, _, _) = crate::zt_tools::open_zt(input, src, true)?;
     let m = reader
         .manifest()
