@@ -14,6 +14,8 @@ command -v chromium >/dev/null || need_apt+=(chromium)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 # wgpu's device tests run on Mesa lavapipe (Vulkan on the CPU).
 ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1 || need_apt+=(mesa-vulkan-drivers libvulkan1)
+# Remote sources: the HTTP source is tested against Debian's nginx (native/tests/remote.rs).
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need_apt+=(nginx-light)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
@@ -32,3 +34,6 @@ npm ci --no-audit --no-fund --loglevel=error
 bash tests/python/setup_venv.sh
 bash tests/python/setup_zt_venv.sh
 bash tests/python/setup_formats_venv.sh
+# Remote sources: moto's S3 server (SigV4 checked) and boto3 (native/tests/remote.rs,
+# cli/tests/remote_cli.rs, scripts/bench_remote.py).
+bash tests/python/setup_s3_venv.sh

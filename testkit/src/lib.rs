@@ -5,6 +5,8 @@
 //! tensorlane_testkit as common;`).
 #![deny(missing_docs)]
 
+pub mod servers;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
