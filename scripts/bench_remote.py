@@ -80,8 +80,10 @@ def main():
     ap.add_argument("--gb", type=float, default=1.0)
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--exe", default=os.path.join(ROOT, "target/release/examples/remote_read"),
+                    help="the remote_read example binary (default: the release build)")
     args = ap.parse_args()
-    exe = os.path.join(ROOT, "target/release/examples/remote_read")
+    exe = args.exe
     if not os.path.exists(exe):
         sys.exit("build it first: cargo build --release -p tensorlane --example remote_read")
 

@@ -373,7 +373,7 @@ impl Model {
             _ => None,
         };
         // The remote byte range each tensor needs, in storage order.
-        let mut order: Vec<(&'t TensorInfo, Option<(usize, std::ops::Range<u64>)>)> = tensors
+        let mut order: Vec<(&'t TensorInfo, Option<Extent>)> = tensors
             .iter()
             .map(|t| (*t, extent(t).filter(|(s, r)| r.end > r.start && remote(*s).is_some())))
             .collect();
@@ -526,9 +526,12 @@ impl Model {
     }
 }
 
+/// A source index and a byte range in it.
+type Extent = (usize, std::ops::Range<u64>);
+
 /// The stored byte range a tensor's read touches: `(source, range)`; `None` for bytes decoded at
 /// open or gathered from chunks.
-fn extent(t: &TensorInfo) -> Option<(usize, std::ops::Range<u64>)> {
+fn extent(t: &TensorInfo) -> Option<Extent> {
     use formats::Storage;
     match &t.storage {
         Storage::Range { source, offset, len } => Some((*source, *offset..offset.checked_add(*len)?)),
