@@ -19,6 +19,8 @@ ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1 || need_apt+=(mesa-vul
 # cli/tests/bombs.rs measures peak RSS with /usr/bin/time under prlimit (util-linux).
 [ -x /usr/bin/time ] || need_apt+=(time)
 command -v prlimit >/dev/null || need_apt+=(util-linux)
+# Remote sources: the HTTP source is tested against Debian's nginx (native/tests/remote.rs).
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need_apt+=(nginx-light)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
@@ -41,3 +43,6 @@ npm ci --prefix tests/pack --no-audit --no-fund --loglevel=error
 bash tests/python/setup_venv.sh
 bash tests/python/setup_zt_venv.sh
 bash tests/python/setup_formats_venv.sh
+# Remote sources: moto's S3 server (SigV4 checked) and boto3 (native/tests/remote.rs,
+# cli/tests/remote_cli.rs, scripts/bench_remote.py).
+bash tests/python/setup_s3_venv.sh

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use tensorlane::core::detect::{Format, Identified, ZT_MAGIC};
 use tensorlane::core::formats::unrecognised_error;
-use tensorlane::source::MmapSource;
+use tensorlane::source::Source;
 
 use crate::error::CliError;
 
@@ -14,10 +14,10 @@ use crate::error::CliError;
 /// whose message says what it looks like (text, raw data, ONNX external data, empty); a file that
 /// only ends with the `.zt` magic is taken as a damaged `.zt` v2 file, whose validator says what
 /// is wrong.
-pub fn identify(path: &Path, src: &MmapSource) -> Result<Format, CliError> {
+pub fn identify(path: &Path, src: &Source) -> Result<Format, CliError> {
     match tensorlane::model::identify(path, src)? {
         Identified::Format(f) => Ok(f),
-        Identified::Unrecognised(_) if src.bytes().ends_with(&ZT_MAGIC) => Ok(Format::Zt),
+        Identified::Unrecognised(_) if crate::zt_tools::ends_with(src, &ZT_MAGIC) => Ok(Format::Zt),
         Identified::Unrecognised(u) => Err(CliError::Format(unrecognised_error(u))),
     }
 }

@@ -31,6 +31,7 @@ mod limits;
 mod model_tools;
 mod offload;
 mod output;
+mod remote;
 mod sample;
 mod serve;
 mod stats;
@@ -41,7 +42,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tensorlane::core::detect::Format;
-use tensorlane::source::MmapSource;
+use tensorlane::source::Source;
 
 use crate::error::CliError;
 use crate::inspect::{InspectOptions, inspect_bytes};
@@ -64,6 +65,8 @@ struct Cli {
     /// Default: the smallest of 4 GiB, half the memory and half the address-space limit.
     #[arg(long, global = true, value_name = "SIZE", value_parser = limits::parse_size)]
     max_tensor_bytes: Option<u64>,
+    #[command(flatten)]
+    remote: remote::RemoteArgs,
 }
 
 #[derive(Subcommand)]
@@ -168,6 +171,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli: Cli = error::parse_args();
     limits::set(cli.max_tensor_bytes);
+    if let Err(e) = cli.remote.apply() {
+        return fail("remote options", &e);
+    }
     match cli.command {
         Command::Inspect {
             file: Some(file),
@@ -312,7 +318,7 @@ enum Kind {
 }
 
 /// Maps `path` once and tells what it holds.
-fn open_detected(path: &Path) -> Result<(MmapSource, Kind), CliError> {
+fn open_detected(path: &Path) -> Result<(Source, Kind), CliError> {
     let src = zt_tools::open_source(path)?;
     let kind = match identify::identify(path, &src)? {
         f if tensorlane::model::is_model_format(f) => Kind::Model,
@@ -348,7 +354,9 @@ fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
         }
         Kind::Tenso => {
             let opts = InspectOptions { hash, progress: true };
-            inspect_bytes(src.bytes(), &name, &opts).map(|report| print_report(&report, json))
+            zt_tools::whole(&src)
+                .and_then(|b| inspect_bytes(&b, &name, &opts))
+                .map(|report| print_report(&report, json))
         }
     };
     printed.unwrap_or_else(|e| fail(&name, &e))

@@ -33,7 +33,7 @@ use tensorlane_core::zt::layout;
 use tensorlane_core::zt::writer::{ObjectSpec, Options, PartDecl, PartSpec};
 
 use tensorlane::model::{Model, is_model_format};
-use tensorlane::source::MmapSource;
+use tensorlane::source::Source;
 use tensorlane::st_write::{SafetensorsFile, StDtype, StTensor};
 use tensorlane::zt_write::ZtFile;
 
@@ -335,7 +335,7 @@ pub fn inspect_model<'m>(model: &'m Model, file: &str, hash: bool) -> Result<Mod
 
 /// `verify` on the model file `path` (mapped as `src`); `--canonical` applies to `.zt` and Tenso
 /// only.
-pub fn verify_model_file(path: &Path, src: MmapSource, canonical: bool) -> Result<String, CliError> {
+pub fn verify_model_file(path: &Path, src: Source, canonical: bool) -> Result<String, CliError> {
     if canonical {
         return Err(CliError::Usage(
             "--canonical checks .zt and Tenso files; a model file has no canonical form here (convert it to .zt \
@@ -795,9 +795,12 @@ pub fn target_from_extension(output: &Path) -> Option<&'static str> {
 /// through [`crate::zt_tools::convert`], and `.zt` v2 to safetensors through
 /// [`zt_to_safetensors`].
 pub fn convert(input: &Path, output: &Path, to: Option<&str>, opts: &ConvertOptions) -> Result<Converted, CliError> {
+    if crate::remote::is_url(output) {
+        return crate::remote::convert_to_url(output, |local| convert(input, local, to, opts));
+    }
     let to = to.or_else(|| target_from_extension(output));
     let src = crate::zt_tools::open_source(input)?;
-    let input_bytes = src.bytes().len() as u64;
+    let input_bytes = tensorlane::core::source::ReadAt::size(&src);
     let mut done = convert_identified(input, src, output, to, opts)?;
     if done.to == "zt"
         && let Some(note) = crate::zt_tools::alignment_note(input_bytes, done.bytes, opts)
@@ -809,7 +812,7 @@ pub fn convert(input: &Path, output: &Path, to: Option<&str>, opts: &ConvertOpti
 
 fn convert_identified(
     input: &Path,
-    src: MmapSource,
+    src: Source,
     output: &Path,
     to: Option<&str>,
     opts: &ConvertOptions,
@@ -867,7 +870,7 @@ fn zt_metadata(attributes: Option<&Value<'_>>) -> Vec<(String, String)> {
 
 /// Writes the dense objects of a `.zt` v2 file (shards resolved next to it) as `.safetensors`,
 /// one object at a time; any other layout is refused.
-pub fn zt_to_safetensors(input: &Path, src: MmapSource, output: &Path) -> Result<Converted, CliError> {
+pub fn zt_to_safetensors(input: &Path, src: Source, output: &Path) -> Result<Converted, CliError> {
     let (reader, _, _) = crate::zt_tools::open_zt(input, src, true)?;
     let m = reader
         .manifest()

@@ -23,7 +23,7 @@
 
 use serde::Serialize;
 use tensorlane::model::Model;
-use tensorlane::source::MmapSource;
+use tensorlane::source::Source;
 use tensorlane_core::DType;
 use tensorlane_core::formats::ggml::GgmlType;
 use tensorlane_core::formats::{Arrangement, ElementType, ErrorKind, Storage, TensorInfo};
@@ -294,7 +294,7 @@ fn zt_object(
 /// part is read (decoded when it is stored under an encoding) and fed to the same passes. With
 /// no names, objects of other layouts (sparse, quantized groups, ...) are left out with a warning.
 pub fn zt_stats(
-    reader: &Reader<MmapSource>,
+    reader: &Reader<Source>,
     file: &str,
     names: &[String],
     opts: &StatsOptions,
@@ -324,7 +324,7 @@ pub fn zt_stats(
 /// Statistics of the objects `names` (all when empty) of a legacy `.zt` v1.2 / v0.1 file, read
 /// as the `.zt` v2 objects they convert to (other layouts as in [`zt_stats`]).
 pub fn legacy_stats(
-    r: &LegacyReader<MmapSource>,
+    r: &LegacyReader<Source>,
     file: &str,
     names: &[String],
     opts: &StatsOptions,

@@ -37,16 +37,31 @@ use tensorlane_core::zt::reader::{Reader, VerifyReport};
 use tensorlane_core::zt::rule::Rule;
 use tensorlane_core::zt::writer::{ObjectSpec, Options, PartSpec, Sink, Writer};
 
-use tensorlane::source::MmapSource;
+use tensorlane::source::Source;
 use tensorlane::zt_write::ZtFile;
 
 use crate::error::CliError;
 use crate::output::{Table, advance, finish, progress, render_table, sha256_hex, shape_str};
 
-/// Maps a file for reading; an I/O failure names the path.
-pub fn open_source(path: &Path) -> Result<MmapSource, CliError> {
+/// Maps a file for reading, or opens a URL (`s3://`, `http(s)://`, ...: see
+/// [`tensorlane::remote`]); an I/O failure names the path.
+pub fn open_source(path: &Path) -> Result<Source, CliError> {
     crate::identify::check_not_dir(path)?;
-    MmapSource::open(path).map_err(|e| CliError::Io(format!("cannot read {}: {e}", path.display())))
+    Source::open(path).map_err(|e| match e {
+        tensorlane::core::source::SourceError::Io(m) => CliError::Io(m),
+        other => CliError::Io(format!("cannot read {}: {other}", path.display())),
+    })
+}
+
+/// The whole file's bytes (borrowed from the map; fetched when remote).
+pub fn whole(src: &Source) -> Result<std::borrow::Cow<'_, [u8]>, CliError> {
+    src.bytes().map_err(|e| CliError::Io(e.to_string()))
+}
+
+/// Whether the file ends with `magic`.
+pub fn ends_with(src: &Source, magic: &[u8]) -> bool {
+    let n = magic.len() as u64;
+    src.size() >= n && src.read_vec(src.size() - n, n).is_ok_and(|t| t == magic)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -272,12 +287,12 @@ pub fn resolve_shard(root: &Path, name: &str) -> Option<PathBuf> {
 
 /// An opened root: the reader (with the shards that resolved), the shard table as found, and
 /// warnings about shards that did not resolve.
-pub type Opened = (Reader<MmapSource>, Vec<ShardInfo>, Vec<String>);
+pub type Opened = (Reader<Source>, Vec<ShardInfo>, Vec<String>);
 
 /// Opens a `.zt` v2 root and supplies every shard that resolves. With `required`, a shard that
 /// does not resolve is an error; otherwise it is listed in the returned warnings (its parts stay
 /// unresolved). A shard that resolves to the wrong file is always an error (`ShardIdentity`).
-pub fn open_zt(path: &Path, src: MmapSource, required: bool) -> Result<Opened, CliError> {
+pub fn open_zt(path: &Path, src: Source, required: bool) -> Result<Opened, CliError> {
     let mut reader = Reader::open(src)?;
     let mut infos = Vec::new();
     let mut warnings = Vec::new();
@@ -286,10 +301,10 @@ pub fn open_zt(path: &Path, src: MmapSource, required: bool) -> Result<Opened, C
         .map(|t| t.iter().map(|(n, e)| (n.clone(), e.size, e.digest.clone())).collect())
         .unwrap_or_default();
     for (name, size, digest) in table {
-        let file = resolve_shard(path, &name);
-        match &file {
-            Some(f) => {
-                let s = open_source(f)?;
+        let found = crate::remote::resolve_shard(path, &name)?;
+        let file = found.as_ref().map(|(f, _)| f.clone());
+        match found {
+            Some((f, s)) => {
                 reader = reader.with_shard(&name, s).map_err(|e| {
                     let mut e = e;
                     e.message = format!("{} (file {})", e.message, f.display());
@@ -368,7 +383,7 @@ fn object_info(name: &str, o: &Object) -> ZtObjectRow {
 /// Inspects a `.zt` v2 file at `path` (already mapped as `src`). Shards that resolve next to it
 /// are opened; with `hash`, every part's decoded bytes are hashed (parts in unresolved shards are
 /// listed in `warnings`).
-pub fn inspect_zt(path: &Path, file: &str, src: MmapSource, hash: bool) -> Result<ZtReport, CliError> {
+pub fn inspect_zt(path: &Path, file: &str, src: Source, hash: bool) -> Result<ZtReport, CliError> {
     let bytes = src.size();
     let (reader, shards, mut warnings) = open_zt(path, src, false)?;
     let mut report = ZtReport {
@@ -456,7 +471,7 @@ fn legacy_digest(d: &legacy::Digest) -> String {
 
 /// Inspects a legacy v1.2 / v0.1 file. With `hash`, every component is read (its digest over the
 /// stored bytes verified) and its decoded bytes hashed.
-pub fn inspect_legacy(file: &str, src: MmapSource, hash: bool) -> Result<ZtReport, CliError> {
+pub fn inspect_legacy(file: &str, src: Source, hash: bool) -> Result<ZtReport, CliError> {
     let bytes = src.size();
     let r = LegacyReader::open(src)?;
     let format = match r.version() {
@@ -738,7 +753,7 @@ impl fmt::Display for VerifySummary {
 /// Verifies a `.zt` v2 file: validation (spec §13), then every object's layout profile, content
 /// rules and digests. `deep` resolves and checks the shards (their parts and whole-file digests);
 /// without it parts in shards are listed as unresolved. `canonical` also checks §10.
-pub fn verify_zt(path: &Path, src: MmapSource, deep: bool, canonical: bool) -> Result<VerifySummary, CliError> {
+pub fn verify_zt(path: &Path, src: Source, deep: bool, canonical: bool) -> Result<VerifySummary, CliError> {
     let (reader, _, _) = if deep {
         open_zt(path, src, true)?
     } else {
@@ -765,7 +780,7 @@ pub fn verify_zt(path: &Path, src: MmapSource, deep: bool, canonical: bool) -> R
 
 /// Verifies a legacy file: every component is read, its digest (over the stored bytes) checked
 /// and zstd components decoded to their exact length.
-pub fn verify_legacy(src: MmapSource, canonical: bool) -> Result<VerifySummary, CliError> {
+pub fn verify_legacy(src: Source, canonical: bool) -> Result<VerifySummary, CliError> {
     let r = LegacyReader::open(src)?;
     let mut parts = 0;
     for o in r.objects() {
@@ -838,7 +853,7 @@ impl Sink for CompareSink<'_> {
 /// Checks canonical form (spec §10) of an opened, valid file: rule 6 (single file), then rule 4
 /// (every part raw with an `xxh3` digest), then rules 5 and 1–3 by re-encoding the objects
 /// through the canonical writer into a sink that compares with the file byte for byte.
-pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), CliError> {
+pub fn check_canonical(reader: &Reader<Source>) -> Result<(), CliError> {
     let nc = |m: String| Err(CliError::NotCanonical(m));
     let Some(m) = reader.manifest() else {
         return nc("rule 1: a data shard has no manifest".into());
@@ -861,9 +876,9 @@ pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), CliError> {
             }
         }
     }
-    let original = reader.source().bytes();
+    let original = whole(reader.source())?;
     let mut sink = CompareSink {
-        original,
+        original: &original,
         pos: 0,
         mismatch: None,
     };
@@ -916,8 +931,8 @@ pub fn check_canonical(reader: &Reader<MmapSource>) -> Result<(), CliError> {
 }
 
 /// Verifies a Tenso packet file: every packet decodes (integrity footers checked).
-pub fn verify_tenso(file: &str, src: &MmapSource, canonical: bool) -> Result<VerifySummary, CliError> {
-    let r = crate::inspect::inspect_bytes(src.bytes(), file, &Default::default())?;
+pub fn verify_tenso(file: &str, src: &Source, canonical: bool) -> Result<VerifySummary, CliError> {
+    let r = crate::inspect::inspect_bytes(&whole(src)?, file, &Default::default())?;
     if canonical {
         return Err(CliError::NotCanonical(
             "canonical form is defined for .zt v2 files only".into(),
@@ -1245,7 +1260,7 @@ fn tenso_entries<'a>(
 }
 
 /// The objects of a legacy file, as `.zt` v2 objects, and its attributes.
-fn legacy_entries(r: &LegacyReader<MmapSource>) -> Result<(Vec<ZtEntry<'_>>, Option<Value<'static>>), CliError> {
+fn legacy_entries(r: &LegacyReader<Source>) -> Result<(Vec<ZtEntry<'_>>, Option<Value<'static>>), CliError> {
     let mut entries = Vec::new();
     for o in r.objects() {
         let v = r.to_v2_object(o)?;
@@ -1265,7 +1280,7 @@ fn legacy_entries(r: &LegacyReader<MmapSource>) -> Result<(Vec<ZtEntry<'_>>, Opt
 }
 
 /// The objects of a `.zt` v2 file (every part decoded) and its attributes.
-fn zt_entries(reader: &Reader<MmapSource>) -> Result<(Vec<ZtEntry<'_>>, Option<Value<'static>>), CliError> {
+fn zt_entries(reader: &Reader<Source>) -> Result<(Vec<ZtEntry<'_>>, Option<Value<'static>>), CliError> {
     let m = convertible(reader)?;
     let mut entries = Vec::new();
     for (name, o) in &m.objects {
@@ -1287,7 +1302,7 @@ fn zt_entries(reader: &Reader<MmapSource>) -> Result<(Vec<ZtEntry<'_>>, Option<V
 
 /// Writes the dense objects of a `.zt` v2 file as one Tenso bundle, published atomically.
 /// Returns the objects and bytes written.
-fn zt_to_tenso(reader: &Reader<MmapSource>, output: &Path) -> Result<(usize, u64), CliError> {
+fn zt_to_tenso(reader: &Reader<Source>, output: &Path) -> Result<(usize, u64), CliError> {
     let m = convertible(reader)?;
     let total: u64 = m
         .objects
@@ -1326,7 +1341,7 @@ fn zt_to_tenso(reader: &Reader<MmapSource>, output: &Path) -> Result<(usize, u64
 /// input; `quantized` says what becomes of quantized Tenso packets.
 pub fn convert(
     input: &Path,
-    src: MmapSource,
+    src: Source,
     format: Format,
     output: &Path,
     to: Option<Target>,
@@ -1354,11 +1369,13 @@ pub fn convert(
         (Format::Tenso | Format::Zt | Format::ZtV1 | Format::ZtV0, Target::Zt) => {
             // Each reader lives here, so the entries can borrow from it.
             let packets;
+            let whole_bytes;
             let legacy;
             let zt;
             let (entries, attributes) = match format {
                 Format::Tenso => {
-                    packets = decode_packets(src.bytes())?;
+                    whole_bytes = whole(&src)?;
+                    packets = decode_packets(&whole_bytes)?;
                     (tenso_entries(&packets, opts, &mut warnings)?, None)
                 }
                 Format::Zt => {

@@ -6,6 +6,8 @@
 //!
 //! * [`source`] — [`tensorlane_core::source::ReadAt`] over files: a memory map (zero-copy) or
 //!   `pread`.
+//! * [`remote`] (feature `remote`, default) — objects on S3, GCS, Azure and HTTP(S) read by
+//!   range ([`remote::RemoteSource`]), and multipart uploads.
 //! * [`model`] — [`model::Model`]: a safetensors, GGUF, PyTorch, NumPy, ONNX or HDF5 file (with its
 //!   shards, splits or external data) memory-mapped, its catalog of tensors, zero-copy reads.
 //! * [`zt_write`] — writing `.zt` files: durable publish, generational append, compressed parts,
@@ -29,6 +31,8 @@ pub mod net;
 pub mod publish;
 #[cfg(feature = "serve")]
 pub mod serve;
+#[cfg(feature = "remote")]
+pub mod remote;
 pub mod source;
 pub mod st_write;
 pub mod zt_encode;

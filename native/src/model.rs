@@ -1,7 +1,9 @@
 //! [`Model`]: a foreign model file (safetensors, GGUF, PyTorch, NumPy, ONNX, HDF5) opened from
 //! disk, with the companion files it names.
 //!
-//! [`Model::open`] memory-maps the file, recognises its format by content
+//! [`Model::open`] memory-maps the file (or, feature `remote`, opens an `s3://`, `gs://`, `az://` or
+//! `http(s)://` URL as a [`crate::remote::RemoteSource`] read by range; companions are then the
+//! objects beside it on the same store), recognises its format by content
 //! ([`tensorlane_core::formats::detect_source`]: magic bytes, and HDF5 after a user block; the
 //! name is only a fallback when no content matches, so that the format's own parser explains a
 //! damaged file), builds its
@@ -39,15 +41,14 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use std::sync::Arc;
 use tensorlane_core::detect::{Format, Identified};
 
 use tensorlane_core::formats::{self, Catalog, ElementType, ErrorKind, FormatError, ReadLimits, TensorInfo};
-use tensorlane_core::source::{ReadAt, SourceError};
+use tensorlane_core::source::ReadAt;
 use tensorlane_core::stats::{self, StatsOptions, TensorStats};
 
 use crate::Error;
-use crate::source::{FileSource, MmapSource};
+use crate::source::Source;
 
 /// How [`Model::open_with`] opens a model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,46 +77,6 @@ impl Default for ModelOptions {
     }
 }
 
-/// One opened file of a model: a map or a `pread` handle (see [`ModelOptions::mmap`]).
-#[derive(Clone, Debug)]
-pub enum ModelSource {
-    /// Mapped: reads borrow from the map.
-    Map(MmapSource),
-    /// Positioned reads: reads copy, and a file truncated underneath gives an error.
-    File(Arc<FileSource>),
-}
-
-impl ModelSource {
-    fn open(path: &Path, mmap: bool) -> std::io::Result<ModelSource> {
-        Ok(if mmap {
-            ModelSource::Map(MmapSource::open(path)?)
-        } else {
-            ModelSource::File(Arc::new(FileSource::open(path)?))
-        })
-    }
-}
-
-impl ReadAt for ModelSource {
-    fn size(&self) -> u64 {
-        match self {
-            ModelSource::Map(m) => m.size(),
-            ModelSource::File(f) => f.size(),
-        }
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
-        match self {
-            ModelSource::Map(m) => m.read_at(offset, buf),
-            ModelSource::File(f) => f.read_at(offset, buf),
-        }
-    }
-    fn slice(&self, offset: u64, len: u64) -> Option<&[u8]> {
-        match self {
-            ModelSource::Map(m) => m.slice(offset, len),
-            ModelSource::File(_) => None,
-        }
-    }
-}
-
 /// What [`Model::verify`] checked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ModelVerify {
@@ -128,13 +89,14 @@ pub struct ModelVerify {
     pub deflated: u64,
 }
 
-/// A model file and its companions, mapped (or read with `pread`), with the catalog of its tensors.
+/// A model file and its companions (mapped, read with `pread`, or remote), with the catalog of its
+/// tensors.
 #[derive(Debug)]
 pub struct Model {
     path: PathBuf,
     catalog: Catalog,
     /// `sources[k]` is the file named by `catalog.sources[k]` (0: the opened file).
-    sources: Vec<ModelSource>,
+    sources: Vec<Source>,
     /// The resolved path of each source.
     paths: Vec<PathBuf>,
     options: ModelOptions,
@@ -201,7 +163,7 @@ pub fn identify(path: &Path, src: &(impl ReadAt + ?Sized)) -> Result<Identified,
 }
 
 /// [`model_format`], or an error that says what the file looks like instead.
-fn detect_format(path: &Path, src: &ModelSource) -> Result<Format, FormatError> {
+fn detect_format(path: &Path, src: &Source) -> Result<Format, FormatError> {
     match identify(path, src)? {
         Identified::Format(f) => Ok(f),
         Identified::Unrecognised(u) => Err(formats::unrecognised_error(u)),
@@ -253,21 +215,45 @@ pub(crate) fn resolve_companion(format: &'static str, dir: &Path, rel: &str) -> 
     Ok(canon)
 }
 
+/// Where companions are found: the root file's canonical folder, or beside a remote root.
+enum Base {
+    Dir(PathBuf),
+    #[cfg(feature = "remote")]
+    Remote(crate::remote::RemoteSource),
+}
+
 /// Companion files opened while the catalog is built (shards, splits), kept for reading.
 struct Companions {
     format: &'static str,
-    dir: PathBuf,
-    opened: HashMap<String, (PathBuf, ModelSource)>,
+    base: Base,
+    opened: HashMap<String, (PathBuf, Source)>,
     mmap: bool,
 }
 
 impl Companions {
-    /// Maps companion `rel` (once) and returns its source.
-    fn get(&mut self, rel: &str) -> Result<&(PathBuf, ModelSource), FormatError> {
+    /// Opens companion `rel` (once) and returns its source.
+    fn get(&mut self, rel: &str) -> Result<&(PathBuf, Source), FormatError> {
         if !self.opened.contains_key(rel) {
-            let path = resolve_companion(self.format, &self.dir, rel)?;
-            let src = ModelSource::open(&path, self.mmap).map_err(|e| io_error(self.format, &path, &e))?;
-            self.opened.insert(rel.to_string(), (path, src));
+            let opened = match &self.base {
+                Base::Dir(dir) => {
+                    let path = resolve_companion(self.format, dir, rel)?;
+                    let src = Source::open_local(&path, self.mmap).map_err(|e| io_error(self.format, &path, &e))?;
+                    (path, src)
+                }
+                #[cfg(feature = "remote")]
+                Base::Remote(root) => {
+                    formats::check_companion_path(self.format, rel)?;
+                    let src = root.sibling(rel).map_err(|e| {
+                        FormatError::new(
+                            self.format,
+                            ErrorKind::Companion,
+                            format!("companion file '{rel}': {e}"),
+                        )
+                    })?;
+                    (PathBuf::from(src.url()), Source::Remote(src))
+                }
+            };
+            self.opened.insert(rel.to_string(), opened);
         }
         Ok(&self.opened[rel])
     }
@@ -284,6 +270,8 @@ impl Companions {
 
 impl Model {
     /// Opens the model file at `path` and every companion file it names (see the module docs).
+    /// `path` may be a URL (feature `remote`: `s3://`, `gs://`, `az://`, `http(s)://`), opened with
+    /// [`crate::remote::default_options`].
     pub fn open(path: impl AsRef<Path>) -> Result<Model, Error> {
         Model::open_with(path, &ModelOptions::default())
     }
@@ -292,29 +280,36 @@ impl Model {
     /// files or read them with `pread` ([`ModelOptions`]).
     pub fn open_with(path: impl AsRef<Path>, options: &ModelOptions) -> Result<Model, Error> {
         let path = path.as_ref();
-        let root = ModelSource::open(path, options.mmap).map_err(|e| io_error("formats", path, &e))?;
+        let root = Source::open_with(path, options.mmap)
+            .map_err(|e| FormatError::new("formats", ErrorKind::Io, e.to_string().replace("read failed: ", "")))?;
         Ok(Model::catalogue(path, root, *options)?)
     }
 
-    /// Like [`open`](Self::open), for a file the caller has already mapped (to detect its
-    /// format, say): `root` is the map of `path`, which is used for its name and folder only.
-    pub fn from_source(path: impl AsRef<Path>, root: MmapSource) -> Result<Model, Error> {
-        let options = ModelOptions::default();
-        Ok(Model::catalogue(path.as_ref(), ModelSource::Map(root), options)?)
+    /// Like [`open`](Self::open), for a file the caller has already opened (to detect its
+    /// format, say): `root` is the map (or remote source) of `path`, which is used for its name and
+    /// folder only.
+    pub fn from_source(path: impl AsRef<Path>, root: impl Into<Source>) -> Result<Model, Error> {
+        Ok(Model::catalogue(path.as_ref(), root.into(), ModelOptions::default())?)
     }
 
     /// [`from_source`](Self::from_source) with the core's error type.
-    fn catalogue(path: &Path, root: ModelSource, options: ModelOptions) -> Result<Model, FormatError> {
+    fn catalogue(path: &Path, root: Source, options: ModelOptions) -> Result<Model, FormatError> {
         let format = detect_format(path, &root)?;
         let name = format.name();
-        let parent = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let dir = parent.canonicalize().map_err(|e| io_error(name, parent, &e))?;
+        let base = match &root {
+            #[cfg(feature = "remote")]
+            Source::Remote(r) => Base::Remote(r.clone()),
+            _ => {
+                let parent = path
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                Base::Dir(parent.canonicalize().map_err(|e| io_error(name, parent, &e))?)
+            }
+        };
         let mut companions = Companions {
             format: name,
-            dir,
+            base,
             opened: HashMap::new(),
             mmap: options.mmap,
         };
@@ -398,7 +393,7 @@ impl Model {
     /// allocated; a zip member's CRC-32 and an ONNX external file's SHA-1 are checked where the
     /// tensor covers the checked range ([`formats::read_limited`]).
     pub fn read(&self, t: &TensorInfo) -> Result<Cow<'_, [u8]>, Error> {
-        let refs: Vec<&ModelSource> = self.sources.iter().collect();
+        let refs: Vec<&Source> = self.sources.iter().collect();
         Ok(formats::read_limited(
             self.catalog.format.name(),
             t,
@@ -418,7 +413,7 @@ impl Model {
         chunk: usize,
         sink: &mut dyn FnMut(&[u8]) -> Result<(), FormatError>,
     ) -> Result<(), Error> {
-        let refs: Vec<&ModelSource> = self.sources.iter().collect();
+        let refs: Vec<&Source> = self.sources.iter().collect();
         Ok(formats::read_chunks(
             self.catalog.format.name(),
             t,
@@ -434,7 +429,7 @@ impl Model {
     /// on the way) and checks every checksum the file declares ([`Catalog::checks`]).
     /// `progress(done, total)` counts bytes of tensors.
     pub fn verify(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<ModelVerify, Error> {
-        let refs: Vec<&ModelSource> = self.sources.iter().collect();
+        let refs: Vec<&Source> = self.sources.iter().collect();
         let format = self.catalog.format.name();
         let mut out = ModelVerify::default();
         for c in &self.catalog.checks {
@@ -457,6 +452,163 @@ impl Model {
         Ok(out)
     }
 
+    /// Reads every tensor of `tensors` (tensors of this model's catalog) and hands its C-order
+    /// bytes (as [`read`](Self::read) gives them) to `f`, in storage order (by file, then offset);
+    /// the first error, from a read or from `f`, stops it.
+    ///
+    /// Local files are read one tensor at a time from the map (zero-copy). Remote files
+    /// ([`crate::remote`]) are read in one pipeline: the byte ranges of all the tensors are
+    /// coalesced (tensors that follow each other, with gaps of up to 1 MiB, become one run), runs
+    /// are cut into [`crate::remote::RemoteOptions::part_size`] parts, and
+    /// [`crate::remote::RemoteOptions::concurrency`] parts stay in flight across tensors and across
+    /// the shards of a set while `f` runs. Memory held: the parts in flight plus the tensor being
+    /// handed out. Call it from a blocking thread (not from inside an async task).
+    pub fn for_each_tensor<'t>(
+        &self,
+        tensors: &[&'t TensorInfo],
+        mut f: impl FnMut(&'t TensorInfo, &[u8]) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        #[cfg(feature = "remote")]
+        if self.sources.iter().any(|s| matches!(s, Source::Remote(_))) {
+            return self.for_each_remote(tensors, f);
+        }
+        let mut order = tensors.to_vec();
+        order.sort_by_key(|t| extent(t).map_or((usize::MAX, 0), |(s, r)| (s, r.start)));
+        for t in order {
+            f(t, &self.read(t)?)?;
+        }
+        Ok(())
+    }
+
+    #[cfg(feature = "remote")]
+    fn for_each_remote<'t>(
+        &self,
+        tensors: &[&'t TensorInfo],
+        mut f: impl FnMut(&'t TensorInfo, &[u8]) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        use crate::remote::{RemoteSource, split};
+        use futures::StreamExt;
+        const GAP: u64 = 1 << 20;
+        let remote = |s: usize| match self.sources.get(s) {
+            Some(Source::Remote(r)) => Some(r),
+            _ => None,
+        };
+        // The remote byte range each tensor needs, in storage order.
+        let mut order: Vec<(&'t TensorInfo, Option<Extent>)> = tensors
+            .iter()
+            .map(|t| (*t, extent(t).filter(|(s, r)| r.end > r.start && remote(*s).is_some())))
+            .collect();
+        order.sort_by_key(|(_, e)| e.as_ref().map_or((usize::MAX, 0), |(s, r)| (*s, r.start)));
+        // Coalesced runs, cut into parts; each tensor's first and last part.
+        let Some(first) = order.iter().find_map(|(_, e)| e.as_ref()) else {
+            for (t, _) in order {
+                f(t, &self.read(t)?)?;
+            }
+            return Ok(());
+        };
+        let opts = remote(first.0).map(RemoteSource::options).cloned().unwrap_or_default();
+        let mut runs: Vec<(usize, std::ops::Range<u64>)> = Vec::new();
+        for (_, e) in &order {
+            if let Some((s, r)) = e {
+                match runs.last_mut() {
+                    Some((rs, run)) if rs == s && r.start >= run.start && r.start <= run.end + GAP => {
+                        run.end = run.end.max(r.end)
+                    }
+                    _ => runs.push((*s, r.clone())),
+                }
+            }
+        }
+        let mut parts: Vec<(usize, std::ops::Range<u64>)> = Vec::new();
+        for (s, run) in &runs {
+            parts.extend(split(run.clone(), opts.part_size).into_iter().map(|p| (*s, p)));
+        }
+        let fetches: Vec<_> = parts
+            .iter()
+            .map(|(s, r)| remote(*s).expect("runs are remote").fetch(r.clone()))
+            .collect();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(opts.concurrency);
+        let n = opts.concurrency;
+        crate::remote::spawn(async move {
+            let mut stream = futures::stream::iter(fetches).buffered(n);
+            while let Some(part) = stream.next().await {
+                let failed = part.is_err();
+                if tx.send(part).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        let mut received: std::collections::VecDeque<(usize, bytes::Bytes)> = Default::default();
+        let mut next = 0usize;
+        let mut joined = Vec::new();
+        for (t, e) in order {
+            let Some((s, r)) = e else {
+                f(t, &self.read(t)?)?;
+                continue;
+            };
+            // Parts are in storage order, as are the tensors: find the first part that covers r.
+            let a = received.front().map_or(next, |(i, _)| *i);
+            let a = (a..parts.len())
+                .find(|&i| parts[i].0 == s && parts[i].1.end > r.start)
+                .expect("a tensor's range lies in a run");
+            let b = (a..parts.len())
+                .find(|&i| parts[i].1.end >= r.end)
+                .expect("a tensor's range lies in a run");
+            while next <= b {
+                let part = rx
+                    .blocking_recv()
+                    .ok_or_else(|| {
+                        FormatError::new(
+                            self.catalog.format.name(),
+                            ErrorKind::Io,
+                            "the remote reader stopped".to_string(),
+                        )
+                    })?
+                    .map_err(|e| {
+                        FormatError::new(self.catalog.format.name(), ErrorKind::Io, e.to_string())
+                            .tensor(t.name.clone())
+                    })?;
+                received.push_back((next, part));
+                next += 1;
+            }
+            while received.front().is_some_and(|(i, _)| *i < a) {
+                received.pop_front();
+            }
+            let start = parts[a].1.start;
+            let window: &[u8] = if a == b {
+                &received[0].1
+            } else {
+                joined.clear();
+                for (_, p) in received.iter().take(b - a + 1) {
+                    joined.extend_from_slice(p);
+                }
+                &joined
+            };
+            let views: Vec<Windowed<'_>> = self
+                .sources
+                .iter()
+                .enumerate()
+                .map(|(k, base)| Windowed {
+                    base,
+                    window: (k == s).then_some((start, window)),
+                })
+                .collect();
+            let refs: Vec<&Windowed<'_>> = views.iter().collect();
+            let bytes = formats::read(self.catalog.format.name(), t, &refs)?;
+            f(t, &bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Requests and bytes sent and received so far for a remote model (its file and companions);
+    /// `None` for a local one.
+    #[cfg(feature = "remote")]
+    pub fn remote_counters(&self) -> Option<&crate::remote::Counters> {
+        match self.sources.first() {
+            Some(Source::Remote(r)) => Some(r.counters()),
+            _ => None,
+        }
+    }
+
     /// Count, min, max, mean, std, special values and histogram of tensor `t`
     /// ([`stats::tensor_stats`]: read from the map in [`StatsOptions::chunk_bytes`] pieces, two
     /// passes; `progress(done, total)` after each piece, `total` being twice its byte size).
@@ -466,7 +618,7 @@ impl Model {
         opts: &StatsOptions,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<TensorStats, Error> {
-        let refs: Vec<&ModelSource> = self.sources.iter().collect();
+        let refs: Vec<&Source> = self.sources.iter().collect();
         Ok(stats::tensor_stats(
             self.catalog.format.name(),
             t,
@@ -504,6 +656,55 @@ impl Model {
             .tensor(t.name.clone())
             .into()),
         }
+    }
+}
+
+/// A source index and a byte range in it.
+type Extent = (usize, std::ops::Range<u64>);
+
+/// The stored byte range a tensor's read touches: `(source, range)`; `None` for bytes decoded at
+/// open or gathered from chunks.
+fn extent(t: &TensorInfo) -> Option<Extent> {
+    use formats::Storage;
+    match &t.storage {
+        Storage::Range { source, offset, len } => Some((*source, *offset..offset.checked_add(*len)?)),
+        Storage::Deflate {
+            source,
+            offset,
+            compressed,
+            ..
+        } => Some((*source, *offset..offset.checked_add(*compressed)?)),
+        _ => None,
+    }
+}
+
+/// A source with a window of its bytes already fetched: reads inside the window are served (and
+/// sliced) from it, others go to the source.
+#[cfg(feature = "remote")]
+struct Windowed<'a> {
+    base: &'a Source,
+    window: Option<(u64, &'a [u8])>,
+}
+
+#[cfg(feature = "remote")]
+impl ReadAt for Windowed<'_> {
+    fn size(&self) -> u64 {
+        self.base.size()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), tensorlane_core::source::SourceError> {
+        match self.slice(offset, buf.len() as u64) {
+            Some(b) => {
+                buf.copy_from_slice(b);
+                Ok(())
+            }
+            None => self.base.read_at(offset, buf),
+        }
+    }
+    fn slice(&self, offset: u64, len: u64) -> Option<&[u8]> {
+        let (start, w) = self.window?;
+        let at = offset.checked_sub(start)?;
+        let end = at.checked_add(len)?;
+        w.get(usize::try_from(at).ok()?..usize::try_from(end).ok()?)
     }
 }
 

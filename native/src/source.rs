@@ -1,5 +1,6 @@
 //! [`ReadAt`] sources over files: a memory map (zero-copy views) and positioned reads (`pread`),
-//! for files that cannot or should not be mapped.
+//! for files that cannot or should not be mapped; and [`Source`], a local map or (feature
+//! `remote`) a [`crate::remote::RemoteSource`], opened from a path or a URL alike.
 
 use std::fs::File;
 use std::io;
@@ -89,6 +90,103 @@ impl ReadAt for FileSource {
                 _ => SourceError::Io(format!("{e} (reading {} bytes at offset {offset})", buf.len())),
             }
         })
+    }
+}
+
+/// A file to read: mapped from the local disk, or (feature `remote`) an object on a remote store
+/// read by range. Readers take it as any [`ReadAt`]; cloning shares the map or the connection.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// A local file, memory-mapped.
+    Mapped(MmapSource),
+    /// A local file read with `pread` ([`FileSource`]): reads copy, and a file truncated
+    /// underneath gives an error where a map would raise SIGBUS.
+    Read(Arc<FileSource>),
+    /// An object store or HTTP(S) object ([`crate::remote`]).
+    #[cfg(feature = "remote")]
+    Remote(crate::remote::RemoteSource),
+}
+
+impl Source {
+    /// Opens `location`: a URL ([`crate::remote::is_url`]: `s3://`, `gs://`, `az://`,
+    /// `http(s)://`) with [`crate::remote::default_options`], else a local path, mapped.
+    /// The error names the location.
+    pub fn open(location: impl AsRef<Path>) -> Result<Source, SourceError> {
+        Source::open_with(location, true)
+    }
+
+    /// [`open`](Self::open), a local path mapped (`mmap`) or read with `pread` (see
+    /// [`FileSource`] for which to choose).
+    pub fn open_with(location: impl AsRef<Path>, mmap: bool) -> Result<Source, SourceError> {
+        let location = location.as_ref();
+        #[cfg(feature = "remote")]
+        if let Some(url) = location.to_str().filter(|s| crate::remote::is_url(s)) {
+            let opts = crate::remote::default_options()?;
+            return crate::remote::RemoteSource::open(url, &opts).map(Source::Remote);
+        }
+        Source::open_local(location, mmap).map_err(|e| SourceError::Io(format!("cannot read {}: {e}", location.display())))
+    }
+
+    /// Opens the local file `path`, mapped (`mmap`) or for `pread`.
+    pub fn open_local(path: impl AsRef<Path>, mmap: bool) -> io::Result<Source> {
+        Ok(if mmap {
+            Source::Mapped(MmapSource::open(path)?)
+        } else {
+            Source::Read(Arc::new(FileSource::open(path)?))
+        })
+    }
+
+    /// The map, when the source is a local file.
+    pub fn mapped(&self) -> Option<&MmapSource> {
+        match self {
+            Source::Mapped(m) => Some(m),
+            Source::Read(_) => None,
+            #[cfg(feature = "remote")]
+            Source::Remote(_) => None,
+        }
+    }
+
+    /// The whole file's bytes: borrowed from the map, or (remote) fetched in parallel parts.
+    pub fn bytes(&self) -> Result<std::borrow::Cow<'_, [u8]>, SourceError> {
+        match self {
+            Source::Mapped(m) => Ok(std::borrow::Cow::Borrowed(m.bytes())),
+            Source::Read(f) => f.read_vec(0, f.size()).map(std::borrow::Cow::Owned),
+            #[cfg(feature = "remote")]
+            Source::Remote(r) => r.read_vec(0, r.size()).map(std::borrow::Cow::Owned),
+        }
+    }
+}
+
+impl From<MmapSource> for Source {
+    fn from(m: MmapSource) -> Source {
+        Source::Mapped(m)
+    }
+}
+
+impl ReadAt for Source {
+    fn size(&self) -> u64 {
+        match self {
+            Source::Mapped(m) => m.size(),
+            Source::Read(f) => f.size(),
+            #[cfg(feature = "remote")]
+            Source::Remote(r) => r.size(),
+        }
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
+        match self {
+            Source::Mapped(m) => m.read_at(offset, buf),
+            Source::Read(f) => f.read_at(offset, buf),
+            #[cfg(feature = "remote")]
+            Source::Remote(r) => r.read_at(offset, buf),
+        }
+    }
+    fn slice(&self, offset: u64, len: u64) -> Option<&[u8]> {
+        match self {
+            Source::Mapped(m) => m.slice(offset, len),
+            Source::Read(_) => None,
+            #[cfg(feature = "remote")]
+            Source::Remote(_) => None,
+        }
     }
 }
 

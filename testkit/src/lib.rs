@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod bombs;
+pub mod servers;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,203 @@
+"""Reading every tensor of a sharded safetensors set from a local S3 server (moto), three ways, in
+one run:
+
+  1. tensorlane: `Model::open("s3://...index.json")` + `for_each_tensor` (native/examples/remote_read.rs,
+     release build; defaults: 8 MiB parts, 16 in flight);
+  2. a tuned raw parallel GET of the same bytes: boto3 `download_fileobj` with
+     TransferConfig(multipart_chunksize=8 MiB, max_concurrency=16) into a discarding sink, shards
+     one after the other;
+  3. the usual path: download each shard to disk (boto3 `download_file`, default TransferConfig),
+     then `safetensors.safe_open(framework="numpy")` and `get_tensor` every tensor.
+
+Also what listing costs (requests and bytes of `remote_read --list`) for one shard, for the index
+(all shards' headers) and for a GGUF fixture.
+
+    bash tests/python/setup_s3_venv.sh
+    cargo build --release -p tensorlane --example remote_read
+    tests/.venv-s3/bin/python scripts/bench_remote.py [--gb 1.0] [--shards 4] [--repeat 3]
+
+The set is generated (random f16 tensors of 16 MiB) in a temporary folder and removed afterwards.
+Prints a Markdown table (median of --repeat runs; each path reads every byte every run).
+"""
+import argparse
+import io
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import boto3
+import numpy as np
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from safetensors import safe_open
+from safetensors.numpy import save_file
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Discard(io.RawIOBase):
+    """A seekable sink that keeps nothing (boto3 writes parts out of order)."""
+
+    def __init__(self):
+        self.pos = 0
+        self.n = 0
+
+    def writable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def write(self, b):
+        self.n += len(b)
+        self.pos += len(b)
+        return len(b)
+
+    def seek(self, pos, whence=0):
+        self.pos = pos
+        return pos
+
+    def tell(self):
+        return self.pos
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gb", type=float, default=1.0)
+    ap.add_argument("--shards", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--exe", default=os.path.join(ROOT, "target/release/examples/remote_read"),
+                    help="the remote_read example binary (default: the release build)")
+    args = ap.parse_args()
+    exe = args.exe
+    if not os.path.exists(exe):
+        sys.exit("build it first: cargo build --release -p tensorlane --example remote_read")
+
+    work = tempfile.mkdtemp(prefix="tl-bench-remote-")
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
+    server = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(port)],
+                              env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3"),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.time() > deadline or server.poll() is not None:
+                    sys.exit("moto_server did not start")
+                time.sleep(0.1)
+        creds = json.loads(subprocess.check_output(
+            [sys.executable, os.path.join(ROOT, "tests/python/s3_setup.py"), endpoint, "bench"]))
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id=creds["key_id"], aws_secret_access_key=creds["secret"],
+                          config=Config(s3={"addressing_style": "path"}, max_pool_connections=32))
+
+        # The set: args.shards shards of f16 tensors of 16 MiB, written, uploaded, deleted locally.
+        tensor_bytes = 16 << 20
+        per_shard = max(1, int(args.gb * (1 << 30) / args.shards / tensor_bytes))
+        rng = np.random.default_rng(0)
+        names, weight_map, total = [], {}, 0
+        for s in range(args.shards):
+            name = f"model-{s + 1:05d}-of-{args.shards:05d}.safetensors"
+            tensors = {f"layers.{s}.{i}.weight": rng.standard_normal(tensor_bytes // 2, dtype=np.float32)
+                       .astype(np.float16).reshape(-1, 4096) for i in range(per_shard)}
+            path = os.path.join(work, name)
+            save_file(tensors, path)
+            total += sum(t.nbytes for t in tensors.values())
+            for k in tensors:
+                weight_map[k] = name
+            s3.upload_file(path, "bench", f"set/{name}",
+                           Config=TransferConfig(multipart_chunksize=64 << 20))
+            os.remove(path)
+            names.append(name)
+        index = json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}).encode()
+        s3.put_object(Bucket="bench", Key="set/model.safetensors.index.json", Body=index)
+        sizes = {n: s3.head_object(Bucket="bench", Key=f"set/{n}")["ContentLength"] for n in names}
+        wire = sum(sizes.values())
+
+        env = dict(os.environ, AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID=creds["key_id"],
+                   AWS_SECRET_ACCESS_KEY=creds["secret"], AWS_REGION="us-east-1", AWS_ALLOW_HTTP="true")
+
+        def tensorlane():
+            out = subprocess.check_output([exe, "s3://bench/set/model.safetensors.index.json"], env=env)
+            r = json.loads(out)
+            assert r["bytes"] == total, r
+            return r["seconds"]
+
+        def raw():
+            cfg = TransferConfig(multipart_threshold=8 << 20, multipart_chunksize=8 << 20,
+                                 max_concurrency=16, use_threads=True)
+            t = time.perf_counter()
+            n = 0
+            for name in names:
+                sink = Discard()
+                s3.download_fileobj("bench", f"set/{name}", sink, Config=cfg)
+                n += sink.n
+            assert n == wire, (n, wire)
+            return time.perf_counter() - t
+
+        def usual():
+            d = os.path.join(work, "dl")
+            os.makedirs(d, exist_ok=True)
+            t = time.perf_counter()
+            n = 0
+            for name in names:
+                p = os.path.join(d, name)
+                s3.download_file("bench", f"set/{name}", p)
+                with safe_open(p, framework="numpy") as f:
+                    for k in f.keys():
+                        n += f.get_tensor(k).nbytes
+                os.remove(p)
+            assert n == total, (n, total)
+            return time.perf_counter() - t
+
+        rows = {"tensorlane for_each_tensor (8 MiB x 16)": [], "boto3 TransferConfig raw GET (8 MiB x 16)": [],
+                "download, then safetensors.safe_open": []}
+        for _ in range(args.repeat):
+            for label, fn in zip(rows, (tensorlane, raw, usual)):
+                rows[label].append(fn())
+        print(f"\nset: {args.shards} shards, {len(weight_map)} tensors, {total / 1e9:.2f} GB of tensors "
+              f"({wire / 1e9:.2f} GB on the wire); median of {args.repeat}\n")
+        print("| path | seconds | GB/s | vs raw GET |")
+        print("| --- | ---: | ---: | ---: |")
+        raw_s = statistics.median(rows["boto3 TransferConfig raw GET (8 MiB x 16)"])
+        for label, ts in rows.items():
+            m = statistics.median(ts)
+            print(f"| {label} | {m:.2f} | {total / m / 1e9:.2f} | {raw_s / m:.2f}x |")
+
+        # Listing.
+        gguf = os.path.join(ROOT, "tests/data/fixtures/gguf/tiny-llama.gguf")
+        s3.upload_file(gguf, "bench", "gguf/tiny-llama.gguf")
+        print("\n| listing | requests | bytes |")
+        print("| --- | ---: | ---: |")
+        for label, key in [(f"one shard ({sizes[names[0]] / 1e6:.0f} MB)", f"set/{names[0]}"),
+                           (f"index + {len(names)} shards", "set/model.safetensors.index.json"),
+                           ("GGUF tiny-llama fixture", "gguf/tiny-llama.gguf")]:
+            r = json.loads(subprocess.check_output([exe, f"s3://bench/{key}", "--list"], env=env))
+            print(f"| {label} | {r['requests']} | {r['wire_bytes']} |")
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
