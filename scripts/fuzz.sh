@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every fuzz target (fuzz/Cargo.toml) with cargo-fuzz on nightly, one at a time, for SECONDS
+# Builds every fuzz target (fuzz/Cargo.toml) with cargo-fuzz on nightly and runs each, one at a time, for SECONDS
 # each (default 60), starting from the saved corpus fuzz/corpus/NAME (read only) and growing a
 # working corpus in fuzz/work/NAME (git-ignored). Crashes land in fuzz/artifacts/NAME; fix the
 # finding, then copy its input into fuzz/corpus/NAME so that `cargo test -p tensorlane-fuzz-targets`
@@ -23,14 +23,19 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 command -v cargo-fuzz >/dev/null || { echo "cargo-fuzz is missing: cargo install cargo-fuzz" >&2; exit 1; }
 flags=(-O -a -s none ${FUZZ_FLAGS:-})
-mkdir -p fuzz/work
+# One build of every target (FUZZ_NO_BUILD=1 reuses the last one), then each binary in turn.
+if [ -z "${FUZZ_NO_BUILD:-}" ]; then
+    cargo +nightly fuzz build "${flags[@]}"
+fi
+bin="fuzz/target/$(rustc +nightly -vV | sed -n 's/^host: //p')/release"
+mkdir -p fuzz/work fuzz/artifacts
 summary=()
 status=0
 for t in "${targets[@]}"; do
-    mkdir -p "fuzz/work/$t" "fuzz/corpus/$t"
+    mkdir -p "fuzz/work/$t" "fuzz/corpus/$t" "fuzz/artifacts/$t"
     log="fuzz/work/$t.log"
     echo "== $t (${secs}s)"
-    if ! cargo +nightly fuzz run "${flags[@]}" "$t" "fuzz/work/$t" "fuzz/corpus/$t" -- \
+    if ! "$bin/$t" "fuzz/work/$t" "fuzz/corpus/$t" -artifact_prefix="fuzz/artifacts/$t/" \
         -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
         ${FUZZ_JOBS:+-jobs=$FUZZ_JOBS -workers=$FUZZ_JOBS} >"$log" 2>&1; then
         echo "!! $t found something: see $log and fuzz/artifacts/$t" >&2

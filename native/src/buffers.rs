@@ -1,8 +1,8 @@
 //! Large output buffers: `Vec<u8>`s that Linux backs with transparent huge pages.
 //!
 //! Writing a fresh 64 MiB `Vec` takes one page fault per 4 KiB page (16,384 of them), and on this
-//! project's machines those faults, not the copy, are most of the time of an encode or a decode
-//! + copy (measured in BENCHMARKS.md, "tensorlane vs tenso 0.24"). NumPy avoids them by asking the
+//! project's machines those faults, not the copy, are most of the time of an encode or of a
+//! decode and copy (measured in BENCHMARKS.md, "tensorlane vs tenso 0.24"). NumPy avoids them by asking the
 //! kernel for transparent huge pages (`madvise(MADV_HUGEPAGE)`) on arrays of 4 MiB and more, which
 //! the default `transparent_hugepage=madvise` setting honours: 2 MiB per fault. [`with_capacity`]
 //! does the same for buffers of [`HUGE_PAGE_THRESHOLD`] bytes or more, before the first byte is
