@@ -159,10 +159,21 @@ impl<'a> Tensor<'a> {
 
     /// Detaches the tensor from the input buffer (copies the bytes if they were borrowed).
     pub fn into_owned(self) -> Tensor<'static> {
+        self.into_owned_with(&mut |b| b.to_vec())
+    }
+
+    /// [`Tensor::into_owned`] with the copy made by `copy` (borrowed bytes only; owned bytes are
+    /// moved), so that a host can put large copies in memory of its choosing (the `tensorlane`
+    /// crate's `buffers::copy_of` asks Linux for transparent huge pages).
+    pub fn into_owned_with(self, copy: &mut dyn FnMut(&[u8]) -> Vec<u8>) -> Tensor<'static> {
+        let data = match self.data {
+            Cow::Borrowed(b) => copy(b),
+            Cow::Owned(v) => v,
+        };
         Tensor {
             dtype: self.dtype,
             shape: self.shape,
-            data: Cow::Owned(self.data.into_owned()),
+            data: Cow::Owned(data),
         }
     }
 

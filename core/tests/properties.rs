@@ -288,3 +288,30 @@ fn oversized_entries_and_counts_are_refused_on_encode() {
     let big = Tensor::new(DType::U8, vec![1 << 33], &[][..]);
     assert!(big.is_err());
 }
+
+#[test]
+fn the_encoder_refuses_a_sparse_packet_the_decoder_would_refuse() {
+    // Found by the bindings_packets fuzz target: a CSR matrix of shape [1, 3] with an indptr of
+    // three entries (two expected) was encoded, and the default decode then refused the packet.
+    use tensorlane_core::wire::{self, EncodeOptions, Packet, Sparse, SparseFormat};
+    use tensorlane_core::{DType, Tensor};
+    let data: Vec<u8> = [1.0f32, -2.5].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let indices: Vec<u8> = [0i64, 2].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let bad_ptr: Vec<u8> = [0i64, 1, 2].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let good_ptr: Vec<u8> = [0i64, 2].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let csr = |ptr: &[u8]| {
+        Packet::Sparse(Sparse {
+            format: SparseFormat::Csr,
+            shape: vec![1, 3],
+            components: [
+                Tensor::new(DType::F32, vec![2], data.clone()).unwrap(),
+                Tensor::new(DType::I64, vec![2], indices.clone()).unwrap(),
+                Tensor::new(DType::I64, vec![(ptr.len() / 8) as u64], ptr.to_vec()).unwrap(),
+            ],
+        })
+    };
+    let e = wire::encode(&csr(&bad_ptr), &EncodeOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("indptr has 3 entries; expected 2"), "{e}");
+    let ok = wire::encode(&csr(&good_ptr), &EncodeOptions::default()).unwrap();
+    assert_eq!(wire::decode(&ok).unwrap(), csr(&good_ptr));
+}

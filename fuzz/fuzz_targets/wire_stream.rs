@@ -1,24 +1,6 @@
-//! Any bytes in any chunking: the stream decoder must never panic, and every packet it pops must
-//! be exactly what `measure` frames at that point.
+//! libFuzzer entry for `wire_stream`: the body is `tensorlane_fuzz_targets::wire_stream` (see its docs), which
+//! `cargo test -p tensorlane-fuzz-targets` also replays over `fuzz/corpus/wire_stream/`.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use tensorlane_core::wire::{StreamDecoder, StreamLimits};
 
-fuzz_target!(|data: &[u8]| {
-    if data.is_empty() {
-        return;
-    }
-    let step = (data[0] as usize % 17) + 1;
-    let mut s = StreamDecoder::with_limits(StreamLimits { max_packet_bytes: 1 << 20, max_buffered_bytes: 2 << 20 });
-    for chunk in data[1..].chunks(step) {
-        if s.push(chunk).is_err() {
-            return;
-        }
-        loop {
-            match s.next_packet() {
-                Ok(Some(p)) => assert!(!p.is_empty()),
-                Ok(None) | Err(_) => break,
-            }
-        }
-    }
-});
+fuzz_target!(|data: &[u8]| tensorlane_fuzz_targets::wire_stream(data));

@@ -6,15 +6,19 @@
 //! ```
 //!
 //! For each float32 body size (bytes) and configuration it reports the median seconds of:
-//! `encode` (a fresh `Vec`, like `tenso.dumps`), `decode` of the encoded `Vec` (like
-//! `tenso.loads(dumps(x))`; tensorlane returns a view whatever the address), `decode_aligned` of a
-//! 64-byte-aligned copy, and `decode_copy` (decode, then copy the body into owned memory, like
-//! `tenso.loads(..., copy=True)`). Data: uniform random float32 from a fixed seed.
+//! `encode` (a fresh buffer, like `tenso.dumps`: the host library's `tensorlane::wire::encode`,
+//! huge pages from 4 MiB on Linux), `decode` of the encoded `Vec` (like `tenso.loads(dumps(x))`;
+//! tensorlane returns a view whatever the address), `decode_aligned` of a 64-byte-aligned copy,
+//! and `decode_copy` (decode into owned memory, like `tenso.loads(..., copy=True)`:
+//! `tensorlane::wire::decode_owned`). Beside them: `encode_core` and `decode_copy_core` (the
+//! no_std core's `wire::encode` and `decode(..).into_owned()`, a fresh `Vec` from the global
+//! allocator) and `encode_into_reused` (`wire::encode_into` a buffer kept across calls).
+//! Data: uniform random float32 from a fixed seed.
 
 use std::hint::black_box;
 use std::time::Instant;
 
-use tensorlane_core::wire::{self, EncodeOptions, Packet};
+use tensorlane_core::wire::{self, DecodeOptions, EncodeOptions, Packet};
 use tensorlane_core::{DType, Tensor};
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -122,7 +126,16 @@ fn main() {
             let encoded = wire::encode(&packet, &opts).unwrap();
             let aligned = Aligned::new(&encoded);
             let encode = time(runs, warmup, || {
+                black_box(tensorlane::wire::encode(black_box(&packet), &opts).unwrap());
+            });
+            let encode_core = time(runs, warmup, || {
                 black_box(wire::encode(black_box(&packet), &opts).unwrap());
+            });
+            let mut reused = Vec::new();
+            let encode_into_reused = time(runs, warmup, || {
+                reused.clear();
+                wire::encode_into(black_box(&packet), &opts, &mut reused).unwrap();
+                black_box(&reused);
             });
             let decode = time(runs, warmup, || {
                 black_box(wire::decode(black_box(&encoded)).unwrap());
@@ -131,6 +144,9 @@ fn main() {
                 black_box(wire::decode(black_box(aligned.get())).unwrap());
             });
             let decode_copy = time(runs, warmup, || {
+                black_box(tensorlane::wire::decode_owned(black_box(&encoded), &DecodeOptions::default()).unwrap());
+            });
+            let decode_copy_core = time(runs, warmup, || {
                 black_box(wire::decode(black_box(&encoded)).unwrap().into_owned());
             });
             let p = wire::decode(&encoded).unwrap();
@@ -138,7 +154,8 @@ fn main() {
             rows.push(format!(
                 "{{\"size\": {size}, \"config\": \"{config}\", \"packet_len\": {}, \"runs\": {runs}, \"warmup\": {warmup}, \
                  \"encode_s\": {encode:e}, \"decode_s\": {decode:e}, \"decode_aligned_s\": {decode_aligned:e}, \
-                 \"decode_copy_s\": {decode_copy:e}, \"decode_is_view\": {view}}}",
+                 \"decode_copy_s\": {decode_copy:e}, \"decode_is_view\": {view}, \"encode_core_s\": {encode_core:e}, \
+                 \"decode_copy_core_s\": {decode_copy_core:e}, \"encode_into_reused_s\": {encode_into_reused:e}}}",
                 encoded.len()
             ));
         }

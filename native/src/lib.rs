@@ -19,12 +19,16 @@
 //! * [`net`] — a `tokio_util` codec ([`net::TensoCodec`]) for async streams, and blocking
 //!   [`net::read_packet`] / [`net::write_packet`] that never read past a packet and never copy an
 //!   uncompressed body on the way out.
+//! * [`wire`] — Tenso packets with large outputs in [`buffers`]: [`wire::encode`],
+//!   [`wire::decode_owned`].
+//! * [`buffers`] — large output `Vec`s backed by transparent huge pages on Linux.
 //! * [`error`] — [`Error`], the one error type of this crate.
 //!
 //! The offload scheduler and device transfers are the `tensorlane-offload` crate (folder
 //! `offload/`), built on this one.
 #![deny(missing_docs)]
 
+pub mod buffers;
 pub mod error;
 pub mod model;
 pub mod net;
@@ -35,6 +39,7 @@ pub mod serve;
 pub mod remote;
 pub mod source;
 pub mod st_write;
+pub mod wire;
 pub mod zt_encode;
 pub mod zt_write;
 

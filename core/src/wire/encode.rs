@@ -313,6 +313,8 @@ fn write_sparse(s: &Sparse<'_>, opts: &EncodeOptions, out: &mut Vec<u8>, depth: 
     if depth >= MAX_DEPTH {
         return Err(Error::encode("containers nested deeper than 64 levels"));
     }
+    // Never write what the decoder (which validates sparse packets by default) would refuse.
+    s.validate()?;
     header(out, s.format.flag(), 0, s.shape.len());
     shape(out, &s.shape)?;
     let copts = opts.sparse_component();

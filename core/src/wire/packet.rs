@@ -53,13 +53,26 @@ impl<'a> Packet<'a> {
 
     /// Detaches the packet from the input buffer.
     pub fn into_owned(self) -> Packet<'static> {
+        self.into_owned_with(&mut |b| b.to_vec())
+    }
+
+    /// [`Packet::into_owned`] with every copy of borrowed bytes made by `copy` (owned bytes are
+    /// moved), so that a host can put large copies in memory of its choosing (the `tensorlane`
+    /// crate's `wire::decode_owned` asks Linux for transparent huge pages).
+    pub fn into_owned_with(self, copy: &mut dyn FnMut(&[u8]) -> Vec<u8>) -> Packet<'static> {
+        fn own(c: Cow<'_, [u8]>, copy: &mut dyn FnMut(&[u8]) -> Vec<u8>) -> Cow<'static, [u8]> {
+            Cow::Owned(match c {
+                Cow::Borrowed(b) => copy(b),
+                Cow::Owned(v) => v,
+            })
+        }
         match self {
-            Packet::Dense(t) => Packet::Dense(t.into_owned()),
+            Packet::Dense(t) => Packet::Dense(t.into_owned_with(copy)),
             Packet::Bundle(b) => Packet::Bundle(Bundle {
                 entries: b
                     .entries
                     .into_iter()
-                    .map(|(k, v)| (Cow::Owned(k.into_owned()), v.into_owned()))
+                    .map(|(k, v)| (Cow::Owned(k.into_owned()), v.into_owned_with(copy)))
                     .collect(),
             }),
             Packet::Sparse(s) => {
@@ -67,16 +80,20 @@ impl<'a> Packet<'a> {
                 Packet::Sparse(Sparse {
                     format: s.format,
                     shape: s.shape,
-                    components: [a.into_owned(), b.into_owned(), c.into_owned()],
+                    components: [
+                        a.into_owned_with(copy),
+                        b.into_owned_with(copy),
+                        c.into_owned_with(copy),
+                    ],
                 })
             }
             Packet::Quantized(q) => Packet::Quantized(Quantized {
-                data: Cow::Owned(q.data.into_owned()),
+                data: own(q.data, copy),
                 ..q
             }),
             Packet::Strings(s) => Packet::Strings(Strings {
-                offsets: Cow::Owned(s.offsets.into_owned()),
-                payload: Cow::Owned(s.payload.into_owned()),
+                offsets: own(s.offsets, copy),
+                payload: own(s.payload, copy),
             }),
         }
     }

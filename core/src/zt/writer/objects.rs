@@ -96,6 +96,7 @@ impl<S: Sink> Writer<S> {
     /// are written in name order.
     pub fn add_object(&mut self, name: &str, spec: &ObjectSpec, parts: &[PartSpec<'_>]) -> crate::zt::Result<()> {
         self.check_object(name, spec).map_err(|e| e.in_object(name))?;
+        check_some_parts(parts.len()).map_err(|e| e.in_object(name))?;
         let mut order: Vec<&PartSpec<'_>> = parts.iter().collect();
         order.sort_by(|a, b| a.name.cmp(&b.name));
         let mut metas = Vec::with_capacity(order.len());
@@ -336,4 +337,16 @@ impl<S: Sink> Writer<S> {
     }
 
     // ---- blob placement ----
+}
+
+/// The schema wants at least one part per object (readers refuse an empty parts map), whatever
+/// the layout: a layout the writer does not know has no required parts of its own.
+pub(super) fn check_some_parts(count: usize) -> crate::zt::Result<()> {
+    if count == 0 {
+        return Err(Error::write(
+            Rule::Schema,
+            "an object needs at least one part (the .zt v2 schema refuses an empty parts map); give its data as a part",
+        ));
+    }
+    Ok(())
 }

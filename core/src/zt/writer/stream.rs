@@ -27,6 +27,7 @@ impl<S: Sink> Writer<S> {
     /// [`end_part`](Self::end_part); finally [`end_object`](Self::end_object).
     pub fn begin_object(&mut self, name: &str, spec: &ObjectSpec, parts: &[PartDecl]) -> crate::zt::Result<()> {
         self.check_object(name, spec).map_err(|e| e.in_object(name))?;
+        super::objects::check_some_parts(parts.len()).map_err(|e| e.in_object(name))?;
         let mut order: Vec<&PartDecl> = parts.iter().collect();
         order.sort_by(|a, b| a.name.cmp(&b.name));
         let names: Vec<&str> = order.iter().map(|p| p.name.as_str()).collect();

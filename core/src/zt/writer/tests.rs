@@ -238,3 +238,21 @@ fn sha256_shards_and_data_shards() {
             .starts_with("sha256:")
     );
 }
+
+#[test]
+fn an_object_without_parts_is_refused_whatever_its_layout() {
+    // Found by the bindings_zt fuzz target: an unknown layout with no parts was written, and the
+    // reader then refused the file ("object has an empty parts map").
+    for layout in ["dense", "x.custom"] {
+        let mut w = Writer::new(Vec::new(), Options::default()).unwrap();
+        let e = w.add_object("w", &ObjectSpec::new(&[3, 2], layout), &[]).unwrap_err();
+        assert_eq!(e.rule, Rule::Schema, "{e}");
+        assert!(alloc::format!("{e}").contains("at least one part"), "{e}");
+        let e = w.begin_object("w", &ObjectSpec::new(&[3, 2], layout), &[]).unwrap_err();
+        assert_eq!(e.rule, Rule::Schema, "{e}");
+        // The writer is still usable, and what it writes opens.
+        w.add("w", DType::F32, &[1], &f32s(&[1.0])).unwrap();
+        let f = w.finish().unwrap();
+        crate::zt::reader::Reader::open(&f.sink[..]).unwrap();
+    }
+}

@@ -1,0 +1,6 @@
+//! libFuzzer entry for `format_npz`: the body is `tensorlane_fuzz_targets::format_npz` (see its docs), which
+//! `cargo test -p tensorlane-fuzz-targets` also replays over `fuzz/corpus/format_npz/`.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| tensorlane_fuzz_targets::format_npz(data));
