@@ -16,7 +16,7 @@ const manifest = JSON.parse(readFileSync(new URL('manifest.json', FIXTURES), 'ut
 const entry = (file) => manifest.files.find((m) => m.file === file);
 
 describe('Chromium: tensorlane serve (inspector and WebSocket)', { skip: noChromium ?? noBinary ?? false }, () => {
-  let srv, browser, page;
+  let srv, browser, page, redirected;
   const problems = [];
   before(async () => {
     srv = await startServe([fileURLToPath(FIXTURES)]);
@@ -25,16 +25,21 @@ describe('Chromium: tensorlane serve (inspector and WebSocket)', { skip: noChrom
     page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
     page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
     await page.goto(`${srv.base}/`); // redirects to /web-demo/
-    await page.waitForSelector('body[data-done="true"]', { timeout: 30000 });
+    redirected = new URL(page.url()).pathname;
+    // The inspector opens a served model by URL (HTTP Range against the Rust server).
+    await page.goto(`${srv.base}/web-demo/?url=${encodeURIComponent(`${srv.base}/files/fixtures/sample.safetensors`)}&view=tensors`);
+    await page.waitForSelector('body[data-state="ready"] [data-tensor]', { timeout: 30000 });
   });
   after(async () => {
     await browser?.close();
     await srv?.stop();
   });
 
-  it('serves the inspector without errors', async () => {
-    assert.equal(new URL(page.url()).pathname, '/web-demo/');
+  it('serves the inspector without errors, and the inspector opens a served model by URL', async () => {
+    assert.equal(redirected, '/web-demo/');
     assert.deepEqual(problems, []);
+    const rows = await page.$$eval('[data-tensor]', (els) => [...new Set(els.map((e) => e.dataset.tensor))].sort());
+    assert.deepEqual(rows, entry('sample.safetensors').tensors.map((t) => t.name).sort());
   });
 
   it('streams tensors over /ws that the page decodes to the manifest', async () => {
