@@ -293,7 +293,7 @@ impl Session {
                 if let Err(e) = cat.check_ranges(&sizes) {
                     return Step::Failed(e);
                 }
-                let out = catalog_json(&cat).to_string();
+                let out = catalog_json_string(&cat);
                 self.catalog = Some(cat);
                 Step::Done(out)
             }
@@ -595,7 +595,8 @@ fn tensor_json(t: &TensorInfo, sources: &[String]) -> J {
 }
 
 /// The catalog as JSON: `{format, tensors: [...], metadata: {...}, skipped: [{name, reason}],
-/// sources: [...]}`.
+/// sources: [...]}`. [`catalog_json_string`] writes the same text without building the value
+/// (what the backends hand to JS).
 pub fn catalog_json(cat: &Catalog) -> J {
     json!({
         "format": cat.format.name(),
@@ -604,6 +605,139 @@ pub fn catalog_json(cat: &Catalog) -> J {
         "skipped": cat.skipped.iter().map(|(n, r)| json!({ "name": n, "reason": r })).collect::<Vec<_>>(),
         "sources": cat.sources,
     })
+}
+
+/// `s` as a JSON string literal (serde_json's escaping) appended to `out`.
+fn put_str(out: &mut String, s: &str) {
+    // Serialising a string cannot fail.
+    out.push_str(&serde_json::to_string(s).unwrap_or_default());
+}
+
+/// `v` (a number or null) appended to `out`.
+fn put_opt(out: &mut String, v: Option<u64>) {
+    match v {
+        Some(v) => out.push_str(&v.to_string()),
+        None => out.push_str("null"),
+    }
+}
+
+fn put_u64s(out: &mut String, v: &[u64]) {
+    out.push('[');
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&x.to_string());
+    }
+    out.push(']');
+}
+
+/// [`tensor_json`]`(t).to_string()` appended to `out`, keys in the same (sorted) order, without
+/// building a map per tensor.
+fn put_tensor(out: &mut String, t: &TensorInfo, sources: &[String]) {
+    let source = |i: &usize| sources.get(*i).map_or("", String::as_str);
+    out.push_str("{\"attributes\":");
+    if t.attributes.is_empty() {
+        out.push_str("{}");
+    } else {
+        out.push_str(&pairs_json(&t.attributes).to_string());
+    }
+    out.push_str(if t.arrangement.big_endian {
+        ",\"bigEndian\":true"
+    } else {
+        ",\"bigEndian\":false"
+    });
+    out.push_str(",\"dtype\":");
+    put_str(out, t.ty.name());
+    if let ElementType::Ggml(g) = t.ty {
+        out.push_str(",\"ggml\":{\"blockSize\":");
+        put_opt(out, g.block_size());
+        out.push_str(",\"name\":");
+        put_str(out, g.name());
+        out.push_str(if g.is_quantized() {
+            ",\"quantized\":true"
+        } else {
+            ",\"quantized\":false"
+        });
+        out.push_str(",\"type\":");
+        out.push_str(&g.0.to_string());
+        out.push_str(",\"typeSize\":");
+        put_opt(out, g.type_size());
+        out.push('}');
+    }
+    out.push_str(",\"name\":");
+    put_str(out, &t.name);
+    out.push_str(",\"nbytes\":");
+    put_opt(out, t.nbytes());
+    out.push_str(",\"shape\":");
+    put_u64s(out, &t.shape);
+    out.push_str(",\"storage\":");
+    match &t.storage {
+        Storage::Range { source: s, offset, len } => {
+            out.push_str("{\"kind\":\"range\",\"length\":");
+            out.push_str(&len.to_string());
+            out.push_str(",\"offset\":");
+            out.push_str(&offset.to_string());
+            out.push_str(",\"source\":");
+            put_str(out, source(s));
+            out.push('}');
+        }
+        // Rare storages: through the value form.
+        _ => out.push_str(&storage_json(t, sources).to_string()),
+    }
+    out.push_str(",\"view\":");
+    match &t.arrangement.view {
+        Some(v) => {
+            out.push_str("{\"offset\":");
+            out.push_str(&v.offset.to_string());
+            out.push_str(",\"strides\":");
+            put_u64s(out, &v.strides);
+            out.push('}');
+        }
+        None => out.push_str("null"),
+    }
+    out.push_str(if t.is_zero_copy() {
+        ",\"zeroCopy\":true}"
+    } else {
+        ",\"zeroCopy\":false}"
+    });
+}
+
+/// [`catalog_json`]`(cat).to_string()`, written straight into one string: listing 100k tensors
+/// through per-tensor JSON maps took seconds (see BENCHMARKS.md, "Listing many tensors").
+pub fn catalog_json_string(cat: &Catalog) -> String {
+    let mut out = String::with_capacity(256 + 200 * cat.tensors.len());
+    out.push_str("{\"format\":");
+    put_str(&mut out, cat.format.name());
+    out.push_str(",\"metadata\":");
+    out.push_str(&pairs_json(&cat.metadata).to_string());
+    out.push_str(",\"skipped\":[");
+    for (i, (n, r)) in cat.skipped.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"name\":");
+        put_str(&mut out, n);
+        out.push_str(",\"reason\":");
+        put_str(&mut out, r);
+        out.push('}');
+    }
+    out.push_str("],\"sources\":[");
+    for (i, s) in cat.sources.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        put_str(&mut out, s);
+    }
+    out.push_str("],\"tensors\":[");
+    for (i, t) in cat.tensors.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        put_tensor(&mut out, t, &cat.sources);
+    }
+    out.push_str("]}");
+    out
 }
 
 #[cfg(test)]
@@ -698,6 +832,8 @@ mod tests {
                         "{file}: opened, but the manifest says {}",
                         e["expect"]
                     );
+                    // The direct writer gives exactly the value form's text.
+                    assert_eq!(json, catalog_json(s.catalog.as_ref().unwrap()).to_string(), "{file}");
                     let cat: J = serde_json::from_str(&json).unwrap();
                     let names: Vec<&str> = cat["tensors"]
                         .as_array()

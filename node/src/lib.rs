@@ -341,10 +341,10 @@ impl ModelFile {
         Ok(ModelFile { model: Some(model) })
     }
 
-    /// The catalog as JSON (the same as the byte-range session gives: `formats::catalog_json`).
+    /// The catalog as JSON (the same as the byte-range session gives: `formats::catalog_json_string`).
     #[napi]
     pub fn catalog(&self) -> Result<String> {
-        Ok(formats::catalog_json(self.model()?.catalog()).to_string())
+        Ok(formats::catalog_json_string(self.model()?.catalog()))
     }
 
     /// The files read, as resolved, in catalog source order (0: the opened file).
