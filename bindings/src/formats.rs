@@ -21,7 +21,9 @@ use std::cell::{Cell, RefCell};
 
 use serde_json::{Map, Value as J, json};
 use tensorlane_core::detect::{Format, Identified};
-use tensorlane_core::formats::{self, Catalog, ElementType, ErrorKind, FormatError, Meta, Storage, TensorInfo};
+use tensorlane_core::formats::{
+    self, Catalog, ElementType, ErrorKind, FormatError, Meta, ReadLimits, Storage, TensorInfo,
+};
 use tensorlane_core::source::{ReadAt, SourceError, check_range};
 
 /// One file of which only some ranges are loaded.
@@ -384,11 +386,19 @@ impl Session {
             .ok_or_else(|| FormatError::new("formats", ErrorKind::Io, "the file is not open"))
     }
 
-    /// One attempt at reading tensor `index` (C-order, little-endian bytes). Transient pieces are
-    /// dropped once the read is done or failed.
+    /// One attempt at reading tensor `index` (C-order, little-endian bytes) under the default
+    /// [`ReadLimits`] (see [`Session::read_limited`]).
     pub fn read(&mut self, index: usize) -> Step<Vec<u8>> {
+        self.read_limited(index, &ReadLimits::default())
+    }
+
+    /// One attempt at reading tensor `index` (C-order, little-endian bytes): a tensor whose whole
+    /// read would allocate more than `limits.max_tensor_bytes` fails with [`ErrorKind::Limit`]
+    /// (naming the tensor, the size and the option) before anything is inflated or gathered
+    /// ([`formats::read_limited`]). Transient pieces are dropped once the read is done or failed.
+    pub fn read_limited(&mut self, index: usize, limits: &ReadLimits) -> Step<Vec<u8>> {
         self.clear_misses();
-        let step = self.try_read(index);
+        let step = self.try_read(index, limits);
         let step = self.missed().unwrap_or(step);
         if !matches!(step, Step::Need { .. }) {
             for s in &mut self.sources {
@@ -398,7 +408,60 @@ impl Session {
         step
     }
 
-    fn try_read(&self, index: usize) -> Step<Vec<u8>> {
+    /// One attempt at the statistics of tensor `index` ([`tensorlane_core::stats::tensor_stats`]:
+    /// a deflated or byte-swapped tensor is inflated in `chunk_bytes` pieces per pass, never held
+    /// whole, so a member that declares a huge array costs memory by the piece, not by its size),
+    /// as the JSON of [`crate::stats::tensor_stats_json`], or what is needed first. Transient
+    /// pieces are dropped once done or failed.
+    pub fn stats(&mut self, index: usize, bins: usize, chunk_bytes: usize) -> Step<String> {
+        self.clear_misses();
+        let step = self.try_stats(index, bins, chunk_bytes);
+        let step = self.missed().unwrap_or(step);
+        if !matches!(step, Step::Need { .. }) {
+            for s in &mut self.sources {
+                s.transient.clear();
+            }
+        }
+        step
+    }
+
+    fn try_stats(&self, index: usize, bins: usize, chunk_bytes: usize) -> Step<String> {
+        let (cat, t, srcs) = match self.tensor_sources(index) {
+            Ok(x) => x,
+            Err(step) => return step,
+        };
+        let opts = tensorlane_core::stats::StatsOptions {
+            bins,
+            chunk_bytes: chunk_bytes.max(1),
+        };
+        match tensorlane_core::stats::tensor_stats(cat.format.name(), t, &srcs, &opts, &mut |_, _| {}) {
+            Ok(s) => Step::Done(crate::stats::tensor_stats_json(&s).to_string()),
+            Err(e) => Step::Failed(e),
+        }
+    }
+
+    /// The catalog, tensor `index` and the sources it reads, or the step that stops the read.
+    #[allow(clippy::type_complexity)]
+    fn tensor_sources<T>(&self, index: usize) -> Result<(&Catalog, &TensorInfo, Vec<&Sparse>), Step<T>> {
+        let cat = self.catalog().map_err(Step::Failed)?;
+        let Some(t) = cat.tensors.get(index) else {
+            return Err(Step::Failed(FormatError::new(
+                cat.format.name(),
+                ErrorKind::OutOfBounds,
+                format!("no tensor #{index}"),
+            )));
+        };
+        let mut srcs = Vec::with_capacity(cat.sources.len());
+        for name in &cat.sources {
+            match self.source(name) {
+                Some(s) => srcs.push(s),
+                None => return Err(Self::register(name)),
+            }
+        }
+        Ok((cat, t, srcs))
+    }
+
+    fn try_read(&self, index: usize, limits: &ReadLimits) -> Step<Vec<u8>> {
         let cat = match self.catalog() {
             Ok(c) => c,
             Err(e) => return Step::Failed(e),
@@ -417,7 +480,7 @@ impl Session {
                 None => return Self::register(name),
             }
         }
-        match formats::read(cat.format.name(), t, &srcs) {
+        match formats::read_limited(cat.format.name(), t, &srcs, &[], limits) {
             Ok(b) => Step::Done(b.into_owned()),
             Err(e) => Step::Failed(e),
         }
