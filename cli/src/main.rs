@@ -60,8 +60,9 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
     /// The most bytes one tensor (or .zt part, or packet body) may take when it must be read whole
-    /// into memory (writing .zt, dequantizing, zstd parts, LZ4 bodies): e.g. 512MiB, 2GiB,
-    /// 3000000000. Streaming reads (--hash, stats, convert to safetensors) are not limited.
+    /// into memory (writing .zt, dequantizing, converting zstd parts, LZ4 bodies): e.g. 512MiB,
+    /// 2GiB, 3000000000. Streaming reads (--hash, stats, verify, convert to safetensors) are not
+    /// limited.
     /// Default: the smallest of 4 GiB, half the memory and half the address-space limit.
     #[arg(long, global = true, value_name = "SIZE", value_parser = limits::parse_size)]
     max_tensor_bytes: Option<u64>,
