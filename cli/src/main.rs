@@ -242,6 +242,11 @@ fn run_verify(path: &Path, canonical: bool, deep: bool) -> ExitCode {
         Format::ZtV1 | Format::ZtV0 => zt_tools::verify_legacy(src, canonical).map(|s| s.to_string()),
         Format::Tenso => zt_tools::verify_tenso(&name, &src, canonical).map(|s| s.to_string()),
         f if tensorlane::model::is_model_format(f) => model_tools::verify_model_file(path, src, canonical),
+        // Read with pread (a file truncated meanwhile is an error, not SIGBUS); --canonical
+        // compares parts in place, so it keeps the map.
+        _ if !canonical => zt_tools::open_read(path)
+            .and_then(|src| zt_tools::verify_zt(path, src, deep, canonical))
+            .map(|s| s.to_string()),
         _ => zt_tools::verify_zt(path, src, deep, canonical).map(|s| s.to_string()),
     };
     match result {
@@ -343,6 +348,10 @@ fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
         }),
         Kind::Zt | Kind::Legacy => {
             let report = match kind {
+                // Hashing reads every part: with pread, so a truncated file is an error, not SIGBUS.
+                Kind::Zt if hash => {
+                    zt_tools::open_read(path).and_then(|src| zt_tools::inspect_zt(path, &name, src, hash))
+                }
                 Kind::Zt => zt_tools::inspect_zt(path, &name, src, hash),
                 _ => zt_tools::inspect_legacy(&name, src, hash),
             };

@@ -54,6 +54,17 @@ pub fn open_source(path: &Path) -> Result<Source, CliError> {
     })
 }
 
+/// Opens a local file for `pread` (not mapped; a URL as [`open_source`]): for the streaming
+/// `.zt` paths (`inspect --hash`, `verify`), so that a file truncated while it is read gives an
+/// error (exit 2) instead of SIGBUS.
+pub fn open_read(path: &Path) -> Result<Source, CliError> {
+    crate::identify::check_not_dir(path)?;
+    Source::open_with(path, false).map_err(|e| match e {
+        tensorlane::core::source::SourceError::Io(m) => CliError::Io(m),
+        other => CliError::Io(format!("cannot read {}: {other}", path.display())),
+    })
+}
+
 /// The whole file's bytes (borrowed from the map; fetched when remote).
 pub fn whole(src: &Source) -> Result<std::borrow::Cow<'_, [u8]>, CliError> {
     src.bytes().map_err(|e| CliError::Io(e.to_string()))

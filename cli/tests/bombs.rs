@@ -16,6 +16,9 @@
 //!   with the limit's error.
 //! * `truncated_while_hashing_is_an_error`: a 2 GiB model truncated while `inspect --hash` reads
 //!   it ends with exit 2 and a message, not SIGBUS.
+//! * `zt_truncated_while_hashing_is_an_error`: the `.zt` bomb truncated to half while
+//!   `inspect --hash` and `verify --deep` read its frames (with `pread`) ends with exit 2 and a
+//!   message naming the new size, not SIGBUS.
 //! * `corrupt_zip_members_fail_their_crc`: a stored `.npz` and a `.pt` fixture with one data byte
 //!   flipped (headers kept) still list, but `inspect --hash` and `verify` fail with the CRC-32.
 
@@ -253,6 +256,45 @@ fn truncated_while_hashing_is_an_error() {
         stderr.contains("1048576 bytes") && stderr.contains("truncated"),
         "{stderr}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn zt_truncated_while_hashing_is_an_error() {
+    let dir = scratch("zt-truncate");
+    let p = dir.join("bomb.zt");
+    // 3e9 decoded bytes in 179 frames read one by one: the truncation lands mid-read.
+    let size = bombs::zt_seekable_bomb(&p, 3_000_000_000);
+    for args in [["inspect", "--hash"], ["verify", "--deep"]] {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .arg(&p)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{args:?} finished within 400 ms, before the truncation"
+        );
+        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        f.set_len(size / 2).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: killed by a signal? {:?} {stderr}",
+            out.status
+        );
+        assert!(
+            stderr.contains("runs past the end") && stderr.contains(&format!("{}-byte source", size / 2)),
+            "{args:?}: {stderr}"
+        );
+        eprintln!("{args:?} of a .zt truncated mid-read: {stderr}");
+        bombs::zt_seekable_bomb(&p, 3_000_000_000);
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
