@@ -55,6 +55,24 @@ function aborted(signal) {
   throw e;
 }
 
+/**
+ * Default `maxTensorBytes`: the most bytes tensor() and dequantize() allocate for one tensor read
+ * whole (4 GiB, the core's `formats::DEFAULT_MAX_TENSOR_BYTES`). A tensor whose whole read needs
+ * more (a compression bomb's declared size included) is refused with a TensorlaneError of kind
+ * 'limit' before it is allocated (a Blob slice read, a member inflated, a view gathered); stats(), readBytes() and
+ * reader() read in slices and are not limited. Views on bytes already in memory (or a mapped path)
+ * allocate nothing and are not limited either.
+ */
+export const MAX_TENSOR_BYTES = 4 * 2 ** 30;
+
+/** The `maxTensorBytes` of `options`, else `fallback`; a RangeError when it is not a non-negative safe integer. */
+function tensorLimit(options, fallback = MAX_TENSOR_BYTES) {
+  const n = options?.maxTensorBytes;
+  if (n === undefined) return fallback;
+  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`maxTensorBytes must be a non-negative safe integer (bytes), not ${String(n)}`);
+  return n;
+}
+
 /** Histogram bins of stats() unless {bins} says otherwise. */
 export const STATS_BINS = 64;
 /** The slice stats() reads at a time (whole elements or blocks of it). */
@@ -101,6 +119,15 @@ function revive(_k, v) {
     }
   }
   return v;
+}
+
+/**
+ * Parses a catalog from the core. The reviver (slow: V8 calls it for every value, seconds for
+ * 100k tensors) runs only when the text holds a tagged value: the core writes them as
+ * `{"$bigint":`, `{"$float":`, `{"$bytes":` (compact JSON), so text without `{"$` has none.
+ */
+function parseCatalog(json) {
+  return json.includes('{"$') ? JSON.parse(json, revive) : JSON.parse(json);
 }
 
 /** The .zt v2 magic (its header and its footer). */
@@ -220,6 +247,7 @@ export function makeFormats(backend, zt, io = {}) {
       this.bytesRead = 0;
       this.reads = 0;
       this.maxRounds = options.maxRounds ?? MAX_ROUNDS;
+      this.maxTensorBytes = tensorLimit(options);
     }
 
     /**
@@ -335,7 +363,7 @@ export function makeFormats(backend, zt, io = {}) {
       ctx.session.free?.();
       return zt.open(input, { head, companions: options.companions });
     }
-    const cat = JSON.parse(json, revive);
+    const cat = parseCatalog(json);
     ctx.format = cat.format;
     return new ModelReader(ctx, cat);
   }
@@ -350,7 +378,7 @@ export function makeFormats(backend, zt, io = {}) {
       return RemoteFile.open(source, options).then((remote) => run(openSteps(remote, remoteSource(remote), options)));
     }
     if (typeof source === 'string' && io.openModel && options.format === undefined && options.companions === undefined) {
-      const reader = openNative(source);
+      const reader = openNative(source, options);
       if (reader) return reader;
     }
     const main = toSource(source, io, options.name);
@@ -362,7 +390,8 @@ export function makeFormats(backend, zt, io = {}) {
    * `tensorlane::model::Model`), or null when the file is no model format (a .zt, a Tenso
    * packet, unknown content): the byte-range path then picks the reader and words the error.
    */
-  function openNative(path) {
+  function openNative(path, options) {
+    const maxTensorBytes = tensorLimit(options);
     let model;
     try {
       model = io.openModel(path);
@@ -372,8 +401,8 @@ export function makeFormats(backend, zt, io = {}) {
       if (fe.kind === 'unsupported') return null;
       throw formatError(fe);
     }
-    const cat = JSON.parse(model.catalog(), revive);
-    return new ModelReader(new NativeContext(model, cat.sources), cat);
+    const cat = parseCatalog(model.catalog());
+    return new ModelReader(new NativeContext(model, cat.sources, maxTensorBytes), cat);
   }
 
   /**
@@ -383,8 +412,9 @@ export function makeFormats(backend, zt, io = {}) {
    * Buffer would fault); the others are decoded by the host straight from its map.
    */
   class NativeContext {
-    constructor(model, sources) {
+    constructor(model, sources, maxTensorBytes) {
       this.model = model;
+      this.maxTensorBytes = maxTensorBytes;
       /** Catalog source names and, at the same index, the files the host resolved them to. */
       this.names = sources;
       this.paths = model.sourcePaths();
@@ -394,7 +424,7 @@ export function makeFormats(backend, zt, io = {}) {
       this.reads = 0;
     }
 
-    bytes(i, L) {
+    bytes(i, L, limit = this.maxTensorBytes) {
       if (L.zeroCopy) {
         const k = this.names.indexOf(L.source);
         let m = this.maps.get(k);
@@ -405,7 +435,7 @@ export function makeFormats(backend, zt, io = {}) {
         }
         return m.subarray(L.offset, L.offset + L.length);
       }
-      return this.#call(() => this.model.read(i));
+      return this.#call(() => this.model.read(i, limit));
     }
 
     #call(f) {
@@ -481,15 +511,30 @@ export function makeFormats(backend, zt, io = {}) {
       return this.tensors[i];
     }
 
-    /** The tensor's C-order little-endian bytes: a view on the source when they are stored that way. */
-    #bytes(name) {
+    /**
+     * The tensor's C-order little-endian bytes: a view on the source when they are stored that
+     * way. A read that allocates (a Blob or URL slice, an inflated or gathered tensor) is refused
+     * over `options.maxTensorBytes` (else open()'s, else MAX_TENSOR_BYTES) before it starts.
+     */
+    #bytes(name, options) {
       const t = this.info(name);
       const i = this.#index.get(name);
       const ctx = this.#ctx;
       const L = t.layout;
-      if (ctx instanceof NativeContext) return ctx.bytes(i, L);
+      const limit = tensorLimit(options, ctx.maxTensorBytes);
+      if (ctx instanceof NativeContext) return ctx.bytes(i, L, limit);
       if (L.zeroCopy) {
         const src = ctx.sources.get(L.source);
+        if (!src.memory && L.length > limit) {
+          const err = jsError(
+            this.format,
+            'limit',
+            `tensor '${name}': reading it whole needs ${L.length} bytes, over the ${limit} bytes allowed by the maxTensorBytes option; raise the limit if the machine has the memory, or read it in slices with stats(), readBytes() or reader()`,
+            { tensor: name },
+          );
+          if (this.lazy) return Promise.reject(err);
+          throw err;
+        }
         return run(
           (function* () {
             const b = yield () => src.read(L.offset, L.length);
@@ -508,7 +553,7 @@ export function makeFormats(backend, zt, io = {}) {
         return run(
           (function* () {
             if (L.storage === 'range' || L.storage === 'deflate') yield* ctx.fetch(L.source, L.offset, L.offset + L.length, true, held);
-            const out = yield* ctx.drive(() => ctx.session.read(i), true, held);
+            const out = yield* ctx.drive(() => ctx.session.read(i, limit), true, held);
             return out instanceof Uint8Array ? out : new Uint8Array(out);
           })(),
         );
@@ -528,7 +573,7 @@ export function makeFormats(backend, zt, io = {}) {
      */
     tensor(name, options = {}) {
       const t = this.info(name);
-      return then(this.#bytes(name), (bytes) => {
+      return then(this.#bytes(name, options), (bytes) => {
         const dtype = t.ggml && !t.ggml.quantized ? GGML_PLAIN[t.dtype] ?? t.dtype : t.dtype;
         if (options.widen && (dtype === 'float16' || dtype === 'bfloat16')) return widen(dtype, typedOf('float16', bytes));
         return typedOf(dtype, bytes);
@@ -539,10 +584,10 @@ export function makeFormats(backend, zt, io = {}) {
      * Tensor `name` as float32 values: GGUF block-quantized tensors are dequantized by the core
      * (as `gguf.quants.dequantize`), float16/bfloat16 widened, other numbers converted.
      */
-    dequantize(name) {
+    dequantize(name, options = {}) {
       const t = this.info(name);
       if (t.ggml?.quantized) {
-        return then(this.#bytes(name), (bytes) => {
+        return then(this.#bytes(name, options), (bytes) => {
           try {
             return backend.ggmlDequantize(t.ggml.type, bytes);
           } catch (e) {
@@ -556,7 +601,7 @@ export function makeFormats(backend, zt, io = {}) {
       if (!dtype || !(dtype in DTYPES) || dtype === 'complex64' || dtype === 'complex128') {
         throw jsError(this.format, 'unsupported', `${t.dtype} values cannot be converted to float32 (read the raw bytes with tensor())`, { tensor: name });
       }
-      return then(this.tensor(name, { widen: true }), (a) => (a instanceof Float32Array ? a : Float32Array.from(a, Number)));
+      return then(this.tensor(name, { widen: true, maxTensorBytes: options.maxTensorBytes }), (a) => (a instanceof Float32Array ? a : Float32Array.from(a, Number)));
     }
 
     /**
@@ -583,6 +628,27 @@ export function makeFormats(backend, zt, io = {}) {
             return b;
           });
         return run(statsSteps(t, L.length, read, options));
+      }
+      if (L.storage === 'deflate' && !L.view) {
+        // Inflated by the core in chunkBytes pieces per pass (tensor_stats), never whole: a member
+        // that declares a huge array costs its compressed bytes, not its declared size.
+        const i = this.#index.get(name);
+        const bins = statsBins(options);
+        const chunk = options.chunkBytes ?? STATS_CHUNK_BYTES;
+        const report = statsProgress(options.onProgress, t.nbytes);
+        const steps = function* () {
+          ctx.phase = 'tensor';
+          const held = new Map([...ctx.held].map(([k, v]) => [k, v.map((r) => [...r])]));
+          yield* ctx.fetch(L.source, L.offset, L.offset + L.length, true, held);
+          const out = yield* ctx.drive(() => ctx.session.stats(i, bins, chunk), true, held);
+          if (options.onProgress) report(2 * t.nbytes);
+          const r = JSON.parse(out);
+          return statsResult(t, r.summary, r.histogram);
+        };
+        if (!this.lazy) return run(steps());
+        const turn = this.#turn.then(() => run(steps()));
+        this.#turn = turn.catch(() => {});
+        return turn;
       }
       return then(this.#bytes(name), (bytes) => run(statsSteps(t, bytes.byteLength, (o, n) => bytes.subarray(o, o + n), options)));
     }

@@ -434,6 +434,17 @@ export interface OpenOptions {
    * with the bytes fetched so far and fetches the first missing range.
    */
   maxRounds?: number;
+  /**
+   * The most bytes one whole-tensor read (tensor(), dequantize(), and values() of a tensor not
+   * stored as-is) may allocate, for every tensor of this reader unless the call gives its own
+   * (default 4 GiB, as the CLI's --max-tensor-bytes and Rust's `ReadLimits`). A tensor whose
+   * whole read needs more (a zip member that declares a huge array included) is refused with a
+   * TensorlaneError of kind 'limit' that names the tensor, the size and this option, before
+   * anything is allocated. stats(), readBytes() and values() of a tensor stored as-is read in
+   * slices and are not limited; neither are views on bytes in memory or a mapped path. Model
+   * formats only (not `.zt`). A RangeError when not a non-negative safe integer.
+   */
+  maxTensorBytes?: number;
   /** Called after every read while listing or reading a tensor. */
   onProgress?: (p: { phase: 'open' | 'tensor'; bytesRead: number; reads: number }) => void;
   // --- open(url) only (HTTP Range reads through fetch; companions are fetched as sibling URLs)
@@ -625,6 +636,14 @@ export interface StatsOptions {
   readAhead?: number;
 }
 
+/** Options of ModelReader.tensor() and dequantize(). */
+export interface TensorReadOptions {
+  /** float16/bfloat16 as float32 values instead of raw Uint16Array bits. */
+  widen?: boolean;
+  /** This read's limit on the bytes it allocates (default: open()'s `maxTensorBytes`, else 4 GiB). */
+  maxTensorBytes?: number;
+}
+
 /**
  * A model over bytes in memory or a Node path (the addon opens the file with the native host,
  * `tensorlane::model::Model`, and views zero-copy tensors on a mapping of it; the wasm build reads
@@ -636,10 +655,15 @@ export interface ModelReader extends ModelReaderBase {
    * The tensor's values (C order, little-endian): a view on the caller's bytes or the mapped file
    * when they are stored that way and aligned, else a copy. Types as `decode` (float16/bfloat16
    * raw Uint16Array bits unless `{widen: true}`); float8/float4 and GGUF blocks as raw Uint8Array.
+   * A copy over `maxTensorBytes` (this call's, else open()'s, default 4 GiB) throws a
+   * TensorlaneError of kind 'limit' before it is allocated (see OpenOptions.maxTensorBytes).
    */
-  tensor(name: string, options?: { widen?: boolean }): AnyTypedArray;
-  /** float32 values: GGUF blocks dequantized (as `gguf.quants.dequantize`), others converted. */
-  dequantize(name: string): Float32Array;
+  tensor(name: string, options?: TensorReadOptions): AnyTypedArray;
+  /**
+   * float32 values: GGUF blocks dequantized (as `gguf.quants.dequantize`), others converted. The
+   * stored tensor is read whole first, under `maxTensorBytes` as tensor().
+   */
+  dequantize(name: string, options?: Pick<TensorReadOptions, 'maxTensorBytes'>): Float32Array;
   /** Statistics of a tensor (two passes over its stored bytes; see TensorStats). */
   stats(name: string, options?: StatsOptions): TensorStats;
   /** Stored bytes [offset, offset + length) of a tensor stored as-is (`layout.zeroCopy`); other layouts throw. */
@@ -656,8 +680,10 @@ export interface ModelReader extends ModelReaderBase {
 /** A model over a Blob/File: open read only header-like bytes; each tensor is read when asked for. */
 export interface ModelBlobReader extends ModelReaderBase {
   readonly lazy: true;
-  tensor(name: string, options?: { widen?: boolean }): Promise<AnyTypedArray>;
-  dequantize(name: string): Promise<Float32Array>;
+  /** As ModelReader.tensor; over `maxTensorBytes` the Promise rejects (kind 'limit') before the read. */
+  tensor(name: string, options?: TensorReadOptions): Promise<AnyTypedArray>;
+  /** As ModelReader.dequantize, under `maxTensorBytes`. */
+  dequantize(name: string, options?: Pick<TensorReadOptions, 'maxTensorBytes'>): Promise<Float32Array>;
   /** Statistics of a tensor, reading it in `chunkBytes` slices twice (never whole; see StatsOptions). */
   stats(name: string, options?: StatsOptions): Promise<TensorStats>;
   /** As ModelReader.readBytes: one slice of the Blob, or ranged GETs of a URL. */

@@ -21,7 +21,9 @@ use std::cell::{Cell, RefCell};
 
 use serde_json::{Map, Value as J, json};
 use tensorlane_core::detect::{Format, Identified};
-use tensorlane_core::formats::{self, Catalog, ElementType, ErrorKind, FormatError, Meta, Storage, TensorInfo};
+use tensorlane_core::formats::{
+    self, Catalog, ElementType, ErrorKind, FormatError, Meta, ReadLimits, Storage, TensorInfo,
+};
 use tensorlane_core::source::{ReadAt, SourceError, check_range};
 
 /// One file of which only some ranges are loaded.
@@ -293,7 +295,7 @@ impl Session {
                 if let Err(e) = cat.check_ranges(&sizes) {
                     return Step::Failed(e);
                 }
-                let out = catalog_json(&cat).to_string();
+                let out = catalog_json_string(&cat);
                 self.catalog = Some(cat);
                 Step::Done(out)
             }
@@ -384,11 +386,19 @@ impl Session {
             .ok_or_else(|| FormatError::new("formats", ErrorKind::Io, "the file is not open"))
     }
 
-    /// One attempt at reading tensor `index` (C-order, little-endian bytes). Transient pieces are
-    /// dropped once the read is done or failed.
+    /// One attempt at reading tensor `index` (C-order, little-endian bytes) under the default
+    /// [`ReadLimits`] (see [`Session::read_limited`]).
     pub fn read(&mut self, index: usize) -> Step<Vec<u8>> {
+        self.read_limited(index, &ReadLimits::default())
+    }
+
+    /// One attempt at reading tensor `index` (C-order, little-endian bytes): a tensor whose whole
+    /// read would allocate more than `limits.max_tensor_bytes` fails with [`ErrorKind::Limit`]
+    /// (naming the tensor, the size and the option) before anything is inflated or gathered
+    /// ([`formats::read_limited`]). Transient pieces are dropped once the read is done or failed.
+    pub fn read_limited(&mut self, index: usize, limits: &ReadLimits) -> Step<Vec<u8>> {
         self.clear_misses();
-        let step = self.try_read(index);
+        let step = self.try_read(index, limits);
         let step = self.missed().unwrap_or(step);
         if !matches!(step, Step::Need { .. }) {
             for s in &mut self.sources {
@@ -398,7 +408,60 @@ impl Session {
         step
     }
 
-    fn try_read(&self, index: usize) -> Step<Vec<u8>> {
+    /// One attempt at the statistics of tensor `index` ([`tensorlane_core::stats::tensor_stats`]:
+    /// a deflated or byte-swapped tensor is inflated in `chunk_bytes` pieces per pass, never held
+    /// whole, so a member that declares a huge array costs memory by the piece, not by its size),
+    /// as the JSON of [`crate::stats::tensor_stats_json`], or what is needed first. Transient
+    /// pieces are dropped once done or failed.
+    pub fn stats(&mut self, index: usize, bins: usize, chunk_bytes: usize) -> Step<String> {
+        self.clear_misses();
+        let step = self.try_stats(index, bins, chunk_bytes);
+        let step = self.missed().unwrap_or(step);
+        if !matches!(step, Step::Need { .. }) {
+            for s in &mut self.sources {
+                s.transient.clear();
+            }
+        }
+        step
+    }
+
+    fn try_stats(&self, index: usize, bins: usize, chunk_bytes: usize) -> Step<String> {
+        let (cat, t, srcs) = match self.tensor_sources(index) {
+            Ok(x) => x,
+            Err(step) => return step,
+        };
+        let opts = tensorlane_core::stats::StatsOptions {
+            bins,
+            chunk_bytes: chunk_bytes.max(1),
+        };
+        match tensorlane_core::stats::tensor_stats(cat.format.name(), t, &srcs, &opts, &mut |_, _| {}) {
+            Ok(s) => Step::Done(crate::stats::tensor_stats_json(&s).to_string()),
+            Err(e) => Step::Failed(e),
+        }
+    }
+
+    /// The catalog, tensor `index` and the sources it reads, or the step that stops the read.
+    #[allow(clippy::type_complexity)]
+    fn tensor_sources<T>(&self, index: usize) -> Result<(&Catalog, &TensorInfo, Vec<&Sparse>), Step<T>> {
+        let cat = self.catalog().map_err(Step::Failed)?;
+        let Some(t) = cat.tensors.get(index) else {
+            return Err(Step::Failed(FormatError::new(
+                cat.format.name(),
+                ErrorKind::OutOfBounds,
+                format!("no tensor #{index}"),
+            )));
+        };
+        let mut srcs = Vec::with_capacity(cat.sources.len());
+        for name in &cat.sources {
+            match self.source(name) {
+                Some(s) => srcs.push(s),
+                None => return Err(Self::register(name)),
+            }
+        }
+        Ok((cat, t, srcs))
+    }
+
+    fn try_read(&self, index: usize, limits: &ReadLimits) -> Step<Vec<u8>> {
         let cat = match self.catalog() {
             Ok(c) => c,
             Err(e) => return Step::Failed(e),
@@ -417,7 +480,7 @@ impl Session {
                 None => return Self::register(name),
             }
         }
-        match formats::read(cat.format.name(), t, &srcs) {
+        match formats::read_limited(cat.format.name(), t, &srcs, &[], limits) {
             Ok(b) => Step::Done(b.into_owned()),
             Err(e) => Step::Failed(e),
         }
@@ -595,7 +658,8 @@ fn tensor_json(t: &TensorInfo, sources: &[String]) -> J {
 }
 
 /// The catalog as JSON: `{format, tensors: [...], metadata: {...}, skipped: [{name, reason}],
-/// sources: [...]}`.
+/// sources: [...]}`. [`catalog_json_string`] writes the same text without building the value
+/// (what the backends hand to JS).
 pub fn catalog_json(cat: &Catalog) -> J {
     json!({
         "format": cat.format.name(),
@@ -604,6 +668,139 @@ pub fn catalog_json(cat: &Catalog) -> J {
         "skipped": cat.skipped.iter().map(|(n, r)| json!({ "name": n, "reason": r })).collect::<Vec<_>>(),
         "sources": cat.sources,
     })
+}
+
+/// `s` as a JSON string literal (serde_json's escaping) appended to `out`.
+fn put_str(out: &mut String, s: &str) {
+    // Serialising a string cannot fail.
+    out.push_str(&serde_json::to_string(s).unwrap_or_default());
+}
+
+/// `v` (a number or null) appended to `out`.
+fn put_opt(out: &mut String, v: Option<u64>) {
+    match v {
+        Some(v) => out.push_str(&v.to_string()),
+        None => out.push_str("null"),
+    }
+}
+
+fn put_u64s(out: &mut String, v: &[u64]) {
+    out.push('[');
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&x.to_string());
+    }
+    out.push(']');
+}
+
+/// [`tensor_json`]`(t).to_string()` appended to `out`, keys in the same (sorted) order, without
+/// building a map per tensor.
+fn put_tensor(out: &mut String, t: &TensorInfo, sources: &[String]) {
+    let source = |i: &usize| sources.get(*i).map_or("", String::as_str);
+    out.push_str("{\"attributes\":");
+    if t.attributes.is_empty() {
+        out.push_str("{}");
+    } else {
+        out.push_str(&pairs_json(&t.attributes).to_string());
+    }
+    out.push_str(if t.arrangement.big_endian {
+        ",\"bigEndian\":true"
+    } else {
+        ",\"bigEndian\":false"
+    });
+    out.push_str(",\"dtype\":");
+    put_str(out, t.ty.name());
+    if let ElementType::Ggml(g) = t.ty {
+        out.push_str(",\"ggml\":{\"blockSize\":");
+        put_opt(out, g.block_size());
+        out.push_str(",\"name\":");
+        put_str(out, g.name());
+        out.push_str(if g.is_quantized() {
+            ",\"quantized\":true"
+        } else {
+            ",\"quantized\":false"
+        });
+        out.push_str(",\"type\":");
+        out.push_str(&g.0.to_string());
+        out.push_str(",\"typeSize\":");
+        put_opt(out, g.type_size());
+        out.push('}');
+    }
+    out.push_str(",\"name\":");
+    put_str(out, &t.name);
+    out.push_str(",\"nbytes\":");
+    put_opt(out, t.nbytes());
+    out.push_str(",\"shape\":");
+    put_u64s(out, &t.shape);
+    out.push_str(",\"storage\":");
+    match &t.storage {
+        Storage::Range { source: s, offset, len } => {
+            out.push_str("{\"kind\":\"range\",\"length\":");
+            out.push_str(&len.to_string());
+            out.push_str(",\"offset\":");
+            out.push_str(&offset.to_string());
+            out.push_str(",\"source\":");
+            put_str(out, source(s));
+            out.push('}');
+        }
+        // Rare storages: through the value form.
+        _ => out.push_str(&storage_json(t, sources).to_string()),
+    }
+    out.push_str(",\"view\":");
+    match &t.arrangement.view {
+        Some(v) => {
+            out.push_str("{\"offset\":");
+            out.push_str(&v.offset.to_string());
+            out.push_str(",\"strides\":");
+            put_u64s(out, &v.strides);
+            out.push('}');
+        }
+        None => out.push_str("null"),
+    }
+    out.push_str(if t.is_zero_copy() {
+        ",\"zeroCopy\":true}"
+    } else {
+        ",\"zeroCopy\":false}"
+    });
+}
+
+/// [`catalog_json`]`(cat).to_string()`, written straight into one string: listing 100k tensors
+/// through per-tensor JSON maps took seconds (see BENCHMARKS.md, "Listing many tensors").
+pub fn catalog_json_string(cat: &Catalog) -> String {
+    let mut out = String::with_capacity(256 + 200 * cat.tensors.len());
+    out.push_str("{\"format\":");
+    put_str(&mut out, cat.format.name());
+    out.push_str(",\"metadata\":");
+    out.push_str(&pairs_json(&cat.metadata).to_string());
+    out.push_str(",\"skipped\":[");
+    for (i, (n, r)) in cat.skipped.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"name\":");
+        put_str(&mut out, n);
+        out.push_str(",\"reason\":");
+        put_str(&mut out, r);
+        out.push('}');
+    }
+    out.push_str("],\"sources\":[");
+    for (i, s) in cat.sources.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        put_str(&mut out, s);
+    }
+    out.push_str("],\"tensors\":[");
+    for (i, t) in cat.tensors.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        put_tensor(&mut out, t, &cat.sources);
+    }
+    out.push_str("]}");
+    out
 }
 
 #[cfg(test)]
@@ -698,6 +895,8 @@ mod tests {
                         "{file}: opened, but the manifest says {}",
                         e["expect"]
                     );
+                    // The direct writer gives exactly the value form's text.
+                    assert_eq!(json, catalog_json(s.catalog.as_ref().unwrap()).to_string(), "{file}");
                     let cat: J = serde_json::from_str(&json).unwrap();
                     let names: Vec<&str> = cat["tensors"]
                         .as_array()

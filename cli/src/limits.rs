@@ -1,10 +1,11 @@
 //! `--max-tensor-bytes`: the one limit on what the tool reads whole into memory, and how model
 //! files are opened (with `pread`, so a file truncated while it is read is an error, not SIGBUS).
 //!
-//! Streaming paths (`inspect --hash`, `stats`, `convert` to safetensors, a model's `verify`) read
-//! ranges and deflated zip members in bounded pieces and are not limited. What must be whole in
-//! memory is refused, before anything is allocated, when it is over the limit: a tensor written
-//! to `.zt` or dequantized, a `.zt` part decoded from zstd, a Tenso packet's LZ4 body. The error
+//! Streaming paths (`inspect --hash`, `stats`, `convert` to safetensors, `verify`) read ranges,
+//! deflated zip members and `.zt` zstd-seekable parts (frame by frame) in bounded pieces and are
+//! not limited. What must be whole in memory is refused, before anything is allocated, when it is
+//! over the limit: a tensor written to `.zt` or dequantized, a `.zt` part decoded for conversion
+//! (or a sparse, `bool` or `f4_e2m1` part for `verify`), a Tenso packet's LZ4 body. The error
 //! names the tensor, its size and the option.
 //!
 //! The default is the smallest of 4 GiB (the library's default), half the machine's memory and
@@ -116,12 +117,15 @@ pub fn check_zt_part(
     Ok(())
 }
 
-/// Every encoded part of a `.zt` manifest, checked with [`check_zt_part`] (before `verify` or a
-/// conversion decodes them).
-pub fn check_zt_manifest(m: &tensorlane::core::zt::manifest::Manifest) -> Result<(), CliError> {
+/// The encoded parts of a `.zt` manifest that `verify` decodes whole, checked with
+/// [`check_zt_part`]: parts with content rules (`bool`, `f4_e2m1`) and parts of sparse layouts.
+/// The others are hashed frame by frame (`Reader::verify_part`) and are not limited.
+pub fn check_zt_verify(m: &tensorlane::core::zt::manifest::Manifest) -> Result<(), CliError> {
     for (name, o) in &m.objects {
         for (pn, p) in &o.parts {
-            check_zt_part(name, p, pn)?;
+            if o.layout != tensorlane::core::zt::layout::DENSE || tensorlane::core::zt::verify::has_content_rules(p) {
+                check_zt_part(name, p, pn)?;
+            }
         }
     }
     Ok(())

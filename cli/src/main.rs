@@ -60,8 +60,9 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
     /// The most bytes one tensor (or .zt part, or packet body) may take when it must be read whole
-    /// into memory (writing .zt, dequantizing, zstd parts, LZ4 bodies): e.g. 512MiB, 2GiB,
-    /// 3000000000. Streaming reads (--hash, stats, convert to safetensors) are not limited.
+    /// into memory (writing .zt, dequantizing, converting zstd parts, LZ4 bodies): e.g. 512MiB,
+    /// 2GiB, 3000000000. Streaming reads (--hash, stats, verify, convert to safetensors) are not
+    /// limited.
     /// Default: the smallest of 4 GiB, half the memory and half the address-space limit.
     #[arg(long, global = true, value_name = "SIZE", value_parser = limits::parse_size)]
     max_tensor_bytes: Option<u64>,
@@ -241,6 +242,11 @@ fn run_verify(path: &Path, canonical: bool, deep: bool) -> ExitCode {
         Format::ZtV1 | Format::ZtV0 => zt_tools::verify_legacy(src, canonical).map(|s| s.to_string()),
         Format::Tenso => zt_tools::verify_tenso(&name, &src, canonical).map(|s| s.to_string()),
         f if tensorlane::model::is_model_format(f) => model_tools::verify_model_file(path, src, canonical),
+        // Read with pread (a file truncated meanwhile is an error, not SIGBUS); --canonical
+        // compares parts in place, so it keeps the map.
+        _ if !canonical => zt_tools::open_read(path)
+            .and_then(|src| zt_tools::verify_zt(path, src, deep, canonical))
+            .map(|s| s.to_string()),
         _ => zt_tools::verify_zt(path, src, deep, canonical).map(|s| s.to_string()),
     };
     match result {
@@ -342,6 +348,10 @@ fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
         }),
         Kind::Zt | Kind::Legacy => {
             let report = match kind {
+                // Hashing reads every part: with pread, so a truncated file is an error, not SIGBUS.
+                Kind::Zt if hash => {
+                    zt_tools::open_read(path).and_then(|src| zt_tools::inspect_zt(path, &name, src, hash))
+                }
                 Kind::Zt => zt_tools::inspect_zt(path, &name, src, hash),
                 _ => zt_tools::inspect_legacy(&name, src, hash),
             };

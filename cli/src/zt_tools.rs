@@ -23,6 +23,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use sha2::{Digest as _, Sha256};
 use tensorlane_core::DType;
 use tensorlane_core::detect::Format;
 use tensorlane_core::source::ReadAt;
@@ -48,6 +49,17 @@ use crate::output::{Table, advance, finish, progress, render_table, sha256_hex, 
 pub fn open_source(path: &Path) -> Result<Source, CliError> {
     crate::identify::check_not_dir(path)?;
     Source::open(path).map_err(|e| match e {
+        tensorlane::core::source::SourceError::Io(m) => CliError::Io(m),
+        other => CliError::Io(format!("cannot read {}: {other}", path.display())),
+    })
+}
+
+/// Opens a local file for `pread` (not mapped; a URL as [`open_source`]): for the streaming
+/// `.zt` paths (`inspect --hash`, `verify`), so that a file truncated while it is read gives an
+/// error (exit 2) instead of SIGBUS.
+pub fn open_read(path: &Path) -> Result<Source, CliError> {
+    crate::identify::check_not_dir(path)?;
+    Source::open_with(path, false).map_err(|e| match e {
         tensorlane::core::source::SourceError::Io(m) => CliError::Io(m),
         other => CliError::Io(format!("cannot read {}: {other}", path.display())),
     })
@@ -427,15 +439,28 @@ pub fn inspect_zt(path: &Path, file: &str, src: Source, hash: bool) -> Result<Zt
                     ));
                     continue;
                 }
-                if let Some(p) = o.parts.get(pname) {
-                    crate::limits::check_zt_part(name, p, pname)?;
-                }
-                match reader.read(name, pname) {
-                    Ok(b) => {
-                        pi.sha256 = Some(sha256_hex(&b, bar.as_ref()));
+                // Hashed piece by piece (a zstd-seekable part frame by frame): memory is one
+                // frame, whatever the part declares, so nothing here is refused by the limit.
+                let mut sha = Sha256::new();
+                let mut stored = o
+                    .parts
+                    .get(pname)
+                    .and_then(|p| p.digest.as_deref())
+                    .map(|d| (d, tensorlane_core::zt::verify::digest_hasher(d)));
+                let read = reader.read_chunks(name, pname, &mut |b| {
+                    sha.update(b);
+                    if let Some((_, Ok(h))) = stored.as_mut() {
+                        h.update(b);
+                    }
+                    advance(bar.as_ref(), b.len() as u64);
+                    Ok(())
+                });
+                match read {
+                    Ok(()) => {
+                        pi.sha256 = Some(hex::encode(sha.finalize()));
                         // The bytes are at hand: say when the stored digest does not match them.
-                        if let Some(d) = o.parts.get(pname).and_then(|p| p.digest.as_deref())
-                            && let Err(e) = tensorlane_core::zt::verify::check_digest(d, &b)
+                        if let Some((d, h)) = stored
+                            && let Err(e) = h.and_then(|h| tensorlane_core::zt::verify::check_digest_of(d, h.finish()))
                             && e.rule == Rule::Digest
                         {
                             warnings.push(format!(
@@ -767,7 +792,7 @@ pub fn verify_zt(path: &Path, src: Source, deep: bool, canonical: bool) -> Resul
     };
     if !reader.is_data_shard() {
         if let Some(m) = reader.manifest() {
-            crate::limits::check_zt_manifest(m)?;
+            crate::limits::check_zt_verify(m)?;
         }
         s.report = reader.verify().map_err(|e| reader.with_location(e))?;
     }
@@ -1318,6 +1343,10 @@ fn zt_to_tenso(reader: &Reader<Source>, output: &Path) -> Result<(usize, u64), C
                 "object {name:?} has layout {:?}; a Tenso bundle holds dense tensors only, so this file cannot be converted",
                 o.layout
             )));
+        }
+        // The tensor is assembled whole: refuse what is over the limit before decoding it.
+        for (pn, p) in &o.parts {
+            crate::limits::check_zt_part(name, p, pn)?;
         }
         let t = reader.tensor(name).map_err(|e| match e.rule {
             Rule::Unsupported => {

@@ -6,14 +6,19 @@
 //!   (`/usr/bin/time`), with the SHA-256 of 3e9 zero bytes.
 //! * `npz_bomb_converts_in_bounded_memory`: a smaller bomb (512 MiB declared) converts to `.zt` and
 //!   to `.safetensors` in under 256 MiB of RSS, and the outputs hold the zeros.
-//! * `zt_seekable_bomb_is_refused_with_the_limit`: a `.zt` whose zstd-seekable part declares 3e9
-//!   bytes is refused by `inspect --hash`, `convert` and `verify` with the `--max-tensor-bytes`
-//!   error (exit 2, in bounded memory), by default under the 2 GiB limit and with the flag.
+//! * `zt_seekable_bomb_streams_or_is_refused`: a `.zt` whose zstd-seekable part declares 3e9
+//!   bytes is hashed by `inspect --hash` (the SHA-256 of 3e9 zeros) and verified by `verify`
+//!   (its stored digest) frame by frame in under 256 MiB of RSS, with or without the flag; only
+//!   `convert`, which needs the part whole, refuses it with the `--max-tensor-bytes` error (exit
+//!   2, in bounded memory), by default under the 2 GiB limit.
 //! * `lz4_packet_bomb_is_refused_with_the_limit`: a 12 MB Tenso packet whose LZ4 body declares
 //!   `float32[750_000_000]` (3e9 bytes) is refused by `inspect --hash`, `convert` and `verify`
 //!   with the limit's error.
 //! * `truncated_while_hashing_is_an_error`: a 2 GiB model truncated while `inspect --hash` reads
 //!   it ends with exit 2 and a message, not SIGBUS.
+//! * `zt_truncated_while_hashing_is_an_error`: the `.zt` bomb truncated to half while
+//!   `inspect --hash` and `verify --deep` read its frames (with `pread`) ends with exit 2 and a
+//!   message naming the new size, not SIGBUS.
 //! * `corrupt_zip_members_fail_their_crc`: a stored `.npz` and a `.pt` fixture with one data byte
 //!   flipped (headers kept) still list, but `inspect --hash` and `verify` fail with the CRC-32.
 
@@ -127,33 +132,48 @@ fn hex_of(b: &[u8]) -> String {
 }
 
 #[test]
-fn zt_seekable_bomb_is_refused_with_the_limit() {
+fn zt_seekable_bomb_streams_or_is_refused() {
     let dir = scratch("zt");
     let bomb = dir.join("bomb.zt");
     let size = bombs::zt_seekable_bomb(&bomb, 3_000_000_000);
     assert!(size < 1_000_000, "a {size}-byte bomb");
     let b = bomb.to_str().unwrap();
-    let out_path = dir.join("out.safetensors");
+    let out_path = dir.join("out.tenso");
     let o = out_path.to_str().unwrap();
-    let cases: [&[&str]; 5] = [
-        &["inspect", "--hash", b],
-        &["verify", b],
-        &["convert", b, o],
-        &["--max-tensor-bytes", "100MiB", "inspect", "--hash", b],
-        &["verify", "--max-tensor-bytes", "1GiB", b],
+    // Streamed: hashed and verified frame by frame, whatever the limit.
+    let hashes: [&[&str]; 2] = [
+        &["inspect", "--hash", "--json", b],
+        &["--max-tensor-bytes", "100MiB", "inspect", "--hash", "--json", b],
     ];
-    for args in cases {
+    for args in hashes {
         let (out, kib) = run_bounded(&dir, args);
         let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(
-            stderr.contains("bomb/data")
-                && stderr.contains("3000000000 bytes")
-                && stderr.contains("--max-tensor-bytes"),
-            "{args:?}: {stderr}"
-        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let t = &v["tensors"][0];
+        assert_eq!(t["name"], "bomb", "{v}");
+        assert_eq!(t["sha256"], SHA256_3E9_ZEROS, "{v}");
+        assert!(v["warnings"].as_array().is_none_or(|w| w.is_empty()), "{v}");
         assert!(kib < RSS_LIMIT_KIB, "{args:?} took {kib} KiB of RSS");
+        eprintln!("{args:?} of a 3e9-byte zstd-seekable bomb: {kib} KiB peak RSS");
     }
+    let verifies: [&[&str]; 2] = [&["verify", b], &["verify", "--max-tensor-bytes", "100MiB", b]];
+    for args in verifies {
+        let (out, kib) = run_bounded(&dir, args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(kib < RSS_LIMIT_KIB, "{args:?} took {kib} KiB of RSS");
+        eprintln!("{args:?} of a 3e9-byte zstd-seekable bomb: {kib} KiB peak RSS");
+    }
+    // Needed whole: refused with the limit's error, not aborted.
+    let (out, kib) = run_bounded(&dir, &["convert", b, o]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "convert: {stderr}");
+    assert!(
+        stderr.contains("bomb/data") && stderr.contains("3000000000 bytes") && stderr.contains("--max-tensor-bytes"),
+        "convert: {stderr}"
+    );
+    assert!(kib < RSS_LIMIT_KIB, "convert took {kib} KiB of RSS");
     assert!(!out_path.exists());
     // Listing reads no data.
     let out = Command::new(BIN).args(["inspect", b]).output().unwrap();
@@ -236,6 +256,45 @@ fn truncated_while_hashing_is_an_error() {
         stderr.contains("1048576 bytes") && stderr.contains("truncated"),
         "{stderr}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn zt_truncated_while_hashing_is_an_error() {
+    let dir = scratch("zt-truncate");
+    let p = dir.join("bomb.zt");
+    // 3e9 decoded bytes in 179 frames read one by one: the truncation lands mid-read.
+    let size = bombs::zt_seekable_bomb(&p, 3_000_000_000);
+    for args in [["inspect", "--hash"], ["verify", "--deep"]] {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .arg(&p)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{args:?} finished within 400 ms, before the truncation"
+        );
+        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        f.set_len(size / 2).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: killed by a signal? {:?} {stderr}",
+            out.status
+        );
+        assert!(
+            stderr.contains("runs past the end") && stderr.contains(&format!("{}-byte source", size / 2)),
+            "{args:?}: {stderr}"
+        );
+        eprintln!("{args:?} of a .zt truncated mid-read: {stderr}");
+        bombs::zt_seekable_bomb(&p, 3_000_000_000);
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

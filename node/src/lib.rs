@@ -23,7 +23,7 @@ use tensorlane_core::wire::{self, StreamDecoder};
 
 use tensorlane::model::Model;
 use tensorlane_bindings::{formats, packets, stats, zt};
-use tensorlane_core::formats::{ErrorKind, FormatError, TensorInfo};
+use tensorlane_core::formats::{ErrorKind, FormatError, ReadLimits, TensorInfo};
 
 fn err(msg: impl Into<String>) -> Error {
     Error::from_reason(msg.into())
@@ -225,13 +225,31 @@ impl FormatSession {
     }
 
     /// One attempt at reading tensor `index`: its C-order little-endian bytes, or `null` (see
-    /// `status()`).
+    /// `status()`). A tensor whose whole read would allocate more than `max_tensor_bytes`
+    /// (default 4 GiB) fails with kind `limit` before anything is allocated.
     #[napi]
-    pub fn read(&mut self, index: u32) -> Option<Buffer> {
-        let step = self.inner.read(index as usize);
+    pub fn read(&mut self, index: u32, max_tensor_bytes: Option<f64>) -> Option<Buffer> {
+        let step = self.inner.read_limited(index as usize, &read_limits(max_tensor_bytes));
         self.status = step.status();
         match step {
             formats::Step::Done(b) => Some(Buffer::from(b)),
+            _ => None,
+        }
+    }
+
+    /// One attempt at the statistics of tensor `index` (`bins` histogram bins; a deflated or
+    /// byte-swapped tensor inflated in `chunk_bytes` pieces per pass, never whole): JSON
+    /// `{name, dtype, shape, summary, histogram}`, or `null` (see `status()`).
+    #[napi]
+    pub fn stats(&mut self, index: u32, bins: u32, chunk_bytes: f64) -> Option<String> {
+        let step = self.inner.stats(
+            index as usize,
+            bins as usize,
+            chunk_bytes.clamp(1.0, (64u64 << 20) as f64) as usize,
+        );
+        self.status = step.status();
+        match step {
+            formats::Step::Done(json) => Some(json),
             _ => None,
         }
     }
@@ -341,10 +359,10 @@ impl ModelFile {
         Ok(ModelFile { model: Some(model) })
     }
 
-    /// The catalog as JSON (the same as the byte-range session gives: `formats::catalog_json`).
+    /// The catalog as JSON (the same as the byte-range session gives: `formats::catalog_json_string`).
     #[napi]
     pub fn catalog(&self) -> Result<String> {
-        Ok(formats::catalog_json(self.model()?.catalog()).to_string())
+        Ok(formats::catalog_json_string(self.model()?.catalog()))
     }
 
     /// The files read, as resolved, in catalog source order (0: the opened file).
@@ -359,9 +377,13 @@ impl ModelFile {
 
     /// Tensor `index`'s C-order little-endian bytes: decoded (inflated, gathered, byte-swapped)
     /// straight from the map and moved into the Buffer. Zero-copy tensors are better viewed on a
-    /// mapping of their source (`ztMmap`); asked for here, their bytes are copied.
+    /// mapping of their source (`ztMmap`); asked for here, their bytes are copied. A tensor
+    /// over `max_tensor_bytes` (default 4 GiB) is refused (kind `limit`) before allocating.
     #[napi]
-    pub fn read(&self, index: u32) -> Result<Buffer> {
+    pub fn read(&mut self, index: u32, max_tensor_bytes: Option<f64>) -> Result<Buffer> {
+        if let Some(m) = self.model.as_mut() {
+            m.set_limits(read_limits(max_tensor_bytes));
+        }
         let (m, t) = self.tensor(index)?;
         let bytes = m.read(t).map_err(|e| model_err(&e))?;
         Ok(Buffer::from(bytes.into_owned()))
@@ -522,5 +544,16 @@ impl StatsDiff {
     #[napi]
     pub fn diff(&self) -> String {
         self.inner.diff()
+    }
+}
+
+/// The whole-tensor read limits for a JS `maxTensorBytes` (`None`: the core's default, 4 GiB).
+fn read_limits(max_tensor_bytes: Option<f64>) -> ReadLimits {
+    match max_tensor_bytes {
+        // JS checks it is a non-negative safe integer; `as` saturates anything else.
+        Some(n) => ReadLimits {
+            max_tensor_bytes: n as u64,
+        },
+        None => Default::default(),
     }
 }

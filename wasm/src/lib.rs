@@ -34,6 +34,7 @@ use tensorlane_core::wire::{self, DecodeOptions, Measure, StreamDecoder, flags};
 use wasm_bindgen::prelude::*;
 
 use tensorlane_bindings::{formats, packets, stats, zt};
+use tensorlane_core::formats::ReadLimits;
 
 /// Bytes of each (sub-)packet read to parse its header: 10 (v4 header) + 32 * 4 (shape) + 1
 /// (alignment exponent) = 139 at most for a dense packet.
@@ -377,12 +378,30 @@ impl FormatSession {
     }
 
     /// One attempt at reading tensor `index`: its C-order little-endian bytes (copied out), or
-    /// `undefined` (see `status()`).
-    pub fn read(&mut self, index: u32) -> Option<Vec<u8>> {
-        let step = self.inner.read(index as usize);
+    /// `undefined` (see `status()`). A tensor whose whole read would allocate more than
+    /// `max_tensor_bytes` (default 4 GiB, `formats::DEFAULT_MAX_TENSOR_BYTES`) fails with kind
+    /// `limit` before anything is allocated.
+    pub fn read(&mut self, index: u32, max_tensor_bytes: Option<f64>) -> Option<Vec<u8>> {
+        let step = self.inner.read_limited(index as usize, &read_limits(max_tensor_bytes));
         self.status = step.status();
         match step {
             formats::Step::Done(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// One attempt at the statistics of tensor `index` (`bins` histogram bins; a deflated or
+    /// byte-swapped tensor inflated in `chunk_bytes` pieces per pass, never whole): JSON
+    /// `{name, dtype, shape, summary, histogram}`, or `null` (see `status()`).
+    pub fn stats(&mut self, index: u32, bins: u32, chunk_bytes: f64) -> Option<String> {
+        let step = self.inner.stats(
+            index as usize,
+            bins as usize,
+            chunk_bytes.clamp(1.0, (64u64 << 20) as f64) as usize,
+        );
+        self.status = step.status();
+        match step {
+            formats::Step::Done(json) => Some(json),
             _ => None,
         }
     }
@@ -529,5 +548,16 @@ impl StatsDiff {
     /// The comparison so far (JSON).
     pub fn diff(&self) -> String {
         self.inner.diff()
+    }
+}
+
+/// The whole-tensor read limits for a JS `maxTensorBytes` (`None`: the core's default, 4 GiB).
+fn read_limits(max_tensor_bytes: Option<f64>) -> ReadLimits {
+    match max_tensor_bytes {
+        // JS checks it is a non-negative safe integer; `as` saturates anything else.
+        Some(n) => ReadLimits {
+            max_tensor_bytes: n as u64,
+        },
+        None => Default::default(),
     }
 }

@@ -333,7 +333,7 @@ impl ReadLimits {
             ErrorKind::Limit,
             alloc::format!(
                 "reading it whole needs {bytes} bytes ({}), over the {} bytes ({}) allowed by max_tensor_bytes \
-                 (Rust: ReadLimits::max_tensor_bytes; CLI: --max-tensor-bytes); raise the limit if the machine \
+                 (Rust: ReadLimits::max_tensor_bytes; CLI: --max-tensor-bytes; JS: the maxTensorBytes option); raise the limit if the machine \
                  has the memory, or use a streaming command (stats, inspect --hash, convert)",
                 iec(bytes),
                 self.max_tensor_bytes,

@@ -177,10 +177,23 @@ impl<'de> Visitor<'de> for Node<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
         let child = self.child()?;
-        let mut seen = BTreeSet::new();
-        let mut out = Vec::new();
+        // Small objects (a tensor entry has three keys) are checked by a scan of the keys so far;
+        // the set (a copy of every key) is built only once an object grows past SCAN keys.
+        const SCAN: usize = 8;
+        let mut seen: Option<BTreeSet<String>> = None;
+        let mut out: Vec<(String, Json)> = Vec::new();
         while let Some(k) = map.next_key::<String>()? {
-            if !seen.insert(k.clone()) {
+            let repeated = match &mut seen {
+                Some(set) => !set.insert(k.clone()),
+                None if out.len() < SCAN => out.iter().any(|(o, _)| *o == k),
+                None => {
+                    let mut set: BTreeSet<String> = out.iter().map(|(o, _)| o.clone()).collect();
+                    let repeated = !set.insert(k.clone());
+                    seen = Some(set);
+                    repeated
+                }
+            };
+            if repeated {
                 return Err(self.fail(
                     ErrorKind::Duplicate,
                     format!(
@@ -677,6 +690,19 @@ mod tests {
     fn duplicate_and_depth() {
         let f = file(r#"{"__metadata__":{"a":"1","a":"2"}}"#, &[]);
         assert_eq!(open(&f[..]).unwrap_err().kind, ErrorKind::Duplicate);
+        // Objects past the scanned size: a key repeated before, at and after the switch to a set.
+        for (first, again) in [(0, 5), (2, 8), (3, 12), (11, 30)] {
+            let keys: Vec<String> = (0..40)
+                .map(|i| format!(r#""k{}":"v""#, if i == again { first } else { i }))
+                .collect();
+            let f = file(&format!(r#"{{"__metadata__":{{{}}}}}"#, keys.join(",")), &[]);
+            let e = open(&f[..]).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::Duplicate, "{first} {again}");
+            assert!(e.message.contains(&format!("'k{first}'")), "{}", e.message);
+        }
+        let keys: Vec<String> = (0..40).map(|i| format!(r#""k{i}":"v""#)).collect();
+        let f = file(&format!(r#"{{"__metadata__":{{{}}}}}"#, keys.join(",")), &[]);
+        assert_eq!(open(&f[..]).unwrap().metadata.len(), 40);
         let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
         let f = file(&format!(r#"{{"__metadata__":{deep}}}"#), &[]);
         assert_eq!(open(&f[..]).unwrap_err().kind, ErrorKind::Limit);

@@ -285,6 +285,32 @@ pub fn read_range_at<R: ReadAt + ?Sized>(
     Ok(out)
 }
 
+/// Decodes every frame of the stored bytes at `[base, base + stored_len)` of a source in order,
+/// handing each frame's decoded bytes (at most [`MAX_FRAME_DECODED`]) to `f`: the whole part in
+/// memory one frame at a time, so a part that declares gigabytes costs one frame. Errors as
+/// [`read_range_at`]; `f`'s error stops the walk and is returned.
+pub fn for_each_frame_at<R: ReadAt + ?Sized>(
+    src: &R,
+    base: u64,
+    stored_len: u64,
+    decoded_length: u64,
+    f: &mut dyn FnMut(&[u8]) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let table = SeekTable::parse_at(src, base, stored_len, decoded_length)?;
+    for (i, frame) in table.frames.iter().enumerate() {
+        let bytes;
+        let frame_stored: &[u8] = match src.slice(base + frame.stored_offset, u64::from(frame.stored_size)) {
+            Some(s) => s,
+            None => {
+                bytes = read_src(src, base, frame.stored_offset, u64::from(frame.stored_size))?;
+                &bytes
+            }
+        };
+        f(&decode_frame(frame_stored, frame, i)?)?;
+    }
+    Ok(())
+}
+
 /// Decodes the one zstd frame described by `frame` (its stored bytes, exactly) and checks its size
 /// and checksums.
 fn decode_frame(stored: &[u8], frame: &Frame, index: usize) -> Result<Vec<u8>, Error> {

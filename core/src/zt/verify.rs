@@ -74,13 +74,25 @@ pub fn compute_digest(algo: &str, bytes: &[u8]) -> Option<String> {
 /// Checks `bytes` against `digest` (`"<algo>:<hex>"`): `Digest` when malformed or different,
 /// `Unsupported` when the algorithm is unknown.
 pub fn check_digest(digest: &str, bytes: &[u8]) -> Result<()> {
+    let mut h = digest_hasher(digest)?;
+    h.update(bytes);
+    check_digest_of(digest, h.finish())
+}
+
+/// A [`Hasher`] for the algorithm of `digest` (`"<algo>:<hex>"`), to check it over bytes fed in
+/// pieces ([`check_digest_of`]): `Digest` when malformed, `Unsupported` for an unknown algorithm.
+pub fn digest_hasher(digest: &str) -> Result<Hasher> {
     let (algo, _) = parse_digest(digest).map_err(|e| Error::new(Rule::Digest, e.message))?;
-    let got = compute_digest(algo, bytes).ok_or_else(|| {
+    Hasher::new(algo).ok_or_else(|| {
         Error::new(
             Rule::Unsupported,
             alloc::format!("digest algorithm {algo:?} is not supported (xxh3, sha256)"),
         )
-    })?;
+    })
+}
+
+/// Compares `got` ([`Hasher::finish`] of a [`digest_hasher`]) with `digest`: `Digest` when different.
+pub fn check_digest_of(digest: &str, got: String) -> Result<()> {
     if got == digest {
         Ok(())
     } else {
@@ -114,6 +126,12 @@ pub fn digest_source<S: ReadAt + ?Sized>(algo: &str, source: &S) -> Result<Strin
         off += n as u64;
     }
     Ok(h.finish())
+}
+
+/// Whether [`check_content`] has rules for `part` (a `bool` or `f4_e2m1` logical type), so that
+/// its decoded bytes must be looked at, not only hashed.
+pub fn has_content_rules(part: &Part) -> bool {
+    matches!(part.logical_type(), Some(LogicalType::Bool | LogicalType::F4E2M1))
 }
 
 /// Logical-type content rules (§6.2) over a part's decoded bytes: `bool` bytes must be 0 or 1;
