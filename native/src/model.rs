@@ -128,20 +128,7 @@ fn io_error(format: &'static str, path: &Path, e: &std::io::Error) -> FormatErro
 /// parser of that format then says what is wrong with the file (a truncated header, a bad magic)
 /// instead of a bare "unknown format".
 pub fn format_from_name(path: &Path) -> Option<Format> {
-    let name = path.file_name()?.to_str()?.to_ascii_lowercase();
-    if name.ends_with(".safetensors.index.json") {
-        return Some(Format::SafetensorsIndex);
-    }
-    Some(match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
-        "safetensors" => Format::Safetensors,
-        "gguf" => Format::Gguf,
-        "pt" | "pth" | "bin" | "ckpt" => Format::PyTorch,
-        "npy" => Format::Npy,
-        "npz" => Format::Npz,
-        "onnx" => Format::Onnx,
-        "h5" | "hdf5" => Format::Hdf5,
-        _ => return None,
-    })
+    tensorlane_core::detect::format_from_name(path.file_name()?.to_str()?).filter(|f| is_model_format(*f))
 }
 
 /// The format of a model file: from its first bytes, else (when they match nothing) from its name
