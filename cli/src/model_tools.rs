@@ -39,8 +39,8 @@ use tensorlane::zt_write::ZtFile;
 
 use crate::error::CliError;
 use crate::output::{Table, advance, finish, progress, render_table, shape_str};
-use sha2::Digest as _;
 use crate::zt_tools::{ConvertOptions, Converted, Target};
+use sha2::Digest as _;
 
 // ---------------------------------------------------------------------------------------------
 // Metadata as JSON
@@ -369,7 +369,10 @@ pub fn verify_model(model: &Model) -> Result<String, CliError> {
     let sums = checked.checks + checked.deflated;
     let integrity = match (cat.format, sums) {
         (Format::Npz | Format::PyTorch, k) => format!("{k} zip member CRC-32{} match", if k == 1 { "" } else { "s" }),
-        (Format::Onnx, k) if k > 0 => format!("{k} external-data SHA-1 checksum{} match", if k == 1 { "" } else { "s" }),
+        (Format::Onnx, k) if k > 0 => format!(
+            "{k} external-data SHA-1 checksum{} match",
+            if k == 1 { "" } else { "s" }
+        ),
         _ => "the format stores no checksums".to_string(),
     };
     Ok(format!(

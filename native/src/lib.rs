@@ -33,10 +33,10 @@ pub mod error;
 pub mod model;
 pub mod net;
 pub mod publish;
-#[cfg(feature = "serve")]
-pub mod serve;
 #[cfg(feature = "remote")]
 pub mod remote;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod source;
 pub mod st_write;
 pub mod wire;

@@ -124,7 +124,8 @@ impl Source {
             let opts = crate::remote::default_options()?;
             return crate::remote::RemoteSource::open(url, &opts).map(Source::Remote);
         }
-        Source::open_local(location, mmap).map_err(|e| SourceError::Io(format!("cannot read {}: {e}", location.display())))
+        Source::open_local(location, mmap)
+            .map_err(|e| SourceError::Io(format!("cannot read {}: {e}", location.display())))
     }
 
     /// Opens the local file `path`, mapped (`mmap`) or for `pread`.
