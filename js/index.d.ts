@@ -353,7 +353,9 @@ export type ModelFormat = 'safetensors' | 'safetensors-index' | 'gguf' | 'pt' | 
 export type FormatErrorKind =
   | 'truncated' | 'header-too-large' | 'syntax' | 'unsupported-version' | 'unsupported' | 'out-of-bounds'
   | 'overlap' | 'gap' | 'size-mismatch' | 'duplicate' | 'overflow' | 'limit' | 'refused' | 'companion'
-  | 'checksum' | 'io' | 'not-found';
+  | 'checksum' | 'io' | 'not-found'
+  /** open(url) only (see {@link HttpError}). */
+  | 'http' | 'network' | 'range' | 'changed' | 'url';
 
 /**
  * Element type names: the dense dtypes, the 1-byte float8 types and packed float4 (raw bytes), or
