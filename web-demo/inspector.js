@@ -808,7 +808,13 @@ async function mountView(v) {
     return;
   }
   const ctx = {
-    sources: picks.map((m) => ({ name: m.name, file: m.file, url: m.url })),
+    // The other files of the same pick or drop go along as companions (ONNX external data, shards, splits).
+    sources: picks.map((m) => ({
+      name: m.name,
+      file: m.file,
+      url: m.url,
+      companions: m.files ? Object.fromEntries(m.files.filter((f) => f !== m.file).map((f) => [f.name, f])) : undefined,
+    })),
     selectTensor(i, name) {
       const k = models.indexOf(picks[i]);
       if (k < 0) return;
