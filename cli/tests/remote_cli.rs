@@ -3,7 +3,6 @@
 //! they print for the local file; `convert s3://… out.zt` writes the bytes a local convert writes;
 //! `convert local s3://…/x.zt` uploads them (multipart) and nothing is visible under a failed one.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use tensorlane::core::source::ReadAt;
@@ -19,23 +18,6 @@ fn run(s3: &S3Server, args: &[&str]) -> Output {
         c.env(k, v);
     }
     c.output().unwrap()
-}
-
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// The exit code, stdout and stderr, with each of `names` (folders, URL prefixes) replaced by `DIR`.
@@ -56,7 +38,7 @@ fn cli_reads_urls_like_paths() {
         return;
     };
     let canon = fixtures.canonicalize().unwrap();
-    for rel in files(&fixtures) {
+    for rel in common::files_under(&fixtures) {
         let rel = rel.to_str().unwrap().replace('\\', "/");
         let local = fixtures.join(&rel);
         let local = local.to_str().unwrap();

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -17,24 +17,6 @@ use tensorlane::remote::{RemoteOptions, RemoteSource};
 use tensorlane::source::Source;
 use tensorlane_testkit as common;
 use tensorlane_testkit::servers::{Nginx, S3Server};
-
-/// Every file under `dir`, as paths relative to it.
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
-            }
-        }
-    }
-    out.sort();
-    out
-}
 
 fn rel_str(rel: &Path) -> String {
     rel.to_str().unwrap().replace('\\', "/")
@@ -119,7 +101,7 @@ fn s3_fixtures_read_like_local_files() {
         small_read: 1024,
         ..opts(&s3, &s3.endpoint)
     };
-    let all = files(&fixtures);
+    let all = common::files_under(&fixtures);
     assert!(all.len() > 50, "{} fixtures", all.len());
     for rel in &all {
         compare(&fixtures, rel, &s3.url(&format!("fixtures/{}", rel_str(rel))), &o);
@@ -438,7 +420,7 @@ fn http_source_reads_fixtures_from_nginx() {
         options: vec![("allow_http".into(), "true".into())],
         ..Default::default()
     };
-    for rel in files(&fixtures) {
+    for rel in common::files_under(&fixtures) {
         compare(&fixtures, &rel, &format!("{}/{}", nginx.base, rel_str(&rel)), &o);
     }
     let e = RemoteSource::open(&format!("{}/nope.gguf", nginx.base), &o).unwrap_err();

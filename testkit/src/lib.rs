@@ -229,3 +229,21 @@ pub fn check_tensors(what: &str, cat: &Catalog, want: &[Json], sources: &[&[u8]]
         );
     }
 }
+
+/// Every file under `dir` (recursively), as sorted paths relative to it.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
