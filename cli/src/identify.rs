@@ -10,7 +10,7 @@ use tensorlane::source::Source;
 
 use crate::error::CliError;
 
-/// The format `path` (mapped as `src`) is read as. A file in no format read here is an error
+/// The format `path` (opened as `src`) is read as. A file in no format read here is an error
 /// whose message says what it looks like (text, raw data, ONNX external data, empty); a file that
 /// only ends with the `.zt` magic is taken as a damaged `.zt` v2 file, whose validator says what
 /// is wrong.

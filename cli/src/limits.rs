@@ -4,9 +4,10 @@
 //! Streaming paths (`inspect --hash`, `stats`, `convert` to safetensors, `verify`) read ranges,
 //! deflated zip members and `.zt` zstd-seekable parts (frame by frame) in bounded pieces and are
 //! not limited. What must be whole in memory is refused, before anything is allocated, when it is
-//! over the limit: a tensor written to `.zt` or dequantized, a `.zt` part decoded for conversion
-//! (or a sparse, `bool` or `f4_e2m1` part for `verify`), a Tenso packet's LZ4 body. The error
-//! names the tensor, its size and the option.
+//! over the limit: a tensor written to `.zt` or dequantized, a `.zt` part read for conversion to
+//! `.zt` or Tenso or for `verify --canonical` (or a sparse, `bool` or `f4_e2m1` part for
+//! `verify`), a Tenso packet's LZ4 body, and a Tenso packet file, which is decoded from memory
+//! ([`crate::zt_tools::whole`]). The error names the tensor (or file), its size and the option.
 //!
 //! The default is the smallest of 4 GiB (the library's default), half the machine's memory and
 //! half the address space this process may use (`ulimit -v`), so that a compression bomb is
@@ -103,21 +104,18 @@ pub fn check(format: &'static str, what: &str, bytes: u64) -> Result<(), CliErro
     Ok(read_limits().check(format, what, bytes)?)
 }
 
-/// Refuses a `.zt` part that must be decoded whole (an encoded part: its `decoded_length`) when
-/// over the limit; raw parts are borrowed from the map and not limited.
+/// Refuses a `.zt` part that must be in memory whole when it is over the limit: an encoded part
+/// by its `decoded_length`, a raw part by its stored length (files are read with `pread`, not
+/// mapped, so a raw part is copied too).
 pub fn check_zt_part(
     object: &str,
     part: &tensorlane::core::zt::manifest::Part,
     part_name: &str,
 ) -> Result<(), CliError> {
-    if part.encoding.is_some() {
-        let n = part.decoded_length.unwrap_or(0);
-        check("zt", &format!("{object}/{part_name}"), n)?;
-    }
-    Ok(())
+    check("zt", &format!("{object}/{part_name}"), part.decoded_size())
 }
 
-/// The encoded parts of a `.zt` manifest that `verify` decodes whole, checked with
+/// The parts of a `.zt` manifest that `verify` reads whole, checked with
 /// [`check_zt_part`]: parts with content rules (`bool`, `f4_e2m1`) and parts of sparse layouts.
 /// The others are hashed frame by frame (`Reader::verify_part`) and are not limited.
 pub fn check_zt_verify(m: &tensorlane::core::zt::manifest::Manifest) -> Result<(), CliError> {

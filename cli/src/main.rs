@@ -42,6 +42,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tensorlane::core::detect::Format;
+use tensorlane::core::source::ReadAt as _;
 use tensorlane::source::Source;
 
 use crate::error::CliError;
@@ -238,15 +239,13 @@ fn run_verify(path: &Path, canonical: bool, deep: bool) -> ExitCode {
         Ok(f) => f,
         Err(e) => return fail(&name, &e),
     };
+    let size = src.size();
     let result = match format {
         Format::ZtV1 | Format::ZtV0 => zt_tools::verify_legacy(src, canonical).map(|s| s.to_string()),
         Format::Tenso => zt_tools::verify_tenso(&name, &src, canonical).map(|s| s.to_string()),
         f if tensorlane::model::is_model_format(f) => model_tools::verify_model_file(path, src, canonical),
-        // Read with pread (a file truncated meanwhile is an error, not SIGBUS); --canonical
-        // compares parts in place, so it keeps the map.
-        _ if !canonical => zt_tools::open_read(path)
-            .and_then(|src| zt_tools::verify_zt(path, src, deep, canonical))
-            .map(|s| s.to_string()),
+        // Every path reads with pread (zt_tools::open_source): a file truncated meanwhile is an
+        // error naming it, not SIGBUS.
         _ => zt_tools::verify_zt(path, src, deep, canonical).map(|s| s.to_string()),
     };
     match result {
@@ -254,7 +253,7 @@ fn run_verify(path: &Path, canonical: bool, deep: bool) -> ExitCode {
             output::outln!("{name}: {s}");
             ExitCode::SUCCESS
         }
-        Err(e) => fail(&name, &e),
+        Err(e) => fail(&name, &zt_tools::note_if_changed(path, size, e)),
     }
 }
 
@@ -323,7 +322,7 @@ enum Kind {
     Tenso,
 }
 
-/// Maps `path` once and tells what it holds.
+/// Opens `path` once (for `pread`: [`zt_tools::open_source`]) and tells what it holds.
 fn open_detected(path: &Path) -> Result<(Source, Kind), CliError> {
     let src = zt_tools::open_source(path)?;
     let kind = match identify::identify(path, &src)? {
@@ -341,6 +340,7 @@ fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(&name, &e),
     };
+    let size = src.size();
     let printed = match kind {
         Kind::Model => limits::open_model(path).and_then(|model| {
             let report = model_tools::inspect_model(&model, &name, hash)?;
@@ -348,10 +348,6 @@ fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
         }),
         Kind::Zt | Kind::Legacy => {
             let report = match kind {
-                // Hashing reads every part: with pread, so a truncated file is an error, not SIGBUS.
-                Kind::Zt if hash => {
-                    zt_tools::open_read(path).and_then(|src| zt_tools::inspect_zt(path, &name, src, hash))
-                }
                 Kind::Zt => zt_tools::inspect_zt(path, &name, src, hash),
                 _ => zt_tools::inspect_legacy(&name, src, hash),
             };
@@ -364,12 +360,12 @@ fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
         }
         Kind::Tenso => {
             let opts = InspectOptions { hash, progress: true };
-            zt_tools::whole(&src)
+            zt_tools::whole(&src, "tenso")
                 .and_then(|b| inspect_bytes(&b, &name, &opts))
                 .map(|report| print_report(&report, json))
         }
     };
-    printed.unwrap_or_else(|e| fail(&name, &e))
+    printed.unwrap_or_else(|e| fail(&name, &zt_tools::note_if_changed(path, size, e)))
 }
 
 fn run_stats(path: &Path, tensors: &[String], bins: usize, json: bool) -> ExitCode {
@@ -385,30 +381,37 @@ fn run_stats(path: &Path, tensors: &[String], bins: usize, json: bool) -> ExitCo
         bins,
         ..Default::default()
     };
-    let report = open_detected(path).and_then(|(src, kind)| match kind {
-        Kind::Model => {
-            drop(src);
-            let model = limits::open_model(path)?;
-            stats::model_stats(&model, &name, tensors, &opts)
-        }
-        Kind::Zt => {
-            let (reader, _, warnings) = zt_tools::open_zt(path, src, false)?;
-            for w in &warnings {
-                eprintln!("warning: {name}: {w}");
+    let mut size = None;
+    let report = open_detected(path).and_then(|(src, kind)| {
+        size = Some(src.size());
+        match kind {
+            Kind::Model => {
+                drop(src);
+                let model = limits::open_model(path)?;
+                stats::model_stats(&model, &name, tensors, &opts)
             }
-            stats::zt_stats(&reader, &name, tensors, &opts)
+            Kind::Zt => {
+                let (reader, _, warnings) = zt_tools::open_zt(path, src, false)?;
+                for w in &warnings {
+                    eprintln!("warning: {name}: {w}");
+                }
+                stats::zt_stats(&reader, &name, tensors, &opts)
+            }
+            Kind::Legacy => {
+                let reader = tensorlane::core::zt::legacy::LegacyReader::open(src)?;
+                stats::legacy_stats(&reader, &name, tensors, &opts)
+            }
+            Kind::Tenso => Err(CliError::Refused(
+                "stats reads the model formats and .zt files; convert Tenso packets to .zt first (tensorlane convert)"
+                    .into(),
+            )),
         }
-        Kind::Legacy => {
-            let reader = tensorlane::core::zt::legacy::LegacyReader::open(src)?;
-            stats::legacy_stats(&reader, &name, tensors, &opts)
-        }
-        Kind::Tenso => Err(CliError::Refused(
-            "stats reads the model formats and .zt files; convert Tenso packets to .zt first (tensorlane convert)"
-                .into(),
-        )),
     });
     match report {
         Ok(r) => print_report(&r, json),
-        Err(e) => fail(&name, &e),
+        Err(e) => match size {
+            Some(size) => fail(&name, &zt_tools::note_if_changed(path, size, e)),
+            None => fail(&name, &e),
+        },
     }
 }

@@ -7,8 +7,8 @@
 //!   what was `skipped`. `sha256` is over the tensor's C-order little-endian bytes, the raw blocks
 //!   for ggml-quantized tensors (as the fixtures' manifest defines it).
 //! * [`convert_model`] writes a model as canonical `.zt` ([`tensorlane::zt_write::ZtFile`]) or as
-//!   `.safetensors` ([`tensorlane::st_write::SafetensorsFile`]), one tensor at a time: a zero-copy
-//!   tensor goes from the map to the writer without a copy, any other is decoded on its own, so
+//!   `.safetensors` ([`tensorlane::st_write::SafetensorsFile`]), one tensor at a time: a tensor
+//!   stored plain is read (with `pread`) and handed to the writer, any other is decoded on its own, so
 //!   memory holds at most one tensor. Every tensor is checked against the target before the output
 //!   is created, and the output appears atomically or not at all.
 //!
@@ -333,7 +333,7 @@ pub fn inspect_model<'m>(model: &'m Model, file: &str, hash: bool) -> Result<Mod
     })
 }
 
-/// `verify` on the model file `path` (mapped as `src`); `--canonical` applies to `.zt` and Tenso
+/// `verify` on the model file `path` (opened as `src`); `--canonical` applies to `.zt` and Tenso
 /// only.
 pub fn verify_model_file(path: &Path, src: Source, canonical: bool) -> Result<String, CliError> {
     if canonical {
@@ -804,7 +804,8 @@ pub fn convert(input: &Path, output: &Path, to: Option<&str>, opts: &ConvertOpti
     let to = to.or_else(|| target_from_extension(output));
     let src = crate::zt_tools::open_source(input)?;
     let input_bytes = tensorlane::core::source::ReadAt::size(&src);
-    let mut done = convert_identified(input, src, output, to, opts)?;
+    let mut done = convert_identified(input, src, output, to, opts)
+        .map_err(|e| crate::zt_tools::note_if_changed(input, input_bytes, e))?;
     if done.to == "zt"
         && let Some(note) = crate::zt_tools::alignment_note(input_bytes, done.bytes, opts)
     {
@@ -900,17 +901,33 @@ pub fn zt_to_safetensors(input: &Path, src: Source, output: &Path) -> Result<Con
             })?),
         };
         let dtype = st_dtype_of(part.dtype, logical).map_err(|e| CliError::Refused(format!("object {name:?}: {e}")))?;
-        crate::limits::check_zt_part(name, part, "data")?;
         tensors.push(StTensor::new(name.clone(), dtype, o.shape.clone()));
     }
     let mut w = SafetensorsFile::publish(output, tensors, &zt_metadata(reader.attributes()))?;
     let size = w.total_size();
     let bar = progress(size, "converting");
     while let Some(i) = w.next_tensor() {
-        let bytes = reader.read(names[i], "data")?;
-        w.write(&bytes)?;
-        advance(bar.as_ref(), bytes.len() as u64);
-        if bytes.is_empty() && w.next_tensor() == Some(i) {
+        // Streamed in pieces of at most one frame (16 MiB), read with pread: memory does not
+        // grow with the tensor, and a file truncated meanwhile is an error, not SIGBUS.
+        let mut write_error = None;
+        let mut read = 0u64;
+        let mut put = |b: &[u8]| {
+            read += b.len() as u64;
+            advance(bar.as_ref(), b.len() as u64);
+            w.write(b).map_err(|e| {
+                write_error = Some(e);
+                tensorlane_core::zt::Error::new(
+                    tensorlane_core::zt::rule::Rule::Unsupported,
+                    "the output could not be written",
+                )
+            })
+        };
+        let streamed = reader.read_chunks(names[i], "data", &mut put);
+        if let Some(e) = write_error {
+            return Err(e.into());
+        }
+        streamed.map_err(|e| reader.with_location(e))?;
+        if read == 0 && w.next_tensor() == Some(i) {
             return Err(CliError::Invalid(format!("object {:?}: no bytes were read", names[i])));
         }
     }

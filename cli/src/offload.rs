@@ -169,10 +169,11 @@ fn load_model(name: &str, phase: Phase) -> Result<Workload, OffloadError> {
     )))
 }
 
-/// What the file at `p` is, by the tool's shared rule (`None` when it cannot be mapped: the
-/// `.zt` reader then says why).
+/// What the file at `p` is, by the tool's shared rule (`None` when it cannot be read: the
+/// `.zt` reader then says why). Read with `pread`, not mapped: a file truncated meanwhile is an
+/// error, not SIGBUS.
 fn identify(p: &Path) -> Option<Identified> {
-    let src = tensorlane::source::MmapSource::open(p).ok()?;
+    let src = tensorlane::source::FileSource::open(p).ok()?;
     tensorlane::model::identify(p, &src).ok()
 }
 

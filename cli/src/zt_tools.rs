@@ -26,7 +26,7 @@ use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 use tensorlane_core::DType;
 use tensorlane_core::detect::Format;
-use tensorlane_core::source::ReadAt;
+use tensorlane_core::source::{ReadAt, SourceError};
 use tensorlane_core::wire::{self, Bundle, EncodeOptions, Packet};
 use tensorlane_core::zt::Error as ZtError;
 use tensorlane_core::zt::cbor::Value;
@@ -44,20 +44,13 @@ use tensorlane::zt_write::ZtFile;
 use crate::error::CliError;
 use crate::output::{Table, advance, finish, progress, render_table, sha256_hex, shape_str};
 
-/// Maps a file for reading, or opens a URL (`s3://`, `http(s)://`, ...: see
+/// Opens a local file for `pread`, or a URL (`s3://`, `http(s)://`, ...: see
 /// [`tensorlane::remote`]); an I/O failure names the path.
+///
+/// Local files are never mapped here: a user's file may be truncated or rewritten while the tool
+/// reads it, and a map would then kill the process with SIGBUS. With `pread` a read past the new
+/// end is an error (exit 2) that the caller prints with the file's name ([`truncated`]).
 pub fn open_source(path: &Path) -> Result<Source, CliError> {
-    crate::identify::check_not_dir(path)?;
-    Source::open(path).map_err(|e| match e {
-        tensorlane::core::source::SourceError::Io(m) => CliError::Io(m),
-        other => CliError::Io(format!("cannot read {}: {other}", path.display())),
-    })
-}
-
-/// Opens a local file for `pread` (not mapped; a URL as [`open_source`]): for the streaming
-/// `.zt` paths (`inspect --hash`, `verify`), so that a file truncated while it is read gives an
-/// error (exit 2) instead of SIGBUS.
-pub fn open_read(path: &Path) -> Result<Source, CliError> {
     crate::identify::check_not_dir(path)?;
     Source::open_with(path, false).map_err(|e| match e {
         tensorlane::core::source::SourceError::Io(m) => CliError::Io(m),
@@ -65,9 +58,64 @@ pub fn open_read(path: &Path) -> Result<Source, CliError> {
     })
 }
 
-/// The whole file's bytes (borrowed from the map; fetched when remote).
-pub fn whole(src: &Source) -> Result<std::borrow::Cow<'_, [u8]>, CliError> {
-    src.bytes().map_err(|e| CliError::Io(e.to_string()))
+/// The error for a read of `src` that failed: a file that is now shorter than when it was opened
+/// (truncated or rewritten underneath) is invalid input (exit 2) and says so; anything else is an
+/// I/O error (exit 1).
+pub fn truncated(src: &Source, e: SourceError) -> CliError {
+    match e {
+        SourceError::OutOfBounds { offset, len, size } if size <= src.size() => CliError::Invalid(format!(
+            "the file changed while it was read: bytes {offset}..{} are past its end ({size} bytes now, {} when \
+             it was opened); it was truncated or rewritten in place, so run again once nothing writes to it",
+            offset.saturating_add(len),
+            src.size()
+        )),
+        other => CliError::Io(format!("read failed: {other}")),
+    }
+}
+
+/// The whole file's bytes, read into memory, for the readers that need one slice (a Tenso packet
+/// file): refused over `--max-tensor-bytes` ([`crate::limits`]) before anything is allocated, and
+/// an error, not SIGBUS, when the file is truncated while it is read ([`truncated`]).
+pub fn whole(src: &Source, format: &'static str) -> Result<Vec<u8>, CliError> {
+    let size = src.size();
+    let limit = crate::limits::max_tensor_bytes();
+    if size > limit {
+        return Err(CliError::Format(tensorlane::core::formats::FormatError::new(
+            format,
+            tensorlane::core::formats::ErrorKind::Limit,
+            format!(
+                "the file is decoded from memory, so it is read whole: {size} bytes ({}), over the {limit} bytes \
+                 ({}) allowed by --max-tensor-bytes; raise the limit if the machine has the memory",
+                tensorlane::core::formats::iec(size),
+                tensorlane::core::formats::iec(limit)
+            ),
+        )));
+    }
+    // In pieces, so that a file cut short while it is read fails at the next piece.
+    const PIECE: u64 = 16 << 20;
+    let mut out = vec![0u8; size as usize];
+    for (i, piece) in out.chunks_mut(PIECE as usize).enumerate() {
+        src.read_at(i as u64 * PIECE, piece).map_err(|e| truncated(src, e))?;
+    }
+    Ok(out)
+}
+
+/// `e`, completed when the local file `path` no longer has the `size_at_open` bytes it had when
+/// it was opened: whatever a reader made of the missing bytes, the cause is that the file was
+/// truncated or rewritten in place while it was read (invalid input, exit 2), and the message
+/// says so. A URL, or a file of the same size, gives `e` back as it is.
+pub fn note_if_changed(path: &Path, size_at_open: u64, e: CliError) -> CliError {
+    if crate::remote::is_url(path) || matches!(e, CliError::Invalid(ref m) if m.starts_with("the file changed")) {
+        return e;
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.len() != size_at_open => CliError::Invalid(format!(
+            "{e}; the file changed while it was read ({} bytes now, {size_at_open} when it was opened): it was \
+             truncated or rewritten in place, so run again once nothing writes to it",
+            m.len()
+        )),
+        _ => e,
+    }
 }
 
 /// Whether the file ends with `magic`.
@@ -392,7 +440,7 @@ fn object_info(name: &str, o: &Object) -> ZtObjectRow {
     }
 }
 
-/// Inspects a `.zt` v2 file at `path` (already mapped as `src`). Shards that resolve next to it
+/// Inspects a `.zt` v2 file at `path` (already opened as `src`: [`open_source`]). Shards that resolve next to it
 /// are opened; with `hash`, every part's decoded bytes are hashed (parts in unresolved shards are
 /// listed in `warnings`).
 pub fn inspect_zt(path: &Path, file: &str, src: Source, hash: bool) -> Result<ZtReport, CliError> {
@@ -833,23 +881,50 @@ pub fn verify_legacy(src: Source, canonical: bool) -> Result<VerifySummary, CliE
     })
 }
 
-/// A [`Sink`] that compares what a writer produces with existing bytes instead of storing it.
+/// A [`Sink`] that compares what a writer produces with the file's bytes (read with `pread`, a
+/// piece at a time) instead of storing it.
 struct CompareSink<'a> {
-    original: &'a [u8],
+    original: &'a Source,
     pos: u64,
     mismatch: Option<u64>,
+    /// A read of the original that failed (the file truncated underneath): reported instead of
+    /// the writer's error it causes.
+    failed: Option<CliError>,
+    scratch: Vec<u8>,
+}
+
+impl CompareSink<'_> {
+    /// Compares `buf` with the original at `self.pos`: the first differing offset, if any.
+    fn compare(&mut self, buf: &[u8]) -> Result<Option<u64>, SourceError> {
+        const PIECE: usize = 1 << 20;
+        let size = self.original.size();
+        let mut done = 0usize;
+        while done < buf.len() {
+            let at = self.pos + done as u64;
+            if at >= size {
+                return Ok(Some(at));
+            }
+            let n = (buf.len() - done).min(PIECE).min((size - at) as usize);
+            self.scratch.resize(n, 0);
+            self.original.read_at(at, &mut self.scratch)?;
+            if let Some(i) = (0..n).find(|&i| self.scratch[i] != buf[done + i]) {
+                return Ok(Some(at + i as u64));
+            }
+            done += n;
+        }
+        Ok(None)
+    }
 }
 
 impl Sink for CompareSink<'_> {
     fn write_all(&mut self, buf: &[u8]) -> Result<(), ZtError> {
         if self.mismatch.is_none() {
-            let start = self.pos as usize;
-            let have = self.original.get(start..).unwrap_or(&[]);
-            let n = have.len().min(buf.len());
-            if let Some(i) = (0..n).find(|&i| have[i] != buf[i]) {
-                self.mismatch = Some(self.pos + i as u64);
-            } else if n < buf.len() {
-                self.mismatch = Some(self.pos + n as u64);
+            match self.compare(buf) {
+                Ok(m) => self.mismatch = m,
+                Err(e) => {
+                    self.failed = Some(truncated(self.original, e));
+                    return Err(ZtError::sink("the file could not be read back for the comparison"));
+                }
             }
         }
         self.pos += buf.len() as u64;
@@ -861,10 +936,11 @@ impl Sink for CompareSink<'_> {
     fn read_back(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), ZtError> {
         // Everything before `mismatch` equals the original; after it the comparison is already
         // lost, so the original bytes are as good an answer as any.
-        let s = ReadAt::slice(self.original, offset, buf.len() as u64)
-            .ok_or_else(|| ZtError::sink(format!("read back past the end at {offset}")))?;
-        buf.copy_from_slice(s);
-        Ok(())
+        self.original.read_at(offset, buf).map_err(|e| {
+            let m = format!("read back at {offset}: {e}");
+            self.failed = Some(truncated(self.original, e));
+            ZtError::sink(m)
+        })
     }
     fn truncate(&mut self, len: u64) -> Result<(), ZtError> {
         if self.mismatch.is_some_and(|m| m >= len) {
@@ -877,7 +953,9 @@ impl Sink for CompareSink<'_> {
 
 /// Checks canonical form (spec §10) of an opened, valid file: rule 6 (single file), then rule 4
 /// (every part raw with an `xxh3` digest), then rules 5 and 1–3 by re-encoding the objects
-/// through the canonical writer into a sink that compares with the file byte for byte.
+/// through the canonical writer into a sink that compares with the file byte for byte. The file
+/// is read with `pread` (one object's parts in memory at a time, each under `--max-tensor-bytes`),
+/// so a file truncated meanwhile is an error naming the range, not SIGBUS.
 pub fn check_canonical(reader: &Reader<Source>) -> Result<(), CliError> {
     let nc = |m: String| Err(CliError::NotCanonical(m));
     let Some(m) = reader.manifest() else {
@@ -901,13 +979,16 @@ pub fn check_canonical(reader: &Reader<Source>) -> Result<(), CliError> {
             }
         }
     }
-    let original = whole(reader.source())?;
+    let original = reader.source();
     let mut sink = CompareSink {
-        original: &original,
+        original,
         pos: 0,
         mismatch: None,
+        failed: None,
+        scratch: Vec::new(),
     };
-    {
+    // The writer's errors, unless a read of the file failed first (that is the real cause).
+    let write_result = (|| {
         let mut w = Writer::new(&mut sink, Options::canonical()).map_err(|e| CliError::Refused(e.to_string()))?;
         if let Some(a) = &m.attributes {
             w.set_attributes(a.clone())
@@ -916,9 +997,11 @@ pub fn check_canonical(reader: &Reader<Source>) -> Result<(), CliError> {
         for (name, o) in &m.objects {
             let mut spec = ObjectSpec::new(&o.shape, o.layout.clone());
             spec.attributes = o.attributes.clone();
+            // One object's parts in memory at a time, each read with pread under the limit.
             let mut bytes = Vec::with_capacity(o.parts.len());
-            for pn in o.parts.keys() {
-                bytes.push(reader.view(name, pn)?);
+            for (pn, p) in &o.parts {
+                crate::limits::check_zt_part(name, p, pn)?;
+                bytes.push(reader.read(name, pn)?);
             }
             let parts: Vec<PartSpec<'_>> = o
                 .parts
@@ -933,23 +1016,28 @@ pub fn check_canonical(reader: &Reader<Source>) -> Result<(), CliError> {
                 })
                 .collect();
             if let Err(e) = w.add_object(name, &spec, &parts) {
-                return nc(match e.rule {
+                return Err(CliError::NotCanonical(match e.rule {
                     Rule::Name => format!("rule 5: {e}"),
                     _ => format!("the canonical writer refuses {name:?}: {e}"),
-                });
+                }));
             }
         }
         w.finish()
             .map_err(|e| CliError::NotCanonical(format!("the canonical writer refuses the manifest: {e}")))?;
+        Ok(())
+    })();
+    if let Some(e) = sink.failed.take() {
+        return Err(e);
     }
+    write_result?;
     let end = sink.pos;
     match sink.mismatch {
         Some(at) => nc(format!(
             "rules 1-3: the file differs from its canonical encoding at byte {at} (blob placement, order, sharing or manifest)"
         )),
-        None if end != original.len() as u64 => nc(format!(
+        None if end != original.size() => nc(format!(
             "rule 1: the canonical encoding is {end} bytes, the file {} (unreferenced bytes or an appended generation)",
-            original.len()
+            original.size()
         )),
         None => Ok(()),
     }
@@ -957,7 +1045,7 @@ pub fn check_canonical(reader: &Reader<Source>) -> Result<(), CliError> {
 
 /// Verifies a Tenso packet file: every packet decodes (integrity footers checked).
 pub fn verify_tenso(file: &str, src: &Source, canonical: bool) -> Result<VerifySummary, CliError> {
-    let r = crate::inspect::inspect_bytes(&whole(src)?, file, &Default::default())?;
+    let r = crate::inspect::inspect_bytes(&whole(src, "tenso")?, file, &Default::default())?;
     if canonical {
         return Err(CliError::NotCanonical(
             "canonical form is defined for .zt v2 files only".into(),
@@ -1016,7 +1104,44 @@ struct ZtEntry<'a> {
     shape: Vec<u64>,
     layout: String,
     attributes: Option<Value<'static>>,
-    parts: Vec<EntryPart<'a>>,
+    parts: EntryParts<'a>,
+}
+
+/// An entry's parts: at hand, or read from a `.zt` v2 file when the object is written (so that
+/// one object's parts are in memory at a time, not the whole file's).
+enum EntryParts<'a> {
+    /// Decoded already (or borrowed from bytes in memory).
+    Ready(Vec<EntryPart<'a>>),
+    /// The object of the same name in this file, read (`pread`) just before it is written.
+    Zt(&'a Reader<Source>),
+}
+
+impl<'a> ZtEntry<'a> {
+    /// Decoded bytes of all parts.
+    fn nbytes(&self) -> u64 {
+        match &self.parts {
+            EntryParts::Ready(v) => v.iter().map(|p| p.3.len() as u64).sum(),
+            EntryParts::Zt(r) => r
+                .object(&self.name)
+                .map_or(0, |o| o.parts.values().map(|p| p.decoded_size()).sum()),
+        }
+    }
+
+    /// The parts, read now when they come from a `.zt` file (each under `--max-tensor-bytes`).
+    fn load(&self) -> Result<Cow<'_, [EntryPart<'a>]>, CliError> {
+        match &self.parts {
+            EntryParts::Ready(v) => Ok(Cow::Borrowed(v)),
+            EntryParts::Zt(r) => {
+                let o = r.object(&self.name)?;
+                let mut parts = Vec::with_capacity(o.parts.len());
+                for (pn, p) in &o.parts {
+                    crate::limits::check_zt_part(&self.name, p, pn)?;
+                    parts.push((pn.clone(), p.dtype, p.logical.clone(), r.read(&self.name, pn)?));
+                }
+                Ok(Cow::Owned(parts))
+            }
+        }
+    }
 }
 
 /// A part on its way into a `.zt` file: name, storage dtype, logical type, decoded bytes.
@@ -1036,7 +1161,7 @@ fn write_canonical(
             w[0].name
         )));
     }
-    let total: u64 = entries.iter().flat_map(|e| &e.parts).map(|p| p.3.len() as u64).sum();
+    let total: u64 = entries.iter().map(ZtEntry::nbytes).sum();
     let bar = progress(total, "writing");
     let mut w = ZtFile::publish(dest, options)?;
     if let Some(a) = attributes {
@@ -1045,8 +1170,8 @@ fn write_canonical(
     for e in &entries {
         let mut spec = ObjectSpec::new(&e.shape, e.layout.clone());
         spec.attributes = e.attributes.clone();
-        let parts: Vec<PartSpec<'_>> = e
-            .parts
+        let loaded = e.load()?;
+        let parts: Vec<PartSpec<'_>> = loaded
             .iter()
             .map(|(n, d, l, b)| {
                 let s = PartSpec::new(n.clone(), *d, b);
@@ -1057,7 +1182,7 @@ fn write_canonical(
             })
             .collect();
         w.add_object(&e.name, &spec, &parts)?;
-        advance(bar.as_ref(), e.parts.iter().map(|p| p.3.len() as u64).sum());
+        advance(bar.as_ref(), loaded.iter().map(|p| p.3.len() as u64).sum());
     }
     let size = w.finish()?.size;
     finish(bar);
@@ -1144,7 +1269,7 @@ fn tenso_leaves<'a>(
                 shape: t.shape().to_vec(),
                 layout: layout::DENSE.into(),
                 attributes: None,
-                parts: vec![("data".into(), t.dtype(), None, Cow::Borrowed(t.data()))],
+                parts: EntryParts::Ready(vec![("data".into(), t.dtype(), None, Cow::Borrowed(t.data()))]),
             });
             Ok(())
         }
@@ -1175,7 +1300,7 @@ fn tenso_leaves<'a>(
                 shape: sp.shape.clone(),
                 layout: layout::SPARSE_CSR.into(),
                 attributes: None,
-                parts: vec![
+                parts: EntryParts::Ready(vec![
                     (
                         "indices".into(),
                         unsigned(indices.dtype()),
@@ -1189,7 +1314,7 @@ fn tenso_leaves<'a>(
                         Cow::Borrowed(indptr.data()),
                     ),
                     ("values".into(), values.dtype(), None, Cow::Borrowed(values.data())),
-                ],
+                ]),
             });
             Ok(())
         }
@@ -1210,7 +1335,7 @@ fn tenso_leaves<'a>(
                     shape: q.shape.clone(),
                     layout: layout::DENSE.into(),
                     attributes: None,
-                    parts: vec![("data".into(), DType::F32, None, Cow::Owned(bytes))],
+                    parts: EntryParts::Ready(vec![("data".into(), DType::F32, None, Cow::Owned(bytes))]),
                 });
                 Ok(())
             }
@@ -1294,34 +1419,32 @@ fn legacy_entries(r: &LegacyReader<Source>) -> Result<(Vec<ZtEntry<'_>>, Option<
             shape: v.shape,
             layout: v.layout,
             attributes: v.attributes,
-            parts: v
-                .parts
-                .into_iter()
-                .map(|p| (p.name, p.dtype, p.logical_type, p.bytes))
-                .collect(),
+            parts: EntryParts::Ready(
+                v.parts
+                    .into_iter()
+                    .map(|p| (p.name, p.dtype, p.logical_type, p.bytes))
+                    .collect(),
+            ),
         });
     }
     Ok((entries, r.attributes().cloned()))
 }
 
-/// The objects of a `.zt` v2 file (every part decoded) and its attributes.
+/// The objects of a `.zt` v2 file and its attributes; each object's parts are read when it is
+/// written ([`EntryParts::Zt`]).
 fn zt_entries(reader: &Reader<Source>) -> Result<(Vec<ZtEntry<'_>>, Option<Value<'static>>), CliError> {
     let m = convertible(reader)?;
-    let mut entries = Vec::new();
-    for (name, o) in &m.objects {
-        let mut parts = Vec::new();
-        for (pn, p) in &o.parts {
-            crate::limits::check_zt_part(name, p, pn)?;
-            parts.push((pn.clone(), p.dtype, p.logical.clone(), reader.read(name, pn)?));
-        }
-        entries.push(ZtEntry {
+    let entries = m
+        .objects
+        .iter()
+        .map(|(name, o)| ZtEntry {
             name: name.clone(),
             shape: o.shape.clone(),
             layout: o.layout.clone(),
             attributes: o.attributes.clone(),
-            parts,
-        });
-    }
+            parts: EntryParts::Zt(reader),
+        })
+        .collect();
     Ok((entries, m.attributes.clone()))
 }
 
@@ -1365,7 +1488,7 @@ fn zt_to_tenso(reader: &Reader<Source>, output: &Path) -> Result<(usize, u64), C
     Ok((n, bytes.len() as u64))
 }
 
-/// Converts `input` (mapped as `src`, read as `format`: [`crate::identify::identify`]) to
+/// Converts `input` (opened as `src`, read as `format`: [`crate::identify::identify`]) to
 /// `output`. The target defaults to `.zt` v2 for Tenso and legacy input and to Tenso for `.zt` v2
 /// input; `quantized` says what becomes of quantized Tenso packets.
 pub fn convert(
@@ -1403,7 +1526,7 @@ pub fn convert(
             let zt;
             let (entries, attributes) = match format {
                 Format::Tenso => {
-                    whole_bytes = whole(&src)?;
+                    whole_bytes = whole(&src, "tenso")?;
                     packets = decode_packets(&whole_bytes)?;
                     (tenso_entries(&packets, opts, &mut warnings)?, None)
                 }
@@ -1433,4 +1556,154 @@ fn convertible<S: ReadAt>(reader: &Reader<S>) -> Result<&tensorlane_core::zt::ma
     reader
         .manifest()
         .ok_or_else(|| CliError::Refused("a data shard describes no tensors; there is nothing to convert".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Files truncated after they were opened, while a command reads them: each path gives an
+    //! error (exit 2, saying the file changed where the reader can tell), never SIGBUS. The file
+    //! is opened for `pread`, as the commands open it, then cut, then read.
+
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tl-cut-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A canonical `.zt` with three dense float32 objects of 64 KiB each.
+    fn write_zt(path: &Path) -> u64 {
+        let data = vec![7u8; 64 << 10];
+        let mut w = ZtFile::publish(path, Options::canonical()).unwrap();
+        for name in ["a", "b", "c"] {
+            w.add_object(
+                name,
+                &ObjectSpec::dense(&[16 << 10]),
+                &[PartSpec::new("data", DType::F32, &data)],
+            )
+            .unwrap();
+        }
+        w.finish().unwrap().size
+    }
+
+    /// A Tenso file: one bundle of two float32 tensors.
+    fn write_tenso(path: &Path) -> u64 {
+        let mut b = Bundle::new();
+        for name in ["x", "y"] {
+            let t = tensorlane_core::Tensor::from_values(vec![4096], &[1.5f32; 4096]).unwrap();
+            b.entries.push((Cow::Borrowed(name), Packet::Dense(t)));
+        }
+        let bytes = wire::encode(&Packet::Bundle(b), &EncodeOptions::default()).unwrap();
+        std::fs::write(path, &bytes).unwrap();
+        bytes.len() as u64
+    }
+
+    fn cut(path: &Path, len: u64) {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_len(len)
+            .unwrap();
+    }
+
+    /// An error a truncated file may give: exit 2, and a message that says where the read failed.
+    fn check(what: &str, e: CliError) {
+        let m = e.to_string();
+        assert_eq!(e.exit_code(), 2, "{what}: {m}");
+        assert!(
+            m.contains("runs past the end") || m.contains("the file changed"),
+            "{what}: {m}"
+        );
+    }
+
+    #[test]
+    fn zt_listing_of_a_file_cut_after_it_was_opened() {
+        let d = scratch("list");
+        let p = d.join("m.zt");
+        let size = write_zt(&p);
+        let src = open_source(&p).unwrap();
+        cut(&p, size / 2);
+        let e = inspect_zt(&p, "m.zt", src, false).unwrap_err();
+        check("inspect", note_if_changed(&p, size, e));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn zt_canonical_check_of_a_file_cut_while_it_is_compared() {
+        let d = scratch("canon");
+        let p = d.join("m.zt");
+        // Cut in the blobs (a part read fails) and in the manifest (the comparison's read fails).
+        for keep in [100 << 10, 1 << 16 | 1, u64::MAX] {
+            let size = write_zt(&p);
+            let reader = Reader::open(open_source(&p).unwrap()).unwrap();
+            let keep = if keep == u64::MAX { size - 8 } else { keep };
+            cut(&p, keep);
+            let e = check_canonical(&reader).unwrap_err();
+            check(
+                &format!("verify --canonical, cut to {keep}"),
+                note_if_changed(&p, size, e),
+            );
+        }
+        // The file intact: canonical.
+        write_zt(&p);
+        check_canonical(&Reader::open(open_source(&p).unwrap()).unwrap()).unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn zt_conversions_of_a_file_cut_while_it_is_read() {
+        let d = scratch("convert");
+        let p = d.join("m.zt");
+        // .zt -> .zt: the objects are listed, then each read as it is written.
+        let size = write_zt(&p);
+        let reader = Reader::open(open_source(&p).unwrap()).unwrap();
+        let (entries, attributes) = zt_entries(&reader).unwrap();
+        cut(&p, size / 2);
+        let out = d.join("out.zt");
+        let e = write_canonical(&out, entries, attributes, Options::canonical()).unwrap_err();
+        check(".zt -> .zt", note_if_changed(&p, size, e));
+        assert!(!out.exists(), "a failed conversion leaves no output");
+        // .zt -> Tenso.
+        let size = write_zt(&p);
+        let reader = Reader::open(open_source(&p).unwrap()).unwrap();
+        cut(&p, size / 2);
+        let out = d.join("out.tenso");
+        let e = zt_to_tenso(&reader, &out).unwrap_err();
+        check(".zt -> Tenso", note_if_changed(&p, size, e));
+        assert!(!out.exists());
+        // .zt -> .zt through `convert`, cut before the reader validates it.
+        let size = write_zt(&p);
+        let src = open_source(&p).unwrap();
+        cut(&p, size - 1);
+        let e = convert(&p, src, Format::Zt, &out, Some(Target::Zt), ConvertOptions::default()).unwrap_err();
+        check("convert", note_if_changed(&p, size, e));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn tenso_file_cut_after_it_was_opened() {
+        let d = scratch("tenso");
+        let p = d.join("t.tenso");
+        for keep in [0, 100, 20_000] {
+            let size = write_tenso(&p);
+            let src = open_source(&p).unwrap();
+            cut(&p, keep);
+            let e = whole(&src, "tenso").unwrap_err();
+            let m = e.to_string();
+            check(&format!("read whole, cut to {keep}"), e);
+            assert!(
+                m.contains(&format!("{keep} bytes now, {size} when it was opened")) && m.contains("truncated"),
+                "{m}"
+            );
+            let e = verify_tenso("t.tenso", &src, false).unwrap_err();
+            check("verify", e);
+            let e = convert(&p, src, Format::Tenso, &d.join("o.zt"), None, ConvertOptions::default()).unwrap_err();
+            check("convert", e);
+            assert!(!d.join("o.zt").exists());
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }
