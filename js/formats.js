@@ -162,12 +162,12 @@ function isRemote(input, io) {
   return isUrl(input) || (typeof input === 'string' && !io.pathSource);
 }
 
-/** `input` as a source; `io.pathSource(path)` (Node) opens a path. */
-function toSource(input, io, name) {
+/** `input` as a source; `io.pathSource(path, options)` (Node) opens a path (read, or mapped with `{mmap: true}`). */
+function toSource(input, io, name, options) {
   if (input instanceof RemoteFile) return remoteSource(input);
   if (typeof input === 'string') {
     if (!io.pathSource) throw new TypeError('open(path) needs Node; pass a Uint8Array or a Blob');
-    return io.pathSource(input);
+    return io.pathSource(input, options);
   }
   if (isBlob(input)) return blobSource(input);
   return memorySource(asBytes(input, OPEN_EXPECTS), name);
@@ -234,7 +234,8 @@ function plan(ranges, size, offset, len) {
  * The foreign-format API of a backend. `zt` is the `.zt` API (js/zt.js), used when a file turns
  * out to be a `.zt`. `io` (Node only): `pathSource(path) -> source`, `companionPath(root, name)
  * -> path | null`; with the addon also `openModel(path)` (a native ModelFile: paths are opened by
- * the host, see openNative) and `mapPath(path) -> Uint8Array` (a copy-on-write mapping).
+ * the host, see openNative) and `mapPath(path, options) -> Uint8Array` (the file read, or with
+ * `{mmap: true}` a copy-on-write mapping).
  */
 export function makeFormats(backend, zt, io = {}) {
   class Context {
@@ -264,7 +265,7 @@ export function makeFormats(backend, zt, io = {}) {
         const r = yield () => settle(() => RemoteFile.open(input, this.options));
         if (!r.ok) throw jsError(this.format ?? 'formats', 'companion', `the model needs its companion file '${name}': ${r.error.message}`);
         src = remoteSource(r.value);
-      } else if (input !== undefined) src = toSource(input, io, base);
+      } else if (input !== undefined) src = toSource(input, io, base, this.options);
       if (!src && this.main.remote) {
         const r = yield () => settle(() => this.main.remote.sibling(name));
         if (!r.ok) throw jsError(this.format ?? 'formats', 'companion', `the model needs its companion file '${name}': ${r.error.message}`);
@@ -273,7 +274,7 @@ export function makeFormats(backend, zt, io = {}) {
       if (!src && this.main.path && io.companionPath) {
         const p = io.companionPath(this.main.path, name);
         try {
-          src = io.pathSource(p);
+          src = io.pathSource(p, this.options);
         } catch (e) {
           why = `cannot open ${p}: ${e.code ?? e.message}`;
         }
@@ -381,7 +382,7 @@ export function makeFormats(backend, zt, io = {}) {
       const reader = openNative(source, options);
       if (reader) return reader;
     }
-    const main = toSource(source, io, options.name);
+    const main = toSource(source, io, options.name, options);
     return run(openSteps(source, main, options));
   }
 
@@ -402,19 +403,22 @@ export function makeFormats(backend, zt, io = {}) {
       throw formatError(fe);
     }
     const cat = parseCatalog(model.catalog());
-    return new ModelReader(new NativeContext(model, cat.sources, maxTensorBytes), cat);
+    return new ModelReader(new NativeContext(model, cat.sources, maxTensorBytes, options), cat);
   }
 
   /**
-   * What a ModelReader reads through for a path the native host opened. Zero-copy tensors are
-   * views on a private copy-on-write mapping of their file (`io.mapPath`, made on the first such
-   * read: the host's own read-only map cannot be handed to JavaScript, where a write through a
-   * Buffer would fault); the others are decoded by the host straight from its map.
+   * What a ModelReader reads through for a path the native host opened. The host reads the
+   * file with pread, so a file truncated underneath is an error. With `{mmap: true}` zero-copy
+   * tensors are views on a private copy-on-write mapping of their file (`io.mapPath`, made on the
+   * first such read), which the caller promises stays as it is: a mapping handed to JavaScript has
+   * no guard against truncation (SIGBUS). Without it every tensor is read by the host (a copy).
    */
   class NativeContext {
-    constructor(model, sources, maxTensorBytes) {
+    constructor(model, sources, maxTensorBytes, options = {}) {
       this.model = model;
       this.maxTensorBytes = maxTensorBytes;
+      this.options = options;
+      this.mmap = options.mmap === true;
       /** Catalog source names and, at the same index, the files the host resolved them to. */
       this.names = sources;
       this.paths = model.sourcePaths();
@@ -425,11 +429,11 @@ export function makeFormats(backend, zt, io = {}) {
     }
 
     bytes(i, L, limit = this.maxTensorBytes) {
-      if (L.zeroCopy) {
+      if (L.zeroCopy && this.mmap) {
         const k = this.names.indexOf(L.source);
         let m = this.maps.get(k);
         if (!m) {
-          m = io.mapPath(this.paths[k]);
+          m = io.mapPath(this.paths[k], this.options);
           if (m.constructor !== Uint8Array) m = new Uint8Array(m.buffer, m.byteOffset, m.byteLength);
           this.maps.set(k, m);
         }
@@ -458,9 +462,9 @@ export function makeFormats(backend, zt, io = {}) {
       return statsResult(t, r.summary, r.histogram);
     }
 
-    /** The ONNX graph, by the addon over a map of the model file. */
+    /** The ONNX graph, by the addon over the model file (read, or mapped with `{mmap: true}`). */
     graph() {
-      const m = io.mapPath(this.paths[0]);
+      const m = io.mapPath(this.paths[0], this.options);
       return JSON.parse(this.#call(() => backend.onnxGraph(m)));
     }
 

@@ -283,8 +283,8 @@ export interface ZtMetadata {
 }
 
 /**
- * A dense object. `data` is a view on the source (the caller's buffer, the mapped file in Node,
- * or the bytes read from a Blob) when the part is raw and aligned (`copied: false`); a copy when
+ * A dense object. `data` is a view on the source (the caller's buffer, the file read (or, with
+ * `{mmap: true}`, mapped) in Node, or the bytes read from a Blob) when the part is raw and aligned (`copied: false`); a copy when
  * it was decoded (zstd) or misaligned. FP8/FP4/unknown types come back as raw Uint8Array bytes.
  */
 export interface ZtDense {
@@ -444,9 +444,23 @@ export interface OpenOptions {
    * TensorlaneError of kind 'limit' that names the tensor, the size and this option, before
    * anything is allocated. stats(), readBytes() and values() of a tensor stored as-is read in
    * slices and are not limited; neither are views on bytes in memory or a mapped path. Model
-   * formats only (not `.zt`). A RangeError when not a non-negative safe integer.
+   * formats only (not `.zt`), except that a Node path read whole (a `.zt`, a Tenso packet file, a
+   * file opened with `{format}` or `{companions}`, an ONNX model for graph(); not `{mmap: true}`)
+   * is refused over it the same way. A RangeError when not a non-negative safe integer.
    */
   maxTensorBytes?: number;
+  /**
+   * Node path, addon backend: map the file (private copy-on-write) instead of reading it, so that
+   * `.zt` parts and tensors stored as-is are zero-copy views on the mapping and a large `.zt` is
+   * not read whole. Default false: the file is read with pread (model formats by the native host,
+   * tensor by tensor; other files whole, under `maxTensorBytes`), and a file truncated or
+   * rewritten while it is read gives a TensorlaneError. With `mmap: true` the caller promises
+   * that the file stays as it is while the reader and its views live (publish files by writing
+   * beside them and renaming): a mapping handed to JavaScript can have no guard, and a file
+   * truncated underneath kills the process with SIGBUS when a missing page is touched.
+   * Ignored by the wasm backend, which always reads.
+   */
+  mmap?: boolean;
   /** Called after every read while listing or reading a tensor. */
   onProgress?: (p: { phase: 'open' | 'tensor'; bytesRead: number; reads: number }) => void;
   // --- open(url) only (HTTP Range reads through fetch; companions are fetched as sibling URLs)
@@ -648,14 +662,14 @@ export interface TensorReadOptions {
 
 /**
  * A model over bytes in memory or a Node path (the addon opens the file with the native host,
- * `tensorlane::model::Model`, and views zero-copy tensors on a mapping of it; the wasm build reads
- * it on demand): everything is synchronous (`lazy` is true only when a companion is a Blob).
+ * `tensorlane::model::Model`, which reads it with pread, and with `{mmap: true}` views zero-copy
+ * tensors on a mapping of it; the wasm build reads it on demand): everything is synchronous (`lazy` is true only when a companion is a Blob).
  */
 export interface ModelReader extends ModelReaderBase {
   readonly lazy: boolean;
   /**
    * The tensor's values (C order, little-endian): a view on the caller's bytes or the mapped file
-   * when they are stored that way and aligned, else a copy. Types as `decode` (float16/bfloat16
+   * (`{mmap: true}`) when they are stored that way and aligned, else a copy. Types as `decode` (float16/bfloat16
    * raw Uint16Array bits unless `{widen: true}`); float8/float4 and GGUF blocks as raw Uint8Array.
    * A copy over `maxTensorBytes` (this call's, else open()'s, default 4 GiB) throws a
    * TensorlaneError of kind 'limit' before it is allocated (see OpenOptions.maxTensorBytes).

@@ -14,7 +14,7 @@ import { createRequire } from 'node:module';
 import { basename } from 'node:path';
 import { makeApi } from './common.js';
 import { makeZt } from './zt.js';
-import { companionPath, makeFormats, memorySource } from './formats.js';
+import { companionPath, makeFormats, memorySource, MAX_TENSOR_BYTES } from './formats.js';
 import { shardPath } from './node-paths.js';
 import { platformName } from './platform.js';
 import { makeCompare } from './compare.js';
@@ -57,12 +57,19 @@ if (addon) {
     copiedBytes: addon.copiedBytes,
     RawStreamDecoder: addon.RawStreamDecoder,
   });
-  const zt = makeZt(addon, { openPath: (p) => addon.ztMmap(p), shardPath });
+  // A file opened by path is read into memory with pread (addon.readFile, refused over
+  // maxTensorBytes) unless the caller asks for a mapping with {mmap: true} (addon.ztMmap, a
+  // copy-on-write map). A mapping handed to JavaScript can have no guard: if the file is truncated
+  // while it is mapped, touching a missing page kills the process with SIGBUS. A read file cannot
+  // change underneath; a file truncated while it is read is an error.
+  const pathBytes = (p, options) => (options?.mmap === true ? addon.ztMmap(p) : addon.readFile(p, options?.maxTensorBytes ?? MAX_TENSOR_BYTES));
+  const zt = makeZt(addon, { openPath: pathBytes, shardPath });
   // A model path is opened by the native host (tensorlane::model::Model, through the addon's
-  // ModelFile); zero-copy tensors are views on a copy-on-write mapping (ztMmap). Other paths (.zt,
-  // {format} forced, {companions} given) are mapped and read through the byte-range session.
-  const pathSource = (p) => memorySource(addon.ztMmap(p), basename(p), p);
-  const io = { pathSource, companionPath, openModel: (p) => new addon.ModelFile(p), mapPath: (p) => addon.ztMmap(p) };
+  // ModelFile, with pread); with {mmap: true} zero-copy tensors are views on a copy-on-write
+  // mapping (ztMmap). Other paths (.zt, {format} forced, {companions} given) are read (or mapped)
+  // and read through the byte-range session.
+  const pathSource = (p, options) => memorySource(pathBytes(p, options), basename(p), p);
+  const io = { pathSource, companionPath, openModel: (p) => new addon.ModelFile(p), mapPath: pathBytes };
   const formats = makeFormats(addon, zt, io);
   api = { ...api, ...zt, open: formats.open, stats: formats.stats, ...makeCompare(addon) };
 } else {

@@ -224,11 +224,11 @@ class ZtReader {
 }
 
 /**
- * The `.zt` API of a backend. `io` (Node only): `openPath(path) -> Uint8Array` (mapped by the
- * addon, read otherwise) and `shardPath(root, name) -> string | null`.
+ * The `.zt` API of a backend. `io` (Node only): `openPath(path, options) -> Uint8Array` (read;
+ * mapped by the addon with `{mmap: true}`) and `shardPath(root, name) -> string | null`.
  */
 export function makeZt(backend, io = {}) {
-  function openBytes(bytes, path) {
+  function openBytes(bytes, path, options) {
     const size = bytes.byteLength;
     const tailStart = Math.max(0, size - ZT_TAIL_WINDOW);
     const tail = bytes.subarray(tailStart);
@@ -246,7 +246,7 @@ export function makeZt(backend, io = {}) {
           e.rule = 'Unsupported';
           throw e;
         }
-        s = io.openPath(file);
+        s = io.openPath(file, options);
         const want = meta.shards?.[shard]?.size;
         if (s.byteLength !== want) {
           const e = new TensorlaneError(`ShardIdentity: ${file} is ${s.byteLength} bytes; the shard table says ${want}`);
@@ -344,14 +344,14 @@ export function makeZt(backend, io = {}) {
   }
 
   /**
-   * Opens a `.zt` v2 file: a path (Node; mapped by the addon), a Uint8Array/ArrayBuffer (sync),
+   * Opens a `.zt` v2 file: a path (Node; read into memory, or mapped with `{mmap: true}`), a Uint8Array/ArrayBuffer (sync),
    * or a Blob/File (async: returns a Promise, and the reader's get()/verify() are async).
    * `options.head`: the file's first bytes when the caller already read them.
    */
   function open(source, options = {}) {
     if (typeof source === 'string') {
       if (!io.openPath) throw new TypeError('open(path) needs Node; pass a Uint8Array or a Blob');
-      return openBytes(io.openPath(source), source);
+      return openBytes(io.openPath(source, options), source, options);
     }
     // A RemoteFile (open(url)) reads like a Blob: size, slice(start, end).arrayBuffer().
     if (isBlob(source) || source instanceof RemoteFile) return openBlob(source, options.head, options.companions);

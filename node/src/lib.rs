@@ -143,11 +143,46 @@ pub fn zt_write_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Buffer> {
     zt::write_plan(&plan, &refs).map(Buffer::from).map_err(err)
 }
 
+/// Reads the file at `path` into an owned Buffer with positioned reads (`pread`), in pieces of
+/// 16 MiB: what JS opens by path unless it asks for a mapping (`{mmap: true}`). A file over
+/// `max_bytes` is refused before anything is allocated, naming the file and the options; a file
+/// truncated while it is read is an error saying so, never SIGBUS (nothing is mapped).
+#[napi(js_name = "readFile")]
+pub fn read_file(path: String, max_bytes: f64) -> Result<Buffer> {
+    use tensorlane_core::source::{ReadAt as _, SourceError};
+    const PIECE: usize = 16 << 20;
+    let src = tensorlane::source::FileSource::open(&path).map_err(|e| err(format!("cannot open {path}: {e}")))?;
+    let len = src.size();
+    if len as f64 > max_bytes {
+        return Err(err(format!(
+            "Limit: {path} is {len} bytes, over the {max_bytes} bytes allowed by maxTensorBytes: a file opened by \
+             path is read into memory; raise maxTensorBytes if the machine has the memory, or pass {{mmap: true}} \
+             to map it instead (the file must then stay as it is while the reader lives)"
+        )));
+    }
+    let n = usize::try_from(len).map_err(|_| err(format!("Limit: {path} is {len} bytes, too large to read here")))?;
+    let mut data = vec![0u8; n];
+    for (i, piece) in data.chunks_mut(PIECE).enumerate() {
+        let at = (i * PIECE) as u64;
+        src.read_at(at, piece).map_err(|e| match e {
+            // FileSource's error for a file that is shorter than when it was opened.
+            SourceError::OutOfBounds { size, .. } => err(format!(
+                "{path} changed while it was read: {size} bytes now, {len} when it was opened (truncated or \
+                 rewritten in place); open it again once nothing writes to it"
+            )),
+            other => err(format!("cannot read {path} at byte {at}: {other}")),
+        })?;
+    }
+    Ok(Buffer::from(data))
+}
+
 /// Maps the file at `path` and returns it as an external Buffer over the mapping (no copy; the
-/// mapping lives as long as the Buffer). The mapping is private copy-on-write, so a write from JS
-/// never reaches the file. Files under 64 KiB are read instead. The file must not be truncated
-/// while the Buffer lives (see the SAFETY note): use it for files that are published, not
-/// rewritten in place.
+/// mapping lives as long as the Buffer): only when JS asks for it (`{mmap: true}`; by default
+/// paths are read with [`read_file`]). The mapping is private copy-on-write, so a write from JS
+/// never reaches the file. Files under 64 KiB are read instead. There is no guard a mapping
+/// handed to JS can have against truncation: a file truncated while the Buffer lives kills the
+/// process with SIGBUS when a missing page is touched (see the SAFETY note), so the caller
+/// promises that the file is published (written beside and renamed), never rewritten in place.
 #[napi(js_name = "ztMmap")]
 pub fn zt_mmap<'env>(env: &'env Env, path: String) -> Result<BufferSlice<'env>> {
     let file = std::fs::File::open(&path).map_err(|e| err(format!("cannot open {path}: {e}")))?;

@@ -108,7 +108,7 @@ for (const { name, api } of backends) {
     assert.equal(c.get('raw').copied, false);
     assert.throws(() => c.get('nope'), (e) => e.rule === 'NotFound');
     if (name === 'addon') {
-      // A path is mapped: the view's buffer is the whole mapped file.
+      // A path is read whole (mapped with {mmap: true}): the view's buffer is the whole file.
       const p = api.open(fileURLToPath(new URL('basic-canonical.zt', FIXTURES))).get('embed.weight');
       assert.equal(p.copied, false);
       assert.equal(p.data.buffer.byteLength, 393910);
