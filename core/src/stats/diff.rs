@@ -233,14 +233,14 @@ impl DiffAccumulator {
     /// Feeds the next bytes of tensor `a` (any piece boundaries).
     pub fn push_a(&mut self, bytes: &[u8]) {
         let q = &mut self.qa;
-        self.a.push(bytes, &mut |leaf| q.extend_from_slice(leaf));
+        self.a.push(bytes, q);
         self.pair();
     }
 
     /// Feeds the next bytes of tensor `b` (any piece boundaries).
     pub fn push_b(&mut self, bytes: &[u8]) {
         let q = &mut self.qb;
-        self.b.push(bytes, &mut |leaf| q.extend_from_slice(leaf));
+        self.b.push(bytes, q);
         self.pair();
     }
 

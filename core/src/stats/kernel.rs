@@ -58,13 +58,87 @@ pub(crate) struct Leaf {
     pub neg_inf: u64,
 }
 
+impl Leaf {
+    /// The leaf of `self`'s values followed by `b`'s.
+    pub(crate) fn merge(self, b: Leaf) -> Leaf {
+        Leaf {
+            moments: self.moments.merge(b.moments),
+            zeros: self.zeros + b.zeros,
+            nan: self.nan + b.nan,
+            pos_inf: self.pos_inf + b.pos_inf,
+            neg_inf: self.neg_inf + b.neg_inf,
+        }
+    }
+}
+
 /// Sums 8 lanes pairwise.
 fn reduce(s: [f64; LANES]) -> f64 {
     ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 }
 
+/// How many elements each value of a leaf stands for: one each ([`Ones`]), or a count per value
+/// (`&[u8]`, the weighted leaves of the 4-bit ggml groups: at most 32 elements a value).
+pub(crate) trait Weights: Copy {
+    /// The weights of values `LANES * c .. LANES * (c + 1)`.
+    fn lanes(self, c: usize) -> [f64; LANES];
+    /// The weight of value `i`.
+    fn at(self, i: usize) -> f64;
+    /// The weight of value `i` as a count.
+    fn count(self, i: usize) -> u64;
+}
+
+/// Every value is one element (the compiler folds the multiplications by 1.0 away).
+#[derive(Clone, Copy)]
+pub(crate) struct Ones;
+
+impl Weights for Ones {
+    #[inline(always)]
+    fn lanes(self, _: usize) -> [f64; LANES] {
+        [1.0; LANES]
+    }
+    #[inline(always)]
+    fn at(self, _: usize) -> f64 {
+        1.0
+    }
+    #[inline(always)]
+    fn count(self, _: usize) -> u64 {
+        1
+    }
+}
+
+impl Weights for &[u8] {
+    #[inline(always)]
+    fn lanes(self, c: usize) -> [f64; LANES] {
+        let mut w = [0.0; LANES];
+        for (w, &b) in w.iter_mut().zip(&self[c * LANES..(c + 1) * LANES]) {
+            *w = f64::from(b);
+        }
+        w
+    }
+    #[inline(always)]
+    fn at(self, i: usize) -> f64 {
+        f64::from(self[i])
+    }
+    #[inline(always)]
+    fn count(self, i: usize) -> u64 {
+        u64::from(self[i])
+    }
+}
+
 /// The moments and counts of `x` (at most a leaf of values).
 pub(crate) fn leaf(x: &[f64]) -> Leaf {
+    leaf_by(x, Ones)
+}
+
+/// The moments and counts of values `v` with weights `w` (whole counts, same length; a value of
+/// weight 0 is not there).
+pub(crate) fn leaf_weighted(v: &[f64], w: &[u8]) -> Leaf {
+    leaf_by(&v[..w.len().min(v.len())], &w[..w.len().min(v.len())])
+}
+
+/// [`leaf`] of `x` where value `i` stands for `w.at(i)` elements.
+#[inline(always)]
+fn leaf_by<W: Weights>(x: &[f64], w: W) -> Leaf {
     if x.is_empty() {
         return Leaf {
             moments: Moments::EMPTY,
@@ -78,52 +152,61 @@ pub(crate) fn leaf(x: &[f64]) -> Leaf {
     // infinite, which sends the leaf down the slow path (rare: special values, or a sum that
     // overflows f64).
     let (chunks, rest) = x.as_chunks::<LANES>();
+    let tail = chunks.len() * LANES;
     let mut s = [0.0f64; LANES];
+    let mut n = [0.0f64; LANES];
     let mut lo = [f64::INFINITY; LANES];
     let mut hi = [f64::NEG_INFINITY; LANES];
-    let mut z = [0u64; LANES];
-    for c in chunks {
+    let mut z = [0.0f64; LANES];
+    for (ci, c) in chunks.iter().enumerate() {
+        let wc = w.lanes(ci);
         for j in 0..LANES {
             let v = c[j];
-            s[j] += v;
-            lo[j] = if v < lo[j] { v } else { lo[j] };
-            hi[j] = if v > hi[j] { v } else { hi[j] };
-            z[j] += u64::from(v == 0.0);
+            s[j] += wc[j] * v;
+            n[j] += wc[j];
+            let has = wc[j] > 0.0;
+            lo[j] = if has & (v < lo[j]) { v } else { lo[j] };
+            hi[j] = if has & (v > hi[j]) { v } else { hi[j] };
+            z[j] += if v == 0.0 { wc[j] } else { 0.0 };
         }
     }
     for (j, &v) in rest.iter().enumerate() {
-        s[j] += v;
-        lo[j] = if v < lo[j] { v } else { lo[j] };
-        hi[j] = if v > hi[j] { v } else { hi[j] };
-        z[j] += u64::from(v == 0.0);
+        let wj = w.at(tail + j);
+        s[j] += wj * v;
+        n[j] += wj;
+        let has = wj > 0.0;
+        lo[j] = if has & (v < lo[j]) { v } else { lo[j] };
+        hi[j] = if has & (v > hi[j]) { v } else { hi[j] };
+        z[j] += if v == 0.0 { wj } else { 0.0 };
     }
     let sum = reduce(s);
     if !sum.is_finite() {
-        return slow(x);
+        return slow(x, w);
     }
-    let n = x.len();
-    let mean = sum / n as f64;
+    let nf = reduce(n);
+    let mean = sum / nf;
     // Pass 2: the centred second moment, with the correction term of the corrected two-pass
     // algorithm (sum of deviations, zero in exact arithmetic).
     let mut q = [0.0f64; LANES];
     let mut c = [0.0f64; LANES];
-    for ch in chunks {
+    for (ci, ch) in chunks.iter().enumerate() {
+        let wc = w.lanes(ci);
         for j in 0..LANES {
             let d = ch[j] - mean;
-            q[j] += d * d;
-            c[j] += d;
+            q[j] += wc[j] * (d * d);
+            c[j] += wc[j] * d;
         }
     }
     for (j, &v) in rest.iter().enumerate() {
+        let wj = w.at(tail + j);
         let d = v - mean;
-        q[j] += d * d;
-        c[j] += d;
+        q[j] += wj * (d * d);
+        c[j] += wj * d;
     }
     let (q, c) = (reduce(q), reduce(c));
-    let nf = n as f64;
     Leaf {
         moments: Moments {
-            n: n as u64,
+            n: nf as u64,
             mean: mean + c / nf,
             m2: q - c * c / nf,
             min: lo.iter().copied().fold(f64::INFINITY, |a, b| if b < a { b } else { a }),
@@ -132,31 +215,35 @@ pub(crate) fn leaf(x: &[f64]) -> Leaf {
                 .copied()
                 .fold(f64::NEG_INFINITY, |a, b| if b > a { b } else { a }),
         },
-        zeros: z.iter().sum(),
+        zeros: reduce(z) as u64,
         nan: 0,
         pos_inf: 0,
         neg_inf: 0,
     }
 }
 
-/// [`leaf`] with every value classified (the leaf holds a NaN or an infinity).
-fn slow(x: &[f64]) -> Leaf {
+/// [`leaf_by`] with every value classified (the leaf holds a NaN or an infinity).
+fn slow<W: Weights>(x: &[f64], w: W) -> Leaf {
     let (mut nan, mut pos_inf, mut neg_inf, mut zeros) = (0u64, 0u64, 0u64, 0u64);
     let (mut n, mut sum) = (0u64, 0.0f64);
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for &v in x {
-        if v.is_nan() {
-            nan += 1;
+    for (i, &v) in x.iter().enumerate() {
+        let wi = w.at(i);
+        let k = w.count(i);
+        if k == 0 {
+            continue;
+        } else if v.is_nan() {
+            nan += k;
         } else if v == f64::INFINITY {
-            pos_inf += 1;
+            pos_inf += k;
         } else if v == f64::NEG_INFINITY {
-            neg_inf += 1;
+            neg_inf += k;
         } else {
-            n += 1;
-            sum += v;
+            n += k;
+            sum += wi * v;
             lo = if v < lo { v } else { lo };
             hi = if v > hi { v } else { hi };
-            zeros += u64::from(v == 0.0);
+            zeros += if v == 0.0 { k } else { 0 };
         }
     }
     let moments = if n == 0 {
@@ -165,11 +252,11 @@ fn slow(x: &[f64]) -> Leaf {
         let nf = n as f64;
         let mean = sum / nf;
         let (mut q, mut c) = (0.0f64, 0.0f64);
-        for &v in x {
-            if v.is_finite() {
+        for (i, &v) in x.iter().enumerate() {
+            if v.is_finite() && w.at(i) > 0.0 {
                 let d = v - mean;
-                q += d * d;
-                c += d;
+                q += w.at(i) * (d * d);
+                c += w.at(i) * d;
             }
         }
         Moments {
@@ -245,20 +332,35 @@ impl Bins {
 
     /// Counts the values of `x` in `[lo, hi]` (NaN, infinities and values outside are skipped).
     pub(crate) fn add(&mut self, x: &[f64]) {
-        let (lo, hi, denom) = (self.lo, self.hi, self.denom);
+        self.add_by(x, Ones);
+    }
+
+    /// Counts values `v` with weights `w` (same length), as [`Bins::add`] would count each value
+    /// repeated its weight's times.
+    pub(crate) fn add_weighted(&mut self, v: &[f64], w: &[u8]) {
+        let n = v.len().min(w.len());
+        self.add_by(&v[..n], &w[..n]);
+    }
+
+    #[inline(always)]
+    fn add_by<W: Weights>(&mut self, x: &[f64], w: W) {
+        let (lo, hi) = (self.lo, self.hi);
         let bins = self.bins;
-        let nb = bins as f64;
+        // NumPy divides by `norm_denom` then multiplies by the bin count; one multiplication by
+        // their quotient gives an estimate a few ulps away, still within one bin of the true one,
+        // and the correction below settles the bin by the edges alone (module docs). A division
+        // per value was most of this loop's time.
+        let scale = bins as f64 / self.denom;
         let last = bins - 1;
         let edges = &self.edges[..bins + 1];
         let tables = &mut self.tables[..bins * TABLES];
-        for x in x.chunks(ESTIMATES) {
-            // A bin estimate for a whole block, in a loop the compiler vectorizes: NumPy's
-            // `((a - first_edge) / norm_denom) * n_equal_bins`, rounded to an integer by adding
-            // 2^52 (exact for 0 <= f < 2^51; values outside the range give garbage and are
-            // skipped below).
+        for (b, x) in x.chunks(ESTIMATES).enumerate() {
+            // A bin estimate for a whole block, in a loop the compiler vectorizes, rounded to an
+            // integer by adding 2^52 (exact for 0 <= f < 2^51; values outside the range give
+            // garbage and are skipped below).
             let mut est = [0u32; ESTIMATES];
             for (e, &v) in est.iter_mut().zip(x) {
-                *e = ((((v - lo) / denom) * nb) + TWO52).to_bits() as u32;
+                *e = (((v - lo) * scale) + TWO52).to_bits() as u32;
             }
             // Then NumPy's correction against the edges, without branches: one step down when
             // below the bin's left edge, one up when at or past its right edge (the last bin is
@@ -272,7 +374,7 @@ impl Bins {
                 let mut i = (e as usize).min(last);
                 i = i.saturating_sub(usize::from(v < edges[i]));
                 i += usize::from((i != last) & (v >= edges[i + 1]));
-                tables[(k % TABLES) * bins + i] += 1;
+                tables[(k % TABLES) * bins + i] += w.count(b * ESTIMATES + k);
             }
         }
     }
@@ -338,7 +440,7 @@ mod tests {
     fn leaf_fast_and_slow_agree() {
         let x: alloc::vec::Vec<f64> = (0..1000).map(|i| (i as f64 * 0.37).sin() * 10.0).collect();
         let a = leaf(&x);
-        let b = slow(&x);
+        let b = slow(&x, Ones);
         assert_eq!(a.moments.n, b.moments.n);
         assert_eq!((a.moments.min, a.moments.max), (b.moments.min, b.moments.max));
         assert!((a.moments.mean - b.moments.mean).abs() < 1e-14);

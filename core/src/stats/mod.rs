@@ -105,6 +105,7 @@ mod kernel;
 
 pub use diff::{Diff, DiffAccumulator};
 
+use crate::formats::ggml::groups::{GROUP, Group, GroupDecoder, group_decoder};
 use decode::{Codec, LEAF};
 use kernel::{Bins, Leaf, Moments};
 
@@ -267,6 +268,14 @@ impl StatsError {
     }
 }
 
+/// Where a [`Feed`] hands its full leaves: plain values, or weighted ones (4-bit ggml groups).
+trait Sink {
+    /// A leaf of values.
+    fn values(&mut self, x: &[f64]);
+    /// A leaf of values `v`, value `i` standing for `w[i]` elements.
+    fn weighted(&mut self, v: &[f64], w: &[u8]);
+}
+
 /// Bytes → values in leaves: carries a cut unit between pushes and stops at an element limit.
 #[derive(Clone, Debug)]
 struct Feed {
@@ -284,6 +293,60 @@ struct Feed {
     left: u64,
     /// Values taken.
     taken: u64,
+    /// For the 4-bit ggml types when made by [`Feed::grouped`]: blocks become weighted leaves.
+    groups: Option<Grouped>,
+}
+
+/// The weighted leaf a grouped [`Feed`] is filling: each group of 32 elements gives its 16
+/// (value, count) pairs, count 0 included (the kernels give a zero weight no say, and a fixed
+/// layout spares a branch per pair).
+#[derive(Clone, Debug)]
+struct Grouped {
+    decoder: GroupDecoder,
+    /// One block's groups.
+    block: Vec<Group>,
+    /// [`LEAF`] / [`GROUP`] * 16 pairs.
+    values: Vec<f64>,
+    weights: Vec<u8>,
+    /// Elements the pairs stand for (at most [`LEAF`]); pairs in use are `fill / GROUP * 16`.
+    fill: usize,
+}
+
+impl Grouped {
+    /// Decodes whole blocks `src` into pairs, handing out a weighted leaf at every [`LEAF`]
+    /// elements (a multiple of every block size).
+    fn blocks(&mut self, src: &[u8], unit: usize, per: usize, sink: &mut impl Sink) {
+        for b in src.chunks_exact(unit) {
+            self.decoder.fill(b, &mut self.block);
+            let at = self.fill / GROUP * 16;
+            let (values, weights) = (
+                &mut self.values[at..at + per / GROUP * 16],
+                &mut self.weights[at..at + per / GROUP * 16],
+            );
+            for ((g, v), w) in self
+                .block
+                .iter()
+                .zip(values.chunks_exact_mut(16))
+                .zip(weights.chunks_exact_mut(16))
+            {
+                for q in 0..16 {
+                    v[q] = f64::from(g.values[q]);
+                    w[q] = g.counts[q];
+                }
+            }
+            self.fill += per;
+            if self.fill >= LEAF {
+                sink.weighted(&self.values, &self.weights);
+                self.fill = 0;
+            }
+        }
+    }
+
+    /// The pairs not yet handed out.
+    fn pending(&self) -> (&[f64], &[u8]) {
+        let n = self.fill / GROUP * 16;
+        (&self.values[..n], &self.weights[..n])
+    }
 }
 
 impl Feed {
@@ -298,7 +361,28 @@ impl Feed {
             scratch: Vec::new(),
             left: u64::MAX,
             taken: 0,
+            groups: None,
         })
+    }
+
+    /// [`Feed::new`], with the 4-bit ggml types (Q4_0, Q4_1, Q4_K, IQ4_NL) read as groups of 16
+    /// weighted values: the same statistics and histogram counts, without dequantizing every
+    /// element (for a sink that does not need the values in order).
+    fn grouped(ty: ElementType) -> Result<Feed, StatsError> {
+        let mut f = Feed::new(ty)?;
+        if let Codec::Ggml { ty, block, .. } = f.codec
+            && let Some(decoder) = group_decoder(ty)
+        {
+            let pairs = LEAF / GROUP * 16;
+            f.groups = Some(Grouped {
+                decoder,
+                block: alloc::vec![Group::default(); block / GROUP],
+                values: alloc::vec![0.0; pairs],
+                weights: alloc::vec![0; pairs],
+                fill: 0,
+            });
+        }
+        Ok(f)
     }
 
     fn limit(&mut self, elements: u64) {
@@ -306,7 +390,7 @@ impl Feed {
     }
 
     /// Feeds `bytes`, handing every full leaf to `sink`.
-    fn push(&mut self, mut bytes: &[u8], sink: &mut impl FnMut(&[f64])) {
+    fn push(&mut self, mut bytes: &[u8], sink: &mut impl Sink) {
         let unit = self.codec.unit_bytes();
         if !self.carry.is_empty() {
             let need = unit - self.carry.len();
@@ -327,8 +411,17 @@ impl Feed {
     }
 
     /// Decodes whole units into the leaf buffer, handing out full leaves.
-    fn units(&mut self, mut src: &[u8], sink: &mut impl FnMut(&[f64])) {
+    fn units(&mut self, mut src: &[u8], sink: &mut impl Sink) {
         let (unit, per) = (self.codec.unit_bytes(), self.codec.unit_values());
+        if let Some(g) = &mut self.groups {
+            // Whole blocks the element limit does not cut go as groups; the rest below.
+            let whole = (self.left / per as u64).min((src.len() / unit) as u64) as usize;
+            g.blocks(&src[..whole * unit], unit, per, sink);
+            let took = (whole * per) as u64;
+            self.left -= took;
+            self.taken += took;
+            src = &src[whole * unit..];
+        }
         while !src.is_empty() && self.left > 0 {
             let room = (LEAF - self.fill) / per;
             let n = room.min(src.len() / unit);
@@ -341,14 +434,41 @@ impl Feed {
             self.left -= keep as u64;
             self.taken += keep as u64;
             if self.fill == LEAF {
-                sink(&self.buf);
+                sink.values(&self.buf);
                 self.fill = 0;
             }
         }
     }
 
+    /// Values decoded but not yet handed out.
     fn pending(&self) -> &[f64] {
         &self.buf[..self.fill]
+    }
+
+    /// Elements decoded but not yet handed out (plain and grouped).
+    fn pending_count(&self) -> u64 {
+        (self.fill + self.groups.as_ref().map_or(0, |g| g.fill)) as u64
+    }
+
+    /// The leaf of everything decoded but not yet handed out.
+    fn pending_leaf(&self) -> kernel::Leaf {
+        let plain = kernel::leaf(self.pending());
+        match &self.groups {
+            Some(g) => {
+                let (v, w) = g.pending();
+                plain.merge(kernel::leaf_weighted(v, w))
+            }
+            None => plain,
+        }
+    }
+
+    /// Hands what is pending to `sink` without clearing it.
+    fn pending_into(&self, sink: &mut impl Sink) {
+        sink.values(self.pending());
+        if let Some(g) = &self.groups {
+            let (v, w) = g.pending();
+            sink.weighted(v, w);
+        }
     }
 }
 
@@ -384,9 +504,8 @@ impl Acc {
         self.neg_inf += l.neg_inf;
     }
 
-    fn add_leaf(&mut self, x: &[f64]) {
-        let l = kernel::leaf(x);
-        self.add_counts(&l, x.len() as u64);
+    fn add_leaf(&mut self, l: kernel::Leaf, values: u64) {
+        self.add_counts(&l, values);
         let mut node = (0u32, l.moments);
         while let Some(&(level, m)) = self.tree.last() {
             if level != node.0 {
@@ -412,11 +531,47 @@ impl Acc {
     }
 }
 
+impl Sink for Acc {
+    fn values(&mut self, x: &[f64]) {
+        self.add_leaf(kernel::leaf(x), x.len() as u64);
+    }
+
+    fn weighted(&mut self, v: &[f64], w: &[u8]) {
+        let l = kernel::leaf_weighted(v, w);
+        let n = l.moments.n + l.nan + l.pos_inf + l.neg_inf;
+        self.add_leaf(l, n);
+    }
+}
+
+impl Sink for Bins {
+    fn values(&mut self, x: &[f64]) {
+        self.add(x);
+    }
+
+    fn weighted(&mut self, v: &[f64], w: &[u8]) {
+        self.add_weighted(v, w);
+    }
+}
+
+/// A queue of values in order ([`DiffAccumulator`]'s: its feeds are plain, never grouped, since
+/// a comparison pairs values in order).
+impl Sink for Vec<f64> {
+    fn values(&mut self, x: &[f64]) {
+        self.extend_from_slice(x);
+    }
+
+    fn weighted(&mut self, v: &[f64], w: &[u8]) {
+        for (&v, &w) in v.iter().zip(w) {
+            self.extend(core::iter::repeat_n(v, usize::from(w)));
+        }
+    }
+}
+
 impl Stats {
     /// An accumulator for elements of type `ty` (refused: see [`StatsError::Unsupported`]).
     pub fn new(ty: ElementType) -> Result<Stats, StatsError> {
         Ok(Stats {
-            feed: Feed::new(ty)?,
+            feed: Feed::grouped(ty)?,
             acc: Acc::default(),
         })
     }
@@ -443,21 +598,20 @@ impl Stats {
     /// Feeds the next bytes of the tensor. A piece may end anywhere: a cut element or ggml block
     /// is completed by the next push.
     pub fn push(&mut self, bytes: &[u8]) {
-        let acc = &mut self.acc;
-        self.feed.push(bytes, &mut |leaf| acc.add_leaf(leaf));
+        self.feed.push(bytes, &mut self.acc);
     }
 
     /// Adds the results of `other`, an accumulator over another part of the data (of any element
     /// type). `other`'s cut unit, if any ([`Stats::pending_bytes`]), is not carried over: cut
     /// parts at [`Stats::unit_bytes`] multiples.
     pub fn merge(&mut self, other: &Stats) {
-        let pending = kernel::leaf(other.feed.pending());
+        let pending = other.feed.pending_leaf();
         let m = other.acc.moments(&pending);
         self.acc.merged = Some(match self.acc.merged {
             Some(p) => p.merge(m),
             None => m,
         });
-        self.acc.count += other.acc.count + other.feed.fill as u64;
+        self.acc.count += other.acc.count + other.feed.pending_count();
         self.acc.zeros += other.acc.zeros + pending.zeros;
         self.acc.nan += other.acc.nan + pending.nan;
         self.acc.pos_inf += other.acc.pos_inf + pending.pos_inf;
@@ -466,13 +620,13 @@ impl Stats {
 
     /// The statistics of everything pushed and merged so far.
     pub fn summary(&self) -> Summary {
-        let pending = kernel::leaf(self.feed.pending());
+        let pending = self.feed.pending_leaf();
         let m = self.acc.moments(&pending);
         let a = &self.acc;
         let none = m.n == 0;
         let nan_if = |v: f64| if none { f64::NAN } else { v };
         Summary {
-            count: a.count + self.feed.fill as u64,
+            count: a.count + self.feed.pending_count(),
             finite: m.n,
             min: nan_if(m.min),
             max: nan_if(m.max),
@@ -504,7 +658,7 @@ impl HistogramAccumulator {
         if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
             return Err(StatsError::Range { lo, hi });
         }
-        let feed = Feed::new(ty)?;
+        let feed = Feed::grouped(ty)?;
         let (wlo, whi) = if lo == hi { (lo - 0.5, hi + 0.5) } else { (lo, hi) };
         let b = Bins::new(wlo, whi, bins);
         if b.edges.windows(2).any(|w| w[0] >= w[1]) {
@@ -536,8 +690,7 @@ impl HistogramAccumulator {
 
     /// Feeds the next bytes (any piece boundaries, as [`Stats::push`]).
     pub fn push(&mut self, bytes: &[u8]) {
-        let bins = &mut self.bins;
-        self.feed.push(bytes, &mut |leaf| bins.add(leaf));
+        self.feed.push(bytes, &mut self.bins);
     }
 
     /// Adds the counts of `other`, made with the same range and bins (when the edges differ,
@@ -547,14 +700,13 @@ impl HistogramAccumulator {
             return false;
         }
         self.bins.add_counts(&other.bins);
-        self.bins.add(other.feed.pending());
+        other.feed.pending_into(&mut self.bins);
         true
     }
 
     /// The histogram of everything pushed and merged.
     pub fn finish(mut self) -> Histogram {
-        let fill = self.feed.fill;
-        self.bins.add(&self.feed.buf[..fill]);
+        self.feed.pending_into(&mut self.bins);
         Histogram {
             counts: self.bins.counts(),
             edges: self.bins.edges,

@@ -258,6 +258,50 @@ fn ggml_blocks_through_dequantize() {
     }
 }
 
+/// The 4-bit types are summarised as groups of weighted values (`ggml::groups`): the same counts,
+/// extremes and histogram as their dequantized elements, also where the element limit cuts a block
+/// and where a scale is NaN or infinite.
+#[test]
+fn grouped_ggml_types_match_their_dequantized_values() {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for id in [2u32, 3, 12, 20] {
+        let ty = GgmlType(id);
+        let (block, size) = (ty.block_size().unwrap() as usize, ty.type_size().unwrap() as usize);
+        let blocks = 4096 / block + 3;
+        let mut bytes: Vec<u8> = (0..blocks * size).map(|_| next() as u8).collect();
+        for b in bytes.chunks_exact_mut(size) {
+            // Finite f16 scales of both signs (exponent below all-ones), some of them zero.
+            b[1] &= 0xBB;
+            b[3] &= 0xBB;
+        }
+        bytes[4] = 0; // a zero scale somewhere: a group of zeros
+        bytes[5] = 0;
+        let values: Vec<f64> = ggml::dequantize(ty, &bytes)
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        let et = ElementType::Ggml(ty);
+        check(et, values.len() as u64, &bytes, &values, 64);
+        // The element limit inside the last block: the cut block is decoded element by element.
+        let cut = values.len() - block / 2 - 3;
+        check(et, cut as u64, &bytes, &values[..cut], 17);
+        // An infinite, then a NaN scale in the second block.
+        for special in [half::f16::INFINITY, half::f16::NAN] {
+            let mut b = bytes.clone();
+            b[size..size + 2].copy_from_slice(&special.to_bits().to_le_bytes());
+            let v: Vec<f64> = ggml::dequantize(ty, &b).unwrap().into_iter().map(f64::from).collect();
+            check(et, v.len() as u64, &b, &v, 9);
+        }
+    }
+}
+
 #[test]
 fn no_finite_values_and_constant_values() {
     let ty = ElementType::Dense(DType::F32);

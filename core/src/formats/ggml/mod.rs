@@ -11,6 +11,7 @@ use super::{ErrorKind, FormatError};
 
 #[rustfmt::skip]
 mod tables;
+pub(crate) mod groups;
 
 use tables::{FP4_VALUES, IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, IQ4NL_VALUES, KSIGNS};
 
