@@ -191,13 +191,15 @@ impl ReadAt for Source {
     }
 }
 
+/// `pread` until `buf` is full; a file that ends first is `UnexpectedEof`.
 #[cfg(unix)]
-fn read_exact_at(f: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+pub(crate) fn read_exact_at(f: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
     std::os::unix::fs::FileExt::read_exact_at(f, buf, offset)
 }
 
+/// `pread` until `buf` is full; a file that ends first is `UnexpectedEof`.
 #[cfg(windows)]
-fn read_exact_at(f: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+pub(crate) fn read_exact_at(f: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
     while !buf.is_empty() {
         let n = std::os::windows::fs::FileExt::seek_read(f, buf, offset)?;
         if n == 0 {

@@ -203,8 +203,10 @@ impl Workload {
     /// the rest by name), post-layer tensors (norms before heads).
     pub fn from_zt(path: &Path, phase: Phase) -> Result<Workload, Error> {
         use tensorlane::core::zt::reader::Reader;
+        // pread, not a map: only the manifest is read here, and a file rewritten meanwhile must
+        // be an error, not SIGBUS (issue 15).
         let src =
-            tensorlane::source::MmapSource::open(path).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+            tensorlane::source::FileSource::open(path).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
         let reader = Reader::open(src).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
         let mut list = Vec::new();
         for name in reader.objects() {

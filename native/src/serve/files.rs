@@ -6,18 +6,21 @@
 //! ignored (200) and the second answered 416, and a suffix longer than the file served as the
 //! whole file.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::body::{Body, Bytes};
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State as AxState};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
+use http_body::{Frame, SizeHint};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
 use super::Shared;
-use crate::source::MmapSource;
 
 /// What identifies one version of a file: its size and modification time (ns since the epoch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,7 +147,7 @@ pub(super) async fn mounted(AxState(s): AxState<Arc<Shared>>, req: Request) -> R
         return Refusal::NotFound(format!("/files/{raw}: not found (this mount serves one model's files)"))
             .into_response();
     }
-    send_file(&s, &path, req.method(), req.headers())
+    send_file(&path, req.method(), req.headers())
 }
 
 /// The inspector's files: `/web-demo/`, `/js/`, `/wasm/pkg/` and `/tests/data/` under the web
@@ -182,7 +185,7 @@ pub(super) async fn web(AxState(s): AxState<Arc<Shared>>, req: Request) -> Respo
         }
         path.push("index.html");
     }
-    send_file(&s, &path, req.method(), req.headers())
+    send_file(&path, req.method(), req.headers())
 }
 
 /// The media type for a file name (as `web-demo/serve.mjs` sends them).
@@ -198,19 +201,6 @@ fn content_type(path: &Path) -> &'static str {
         "png" => "image/png",
         "md" | "txt" | "ts" => "text/plain; charset=utf-8",
         _ => "application/octet-stream",
-    }
-}
-
-/// A slice of a memory map, owned (so that `Bytes` can hand it to the socket without a copy).
-struct MapSlice {
-    src: MmapSource,
-    start: usize,
-    end: usize,
-}
-
-impl AsRef<[u8]> for MapSlice {
-    fn as_ref(&self) -> &[u8] {
-        &self.src.bytes()[self.start..self.end]
     }
 }
 
@@ -304,34 +294,96 @@ fn bare(status: StatusCode, etag: &str, modified: &str) -> Response {
     r
 }
 
-/// The most file maps [`Shared`] keeps between requests (all are dropped when it is reached).
-pub(super) const MAX_MAPS: usize = 256;
+/// Ranges up to this many bytes are read with one `pread` before the response starts; longer
+/// ones are streamed in chunks of this size ([`FileBody`]), so a response holds at most one chunk.
+pub(super) const CHUNK: usize = 256 << 10;
 
-/// The map of `path` at version `stamp`: the one kept from an earlier request, or a new one.
-fn mapped(s: &Shared, path: &Path, stamp: Stamp) -> std::io::Result<MmapSource> {
-    if let Ok(maps) = s.maps.lock()
-        && let Some((st, m)) = maps.get(path)
-        && *st == stamp
-    {
-        return Ok(m.clone());
-    }
-    let m = MmapSource::open(path)?;
-    if let Ok(mut maps) = s.maps.lock() {
-        if maps.len() >= MAX_MAPS {
-            maps.clear();
+/// Reads `len` bytes of `file` at `offset` with `pread` (no map: a file truncated meanwhile gives
+/// an error, never SIGBUS). Fewer bytes than asked (the file shrank) is an error.
+fn read_chunk(file: &File, offset: u64, len: usize) -> std::io::Result<Bytes> {
+    let mut buf = vec![0u8; len];
+    crate::source::read_exact_at(file, &mut buf, offset).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            std::io::Error::new(
+                e.kind(),
+                format!("the file shrank: {len} bytes at offset {offset} are no longer there"),
+            )
+        } else {
+            e
         }
-        maps.insert(path.to_path_buf(), (stamp, m.clone()));
+    })?;
+    Ok(Bytes::from(buf))
+}
+
+/// A response body read from an open file in [`CHUNK`]-sized `pread`s on tokio's blocking pool,
+/// one chunk at a time (the next is read when the socket has taken the last). A read error or a
+/// short read (the file was truncated) ends the body with an error, which makes the server abort
+/// the connection: the client sees fewer bytes than `Content-Length` said, and the server goes on.
+struct FileBody {
+    file: Arc<File>,
+    /// The next byte to read.
+    pos: u64,
+    /// One past the last byte to send.
+    end: u64,
+    /// The chunk being read.
+    pending: Option<tokio::task::JoinHandle<std::io::Result<Bytes>>>,
+}
+
+impl HttpBody for FileBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = &mut *self;
+        if this.pending.is_none() {
+            if this.pos >= this.end {
+                return Poll::Ready(None);
+            }
+            let (file, pos) = (this.file.clone(), this.pos);
+            let len = (this.end - pos).min(CHUNK as u64) as usize;
+            this.pending = Some(tokio::task::spawn_blocking(move || read_chunk(&file, pos, len)));
+        }
+        let Some(task) = this.pending.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let done = std::task::ready!(Pin::new(task).poll(cx));
+        this.pending = None;
+        match done.map_err(std::io::Error::other).and_then(|r| r) {
+            Ok(b) => {
+                this.pos += b.len() as u64;
+                Poll::Ready(Some(Ok(Frame::data(b))))
+            }
+            Err(e) => {
+                this.pos = this.end; // nothing more after an error
+                Poll::Ready(Some(Err(e)))
+            }
+        }
     }
-    Ok(m)
+
+    fn is_end_stream(&self) -> bool {
+        self.pending.is_none() && self.pos >= self.end
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.end.saturating_sub(self.pos))
+    }
 }
 
 /// One file as a response to `method` with request headers `h`.
-pub(super) fn send_file(s: &Shared, path: &Path, method: &Method, h: &HeaderMap) -> Response {
-    let shown = path.display().to_string();
-    let meta = match std::fs::metadata(path) {
+pub(super) fn send_file(path: &Path, method: &Method, h: &HeaderMap) -> Response {
+    let shown = || path.display().to_string();
+    // One open file for the metadata and the reads: the validators describe the bytes sent.
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) => return Refusal::NotFound(format!("{}: {e}", shown())).into_response(),
+    };
+    let meta = match file.metadata() {
         Ok(m) if m.is_file() => m,
-        Ok(_) => return Refusal::NotFound(format!("{shown}: not a file")).into_response(),
-        Err(e) => return Refusal::NotFound(format!("{shown}: {e}")).into_response(),
+        Ok(_) => return Refusal::NotFound(format!("{}: not a file", shown())).into_response(),
+        Err(e) => return Refusal::NotFound(format!("{}: {e}", shown())).into_response(),
     };
     let stamp = Stamp::of(&meta);
     let etag = stamp.etag();
@@ -380,39 +432,33 @@ pub(super) fn send_file(s: &Shared, path: &Path, method: &Method, h: &HeaderMap)
             return r;
         }
     };
-    let body = if *method == Method::HEAD || start == end {
+    let len = end - start;
+    let body = if *method == Method::HEAD || len == 0 {
         Body::empty()
-    } else {
-        let src = match mapped(s, path, stamp) {
-            Ok(s) => s,
+    } else if len <= CHUNK as u64 {
+        // Small: one read now, so that a file that shrank since its metadata is a clean 503.
+        match read_chunk(&file, start, len as usize) {
+            Ok(b) => Body::from(b),
             Err(e) => {
                 return (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("{shown}: cannot read: {e}\n"),
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("{}: the file changed while it was read ({e}); retry\n", shown()),
                 )
                     .into_response();
             }
-        };
-        // The file may have changed between the metadata and the map: serve only what both saw.
-        let have = src.bytes().len() as u64;
-        if have != size {
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("{shown}: the file changed while it was being opened ({size} then {have} bytes); retry\n"),
-            )
-                .into_response();
         }
-        Body::from(Bytes::from_owner(MapSlice {
-            src,
-            start: start as usize,
-            end: end as usize,
-        }))
+    } else {
+        Body::new(FileBody {
+            file: Arc::new(file),
+            pos: start,
+            end,
+            pending: None,
+        })
     };
     let mut r = bare(status, &etag, &modified);
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type(path)));
-    r.headers_mut()
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
+    r.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     r.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if status == StatusCode::PARTIAL_CONTENT

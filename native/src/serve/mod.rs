@@ -29,9 +29,14 @@
 //! request are answered with the whole file (200), which RFC 9110 §14.2 allows: no multipart
 //! bodies. A malformed `Range` header is ignored (200), as the RFC says.
 //!
-//! Bodies are the file's memory map handed to the socket without a copy. Maps are kept between
-//! requests (up to 256 files, keyed by path, size and modification time), so a file replaced or
-//! deleted on disk is answered from its new version while its old map lives until evicted.
+//! Bodies are read with `pread`, never from a memory map, so that a file truncated or rewritten
+//! while it is served cannot kill the server with SIGBUS. A range of up to 256 KiB is read in one
+//! go before the response starts (a file that shrank meanwhile is answered 503, retry); a longer
+//! one is streamed in 256 KiB chunks read on tokio's blocking pool, one chunk in memory per
+//! response, and a file that shrinks under it ends that response early: the connection is closed
+//! before `Content-Length` bytes were sent, which every HTTP client reports as a short body.
+//! Every request opens the file anew and takes its validators (`ETag`, `Last-Modified`) from the
+//! open file, so a file replaced on disk is answered from its new version.
 //!
 //! CORS: every origin may `GET`/`HEAD`, send `Range`, `If-Range`, `If-None-Match`,
 //! `If-Modified-Since` and `Authorization`, and read `Content-Range`, `Content-Length`, `ETag`,
@@ -124,9 +129,6 @@ struct Shared {
     token: Option<String>,
     /// Models opened so far, by canonical path, with the (size, mtime) they were opened at.
     models: Mutex<HashMap<PathBuf, (files::Stamp, Arc<crate::model::Model>)>>,
-    /// Files mapped so far, by canonical path, with the (size, mtime) they were mapped at (see
-    /// [`files::MAX_MAPS`]).
-    maps: Mutex<HashMap<PathBuf, (files::Stamp, crate::source::MmapSource)>>,
 }
 
 /// A bound server, ready to [`run`](Server::run).
@@ -164,7 +166,11 @@ impl Server {
             let (root, only) = if canon.is_dir() {
                 (canon, None)
             } else {
-                let model = crate::model::Model::open(&canon)?;
+                let options = crate::model::ModelOptions {
+                    mmap: false,
+                    ..crate::model::ModelOptions::default()
+                };
+                let model = crate::model::Model::open_with(&canon, &options)?;
                 let only: Vec<PathBuf> = model.sources().map(|(p, _)| p.to_path_buf()).collect();
                 let dir = canon
                     .parent()
@@ -198,7 +204,6 @@ impl Server {
                 web,
                 token: config.token.filter(|t| !t.is_empty()),
                 models: Mutex::new(HashMap::new()),
-                maps: Mutex::new(HashMap::new()),
             }),
             max_connections: config.max_connections.max(1),
         })

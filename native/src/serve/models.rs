@@ -35,7 +35,7 @@ use tensorlane_core::{DType, Tensor};
 
 use super::files::{self, Refusal, Stamp};
 use super::{Mount, Shared};
-use crate::model::{Model, format_from_name};
+use crate::model::{Model, ModelOptions, format_from_name};
 
 /// The most files looked at below one served folder, and how deep.
 const MAX_FILES: usize = 100_000;
@@ -97,7 +97,13 @@ impl Shared {
         {
             return Ok(m.clone());
         }
-        let m = Arc::new(Model::open(path).map_err(|e| e.to_string())?);
+        // pread, not a map: a served file may be truncated or rewritten while the server runs,
+        // which must be an error for that request, not SIGBUS for the process.
+        let options = ModelOptions {
+            mmap: false,
+            ..ModelOptions::default()
+        };
+        let m = Arc::new(Model::open_with(path, &options).map_err(|e| e.to_string())?);
         if let Ok(mut cache) = self.models.lock() {
             cache.insert(path.to_path_buf(), (stamp, m.clone()));
         }

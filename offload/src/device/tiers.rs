@@ -14,6 +14,18 @@
 //!
 //! Aligned buffers are over-allocated `Vec<u8>`s viewed from their first aligned byte
 //! ([`AlignedBuf`]), so no `unsafe` is needed here.
+//!
+//! **The page-cache tier keeps its map, and with it the rule for mapped files** (issue 15): the
+//! point of [`Tier::PageCache`] is to measure and use reads through a memory map (zero-copy
+//! [`WeightSource::view`]s, pages faulted in on demand), which `pread` would turn into the disk
+//! tier. A mapped file that another process truncates while it is mapped kills this process with
+//! SIGBUS when a vanished page is touched, and nothing in a map-based reader can turn that into an
+//! error. So open a file in [`Tier::PageCache`] only when it is yours and stays as it is while the
+//! source lives (weights written before the run, not a checkpoint still being written or a file
+//! in a shared folder that others rewrite); for files that may change, use [`Tier::Disk`] or
+//! [`Tier::Ram`] (both read with `read`/`pread`: a truncated file is an `Io` or `Range` error).
+//! `offload run` itself never maps: it reads only a `.zt` file's manifest, with `pread`
+//! ([`crate::Workload::from_zt`]).
 
 use std::fs::File;
 use std::io;
@@ -277,7 +289,8 @@ fn open_direct(_path: &Path) -> io::Result<File> {
 pub enum WeightSource {
     /// Bytes in process memory.
     Ram(Arc<[u8]>),
-    /// A memory-mapped file (page cache).
+    /// A memory-mapped file (page cache): for files that stay as they are while it lives (see
+    /// the module docs: a truncated mapped file raises SIGBUS).
     PageCache(MmapSource),
     /// A file read with `O_DIRECT` (or buffered `pread`, see [`DirectFile::note`]).
     Disk(DirectFile),
