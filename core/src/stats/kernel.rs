@@ -347,42 +347,61 @@ impl Bins {
         let (lo, hi) = (self.lo, self.hi);
         let bins = self.bins;
         // NumPy divides by `norm_denom` then multiplies by the bin count; one multiplication by
-        // their quotient gives an estimate a few ulps away, still within one bin of the true one,
-        // and the correction below settles the bin by the edges alone (module docs). A division
-        // per value was most of this loop's time.
+        // their quotient gives a position a few ulps away, and the edges settle the bin wherever
+        // that could matter (below). A division per value was most of this loop's time.
         let scale = bins as f64 / self.denom;
+        // How far the position `f` can be from the value's true place among the edges: a few ulps
+        // of `f` (the subtraction and the two roundings of the multiplication) and of each edge
+        // (linspace's `i * step + lo`), both measured in bins, with a 16x margin. A value whose
+        // `f` is further than this from every integer is in bin `floor(f)` for certain; one
+        // closer is settled by NumPy's comparison with the edges. For any real range `near` is
+        // around 1e-12, so the comparison is almost never made.
+        let near = f64::EPSILON * 16.0 * ((lo.abs() + hi.abs()) * scale + bins as f64 + 1.0);
         let last = bins - 1;
         let edges = &self.edges[..bins + 1];
         let tables = &mut self.tables[..bins * TABLES];
         for (b, x) in x.chunks(ESTIMATES).enumerate() {
-            // A bin estimate for a whole block, in a loop the compiler vectorizes, rounded to an
-            // integer by adding 2^52 (exact for 0 <= f < 2^51; values outside the range give
-            // garbage and are skipped below).
-            let mut est = [0u32; ESTIMATES];
-            for (e, &v) in est.iter_mut().zip(x) {
-                *e = (((v - lo) * scale) + TWO52).to_bits() as u32;
+            // The bin of each value of a block, in a loop the compiler vectorizes: the floor of
+            // its position, tagged [`NEAR`] when the position is close enough to an integer for
+            // the edges to decide, or [`OUT`] for a value outside [lo, hi] (NaN, ±Inf included).
+            let mut idx = [0u32; ESTIMATES];
+            for (i, &v) in idx.iter_mut().zip(x) {
+                let f = (v - lo) * scale;
+                // In range, `f` is in [0, bins] up to rounding: the truncation is the floor.
+                let t = (f as u32).min(last as u32);
+                let frac = f - f64::from(t);
+                let sure = (frac > near) & (frac < 1.0 - near);
+                let inside = (v >= lo) & (v <= hi);
+                *i = if !inside {
+                    OUT
+                } else if sure {
+                    t
+                } else {
+                    t | NEAR
+                };
             }
-            // Then NumPy's correction against the edges, without branches: one step down when
-            // below the bin's left edge, one up when at or past its right edge (the last bin is
-            // closed). The estimate is within one bin of the true one (its error is a few ulps
-            // plus the rounding), so the result is the bin whose edges hold the value: the one
-            // NumPy's truncated estimate corrects to.
-            for (k, (&v, &e)) in x.iter().zip(&est).enumerate() {
-                if !(v >= lo && v <= hi) {
+            for (k, (&v, &i)) in x.iter().zip(&idx).enumerate() {
+                let i = if (i as usize) < bins {
+                    i as usize
+                } else if i == OUT {
                     continue;
-                }
-                let mut i = (e as usize).min(last);
-                i = i.saturating_sub(usize::from(v < edges[i]));
-                i += usize::from((i != last) & (v >= edges[i + 1]));
+                } else {
+                    // NumPy's correction against the edges, one step down when below the bin's
+                    // left edge, one up when at or past its right edge (the last bin is closed).
+                    let mut i = (i & !NEAR) as usize;
+                    i = i.saturating_sub(usize::from(v < edges[i]));
+                    i + usize::from((i != last) & (v >= edges[i + 1]))
+                };
                 tables[(k % TABLES) * bins + i] += w.count(b * ESTIMATES + k);
             }
         }
     }
 }
 
-/// 2^52: adding it to a non-negative f64 below 2^51 leaves its value rounded to an integer in
-/// the low mantissa bits.
-const TWO52: f64 = 4_503_599_627_370_496.0;
+/// A bin index of [`Bins::add_by`] whose value must be compared with the edges.
+const NEAR: u32 = 1 << 30;
+/// A value [`Bins::add_by`] does not count.
+const OUT: u32 = u32::MAX;
 
 impl Bins {
     /// The count of each bin.
@@ -404,7 +423,7 @@ impl Bins {
     }
 }
 
-/// Bin estimates computed at a time by [`Bins::add`] (a stack array of 2 KiB).
+/// Bin positions computed at a time by [`Bins::add`] (a stack array of 2 KiB).
 const ESTIMATES: usize = 256;
 
 #[cfg(test)]

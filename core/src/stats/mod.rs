@@ -51,10 +51,12 @@
 //! float64: edges are `numpy.linspace(min, max, bins + 1)` computed operation for operation
 //! (`i * step + min`, last edge `max`), and a value's bin is NumPy's: the estimate
 //! `((v - min) / (max - min)) * bins`, then one step down when `v` is below that bin's left edge
-//! or up when it is at or past its right edge; the last bin is closed. (NumPy truncates the
-//! estimate; here it is rounded, which lets the compiler vectorize it. Either estimate is within
-//! one bin of the bin whose edges hold `v`, and one correction step from such an estimate lands on
-//! exactly that bin, so both give the same counts: the live cross-check compares them.)
+//! or up when it is at or past its right edge; the last bin is closed. (Here the estimate
+//! multiplies by `bins / (max - min)` instead of dividing, and the edge comparison is made only
+//! for a value whose estimate lies within a few ulps of an integer, where it could matter; any
+//! other value is in the estimate's bin for certain. Both estimates are within one bin of the bin
+//! whose edges hold `v`, and one correction step from such an estimate lands on exactly that bin,
+//! so both give NumPy's counts: the live cross-check compares them.)
 //!
 //! When `min == max` the range is `(min - 0.5, max + 0.5)`, as NumPy does. With no finite value
 //! the histogram is NumPy's for an empty array: `bins` bins over `[0, 1]`, all counts 0. Where NumPy refuses ("Too many bins for
