@@ -1,5 +1,4 @@
-"""Reading every tensor of a sharded safetensors set from a local S3 server (moto), three ways, in
-one run:
+"""Reading every tensor of a sharded safetensors set from a local S3 server, three ways, in one run:
 
   1. tensorlane: `Model::open("s3://...index.json")` + `for_each_tensor` (native/examples/remote_read.rs,
      release build; defaults: 8 MiB parts, 16 in flight);
@@ -7,14 +6,21 @@ one run:
      TransferConfig(multipart_chunksize=8 MiB, max_concurrency=16) into a discarding sink, shards
      one after the other;
   3. the usual path: download each shard to disk (boto3 `download_file`, default TransferConfig),
-     then `safetensors.safe_open(framework="numpy")` and `get_tensor` every tensor.
+     then `safetensors.safe_open(framework="numpy")` and `get_tensor` every tensor;
+  4. the same with each shard downloaded by one streamed GET, as `huggingface_hub.hf_hub_download`
+     does without hf_transfer.
 
 Also what listing costs (requests and bytes of `remote_read --list`) for one shard, for the index
 (all shards' headers) and for a GGUF fixture.
 
     bash tests/python/setup_s3_venv.sh
     cargo build --release -p tensorlane --example remote_read
-    tests/.venv-s3/bin/python scripts/bench_remote.py [--gb 1.0] [--shards 4] [--repeat 3]
+    tests/.venv-s3/bin/python scripts/bench_remote.py [--gb 1.0] [--shards 4] [--repeat 3] [--server moto|s3s]
+
+The server: `moto` (moto_server from the venv, SigV4 checked; Python, about 14 MB/s here, so it
+bounds every path), or `s3s` (s3s-fs from crates.io, a Rust S3 server over a folder, SigV4 checked
+with the access key given on its command line: `cargo install s3s-fs --version 0.14.1 --features
+binary --locked`).
 
 The set is generated (random f16 tensors of 16 MiB) in a temporary folder and removed afterwards.
 Prints a Markdown table (median of --repeat runs; each path reads every byte every run).
@@ -80,6 +86,7 @@ def main():
     ap.add_argument("--gb", type=float, default=1.0)
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--server", choices=["moto", "s3s"], default="moto")
     ap.add_argument("--exe", default=os.path.join(ROOT, "target/release/examples/remote_read"),
                     help="the remote_read example binary (default: the release build)")
     args = ap.parse_args()
@@ -90,9 +97,19 @@ def main():
     work = tempfile.mkdtemp(prefix="tl-bench-remote-")
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
-    server = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(port)],
-                              env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3"),
+    if args.server == "moto":
+        moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
+        cmd = [moto, "-H", "127.0.0.1", "-p", str(port)]
+    else:
+        s3s = shutil.which("s3s-fs") or os.path.expanduser("~/.cargo/bin/s3s-fs")
+        if not os.path.exists(s3s):
+            sys.exit("s3s-fs is missing: cargo install s3s-fs --version 0.14.1 --features binary --locked")
+        root = os.path.join(work, "s3s-root")
+        os.makedirs(root)
+        s3s_creds = {"key_id": "TLBENCHKEY", "secret": "tl-bench-secret-key"}
+        cmd = [s3s, "--host", "127.0.0.1", "--port", str(port), "--access-key", s3s_creds["key_id"],
+               "--secret-key", s3s_creds["secret"], root]
+    server = subprocess.Popen(cmd, env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3"),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 60
@@ -102,13 +119,18 @@ def main():
                 break
             except OSError:
                 if time.time() > deadline or server.poll() is not None:
-                    sys.exit("moto_server did not start")
+                    sys.exit(f"{cmd[0]} did not start")
                 time.sleep(0.1)
-        creds = json.loads(subprocess.check_output(
-            [sys.executable, os.path.join(ROOT, "tests/python/s3_setup.py"), endpoint, "bench"]))
+        if args.server == "moto":
+            creds = json.loads(subprocess.check_output(
+                [sys.executable, os.path.join(ROOT, "tests/python/s3_setup.py"), endpoint, "bench"]))
+        else:
+            creds = s3s_creds
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
                           aws_access_key_id=creds["key_id"], aws_secret_access_key=creds["secret"],
                           config=Config(s3={"addressing_style": "path"}, max_pool_connections=32))
+        if args.server == "s3s":
+            s3.create_bucket(Bucket="bench")
 
         # The set: args.shards shards of f16 tensors of 16 MiB, written, uploaded, deleted locally.
         tensor_bytes = 16 << 20
@@ -169,12 +191,33 @@ def main():
             assert n == total, (n, total)
             return time.perf_counter() - t
 
+        def single_stream():
+            # What huggingface_hub's hf_hub_download does without hf_transfer: one streamed GET a
+            # file, written to disk, then opened.
+            d = os.path.join(work, "dl1")
+            os.makedirs(d, exist_ok=True)
+            t = time.perf_counter()
+            n = 0
+            for name in names:
+                p = os.path.join(d, name)
+                body = s3.get_object(Bucket="bench", Key=f"set/{name}")["Body"]
+                with open(p, "wb") as f:
+                    for chunk in body.iter_chunks(8 << 20):
+                        f.write(chunk)
+                with safe_open(p, framework="numpy") as f:
+                    for k in f.keys():
+                        n += f.get_tensor(k).nbytes
+                os.remove(p)
+            assert n == total, (n, total)
+            return time.perf_counter() - t
+
         rows = {"tensorlane for_each_tensor (8 MiB x 16)": [], "boto3 TransferConfig raw GET (8 MiB x 16)": [],
-                "download, then safetensors.safe_open": []}
+                "download (boto3 download_file), then safetensors.safe_open": [],
+                "download (one GET a shard, as hf_hub_download), then safe_open": []}
         for _ in range(args.repeat):
-            for label, fn in zip(rows, (tensorlane, raw, usual)):
+            for label, fn in zip(rows, (tensorlane, raw, usual, single_stream)):
                 rows[label].append(fn())
-        print(f"\nset: {args.shards} shards, {len(weight_map)} tensors, {total / 1e9:.2f} GB of tensors "
+        print(f"\nserver: {args.server}; set: {args.shards} shards, {len(weight_map)} tensors, {total / 1e9:.2f} GB of tensors "
               f"({wire / 1e9:.2f} GB on the wire); median of {args.repeat}\n")
         print("| path | seconds | GB/s | vs raw GET |")
         print("| --- | ---: | ---: | ---: |")
