@@ -11,7 +11,10 @@
 # Builds release with debug assertions (overflow checks) and no sanitizer: the parsers are safe
 # Rust (`#![forbid(unsafe_code)]`), so panics, hangs, overflows and memory blow-ups are what is
 # looked for, and an uninstrumented build runs several times more executions. FUZZ_FLAGS adds
-# cargo-fuzz flags (e.g. FUZZ_FLAGS="-s address" for ASan); FUZZ_JOBS runs that many workers.
+# cargo-fuzz flags (e.g. FUZZ_FLAGS="-s address" for ASan); FUZZ_JOBS runs that many workers;
+# FUZZ_ARGS is appended to every libFuzzer command line (e.g. FUZZ_ARGS="-max_len=4096" keeps
+# mutants small; note that libFuzzer truncates longer corpus inputs to -max_len when it loads them).
+# FUZZ_NO_BUILD=1 skips the build and runs the binaries of the last one.
 # Prints one line per target: executions, coverage (libFuzzer's cov/ft) and corpus size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +40,7 @@ for t in "${targets[@]}"; do
     echo "== $t (${secs}s)"
     if ! "$bin/$t" "fuzz/work/$t" "fuzz/corpus/$t" -artifact_prefix="fuzz/artifacts/$t/" \
         -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-        ${FUZZ_JOBS:+-jobs=$FUZZ_JOBS -workers=$FUZZ_JOBS} >"$log" 2>&1; then
+        ${FUZZ_JOBS:+-jobs=$FUZZ_JOBS -workers=$FUZZ_JOBS} ${FUZZ_ARGS:-} >"$log" 2>&1; then
         echo "!! $t found something: see $log and fuzz/artifacts/$t" >&2
         tail -40 "$log" >&2
         status=1
