@@ -196,6 +196,12 @@ fn range_dir() -> (PathBuf, Vec<u8>) {
     std::fs::write(dir.join("secret.txt"), b"outside the root").unwrap();
     std::os::unix::fs::symlink(dir.join("secret.txt"), served.join("out-link")).unwrap();
     std::os::unix::fs::symlink(dir.join("served/data.bin"), served.join("sub/in-link")).unwrap();
+    // Relative symlinks: one staying inside the root, one leading out of it.
+    std::os::unix::fs::symlink("../data.bin", served.join("sub/rel-in-link")).unwrap();
+    std::os::unix::fs::symlink("../../secret.txt", served.join("sub/rel-out-link")).unwrap();
+    // A FIFO: opening it for reading must not wait for a writer.
+    let fifo = Command::new("mkfifo").arg(served.join("fifo")).status().unwrap();
+    assert!(fifo.success(), "mkfifo");
     (served, data)
 }
 
@@ -330,7 +336,13 @@ fn traversal_and_symlinks_refused() {
     assert_eq!(out.status, 404);
     assert!(!String::from_utf8_lossy(&out.body).contains("outside the root"));
     let inside = curl(&[], &s.url("/files/served/sub/in-link"));
-    assert_eq!((inside.status, inside.body), (200, data));
+    assert_eq!((inside.status, inside.body), (200, data.clone()));
+    assert_eq!(curl(&[], &s.url("/files/served/sub/rel-out-link")).status, 404);
+    let rel = curl(&["-H", "Range: bytes=10-19"], &s.url("/files/served/sub/rel-in-link"));
+    assert_eq!((rel.status, &rel.body[..]), (206, &data[10..20]));
+    // Neither a folder nor a FIFO is a file (and the FIFO does not hang the request).
+    assert_eq!(curl(&[], &s.url("/files/served/sub")).status, 404);
+    assert_eq!(curl(&["--max-time", "5"], &s.url("/files/served/fifo")).status, 404);
     // Only the inspector's folders of the checkout are served.
     for hidden in [
         "/Cargo.toml",

@@ -32,11 +32,17 @@
 //! Bodies are read with `pread`, never from a memory map, so that a file truncated or rewritten
 //! while it is served cannot kill the server with SIGBUS. A range of up to 256 KiB is read in one
 //! go before the response starts (a file that shrank meanwhile is answered 503, retry); a longer
-//! one is streamed in 256 KiB chunks read on tokio's blocking pool, one chunk in memory per
-//! response, and a file that shrinks under it ends that response early: the connection is closed
-//! before `Content-Length` bytes were sent, which every HTTP client reports as a short body.
+//! one is streamed in 256 KiB chunks, one chunk in memory per response, and a file that shrinks
+//! under it ends that response early: the connection is closed before `Content-Length` bytes were
+//! sent, which every HTTP client reports as a short body. Bytes the page cache holds are read on
+//! the connection's own thread (on Linux `preadv2` with `RWF_NOWAIT`, which never waits for the
+//! disk); the rest on tokio's blocking pool, so a cold file does not stall other connections.
+//! Chunk buffers are reused (at most 8 MiB of them are kept).
 //! Every request opens the file anew and takes its validators (`ETag`, `Last-Modified`) from the
-//! open file, so a file replaced on disk is answered from its new version.
+//! open file, so a file replaced on disk is answered from its new version. Each served folder is
+//! held open from the start: a request is opened beneath it (on Linux in one `openat2` call with
+//! `RESOLVE_BENEATH`), so a folder renamed or replaced while the server runs is still the one
+//! served.
 //!
 //! CORS: every origin may `GET`/`HEAD`, send `Range`, `If-Range`, `If-None-Match`,
 //! `If-Modified-Since` and `Authorization`, and read `Content-Range`, `Content-Length`, `ETag`,
@@ -119,6 +125,9 @@ struct Mount {
     root: PathBuf,
     /// For a file mount: the canonical files it exposes.
     only: Option<Vec<PathBuf>>,
+    /// `root` held open (`None` where it cannot be opened): requests are opened beneath it (see
+    /// `files::open_under`).
+    dir: Option<std::fs::File>,
 }
 
 /// The state every handler shares.
@@ -126,6 +135,8 @@ struct Mount {
 struct Shared {
     mounts: Vec<Mount>,
     web: Option<PathBuf>,
+    /// `web` held open, as [`Mount::dir`].
+    web_dir: Option<std::fs::File>,
     token: Option<String>,
     /// Models opened so far, by canonical path, with the (size, mtime) they were opened at.
     models: Mutex<HashMap<PathBuf, (files::Stamp, Arc<crate::model::Model>)>>,
@@ -185,7 +196,8 @@ impl Server {
                 name = format!("{base}-{k}");
                 k += 1;
             }
-            mounts.push(Mount { name, root, only });
+            let dir = std::fs::File::open(&root).ok();
+            mounts.push(Mount { name, root, only, dir });
         }
         let web = match &config.web {
             Some(w) => Some(
@@ -201,6 +213,7 @@ impl Server {
             listener,
             shared: Arc::new(Shared {
                 mounts,
+                web_dir: web.as_ref().and_then(|w| std::fs::File::open(w).ok()),
                 web,
                 token: config.token.filter(|t| !t.is_empty()),
                 models: Mutex::new(HashMap::new()),
