@@ -4,6 +4,9 @@
 #
 #   bash scripts/bench_serve.sh [SECONDS_PER_CASE] [FILE_MIB]     (defaults: 5 s, 256 MiB)
 #
+# TENSORLANE_BIN=path runs that binary instead of building the release CLI (to measure an older
+# build against nginx in the same way).
+#
 # Needs nginx-light and wrk (apt; scripts/setup.sh installs nginx-light, this script installs wrk
 # when it is missing) and builds the release CLI. Both servers listen on 127.0.0.1 free ports and
 # are stopped on exit. nginx runs as Debian ships it for static files: `sendfile on`,
@@ -19,8 +22,12 @@ if ! command -v wrk >/dev/null || ! command -v nginx >/dev/null; then
   $SUDO apt-get install -y -qq --no-install-recommends wrk nginx-light >/dev/null
 fi
 NGINX=$(command -v nginx)
-cargo build -q --release -p tensorlane-cli
-BIN=target/release/tensorlane
+if [ -n "${TENSORLANE_BIN:-}" ]; then
+  BIN=$TENSORLANE_BIN
+else
+  cargo build -q --release -p tensorlane-cli
+  BIN=target/release/tensorlane
+fi
 
 WORK=$(mktemp -d)
 # nginx started as root serves as `nobody`: the folder must be readable by others.
