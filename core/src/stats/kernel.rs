@@ -58,48 +58,23 @@ pub(crate) struct Leaf {
     pub neg_inf: u64,
 }
 
-impl Leaf {
-    /// The leaf of `self`'s values followed by `b`'s.
-    pub(crate) fn merge(self, b: Leaf) -> Leaf {
-        Leaf {
-            moments: self.moments.merge(b.moments),
-            zeros: self.zeros + b.zeros,
-            nan: self.nan + b.nan,
-            pos_inf: self.pos_inf + b.pos_inf,
-            neg_inf: self.neg_inf + b.neg_inf,
-        }
-    }
-}
-
 /// Sums 8 lanes pairwise.
 fn reduce(s: [f64; LANES]) -> f64 {
     ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 }
 
-/// How many elements each value of a leaf stands for: one each ([`Ones`]), or a count per value
-/// (`&[u8]`, the weighted leaves of the 4-bit ggml groups: at most 32 elements a value).
+/// How many elements each value given to [`Bins`] stands for: one each ([`Ones`]), or a count per
+/// value (`&[u8]`, the weighted leaves of the 4-bit ggml groups: at most 32 elements a value).
 pub(crate) trait Weights: Copy {
-    /// The weights of values `LANES * c .. LANES * (c + 1)`.
-    fn lanes(self, c: usize) -> [f64; LANES];
     /// The weight of value `i`.
-    fn at(self, i: usize) -> f64;
-    /// The weight of value `i` as a count.
     fn count(self, i: usize) -> u64;
 }
 
-/// Every value is one element (the compiler folds the multiplications by 1.0 away).
+/// Every value is one element.
 #[derive(Clone, Copy)]
 pub(crate) struct Ones;
 
 impl Weights for Ones {
-    #[inline(always)]
-    fn lanes(self, _: usize) -> [f64; LANES] {
-        [1.0; LANES]
-    }
-    #[inline(always)]
-    fn at(self, _: usize) -> f64 {
-        1.0
-    }
     #[inline(always)]
     fn count(self, _: usize) -> u64 {
         1
@@ -108,18 +83,6 @@ impl Weights for Ones {
 
 impl Weights for &[u8] {
     #[inline(always)]
-    fn lanes(self, c: usize) -> [f64; LANES] {
-        let mut w = [0.0; LANES];
-        for (w, &b) in w.iter_mut().zip(&self[c * LANES..(c + 1) * LANES]) {
-            *w = f64::from(b);
-        }
-        w
-    }
-    #[inline(always)]
-    fn at(self, i: usize) -> f64 {
-        f64::from(self[i])
-    }
-    #[inline(always)]
     fn count(self, i: usize) -> u64 {
         u64::from(self[i])
     }
@@ -127,18 +90,6 @@ impl Weights for &[u8] {
 
 /// The moments and counts of `x` (at most a leaf of values).
 pub(crate) fn leaf(x: &[f64]) -> Leaf {
-    leaf_by(x, Ones)
-}
-
-/// The moments and counts of values `v` with weights `w` (whole counts, same length; a value of
-/// weight 0 is not there).
-pub(crate) fn leaf_weighted(v: &[f64], w: &[u8]) -> Leaf {
-    leaf_by(&v[..w.len().min(v.len())], &w[..w.len().min(v.len())])
-}
-
-/// [`leaf`] of `x` where value `i` stands for `w.at(i)` elements.
-#[inline(always)]
-fn leaf_by<W: Weights>(x: &[f64], w: W) -> Leaf {
     if x.is_empty() {
         return Leaf {
             moments: Moments::EMPTY,
@@ -152,61 +103,52 @@ fn leaf_by<W: Weights>(x: &[f64], w: W) -> Leaf {
     // infinite, which sends the leaf down the slow path (rare: special values, or a sum that
     // overflows f64).
     let (chunks, rest) = x.as_chunks::<LANES>();
-    let tail = chunks.len() * LANES;
     let mut s = [0.0f64; LANES];
-    let mut n = [0.0f64; LANES];
     let mut lo = [f64::INFINITY; LANES];
     let mut hi = [f64::NEG_INFINITY; LANES];
-    let mut z = [0.0f64; LANES];
-    for (ci, c) in chunks.iter().enumerate() {
-        let wc = w.lanes(ci);
+    let mut z = [0u64; LANES];
+    for c in chunks {
         for j in 0..LANES {
             let v = c[j];
-            s[j] += wc[j] * v;
-            n[j] += wc[j];
-            let has = wc[j] > 0.0;
-            lo[j] = if has & (v < lo[j]) { v } else { lo[j] };
-            hi[j] = if has & (v > hi[j]) { v } else { hi[j] };
-            z[j] += if v == 0.0 { wc[j] } else { 0.0 };
+            s[j] += v;
+            lo[j] = if v < lo[j] { v } else { lo[j] };
+            hi[j] = if v > hi[j] { v } else { hi[j] };
+            z[j] += u64::from(v == 0.0);
         }
     }
     for (j, &v) in rest.iter().enumerate() {
-        let wj = w.at(tail + j);
-        s[j] += wj * v;
-        n[j] += wj;
-        let has = wj > 0.0;
-        lo[j] = if has & (v < lo[j]) { v } else { lo[j] };
-        hi[j] = if has & (v > hi[j]) { v } else { hi[j] };
-        z[j] += if v == 0.0 { wj } else { 0.0 };
+        s[j] += v;
+        lo[j] = if v < lo[j] { v } else { lo[j] };
+        hi[j] = if v > hi[j] { v } else { hi[j] };
+        z[j] += u64::from(v == 0.0);
     }
     let sum = reduce(s);
     if !sum.is_finite() {
-        return slow(x, w);
+        return slow(x);
     }
-    let nf = reduce(n);
-    let mean = sum / nf;
+    let n = x.len();
+    let mean = sum / n as f64;
     // Pass 2: the centred second moment, with the correction term of the corrected two-pass
     // algorithm (sum of deviations, zero in exact arithmetic).
     let mut q = [0.0f64; LANES];
     let mut c = [0.0f64; LANES];
-    for (ci, ch) in chunks.iter().enumerate() {
-        let wc = w.lanes(ci);
+    for ch in chunks {
         for j in 0..LANES {
             let d = ch[j] - mean;
-            q[j] += wc[j] * (d * d);
-            c[j] += wc[j] * d;
+            q[j] += d * d;
+            c[j] += d;
         }
     }
     for (j, &v) in rest.iter().enumerate() {
-        let wj = w.at(tail + j);
         let d = v - mean;
-        q[j] += wj * (d * d);
-        c[j] += wj * d;
+        q[j] += d * d;
+        c[j] += d;
     }
     let (q, c) = (reduce(q), reduce(c));
+    let nf = n as f64;
     Leaf {
         moments: Moments {
-            n: nf as u64,
+            n: n as u64,
             mean: mean + c / nf,
             m2: q - c * c / nf,
             min: lo.iter().copied().fold(f64::INFINITY, |a, b| if b < a { b } else { a }),
@@ -215,35 +157,31 @@ fn leaf_by<W: Weights>(x: &[f64], w: W) -> Leaf {
                 .copied()
                 .fold(f64::NEG_INFINITY, |a, b| if b > a { b } else { a }),
         },
-        zeros: reduce(z) as u64,
+        zeros: z.iter().sum(),
         nan: 0,
         pos_inf: 0,
         neg_inf: 0,
     }
 }
 
-/// [`leaf_by`] with every value classified (the leaf holds a NaN or an infinity).
-fn slow<W: Weights>(x: &[f64], w: W) -> Leaf {
+/// [`leaf`] with every value classified (the leaf holds a NaN or an infinity).
+fn slow(x: &[f64]) -> Leaf {
     let (mut nan, mut pos_inf, mut neg_inf, mut zeros) = (0u64, 0u64, 0u64, 0u64);
     let (mut n, mut sum) = (0u64, 0.0f64);
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for (i, &v) in x.iter().enumerate() {
-        let wi = w.at(i);
-        let k = w.count(i);
-        if k == 0 {
-            continue;
-        } else if v.is_nan() {
-            nan += k;
+    for &v in x {
+        if v.is_nan() {
+            nan += 1;
         } else if v == f64::INFINITY {
-            pos_inf += k;
+            pos_inf += 1;
         } else if v == f64::NEG_INFINITY {
-            neg_inf += k;
+            neg_inf += 1;
         } else {
-            n += k;
-            sum += wi * v;
+            n += 1;
+            sum += v;
             lo = if v < lo { v } else { lo };
             hi = if v > hi { v } else { hi };
-            zeros += if v == 0.0 { k } else { 0 };
+            zeros += u64::from(v == 0.0);
         }
     }
     let moments = if n == 0 {
@@ -252,11 +190,11 @@ fn slow<W: Weights>(x: &[f64], w: W) -> Leaf {
         let nf = n as f64;
         let mean = sum / nf;
         let (mut q, mut c) = (0.0f64, 0.0f64);
-        for (i, &v) in x.iter().enumerate() {
-            if v.is_finite() && w.at(i) > 0.0 {
+        for &v in x {
+            if v.is_finite() {
                 let d = v - mean;
-                q += w.at(i) * (d * d);
-                c += w.at(i) * d;
+                q += d * d;
+                c += d;
             }
         }
         Moments {
@@ -459,7 +397,7 @@ mod tests {
     fn leaf_fast_and_slow_agree() {
         let x: alloc::vec::Vec<f64> = (0..1000).map(|i| (i as f64 * 0.37).sin() * 10.0).collect();
         let a = leaf(&x);
-        let b = slow(&x, Ones);
+        let b = slow(&x);
         assert_eq!(a.moments.n, b.moments.n);
         assert_eq!((a.moments.min, a.moments.max), (b.moments.min, b.moments.max));
         assert!((a.moments.mean - b.moments.mean).abs() < 1e-14);

@@ -274,8 +274,22 @@ impl StatsError {
 trait Sink {
     /// A leaf of values.
     fn values(&mut self, x: &[f64]);
-    /// A leaf of values `v`, value `i` standing for `w[i]` elements.
-    fn weighted(&mut self, v: &[f64], w: &[u8]);
+    /// A leaf of values `v`, value `i` standing for `w[i]` elements. Only the histogram reads
+    /// grouped feeds ([`Feed::grouped`]); any other sink gets the values repeated, in order of
+    /// the pairs.
+    fn weighted(&mut self, v: &[f64], w: &[u8]) {
+        let mut buf = Vec::with_capacity(LEAF);
+        for (&v, &w) in v.iter().zip(w) {
+            buf.extend(core::iter::repeat_n(v, usize::from(w)));
+            if buf.len() >= LEAF {
+                self.values(&buf);
+                buf.clear();
+            }
+        }
+        if !buf.is_empty() {
+            self.values(&buf);
+        }
+    }
 }
 
 /// Bytes → values in leaves: carries a cut unit between pushes and stops at an element limit.
@@ -368,8 +382,9 @@ impl Feed {
     }
 
     /// [`Feed::new`], with the 4-bit ggml types (Q4_0, Q4_1, Q4_K, IQ4_NL) read as groups of 16
-    /// weighted values: the same statistics and histogram counts, without dequantizing every
-    /// element (for a sink that does not need the values in order).
+    /// weighted values: the same histogram counts, without binning every element (for
+    /// [`HistogramAccumulator`]; the summary pass stays plain, where the vectorized dequantization
+    /// and moment kernel are faster than weighting).
     fn grouped(ty: ElementType) -> Result<Feed, StatsError> {
         let mut f = Feed::new(ty)?;
         if let Codec::Ggml { ty, block, .. } = f.codec
@@ -452,16 +467,9 @@ impl Feed {
         (self.fill + self.groups.as_ref().map_or(0, |g| g.fill)) as u64
     }
 
-    /// The leaf of everything decoded but not yet handed out.
+    /// The leaf of the values decoded but not yet handed out (of a plain feed: [`Stats`]').
     fn pending_leaf(&self) -> kernel::Leaf {
-        let plain = kernel::leaf(self.pending());
-        match &self.groups {
-            Some(g) => {
-                let (v, w) = g.pending();
-                plain.merge(kernel::leaf_weighted(v, w))
-            }
-            None => plain,
-        }
+        kernel::leaf(self.pending())
     }
 
     /// Hands what is pending to `sink` without clearing it.
@@ -537,12 +545,6 @@ impl Sink for Acc {
     fn values(&mut self, x: &[f64]) {
         self.add_leaf(kernel::leaf(x), x.len() as u64);
     }
-
-    fn weighted(&mut self, v: &[f64], w: &[u8]) {
-        let l = kernel::leaf_weighted(v, w);
-        let n = l.moments.n + l.nan + l.pos_inf + l.neg_inf;
-        self.add_leaf(l, n);
-    }
 }
 
 impl Sink for Bins {
@@ -561,19 +563,13 @@ impl Sink for Vec<f64> {
     fn values(&mut self, x: &[f64]) {
         self.extend_from_slice(x);
     }
-
-    fn weighted(&mut self, v: &[f64], w: &[u8]) {
-        for (&v, &w) in v.iter().zip(w) {
-            self.extend(core::iter::repeat_n(v, usize::from(w)));
-        }
-    }
 }
 
 impl Stats {
     /// An accumulator for elements of type `ty` (refused: see [`StatsError::Unsupported`]).
     pub fn new(ty: ElementType) -> Result<Stats, StatsError> {
         Ok(Stats {
-            feed: Feed::grouped(ty)?,
+            feed: Feed::new(ty)?,
             acc: Acc::default(),
         })
     }

@@ -653,3 +653,23 @@ fn tensor_stats_over_a_source_without_slices() {
     assert_eq!((ts.summary, ts.histogram), (s, h));
     assert_eq!(ts.dtype, "Q4_K");
 }
+
+/// A grouped feed hands any sink but the histogram its groups' values repeated (the default
+/// `Sink::weighted`): the same multiset as the dequantized elements.
+#[test]
+fn a_grouped_feed_gives_other_sinks_the_dequantized_values() {
+    let ty = GgmlType(12);
+    let bytes = q4k_blocks(9, 5);
+    let mut feed = Feed::grouped(ElementType::Ggml(ty)).unwrap();
+    let mut got: Vec<f64> = Vec::new();
+    feed.push(&bytes, &mut got);
+    feed.pending_into(&mut got);
+    let mut want: Vec<f64> = ggml::dequantize(ty, &bytes)
+        .unwrap()
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    got.sort_by(f64::total_cmp);
+    want.sort_by(f64::total_cmp);
+    assert_eq!(got, want);
+}
