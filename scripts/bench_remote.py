@@ -176,14 +176,16 @@ def main():
             assert n == wire, (n, wire)
             return time.perf_counter() - t
 
-        def usual():
+        def download_then_open(download):
+            # Each shard downloaded to disk by `download(key, path)`, then every tensor read with
+            # safetensors.safe_open, the file removed.
             d = os.path.join(work, "dl")
             os.makedirs(d, exist_ok=True)
             t = time.perf_counter()
             n = 0
             for name in names:
                 p = os.path.join(d, name)
-                s3.download_file("bench", f"set/{name}", p)
+                download(f"set/{name}", p)
                 with safe_open(p, framework="numpy") as f:
                     for k in f.keys():
                         n += f.get_tensor(k).nbytes
@@ -191,25 +193,19 @@ def main():
             assert n == total, (n, total)
             return time.perf_counter() - t
 
-        def single_stream():
+        def one_get(key, path):
             # What huggingface_hub's hf_hub_download does without hf_transfer: one streamed GET a
-            # file, written to disk, then opened.
-            d = os.path.join(work, "dl1")
-            os.makedirs(d, exist_ok=True)
-            t = time.perf_counter()
-            n = 0
-            for name in names:
-                p = os.path.join(d, name)
-                body = s3.get_object(Bucket="bench", Key=f"set/{name}")["Body"]
-                with open(p, "wb") as f:
-                    for chunk in body.iter_chunks(8 << 20):
-                        f.write(chunk)
-                with safe_open(p, framework="numpy") as f:
-                    for k in f.keys():
-                        n += f.get_tensor(k).nbytes
-                os.remove(p)
-            assert n == total, (n, total)
-            return time.perf_counter() - t
+            # file, written to disk.
+            body = s3.get_object(Bucket="bench", Key=key)["Body"]
+            with open(path, "wb") as f:
+                for chunk in body.iter_chunks(8 << 20):
+                    f.write(chunk)
+
+        def usual():
+            return download_then_open(lambda key, path: s3.download_file("bench", key, path))
+
+        def single_stream():
+            return download_then_open(one_get)
 
         rows = {"tensorlane for_each_tensor (8 MiB x 16)": [], "boto3 TransferConfig raw GET (8 MiB x 16)": [],
                 "download (boto3 download_file), then safetensors.safe_open": [],
