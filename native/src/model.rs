@@ -214,8 +214,14 @@ struct Companions {
     format: &'static str,
     base: Base,
     opened: HashMap<String, (PathBuf, Source)>,
+    /// Shards opened and parsed ahead by [`Companions::prefetch`], taken by [`Companions::open_as`].
+    parsed: HashMap<String, Catalog>,
     mmap: bool,
 }
+
+/// The most remote shards [`Companions::prefetch`] opens at once.
+#[cfg(feature = "remote")]
+const PREFETCH_AT_ONCE: usize = 16;
 
 impl Companions {
     /// Opens companion `rel` (once) and returns its source.
@@ -245,8 +251,48 @@ impl Companions {
         Ok(&self.opened[rel])
     }
 
+    /// Opens remote shards `rels` of `format` (already checked names) at once, [`PREFETCH_AT_ONCE`]
+    /// at a time, and parses each: opening one costs a round trip (its first ranged GET), so a set
+    /// of N shards lists in about one round trip instead of N. Local files are opened as asked
+    /// (no round trip to hide). A shard that fails here is left for [`Companions::open_as`], which
+    /// opens it again and reports the error.
+    fn prefetch(&mut self, format: Format, rels: &[&str]) {
+        #[cfg(feature = "remote")]
+        if let Base::Remote(root) = &self.base {
+            let todo: Vec<&str> = rels.iter().copied().filter(|r| !self.opened.contains_key(*r)).collect();
+            for batch in todo.chunks(PREFETCH_AT_ONCE) {
+                let done: Vec<_> = std::thread::scope(|s| {
+                    let jobs: Vec<_> = batch
+                        .iter()
+                        .map(|&rel| {
+                            s.spawn(move || {
+                                let src = Source::Remote(root.sibling(rel).ok()?);
+                                let cat = formats::open_as(format, &src).ok()?;
+                                Some((rel, src, cat))
+                            })
+                        })
+                        .collect();
+                    jobs.into_iter().filter_map(|j| j.join().ok().flatten()).collect()
+                });
+                for (rel, src, cat) in done {
+                    let url = match &src {
+                        Source::Remote(r) => PathBuf::from(r.url()),
+                        _ => PathBuf::from(rel),
+                    };
+                    self.opened.insert(rel.to_string(), (url, src));
+                    self.parsed.insert(rel.to_string(), cat);
+                }
+            }
+        }
+        #[cfg(not(feature = "remote"))]
+        let _ = (format, rels);
+    }
+
     /// Opens companion `rel` as `format` on its own (a shard or a split).
     fn open_as(&mut self, format: Format, rel: &str) -> Result<Catalog, FormatError> {
+        if let Some(cat) = self.parsed.remove(rel) {
+            return Ok(cat);
+        }
         let (path, src) = self.get(rel)?;
         formats::open_as(format, src).map_err(|mut e| {
             e.message = format!("{} (in {})", e.message, path.display());
@@ -298,6 +344,7 @@ impl Model {
             format: name,
             base,
             opened: HashMap::new(),
+            parsed: HashMap::new(),
             mmap: options.mmap,
         };
         let catalog = match format {
@@ -313,7 +360,13 @@ impl Model {
                 ));
             }
             Format::SafetensorsIndex => {
-                formats::safetensors::open_index(&root, &mut |shard| companions.open_as(Format::Safetensors, shard))?
+                // The shards are named by the index: remote ones are all opened at once first.
+                let companions = std::cell::RefCell::new(&mut companions);
+                formats::safetensors::open_index_prefetched(
+                    &root,
+                    &mut |shards| companions.borrow_mut().prefetch(Format::Safetensors, shards),
+                    &mut |shard| companions.borrow_mut().open_as(Format::Safetensors, shard),
+                )?
             }
             Format::Gguf => {
                 let first = formats::open_as(Format::Gguf, &root)?;

@@ -240,6 +240,8 @@ struct Proxy {
     port: u16,
     stop: Arc<AtomicBool>,
     faults: Arc<AtomicUsize>,
+    /// Connections open now, and the most open at once.
+    open: Arc<(AtomicUsize, AtomicUsize)>,
 }
 
 impl Proxy {
@@ -249,7 +251,8 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
         let faults = Arc::new(AtomicUsize::new(0));
-        let (st, fa) = (stop.clone(), faults.clone());
+        let open = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
+        let (st, fa, op) = (stop.clone(), faults.clone(), open.clone());
         std::thread::spawn(move || {
             let mut i = 0usize;
             while !st.load(Ordering::Relaxed) {
@@ -261,13 +264,29 @@ impl Proxy {
                             fa.fetch_add(1, Ordering::Relaxed);
                         }
                         i += 1;
-                        std::thread::spawn(move || serve(client, upstream, f));
+                        let op = op.clone();
+                        std::thread::spawn(move || {
+                            let now = op.0.fetch_add(1, Ordering::SeqCst) + 1;
+                            op.1.fetch_max(now, Ordering::SeqCst);
+                            serve(client, upstream, f);
+                            op.0.fetch_sub(1, Ordering::SeqCst);
+                        });
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
                 }
             }
         });
-        Proxy { port, stop, faults }
+        Proxy {
+            port,
+            stop,
+            faults,
+            open,
+        }
+    }
+
+    /// The most client connections that were open at once.
+    fn peak(&self) -> usize {
+        self.open.1.load(Ordering::SeqCst)
     }
 
     fn endpoint(&self) -> String {
@@ -349,6 +368,37 @@ fn pipe(client: TcpStream, upstream: u16, limit: Option<usize>) {
     let _ = c2.shutdown(std::net::Shutdown::Both);
     let _ = u2.shutdown(std::net::Shutdown::Both);
     let _ = t.join();
+}
+
+/// The shards of a remote index are opened at once, not one after another: behind a proxy that
+/// holds every response 300 ms, the shards' first reads are in flight together (two client
+/// connections open at the same time; one after another they would share one kept-alive
+/// connection). The listing is the same as the local one and costs the same requests.
+#[test]
+fn s3_index_shards_are_opened_at_once() {
+    let fixtures = common::data("fixtures");
+    let Some(s3) = S3Server::start("prefetch", Some((&fixtures, ""))) else {
+        return;
+    };
+    let upstream: u16 = s3.endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(upstream, Fault::Slow(300), |_| true);
+    let rel = "safetensors/sharded/model.safetensors.index.json";
+    let url = s3.url(rel);
+    let o = opts(&s3, &proxy.endpoint());
+    let m = Model::from_source(&url, Source::Remote(RemoteSource::open(&url, &o).unwrap())).unwrap();
+    let local = Model::open(fixtures.join(rel)).unwrap();
+    let names = |m: &Model| m.catalog().tensors.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&m), names(&local));
+    assert_eq!(
+        m.remote_counters().unwrap().requests(),
+        3,
+        "the index and one read per shard"
+    );
+    assert!(
+        proxy.peak() >= 2,
+        "the two shards were opened one after another (at most {} connection open at once)",
+        proxy.peak()
+    );
 }
 
 #[test]

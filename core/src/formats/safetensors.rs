@@ -576,7 +576,28 @@ pub fn open_index<S: ReadAt + ?Sized>(
     index_src: &S,
     open_shard: &mut dyn FnMut(&str) -> Result<Catalog, FormatError>,
 ) -> Result<Catalog, FormatError> {
+    open_index_prefetched(index_src, &mut |_| {}, open_shard)
+}
+
+/// [`open_index`], first handing `prefetch` the names of every distinct shard (each checked with
+/// [`check_companion_path`]), in `weight_map` order, before `open_shard` is called for any: a host
+/// reading the shards over a network opens them all at once there (one round trip for the set,
+/// not one per shard) and answers `open_shard` from what it fetched.
+pub fn open_index_prefetched<S: ReadAt + ?Sized>(
+    index_src: &S,
+    prefetch: &mut dyn FnMut(&[&str]),
+    open_shard: &mut dyn FnMut(&str) -> Result<Catalog, FormatError>,
+) -> Result<Catalog, FormatError> {
     let index = parse_index(index_src)?;
+    let mut shards: Vec<&str> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (_, shard) in &index.weight_map {
+        if seen.insert(shard.as_str()) {
+            check_companion_path(INDEX, shard)?;
+            shards.push(shard);
+        }
+    }
+    prefetch(&shards);
     let err = |kind, msg: String| FormatError::new(INDEX, kind, msg);
     let placed: BTreeMap<&str, &str> = index.weight_map.iter().map(|(n, s)| (n.as_str(), s.as_str())).collect();
     let mut cat = Catalog::new(Format::SafetensorsIndex);
