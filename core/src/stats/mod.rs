@@ -467,11 +467,6 @@ impl Feed {
         (self.fill + self.groups.as_ref().map_or(0, |g| g.fill)) as u64
     }
 
-    /// The leaf of the values decoded but not yet handed out (of a plain feed: [`Stats`]').
-    fn pending_leaf(&self) -> kernel::Leaf {
-        kernel::leaf(self.pending())
-    }
-
     /// Hands what is pending to `sink` without clearing it.
     fn pending_into(&self, sink: &mut impl Sink) {
         sink.values(self.pending());
@@ -514,8 +509,9 @@ impl Acc {
         self.neg_inf += l.neg_inf;
     }
 
-    fn add_leaf(&mut self, l: kernel::Leaf, values: u64) {
-        self.add_counts(&l, values);
+    fn add_leaf(&mut self, x: &[f64]) {
+        let l = kernel::leaf(x);
+        self.add_counts(&l, x.len() as u64);
         let mut node = (0u32, l.moments);
         while let Some(&(level, m)) = self.tree.last() {
             if level != node.0 {
@@ -543,7 +539,7 @@ impl Acc {
 
 impl Sink for Acc {
     fn values(&mut self, x: &[f64]) {
-        self.add_leaf(kernel::leaf(x), x.len() as u64);
+        self.add_leaf(x);
     }
 }
 
@@ -603,7 +599,7 @@ impl Stats {
     /// type). `other`'s cut unit, if any ([`Stats::pending_bytes`]), is not carried over: cut
     /// parts at [`Stats::unit_bytes`] multiples.
     pub fn merge(&mut self, other: &Stats) {
-        let pending = other.feed.pending_leaf();
+        let pending = kernel::leaf(other.feed.pending());
         let m = other.acc.moments(&pending);
         self.acc.merged = Some(match self.acc.merged {
             Some(p) => p.merge(m),
@@ -618,7 +614,7 @@ impl Stats {
 
     /// The statistics of everything pushed and merged so far.
     pub fn summary(&self) -> Summary {
-        let pending = self.feed.pending_leaf();
+        let pending = kernel::leaf(self.feed.pending());
         let m = self.acc.moments(&pending);
         let a = &self.acc;
         let none = m.n == 0;
