@@ -91,13 +91,7 @@ pub fn whole(src: &Source, format: &'static str) -> Result<Vec<u8>, CliError> {
             ),
         )));
     }
-    // In pieces, so that a file cut short while it is read fails at the next piece.
-    const PIECE: u64 = 16 << 20;
-    let mut out = vec![0u8; size as usize];
-    for (i, piece) in out.chunks_mut(PIECE as usize).enumerate() {
-        src.read_at(i as u64 * PIECE, piece).map_err(|e| truncated(src, e))?;
-    }
-    Ok(out)
+    tensorlane::source::read_whole(src).map_err(|e| truncated(src, e))
 }
 
 /// `e`, completed when the local file `path` no longer has the `size_at_open` bytes it had when

@@ -93,6 +93,21 @@ impl ReadAt for FileSource {
     }
 }
 
+/// The whole of `src` in a new buffer, read in pieces of 16 MiB: a file cut short while it is
+/// read fails at the next piece ([`SourceError::OutOfBounds`] from [`FileSource`]), not after one
+/// long read. The caller checks the size against its own limit first; the allocation is the
+/// source's real size, not a size the input claims.
+pub fn read_whole<S: ReadAt + ?Sized>(src: &S) -> Result<Vec<u8>, SourceError> {
+    const PIECE: usize = 16 << 20;
+    let size = src.size();
+    check_range(0, size, size)?;
+    let mut out = vec![0u8; size as usize];
+    for (i, piece) in out.chunks_mut(PIECE).enumerate() {
+        src.read_at((i * PIECE) as u64, piece)?;
+    }
+    Ok(out)
+}
+
 /// A file to read: mapped from the local disk, or (feature `remote`) an object on a remote store
 /// read by range. Readers take it as any [`ReadAt`]; cloning shares the map or the connection.
 #[derive(Clone, Debug)]

@@ -150,7 +150,6 @@ pub fn zt_write_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Buffer> {
 #[napi(js_name = "readFile")]
 pub fn read_file(path: String, max_bytes: f64) -> Result<Buffer> {
     use tensorlane_core::source::{ReadAt as _, SourceError};
-    const PIECE: usize = 16 << 20;
     let src = tensorlane::source::FileSource::open(&path).map_err(|e| err(format!("cannot open {path}: {e}")))?;
     let len = src.size();
     if len as f64 > max_bytes {
@@ -160,19 +159,15 @@ pub fn read_file(path: String, max_bytes: f64) -> Result<Buffer> {
              to map it instead (the file must then stay as it is while the reader lives)"
         )));
     }
-    let n = usize::try_from(len).map_err(|_| err(format!("Limit: {path} is {len} bytes, too large to read here")))?;
-    let mut data = vec![0u8; n];
-    for (i, piece) in data.chunks_mut(PIECE).enumerate() {
-        let at = (i * PIECE) as u64;
-        src.read_at(at, piece).map_err(|e| match e {
-            // FileSource's error for a file that is shorter than when it was opened.
-            SourceError::OutOfBounds { size, .. } => err(format!(
-                "{path} changed while it was read: {size} bytes now, {len} when it was opened (truncated or \
-                 rewritten in place); open it again once nothing writes to it"
-            )),
-            other => err(format!("cannot read {path} at byte {at}: {other}")),
-        })?;
-    }
+    let data = tensorlane::source::read_whole(&src).map_err(|e| match e {
+        // FileSource's error for a file that is shorter than when it was opened.
+        SourceError::OutOfBounds { size, .. } if size < len => err(format!(
+            "{path} changed while it was read: {size} bytes now, {len} when it was opened (truncated or \
+             rewritten in place); open it again once nothing writes to it"
+        )),
+        SourceError::OutOfBounds { .. } => err(format!("Limit: {path} is {len} bytes, too large to read here")),
+        other => err(format!("cannot read {path}: {other}")),
+    })?;
     Ok(Buffer::from(data))
 }
 
