@@ -12,9 +12,9 @@ const backend = wasmBackend(exports);
 const zt = makeZt(backend);
 // open(): every model format; .zt files are handed to the .zt reader.
 const formats = makeFormats(backend, zt);
-const api = { ...makeApi(backend), ...zt, open: formats.open, stats: formats.stats, ...makeCompare(backend) };
+const api = { ...makeApi(backend), ...zt, open: formats.open, stats: formats.stats, mergeSummaries: formats.mergeSummaries, mergeStats: formats.mergeStats, ...makeCompare(backend) };
 
-export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, writeZt, compare } = api;
+export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, mergeSummaries, mergeStats, writeZt, compare } = api;
 export const backendName = 'wasm';
 /** The wasm instance's WebAssembly.Memory. */
 export const wasmMemory = () => exports.memory;

@@ -623,16 +623,8 @@ export function makeFormats(backend, zt, io = {}) {
       const ctx = this.#ctx;
       if (ctx instanceof NativeContext) return ctx.stats(this.#index.get(name), t, options);
       const src = L.zeroCopy ? ctx.sources.get(L.source) : undefined;
-      if (src && !src.memory) {
-        // A Blob or a file descriptor: read slice by slice, straight from the source.
-        const read = (o, n) =>
-          then(src.read(L.offset + o, n), (b) => {
-            ctx.bytesRead += b.byteLength;
-            ctx.reads++;
-            return b;
-          });
-        return run(statsSteps(t, L.length, read, options));
-      }
+      // A Blob, URL or file descriptor: read slice by slice, straight from the source.
+      if (src && !src.memory) return run(statsSteps(t, L.length, this.#sourceRead(L), options));
       if (L.storage === 'deflate' && !L.view) {
         // Inflated by the core in chunkBytes pieces per pass (tensor_stats), never whole: a member
         // that declares a huge array costs its compressed bytes, not its declared size.
@@ -658,6 +650,66 @@ export function makeFormats(backend, zt, io = {}) {
     }
 
     /**
+     * Tensor `name` cut for statistics in parts, one part per Worker: at most `parts` spans
+     * `{offset, bytes, elements}` of its stored bytes, in order, each a whole number of elements
+     * and blocks (core `stats::split`). Run `statsSummaryPart` on every span, merge the parts with
+     * `mergeSummaries`, run `statsHistogramPart` on every span with that summary, and put it
+     * together with `mergeStats`: the numbers are those of `stats()` (counts, min, max and the
+     * histogram exactly; mean and std to rounding). Only a tensor stored as-is
+     * (`layout.zeroCopy`) is read by span; any other is a TensorlaneError (use `stats()`).
+     */
+    statsSpans(name, parts) {
+      const t = this.#spanned(name).t;
+      const numel = t.shape.reduce((n, d) => n * Number(d), 1);
+      if (!(Number.isInteger(parts) && parts >= 1)) throw new RangeError(`statsSpans: parts must be a positive integer, got ${parts}`);
+      const flat = statsGuard(t, () => backend.statsSplit(t.dtype, t.ggml ? t.ggml.type : -1, numel, Math.min(parts, 0xffffffff)));
+      const out = [];
+      for (let i = 0; i < flat.length; i += 3) out.push({ offset: flat[i], bytes: flat[i + 1], elements: flat[i + 2] });
+      return out;
+    }
+
+    /**
+     * Pass 1 of tensor `name`'s statistics over one span of `statsSpans`: the part's state as
+     * numbers (a Float64Array, which postMessage copies exactly) for `mergeSummaries`. Options as
+     * stats() (`chunkBytes`, `readAhead`, `signal`, `onProgress` over the span's bytes). A Promise
+     * for a Blob or URL.
+     */
+    statsSummaryPart(name, span, options = {}) {
+      const { t, read } = this.#spanned(name, span);
+      return run(summarySteps(t, span, read, options, partProgress(options.onProgress, 'summary', span.bytes), 0));
+    }
+
+    /**
+     * Pass 2 over one span: `{edges, counts}` of the span's finite values in `options.bins` bins
+     * (64) over the merged `summary`'s [min, max], for `mergeStats`. Options as statsSummaryPart.
+     */
+    statsHistogramPart(name, span, summary, options = {}) {
+      const { t, read } = this.#spanned(name, span);
+      return run(histogramSteps(t, span, read, summary, options, partProgress(options.onProgress, 'histogram', span.bytes), 0));
+    }
+
+    /** A tensor stored as-is, checked span and a reader of its stored bytes by offset. */
+    #spanned(name, span) {
+      const t = this.info(name);
+      const L = t.layout;
+      if (!L.zeroCopy) throw jsError(this.format, 'unsupported', `tensor '${name}' is not stored as-is (${L.storage}${L.bigEndian ? ', big-endian' : ''}), so it cannot be read in spans; use stats()`, { tensor: name });
+      if (span !== undefined) {
+        const { offset, bytes, elements } = span ?? {};
+        if (![offset, bytes, elements].every((v) => Number.isSafeInteger(v) && v >= 0) || offset + bytes > L.length) {
+          throw new RangeError(`statsSpans: ${JSON.stringify(span)} is not a span of tensor '${name}' (${L.length} bytes); pass one statsSpans() gave`);
+        }
+      }
+      const ctx = this.#ctx;
+      if (ctx instanceof NativeContext) {
+        // The host reads the tensor (or maps it with {mmap: true}) once per part, as readBytes.
+        const i = this.#index.get(name);
+        let bytes;
+        return { t, read: (o, n) => (bytes ??= ctx.bytes(i, L)).subarray(o, o + n) };
+      }
+      return { t, read: this.#sourceRead(L) };
+    }
+
+    /**
      * The stored bytes [offset, offset + length) of a tensor stored as-is (`layout.zeroCopy`),
      * read from its source alone: one slice of a Blob, ranged GETs of a URL, a view of bytes or
      * a mapped path. Other layouts (inflated, gathered, big-endian) are a TensorlaneError.
@@ -672,14 +724,21 @@ export function makeFormats(backend, zt, io = {}) {
       }
       const ctx = this.#ctx;
       if (ctx instanceof NativeContext) return ctx.bytes(this.#index.get(name), L).subarray(offset, offset + length);
+      return this.#sourceRead(L)(offset, length);
+    }
+
+    /** `read(offset, len)` of the stored bytes of a tensor stored as-is, from its source, counted in bytesRead and reads unless the source is memory. */
+    #sourceRead(L) {
+      const ctx = this.#ctx;
       const src = ctx.sources.get(L.source);
-      return then(src.read(L.offset + offset, length), (b) => {
-        if (!src.memory) {
-          ctx.bytesRead += b.byteLength;
-          ctx.reads++;
-        }
-        return b;
-      });
+      return (o, n) =>
+        then(src.read(L.offset + o, n), (b) => {
+          if (!src.memory) {
+            ctx.bytesRead += b.byteLength;
+            ctx.reads++;
+          }
+          return b;
+        });
     }
 
     /**
@@ -792,67 +851,105 @@ export function makeFormats(backend, zt, io = {}) {
     }
   }
 
-  /**
-   * The two passes of the core's statistics over `total` stored bytes of tensor `t` (`{name,
-   * dtype, shape, ggml?}`), read by `read(offset, len)` (bytes, or a Promise of them) in slices
-   * of whole elements or blocks. Pass 1 summarises; pass 2 bins the finite values over [min, max].
-   */
-  function* statsSteps(t, total, read, options) {
-    const ggml = t.ggml ? t.ggml.type : -1;
-    const bins = statsBins(options);
-    const step = Math.max(1, Math.floor(options.chunkBytes ?? STATS_CHUNK_BYTES));
-    const numel = t.shape.reduce((n, d) => n * Number(d), 1);
-    const guard = (f) => {
-      try {
-        return f();
-      } catch (e) {
-        const fe = parsedError(e);
-        throw fe ? formatError({ ...fe, tensor: t.name, display: `${fe.display} (tensor '${t.name}')` }) : e;
-      }
-    };
-    const report = statsProgress(options.onProgress, total);
-    const depth = Math.max(1, Math.floor(options.readAhead ?? STATS_READ_AHEAD));
-    const signal = options.signal;
-    // Pass 2 follows pass 1, so progress counts up to twice the bytes (as the native driver's).
-    // Up to `depth` slices are requested ahead (a Blob or URL then reads while the core sums).
-    function* pass(acc, base) {
-      const ahead = [];
-      let next = 0;
-      for (let o = 0; o < total; ) {
-        while (ahead.length < depth && next < total) {
-          const n = Math.min(step, total - next);
-          const p = read(next, n);
-          if (p instanceof Promise) p.catch(() => {}); // awaited below; not "unhandled" when abandoned
-          ahead.push([n, p]);
-          next += n;
-        }
-        const [n, p] = ahead.shift();
-        const b = yield () => p;
-        aborted(signal);
-        acc.push(b);
-        o += n;
-        report(base + o);
-      }
-    }
-    aborted(signal);
-    const s = guard(() => new backend.StatsSummary(t.dtype, ggml, numel, total));
-    let summary;
+  /** The core's errors while a tensor's statistics are made, with the tensor's name added. */
+  function statsGuard(t, f) {
     try {
-      yield* pass(s, 0);
-      summary = JSON.parse(s.summary());
+      return f();
+    } catch (e) {
+      const fe = parsedError(e);
+      throw fe ? formatError({ ...fe, tensor: t.name, display: `${fe.display} (tensor '${t.name}')` }) : e;
+    }
+  }
+
+  /**
+   * Pushes bytes [span.offset, span.offset + span.bytes) of a tensor, read by `read(offset, len)`
+   * (bytes, or a Promise of them) in slices of `chunkBytes`, into `acc` (a StatsSummary or
+   * StatsHistogram). Up to `readAhead` slices are requested ahead, so a Blob or URL reads while
+   * the core sums; `report(base + done)` after each slice.
+   */
+  function* feed(acc, span, read, options, report, base) {
+    const step = Math.max(1, Math.floor(options.chunkBytes ?? STATS_CHUNK_BYTES));
+    const depth = Math.max(1, Math.floor(options.readAhead ?? STATS_READ_AHEAD));
+    const end = span.offset + span.bytes;
+    const ahead = [];
+    let next = span.offset;
+    for (let o = span.offset; o < end; ) {
+      while (ahead.length < depth && next < end) {
+        const n = Math.min(step, end - next);
+        const p = read(next, n);
+        if (p instanceof Promise) p.catch(() => {}); // awaited below; not "unhandled" when abandoned
+        ahead.push([n, p]);
+        next += n;
+      }
+      const [n, p] = ahead.shift();
+      const b = yield () => p;
+      aborted(options.signal);
+      acc.push(b);
+      o += n;
+      report(base + o - span.offset);
+    }
+  }
+
+  /** Pass 1 over one span of tensor `t` (`{name, dtype, shape, ggml?}`): its StatsPart numbers. */
+  function* summarySteps(t, span, read, options, report, base) {
+    aborted(options.signal);
+    const s = statsGuard(t, () => new backend.StatsSummary(t.dtype, t.ggml ? t.ggml.type : -1, span.elements, span.bytes));
+    try {
+      yield* feed(s, span, read, options, report, base);
+      return Float64Array.from(s.part());
     } finally {
       s.free?.();
     }
-    const h = guard(() => new backend.StatsHistogram(t.dtype, ggml, numel, summary.finite, summary.min ?? NaN, summary.max ?? NaN, bins));
-    let histogram;
+  }
+
+  /** Pass 2 over one span: the histogram of its finite values over the whole tensor's [min, max]. */
+  function* histogramSteps(t, span, read, summary, options, report, base) {
+    aborted(options.signal);
+    const h = statsGuard(t, () => new backend.StatsHistogram(t.dtype, t.ggml ? t.ggml.type : -1, span.elements, summary.finite, summary.min ?? NaN, summary.max ?? NaN, statsBins(options)));
     try {
-      if (summary.finite > 0) yield* pass(h, total);
-      histogram = JSON.parse(guard(() => h.finish()));
+      if (summary.finite > 0) yield* feed(h, span, read, options, report, base);
+      const out = JSON.parse(statsGuard(t, () => h.finish()));
+      return { edges: Float64Array.from(out.edges, (v) => v ?? NaN), counts: out.counts };
     } finally {
       h.free?.();
     }
+  }
+
+  /**
+   * The two passes of the core's statistics over `total` stored bytes of tensor `t`, read by
+   * `read(offset, len)` in slices of whole elements or blocks. Pass 1 summarises; pass 2 bins the
+   * finite values over [min, max]. Progress counts up to twice the bytes (as the native driver's).
+   */
+  function* statsSteps(t, total, read, options) {
+    statsBins(options);
+    const numel = t.shape.reduce((n, d) => n * Number(d), 1);
+    const span = { offset: 0, bytes: total, elements: numel };
+    const report = statsProgress(options.onProgress, total);
+    const part = yield* summarySteps(t, span, read, options, report, 0);
+    const summary = mergeSummaries([part]);
+    const histogram = yield* histogramSteps(t, span, read, summary, options, report, total);
     report(2 * total);
     return statsResult(t, summary, histogram);
+  }
+
+  /**
+   * The summary of StatsPart numbers from `reader.statsSummaryPart` over the spans of one tensor
+   * (`reader.statsSpans`), merged in span order: `{count, finite, min, max, mean, std, zeros, nan,
+   * pos_inf, neg_inf}` (`null` for min, max, mean and std when no value is finite).
+   */
+  function mergeSummaries(parts) {
+    const all = new Float64Array(parts.reduce((n, p) => n + p.length, 0));
+    let at = 0;
+    for (const p of parts) {
+      all.set(p, at);
+      at += p.length;
+    }
+    try {
+      return JSON.parse(backend.statsSummaryOfParts(all));
+    } catch (e) {
+      const fe = parsedError(e);
+      throw fe ? formatError(fe) : e;
+    }
   }
 
   /**
@@ -869,7 +966,25 @@ export function makeFormats(backend, zt, io = {}) {
     return run(statsSteps({ name, dtype, shape }, bytes.byteLength, (o, n) => bytes.subarray(o, o + n), options));
   }
 
-  return { open, stats, MIN_READ, MAX_READ };
+  /**
+   * Statistics made in parts (`reader.statsSpans`, one span per Worker) put together: the object
+   * `reader.stats()` gives, from tensor `t` (`reader.info(name)`), the merged summary
+   * (mergeSummaries) and each span's histogram (`reader.statsHistogramPart`), whose counts add up.
+   */
+  function mergeStats(t, summary, histograms) {
+    const first = histograms[0];
+    if (!first) throw new RangeError('mergeStats needs the histogram of at least one span');
+    const counts = [...first.counts];
+    for (const h of histograms.slice(1)) {
+      if (h.edges.length !== first.edges.length || h.edges.some((e, i) => !Object.is(e, first.edges[i]))) {
+        throw new RangeError('mergeStats: the spans\' histograms have different edges (each must use the merged summary and the same bins)');
+      }
+      h.counts.forEach((c, i) => (counts[i] += c));
+    }
+    return statsResult(t, summary, { edges: first.edges, counts });
+  }
+
+  return { open, stats, mergeSummaries, mergeStats, MIN_READ, MAX_READ };
 }
 
 /** The histogram's bin count from stats() options (default STATS_BINS); a RangeError when it is not a positive integer. */
@@ -877,6 +992,12 @@ function statsBins(options) {
   const bins = options.bins ?? STATS_BINS;
   if (!Number.isInteger(bins) || bins < 1) throw new RangeError(`stats: bins must be a positive integer, got ${bins}`);
   return bins;
+}
+
+/** onProgress for one pass over one span (statsSummaryPart, statsHistogramPart). */
+function partProgress(onProgress, phase, total) {
+  if (!onProgress) return () => {};
+  return (done) => onProgress({ phase, bytesDone: done, bytesTotal: total });
 }
 
 /** The calls `onProgress({phase, bytesDone, bytesTotal})` a stats driver makes, as `report(done)`

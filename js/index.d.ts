@@ -652,6 +652,35 @@ export interface StatsOptions {
   readAhead?: number;
 }
 
+/** One part of a tensor's stored bytes for statistics in parts (`statsSpans`). */
+export interface StatsSpan {
+  /** First byte, from the start of the tensor's stored bytes. */
+  offset: number;
+  /** Length in bytes (a whole number of elements and ggml blocks). */
+  bytes: number;
+  /** Elements in it. */
+  elements: number;
+}
+
+/** The summary of a tensor's statistics (pass 1): TensorStats' numbers, `null` for min, max, mean and std when no value is finite. */
+export interface StatsSummary {
+  count: number;
+  finite: number;
+  min: number | null;
+  max: number | null;
+  mean: number | null;
+  std: number | null;
+  zeros: number;
+  nan: number;
+  pos_inf: number;
+  neg_inf: number;
+}
+
+/** Options of one pass over one span (`statsSummaryPart`, `statsHistogramPart`); `onProgress` counts that span's bytes. */
+export interface StatsPartOptions extends Omit<StatsOptions, 'onProgress'> {
+  onProgress?: (p: { phase: 'summary' | 'histogram'; bytesDone: number; bytesTotal: number }) => void;
+}
+
 /** Options of ModelReader.tensor() and dequantize(). */
 export interface TensorReadOptions {
   /** float16/bfloat16 as float32 values instead of raw Uint16Array bits. */
@@ -685,6 +714,17 @@ export interface ModelReader extends ModelReaderBase {
   /** Stored bytes [offset, offset + length) of a tensor stored as-is (`layout.zeroCopy`); other layouts throw. */
   readBytes(name: string, offset?: number, length?: number): Uint8Array;
   /**
+   * A tensor stored as-is cut into at most `parts` spans for statistics in parts (one per
+   * Worker): run statsSummaryPart on each, mergeSummaries, statsHistogramPart on each with that
+   * summary, then mergeStats. The result is stats()'s (counts, min, max and histogram exactly,
+   * mean and std to rounding). Other layouts throw (use stats()).
+   */
+  statsSpans(name: string, parts: number): StatsSpan[];
+  /** Pass 1 over one span: the part's state (10 numbers; postMessage copies it exactly) for mergeSummaries. */
+  statsSummaryPart(name: string, span: StatsSpan, options?: StatsPartOptions): Float64Array;
+  /** Pass 2 over one span: its finite values in `bins` bins over the merged summary's [min, max], for mergeStats. */
+  statsHistogramPart(name: string, span: StatsSpan, summary: StatsSummary, options?: StatsPartOptions): { edges: Float64Array; counts: number[] };
+  /**
    * Elements [start, start + count) as numbers, reading only their bytes when the tensor is stored
    * as-is (GGUF: the blocks around them, dequantized): float16/bfloat16/float8/float4 decoded,
    * integers and bools as numbers. Float64Array for float64 and 32/64-bit integers, else
@@ -704,6 +744,12 @@ export interface ModelBlobReader extends ModelReaderBase {
   stats(name: string, options?: StatsOptions): Promise<TensorStats>;
   /** As ModelReader.readBytes: one slice of the Blob, or ranged GETs of a URL. */
   readBytes(name: string, offset?: number, length?: number): Promise<Uint8Array>;
+  /** As ModelReader.statsSpans. */
+  statsSpans(name: string, parts: number): StatsSpan[];
+  /** As ModelReader.statsSummaryPart, reading the span in `chunkBytes` slices. */
+  statsSummaryPart(name: string, span: StatsSpan, options?: StatsPartOptions): Promise<Float64Array>;
+  /** As ModelReader.statsHistogramPart. */
+  statsHistogramPart(name: string, span: StatsSpan, summary: StatsSummary, options?: StatsPartOptions): Promise<{ edges: Float64Array; counts: number[] }>;
   /** As ModelReader.values, reading only the bytes of those elements. */
   values(name: string, start?: number, count?: number): Promise<Float32Array | Float64Array>;
 }
@@ -736,6 +782,23 @@ export declare function open(source: string | Uint8Array | ArrayBuffer | ArrayBu
 export declare function stats(
   tensor: { dtype?: string; shape?: number[]; data: ArrayBufferView; name?: string },
   options?: Pick<StatsOptions, 'bins' | 'chunkBytes' | 'onProgress'>,
+): TensorStats;
+
+/**
+ * The summary of the parts `statsSummaryPart` gave for the spans of one tensor, merged in span
+ * order (the core's StatsPart merge). A part no pass could have made is a TensorlaneError of
+ * kind 'syntax' naming the part and the rule it breaks.
+ */
+export declare function mergeSummaries(parts: Float64Array[]): StatsSummary;
+
+/**
+ * What stats() gives, from the tensor's info (`reader.info(name)`), the merged summary and the
+ * spans' histograms (their counts added; different edges are a RangeError).
+ */
+export declare function mergeStats(
+  tensor: { name: string; dtype: string; shape: number[] },
+  summary: StatsSummary,
+  histograms: { edges: Float64Array | number[]; counts: number[] }[],
 ): TensorStats;
 
 /**

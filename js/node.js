@@ -71,7 +71,7 @@ if (addon) {
   const pathSource = (p, options) => memorySource(pathBytes(p, options), basename(p), p);
   const io = { pathSource, companionPath, openModel: (p) => new addon.ModelFile(p), mapPath: pathBytes };
   const formats = makeFormats(addon, zt, io);
-  api = { ...api, ...zt, open: formats.open, stats: formats.stats, ...makeCompare(addon) };
+  api = { ...api, ...zt, open: formats.open, stats: formats.stats, mergeSummaries: formats.mergeSummaries, mergeStats: formats.mergeStats, ...makeCompare(addon) };
 } else {
   // Synchronous: js/wasm-node.js instantiates the wasm with initSync and has no top-level await.
   const wasm = require('./wasm-node.js');
@@ -80,7 +80,7 @@ if (addon) {
 }
 
 export { shardPath };
-export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, writeZt, compare } = api;
+export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, mergeSummaries, mergeStats, writeZt, compare } = api;
 /** 'addon' or 'wasm'. */
 export const backendName = api.backend;
 /** Why the addon was not used (null when it was, or when wasm was requested). */

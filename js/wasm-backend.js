@@ -22,6 +22,8 @@ export function wasmBackend(exports) {
     StatsSummary: glue.StatsSummary,
     StatsHistogram: glue.StatsHistogram,
     StatsDiff: glue.StatsDiff,
+    statsSplit: glue.statsSplit,
+    statsSummaryOfParts: glue.statsSummaryOfParts,
     /** The wasm instance's memory (tests check that views survive its growth). */
     memory: () => exports.memory,
   };

@@ -46,9 +46,9 @@ function pathSource(path) {
   return src;
 }
 const formats = makeFormats(backend, zt, { pathSource, companionPath });
-const api = { ...makeApi(backend), ...zt, open: formats.open, stats: formats.stats, ...makeCompare(backend) };
+const api = { ...makeApi(backend), ...zt, open: formats.open, stats: formats.stats, mergeSummaries: formats.mergeSummaries, mergeStats: formats.mergeStats, ...makeCompare(backend) };
 
-export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, writeZt, compare } = api;
+export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, mergeSummaries, mergeStats, writeZt, compare } = api;
 export const backendName = 'wasm';
 /** The wasm instance's WebAssembly.Memory. */
 export const wasmMemory = () => exports.memory;

@@ -14,7 +14,8 @@ use tensorlane_core::dtype::DType;
 use tensorlane_core::formats::ggml::GgmlType;
 use tensorlane_core::formats::{ElementType, ErrorKind, FormatError};
 use tensorlane_core::stats::{
-    Diff, DiffAccumulator, Histogram, HistogramAccumulator, Stats, StatsError, Summary, TensorStats,
+    self as core_stats, Diff, DiffAccumulator, Histogram, HistogramAccumulator, Stats, StatsError, StatsPart, Summary,
+    TensorStats,
 };
 use tensorlane_core::zt::format::LogicalType;
 
@@ -142,6 +143,45 @@ impl SummaryPass {
     pub fn summary(&self) -> String {
         summary_json(&self.inner.summary()).to_string()
     }
+
+    /// The state so far as [`StatsPart::to_array`] numbers, for [`summary_of_parts`] (another
+    /// Worker's pass over another span of the tensor).
+    pub fn part(&self) -> Vec<f64> {
+        self.inner.part().to_array().to_vec()
+    }
+}
+
+/// The spans of [`tensorlane_core::stats::split`] for `elements` elements of `dtype`/`ggml` in
+/// at most `parts` parts, flattened as `[offset, bytes, elements, ...]`.
+pub fn split(dtype: &str, ggml: f64, elements: f64, parts: u32) -> Result<Vec<f64>, String> {
+    let ty = element_type(dtype, ggml)?;
+    let n = whole(elements)?;
+    let spans = core_stats::split(ty, n, parts as usize).ok_or_else(|| {
+        error(
+            ErrorKind::SizeMismatch,
+            format!("{n} elements are not a whole number of {} blocks", ty.name()),
+        )
+    })?;
+    Ok(spans
+        .iter()
+        .flat_map(|s| [s.offset as f64, s.bytes as f64, s.elements as f64])
+        .collect())
+}
+
+/// The summary ([`summary_json`]) of parts given as [`SummaryPass::part`] arrays one after
+/// another, merged in that order; a malformed part is an error naming it and the rule it breaks.
+pub fn summary_of_parts(parts: &[f64]) -> Result<String, String> {
+    if !parts.len().is_multiple_of(StatsPart::LEN) {
+        return Err(stats_error(&StatsError::Part {
+            rule: "parts are runs of 10 numbers (count, finite, mean, m2, min, max, zeros, nan, pos_inf, neg_inf)",
+        }));
+    }
+    let mut total = StatsPart::EMPTY;
+    for (i, a) in parts.chunks(StatsPart::LEN).enumerate() {
+        let p = StatsPart::from_array(a).map_err(|e| error(ErrorKind::Syntax, format!("part {i}: {e}")))?;
+        total = total.merge(&p);
+    }
+    Ok(summary_json(&total.summary()).to_string())
 }
 
 /// Pass 2: the histogram of the finite values, fed slice by slice.

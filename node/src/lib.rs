@@ -495,6 +495,27 @@ impl StatsSummary {
     pub fn summary(&self) -> String {
         self.inner.summary()
     }
+
+    /// The state so far (10 numbers), for `statsSummaryOfParts` in another thread.
+    #[napi]
+    pub fn part(&self) -> Float64Array {
+        Float64Array::new(self.inner.part())
+    }
+}
+
+/// Spans `[offset, bytes, elements, ...]` splitting `elements` elements of `dtype`/`ggml` into at
+/// most `parts` parts of whole elements and blocks, for statistics in parts.
+#[napi(js_name = "statsSplit")]
+pub fn stats_split(dtype: String, ggml: f64, elements: f64, parts: u32) -> Result<Float64Array> {
+    stats::split(&dtype, ggml, elements, parts)
+        .map(Float64Array::new)
+        .map_err(err)
+}
+
+/// The summary (JSON) of `StatsSummary.part()` arrays concatenated in span order.
+#[napi(js_name = "statsSummaryOfParts")]
+pub fn stats_summary_of_parts(parts: Float64Array) -> Result<String> {
+    stats::summary_of_parts(&parts).map_err(err)
 }
 
 /// Pass 2 of a tensor's statistics: the histogram of its finite values.

@@ -129,6 +129,63 @@ for (const { name, api } of backends) {
   });
 }
 
+/** Statistics of one tensor in `parts` spans, each part carried through structuredClone (as postMessage between Workers). */
+async function inSpans(api, r, name, parts, bins) {
+  const spans = r.statsSpans(name, parts);
+  const sums = [];
+  for (const sp of spans) sums.push(structuredClone(await r.statsSummaryPart(name, sp, { chunkBytes: ODD_CHUNK })));
+  const summary = api.mergeSummaries(sums);
+  const hists = [];
+  for (const sp of spans) hists.push(structuredClone(await r.statsHistogramPart(name, sp, summary, { bins, chunkBytes: ODD_CHUNK })));
+  return { spans, stats: api.mergeStats(r.info(name), summary, hists) };
+}
+
+for (const { name, api } of backends) {
+  test(`${name}: statistics in spans (one per Worker), merged, are stats()'s`, async () => {
+    let n = 0;
+    for (const e of entries) {
+      const comps = Object.fromEntries(await Promise.all(Object.entries(companionsOf(e)).map(async ([k, f]) => [k, await openAsBlob(fixturePath(f))])));
+      const byPath = api.open(fixturePath(e.file));
+      const byBlob = await api.open(await openAsBlob(fixturePath(e.file)), { companions: comps });
+      for (const t of byPath.tensors) {
+        if (!t.layout.zeroCopy || t.dtype === 'complex64' || t.dtype === 'complex128') continue;
+        const whole = plainStats(byPath.stats(t.name, { bins: 9 }));
+        for (const [r, parts] of [[byPath, 3], [byBlob, 7], [byBlob, 1]]) {
+          const { spans, stats } = await inSpans(api, r, t.name, parts, 9);
+          const ctx = `${e.file} / ${t.name} in ${parts} spans`;
+          assert.equal(spans.reduce((k, sp) => k + sp.bytes, 0), t.layout.length, `${ctx}: spans cover the tensor`);
+          assert.equal(spans.reduce((k, sp) => k + sp.elements, 0), t.shape.reduce((k, d) => k * Number(d), 1), `${ctx}: and its elements`);
+          const got = plainStats(stats);
+          for (const k of ['count', 'finite', 'zeros', 'nan', 'pos_inf', 'neg_inf', 'min', 'max', 'histogram', 'name', 'dtype', 'shape']) assert.deepEqual(got[k], whole[k], `${ctx}: ${k}`);
+          for (const k of ['mean', 'std']) assert.ok(Object.is(got[k], whole[k]) || Math.abs(got[k] - whole[k]) <= 1e-12 * Math.max(1, Math.abs(whole[k])), `${ctx}: ${k} ${got[k]} vs ${whole[k]}`);
+          n++;
+        }
+      }
+      byPath.close();
+      byBlob.close();
+    }
+    assert.ok(n >= 300, `${n} span checks`);
+    // Parts that no pass made, spans that are not the tensor's, tensors not stored as-is.
+    const r = api.open(fixturePath('sample.gguf'));
+    const t = r.tensors.find((x) => x.ggml?.quantized);
+    const [sp] = r.statsSpans(t.name, 2);
+    const part = await r.statsSummaryPart(t.name, sp);
+    assert.equal(part.length, 10);
+    const bad = Float64Array.from(part);
+    bad[1] = bad[0] + 1; // more finite values than values
+    assert.throws(() => api.mergeSummaries([part, bad]), (e) => e.name === 'TensorlaneError' && e.kind === 'syntax' && /part 1/.test(e.message) && /must equal count/.test(e.message));
+    assert.throws(() => api.mergeSummaries([part.subarray(0, 9)]), (e) => e.kind === 'syntax' && /runs of 10/.test(e.message));
+    assert.throws(() => r.statsSummaryPart(t.name, { ...sp, bytes: t.layout.length + 1 }), RangeError);
+    assert.throws(() => r.statsSpans(t.name, 0), RangeError);
+    assert.equal(r.statsSpans(t.name, 1e6).length, t.nbytes / t.ggml.typeSize, 'no more spans than blocks');
+    const summary = api.mergeSummaries([part]);
+    const h1 = r.statsHistogramPart(t.name, sp, summary, { bins: 4 });
+    const h2 = r.statsHistogramPart(t.name, sp, summary, { bins: 5 });
+    assert.throws(() => api.mergeStats(r.info(t.name), summary, [h1, h2]), RangeError);
+    r.close();
+  });
+}
+
 // Runs unless TENSORLANE_BACKEND selects one backend on purpose; without the addon built it fails.
 test('the addon and the wasm build give the same statistics', { skip: process.env.TENSORLANE_BACKEND && `TENSORLANE_BACKEND=${process.env.TENSORLANE_BACKEND} selects one backend` }, () => {
   assert.equal(results.size, 2, 'both backends ran (build the addon with scripts/build-js.sh)');

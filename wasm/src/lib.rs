@@ -465,6 +465,24 @@ impl StatsSummary {
     pub fn summary(&self) -> String {
         self.inner.summary()
     }
+
+    /// The state so far (10 numbers), for `statsSummaryOfParts` in another Worker.
+    pub fn part(&self) -> Vec<f64> {
+        self.inner.part()
+    }
+}
+
+/// Spans `[offset, bytes, elements, ...]` splitting `elements` elements of `dtype`/`ggml` into at
+/// most `parts` parts of whole elements and blocks, for statistics in parts.
+#[wasm_bindgen(js_name = statsSplit)]
+pub fn stats_split(dtype: &str, ggml: f64, elements: f64, parts: u32) -> Result<Vec<f64>, JsError> {
+    stats::split(dtype, ggml, elements, parts).map_err(|e| JsError::new(&e))
+}
+
+/// The summary (JSON) of `StatsSummary.part()` arrays concatenated in span order.
+#[wasm_bindgen(js_name = statsSummaryOfParts)]
+pub fn stats_summary_of_parts(parts: &[f64]) -> Result<String, JsError> {
+    stats::summary_of_parts(parts).map_err(|e| JsError::new(&e))
 }
 
 /// Pass 2 of a tensor's statistics: the histogram of its finite values.

@@ -5,7 +5,8 @@
 //! * [`Stats`] — pass 1: count, min, max, mean, std, zeros, NaN, ±Inf. Feed it bytes with
 //!   [`Stats::push`] in pieces of any size (a piece may end in the middle of an element or of a
 //!   ggml block: the remainder is carried), merge the results of separate parts with
-//!   [`Stats::merge`], read the [`Summary`] at any time.
+//!   [`Stats::merge`], read the [`Summary`] at any time. To run a pass in parts (one per Worker),
+//!   cut the tensor with [`split`] and carry each part's state as a [`StatsPart`].
 //! * [`HistogramAccumulator`] — pass 2: equal-width bins over `[min, max]` once pass 1 has told
 //!   the range ([`HistogramAccumulator::from_summary`]).
 //! * [`DiffAccumulator`] — two tensors compared value by value (max and mean |a − b|, relative
@@ -230,6 +231,12 @@ pub enum StatsError {
         /// The number of bins asked for.
         bins: usize,
     },
+    /// A [`StatsPart`] given as numbers ([`StatsPart::from_array`]) that no accumulator could
+    /// have made.
+    Part {
+        /// The rule it breaks.
+        rule: &'static str,
+    },
 }
 
 impl fmt::Display for StatsError {
@@ -251,6 +258,10 @@ impl fmt::Display for StatsError {
                 "histogram range [{lo}, {hi}] is too narrow for {bins} finite-sized bins at its magnitude (NumPy \
                  refuses it too); use fewer bins"
             ),
+            StatsError::Part { rule } => write!(
+                f,
+                "a statistics part is malformed: {rule}; pass the numbers StatsPart::to_array gave, unchanged"
+            ),
         }
     }
 }
@@ -260,10 +271,11 @@ impl std::error::Error for StatsError {}
 
 impl StatsError {
     /// This error as a [`FormatError`] of `format`: [`ErrorKind::Unsupported`] for an element
-    /// type, [`ErrorKind::Limit`] for bins and ranges.
+    /// type, [`ErrorKind::Syntax`] for a malformed part, [`ErrorKind::Limit`] for bins and ranges.
     pub fn to_format_error(&self, format: &'static str) -> FormatError {
         let kind = match self {
             StatsError::Unsupported { .. } => ErrorKind::Unsupported,
+            StatsError::Part { .. } => ErrorKind::Syntax,
             _ => ErrorKind::Limit,
         };
         FormatError::new(format, kind, alloc::format!("{self}"))
@@ -486,13 +498,13 @@ pub struct Stats {
 }
 
 /// The accumulated leaves of a [`Stats`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct Acc {
     /// Complete leaves merged pairwise: `(level, moments of 2^level leaves)`, levels strictly
     /// decreasing.
     tree: Vec<(u32, Moments)>,
-    /// What [`Stats::merge`] brought in.
-    merged: Option<Moments>,
+    /// What [`Stats::merge`] and [`Stats::merge_part`] brought in.
+    merged: StatsPart,
     count: u64,
     zeros: u64,
     nan: u64,
@@ -523,16 +535,26 @@ impl Acc {
         self.tree.push(node);
     }
 
-    /// The moments of everything: the tree (oldest first), then `pending`, then merged parts.
+    /// The moments of the values pushed here: the tree (oldest first), then `pending`.
     fn moments(&self, pending: &Leaf) -> Moments {
         let mut m = Moments::EMPTY;
         for &(_, t) in self.tree.iter().rev() {
             m = t.merge(m);
         }
-        m = m.merge(pending.moments);
-        match self.merged {
-            Some(p) => m.merge(p),
-            None => m,
+        m.merge(pending.moments)
+    }
+}
+
+impl Default for Acc {
+    fn default() -> Acc {
+        Acc {
+            tree: Vec::new(),
+            merged: StatsPart::EMPTY,
+            count: 0,
+            zeros: 0,
+            nan: 0,
+            pos_inf: 0,
+            neg_inf: 0,
         }
     }
 }
@@ -596,42 +618,256 @@ impl Stats {
     }
 
     /// Adds the results of `other`, an accumulator over another part of the data (of any element
-    /// type). `other`'s cut unit, if any ([`Stats::pending_bytes`]), is not carried over: cut
-    /// parts at [`Stats::unit_bytes`] multiples.
+    /// type), as if its values followed those pushed here. `other`'s cut unit, if any
+    /// ([`Stats::pending_bytes`]), is not carried over: cut parts at [`Stats::unit_bytes`]
+    /// multiples.
     pub fn merge(&mut self, other: &Stats) {
-        let pending = kernel::leaf(other.feed.pending());
-        let m = other.acc.moments(&pending);
-        self.acc.merged = Some(match self.acc.merged {
-            Some(p) => p.merge(m),
-            None => m,
-        });
-        self.acc.count += other.acc.count + other.feed.pending_count();
-        self.acc.zeros += other.acc.zeros + pending.zeros;
-        self.acc.nan += other.acc.nan + pending.nan;
-        self.acc.pos_inf += other.acc.pos_inf + pending.pos_inf;
-        self.acc.neg_inf += other.acc.neg_inf + pending.neg_inf;
+        self.merge_part(&other.part());
     }
 
-    /// The statistics of everything pushed and merged so far.
-    pub fn summary(&self) -> Summary {
+    /// Adds a part accumulated elsewhere ([`Stats::part`], perhaps in another Worker or process,
+    /// carried as [`StatsPart::to_array`]), as [`Stats::merge`] does.
+    pub fn merge_part(&mut self, part: &StatsPart) {
+        self.acc.merged = self.acc.merged.merge(part);
+    }
+
+    /// What this accumulator holds, in the form [`Stats::merge_part`] adds elsewhere.
+    pub fn part(&self) -> StatsPart {
         let pending = kernel::leaf(self.feed.pending());
         let m = self.acc.moments(&pending);
         let a = &self.acc;
-        let none = m.n == 0;
-        let nan_if = |v: f64| if none { f64::NAN } else { v };
-        Summary {
+        let own = StatsPart {
             count: a.count + self.feed.pending_count(),
             finite: m.n,
-            min: nan_if(m.min),
-            max: nan_if(m.max),
-            mean: nan_if(m.mean),
-            std: nan_if(libm::sqrt((m.m2 / m.n as f64).max(0.0))),
+            mean: m.mean,
+            m2: m.m2,
+            min: m.min,
+            max: m.max,
             zeros: a.zeros + pending.zeros,
             nan: a.nan + pending.nan,
             pos_inf: a.pos_inf + pending.pos_inf,
             neg_inf: a.neg_inf + pending.neg_inf,
+        };
+        own.merge(&a.merged)
+    }
+
+    /// The statistics of everything pushed and merged so far.
+    pub fn summary(&self) -> Summary {
+        self.part().summary()
+    }
+}
+
+/// The mergeable state of a [`Stats`] ([`Stats::part`]): the moments of its finite values and
+/// its counts. It lets pass 1 run in parts (byte ranges cut at [`Stats::unit_bytes`] multiples,
+/// one per Worker or thread) whose results are then merged in order ([`StatsPart::merge`]); the
+/// merged summary agrees with one pass over the whole to rounding (counts, min and max exactly).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StatsPart {
+    /// Every value, finite or not.
+    pub count: u64,
+    /// Finite values.
+    pub finite: u64,
+    /// Mean of the finite values (0 when there is none).
+    pub mean: f64,
+    /// Sum of the squared deviations of the finite values from their mean (0 when there is none).
+    pub m2: f64,
+    /// Smallest finite value (+Inf when there is none).
+    pub min: f64,
+    /// Largest finite value (-Inf when there is none).
+    pub max: f64,
+    /// Values equal to zero.
+    pub zeros: u64,
+    /// NaN values.
+    pub nan: u64,
+    /// +Inf values.
+    pub pos_inf: u64,
+    /// -Inf values.
+    pub neg_inf: u64,
+}
+
+impl StatsPart {
+    /// No values.
+    pub const EMPTY: StatsPart = StatsPart {
+        count: 0,
+        finite: 0,
+        mean: 0.0,
+        m2: 0.0,
+        min: f64::INFINITY,
+        max: f64::NEG_INFINITY,
+        zeros: 0,
+        nan: 0,
+        pos_inf: 0,
+        neg_inf: 0,
+    };
+
+    /// How many numbers [`StatsPart::to_array`] gives.
+    pub const LEN: usize = 10;
+
+    fn moments(&self) -> Moments {
+        Moments {
+            n: self.finite,
+            mean: self.mean,
+            m2: self.m2,
+            min: self.min,
+            max: self.max,
         }
     }
+
+    /// The part of `self`'s values followed by `later`'s (Chan, Golub and LeVeque's update).
+    pub fn merge(&self, later: &StatsPart) -> StatsPart {
+        let m = self.moments().merge(later.moments());
+        StatsPart {
+            count: self.count + later.count,
+            finite: m.n,
+            mean: m.mean,
+            m2: m.m2,
+            min: m.min,
+            max: m.max,
+            zeros: self.zeros + later.zeros,
+            nan: self.nan + later.nan,
+            pos_inf: self.pos_inf + later.pos_inf,
+            neg_inf: self.neg_inf + later.neg_inf,
+        }
+    }
+
+    /// The summary of these values.
+    pub fn summary(&self) -> Summary {
+        let none = self.finite == 0;
+        let nan_if = |v: f64| if none { f64::NAN } else { v };
+        Summary {
+            count: self.count,
+            finite: self.finite,
+            min: nan_if(self.min),
+            max: nan_if(self.max),
+            mean: nan_if(self.mean),
+            std: nan_if(libm::sqrt((self.m2 / self.finite as f64).max(0.0))),
+            zeros: self.zeros,
+            nan: self.nan,
+            pos_inf: self.pos_inf,
+            neg_inf: self.neg_inf,
+        }
+    }
+
+    /// The part as [`StatsPart::LEN`] numbers, in field order (`count`, `finite`, `mean`, `m2`,
+    /// `min`, `max`, `zeros`, `nan`, `pos_inf`, `neg_inf`): what a host passes between Workers
+    /// (a `Float64Array`: every float exact, counts exact up to 2^53).
+    pub fn to_array(&self) -> [f64; StatsPart::LEN] {
+        [
+            self.count as f64,
+            self.finite as f64,
+            self.mean,
+            self.m2,
+            self.min,
+            self.max,
+            self.zeros as f64,
+            self.nan as f64,
+            self.pos_inf as f64,
+            self.neg_inf as f64,
+        ]
+    }
+
+    /// The part [`StatsPart::to_array`] gave, checked: counts are whole numbers up to 2^53 that
+    /// add up (`finite + nan + pos_inf + neg_inf == count`, `zeros <= finite`), and with finite
+    /// values `min <= max` are finite and `mean` and `m2 >= 0` are numbers (with none, the
+    /// moments are those of [`StatsPart::EMPTY`] whatever was passed).
+    pub fn from_array(a: &[f64]) -> Result<StatsPart, StatsError> {
+        let bad = |rule| Err(StatsError::Part { rule });
+        if a.len() != StatsPart::LEN {
+            return bad("a part is 10 numbers (count, finite, mean, m2, min, max, zeros, nan, pos_inf, neg_inf)");
+        }
+        let mut counts = [0u64; 6];
+        for (c, &v) in counts.iter_mut().zip([a[0], a[1], a[6], a[7], a[8], a[9]].iter()) {
+            if !((0.0..=9_007_199_254_740_992.0).contains(&v) && libm::trunc(v) == v) {
+                return bad("a count is not a whole number from 0 to 2^53");
+            }
+            *c = v as u64;
+        }
+        let [count, finite, zeros, nan, pos_inf, neg_inf] = counts;
+        if finite
+            .checked_add(nan)
+            .and_then(|n| n.checked_add(pos_inf))
+            .and_then(|n| n.checked_add(neg_inf))
+            != Some(count)
+        {
+            return bad("finite + nan + pos_inf + neg_inf must equal count");
+        }
+        if zeros > finite {
+            return bad("zeros cannot exceed finite");
+        }
+        let (mean, m2, min, max) = (a[2], a[3], a[4], a[5]);
+        if finite == 0 {
+            return Ok(StatsPart {
+                count,
+                zeros,
+                nan,
+                pos_inf,
+                neg_inf,
+                ..StatsPart::EMPTY
+            });
+        }
+        if !(min.is_finite() && max.is_finite() && min <= max) {
+            return bad("min and max must be finite with min <= max");
+        }
+        if mean.is_nan() || m2.is_nan() || m2 < 0.0 {
+            return bad("mean must be a number and m2 a number >= 0");
+        }
+        Ok(StatsPart {
+            count,
+            finite,
+            mean,
+            m2,
+            min,
+            max,
+            zeros,
+            nan,
+            pos_inf,
+            neg_inf,
+        })
+    }
+}
+
+/// One part of a tensor's stored bytes for statistics in parts ([`split`]): bytes
+/// `[offset, offset + bytes)`, holding `elements` elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// First byte, from the start of the tensor's stored bytes.
+    pub offset: u64,
+    /// Length in bytes.
+    pub bytes: u64,
+    /// Elements in it (the [`Stats::with_elements`] of its accumulators).
+    pub elements: u64,
+}
+
+/// Splits `elements` elements of `ty` into at most `parts` spans of nearly equal size, in order,
+/// each a whole number of elements and of decoding units (a ggml block, a byte of two float4):
+/// both passes can then run one span per Worker or thread, and their results merge
+/// ([`StatsPart::merge`] in span order, [`HistogramAccumulator::merge`]) into those of one pass
+/// over the whole. Fewer spans come back when there are fewer units than `parts`; one empty span
+/// for an empty tensor. `None` when `elements` is not a whole number of ggml blocks or the size
+/// overflows.
+pub fn split(ty: ElementType, elements: u64, parts: usize) -> Option<Vec<Span>> {
+    let granule = match ty {
+        ElementType::Ggml(g) => g.block_size()?,
+        ElementType::Logical(crate::zt::format::LogicalType::F4E2M1) => 2,
+        _ => 1,
+    };
+    ty.nbytes(elements)?;
+    let units = elements.div_ceil(granule);
+    let parts = (parts.max(1) as u64).min(units.max(1));
+    let mut out = Vec::new();
+    let mut at = 0u64;
+    for k in 1..=parts {
+        let end = (u128::from(units) * u128::from(k) / u128::from(parts)) as u64;
+        let end_el = (end * granule).min(elements);
+        let (from, to) = (ty.nbytes(at)?, ty.nbytes(end_el)?);
+        out.push(Span {
+            offset: from,
+            bytes: to - from,
+            elements: end_el - at,
+        });
+        at = end_el;
+    }
+    Some(out)
 }
 
 /// Pass-2 accumulator: equal-width histogram bins over a range, NumPy's rule (module docs).

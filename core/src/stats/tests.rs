@@ -449,14 +449,22 @@ proptest! {
         let unit = whole.unit_bytes();
         let cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1) / unit * unit).collect();
         let mut merged = Stats::new(ty).unwrap();
+        // The same parts carried as numbers (as between Workers), merged by StatsPart alone.
+        let mut carried = StatsPart::EMPTY;
         let parts = pieces(&bytes, &cuts);
         for p in &parts {
             let mut s = Stats::new(ty).unwrap();
             s.push(p);
             prop_assert_eq!(s.pending_bytes(), 0);
             merged.merge(&s);
+            let back = StatsPart::from_array(&s.part().to_array()).unwrap();
+            prop_assert_eq!(back.summary().count, s.summary().count);
+            carried = carried.merge(&back);
         }
         let (a, b) = (whole.summary(), merged.summary());
+        let c = carried.summary();
+        prop_assert!(c.count == b.count && c.finite == b.finite && c.zeros == b.zeros && c.nan == b.nan);
+        prop_assert!([(c.min, b.min), (c.max, b.max), (c.mean, b.mean), (c.std, b.std)].iter().all(|&(x, y)| x.to_bits() == y.to_bits()), "{c:?} {b:?}");
         prop_assert_eq!((a.count, a.finite, a.zeros, a.nan, a.pos_inf, a.neg_inf),
                         (b.count, b.finite, b.zeros, b.nan, b.pos_inf, b.neg_inf));
         prop_assert_eq!(a.count, n);
@@ -672,4 +680,92 @@ fn a_grouped_feed_gives_other_sinks_the_dequantized_values() {
     got.sort_by(f64::total_cmp);
     want.sort_by(f64::total_cmp);
     assert_eq!(got, want);
+}
+
+#[test]
+fn malformed_parts_are_refused_with_the_rule() {
+    let mut s = Stats::new(ElementType::Dense(DType::F32)).unwrap();
+    let bytes: Vec<u8> = [1.0f32, -2.0, f32::NAN, 0.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    s.push(&bytes);
+    let good = s.part().to_array();
+    assert_eq!(StatsPart::from_array(&good).unwrap(), s.part());
+    let with = |i: usize, v: f64| {
+        let mut a = good;
+        a[i] = v;
+        StatsPart::from_array(&a)
+    };
+    let rule = |r: Result<StatsPart, StatsError>| match r {
+        Err(StatsError::Part { rule }) => rule,
+        other => panic!("accepted: {other:?}"),
+    };
+    assert!(rule(StatsPart::from_array(&good[..9])).contains("10 numbers"));
+    assert!(rule(with(0, 2.5)).contains("whole number"));
+    assert!(rule(with(0, -1.0)).contains("whole number"));
+    assert!(rule(with(0, 1e300)).contains("whole number"));
+    assert!(rule(with(7, 5.0)).contains("must equal count"));
+    assert!(rule(with(6, 4.0)).contains("zeros"));
+    assert!(rule(with(4, f64::NAN)).contains("min and max"));
+    assert!(rule(with(4, 5.0)).contains("min <= max"));
+    assert!(rule(with(3, -1.0)).contains("m2"));
+    let msg = StatsError::Part { rule: "x" }.to_format_error("stats");
+    assert_eq!(msg.kind, ErrorKind::Syntax);
+    // No finite values: the moments are EMPTY's, whatever came.
+    let empty = StatsPart::from_array(&[2.0, 0.0, 7.0, 7.0, 7.0, 7.0, 0.0, 2.0, 0.0, 0.0]).unwrap();
+    assert_eq!(
+        (empty.min, empty.max, empty.mean),
+        (f64::INFINITY, f64::NEG_INFINITY, 0.0)
+    );
+    assert!(empty.summary().min.is_nan());
+}
+
+#[test]
+fn split_cuts_whole_units_in_order() {
+    let f32t = ElementType::Dense(DType::F32);
+    let s = split(f32t, 10, 3).unwrap();
+    assert_eq!(
+        s.iter().map(|p| (p.offset, p.bytes, p.elements)).collect::<Vec<_>>(),
+        [(0, 12, 3), (12, 12, 3), (24, 16, 4)]
+    );
+    assert_eq!(split(f32t, 2, 8).unwrap().len(), 2);
+    assert_eq!(
+        split(f32t, 0, 4).unwrap(),
+        [Span {
+            offset: 0,
+            bytes: 0,
+            elements: 0
+        }]
+    );
+    // Packed float4, odd count: byte pairs of elements, the last span takes the padding nibble.
+    let f4 = ElementType::Logical(LogicalType::F4E2M1);
+    let s = split(f4, 7, 2).unwrap();
+    assert_eq!(
+        s.iter().map(|p| (p.offset, p.bytes, p.elements)).collect::<Vec<_>>(),
+        [(0, 2, 4), (2, 2, 3)]
+    );
+    // ggml: whole blocks (Q4_K: 256 elements in 144 bytes).
+    let q4k = ElementType::Ggml(GgmlType(12));
+    let s = split(q4k, 256 * 5, 2).unwrap();
+    assert_eq!(
+        s.iter().map(|p| (p.offset, p.bytes, p.elements)).collect::<Vec<_>>(),
+        [(0, 288, 512), (288, 432, 768)]
+    );
+    assert_eq!(split(q4k, 100, 2), None);
+    // Parts merged equal the whole (exact counts, min, max).
+    let bytes: Vec<u8> = (0..1000u32)
+        .flat_map(|i| ((i as f32 * 0.37).sin()).to_le_bytes())
+        .collect();
+    let mut whole = Stats::new(f32t).unwrap();
+    whole.push(&bytes);
+    let mut merged = StatsPart::EMPTY;
+    for p in split(f32t, 1000, 7).unwrap() {
+        let mut s = Stats::new(f32t).unwrap().with_elements(p.elements);
+        s.push(&bytes[p.offset as usize..(p.offset + p.bytes) as usize]);
+        merged = merged.merge(&s.part());
+    }
+    let (a, b) = (whole.summary(), merged.summary());
+    assert_eq!((a.count, a.finite, a.min, a.max), (b.count, b.finite, b.min, b.max));
+    assert!((a.mean - b.mean).abs() < 1e-15 && (a.std - b.std).abs() < 1e-15);
 }
