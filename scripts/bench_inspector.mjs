@@ -4,8 +4,9 @@
 //  1. A 50 GB sparse safetensors (1 GiB tensors, truncate: no data blocks) listed by URL (HTTP
 //     Range from web-demo/serve.mjs; requests and bytes counted at the server) and picked as a
 //     File (the reader's own count): wall time from the request to body[data-state=ready].
-//  2. Statistics + histogram of a 1 GiB float32 tensor from a File, in the Worker: MB/s of tensor
-//     bytes (the core reads them twice: summary pass, then histogram pass), the longest
+//  2. Statistics + histogram of a 1 GiB float32 tensor from a File, in one Worker and then in the
+//     default number (spans in helper Workers): MB/s of tensor bytes (the core reads them twice:
+//     summary pass, then histogram pass), the longest
 //     main-thread task (PerformanceObserver 'longtask') and the page's peak JS heap while it runs
 //     (performance.memory of the page; the Worker's own heap is not in it), and the peak RSS of
 //     all Chromium processes above the idle page's.
@@ -104,29 +105,38 @@ try {
     return performance.now() - t;
   });
   rows.push(['baseline: read the same 1 GiB File once in 4 MiB slices (no work)', `${rawMs.toFixed(0)} ms = ${((1 << 30) / 1e6 / (rawMs / 1000)).toFixed(0)} MB/s`, 'what the machine gives one read pass right now']);
-  const idle = chromiumRss();
-  await page.evaluate(() => {
-    window.__long = [];
-    new PerformanceObserver((l) => window.__long.push(...l.getEntries().map((e) => e.duration))).observe({ type: 'longtask', buffered: false });
-    window.__heap = 0;
-    window.__sampler = setInterval(() => (window.__heap = Math.max(window.__heap, performance.memory?.usedJSHeapSize ?? 0)), 50);
-  });
-  let rss = idle;
-  const sampler = setInterval(() => (rss = Math.max(rss, chromiumRss())), 200);
-  t0 = performance.now();
-  await page.evaluate(() => {
-    window.inspector.switchView('tensors');
-    window.inspector.openTensor('w');
-  });
-  await page.waitForFunction(() => document.getElementById('tensor').dataset.statsState === 'done', null, { timeout: 600000, polling: 50 });
-  ms = performance.now() - t0;
-  clearInterval(sampler);
-  const r = await page.evaluate(() => {
-    clearInterval(window.__sampler);
-    return { long: Math.max(0, ...window.__long), heap: window.__heap, text: document.getElementById('t-progress-text').textContent };
-  });
-  const mbs = (1 << 30) / 1e6 / (ms / 1000);
-  rows.push(['stats + histogram of a 1 GiB float32 tensor from a File (Worker)', `${ms.toFixed(0)} ms = ${mbs.toFixed(0)} MB/s of tensor bytes (${(2 * mbs).toFixed(0)} MB/s read: two passes)`, `longest main-thread task ${r.long.toFixed(0)} ms; page JS heap peak ${(r.heap / 2 ** 20).toFixed(0)} MiB; Chromium RSS +${((rss - idle) / 2 ** 20).toFixed(0)} MiB`]);
+  // One Worker (STATS_WORKERS=1, the reads wait while it sums), then the default (one per core,
+  // at most 4: spans in helper Workers), same page and file.
+  for (const workers of (process.env.BENCH_WORKERS ?? '1,auto').split(',').map((w) => (w === 'auto' ? undefined : Number(w)))) {
+    const idle = chromiumRss();
+    await page.evaluate((workers) => {
+      window.inspector.statsWorkers = workers;
+      document.getElementById('tensor').dataset.statsState = '';
+      window.__long = [];
+      window.__obs?.disconnect();
+      window.__obs = new PerformanceObserver((l) => window.__long.push(...l.getEntries().map((e) => e.duration)));
+      window.__obs.observe({ type: 'longtask', buffered: false });
+      window.__heap = 0;
+      window.__sampler = setInterval(() => (window.__heap = Math.max(window.__heap, performance.memory?.usedJSHeapSize ?? 0)), 50);
+    }, workers);
+    let rss = idle;
+    const sampler = setInterval(() => (rss = Math.max(rss, chromiumRss())), 200);
+    t0 = performance.now();
+    await page.evaluate(() => {
+      window.inspector.switchView('tensors');
+      window.inspector.openTensor('w');
+    });
+    await page.waitForFunction(() => document.getElementById('tensor').dataset.statsState === 'done', null, { timeout: 600000, polling: 50 });
+    ms = performance.now() - t0;
+    clearInterval(sampler);
+    const r = await page.evaluate(() => {
+      clearInterval(window.__sampler);
+      return { long: Math.max(0, ...window.__long), heap: window.__heap, cores: navigator.hardwareConcurrency };
+    });
+    const mbs = (1 << 30) / 1e6 / (ms / 1000);
+    const who = workers === undefined ? `${Math.min(4, r.cores)} Workers (default: one per core, ${r.cores} here)` : `${workers} Worker${workers > 1 ? 's' : ''}`;
+    rows.push([`stats + histogram of a 1 GiB float32 tensor from a File, ${who}`, `${ms.toFixed(0)} ms = ${mbs.toFixed(0)} MB/s of tensor bytes (${(2 * mbs).toFixed(0)} MB/s read: two passes)`, `longest main-thread task ${r.long.toFixed(0)} ms; page JS heap peak ${(r.heap / 2 ** 20).toFixed(0)} MiB; Chromium RSS +${((rss - idle) / 2 ** 20).toFixed(0)} MiB`]);
+  }
 
   // 3. MANY tensors: listing and scrolling the virtual table.
   await page.goto(`${url}/web-demo/?view=tensors`);

@@ -5,21 +5,35 @@
 // and `{id, chunk}` (npy export) in between. `{op: 'cancel', target}` aborts a running request.
 //   open     {files?: File[], url?: string}  -> [{model, ...description} | {name, error}]
 //   close    {model}
-//   stats    {model, name, bins}              -> TensorStats (streamed in chunkBytes slices)
+//   stats    {model, name, bins, workers?}    -> TensorStats (streamed in chunkBytes slices; a large
+//            tensor stored as-is is cut in spans, one per helper Worker: see statsInParallel)
 //   values   {model, name, start, count}      -> Float64Array
 //   heatmap  {model, name, slice, mode, maxW, maxH} -> {w, h, data, rows, cols, block, ...}
 //   npy      {model, name}                    -> chunks of a .npy file, then {bytes, dtype}
+// Helper Workers (this script again, started by the inspector's Worker) answer one more:
+//   part     {model, open, name, span, summary?, bins} -> a span's StatsPart numbers (no summary)
+//            or its histogram (with the merged summary); `open` says how to open the model
 import * as tensorlane from '../js/browser.js';
 
 /** Bytes read per slice while streaming statistics, heatmaps and exports (bounded memory, no 2 GiB read). */
 const CHUNK_BYTES = 4 << 20;
 /**
- * Statistics read a File or URL in larger slices, STATS_READ_AHEAD of them in flight (32 MiB):
- * Chromium's Blob reads pay a fixed cost per slice, and 8 MiB slices four deep read a 1 GiB
- * File about a third faster than 4 MiB slices (BENCHMARKS.md, "Web model inspector").
+ * Statistics read a File or URL in larger slices, STATS_READ_AHEAD of them in flight (64 MiB a
+ * Worker): Chromium's Blob reads pay a fixed cost per slice; with two Workers on 2 cores, 32 MiB
+ * slices two deep ran a 1 GiB float32 tensor at 490-540 MB/s, 16 MiB three deep at 450-490 and
+ * 8 MiB at 430-480 (BENCHMARKS.md, "Web model inspector").
  */
-const STATS_SLICE_BYTES = 16 << 20;
-const STATS_READ_AHEAD = 3;
+const STATS_SLICE_BYTES = 32 << 20;
+const STATS_READ_AHEAD = 2;
+/**
+ * Statistics of a tensor of at least this many bytes stored as-is in a File or URL run in spans,
+ * one per Worker (this one and helpers): a Worker's reads of a Blob wait while it sums, so one
+ * Worker alternates between reading and summing, and two overlap them (BENCHMARKS.md, "Web model
+ * inspector": 1 GiB float32 from a File, 1 vs 2 Workers on 2 cores).
+ */
+const PARALLEL_MIN_BYTES = 64 << 20;
+/** Workers for one tensor's statistics when the page does not say: one per core, at most 4. */
+const STATS_WORKERS = Math.max(1, Math.min(4, self.navigator?.hardwareConcurrency ?? 2));
 /** A tensor that cannot be read by element range (inflated, gathered, a .zt part) is read whole only up to this. */
 const WHOLE_LIMIT = 512 << 20;
 
@@ -101,7 +115,7 @@ async function openFiles(files) {
     try {
       const reader = await tensorlane.open(f, { companions });
       const id = nextModel++;
-      models.set(id, { reader, cache: null });
+      models.set(id, { id, reader, cache: null, how: { file: f, companions } });
       for (const s of reader.sources ?? []) if (s) used.add(s.split('/').pop());
       // A sharded .zt: its shard files (by the names the reader tries) are part of it.
       if (reader.format === 'zt' && reader.shards) {
@@ -141,7 +155,7 @@ async function openUrl(url) {
   try {
     const reader = await tensorlane.open(abs, { fetch: counted });
     const id = nextModel++;
-    models.set(id, { reader, cache: null });
+    models.set(id, { id, reader, cache: null, how: { url: abs } });
     const name = decodeURIComponent(new URL(url, self.location.href).pathname.split('/').pop());
     const d = describe(id, name, net.size, reader, performance.now() - t0);
     d.url = url;
@@ -188,14 +202,114 @@ function sliceElements(t) {
   return Math.max(1024, Math.floor(CHUNK_BYTES / Math.max(per, 1)));
 }
 
-async function stats(m, name, bins, signal, progress) {
+/**
+ * A tensor's statistics: `workers` (the page's choice, else STATS_WORKERS for a tensor of at
+ * least PARALLEL_MIN_BYTES) Workers in spans when it is stored as-is in a File or URL, else one.
+ */
+async function stats(m, name, bins, signal, progress, asked) {
   const r = m.reader;
   if (r.format === 'zt') {
     const d = await r.get(name);
     if (!d.data) throw new Error(`${name} is a ${d.layout ?? 'non-dense'} object: no statistics`);
     return tensorlane.stats({ dtype: d.dtype, shape: d.shape, data: d.data }, { bins });
   }
-  return r.stats(name, { bins, chunkBytes: STATS_SLICE_BYTES, readAhead: STATS_READ_AHEAD, signal, onProgress: (p) => progress(p.bytesDone / p.bytesTotal) });
+  const t = r.info(name);
+  const workers = asked ?? (t.layout.length >= PARALLEL_MIN_BYTES ? STATS_WORKERS : 1);
+  if (workers > 1 && m.how && t.layout.zeroCopy) return statsInParallel(m, t, bins, signal, progress, workers);
+  const s = await r.stats(name, { bins, chunkBytes: STATS_SLICE_BYTES, readAhead: STATS_READ_AHEAD, signal, onProgress: (p) => progress(p.bytesDone / p.bytesTotal) });
+  return { ...s, workers: 1 };
+}
+
+// --- Statistics in spans: this Worker takes span 0, helper Workers (this script) the others.
+const helpers = [];
+let nextPart = 1;
+const parts = new Map();
+
+/** Helper Worker `i`, started on first use. */
+function helper(i) {
+  while (helpers.length <= i) {
+    const w = new Worker(new URL(import.meta.url), { type: 'module', name: `tensorlane stats helper ${helpers.length + 1}` });
+    const ready = new Promise((resolve, reject) => {
+      w.onerror = (e) => reject(new Error(`a statistics helper Worker failed to start: ${e.message ?? e}`));
+      w.onmessage = ({ data }) => {
+        if (data.ready) return resolve();
+        const p = parts.get(data.id);
+        if (!p) return;
+        if ('progress' in data) return p.progress(data.progress);
+        parts.delete(data.id);
+        if (data.error) p.reject(Object.assign(new Error(data.error.message), data.error));
+        else p.resolve(data.result);
+      };
+    });
+    helpers.push({ w, ready });
+  }
+  return helpers[i];
+}
+
+/** One pass over one span in helper `i`; aborting `signal` cancels it there. */
+async function inHelper(i, msg, signal, progress) {
+  const h = helper(i);
+  await h.ready;
+  aborted(signal);
+  const id = nextPart++;
+  const done = new Promise((resolve, reject) => parts.set(id, { resolve, reject, progress }));
+  const cancel = () => h.w.postMessage({ id: nextPart++, op: 'cancel', target: id });
+  signal.addEventListener('abort', cancel, { once: true });
+  h.w.postMessage({ id, op: 'part', ...msg });
+  try {
+    return await done;
+  } finally {
+    signal.removeEventListener('abort', cancel);
+  }
+}
+
+/**
+ * Both passes of a tensor's statistics in spans (the package's statsSpans / statsSummaryPart /
+ * mergeSummaries / statsHistogramPart / mergeStats): span 0 here, the others in helpers that
+ * open the same File or URL themselves. The result is reader.stats()'s (counts, min, max and
+ * the histogram exactly; mean and std to rounding).
+ */
+async function statsInParallel(m, t, bins, signal, progress, workers) {
+  const r = m.reader;
+  const spans = r.statsSpans(t.name, workers);
+  const done = new Array(spans.length).fill(0);
+  const total = 2 * t.layout.length;
+  const mark = (k, base) => (f) => {
+    done[k] = base + f * spans[k].bytes;
+    progress(done.reduce((a, b) => a + b, 0) / total);
+  };
+  const options = (k, base) => ({ bins, chunkBytes: STATS_SLICE_BYTES, readAhead: STATS_READ_AHEAD, signal, onProgress: (p) => mark(k, base)(p.bytesDone / p.bytesTotal) });
+  const msg = (k, summary) => ({ model: m.id, open: m.how, name: t.name, span: spans[k], summary, bins });
+  // Every span in flight: a failure anywhere cancels the rest (their errors are then the abort's).
+  const all = async (run) => {
+    const ac = new AbortController();
+    const stop = () => ac.abort();
+    signal.addEventListener('abort', stop, { once: true });
+    try {
+      return await Promise.all(spans.map((_, k) => run(k, ac.signal).catch((e) => (ac.abort(), Promise.reject(e)))));
+    } finally {
+      signal.removeEventListener('abort', stop);
+    }
+  };
+  const summaries = await all((k, sig) => (k === 0 ? r.statsSummaryPart(t.name, spans[0], { ...options(0, 0), signal: sig }) : inHelper(k - 1, msg(k), sig, mark(k, 0))));
+  const summary = tensorlane.mergeSummaries(summaries);
+  const hists = await all((k, sig) => (k === 0 ? r.statsHistogramPart(t.name, spans[0], summary, { ...options(0, spans[0].bytes), signal: sig }) : inHelper(k - 1, msg(k, summary), sig, mark(k, spans[k].bytes))));
+  return { ...tensorlane.mergeStats(t, summary, hists), workers: spans.length };
+}
+
+/** A helper's readers, by the inspector Worker's model id. */
+const opened = new Map();
+
+/** One pass over one span, in a helper. */
+async function part(msg, signal, progress) {
+  let reader = opened.get(msg.model);
+  if (!reader) {
+    reader = msg.open.url ? tensorlane.open(msg.open.url) : tensorlane.open(msg.open.file, { companions: msg.open.companions });
+    opened.set(msg.model, reader);
+  }
+  const rd = await reader;
+  const options = { bins: msg.bins, chunkBytes: STATS_SLICE_BYTES, readAhead: STATS_READ_AHEAD, signal, onProgress: (p) => progress(p.bytesDone / p.bytesTotal) };
+  return msg.summary ? rd.statsHistogramPart(msg.name, msg.span, msg.summary, options) : rd.statsSummaryPart(msg.name, msg.span, options);
 }
 
 /**
@@ -314,11 +428,23 @@ self.onmessage = async ({ data: msg }) => {
   try {
     let result;
     const transfer = [];
-    if (op === 'open') result = msg.url ? await openUrl(msg.url) : await openFiles(msg.files);
+    if (op === 'open') {
+      result = msg.url ? await openUrl(msg.url) : await openFiles(msg.files);
+      // A model with a tensor big enough for statistics in spans: start the helpers now, so the
+      // first statistics do not wait for them (they open the model when first asked).
+      if (result.some((d) => d.tensors?.some((t) => t.nbytes >= PARALLEL_MIN_BYTES))) for (let i = 0; i < STATS_WORKERS - 1; i++) helper(i);
+    }
     else if (op === 'close') {
       models.get(msg.model)?.reader.close?.();
       models.delete(msg.model);
+      for (const h of helpers) h.w.postMessage({ id: 0, op: 'closePart', model: msg.model });
       result = true;
+    } else if (op === 'closePart') {
+      (await opened.get(msg.model)?.catch(() => null))?.close?.();
+      opened.delete(msg.model);
+      return;
+    } else if (op === 'part') {
+      result = await part(msg, ac.signal, progress);
     } else {
       const m = model(msg.model);
       if (!m.byName) m.byName = new Map(m.reader.tensors.map((x) => [x.name, x]));
@@ -326,7 +452,7 @@ self.onmessage = async ({ data: msg }) => {
       if (!found) throw new Error(`no tensor named ${JSON.stringify(msg.name)}`);
       const t = entryOf(found);
       if (op === 'stats') {
-        const s = await stats(m, msg.name, msg.bins ?? 64, ac.signal, progress);
+        const s = await stats(m, msg.name, msg.bins ?? 64, ac.signal, progress, msg.workers);
         result = { ...s, histogram: { edges: [...s.histogram.edges], counts: s.histogram.counts } };
       } else if (op === 'values') {
         result = Float64Array.from(await valuesOf(m, msg.name, msg.start, msg.count));

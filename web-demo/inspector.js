@@ -555,11 +555,12 @@ export async function openTensor(name) {
   bar.value = 0;
   $('t-progress-text').textContent = 'statistics…';
   const t0 = performance.now();
-  job = call('stats', { model: m.model, name, bins: 64 }, { onProgress: (f) => mine === current && (bar.value = f) });
+  job = call('stats', { model: m.model, name, bins: 64, workers: window.inspector.statsWorkers }, { onProgress: (f) => mine === current && (bar.value = f) });
   try {
     const s = await job.promise;
     if (mine !== current) return;
     current.stats = s;
+    panel.dataset.statsWorkers = String(s.workers ?? 1);
     for (const el of panel.querySelectorAll('[data-stat]')) {
       el.textContent = fmt(s[el.dataset.stat]);
       el.dataset.value = Object.is(s[el.dataset.stat], -0) ? '-0' : String(s[el.dataset.stat]); // full precision, for checks
@@ -891,6 +892,8 @@ window.inspector = {
     return models[active];
   },
   switchView,
+  /** Workers for one tensor's statistics (undefined: one per core, at most 4, for a tensor of 64 MiB or more; 1: no helpers). */
+  statsWorkers: undefined,
   ready: null,
 };
 

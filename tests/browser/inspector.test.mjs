@@ -210,6 +210,27 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
         }
       }
     }
+    // The same statistics in spans, one per Worker (3: this one and two helpers, which open the
+    // same Files), merged: counts, min and max exactly, mean and std to rounding.
+    await page.evaluate(() => (window.inspector.statsWorkers = 3));
+    let spanned = 0;
+    for (const file of ['gguf/types.gguf', 'safetensors/dtypes.safetensors']) {
+      await page.evaluate((n) => window.inspector.activate(n), file.split('/').pop());
+      for (const t of tensorlane.open(fixturePath(file)).tensors) {
+        if (t.dtype.startsWith('complex')) continue;
+        const r = await openTensor(t.name);
+        assert.equal(r.state, 'done', `${file} / ${t.name} in spans`);
+        const g = got[`${file} / ${t.name}`];
+        for (const [k, v] of Object.entries(r.stats)) {
+          const x = Number(v.value);
+          if (['mean', 'std'].includes(k)) assert.ok(Object.is(x, g[k]) || Math.abs(x - g[k]) <= 1e-12 * Math.abs(g[k]), `${t.name} in spans: ${k} ${x} vs ${g[k]}`);
+          else assert.ok(Object.is(x, g[k]), `${t.name} in spans: ${k} ${x} vs ${g[k]}`);
+        }
+        if ((await page.$eval('#tensor', (e) => e.dataset.statsWorkers)) === '3') spanned++;
+      }
+    }
+    assert.ok(spanned >= 15, `${spanned} tensors in 3 spans`);
+    await page.evaluate(() => (window.inspector.statsWorkers = undefined));
     const ref = reference(cases);
     for (const c of cases) {
       const g = got[c.id];
