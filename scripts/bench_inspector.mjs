@@ -10,6 +10,8 @@
 //     main-thread task (PerformanceObserver 'longtask') and the page's peak JS heap while it runs
 //     (performance.memory of the page; the Worker's own heap is not in it), and the peak RSS of
 //     all Chromium processes above the idle page's.
+//     The same for a Q4_K tensor in a GGUF (BENCH_Q4K_MIB, default 512 MiB of blocks): MB/s of
+//     quantized bytes, over the values the core dequantizes.
 //  3. A safetensors with N tiny tensors: listing time (the core's parse) and the longest task while
 //     the virtual table scrolls through all rows.
 import { spawnSync } from 'node:child_process';
@@ -41,6 +43,42 @@ function gibFile(dir) {
   }
   closeSync(fd);
   return { file, numel: n };
+}
+
+/** A GGUF v3 file with one Q4_K tensor `q` of ~`mib` MiB of blocks (seeded random nibbles and scales, small positive d and dmin). */
+function q4kFile(dir, mib) {
+  const blocks = Math.floor((mib << 20) / 144);
+  const name = Buffer.from('q');
+  const head = Buffer.alloc(Math.ceil((4 + 4 + 8 + 8 + 8 + name.length + 4 + 8 + 4 + 8) / 32) * 32);
+  let o = head.write('GGUF', 0);
+  o = head.writeUInt32LE(3, o);
+  o = head.writeBigUInt64LE(1n, o); // tensors
+  o = head.writeBigUInt64LE(0n, o); // metadata keys
+  o = head.writeBigUInt64LE(BigInt(name.length), o);
+  o += name.copy(head, o);
+  o = head.writeUInt32LE(1, o); // n_dims
+  o = head.writeBigUInt64LE(BigInt(blocks * 256), o);
+  o = head.writeUInt32LE(12, o); // GGML_TYPE_Q4_K
+  head.writeBigUInt64LE(0n, o);
+  const file = join(dir, 'q4k.gguf');
+  const fd = openSync(file, 'w');
+  writeSync(fd, head);
+  let seed = 0x9e3779b9;
+  const chunk = Buffer.alloc(144 * 4096);
+  for (let b = 0; b < blocks; b += 4096) {
+    const n = Math.min(4096, blocks - b);
+    for (let i = 0; i < n * 144; i += 4) {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      chunk.writeUInt32LE(seed, i);
+    }
+    for (let k = 0; k < n; k++) {
+      chunk.writeUInt16LE(0x2000 | ((b + k) * 37) % 0x0fff, k * 144);
+      chunk.writeUInt16LE(0x2000 | ((b + k) * 91) % 0x0fff, k * 144 + 2);
+    }
+    writeSync(fd, chunk, 0, n * 144);
+  }
+  closeSync(fd);
+  return { file, stored: blocks * 144 };
 }
 
 /** Resident bytes of every Chromium process (from /proc). */
@@ -106,37 +144,44 @@ try {
   });
   rows.push(['baseline: read the same 1 GiB File once in 4 MiB slices (no work)', `${rawMs.toFixed(0)} ms = ${((1 << 30) / 1e6 / (rawMs / 1000)).toFixed(0)} MB/s`, 'what the machine gives one read pass right now']);
   // One Worker (STATS_WORKERS=1, the reads wait while it sums), then the default (one per core,
-  // at most 4: spans in helper Workers), same page and file.
-  for (const workers of (process.env.BENCH_WORKERS ?? '1,auto').split(',').map((w) => (w === 'auto' ? undefined : Number(w)))) {
-    const idle = chromiumRss();
-    await page.evaluate((workers) => {
-      window.inspector.statsWorkers = workers;
-      document.getElementById('tensor').dataset.statsState = '';
-      window.__long = [];
-      window.__obs?.disconnect();
-      window.__obs = new PerformanceObserver((l) => window.__long.push(...l.getEntries().map((e) => e.duration)));
-      window.__obs.observe({ type: 'longtask', buffered: false });
-      window.__heap = 0;
-      window.__sampler = setInterval(() => (window.__heap = Math.max(window.__heap, performance.memory?.usedJSHeapSize ?? 0)), 50);
-    }, workers);
-    let rss = idle;
-    const sampler = setInterval(() => (rss = Math.max(rss, chromiumRss())), 200);
-    t0 = performance.now();
-    await page.evaluate(() => {
-      window.inspector.switchView('tensors');
-      window.inspector.openTensor('w');
-    });
-    await page.waitForFunction(() => document.getElementById('tensor').dataset.statsState === 'done', null, { timeout: 600000, polling: 50 });
-    ms = performance.now() - t0;
-    clearInterval(sampler);
-    const r = await page.evaluate(() => {
-      clearInterval(window.__sampler);
-      return { long: Math.max(0, ...window.__long), heap: window.__heap, cores: navigator.hardwareConcurrency };
-    });
-    const mbs = (1 << 30) / 1e6 / (ms / 1000);
-    const who = workers === undefined ? `${Math.min(4, r.cores)} Workers (default: one per core, ${r.cores} here)` : `${workers} Worker${workers > 1 ? 's' : ''}`;
-    rows.push([`stats + histogram of a 1 GiB float32 tensor from a File, ${who}`, `${ms.toFixed(0)} ms = ${mbs.toFixed(0)} MB/s of tensor bytes (${(2 * mbs).toFixed(0)} MB/s read: two passes)`, `longest main-thread task ${r.long.toFixed(0)} ms; page JS heap peak ${(r.heap / 2 ** 20).toFixed(0)} MiB; Chromium RSS +${((rss - idle) / 2 ** 20).toFixed(0)} MiB`]);
+  // at most 4: spans in helper Workers), same page and file; then a Q4_K tensor the same way.
+  async function timeStats(tensor, stored, what) {
+    for (const workers of (process.env.BENCH_WORKERS ?? '1,auto').split(',').map((w) => (w === 'auto' ? undefined : Number(w)))) {
+      const idle = chromiumRss();
+      await page.evaluate((workers) => {
+        window.inspector.statsWorkers = workers;
+        document.getElementById('tensor').dataset.statsState = '';
+        window.__long = [];
+        window.__obs?.disconnect();
+        window.__obs = new PerformanceObserver((l) => window.__long.push(...l.getEntries().map((e) => e.duration)));
+        window.__obs.observe({ type: 'longtask', buffered: false });
+        window.__heap = 0;
+        window.__sampler = setInterval(() => (window.__heap = Math.max(window.__heap, performance.memory?.usedJSHeapSize ?? 0)), 50);
+      }, workers);
+      let rss = idle;
+      const sampler = setInterval(() => (rss = Math.max(rss, chromiumRss())), 200);
+      const t0 = performance.now();
+      await page.evaluate((tensor) => {
+        window.inspector.switchView('tensors');
+        window.inspector.openTensor(tensor);
+      }, tensor);
+      await page.waitForFunction(() => document.getElementById('tensor').dataset.statsState === 'done', null, { timeout: 600000, polling: 50 });
+      const ms = performance.now() - t0;
+      clearInterval(sampler);
+      const r = await page.evaluate(() => {
+        clearInterval(window.__sampler);
+        return { long: Math.max(0, ...window.__long), heap: window.__heap, used: document.getElementById('tensor').dataset.statsWorkers };
+      });
+      const mbs = stored / 1e6 / (ms / 1000);
+      const who = `${r.used} Worker${r.used === '1' ? '' : 's'}${workers === undefined ? ' (the default: one per core, at most 4)' : ''}`;
+      rows.push([`stats + histogram of ${what} from a File, ${who}`, `${ms.toFixed(0)} ms = ${mbs.toFixed(0)} MB/s of stored bytes (${(2 * mbs).toFixed(0)} MB/s read: two passes)`, `longest main-thread task ${r.long.toFixed(0)} ms; page JS heap peak ${(r.heap / 2 ** 20).toFixed(0)} MiB; Chromium RSS +${((rss - idle) / 2 ** 20).toFixed(0)} MiB`]);
+    }
   }
+  await timeStats('w', 1 << 30, 'a 1 GiB float32 tensor');
+  const q4k = q4kFile(dir, Number(process.env.BENCH_Q4K_MIB ?? 512));
+  await page.setInputFiles('#files', q4k.file);
+  await ready();
+  await timeStats('q', q4k.stored, `a ${(q4k.stored / 2 ** 20).toFixed(0)} MiB Q4_K tensor (dequantized values)`);
 
   // 3. MANY tensors: listing and scrolling the virtual table.
   await page.goto(`${url}/web-demo/?view=tensors`);
