@@ -636,18 +636,16 @@ impl Stats {
         let pending = kernel::leaf(self.feed.pending());
         let m = self.acc.moments(&pending);
         let a = &self.acc;
-        let own = StatsPart {
-            count: a.count + self.feed.pending_count(),
-            finite: m.n,
-            mean: m.mean,
-            m2: m.m2,
-            min: m.min,
-            max: m.max,
-            zeros: a.zeros + pending.zeros,
-            nan: a.nan + pending.nan,
-            pos_inf: a.pos_inf + pending.pos_inf,
-            neg_inf: a.neg_inf + pending.neg_inf,
-        };
+        let own = StatsPart::of(
+            m,
+            a.count + self.feed.pending_count(),
+            [
+                a.zeros + pending.zeros,
+                a.nan + pending.nan,
+                a.pos_inf + pending.pos_inf,
+                a.neg_inf + pending.neg_inf,
+            ],
+        );
         own.merge(&a.merged)
     }
 
@@ -713,21 +711,34 @@ impl StatsPart {
         }
     }
 
-    /// The part of `self`'s values followed by `later`'s (Chan, Golub and LeVeque's update).
-    pub fn merge(&self, later: &StatsPart) -> StatsPart {
-        let m = self.moments().merge(later.moments());
+    /// A part of `count` values: moments `m` of the finite ones, and `[zeros, nan, pos_inf, neg_inf]`.
+    fn of(m: Moments, count: u64, [zeros, nan, pos_inf, neg_inf]: [u64; 4]) -> StatsPart {
         StatsPart {
-            count: self.count + later.count,
+            count,
             finite: m.n,
             mean: m.mean,
             m2: m.m2,
             min: m.min,
             max: m.max,
-            zeros: self.zeros + later.zeros,
-            nan: self.nan + later.nan,
-            pos_inf: self.pos_inf + later.pos_inf,
-            neg_inf: self.neg_inf + later.neg_inf,
+            zeros,
+            nan,
+            pos_inf,
+            neg_inf,
         }
+    }
+
+    /// The part of `self`'s values followed by `later`'s (Chan, Golub and LeVeque's update).
+    pub fn merge(&self, later: &StatsPart) -> StatsPart {
+        StatsPart::of(
+            self.moments().merge(later.moments()),
+            self.count + later.count,
+            [
+                self.zeros + later.zeros,
+                self.nan + later.nan,
+                self.pos_inf + later.pos_inf,
+                self.neg_inf + later.neg_inf,
+            ],
+        )
     }
 
     /// The summary of these values.
