@@ -4,6 +4,8 @@
 //! Loops run over 8 independent lanes so that the compiler keeps them in SIMD registers (a float
 //! reduction in one accumulator cannot be vectorized: addition is not associative).
 
+use crate::formats::ggml::groups::Linear;
+
 const LANES: usize = 8;
 
 /// Count, mean, centred second moment, min and max of some finite values.
@@ -58,6 +60,71 @@ pub(crate) struct Leaf {
     pub neg_inf: u64,
 }
 
+impl Leaf {
+    /// No values.
+    pub(crate) const EMPTY: Leaf = Leaf {
+        moments: Moments::EMPTY,
+        zeros: 0,
+        nan: 0,
+        pos_inf: 0,
+        neg_inf: 0,
+    };
+
+    /// The values of `self` followed by those of `b`.
+    pub(crate) fn then(self, b: Leaf) -> Leaf {
+        Leaf {
+            moments: self.moments.merge(b.moments),
+            zeros: self.zeros + b.zeros,
+            nan: self.nan + b.nan,
+            pos_inf: self.pos_inf + b.pos_inf,
+            neg_inf: self.neg_inf + b.neg_inf,
+        }
+    }
+}
+
+/// The moments of one Q4_K block whose groups are all linear ([`Linear`]: 32 values
+/// `(a q - b) 2^e` each, one `e` for the block), from the groups' index sums in integers: the sum
+/// `S = sum(a s1 - 32 b)` and the sum of squares `Q = sum(a^2 s2 - 2 a b s1 + 32 b^2)` (units of
+/// 2^e and 2^2e) are exact, so the mean `S 2^e / n` is exact and the centred second moment
+/// `(n Q - S^2) 2^2e / n` is rounded once. The extremes are the decoder's values at each group's
+/// extreme indices.
+pub(crate) fn linear_block(groups: &[Linear]) -> Leaf {
+    let Some(first) = groups.first() else {
+        return Leaf::EMPTY;
+    };
+    // 2^e for e in [-24, 15] (f16 exponents with trailing zeros shifted in), a normal f64.
+    let p = f64::from_bits(((1023 + i64::from(first.e)) as u64) << 52);
+    // In i64: |a q - b| < 2^24 for every index, so |a| < 2^21.1 and |b| < 2^24: each term below
+    // is under 2^56, a group's sum of squares under 2^53, a block's under 2^56.
+    let (mut s, mut q, mut zeros) = (0i64, 0i64, 0u64);
+    let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
+    for g in groups {
+        let (a, b, s1) = (g.a, g.b, i64::from(g.s1));
+        s += a * s1 - 32 * b;
+        q += a * a * i64::from(g.s2) - 2 * a * b * s1 + 32 * b * b;
+        let (lo, hi) = (f64::from(g.value(g.qmin)), f64::from(g.value(g.qmax)));
+        let (lo, hi) = if g.a >= 0 { (lo, hi) } else { (hi, lo) };
+        min = if lo < min { lo } else { min };
+        max = if hi > max { hi } else { max };
+        zeros += u64::from(g.zeros);
+    }
+    let n = 32 * groups.len() as i64;
+    let (n2, s2) = (i128::from(n), i128::from(s));
+    Leaf {
+        moments: Moments {
+            n: n as u64,
+            mean: s as f64 * p / n as f64,
+            m2: (n2 * i128::from(q) - s2 * s2) as f64 * p * p / n as f64,
+            min,
+            max,
+        },
+        zeros,
+        nan: 0,
+        pos_inf: 0,
+        neg_inf: 0,
+    }
+}
+
 /// Sums 8 lanes pairwise.
 fn reduce(s: [f64; LANES]) -> f64 {
     ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
@@ -91,13 +158,7 @@ impl Weights for &[u8] {
 /// The moments and counts of `x` (at most a leaf of values).
 pub(crate) fn leaf(x: &[f64]) -> Leaf {
     if x.is_empty() {
-        return Leaf {
-            moments: Moments::EMPTY,
-            zeros: 0,
-            nan: 0,
-            pos_inf: 0,
-            neg_inf: 0,
-        };
+        return Leaf::EMPTY;
     }
     // Pass 1 over all values, as if all were finite: a NaN or an infinity makes the sum NaN or
     // infinite, which sends the leaf down the slow path (rare: special values, or a sum that

@@ -108,7 +108,8 @@ mod kernel;
 
 pub use diff::{Diff, DiffAccumulator};
 
-use crate::formats::ggml::groups::{GROUP, Group, GroupDecoder, group_decoder};
+use crate::formats::ggml::GgmlType;
+use crate::formats::ggml::groups::{GROUP, Group, GroupDecoder, Linear, group_decoder, q4_k_linear};
 use decode::{Codec, LEAF};
 use kernel::{Bins, Leaf, Moments};
 
@@ -282,10 +283,21 @@ impl StatsError {
     }
 }
 
-/// Where a [`Feed`] hands its full leaves: plain values, or weighted ones (4-bit ggml groups).
+/// Where a [`Feed`] hands its full leaves: plain values, or weighted ones (4-bit ggml groups), or
+/// (for a sink that takes them) their moments.
 trait Sink {
+    /// Whether the sink takes a leaf as its moments ([`Sink::moments`]): then a [`Feed`] of Q4_K
+    /// blocks summarises each group from its index sums instead of dequantizing it.
+    const MOMENTS: bool = false;
+
     /// A leaf of values.
     fn values(&mut self, x: &[f64]);
+
+    /// A leaf of `count` values given by their moments and counts; only called when
+    /// [`Sink::MOMENTS`] is true (the default ignores it).
+    fn moments(&mut self, l: &Leaf, count: u64) {
+        let _ = (l, count);
+    }
     /// A leaf of values `v`, value `i` standing for `w[i]` elements. Only the histogram reads
     /// grouped feeds ([`Feed::grouped`]); any other sink gets the values repeated, in order of
     /// the pairs.
@@ -323,6 +335,13 @@ struct Feed {
     taken: u64,
     /// For the 4-bit ggml types when made by [`Feed::grouped`]: blocks become weighted leaves.
     groups: Option<Grouped>,
+    /// Q4_K into a sink that takes moments: whole blocks are summarised from their groups' index
+    /// sums ([`q4_k_linear`], [`kernel::linear_block`]) into `cur`, handed out every [`LEAF`]
+    /// values.
+    linear: bool,
+    lin: [Linear; 8],
+    cur: Leaf,
+    cur_n: usize,
 }
 
 /// The weighted leaf a grouped [`Feed`] is filling: each group of 32 elements gives its 16
@@ -390,6 +409,10 @@ impl Feed {
             left: u64::MAX,
             taken: 0,
             groups: None,
+            linear: matches!(ty, ElementType::Ggml(GgmlType(12))),
+            lin: [Linear::default(); 8],
+            cur: Leaf::EMPTY,
+            cur_n: 0,
         })
     }
 
@@ -440,8 +463,33 @@ impl Feed {
     }
 
     /// Decodes whole units into the leaf buffer, handing out full leaves.
-    fn units(&mut self, mut src: &[u8], sink: &mut impl Sink) {
+    fn units<S: Sink>(&mut self, mut src: &[u8], sink: &mut S) {
         let (unit, per) = (self.codec.unit_bytes(), self.codec.unit_values());
+        if S::MOMENTS && self.linear && self.fill == 0 {
+            // Whole Q4_K blocks the element limit does not cut: each group's moments from its
+            // index sums where its values are exactly linear in the index (almost always), else
+            // the block dequantized. Leaves still end every LEAF values, so the pieces the bytes
+            // come in do not change the result.
+            let whole = (self.left / per as u64).min((src.len() / unit) as u64) as usize;
+            for b in src[..whole * unit].chunks_exact(unit) {
+                let l = if q4_k_linear(b, &mut self.lin) {
+                    kernel::linear_block(&self.lin)
+                } else {
+                    self.codec.decode(b, &mut self.buf[..per], &mut self.scratch);
+                    kernel::leaf(&self.buf[..per])
+                };
+                self.cur = self.cur.then(l);
+                self.cur_n += per;
+                if self.cur_n == LEAF {
+                    sink.moments(&self.cur, LEAF as u64);
+                    (self.cur, self.cur_n) = (Leaf::EMPTY, 0);
+                }
+            }
+            let took = (whole * per) as u64;
+            self.left -= took;
+            self.taken += took;
+            src = &src[whole * unit..];
+        }
         if let Some(g) = &mut self.groups {
             // Whole blocks the element limit does not cut go as groups; the rest below.
             let whole = (self.left / per as u64).min((src.len() / unit) as u64) as usize;
@@ -474,9 +522,14 @@ impl Feed {
         &self.buf[..self.fill]
     }
 
-    /// Elements decoded but not yet handed out (plain and grouped).
+    /// Elements decoded but not yet handed out (plain, grouped and summarised).
     fn pending_count(&self) -> u64 {
-        (self.fill + self.groups.as_ref().map_or(0, |g| g.fill)) as u64
+        (self.fill + self.groups.as_ref().map_or(0, |g| g.fill) + self.cur_n) as u64
+    }
+
+    /// The moments and counts of what a summary feed holds: summarised blocks, then values.
+    fn pending_leaf(&self) -> Leaf {
+        self.cur.then(kernel::leaf(self.pending()))
     }
 
     /// Hands what is pending to `sink` without clearing it.
@@ -522,8 +575,11 @@ impl Acc {
     }
 
     fn add_leaf(&mut self, x: &[f64]) {
-        let l = kernel::leaf(x);
-        self.add_counts(&l, x.len() as u64);
+        self.add_moments(&kernel::leaf(x), x.len() as u64);
+    }
+
+    fn add_moments(&mut self, l: &Leaf, values: u64) {
+        self.add_counts(l, values);
         let mut node = (0u32, l.moments);
         while let Some(&(level, m)) = self.tree.last() {
             if level != node.0 {
@@ -560,8 +616,14 @@ impl Default for Acc {
 }
 
 impl Sink for Acc {
+    const MOMENTS: bool = true;
+
     fn values(&mut self, x: &[f64]) {
         self.add_leaf(x);
+    }
+
+    fn moments(&mut self, l: &Leaf, count: u64) {
+        self.add_moments(l, count);
     }
 }
 
@@ -633,7 +695,7 @@ impl Stats {
 
     /// What this accumulator holds, in the form [`Stats::merge_part`] adds elsewhere.
     pub fn part(&self) -> StatsPart {
-        let pending = kernel::leaf(self.feed.pending());
+        let pending = self.feed.pending_leaf();
         let m = self.acc.moments(&pending);
         let a = &self.acc;
         let own = StatsPart::of(

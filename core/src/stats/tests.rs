@@ -1,5 +1,6 @@
 use super::*;
 use crate::DType;
+use crate::formats::ggml::groups::{Linear, q4_k_linear};
 use crate::formats::ggml::{self, GgmlType};
 use crate::formats::{Arrangement, Storage};
 use crate::zt::format::LogicalType;
@@ -768,4 +769,65 @@ fn split_cuts_whole_units_in_order() {
     let (a, b) = (whole.summary(), merged.summary());
     assert_eq!((a.count, a.finite, a.min, a.max), (b.count, b.finite, b.min, b.max));
     assert!((a.mean - b.mean).abs() < 1e-15 && (a.std - b.std).abs() < 1e-15);
+}
+
+/// Q4_K summaries come from each block's index sums ([`kernel::linear_block`]) where its values are
+/// linear in the index, and from the dequantized block where they are not (scales far apart, Inf,
+/// NaN): the same counts and extremes as the dequantized values, mean and std to rounding, and
+/// bit-identical whatever pieces the bytes come in.
+#[test]
+fn q4_k_summaries_from_index_sums() {
+    let ty = GgmlType(12);
+    let mut bytes = q4k_blocks(64, 99);
+    // Block 3: dmin far below d (its groups are not exactly linear: dequantized instead).
+    bytes[3 * 144..3 * 144 + 4].copy_from_slice(&[0x00, 0x70, 0x01, 0x00]);
+    // Block 5: zero mins (zeros where q = 0); block 6: NaN d; block 7: zero d (constant groups).
+    bytes[5 * 144 + 2..5 * 144 + 4].copy_from_slice(&[0, 0]);
+    bytes[6 * 144..6 * 144 + 2].copy_from_slice(&half::f16::NAN.to_bits().to_le_bytes());
+    bytes[7 * 144..7 * 144 + 2].copy_from_slice(&[0, 0x80]);
+    let mut lin = [Linear::default(); 8];
+    assert!(!q4_k_linear(&bytes[3 * 144..4 * 144], &mut lin) && q4_k_linear(&bytes[5 * 144..6 * 144], &mut lin));
+    let values: Vec<f64> = ggml::dequantize(ty, &bytes)
+        .unwrap()
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    assert!(values.iter().filter(|v| **v == 0.0).count() > 32);
+    check(ElementType::Ggml(ty), values.len() as u64, &bytes, &values, 64);
+    // Any pieces, bit-identical.
+    let whole = {
+        let mut s = Stats::new(ElementType::Ggml(ty)).unwrap();
+        s.push(&bytes);
+        s.summary()
+    };
+    for step in [1usize, 7, 143, 144, 1000, 4096] {
+        let mut s = Stats::new(ElementType::Ggml(ty)).unwrap();
+        for c in bytes.chunks(step) {
+            s.push(c);
+        }
+        let p = s.summary();
+        assert_eq!(
+            [p.mean, p.std, p.min, p.max].map(f64::to_bits),
+            [whole.mean, whole.std, whole.min, whole.max].map(f64::to_bits),
+            "pieces of {step}"
+        );
+        assert_eq!(
+            (p.count, p.finite, p.zeros, p.nan),
+            (whole.count, whole.finite, whole.zeros, whole.nan)
+        );
+    }
+    // Against the dequantized values summarised as float32 (the plain kernel): mean and std to
+    // a few ulps of each other.
+    let f32s: Vec<u8> = values.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect();
+    let mut plain = Stats::new(ElementType::Dense(DType::F32)).unwrap();
+    plain.push(&f32s);
+    let p = plain.summary();
+    assert_eq!(
+        (p.count, p.finite, p.zeros, p.nan, p.min, p.max),
+        (whole.count, whole.finite, whole.zeros, whole.nan, whole.min, whole.max)
+    );
+    assert!(
+        (p.mean - whole.mean).abs() <= 1e-14 * p.std && (p.std - whole.std).abs() <= 1e-14 * p.std,
+        "{p:?} {whole:?}"
+    );
 }

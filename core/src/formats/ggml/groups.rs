@@ -8,7 +8,7 @@
 //! values is bit-identical to the dequantized elements (checked by the tests below against the
 //! decoders themselves).
 
-use super::{GgmlType, IQ4NL_VALUES, f16, k_scale_min};
+use super::{GgmlType, IQ4NL_VALUES, f16, k_scale_min, u16le};
 
 /// Elements in a group.
 pub(crate) const GROUP: usize = 32;
@@ -116,6 +116,125 @@ fn iq4_nl(b: &[u8], out: &mut [Group]) {
     g.counts = count(&b[2..18], None);
 }
 
+/// A Q4_K group whose 32 values are exactly `(a * q - b) * 2^e` over its 4-bit indices `q`, with
+/// `|a * q - b| < 2^24` for every `q` (so each is an f32 without rounding, the decoder's value):
+/// its index sums then give its moments exactly, without dequantizing an element.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Linear {
+    /// Slope and offset, in units of `2^e`.
+    pub a: i64,
+    pub b: i64,
+    pub e: i32,
+    /// The value of index `q` as the decoder computes it (`ds * q - dm` in f32), for the
+    /// extremes (it carries the decoder's sign of a zero).
+    pub ds: f32,
+    pub dm: f32,
+    /// Sum of the 32 indices, and of their squares.
+    pub s1: u32,
+    pub s2: u32,
+    /// Smallest and largest index.
+    pub qmin: u8,
+    pub qmax: u8,
+    /// Elements whose value is zero.
+    pub zeros: u8,
+}
+
+impl Linear {
+    /// The decoder's value of index `q`.
+    pub(crate) fn value(&self, q: u8) -> f32 {
+        self.ds * f32::from(q) - self.dm
+    }
+}
+
+/// An f16 (bits `h`) as `(m, e)` with value `m * 2^e` exactly and `m` odd (zero: `(0, i32::MAX)`,
+/// no constraint on a common exponent); `None` for Inf and NaN.
+fn f16_parts(h: u16) -> Option<(i64, i32)> {
+    let (sign, exp, frac) = (h >> 15, i32::from((h >> 10) & 0x1F), i64::from(h & 0x3FF));
+    let (m, e) = match exp {
+        0 => (frac, -24),
+        31 => return None,
+        _ => (frac | 0x400, exp - 25),
+    };
+    if m == 0 {
+        return Some((0, i32::MAX));
+    }
+    let tz = m.trailing_zeros();
+    let m = m >> tz;
+    Some((if sign == 1 { -m } else { m }, e + tz as i32))
+}
+
+/// The 8 groups of Q4_K block `b` as [`Linear`]s; `false` when a scale is Inf or NaN, or a
+/// group's values do not all fit that form (scales too far apart in magnitude): the caller
+/// dequantizes that block instead.
+pub(crate) fn q4_k_linear(b: &[u8], out: &mut [Linear; 8]) -> bool {
+    let (Some((md, ed)), Some((mm, em))) = (f16_parts(u16le(b, 0)), f16_parts(u16le(b, 2))) else {
+        return false;
+    };
+    // Both scales in units of 2^e (a shift over 30 could only give values beyond 24 bits).
+    let e = match ed.min(em) {
+        i32::MAX => 0,
+        e => e,
+    };
+    let units = |m: i64, x: i32| match m {
+        0 => Some(0),
+        _ if x - e > 30 => None,
+        _ => Some(m << (x - e)),
+    };
+    let (Some(ud), Some(um)) = (units(md, ed), units(mm, em)) else {
+        return false;
+    };
+    let (d, dmin) = (f16(b, 0), f16(b, 2));
+    let (sc, m) = k_scale_min(&b[4..16]);
+    for pair in 0..4 {
+        let qs = &b[16 + pair * 32..16 + pair * 32 + 32];
+        // Index sums of the low nibbles (group 2 * pair) and the high ones (2 * pair + 1), in a
+        // loop the compiler vectorizes.
+        let (mut s1, mut s2) = ([0u32; 2], [0u32; 2]);
+        let (mut lo, mut hi) = ([15u8; 2], [0u8; 2]);
+        for &x in qs {
+            let (l, h) = (x & 0xF, x >> 4);
+            s1[0] += u32::from(l);
+            s2[0] += u32::from(l) * u32::from(l);
+            s1[1] += u32::from(h);
+            s2[1] += u32::from(h) * u32::from(h);
+            lo[0] = lo[0].min(l);
+            hi[0] = hi[0].max(l);
+            lo[1] = lo[1].min(h);
+            hi[1] = hi[1].max(h);
+        }
+        for half in 0..2 {
+            let k = 2 * pair + half;
+            let (a, c) = (ud * i64::from(sc[k]), um * i64::from(m[k]));
+            // The values are linear in q: the extremes are at q = 0 and q = 15.
+            const LIMIT: i64 = 1 << 24;
+            if c.abs() >= LIMIT || (15 * a - c).abs() >= LIMIT {
+                return false;
+            }
+            let zeros = if a == 0 {
+                if c == 0 { 32 } else { 0 }
+            } else if c % a == 0 && (0..16).contains(&(c / a)) {
+                let q0 = (c / a) as u8;
+                qs.iter().filter(|&&x| (x >> (4 * half)) & 0xF == q0).count() as u8
+            } else {
+                0
+            };
+            out[k] = Linear {
+                a,
+                b: c,
+                e,
+                ds: d * f32::from(sc[k]),
+                dm: dmin * f32::from(m[k]),
+                s1: s1[half],
+                s2: s2[half],
+                qmin: lo[half],
+                qmax: hi[half],
+                zeros,
+            };
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{block_decoder, dequantize_into};
@@ -176,5 +295,66 @@ mod tests {
                 assert_eq!(from_groups(&out), want, "{}", ty.name());
             }
         }
+    }
+
+    #[test]
+    fn linear_groups_are_the_dequantized_values() {
+        let mut s = 0x0123_4567_89ab_cdefu64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let ty = GgmlType(12);
+        let (mut exact, mut refused) = (0, 0);
+        for i in 0..3000 {
+            let mut b: Vec<u8> = (0..144).map(|_| next() as u8).collect();
+            // Scales: finite f16 of both signs, often near each other, sometimes zero or far apart.
+            b[1] &= 0xBB;
+            b[3] = if i % 3 == 0 {
+                b[3] & 0xBB
+            } else {
+                (b[1] & 0x80) | (b[1] & 0x7C).saturating_sub(4 * (i % 4) as u8)
+            };
+            if i % 17 == 0 {
+                b[2] = 0;
+                b[3] = 0;
+            }
+            let mut y = vec![0f32; 256];
+            dequantize_into(ty, &b, &mut y).unwrap();
+            let mut out = [Linear::default(); 8];
+            if !q4_k_linear(&b, &mut out) {
+                refused += 1;
+                continue;
+            }
+            exact += 1;
+            for (k, (g, y)) in out.iter().zip(y.chunks_exact(32)).enumerate() {
+                let scale = 2f64.powi(g.e);
+                let qs: Vec<u8> = b[16 + (k / 2) * 32..16 + (k / 2) * 32 + 32]
+                    .iter()
+                    .map(|x| (x >> (4 * (k % 2))) & 0xF)
+                    .collect();
+                for (&q, &v) in qs.iter().zip(y) {
+                    assert_eq!(
+                        ((g.a * i64::from(q) - g.b) as f64 * scale),
+                        f64::from(v),
+                        "block {i} group {k}"
+                    );
+                    assert_eq!(g.value(q).to_bits(), v.to_bits());
+                }
+                assert_eq!(g.s1, qs.iter().map(|&q| u32::from(q)).sum::<u32>());
+                assert_eq!(g.s2, qs.iter().map(|&q| u32::from(q) * u32::from(q)).sum::<u32>());
+                assert_eq!((g.qmin, g.qmax), (*qs.iter().min().unwrap(), *qs.iter().max().unwrap()));
+                assert_eq!(usize::from(g.zeros), y.iter().filter(|v| **v == 0.0).count());
+            }
+        }
+        assert!(exact > 1000 && refused > 100, "{exact} exact, {refused} refused");
+        // Inf and NaN scales are refused.
+        let mut b = vec![0u8; 144];
+        b[0..2].copy_from_slice(&half::f16::INFINITY.to_bits().to_le_bytes());
+        assert!(!q4_k_linear(&b, &mut [Linear::default(); 8]));
+        b[0..2].copy_from_slice(&half::f16::NAN.to_bits().to_le_bytes());
+        assert!(!q4_k_linear(&b, &mut [Linear::default(); 8]));
     }
 }
