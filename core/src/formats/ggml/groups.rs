@@ -163,13 +163,24 @@ fn f16_parts(h: u16) -> Option<(i64, i32)> {
     Some((if sign == 1 { -m } else { m }, e + tz as i32))
 }
 
-/// The 8 groups of Q4_K block `b` as [`Linear`]s; `false` when a scale is Inf or NaN, or a
-/// group's values do not all fit that form (scales too far apart in magnitude): the caller
-/// dequantizes that block instead.
-pub(crate) fn q4_k_linear(b: &[u8], out: &mut [Linear; 8]) -> bool {
-    let (Some((md, ed)), Some((mm, em))) = (f16_parts(u16le(b, 0)), f16_parts(u16le(b, 2))) else {
-        return false;
-    };
+/// One Q4_K group as a line: its value of index `q` is exactly `(a q - b) 2^e` (`e` is the
+/// block's), with `|a q - b| < 2^24` for every `q`, so each value is an f32 without rounding:
+/// the decoder's `ds * q - dm`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Line {
+    /// Slope and offset, in units of `2^e`.
+    pub a: i64,
+    pub b: i64,
+    /// The decoder's factors (`d * sc`, `dmin * m`).
+    pub ds: f32,
+    pub dm: f32,
+}
+
+/// The 8 groups of Q4_K block `b` as [`Line`]s with their common exponent `e`; `None` when a
+/// scale is Inf or NaN, or some group's values do not all fit that form (scales too far apart in
+/// magnitude): the caller dequantizes that block instead.
+pub(crate) fn q4_k_lines(b: &[u8]) -> Option<(i32, [Line; 8])> {
+    let ((md, ed), (mm, em)) = (f16_parts(u16le(b, 0))?, f16_parts(u16le(b, 2))?);
     // Both scales in units of 2^e (a shift over 30 could only give values beyond 24 bits).
     let e = match ed.min(em) {
         i32::MAX => 0,
@@ -180,11 +191,33 @@ pub(crate) fn q4_k_linear(b: &[u8], out: &mut [Linear; 8]) -> bool {
         _ if x - e > 30 => None,
         _ => Some(m << (x - e)),
     };
-    let (Some(ud), Some(um)) = (units(md, ed), units(mm, em)) else {
-        return false;
-    };
+    let (ud, um) = (units(md, ed)?, units(mm, em)?);
     let (d, dmin) = (f16(b, 0), f16(b, 2));
     let (sc, m) = k_scale_min(&b[4..16]);
+    let mut lines = [Line::default(); 8];
+    for (k, l) in lines.iter_mut().enumerate() {
+        let (a, c) = (ud * i64::from(sc[k]), um * i64::from(m[k]));
+        // The values are linear in q: the extremes are at q = 0 and q = 15.
+        const LIMIT: i64 = 1 << 24;
+        if c.abs() >= LIMIT || (15 * a - c).abs() >= LIMIT {
+            return None;
+        }
+        *l = Line {
+            a,
+            b: c,
+            ds: d * f32::from(sc[k]),
+            dm: dmin * f32::from(m[k]),
+        };
+    }
+    Some((e, lines))
+}
+
+/// The 8 groups of Q4_K block `b` as [`Linear`]s ([`q4_k_lines`] with their index sums);
+/// `false` where [`q4_k_lines`] gives `None`.
+pub(crate) fn q4_k_linear(b: &[u8], out: &mut [Linear; 8]) -> bool {
+    let Some((e, lines)) = q4_k_lines(b) else {
+        return false;
+    };
     for pair in 0..4 {
         let qs = &b[16 + pair * 32..16 + pair * 32 + 32];
         // Index sums of the low nibbles (group 2 * pair) and the high ones (2 * pair + 1), in a
@@ -204,12 +237,7 @@ pub(crate) fn q4_k_linear(b: &[u8], out: &mut [Linear; 8]) -> bool {
         }
         for half in 0..2 {
             let k = 2 * pair + half;
-            let (a, c) = (ud * i64::from(sc[k]), um * i64::from(m[k]));
-            // The values are linear in q: the extremes are at q = 0 and q = 15.
-            const LIMIT: i64 = 1 << 24;
-            if c.abs() >= LIMIT || (15 * a - c).abs() >= LIMIT {
-                return false;
-            }
+            let Line { a, b: c, ds, dm } = lines[k];
             let zeros = if a == 0 {
                 if c == 0 { 32 } else { 0 }
             } else if c % a == 0 && (0..16).contains(&(c / a)) {
@@ -222,8 +250,8 @@ pub(crate) fn q4_k_linear(b: &[u8], out: &mut [Linear; 8]) -> bool {
                 a,
                 b: c,
                 e,
-                ds: d * f32::from(sc[k]),
-                dm: dmin * f32::from(m[k]),
+                ds,
+                dm,
                 s1: s1[half],
                 s2: s2[half],
                 qmin: lo[half],
