@@ -44,7 +44,11 @@
 //! on 10^9 values mean and std are within a few ulps of the exactly rounded result. Because leaf
 //! boundaries follow the element index, not the chunk boundaries, pushing the same bytes in any
 //! pieces gives bit-identical results. [`Stats::merge`] of separately accumulated parts agrees
-//! with one pass over the whole to rounding (counts, min and max exactly).
+//! with one pass over the whole to rounding (counts, min and max exactly). Q4_K blocks are not
+//! dequantized for the summary: a group's 32 values are exactly `(a q - b) 2^e` over its 4-bit
+//! indices, so a block's moments come from integer sums of the indices and their squares (mean
+//! exact, second moment rounded once); a block whose scales do not allow that form (too far apart
+//! in magnitude, Inf, NaN) is dequantized into a leaf of its own.
 //!
 //! # Histogram
 //!
