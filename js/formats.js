@@ -152,9 +152,12 @@ function blobSource(blob) {
   };
 }
 
-/** A source over a file on an HTTP(S) server (js/http.js: ranged GETs, bounded parallel, retried, ETag-checked). */
+/**
+ * A source over a file on an HTTP(S) server (js/http.js: ranged GETs, bounded parallel, retried,
+ * ETag-checked); an aborted `signal` aborts the read's requests in flight.
+ */
 function remoteSource(remote) {
-  return { name: remote.name, size: remote.size, lazy: true, remote, read: (o, l) => remote.read(o, l) };
+  return { name: remote.name, size: remote.size, lazy: true, remote, read: (o, l, signal) => remote.read(o, l, signal) };
 }
 
 /** Whether `input` is opened over HTTP: a URL, or (where there are no paths: browsers) any string, resolved against the page. */
@@ -727,12 +730,16 @@ export function makeFormats(backend, zt, io = {}) {
       return this.#sourceRead(L)(offset, length);
     }
 
-    /** `read(offset, len)` of the stored bytes of a tensor stored as-is, from its source, counted in bytesRead and reads unless the source is memory. */
+    /**
+     * `read(offset, len, signal?)` of the stored bytes of a tensor stored as-is, from its source
+     * (a URL's requests in flight abort with `signal`), counted in bytesRead and reads unless the
+     * source is memory.
+     */
     #sourceRead(L) {
       const ctx = this.#ctx;
       const src = ctx.sources.get(L.source);
-      return (o, n) =>
-        then(src.read(L.offset + o, n), (b) => {
+      return (o, n, signal) =>
+        then(src.read(L.offset + o, n, signal), (b) => {
           if (!src.memory) {
             ctx.bytesRead += b.byteLength;
             ctx.reads++;
@@ -876,7 +883,7 @@ export function makeFormats(backend, zt, io = {}) {
     for (let o = span.offset; o < end; ) {
       while (ahead.length < depth && next < end) {
         const n = Math.min(step, end - next);
-        const p = read(next, n);
+        const p = read(next, n, options.signal);
         if (p instanceof Promise) p.catch(() => {}); // awaited below; not "unhandled" when abandoned
         ahead.push([n, p]);
         next += n;

@@ -206,8 +206,10 @@ export class RemoteFile {
         try {
           body = new Uint8Array(await res.arrayBuffer());
         } catch (e) {
-          // A connection dropped mid-body: retried like a failed request.
-          if (attempt >= (this.options.retries ?? RETRIES) || e?.name === 'AbortError') throw httpError(this.url, `the connection failed while reading bytes [${offset}, +${len}): ${e?.message ?? e}`, { kind: 'network', offset });
+          // Aborted by the caller: the abort, not a network error. A connection dropped mid-body:
+          // retried like a failed request.
+          if (e?.name === 'AbortError' || signal?.aborted) throw e;
+          if (attempt >= (this.options.retries ?? RETRIES)) throw httpError(this.url, `the connection failed while reading bytes [${offset}, +${len}): ${e?.message ?? e}`, { kind: 'network', offset });
           state.retries++;
           await sleep(100 * 2 ** attempt, signal);
           continue;

@@ -143,8 +143,8 @@ try {
     return performance.now() - t;
   });
   rows.push(['baseline: read the same 1 GiB File once in 4 MiB slices (no work)', `${rawMs.toFixed(0)} ms = ${((1 << 30) / 1e6 / (rawMs / 1000)).toFixed(0)} MB/s`, 'what the machine gives one read pass right now']);
-  // One Worker (STATS_WORKERS=1, the reads wait while it sums), then the default (one per core,
-  // at most 4: spans in helper Workers), same page and file; then a Q4_K tensor the same way.
+  // One Worker (the reads wait while it sums), then the default (one per core, 4 to 8: spans in
+  // helper Workers), same page and file; then a Q4_K tensor the same way.
   async function timeStats(tensor, stored, what) {
     for (const workers of (process.env.BENCH_WORKERS ?? '1,auto').split(',').map((w) => (w === 'auto' ? undefined : Number(w)))) {
       const idle = chromiumRss();
@@ -173,7 +173,7 @@ try {
         return { long: Math.max(0, ...window.__long), heap: window.__heap, used: document.getElementById('tensor').dataset.statsWorkers };
       });
       const mbs = stored / 1e6 / (ms / 1000);
-      const who = `${r.used} Worker${r.used === '1' ? '' : 's'}${workers === undefined ? ' (the default: one per core, at most 4)' : ''}`;
+      const who = `${r.used} Worker${r.used === '1' ? '' : 's'}${workers === undefined ? ' (the default: one per core, 4 to 8)' : ''}`;
       rows.push([`stats + histogram of ${what} from a File, ${who}`, `${ms.toFixed(0)} ms = ${mbs.toFixed(0)} MB/s of stored bytes (${(2 * mbs).toFixed(0)} MB/s read: two passes)`, `longest main-thread task ${r.long.toFixed(0)} ms; page JS heap peak ${(r.heap / 2 ** 20).toFixed(0)} MiB; Chromium RSS +${((rss - idle) / 2 ** 20).toFixed(0)} MiB`]);
     }
   }

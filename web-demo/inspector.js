@@ -892,7 +892,7 @@ window.inspector = {
     return models[active];
   },
   switchView,
-  /** Workers for one tensor's statistics (undefined: one per core, at most 4, for a tensor of 64 MiB or more; 1: no helpers). */
+  /** Workers for one tensor's statistics (undefined: one per core, 4 to 8, for a tensor of 64 MiB or more; 1: no helpers). */
   statsWorkers: undefined,
   ready: null,
 };
