@@ -289,6 +289,19 @@ pub(crate) struct Bins {
     /// [`Bins::counts`].
     tables: alloc::vec::Vec<u64>,
     bins: usize,
+    /// For values that are f32 ([`Bins::add_weighted`]): `lo`, `hi` and `bins / (hi - lo)` as
+    /// f32 and the `near` of positions estimated in f32, when `lo` and `hi` are f32 exactly and
+    /// that estimate is close enough to be useful (else those values are binned as f64).
+    f32: Option<F32Estimate>,
+}
+
+/// The constants of [`Bins`]'s f32 position estimate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct F32Estimate {
+    lo: f32,
+    hi: f32,
+    scale: f32,
+    near: f32,
 }
 
 /// Count tables of [`Bins`].
@@ -326,6 +339,7 @@ impl Bins {
             edges: linspace(lo, hi, bins),
             tables: alloc::vec![0; bins * TABLES],
             bins,
+            f32: F32Estimate::new(lo, hi, bins),
         }
     }
 
@@ -334,11 +348,62 @@ impl Bins {
         self.add_by(x, Ones);
     }
 
-    /// Counts values `v` with weights `w` (same length), as [`Bins::add`] would count each value
-    /// repeated its weight's times.
-    pub(crate) fn add_weighted(&mut self, v: &[f64], w: &[u8]) {
+    /// Counts f32 values `v` with weights `w` (same length), as [`Bins::add`] would count each
+    /// value repeated its weight's times: positions estimated in f32 (four to a SIMD register)
+    /// where [`F32Estimate`] allows, else in f64.
+    pub(crate) fn add_weighted(&mut self, v: &[f32], w: &[u8]) {
         let n = v.len().min(w.len());
-        self.add_by(&v[..n], &w[..n]);
+        let (v, w) = (&v[..n], &w[..n]);
+        match self.f32 {
+            Some(e) => self.add_f32(v, w, e),
+            None => {
+                let mut x = [0f64; ESTIMATES];
+                for (v, w) in v.chunks(ESTIMATES).zip(w.chunks(ESTIMATES)) {
+                    for (x, &v) in x.iter_mut().zip(v) {
+                        *x = f64::from(v);
+                    }
+                    self.add_by(&x[..v.len()], w);
+                }
+            }
+        }
+    }
+
+    /// [`Bins::add_by`] for f32 values, the position estimated in f32 (see [`F32Estimate`]).
+    fn add_f32<W: Weights>(&mut self, x: &[f32], w: W, e: F32Estimate) {
+        let bins = self.bins;
+        let last = bins - 1;
+        let edges = &self.edges[..bins + 1];
+        let tables = &mut self.tables[..bins * TABLES];
+        for (b, x) in x.chunks(ESTIMATES).enumerate() {
+            let mut idx = [0u32; ESTIMATES];
+            for (i, &v) in idx.iter_mut().zip(x) {
+                let f = (v - e.lo) * e.scale;
+                let t = (f as u32).min(last as u32);
+                let frac = f - t as f32;
+                let sure = (frac > e.near) & (frac < 1.0 - e.near);
+                let inside = (v >= e.lo) & (v <= e.hi);
+                *i = if !inside {
+                    OUT
+                } else if sure {
+                    t
+                } else {
+                    t | NEAR
+                };
+            }
+            for (k, (&v, &i)) in x.iter().zip(&idx).enumerate() {
+                let i = if (i as usize) < bins {
+                    i as usize
+                } else if i == OUT {
+                    continue;
+                } else {
+                    let v = f64::from(v);
+                    let mut i = (i & !NEAR) as usize;
+                    i = i.saturating_sub(usize::from(v < edges[i]));
+                    i + usize::from((i != last) & (v >= edges[i + 1]))
+                };
+                tables[(k % TABLES) * bins + i] += w.count(b * ESTIMATES + k);
+            }
+        }
     }
 
     #[inline(always)]
@@ -397,6 +462,34 @@ impl Bins {
     }
 }
 
+impl F32Estimate {
+    /// The f32 estimate for bins over `[lo, hi]`, or `None` where it does not apply: `lo` or `hi`
+    /// not exactly f32, or a `near` of a quarter bin or more. A position `(v - lo) * scale` made
+    /// of three f32 roundings (the subtraction, `scale` rounded to f32, the product) is within
+    /// `3 * 2^-24` of its value relative to it, at most `bins + 1`; NumPy's edges are within a few
+    /// f64 ulps of `lo`..`hi`, i.e. `(|lo| + |hi|) * scale * 2^-51` positions. `near` covers both
+    /// with a margin of 4 or more, so a position further than `near` from every integer is in bin
+    /// `floor` for certain, as in [`Bins::add_by`]; closer ones are settled by the edges in f64.
+    fn new(lo: f64, hi: f64, bins: usize) -> Option<F32Estimate> {
+        let (lo32, hi32) = (lo as f32, hi as f32);
+        if f64::from(lo32) != lo || f64::from(hi32) != hi {
+            return None;
+        }
+        let scale = bins as f64 / (hi - lo);
+        let scale32 = scale as f32;
+        let near = 16.0 * f64::from(f32::EPSILON) * ((lo.abs() + hi.abs()) * scale + bins as f64 + 1.0);
+        if !(scale32.is_finite() && scale32 > 0.0 && near < 0.25) {
+            return None;
+        }
+        Some(F32Estimate {
+            lo: lo32,
+            hi: hi32,
+            scale: scale32,
+            near: near as f32,
+        })
+    }
+}
+
 /// A bin index of [`Bins::add_by`] whose value must be compared with the edges.
 const NEAR: u32 = 1 << 30;
 /// A value [`Bins::add_by`] does not count.
@@ -452,6 +545,59 @@ mod tests {
         let e = linspace(0.0, tiny, 4);
         assert_eq!(e[0], 0.0);
         assert_eq!(e[4], tiny);
+    }
+
+    proptest::proptest! {
+        /// f32 values binned with the f32 position estimate count as the same values binned in
+        /// f64: values on and next to edges, outside the range, NaN and infinities included.
+        #[test]
+        fn f32_estimate_bins_as_f64(
+            raw in proptest::collection::vec(proptest::prelude::any::<u32>(), 1..600),
+            lo in -1000i32..1000, width in 1u32..4000, scale_exp in -12i32..12, bins in 1usize..300,
+            w in proptest::collection::vec(0u8..33, 600),
+        ) {
+            let p = 2f64.powi(scale_exp);
+            let (lo, hi) = (f64::from(lo) * p, (f64::from(lo) + f64::from(width)) * p);
+            let step = (hi - lo) / bins as f64;
+            // Values: edges, their f32 neighbours, random ones in and around the range, specials.
+            let v: alloc::vec::Vec<f32> = raw
+                .iter()
+                .map(|&r| match r % 6 {
+                    0 => (lo + step * f64::from(r >> 8) % (hi - lo + step)) as f32,
+                    1 => {
+                        let e = (lo + step * f64::from((r >> 8) % (bins as u32 + 1))) as f32;
+                        f32::from_bits(e.to_bits().wrapping_add((r >> 3) % 3).wrapping_sub(1))
+                    }
+                    2 => (lo + (hi - lo) * f64::from(r >> 8) / f64::from(1u32 << 24)) as f32,
+                    3 => (lo - (hi - lo) * 0.5 + 2.0 * (hi - lo) * f64::from(r >> 8) / f64::from(1u32 << 24)) as f32,
+                    4 => [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, lo as f32, hi as f32][(r >> 8) as usize % 5],
+                    _ => f32::from_bits(r),
+                })
+                .collect();
+            let w = &w[..v.len()];
+            let mut a = Bins::new(lo, hi, bins);
+            proptest::prop_assume!(a.edges.windows(2).all(|e| e[0] < e[1]));
+            proptest::prop_assume!(a.f32.is_some());
+            a.add_weighted(&v, w);
+            let mut b = Bins::new(lo, hi, bins);
+            let x: alloc::vec::Vec<f64> = v.iter().map(|&v| f64::from(v)).collect();
+            b.add_by(&x, w);
+            proptest::prop_assert_eq!(a.counts(), b.counts());
+        }
+    }
+
+    #[test]
+    fn f32_estimate_applies_only_where_exact() {
+        assert!(F32Estimate::new(-1.5, 2.25, 64).is_some());
+        assert!(F32Estimate::new(0.1, 1.0, 64).is_none(), "0.1 is not an f32");
+        assert!(
+            F32Estimate::new(1e6, 1e6 + 0.0625, 64).is_none(),
+            "a range far below its magnitude"
+        );
+        assert!(
+            F32Estimate::new(0.0, 1.0, 1 << 20).is_none(),
+            "more bins than the estimate resolves"
+        );
     }
 
     #[test]

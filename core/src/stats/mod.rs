@@ -302,13 +302,13 @@ trait Sink {
     fn moments(&mut self, l: &Leaf, count: u64) {
         let _ = (l, count);
     }
-    /// A leaf of values `v`, value `i` standing for `w[i]` elements. Only the histogram reads
-    /// grouped feeds ([`Feed::grouped`]); any other sink gets the values repeated, in order of
-    /// the pairs.
-    fn weighted(&mut self, v: &[f64], w: &[u8]) {
+    /// A leaf of values `v` (the f32 values of 4-bit ggml groups), value `i` standing for `w[i]`
+    /// elements. Only the histogram reads grouped feeds ([`Feed::grouped`]); any other sink gets
+    /// the values repeated, in order of the pairs.
+    fn weighted(&mut self, v: &[f32], w: &[u8]) {
         let mut buf = Vec::with_capacity(LEAF);
         for (&v, &w) in v.iter().zip(w) {
-            buf.extend(core::iter::repeat_n(v, usize::from(w)));
+            buf.extend(core::iter::repeat_n(f64::from(v), usize::from(w)));
             if buf.len() >= LEAF {
                 self.values(&buf);
                 buf.clear();
@@ -357,7 +357,7 @@ struct Grouped {
     /// One block's groups.
     block: Vec<Group>,
     /// [`LEAF`] / [`GROUP`] * 16 pairs.
-    values: Vec<f64>,
+    values: Vec<f32>,
     weights: Vec<u8>,
     /// Elements the pairs stand for (at most [`LEAF`]); pairs in use are `fill / GROUP * 16`.
     fill: usize,
@@ -380,10 +380,8 @@ impl Grouped {
                 .zip(values.chunks_exact_mut(16))
                 .zip(weights.chunks_exact_mut(16))
             {
-                for q in 0..16 {
-                    v[q] = f64::from(g.values[q]);
-                    w[q] = g.counts[q];
-                }
+                v.copy_from_slice(&g.values);
+                w.copy_from_slice(&g.counts);
             }
             self.fill += per;
             if self.fill >= LEAF {
@@ -394,7 +392,7 @@ impl Grouped {
     }
 
     /// The pairs not yet handed out.
-    fn pending(&self) -> (&[f64], &[u8]) {
+    fn pending(&self) -> (&[f32], &[u8]) {
         let n = self.fill / GROUP * 16;
         (&self.values[..n], &self.weights[..n])
     }
@@ -636,7 +634,7 @@ impl Sink for Bins {
         self.add(x);
     }
 
-    fn weighted(&mut self, v: &[f64], w: &[u8]) {
+    fn weighted(&mut self, v: &[f32], w: &[u8]) {
         self.add_weighted(v, w);
     }
 }
