@@ -50,24 +50,14 @@ pub(crate) fn group_decoder(ty: GgmlType) -> Option<GroupDecoder> {
     Some(GroupDecoder { fill })
 }
 
-/// Counts of each nibble of `bytes`: both nibbles of every byte, or only the one at `shift`.
+/// Counts of each nibble of `bytes` (both nibbles of every byte).
 #[inline(always)]
-fn count(bytes: &[u8], shift: Option<u32>) -> [u8; 16] {
+fn count(bytes: &[u8]) -> [u8; 16] {
     // Two interleaved count tables: consecutive equal indices do not wait on each other's store.
     let mut c = [[0u8; 16]; 2];
-    match shift {
-        None => {
-            for &x in bytes {
-                c[0][usize::from(x & 0xF)] += 1;
-                c[1][usize::from(x >> 4)] += 1;
-            }
-        }
-        Some(s) => {
-            for pair in bytes.chunks_exact(2) {
-                c[0][usize::from((pair[0] >> s) & 0xF)] += 1;
-                c[1][usize::from((pair[1] >> s) & 0xF)] += 1;
-            }
-        }
+    for &x in bytes {
+        c[0][usize::from(x & 0xF)] += 1;
+        c[1][usize::from(x >> 4)] += 1;
     }
     let mut out = [0u8; 16];
     for (o, (a, b)) in out.iter_mut().zip(c[0].iter().zip(&c[1])) {
@@ -82,7 +72,7 @@ fn q4_0(b: &[u8], out: &mut [Group]) {
     for (q, v) in g.values.iter_mut().enumerate() {
         *v = d * f32::from(q as i8 - 8);
     }
-    g.counts = count(&b[2..18], None);
+    g.counts = count(&b[2..18]);
 }
 
 fn q4_1(b: &[u8], out: &mut [Group]) {
@@ -91,7 +81,7 @@ fn q4_1(b: &[u8], out: &mut [Group]) {
     for (q, v) in g.values.iter_mut().enumerate() {
         *v = d * f32::from(q as u8) + m;
     }
-    g.counts = count(&b[4..20], None);
+    g.counts = count(&b[4..20]);
 }
 
 fn q4_k(b: &[u8], out: &mut [Group]) {
@@ -102,8 +92,21 @@ fn q4_k(b: &[u8], out: &mut [Group]) {
         for (q, v) in g.values.iter_mut().enumerate() {
             *v = ds * f32::from(q as u8) - dm;
         }
-        let at = 16 + (k / 2) * 32;
-        g.counts = count(&b[at..at + 32], Some(4 * (k as u32 % 2)));
+    }
+    // Groups 2j and 2j + 1 are the low and high nibbles of the same 32 bytes: counted in one
+    // pass, two interleaved tables each.
+    for (pair, qs) in out.chunks_exact_mut(2).zip(b[16..].chunks_exact(32)) {
+        let (mut c0, mut c1) = ([[0u8; 16]; 2], [[0u8; 16]; 2]);
+        for two in qs.chunks_exact(2) {
+            c0[0][usize::from(two[0] & 0xF)] += 1;
+            c1[0][usize::from(two[0] >> 4)] += 1;
+            c0[1][usize::from(two[1] & 0xF)] += 1;
+            c1[1][usize::from(two[1] >> 4)] += 1;
+        }
+        for q in 0..16 {
+            pair[0].counts[q] = c0[0][q] + c0[1][q];
+            pair[1].counts[q] = c1[0][q] + c1[1][q];
+        }
     }
 }
 
@@ -113,7 +116,7 @@ fn iq4_nl(b: &[u8], out: &mut [Group]) {
     for (q, v) in g.values.iter_mut().enumerate() {
         *v = d * f32::from(IQ4NL_VALUES[q]);
     }
-    g.counts = count(&b[2..18], None);
+    g.counts = count(&b[2..18]);
 }
 
 /// A Q4_K group whose 32 values are exactly `(a * q - b) * 2^e` over its 4-bit indices `q`, with
