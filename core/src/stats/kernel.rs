@@ -369,12 +369,12 @@ impl Bins {
     }
 
     /// [`Bins::add_by`] for f32 values, the position estimated in f32 (see [`F32Estimate`]).
-    fn add_f32<W: Weights>(&mut self, x: &[f32], w: W, e: F32Estimate) {
+    fn add_f32(&mut self, x: &[f32], w: &[u8], e: F32Estimate) {
         let bins = self.bins;
         let last = bins - 1;
         let edges = &self.edges[..bins + 1];
         let tables = &mut self.tables[..bins * TABLES];
-        for (b, x) in x.chunks(ESTIMATES).enumerate() {
+        for (x, w) in x.chunks(ESTIMATES).zip(w.chunks(ESTIMATES)) {
             let mut idx = [0u32; ESTIMATES];
             for (i, &v) in idx.iter_mut().zip(x) {
                 let f = (v - e.lo) * e.scale;
@@ -390,7 +390,7 @@ impl Bins {
                     t | NEAR
                 };
             }
-            for (k, (&v, &i)) in x.iter().zip(&idx).enumerate() {
+            for (k, ((&v, &i), &w)) in x.iter().zip(&idx).zip(w).enumerate() {
                 let i = if (i as usize) < bins {
                     i as usize
                 } else if i == OUT {
@@ -401,7 +401,7 @@ impl Bins {
                     i = i.saturating_sub(usize::from(v < edges[i]));
                     i + usize::from((i != last) & (v >= edges[i + 1]))
                 };
-                tables[(k % TABLES) * bins + i] += w.count(b * ESTIMATES + k);
+                tables[(k % TABLES) * bins + i] += u64::from(w);
             }
         }
     }
