@@ -97,17 +97,34 @@ pub(crate) fn linear_block(groups: &[Linear]) -> Leaf {
     // In i64: |a q - b| < 2^24 for every index, so |a| < 2^21.1 and |b| < 2^24: each term below
     // is under 2^56, a group's sum of squares under 2^53, a block's under 2^56.
     let (mut s, mut q, mut zeros) = (0i64, 0i64, 0u64);
-    let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
-    for g in groups {
+    // Extremes in units of 2^e too (the first group to reach one on a tie, as in order).
+    let ((mut min, mut kmin), (mut max, mut kmax)) = ((i64::MAX, 0), (i64::MIN, 0));
+    for (k, g) in groups.iter().enumerate() {
         let (a, b, s1) = (g.a, g.b, i64::from(g.s1));
         s += a * s1 - 32 * b;
         q += a * a * i64::from(g.s2) - 2 * a * b * s1 + 32 * b * b;
-        let (lo, hi) = (f64::from(g.value(g.qmin)), f64::from(g.value(g.qmax)));
-        let (lo, hi) = if g.a >= 0 { (lo, hi) } else { (hi, lo) };
-        min = if lo < min { lo } else { min };
-        max = if hi > max { hi } else { max };
+        let (at_min, at_max) = (a * i64::from(g.qmin) - b, a * i64::from(g.qmax) - b);
+        let (lo, hi) = if a >= 0 { (at_min, at_max) } else { (at_max, at_min) };
+        if lo < min {
+            (min, kmin) = (lo, k);
+        }
+        if hi > max {
+            (max, kmax) = (hi, k);
+        }
         zeros += u64::from(g.zeros);
     }
+    // A zero extreme carries the decoder's sign (`ds * q - dm` can be -0).
+    let value = |x: i64, k: usize, lowest: bool| {
+        let g = &groups[k];
+        if x != 0 {
+            x as f64 * p
+        } else if (g.a >= 0) == lowest {
+            f64::from(g.value(g.qmin))
+        } else {
+            f64::from(g.value(g.qmax))
+        }
+    };
+    let (min, max) = (value(min, kmin, true), value(max, kmax, false));
     let n = 32 * groups.len() as i64;
     let (n2, s2) = (i128::from(n), i128::from(s));
     Leaf {
