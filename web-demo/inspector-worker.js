@@ -234,7 +234,12 @@ function helper(i) {
   while (helpers.length <= i) {
     const w = new Worker(new URL(import.meta.url), { type: 'module', name: `tensorlane stats helper ${helpers.length + 1}` });
     const ready = new Promise((resolve, reject) => {
-      w.onerror = (e) => reject(new Error(`a statistics helper Worker failed to start: ${e.message ?? e}`));
+      w.onerror = (e) => {
+        // Before it is ready: it did not start. After: its parts in flight fail with it.
+        const err = new Error(`a statistics helper Worker failed: ${e.message ?? e}`);
+        reject(err);
+        for (const [id, p] of parts) if (p.worker === w) (parts.delete(id), p.reject(err));
+      };
       w.onmessage = ({ data }) => {
         if (data.ready) return resolve();
         const p = parts.get(data.id);
@@ -256,8 +261,17 @@ async function inHelper(i, msg, signal, progress) {
   await h.ready;
   aborted(signal);
   const id = nextPart++;
-  const done = new Promise((resolve, reject) => parts.set(id, { resolve, reject, progress }));
-  const cancel = () => h.w.postMessage({ id: nextPart++, op: 'cancel', target: id });
+  let fail;
+  const done = new Promise((resolve, reject) => {
+    fail = reject;
+    parts.set(id, { resolve, reject, progress, worker: h.w });
+  });
+  // Cancelled: the helper is told to stop, and this part ends now (not when the helper answers).
+  const cancel = () => {
+    h.w.postMessage({ id: nextPart++, op: 'cancel', target: id });
+    parts.delete(id);
+    fail(Object.assign(new Error('cancelled'), { name: 'AbortError' }));
+  };
   signal.addEventListener('abort', cancel, { once: true });
   h.w.postMessage({ id, op: 'part', ...msg });
   try {
@@ -310,6 +324,7 @@ async function part(msg, signal, progress) {
   if (!reader) {
     reader = msg.open.url ? tensorlane.open(msg.open.url) : tensorlane.open(msg.open.file, { companions: msg.open.companions });
     opened.set(msg.model, reader);
+    reader.catch(() => opened.delete(msg.model)); // a failed open is tried again by the next part
   }
   const rd = await reader;
   const options = { bins: msg.bins, chunkBytes: STATS_SLICE_BYTES, readAhead: STATS_READ_AHEAD, signal, onProgress: (p) => progress(p.bytesDone / p.bytesTotal) };
