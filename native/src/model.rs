@@ -50,6 +50,9 @@ use tensorlane_core::stats::{self, StatsOptions, TensorStats};
 use crate::Error;
 use crate::source::Source;
 
+/// Tensors of at least this many bytes get [`Model::stats_in_threads`] from [`Model::stats`].
+const PARALLEL_STATS_BYTES: u64 = 64 << 20;
+
 /// How [`Model::open_with`] opens a model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ModelOptions {
@@ -658,6 +661,14 @@ impl Model {
         opts: &StatsOptions,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<TensorStats, Error> {
+        if t.nbytes().is_some_and(|n| n >= PARALLEL_STATS_BYTES) {
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+            if threads > 1
+                && let Some(s) = self.stats_in_threads(t, opts, threads, progress)?
+            {
+                return Ok(s);
+            }
+        }
         let refs: Vec<&Source> = self.sources.iter().collect();
         Ok(stats::tensor_stats(
             self.catalog.format.name(),
@@ -666,6 +677,140 @@ impl Model {
             opts,
             progress,
         )?)
+    }
+
+    /// [`Model::stats`] with each pass in spans ([`stats::split`]) on `threads` threads, merged
+    /// ([`stats::StatsPart`], [`stats::HistogramAccumulator::merge`]): counts, min, max and the
+    /// histogram as one pass gives them, mean and std to rounding. Only for a tensor stored as-is
+    /// in a local file (mapped or read with pread); `None` for any other, and for a tensor
+    /// [`stats::tensor_stats`] would refuse (which then says why). [`Model::stats`] uses it for
+    /// tensors of 64 MiB or more when the machine has more than one core.
+    pub fn stats_in_threads(
+        &self,
+        t: &TensorInfo,
+        opts: &StatsOptions,
+        threads: usize,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Option<TensorStats>, Error> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use tensorlane_core::stats::{Histogram, HistogramAccumulator, Stats, StatsError, StatsPart};
+        let format = self.catalog.format.name();
+        let formats::Storage::Range { source, offset, len } = t.storage else {
+            return Ok(None);
+        };
+        let (Some(numel), Some(nbytes), Some(src)) = (t.numel(), t.nbytes(), self.sources.get(source)) else {
+            return Ok(None);
+        };
+        #[cfg(feature = "remote")]
+        if matches!(src, Source::Remote(_)) {
+            return Ok(None);
+        }
+        if !t.arrangement.is_native()
+            || len != nbytes
+            || opts.bins == 0
+            || opts.bins > stats::MAX_BINS
+            || tensorlane_core::source::check_range(offset, len, src.size()).is_err()
+            || Stats::new(t.ty).is_err()
+        {
+            return Ok(None);
+        }
+        let Some(spans) = stats::split(t.ty, numel, threads.max(1)) else {
+            return Ok(None);
+        };
+        let total = nbytes.saturating_mul(2);
+        let unit = Stats::new(t.ty).map_or(1, |s| s.unit_bytes());
+        let chunk = ((opts.chunk_bytes / unit).max(1) * unit) as u64;
+        let done = AtomicU64::new(0);
+        let fail = |e: tensorlane_core::source::SourceError| FormatError::source(format, e).tensor(t.name.clone());
+        // Runs `each(k, span k)` on every span in its own thread, reporting progress from this one.
+        let run = |progress: &mut dyn FnMut(u64, u64),
+                   each: &(dyn Fn(usize, &stats::Span) -> Result<(), FormatError> + Sync)| {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = spans
+                    .iter()
+                    .enumerate()
+                    .map(|(k, sp)| scope.spawn(move || each(k, sp)))
+                    .collect();
+                while !handles.iter().all(|h| h.is_finished()) {
+                    progress(done.load(Ordering::Relaxed), total);
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(FormatError::new(format, ErrorKind::Io, "a statistics thread failed")
+                                .tensor(t.name.clone()))
+                        })
+                    })
+                    .collect::<Result<Vec<()>, FormatError>>()
+            })
+        };
+        // The bytes of one span, chunk by chunk, to `feed`.
+        let read = |sp: &stats::Span, feed: &mut dyn FnMut(&[u8])| -> Result<(), FormatError> {
+            let mut buf = Vec::new();
+            let mut at = 0u64;
+            while at < sp.bytes {
+                let n = (sp.bytes - at).min(chunk);
+                let pos = offset + sp.offset + at;
+                if let Some(s) = src.slice(pos, n) {
+                    feed(s);
+                } else {
+                    buf.resize(n as usize, 0);
+                    src.read_at(pos, &mut buf).map_err(fail)?;
+                    feed(&buf);
+                }
+                at += n;
+                done.fetch_add(n, Ordering::Relaxed);
+            }
+            Ok(())
+        };
+        let parts: Vec<std::sync::Mutex<StatsPart>> =
+            spans.iter().map(|_| std::sync::Mutex::new(StatsPart::EMPTY)).collect();
+        run(progress, &|k, sp| {
+            let Ok(st) = Stats::new(t.ty) else { return Ok(()) };
+            let mut st = st.with_elements(sp.elements);
+            read(sp, &mut |b| st.push(b))?;
+            *parts[k].lock().unwrap_or_else(|p| p.into_inner()) = st.part();
+            Ok(())
+        })?;
+        let summary = parts
+            .iter()
+            .map(|p| *p.lock().unwrap_or_else(|p| p.into_inner()))
+            .fold(StatsPart::EMPTY, |a, p| a.merge(&p))
+            .summary();
+        done.store(nbytes, Ordering::Relaxed);
+        let histogram = match HistogramAccumulator::from_summary(t.ty, &summary, opts.bins) {
+            Ok(base) if summary.finite > 0 => {
+                let hists: Vec<std::sync::Mutex<Option<HistogramAccumulator>>> =
+                    spans.iter().map(|_| std::sync::Mutex::new(None)).collect();
+                run(progress, &|k, sp| {
+                    let mut h = base.clone().with_elements(sp.elements);
+                    read(sp, &mut |b| h.push(b))?;
+                    *hists[k].lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
+                    Ok(())
+                })?;
+                let mut all = hists
+                    .into_iter()
+                    .filter_map(|h| h.into_inner().unwrap_or_else(|p| p.into_inner()));
+                let mut first = all.next().unwrap_or(base);
+                for h in all {
+                    first.merge(&h);
+                }
+                first.finish()
+            }
+            Ok(base) => base.finish(),
+            Err(StatsError::NarrowRange { .. }) => Histogram::single(&summary),
+            Err(e) => return Err(e.to_format_error(format).tensor(t.name.clone()).into()),
+        };
+        progress(total, total);
+        Ok(Some(TensorStats {
+            name: t.name.clone(),
+            dtype: t.ty.name().into(),
+            shape: t.shape.clone(),
+            summary,
+            histogram,
+        }))
     }
 
     /// A ggml tensor's values as f32 ([`formats::ggml::dequantize`] of its blocks). Other element

@@ -6,7 +6,8 @@
 //! deflated members, integers beyond 2^53, complex, every bfloat16 and float8 bit pattern).
 //!
 //! Each tensor is summarised by `Model::stats` (`tensor_stats` in 1000-byte pieces, so pieces cut
-//! elements and ggml blocks), its bytes are handed to `stats_ref.py ref`, which makes the values
+//! elements and ggml blocks), and where it is stored as-is also by `Model::stats_in_threads` (3
+//! spans on 3 threads, merged), which must agree with it, its bytes are handed to `stats_ref.py ref`, which makes the values
 //! with the reference libraries (numpy, ml_dtypes, gguf.quants.dequantize) and computes NumPy's
 //! results. Must hold: count, finite, zeros, nan, pos_inf, neg_inf and min, max exactly; mean and
 //! std within 1e-6 relative (1e-12 absolute near 0); histogram edges bit for bit and counts
@@ -39,7 +40,14 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 /// Summarises every tensor of `path`, writes its bytes to `bytes_dir`, and queues the job.
-fn summarise(path: &Path, bytes_dir: &Path, jobs: &mut Vec<Job>, list: &mut Vec<Json>, sha: Option<&Json>) {
+fn summarise(
+    path: &Path,
+    bytes_dir: &Path,
+    jobs: &mut Vec<Job>,
+    list: &mut Vec<Json>,
+    sha: Option<&Json>,
+    threaded: &mut usize,
+) {
     let model = Model::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     for t in &model.catalog().tensors {
         let what = format!("{} / {}", path.display(), t.name);
@@ -61,6 +69,39 @@ fn summarise(path: &Path, bytes_dir: &Path, jobs: &mut Vec<Job>, list: &mut Vec<
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         let nbytes = t.nbytes().unwrap();
         assert_eq!(last, (2 * nbytes, 2 * nbytes), "{what}: progress ends at the total");
+        // The same in spans on 3 threads, where the tensor is stored as-is: one pass's counts,
+        // extremes and histogram, mean and std to rounding.
+        let mut ends = (0, 0);
+        if let Some(p) = model
+            .stats_in_threads(t, &opts, 3, &mut |d, total| ends = (d, total))
+            .unwrap_or_else(|e| panic!("{what} in threads: {e}"))
+        {
+            let (a, b) = (&p.summary, &stats.summary);
+            assert_eq!(
+                (a.count, a.finite, a.zeros, a.nan, a.pos_inf, a.neg_inf),
+                (b.count, b.finite, b.zeros, b.nan, b.pos_inf, b.neg_inf),
+                "{what} in threads"
+            );
+            // Mean and std to rounding, measured against the values' magnitude (a merge of parts
+            // rounds relative to |mean| + std, as one pass does, not relative to std alone).
+            let scale = b.mean.abs() + b.std;
+            let same = |x: f64, y: f64, tol: f64| (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= tol * scale;
+            assert!(
+                same(a.min, b.min, 0.0) && same(a.max, b.max, 0.0),
+                "{what} in threads: {a:?} {b:?}"
+            );
+            assert!(
+                same(a.mean, b.mean, 1e-12) && same(a.std, b.std, 1e-12),
+                "{what} in threads: {a:?} {b:?}"
+            );
+            assert_eq!(p.histogram, stats.histogram, "{what} in threads");
+            assert_eq!(
+                ends,
+                (2 * nbytes, 2 * nbytes),
+                "{what} in threads: progress ends at the total"
+            );
+            *threaded += 1;
+        }
         let bytes = model.read(t).unwrap_or_else(|e| panic!("{what}: {e}"));
         if let Some(want) = sha.and_then(|m| m.get(&t.name)).and_then(Json::as_str) {
             assert_eq!(
@@ -135,9 +176,11 @@ fn stats_match_numpy_on_every_fixture_tensor() {
 
     let mut jobs = Vec::new();
     let mut list = Vec::new();
+    let mut threaded = 0;
     for (path, sha) in &files {
-        summarise(path, &bytes_dir, &mut jobs, &mut list, sha.as_ref());
+        summarise(path, &bytes_dir, &mut jobs, &mut list, sha.as_ref(), &mut threaded);
     }
+    assert!(threaded >= 200, "only {threaded} tensors went through stats_in_threads");
     let jobs_file = dir.join("jobs.json");
     std::fs::write(&jobs_file, serde_json::to_vec(&list).unwrap()).unwrap();
     let want = common::run_json(py, "stats_ref.py", &["ref", jobs_file.to_str().unwrap()]);
