@@ -567,7 +567,8 @@ export async function openTensor(name) {
     }
     bar.value = 1;
     const ms = performance.now() - t0;
-    $('t-progress-text').textContent = `statistics in ${ms.toFixed(0)} ms${t.nbytes >= 1 << 20 ? ` (${((2 * t.nbytes) / 1e6 / (ms / 1000)).toFixed(0)} MB/s over two passes)` : ''}`;
+    const workers = s.workers > 1 ? `, ${s.workers} Workers` : '';
+    $('t-progress-text').textContent = `statistics in ${ms.toFixed(0)} ms${t.nbytes >= 1 << 20 ? ` (${((2 * t.nbytes) / 1e6 / (ms / 1000)).toFixed(0)} MB/s over two passes${workers})` : ''}`;
     panel.dataset.statsState = 'done';
     drawHistogram();
   } catch (e) {
