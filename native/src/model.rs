@@ -567,7 +567,7 @@ impl Model {
         }
         let fetches: Vec<_> = parts
             .iter()
-            .map(|(s, r)| remote(*s).expect("runs are remote").fetch(r.clone()))
+            .map(|(s, r)| remote(*s).expect("runs are remote").fetch_chunks(r.clone()))
             .collect();
         let (tx, mut rx) = tokio::sync::mpsc::channel(opts.concurrency);
         let n = opts.concurrency;
@@ -580,7 +580,10 @@ impl Model {
                 }
             }
         });
-        let mut received: std::collections::VecDeque<(usize, bytes::Bytes)> = Default::default();
+        // Each part as the body chunks it arrived in; joined into one buffer only when a tensor
+        // inside it needs a contiguous view, and a tensor across parts is copied straight from
+        // the chunks: every byte is copied once on its way to `f` (none for a one-chunk part).
+        let mut received: std::collections::VecDeque<(usize, Vec<bytes::Bytes>)> = Default::default();
         let mut next = 0usize;
         let mut joined = Vec::new();
         for (t, e) in order {
@@ -618,11 +621,17 @@ impl Model {
             }
             let start = parts[a].1.start;
             let window: &[u8] = if a == b {
-                &received[0].1
+                let part = &mut received[0].1;
+                if part.len() > 1 {
+                    *part = vec![crate::remote::concat(std::mem::take(part))];
+                }
+                part.first().map_or(&[], |c| c)
             } else {
                 joined.clear();
                 for (_, p) in received.iter().take(b - a + 1) {
-                    joined.extend_from_slice(p);
+                    for c in p {
+                        joined.extend_from_slice(c);
+                    }
                 }
                 &joined
             };

@@ -475,6 +475,17 @@ impl RemoteSource {
     /// Fetches `range` (one request), checked against the pinned length and ETag.
     pub(crate) fn fetch(&self, range: Range<u64>) -> impl Future<Output = Result<Bytes, SourceError>> + Send + 'static {
         let inner = self.inner.clone();
+        async move { inner.fetch(range).await.map(concat) }
+    }
+
+    /// [`RemoteSource::fetch`] without joining the body's chunks (as the HTTP client received
+    /// them, in order, `range.end - range.start` bytes in all): a caller that copies the bytes
+    /// somewhere anyway copies them once instead of twice.
+    pub(crate) fn fetch_chunks(
+        &self,
+        range: Range<u64>,
+    ) -> impl Future<Output = Result<Vec<Bytes>, SourceError>> + Send + 'static {
+        let inner = self.inner.clone();
         async move { inner.fetch(range).await }
     }
 
@@ -506,8 +517,22 @@ impl RemoteSource {
     }
 }
 
+/// The chunks of a body as one buffer: the chunk itself when there is one (no copy).
+pub(crate) fn concat(mut chunks: Vec<Bytes>) -> Bytes {
+    if chunks.len() == 1 {
+        return chunks.pop().unwrap_or_default();
+    }
+    let mut out = Vec::with_capacity(chunks.iter().map(Bytes::len).sum());
+    for c in &chunks {
+        out.extend_from_slice(c);
+    }
+    out.into()
+}
+
 impl Inner {
-    async fn fetch(self: Arc<Self>, range: Range<u64>) -> Result<Bytes, SourceError> {
+    /// One ranged `GET`, checked against the length and ETag seen at open and the range asked
+    /// for; the body's chunks as received.
+    async fn fetch(self: Arc<Self>, range: Range<u64>) -> Result<Vec<Bytes>, SourceError> {
         let url = &self.url;
         let want = range.end - range.start;
         let opts = GetOptions {
@@ -545,19 +570,25 @@ impl Inner {
                 format!("asked for bytes {range:?}, the server sent {:?}", r.range),
             ));
         }
-        let body = r.bytes().await.map_err(|e| store_error(url, e))?;
-        self.store.counters.add(body.len() as u64);
-        if body.len() as u64 != want {
+        let mut body = r.into_stream();
+        let mut chunks = Vec::new();
+        let mut got = 0u64;
+        while let Some(c) = body.next().await {
+            let c = c.map_err(|e| store_error(url, e))?;
+            got += c.len() as u64;
+            if got > want {
+                break;
+            }
+            chunks.push(c);
+        }
+        self.store.counters.add(got);
+        if got != want {
             return Err(io(
                 url,
-                format!(
-                    "asked for {want} bytes at offset {}, received {}",
-                    range.start,
-                    body.len()
-                ),
+                format!("asked for {want} bytes at offset {}, received {got}", range.start),
             ));
         }
-        Ok(body)
+        Ok(chunks)
     }
 }
 
