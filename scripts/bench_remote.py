@@ -15,12 +15,17 @@ Also what listing costs (requests and bytes of `remote_read --list`) for one sha
 
     bash tests/python/setup_s3_venv.sh
     cargo build --release -p tensorlane --example remote_read
-    tests/.venv-s3/bin/python scripts/bench_remote.py [--gb 1.0] [--shards 4] [--repeat 3] [--server moto|s3s]
+    tests/.venv-s3/bin/python scripts/bench_remote.py [--gb 1.0] [--shards 4] [--repeat 3] [--server moto|s3s|nginx]
 
 The server: `moto` (moto_server from the venv, SigV4 checked; Python, about 14 MB/s here, so it
-bounds every path), or `s3s` (s3s-fs from crates.io, a Rust S3 server over a folder, SigV4 checked
+bounds every path), `s3s` (s3s-fs from crates.io, a Rust S3 server over a folder, SigV4 checked
 with the access key given on its command line: `cargo install s3s-fs --version 0.14.1 --features
-binary --locked`).
+binary --locked`; it streams objects in 4 KiB reads, about 0.5 GB/s here, so it bounds every path
+too), or `nginx` (Debian's nginx serving the bucket folder: the read side of S3 for an anonymous,
+public bucket -- path-style `GetObject`/`HeadObject` with `Range`, `ETag`, no signature -- as a
+CDN or an R2/S3 public bucket serves it; the one server here faster than a client, which is what
+S3 itself is. Both clients read unsigned: boto3 with `UNSIGNED`, tensorlane with
+`AWS_SKIP_SIGNATURE=true`. The set is written into the folder instead of uploaded).
 
 The set is generated (random f16 tensors of 16 MiB) in a temporary folder and removed afterwards.
 Prints a Markdown table (median of --repeat runs; each path reads every byte every run).
@@ -40,11 +45,34 @@ import time
 import boto3
 import numpy as np
 from boto3.s3.transfer import TransferConfig
+from botocore import UNSIGNED
 from botocore.config import Config
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# nginx as Debian ships it for static files (as in scripts/bench_serve.sh), over the bucket folder:
+# `GET /bench/set/x.safetensors` is path-style S3 `GetObject` of bucket `bench`, key `set/x...`.
+NGINX_CONF = """worker_processes auto;
+pid {work}/nginx.pid;
+error_log {work}/nginx-error.log;
+daemon off;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 1000000;
+  client_body_temp_path {work}/tmp; proxy_temp_path {work}/tmp; fastcgi_temp_path {work}/tmp;
+  uwsgi_temp_path {work}/tmp; scgi_temp_path {work}/tmp;
+  server {{
+    listen 127.0.0.1:{port};
+    root {root};
+  }}
+}}
+"""
 
 
 def free_port():
@@ -86,7 +114,7 @@ def main():
     ap.add_argument("--gb", type=float, default=1.0)
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--server", choices=["moto", "s3s"], default="moto")
+    ap.add_argument("--server", choices=["moto", "s3s", "nginx"], default="moto")
     ap.add_argument("--exe", default=os.path.join(ROOT, "target/release/examples/remote_read"),
                     help="the remote_read example binary (default: the release build)")
     args = ap.parse_args()
@@ -100,6 +128,18 @@ def main():
     if args.server == "moto":
         moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
         cmd = [moto, "-H", "127.0.0.1", "-p", str(port)]
+    elif args.server == "nginx":
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        if not os.path.exists(nginx):
+            sys.exit("nginx is missing: apt-get install nginx-light (scripts/setup.sh installs it)")
+        root = os.path.join(work, "bucket-root")
+        os.makedirs(os.path.join(root, "bench"))
+        os.makedirs(os.path.join(work, "tmp"))
+        # nginx started as root serves as `nobody`: the folders must be readable by others.
+        os.chmod(work, 0o755)
+        with open(os.path.join(work, "nginx.conf"), "w") as f:
+            f.write(NGINX_CONF.format(work=work, port=port, root=root))
+        cmd = [nginx, "-p", work, "-c", os.path.join(work, "nginx.conf")]
     else:
         s3s = shutil.which("s3s-fs") or os.path.expanduser("~/.cargo/bin/s3s-fs")
         if not os.path.exists(s3s):
@@ -124,13 +164,28 @@ def main():
         if args.server == "moto":
             creds = json.loads(subprocess.check_output(
                 [sys.executable, os.path.join(ROOT, "tests/python/s3_setup.py"), endpoint, "bench"]))
-        else:
+        elif args.server == "s3s":
             creds = s3s_creds
-        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                          aws_access_key_id=creds["key_id"], aws_secret_access_key=creds["secret"],
-                          config=Config(s3={"addressing_style": "path"}, max_pool_connections=32))
+        else:
+            creds = None
+        if creds:
+            s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                              aws_access_key_id=creds["key_id"], aws_secret_access_key=creds["secret"],
+                              config=Config(s3={"addressing_style": "path"}, max_pool_connections=32))
+        else:
+            s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                              config=Config(s3={"addressing_style": "path"}, max_pool_connections=32,
+                                            signature_version=UNSIGNED))
         if args.server == "s3s":
             s3.create_bucket(Bucket="bench")
+
+        def put_file(path, key):
+            if creds:
+                s3.upload_file(path, "bench", key, Config=TransferConfig(multipart_chunksize=64 << 20))
+            else:
+                dest = os.path.join(root, "bench", key)
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                shutil.copyfile(path, dest)
 
         # The set: args.shards shards of f16 tensors of 16 MiB, written, uploaded, deleted locally.
         tensor_bytes = 16 << 20
@@ -146,17 +201,22 @@ def main():
             total += sum(t.nbytes for t in tensors.values())
             for k in tensors:
                 weight_map[k] = name
-            s3.upload_file(path, "bench", f"set/{name}",
-                           Config=TransferConfig(multipart_chunksize=64 << 20))
+            put_file(path, f"set/{name}")
             os.remove(path)
             names.append(name)
         index = json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}).encode()
-        s3.put_object(Bucket="bench", Key="set/model.safetensors.index.json", Body=index)
+        index_path = os.path.join(work, "model.safetensors.index.json")
+        with open(index_path, "wb") as f:
+            f.write(index)
+        put_file(index_path, "set/model.safetensors.index.json")
         sizes = {n: s3.head_object(Bucket="bench", Key=f"set/{n}")["ContentLength"] for n in names}
         wire = sum(sizes.values())
 
-        env = dict(os.environ, AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID=creds["key_id"],
-                   AWS_SECRET_ACCESS_KEY=creds["secret"], AWS_REGION="us-east-1", AWS_ALLOW_HTTP="true")
+        env = dict(os.environ, AWS_ENDPOINT_URL=endpoint, AWS_REGION="us-east-1", AWS_ALLOW_HTTP="true")
+        if creds:
+            env.update(AWS_ACCESS_KEY_ID=creds["key_id"], AWS_SECRET_ACCESS_KEY=creds["secret"])
+        else:
+            env["AWS_SKIP_SIGNATURE"] = "true"
 
         def tensorlane():
             out = subprocess.check_output([exe, "s3://bench/set/model.safetensors.index.json"], env=env)
@@ -224,7 +284,7 @@ def main():
 
         # Listing.
         gguf = os.path.join(ROOT, "tests/data/fixtures/gguf/tiny-llama.gguf")
-        s3.upload_file(gguf, "bench", "gguf/tiny-llama.gguf")
+        put_file(gguf, "gguf/tiny-llama.gguf")
         print("\n| listing | requests | bytes |")
         print("| --- | ---: | ---: |")
         for label, key in [(f"one shard ({sizes[names[0]] / 1e6:.0f} MB)", f"set/{names[0]}"),
@@ -233,8 +293,13 @@ def main():
             r = json.loads(subprocess.check_output([exe, f"s3://bench/{key}", "--list"], env=env))
             print(f"| {label} | {r['requests']} | {r['wire_bytes']} |")
     finally:
-        server.kill()
-        server.wait()
+        # SIGTERM, not SIGKILL: nginx's master then stops its workers too.
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
         shutil.rmtree(work, ignore_errors=True)
 
 

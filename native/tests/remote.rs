@@ -457,6 +457,37 @@ fn s3_through_faults_gives_the_right_bytes_or_a_clear_error() {
     }
 }
 
+/// A public bucket: anonymous, unsigned S3 `GetObject`s (`skip_signature`), path-style, against a
+/// server no one here wrote. nginx over `tests/data` answers `GET /fixtures/KEY` with `Range` and
+/// `ETag` as S3 does for a public object, so `s3://fixtures/KEY` must read like the local file.
+#[test]
+fn s3_public_bucket_reads_unsigned_from_nginx() {
+    let fixtures = common::data("fixtures");
+    let Some(nginx) = Nginx::start(fixtures.parent().unwrap()) else {
+        return;
+    };
+    let o = RemoteOptions {
+        part_size: 4096,
+        concurrency: 4,
+        small_read: 1024,
+        options: [
+            ("aws_endpoint", nginx.base.as_str()),
+            ("aws_region", "us-east-1"),
+            ("aws_skip_signature", "true"),
+            ("aws_virtual_hosted_style_request", "false"),
+            ("allow_http", "true"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .to_vec(),
+        ..Default::default()
+    };
+    for rel in common::files_under(&fixtures) {
+        compare(&fixtures, &rel, &format!("s3://fixtures/{}", rel_str(&rel)), &o);
+    }
+    let e = RemoteSource::open("s3://fixtures/nope.gguf", &o).unwrap_err();
+    assert!(e.to_string().contains("nope.gguf"), "{e}");
+}
+
 #[test]
 fn http_source_reads_fixtures_from_nginx() {
     let fixtures = common::data("fixtures");
