@@ -583,9 +583,14 @@ impl Inner {
         }
         self.store.counters.add(got);
         if got != want {
+            let received = if got > want {
+                format!("more than {want}")
+            } else {
+                got.to_string()
+            };
             return Err(io(
                 url,
-                format!("asked for {want} bytes at offset {}, received {got}", range.start),
+                format!("asked for {want} bytes at offset {}, received {received}", range.start),
             ));
         }
         Ok(chunks)
