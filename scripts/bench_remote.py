@@ -168,14 +168,10 @@ def main():
             creds = s3s_creds
         else:
             creds = None
-        if creds:
-            s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                              aws_access_key_id=creds["key_id"], aws_secret_access_key=creds["secret"],
-                              config=Config(s3={"addressing_style": "path"}, max_pool_connections=32))
-        else:
-            s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                              config=Config(s3={"addressing_style": "path"}, max_pool_connections=32,
-                                            signature_version=UNSIGNED))
+        keys = dict(aws_access_key_id=creds["key_id"], aws_secret_access_key=creds["secret"]) if creds else {}
+        unsigned = {} if creds else {"signature_version": UNSIGNED}
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **keys,
+                          config=Config(s3={"addressing_style": "path"}, max_pool_connections=32, **unsigned))
         if args.server == "s3s":
             s3.create_bucket(Bucket="bench")
 

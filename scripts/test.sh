@@ -11,6 +11,8 @@ step() { printf '\n== %s\n' "$*"; }
 step "install what is missing"
 bash scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$PWD/node_modules/.bin:$PATH"
+# One full build: incremental caches would only take disk (1.2 GB of it; a CI machine ran out).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # Mesa complains on every Vulkan instance without a runtime dir.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 
