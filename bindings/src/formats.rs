@@ -630,6 +630,31 @@ fn storage_json(t: &TensorInfo, sources: &[String]) -> J {
         }),
         Storage::Inline(b) => json!({ "kind": "inline", "length": b.len() }),
         Storage::Hdf5Chunked(c) => json!({ "kind": "chunked", "source": name(&c.source) }),
+        Storage::Encoded {
+            source,
+            offset,
+            len,
+            decoded,
+            codec,
+        } => json!({
+            "kind": "encoded", "source": name(source), "offset": offset, "length": len,
+            "decoded": decoded, "codec": codec.name(),
+        }),
+        Storage::Parts(p) => json!({
+            "kind": "parts",
+            "layout": p.layout,
+            "parts": p.parts.iter().map(|part| {
+                let mut j = json!({
+                    "name": part.name,
+                    "dtype": part.ty.map(|t| t.name()).unwrap_or(part.type_name.as_str()),
+                    "type": part.type_name,
+                    "length": part.len,
+                });
+                let s = TensorInfo { storage: part.storage.clone(), ..t.clone() };
+                j["storage"] = storage_json(&s, sources);
+                j
+            }).collect::<Vec<_>>(),
+        }),
     }
 }
 

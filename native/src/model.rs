@@ -18,10 +18,15 @@
 //! [`TensorInfo::is_zero_copy`]; [`Model::dequantize`] turns ggml blocks into f32;
 //! [`Model::stats`] summarises a tensor ([`tensorlane_core::stats`]).
 //!
-//! `.zt` and Tenso files are not models in this sense: the `.zt` reader
-//! ([`tensorlane_core::zt::reader::Reader`], in the CLI through its `zt_tools`) knows their
-//! layouts, parts, shards and digests, which a [`Catalog`] cannot express. [`Model::open`]
-//! refuses them with a message that says so.
+//! `.zt` v2 (with its shards), legacy `.zt` v1.2/v0.1 and Tenso packet files open the same way
+//! ([`formats::zt`], [`formats::tenso`]): what only they have — a `.zt` object's layout and parts,
+//! part digests, attributes — is in each tensor's attributes and in [`Catalog::checks`]; tensors
+//! stored as several parts ([`formats::Storage::Parts`]: sparse, group-quantized) are read part by
+//! part ([`Model::read_part`]). A `.zt` shard is found next to the root as `<stem>-<name>.zt`,
+//! `<name>` or `<name>.zt` ([`formats::zt::shard_candidates`]) and checked against the root's
+//! shard table (exact size, container frame); a shard that is not there leaves the root readable
+//! (its tensors fail with [`ErrorKind::Companion`] when read) and is named in
+//! [`Model::warnings`].
 //!
 //! Errors are [`crate::Error::Format`]: the core's [`FormatError`], which names the format, the
 //! tensor, the byte offset and the kind of problem ([`ErrorKind`]).
@@ -102,10 +107,13 @@ pub struct Model {
     sources: Vec<Source>,
     /// The resolved path of each source.
     paths: Vec<PathBuf>,
+    /// Sources that were not found (a `.zt` shard missing next to its root), with why.
+    missing: Vec<(usize, String)>,
     options: ModelOptions,
 }
 
-/// Whether `format` is one [`Model`] reads (a foreign model format, not `.zt` or Tenso).
+/// Whether `format` is a foreign model format (not the project's own `.zt` or Tenso, which
+/// [`Model`] reads as well).
 pub fn is_model_format(format: Format) -> bool {
     matches!(
         format,
@@ -304,6 +312,53 @@ impl Companions {
     }
 }
 
+/// Resolves the shards of a `.zt` v2 root: each of [`Catalog::sources`] (a shard name) becomes the
+/// first of [`formats::zt::shard_candidates`] that exists next to the root, and is checked against
+/// the root's shard table ([`tensorlane_core::zt::reader::Reader::with_shard`]: exact size, a
+/// valid container frame). A shard that is not found is returned (index, message) instead.
+fn zt_shards(
+    path: &Path,
+    root: &Source,
+    catalog: &mut Catalog,
+    companions: &mut Companions,
+) -> Result<Vec<(usize, String)>, FormatError> {
+    use tensorlane_core::zt::reader::Reader;
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut missing = Vec::new();
+    let mut found = Vec::new();
+    for k in 1..catalog.sources.len() {
+        let shard = catalog.sources[k].clone();
+        let candidates = formats::zt::shard_candidates(&file_name, &shard);
+        match candidates.iter().find(|c| companions.get(c).is_ok()) {
+            Some(rel) => {
+                found.push((shard, rel.clone()));
+                catalog.sources[k] = rel.clone();
+            }
+            None => missing.push((
+                k,
+                format!(
+                    "shard {shard:?} of {}: no file found next to it (looked for {}); its tensors cannot be read",
+                    path.display(),
+                    candidates.join(", ")
+                ),
+            )),
+        }
+    }
+    let mut reader = Reader::open(root).map_err(formats::zt::error)?;
+    for (shard, rel) in &found {
+        let (p, src) = &companions.opened[rel];
+        reader = reader.with_shard(shard, src).map_err(|e| {
+            let mut e = formats::zt::error(e);
+            e.message = format!("{} (file {})", e.message, p.display());
+            e
+        })?;
+    }
+    Ok(missing)
+}
+
 impl Model {
     /// Opens the model file at `path` and every companion file it names (see the module docs).
     /// `path` may be a URL (feature `remote`: `s3://`, `gs://`, `az://`, `http(s)://`), opened with
@@ -350,18 +405,7 @@ impl Model {
             parsed: HashMap::new(),
             mmap: options.mmap,
         };
-        let catalog = match format {
-            f if !is_model_format(f) => {
-                return Err(FormatError::new(
-                    name,
-                    ErrorKind::Unsupported,
-                    format!(
-                        "{} is a {name} file, read by the .zt / Tenso readers (`tensorlane inspect` picks them), not \
-                         as a foreign model format",
-                        path.display()
-                    ),
-                ));
-            }
+        let mut catalog = match format {
             Format::SafetensorsIndex => {
                 // The shards are named by the index: remote ones are all opened at once first.
                 let companions = std::cell::RefCell::new(&mut companions);
@@ -378,22 +422,70 @@ impl Model {
             }
             other => formats::open_as(other, &root)?,
         };
+        let mut missing = Vec::new();
+        if format == Format::Zt {
+            missing = zt_shards(path, &root, &mut catalog, &mut companions)?;
+        }
         let mut sources = vec![root];
         let mut paths = vec![path.to_path_buf()];
-        for rel in catalog.sources.iter().skip(1) {
+        for (k, rel) in catalog.sources.iter().enumerate().skip(1) {
+            if missing.iter().any(|(m, _)| *m == k) {
+                paths.push(PathBuf::from(rel));
+                sources.push(Source::Mapped(crate::source::MmapSource::empty()));
+                continue;
+            }
             let (p, s) = companions.get(rel)?;
             paths.push(p.clone());
             sources.push(s.clone());
         }
-        let sizes: Vec<u64> = sources.iter().map(ReadAt::size).collect();
+        let mut sizes: Vec<u64> = sources.iter().map(ReadAt::size).collect();
+        for (k, _) in &missing {
+            sizes[*k] = u64::MAX;
+        }
         catalog.check_ranges(&sizes)?;
         Ok(Model {
             path: path.to_path_buf(),
             catalog,
             sources,
             paths,
+            missing,
             options,
         })
+    }
+
+    /// What was noticed while opening and did not stop it: a `.zt` shard not found next to its
+    /// root (its tensors fail when read).
+    pub fn warnings(&self) -> Vec<String> {
+        self.missing.iter().map(|(_, w)| w.clone()).collect()
+    }
+
+    /// A [`ErrorKind::Companion`] error when `t` reads from a source that was not found.
+    fn check_present(&self, t: &TensorInfo) -> Result<(), FormatError> {
+        for (source, _, _) in t.storage.stored_ranges() {
+            if let Some((_, why)) = self.missing.iter().find(|(k, _)| *k == source) {
+                return Err(
+                    FormatError::new(self.catalog.format.name(), ErrorKind::Companion, why.clone())
+                        .tensor(t.name.clone()),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The bytes of part `part` of a tensor stored as several parts ([`formats::Storage::Parts`]:
+    /// a `.zt` sparse or group-quantized object, a Tenso sparse or quantized packet), decoded and
+    /// checked like [`read`](Self::read), under the same limits.
+    pub fn read_part(&self, t: &TensorInfo, part: &str) -> Result<Cow<'_, [u8]>, Error> {
+        self.check_present(t)?;
+        let refs: Vec<&Source> = self.sources.iter().collect();
+        Ok(formats::read_part(
+            self.catalog.format.name(),
+            t,
+            part,
+            &refs,
+            &self.catalog.checks,
+            &self.options.limits,
+        )?)
     }
 
     /// The options the model was opened with.
@@ -436,6 +528,7 @@ impl Model {
     /// allocated; a zip member's CRC-32 and an ONNX external file's SHA-1 are checked where the
     /// tensor covers the checked range ([`formats::read_limited`]).
     pub fn read(&self, t: &TensorInfo) -> Result<Cow<'_, [u8]>, Error> {
+        self.check_present(t)?;
         let refs: Vec<&Source> = self.sources.iter().collect();
         Ok(formats::read_limited(
             self.catalog.format.name(),
@@ -456,6 +549,7 @@ impl Model {
         chunk: usize,
         sink: &mut dyn FnMut(&[u8]) -> Result<(), FormatError>,
     ) -> Result<(), Error> {
+        self.check_present(t)?;
         let refs: Vec<&Source> = self.sources.iter().collect();
         Ok(formats::read_chunks(
             self.catalog.format.name(),
@@ -476,12 +570,24 @@ impl Model {
         let format = self.catalog.format.name();
         let mut out = ModelVerify::default();
         for c in &self.catalog.checks {
+            if let Some((_, why)) = self.missing.iter().find(|(k, _)| *k == c.source) {
+                return Err(FormatError::new(format, ErrorKind::Companion, format!("{}: {why}", c.what)).into());
+            }
             formats::check_integrity(format, c, &refs)?;
             out.checks += 1;
         }
         let total: u64 = self.catalog.tensors.iter().filter_map(TensorInfo::nbytes).sum();
         let mut done = 0u64;
         for t in &self.catalog.tensors {
+            if let formats::Storage::Parts(p) = &t.storage {
+                for part in &p.parts {
+                    let bytes = self.read_part(t, &part.name)?;
+                    done += bytes.len() as u64;
+                    progress(done, total);
+                }
+                out.tensors += 1;
+                continue;
+            }
             self.read_chunks(t, 1 << 20, &mut |p| {
                 done += p.len() as u64;
                 progress(done, total);

@@ -33,6 +33,11 @@ impl MmapSource {
         })
     }
 
+    /// A source of no bytes (what stands in for a file that is not there).
+    pub fn empty() -> Self {
+        MmapSource { map: None }
+    }
+
     /// The whole file's bytes.
     pub fn bytes(&self) -> &[u8] {
         self.map.as_deref().map_or(&[], |m| &m[..])

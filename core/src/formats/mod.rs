@@ -21,6 +21,7 @@
 use alloc::borrow::Cow;
 use alloc::boxed::Box;
 use alloc::string::{String, ToString};
+use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -39,7 +40,9 @@ pub mod pickle;
 pub mod protobuf;
 pub mod pt;
 pub mod safetensors;
+pub mod tenso;
 pub mod zip;
+pub mod zt;
 
 /// The deepest nesting any parser follows (JSON, pickle, protobuf messages, HDF5 groups).
 pub const MAX_DEPTH: usize = 64;
@@ -169,6 +172,73 @@ pub enum Storage {
     Inline(Vec<u8>),
     /// An HDF5 chunked dataset: chunks are found and unfiltered when the tensor is read.
     Hdf5Chunked(Box<hdf5::Chunked>),
+    /// Bytes `offset..offset + len` of source `source`, stored under `codec`, that decode to
+    /// `decoded` bytes (a `.zt` part under `zt.zstd-seekable/1`, a legacy `.zt` zstd component,
+    /// an LZ4-compressed Tenso body). Decoding never produces more than `decoded` bytes.
+    Encoded {
+        /// Index into [`Catalog::sources`].
+        source: usize,
+        /// Absolute byte offset of the stored bytes.
+        offset: u64,
+        /// Stored (encoded) length.
+        len: u64,
+        /// Declared decoded length (checked while decoding).
+        decoded: u64,
+        /// How the stored bytes are encoded.
+        codec: Codec,
+    },
+    /// An object that is not one array of elements but several parts under a layout (`.zt`
+    /// sparse, group-quantized, MX and unknown layouts; Tenso sparse and quantized packets). The
+    /// tensor's type and shape are its logical ones; [`read`] refuses it, naming the layout, and
+    /// [`read_part`] reads one part.
+    Parts(Box<Parts>),
+}
+
+/// How [`Storage::Encoded`] bytes are encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    /// `.zt` v2 `zt.zstd-seekable/1`: zstd frames with a seek table, decoded frame by frame.
+    ZstdSeekable,
+    /// One zstd stream (a legacy `.zt` component).
+    Zstd,
+    /// An LZ4 frame (a Tenso body with the LZ4 flag).
+    Lz4Frame,
+}
+
+impl Codec {
+    /// The name files and JSON use: `zt.zstd-seekable/1`, `zstd`, `lz4`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::ZstdSeekable => crate::zt::format::ENCODING_ZSTD_SEEKABLE,
+            Codec::Zstd => "zstd",
+            Codec::Lz4Frame => "lz4",
+        }
+    }
+}
+
+/// The parts of a [`Storage::Parts`] tensor and the layout that gives them meaning.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parts {
+    /// The layout id (`zt.sparse_csr/1`, `zt.quant_group/1`, `tenso.sparse_coo`, ...).
+    pub layout: String,
+    /// The parts, in the order the file lists them.
+    pub parts: Vec<Part>,
+}
+
+/// One part of a [`Parts`] tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Part {
+    /// The part's name (`data`, `indptr`, `values`, `scale`, ...).
+    pub name: String,
+    /// The element type, when this reader interprets it (`None`: a logical type it does not know;
+    /// the bytes are still readable).
+    pub ty: Option<ElementType>,
+    /// The type as the file names it (`f32`, `u64`, `my.custom/1`, ...).
+    pub type_name: String,
+    /// Decoded length in bytes.
+    pub len: u64,
+    /// Where the bytes are ([`Storage::Range`] or [`Storage::Encoded`]).
+    pub storage: Storage,
 }
 
 /// A strided view into the stored elements (PyTorch views, Fortran order).
@@ -270,6 +340,9 @@ pub struct Check {
     pub digest: Digest,
     /// What the range is, for messages (`zip member 'arr_0.npy'`, `external data of 'w'`).
     pub what: String,
+    /// `None`: the digest is over the stored bytes of the range. `Some((codec, n))`: over the `n`
+    /// bytes they decode to (a `.zt` part digest under an encoding).
+    pub decoded: Option<(Codec, u64)>,
 }
 
 impl Check {
@@ -294,6 +367,26 @@ pub enum Digest {
     Crc32(u32),
     /// SHA-1 (as ONNX external data's `checksum` key gives it, in hex).
     Sha1([u8; 20]),
+    /// XXH3-64, seed 0 (Tenso footers, `.zt` `xxh3:` digests).
+    Xxh3(u64),
+    /// SHA-256 (`.zt` and legacy `.zt` `sha256:` digests).
+    Sha256([u8; 32]),
+    /// CRC-32C, Castagnoli (legacy `.zt` `crc32c:` digests).
+    Crc32c(u32),
+}
+
+impl Digest {
+    /// The digest as a file would print it: `crc32:0123abcd`, `sha1:<hex>`, `xxh3:<16 hex>`,
+    /// `sha256:<hex>`, `crc32c:0x0123ABCD`.
+    pub fn display(&self) -> String {
+        match self {
+            Digest::Crc32(v) => alloc::format!("crc32:{v:08x}"),
+            Digest::Sha1(v) => alloc::format!("sha1:{}", hex(v)),
+            Digest::Xxh3(v) => alloc::format!("xxh3:{v:016x}"),
+            Digest::Sha256(v) => alloc::format!("sha256:{}", hex(v)),
+            Digest::Crc32c(v) => alloc::format!("crc32c:0x{v:08X}"),
+        }
+    }
 }
 
 /// The largest tensor [`read`] (and [`ReadLimits::default`]) materialises in memory: 4 GiB, the
@@ -417,11 +510,14 @@ impl Catalog {
                 .tensor(t.name));
             }
             let source = match &mut t.storage {
-                Storage::Range { source, .. } | Storage::Deflate { source, .. } => Some(source),
-                Storage::Hdf5Chunked(c) => Some(&mut c.source),
-                Storage::Inline(_) => None,
+                Storage::Range { source, .. } | Storage::Deflate { source, .. } | Storage::Encoded { source, .. } => {
+                    vec![source]
+                }
+                Storage::Hdf5Chunked(c) => vec![&mut c.source],
+                Storage::Inline(_) => Vec::new(),
+                Storage::Parts(p) => p.parts.iter_mut().filter_map(|p| p.storage.source_mut()).collect(),
             };
-            if let Some(s) = source {
+            for s in source {
                 *s = *map.get(*s).ok_or_else(|| {
                     FormatError::new(
                         format,
@@ -441,40 +537,79 @@ impl Catalog {
     pub fn check_ranges(&self, sizes: &[u64]) -> Result<(), FormatError> {
         let format = self.format.name();
         for t in &self.tensors {
-            let (source, offset, len) = match &t.storage {
-                Storage::Range { source, offset, len } => (*source, *offset, *len),
-                Storage::Deflate {
-                    source,
-                    offset,
-                    compressed,
-                    ..
-                } => (*source, *offset, *compressed),
-                _ => continue,
-            };
-            let size = *sizes.get(source).ok_or_else(|| {
-                FormatError::new(
-                    format,
-                    ErrorKind::Companion,
-                    alloc::format!("no size given for source #{source}"),
-                )
-                .tensor(t.name.clone())
-            })?;
-            if offset.checked_add(len).is_none_or(|end| end > size) {
-                let file = if source == 0 {
-                    "the file"
-                } else {
-                    self.sources[source].as_str()
-                };
-                return Err(FormatError::new(
-                    format,
-                    ErrorKind::OutOfBounds,
-                    alloc::format!("its bytes [{offset}, {offset}+{len}) run past the end of {file} ({size} bytes)"),
-                )
-                .tensor(t.name.clone())
-                .at(offset));
+            for (source, offset, len) in t.storage.stored_ranges() {
+                let size = *sizes.get(source).ok_or_else(|| {
+                    FormatError::new(
+                        format,
+                        ErrorKind::Companion,
+                        alloc::format!("no size given for source #{source}"),
+                    )
+                    .tensor(t.name.clone())
+                })?;
+                if offset.checked_add(len).is_none_or(|end| end > size) {
+                    let file = if source == 0 {
+                        "the file"
+                    } else {
+                        self.sources[source].as_str()
+                    };
+                    return Err(FormatError::new(
+                        format,
+                        ErrorKind::OutOfBounds,
+                        alloc::format!(
+                            "its bytes [{offset}, {offset}+{len}) run past the end of {file} ({size} bytes)"
+                        ),
+                    )
+                    .tensor(t.name.clone())
+                    .at(offset));
+                }
             }
         }
         Ok(())
+    }
+}
+
+impl Storage {
+    /// The source index this storage reads from, when it reads from one source.
+    fn source_mut(&mut self) -> Option<&mut usize> {
+        match self {
+            Storage::Range { source, .. } | Storage::Deflate { source, .. } | Storage::Encoded { source, .. } => {
+                Some(source)
+            }
+            Storage::Hdf5Chunked(c) => Some(&mut c.source),
+            Storage::Inline(_) | Storage::Parts(_) => None,
+        }
+    }
+
+    /// The stored byte ranges `(source, offset, len)` this storage reads whole (a range, a
+    /// deflated or encoded stream, every part of a [`Storage::Parts`]); HDF5 chunks are found
+    /// when read and inline bytes need none.
+    pub fn stored_ranges(&self) -> Vec<(usize, u64, u64)> {
+        match self {
+            Storage::Range { source, offset, len }
+            | Storage::Encoded {
+                source, offset, len, ..
+            } => {
+                vec![(*source, *offset, *len)]
+            }
+            Storage::Deflate {
+                source,
+                offset,
+                compressed,
+                ..
+            } => vec![(*source, *offset, *compressed)],
+            Storage::Parts(p) => p.parts.iter().flat_map(|p| p.storage.stored_ranges()).collect(),
+            Storage::Inline(_) | Storage::Hdf5Chunked(_) => Vec::new(),
+        }
+    }
+
+    /// The stored bytes this storage holds or points at (what crosses a link when the tensor is
+    /// moved as stored): a range's length, a compressed stream's, the sum over parts.
+    pub fn stored_len(&self) -> Option<u64> {
+        match self {
+            Storage::Inline(b) => Some(b.len() as u64),
+            Storage::Hdf5Chunked(_) => None,
+            _ => self.stored_ranges().iter().try_fold(0u64, |a, r| a.checked_add(r.2)),
+        }
     }
 }
 
@@ -679,14 +814,9 @@ pub fn open_as<S: ReadAt + ?Sized>(format: Format, src: &S) -> Result<Catalog, F
         Format::Npz => npy::open_npz(src),
         Format::Onnx => onnx::open(src),
         Format::Hdf5 => hdf5::open(src),
-        other => Err(FormatError::new(
-            "formats",
-            ErrorKind::Unsupported,
-            alloc::format!(
-                "{} files are read by their own reader, not as a model format",
-                other.name()
-            ),
-        )),
+        Format::Zt => zt::open(src),
+        Format::ZtV1 | Format::ZtV0 => zt::open_legacy(src),
+        Format::Tenso => tenso::open(src),
     }
 }
 
@@ -760,6 +890,7 @@ pub fn whole_read_bytes(t: &TensorInfo) -> Option<u64> {
     Some(match (&t.storage, &t.arrangement.view) {
         (Storage::Deflate { inflated, .. }, _) => want.max(*inflated),
         (Storage::Range { len, .. }, Some(_)) => want.saturating_add(*len),
+        (Storage::Encoded { len, decoded, .. }, _) => want.max(*decoded).saturating_add(*len),
         _ => want,
     })
 }
@@ -769,7 +900,8 @@ pub fn whole_read_bytes(t: &TensorInfo) -> Option<u64> {
 fn covering(checks: &[Check], source: usize, offset: u64, len: u64, size: u64) -> Option<&Check> {
     checks.iter().find(|c| {
         let clen = c.len_in(size);
-        c.source == source
+        c.decoded.is_none()
+            && c.source == source
             && c.offset <= offset
             && offset
                 .checked_add(len)
@@ -782,19 +914,31 @@ fn covering(checks: &[Check], source: usize, offset: u64, len: u64, size: u64) -
 enum Running {
     Crc32(crc32fast::Hasher),
     Sha1(sha1_smol::Sha1),
+    Xxh3(Box<xxhash_rust::xxh3::Xxh3>),
+    Sha256(sha2::Sha256),
+    Crc32c(crc::Digest<'static, u32>),
 }
+
+/// CRC-32C (Castagnoli), as legacy `.zt` digests use it.
+static CASTAGNOLI: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 
 impl Running {
     fn new(d: &Digest) -> Running {
         match d {
             Digest::Crc32(_) => Running::Crc32(crc32fast::Hasher::new()),
             Digest::Sha1(_) => Running::Sha1(sha1_smol::Sha1::new()),
+            Digest::Xxh3(_) => Running::Xxh3(Box::new(xxhash_rust::xxh3::Xxh3::new())),
+            Digest::Sha256(_) => Running::Sha256(<sha2::Sha256 as sha2::Digest>::new()),
+            Digest::Crc32c(_) => Running::Crc32c(CASTAGNOLI.digest()),
         }
     }
     fn update(&mut self, b: &[u8]) {
         match self {
             Running::Crc32(h) => h.update(b),
             Running::Sha1(h) => h.update(b),
+            Running::Xxh3(h) => h.update(b),
+            Running::Sha256(h) => sha2::Digest::update(h, b),
+            Running::Crc32c(h) => h.update(b),
         }
     }
     /// Compares with the declared digest of `c`.
@@ -802,6 +946,9 @@ impl Running {
         let got = match self {
             Running::Crc32(h) => Digest::Crc32(h.finalize()),
             Running::Sha1(h) => Digest::Sha1(h.digest().bytes()),
+            Running::Xxh3(h) => Digest::Xxh3(h.digest()),
+            Running::Sha256(h) => Digest::Sha256(sha2::Digest::finalize(h).into()),
+            Running::Crc32c(h) => Digest::Crc32c(h.finalize()),
         };
         if got == c.digest {
             return Ok(());
@@ -809,13 +956,18 @@ impl Running {
         let show = |d: &Digest| match d {
             Digest::Crc32(v) => alloc::format!("CRC-32 {v:08x}"),
             Digest::Sha1(v) => alloc::format!("SHA-1 {}", hex(v)),
+            other => other.display(),
+        };
+        let over = match c.decoded {
+            None => "",
+            Some(_) => " decoded",
         };
         Err(FormatError::new(
             format,
             ErrorKind::Checksum,
             alloc::format!(
-                "{}: checksum mismatch: the file declares {}, the bytes from offset {} have {}; the file is corrupt \
-                 (or was changed after it was written)",
+                "{}: checksum mismatch: the file declares {}, the{over} bytes from offset {} have {}; the file is \
+                 corrupt (or was changed after it was written)",
                 c.what,
                 show(&c.digest),
                 c.offset,
@@ -870,7 +1022,166 @@ pub fn check_integrity<S: ReadAt + ?Sized>(format: &'static str, c: &Check, sour
             ),
         )
     })?;
-    stream_checked(format, src, c, &mut |_, _| Ok(()))
+    match c.decoded {
+        None => stream_checked(format, src, c, &mut |_, _| Ok(())),
+        Some((codec, decoded)) => {
+            let mut h = Running::new(&c.digest);
+            decode_each(format, src, c.offset, c.len, decoded, codec, &mut |p| {
+                h.update(p);
+                Ok(())
+            })?;
+            h.finish(format, c)
+        }
+    }
+}
+
+/// Decodes the `len` stored bytes at `offset` of `src` under `codec`, handing the decoded bytes to
+/// `f` in order: frame by frame for `zt.zstd-seekable/1` (memory: one frame, at most 16 MiB),
+/// whole for the one-stream codecs. The output must be exactly `decoded` bytes: decoding stops
+/// (with [`ErrorKind::SizeMismatch`]) as soon as it would produce more, and fewer is an error too.
+pub fn decode_each<S: ReadAt + ?Sized>(
+    format: &'static str,
+    src: &S,
+    offset: u64,
+    len: u64,
+    decoded: u64,
+    codec: Codec,
+    f: &mut dyn FnMut(&[u8]) -> Result<(), FormatError>,
+) -> Result<(), FormatError> {
+    let bad = |at: u64, m: String| {
+        FormatError::new(format, ErrorKind::Syntax, alloc::format!("{}: {m}", codec.name())).at(at)
+    };
+    let mut produced = 0u64;
+    match codec {
+        Codec::ZstdSeekable => {
+            // `f`'s own errors pass through unchanged; the decoder's are located in the file.
+            let mut own = None;
+            let r = crate::zt::seekable::for_each_frame_at(src, offset, len, decoded, &mut |b| {
+                produced += b.len() as u64;
+                f(b).map_err(|e| {
+                    own = Some(e);
+                    crate::zt::Error::new(crate::zt::rule::Rule::Unsupported, "stopped")
+                })
+            });
+            match (r, own) {
+                (_, Some(e)) => return Err(e),
+                (Ok(()), None) => {}
+                (Err(e), None) => return Err(bad(offset + e.offset.unwrap_or(0), e.message)),
+            }
+        }
+        Codec::Zstd => {
+            let stored = bytes_at(format, src, offset, len)?;
+            let out =
+                crate::zt::seekable::decode_stream_bounded(&stored, decoded).map_err(|(at, m)| bad(offset + at, m))?;
+            produced = out.len() as u64;
+            if produced == decoded {
+                f(&out)?;
+            }
+        }
+        Codec::Lz4Frame => {
+            let stored = bytes_at(format, src, offset, len)?;
+            let want = usize::try_from(decoded).map_err(|_| {
+                bad(
+                    offset,
+                    alloc::format!("{decoded} decoded bytes do not fit this machine"),
+                )
+            })?;
+            let out = crate::wire::lz4::decompress_frame(&stored, want).map_err(|e| bad(offset, e.to_string()))?;
+            produced = out.len() as u64;
+            if produced == decoded {
+                f(&out)?;
+            }
+        }
+    }
+    if produced != decoded {
+        return Err(FormatError::new(
+            format,
+            ErrorKind::SizeMismatch,
+            alloc::format!(
+                "{}: the stored bytes decode to {produced} bytes, not the {decoded} declared",
+                codec.name()
+            ),
+        )
+        .at(offset));
+    }
+    Ok(())
+}
+
+/// The check of `checks` over the decoded bytes of the encoded range `(source, offset, len)`.
+fn decoded_check(checks: &[Check], source: usize, offset: u64, len: u64) -> Option<&Check> {
+    checks
+        .iter()
+        .find(|c| c.decoded.is_some() && c.source == source && c.offset == offset && c.len == len)
+}
+
+/// Decodes an [`Storage::Encoded`] range to `f`, checking the stored-bytes check covering it
+/// first and the decoded-bytes check on the way (compared after the last piece).
+#[allow(clippy::too_many_arguments)]
+fn decode_checked<S: ReadAt + ?Sized>(
+    format: &'static str,
+    src: &S,
+    checks: &[Check],
+    (source, offset, len, decoded, codec): (usize, u64, u64, u64, Codec),
+    f: &mut dyn FnMut(&[u8]) -> Result<(), FormatError>,
+) -> Result<(), FormatError> {
+    if let Some(c) = covering(checks, source, offset, len, src.size()) {
+        stream_checked(format, src, c, &mut |_, _| Ok(()))?;
+    }
+    let check = decoded_check(checks, source, offset, len);
+    let mut h = check.map(|c| Running::new(&c.digest));
+    decode_each(format, src, offset, len, decoded, codec, &mut |p| {
+        if let Some(h) = &mut h {
+            h.update(p);
+        }
+        f(p)
+    })?;
+    match (h, check) {
+        (Some(h), Some(c)) => h.finish(format, c),
+        _ => Ok(()),
+    }
+}
+
+/// The bytes of part `part` of a [`Storage::Parts`] tensor `t` (decoded, checked like [`read`]),
+/// under `limits`. [`ErrorKind::Unsupported`] when `t` has no parts, naming the tensor;
+/// a missing part is named with the ones there are.
+pub fn read_part<'s, S: ReadAt + ?Sized>(
+    format: &'static str,
+    t: &TensorInfo,
+    part: &str,
+    sources: &[&'s S],
+    checks: &[Check],
+    limits: &ReadLimits,
+) -> Result<Cow<'s, [u8]>, FormatError> {
+    let Storage::Parts(p) = &t.storage else {
+        return Err(FormatError::new(
+            format,
+            ErrorKind::Unsupported,
+            "it is one array of elements, with no parts; read it whole",
+        )
+        .tensor(t.name.clone()));
+    };
+    let found = p.parts.iter().find(|x| x.name == part).ok_or_else(|| {
+        let names: Vec<&str> = p.parts.iter().map(|x| x.name.as_str()).collect();
+        FormatError::new(
+            format,
+            ErrorKind::Unsupported,
+            alloc::format!(
+                "layout {} has no part '{part}' (its parts: {})",
+                p.layout,
+                names.join(", ")
+            ),
+        )
+        .tensor(t.name.clone())
+    })?;
+    let bytes = TensorInfo {
+        name: alloc::format!("{}/{}", t.name, found.name),
+        ty: ElementType::Dense(DType::U8),
+        shape: alloc::vec![found.len],
+        storage: found.storage.clone(),
+        arrangement: Arrangement::default(),
+        attributes: Vec::new(),
+    };
+    read_limited(format, &bytes, sources, checks, limits)
 }
 
 /// [`read`] with explicit limits and the catalog's checks: refuses with [`ErrorKind::Limit`] (naming
@@ -956,6 +1267,28 @@ pub fn read_limited<'s, S: ReadAt + ?Sized>(
         Storage::Hdf5Chunked(c) => {
             Cow::Owned(hdf5::read_chunked(c, src(c.source)?).map_err(|e| e.tensor(t.name.clone()))?)
         }
+        Storage::Encoded {
+            source,
+            offset,
+            len,
+            decoded,
+            codec,
+        } => {
+            let mut out = Vec::new();
+            decode_checked(
+                format,
+                src(*source)?,
+                checks,
+                (*source, *offset, *len, *decoded, *codec),
+                &mut |p| {
+                    out.extend_from_slice(p);
+                    Ok(())
+                },
+            )
+            .map_err(|e| e.tensor(t.name.clone()))?;
+            Cow::Owned(out)
+        }
+        Storage::Parts(p) => return Err(parts_error(format, t, p)),
     };
     arrange(format, t, stored, want)
 }
@@ -1091,6 +1424,29 @@ pub fn read_chunks<S: ReadAt + ?Sized>(
             )
             .map_err(tensor)?;
         }
+        (
+            Storage::Encoded {
+                source,
+                offset,
+                len,
+                decoded,
+                codec: codec @ Codec::ZstdSeekable,
+            },
+            None,
+        ) => {
+            if *decoded != want {
+                return Err(size_mismatch(*decoded));
+            }
+            decode_checked(
+                format,
+                src(*source)?,
+                checks,
+                (*source, *offset, *len, *decoded, *codec),
+                &mut |p| feed.push(p),
+            )
+            .map_err(tensor)?;
+        }
+        (Storage::Parts(p), _) => return Err(parts_error(format, t, p)),
         _ => {
             let whole = read_limited(format, t, sources, checks, limits)?;
             feed.swap = false;
@@ -1104,6 +1460,23 @@ pub fn read_chunks<S: ReadAt + ?Sized>(
         return Err(size_mismatch(feed.sent));
     }
     Ok(())
+}
+
+/// Why a [`Storage::Parts`] tensor is not read as one array.
+fn parts_error(format: &'static str, t: &TensorInfo, p: &Parts) -> FormatError {
+    let names: Vec<&str> = p.parts.iter().map(|x| x.name.as_str()).collect();
+    FormatError::new(
+        format,
+        ErrorKind::Unsupported,
+        alloc::format!(
+            "it is stored in layout {} as the parts {}, not as one array of {} elements; read its parts one by \
+             one (Rust: formats::read_part / Model::read_part; JS: reader.part(); CLI: inspect lists them)",
+            p.layout,
+            names.join(", "),
+            t.ty.name()
+        ),
+    )
+    .tensor(t.name.clone())
 }
 
 /// Regroups pieces of any size into pieces of `chunk` bytes, byte-swapping lanes when asked.

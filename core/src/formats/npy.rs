@@ -691,6 +691,7 @@ pub fn open_npz<S: ReadAt + ?Sized>(src: &S) -> Result<Catalog, FormatError> {
                     len: m.size,
                     digest: super::Digest::Crc32(m.crc32),
                     what: format!("zip member '{}'", m.name),
+                    decoded: None,
                 });
                 Storage::Range {
                     source: 0,

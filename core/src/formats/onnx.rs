@@ -731,6 +731,7 @@ impl<'s, S: ReadAt + ?Sized> Model<'s, S> {
                     len: Check::TO_END,
                     digest: Digest::Sha1(sha1),
                     what: format!("external data file '{location}' (checksum of tensor '{name}')"),
+                    decoded: None,
                 });
             }
             ext.push(("checksum".into(), Meta::Str(c)));

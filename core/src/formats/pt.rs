@@ -171,6 +171,7 @@ fn open_zip<S: ReadAt + ?Sized>(src: &S) -> Result<Catalog, FormatError> {
             len: m.size,
             digest: super::Digest::Crc32(m.crc32),
             what: alloc::format!("zip member '{name}'"),
+            decoded: None,
         });
         located.insert(
             key.clone(),

@@ -1104,7 +1104,15 @@ pub fn tensor_stats<S: ReadAt + ?Sized>(
             Input::Direct(src, *offset)
         }
         // Stored in order, only compressed or byte-swapped: streamed in bounded pieces per pass.
-        (Storage::Deflate { .. } | Storage::Range { .. }, _) if t.arrangement.view.is_none() => Input::Stream,
+        (
+            Storage::Deflate { .. }
+            | Storage::Range { .. }
+            | Storage::Encoded {
+                codec: formats::Codec::ZstdSeekable,
+                ..
+            },
+            _,
+        ) if t.arrangement.view.is_none() => Input::Stream,
         _ => Input::Decoded(formats::read(format, t, sources)?),
     };
     let mut buf = Vec::new();

@@ -184,8 +184,12 @@ fn tensor_json(t: &TensorInfo, source_urls: &[Option<String>], packet_url: Strin
             compressed,
             ..
         } => (Some(*source), Some([*offset, offset + compressed]), "deflate"),
+        Storage::Encoded {
+            source, offset, len, ..
+        } => (Some(*source), Some([*offset, offset + len]), "encoded"),
         Storage::Inline(_) => (None, None, "inline"),
         Storage::Hdf5Chunked(_) => (Some(0), None, "hdf5-chunked"),
+        Storage::Parts(_) => (None, None, "parts"),
     };
     json!({
         "name": t.name,
