@@ -106,6 +106,13 @@ fn main() {
         match ext(p).as_str() {
             "tenso" => {
                 s.put("wire_decode", &name, &bytes);
+                // formats_tenso: the packet alone, and twice back to back (two packets, `#0`, `#1`).
+                s.put("formats_tenso", &name, &bytes);
+                s.put(
+                    "formats_tenso",
+                    &format!("{name}-twice"),
+                    &[&bytes[..], &bytes[..]].concat(),
+                );
                 // wire_stream: the first byte picks the chunk size; two packets back to back.
                 let mut st = vec![(bytes.len() % 17) as u8];
                 st.extend_from_slice(&bytes);

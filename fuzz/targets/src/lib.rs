@@ -42,6 +42,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("format_npz", format_npz),
     ("format_onnx", format_onnx),
     ("format_hdf5", format_hdf5),
+    ("formats_tenso", formats_tenso),
     ("pickle", pickle),
     ("bindings_packets", bindings_packets),
     ("bindings_zt", bindings_zt),
@@ -301,6 +302,103 @@ pub fn format_onnx(data: &[u8]) {
 /// HDF5 (superblocks, object headers, B-trees, chunks and filters): open and read every dataset.
 pub fn format_hdf5(data: &[u8]) {
     open_and_read(Format::Hdf5, data);
+}
+
+/// Tenso packet files as a catalog (`formats::tenso::open`): open, read every tensor and every
+/// part with the catalog's checks, run every check; the catalog refuses exactly what the decoder
+/// refuses (the first packet must decode, later ones too when they start with the magic), and a
+/// dense leaf it reads is the decoder's bytes.
+pub fn formats_tenso(data: &[u8]) {
+    let opts = DecodeOptions {
+        max_decompressed_bytes: MAX_READ,
+        ..Default::default()
+    };
+    // The decoder's verdict on the file, and the dense leaves of a lone packet (the catalog
+    // names them `#0` or by key path).
+    let mut decoded = Vec::new();
+    let mut off = 0;
+    let mut accepted = !data.is_empty();
+    while accepted && off < data.len() {
+        if !decoded.is_empty() && !data[off..].starts_with(&wire::MAGIC) {
+            break;
+        }
+        match wire::decode_with(&data[off..], &opts) {
+            Ok(d) => {
+                off += d.len;
+                decoded.push(d.packet);
+            }
+            Err(_) => accepted = false,
+        }
+    }
+    let limits = formats::ReadLimits {
+        max_tensor_bytes: MAX_READ,
+    };
+    let cat = match formats::open_as(Format::Tenso, data) {
+        Ok(c) => c,
+        Err(e) => {
+            assert!(!accepted || oversized(&e), "the decoder accepts what open refuses: {e}");
+            return;
+        }
+    };
+    let sources = [data];
+    let mut refused = false;
+    for t in &cat.tensors {
+        match &t.storage {
+            formats::Storage::Parts(p) => {
+                for part in &p.parts {
+                    match formats::read_part("tenso", t, &part.name, &sources, &cat.checks, &limits) {
+                        Ok(b) => assert_eq!(b.len() as u64, part.len, "tensor '{}' part '{}'", t.name, part.name),
+                        Err(e) => refused |= !oversized(&e),
+                    }
+                }
+            }
+            _ => match formats::read_limited("tenso", t, &sources, &cat.checks, &limits) {
+                Ok(b) => {
+                    assert_eq!(Some(b.len() as u64), t.nbytes(), "tensor '{}': read size", t.name);
+                    if decoded.len() == 1
+                        && let Some(tn) = decoded[0].as_dense()
+                    {
+                        assert_eq!(&b[..], tn.data(), "tensor '{}': the decoder's bytes", t.name);
+                    }
+                }
+                Err(e) => refused |= !oversized(&e),
+            },
+        }
+    }
+    for c in &cat.checks {
+        refused |= formats::check_integrity("tenso", c, &sources).is_err();
+    }
+    if accepted {
+        assert!(!refused, "the decoder accepts what reading the catalog refuses");
+    } else {
+        // What the decoder refuses, open or a read refuses (unless only over the read cap).
+        assert!(
+            refused || decoded_over_cap(data),
+            "the decoder refuses what the catalog reads"
+        );
+    }
+}
+
+/// A refusal for size alone (the fuzz cap on whole reads), not for the bytes.
+fn oversized(e: &formats::FormatError) -> bool {
+    e.kind == formats::ErrorKind::Limit
+}
+
+/// Whether the decoder's refusal of `data` is its decompression cap ([`MAX_READ`]) alone.
+fn decoded_over_cap(data: &[u8]) -> bool {
+    let mut off = 0;
+    let mut first = true;
+    while off < data.len() {
+        if !first && !data[off..].starts_with(&wire::MAGIC) {
+            return false;
+        }
+        first = false;
+        match wire::decode_with(&data[off..], &DecodeOptions::default()) {
+            Ok(d) => off += d.len,
+            Err(e) => return matches!(e.kind(), wire::ErrorKind::LimitExceeded { .. }),
+        }
+    }
+    true
 }
 
 /// The pickle machine alone (what `.pt` files run): any bytes up to `STOP`.
