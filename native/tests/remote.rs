@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use tensorlane::core::formats::Storage;
 use tensorlane::core::source::ReadAt;
 use tensorlane::model::Model;
 use tensorlane::remote::{RemoteOptions, RemoteSource};
@@ -22,13 +23,30 @@ fn rel_str(rel: &Path) -> String {
     rel.to_str().unwrap().replace('\\', "/")
 }
 
-/// Every tensor's bytes, through `read` and through `for_each_tensor`, which must agree.
+/// Every tensor's bytes, through `read` and through `for_each_tensor`, which must agree; a
+/// tensor stored as parts (a `.zt` sparse object) by its parts (`name/part`, through `read_part`).
 fn tensor_bytes(m: &Model) -> BTreeMap<String, Vec<u8>> {
     let mut one = BTreeMap::new();
+    let mut parts = BTreeMap::new();
     for t in &m.catalog().tensors {
-        one.insert(t.name.clone(), m.read(t).unwrap().into_owned());
+        match &t.storage {
+            Storage::Parts(p) => {
+                for part in &p.parts {
+                    let b = m.read_part(t, &part.name).unwrap().into_owned();
+                    parts.insert(format!("{}/{}", t.name, part.name), b);
+                }
+            }
+            _ => {
+                one.insert(t.name.clone(), m.read(t).unwrap().into_owned());
+            }
+        }
     }
-    let all: Vec<_> = m.catalog().tensors.iter().collect();
+    let all: Vec<_> = m
+        .catalog()
+        .tensors
+        .iter()
+        .filter(|t| !matches!(t.storage, Storage::Parts(_)))
+        .collect();
     let mut many = BTreeMap::new();
     m.for_each_tensor(&all, |t, b| {
         many.insert(t.name.clone(), b.to_vec());
@@ -36,6 +54,7 @@ fn tensor_bytes(m: &Model) -> BTreeMap<String, Vec<u8>> {
     })
     .unwrap();
     assert_eq!(one, many, "read and for_each_tensor disagree on {}", m.path().display());
+    one.extend(parts);
     one
 }
 
