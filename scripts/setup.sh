@@ -38,6 +38,10 @@ fi
 npm ci --no-audit --no-fund --loglevel=error
 # What tests/pack/ checks the packed npm package with: a consumer's TypeScript, esbuild and Vite.
 npm ci --prefix tests/pack --no-audit --no-fund --loglevel=error
+# llama.cpp as the reference of llm/tests/llama_reference.rs: node-llama-cpp's prebuilt CPU binary
+# (~83 MB). --omit=optional leaves out its CUDA/Vulkan/other-platform binaries; no install script
+# runs (it would offer to build llama.cpp): the test never builds and never downloads.
+npm ci --prefix tests/llama --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error
 # The live cross-checks create their own venvs (tests/python/setup_*venv.sh); do it up front so a
 # registry problem shows here, not as a test failure.
 bash tests/python/setup_venv.sh

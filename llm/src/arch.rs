@@ -1,0 +1,389 @@
+//! The architecture description: which tensors a decoder-only transformer needs, with which
+//! shapes, and its hyperparameters, read from the model's metadata. Kept apart from the executor
+//! (`cpu`), so a new architecture is a new arm here, not edits in the kernels.
+//!
+//! GGUF names (llama.cpp's): `token_embd.weight` `[vocab, embd]`, per block `blk.N.attn_norm`,
+//! `attn_q` `[heads*head_dim, embd]`, `attn_k`/`attn_v` `[kv_heads*head_dim, embd]` (+ `.bias`
+//! for qwen2), `attn_output`, `ffn_norm`, `ffn_gate`/`ffn_up` `[ff, embd]`, `ffn_down` `[embd, ff]`,
+//! then `output_norm.weight` and `output.weight` `[vocab, embd]` (absent: tied to the embedding).
+//! Shapes are row-major (a GGUF's `ne` reversed), so a weight is `[out, in]`, one row per output.
+
+use tensorlane_core::formats::{Catalog, Meta};
+
+use crate::{Error, Result};
+
+/// The architectures [`Spec::from_catalog`] accepts (`general.architecture`).
+pub const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2"];
+
+/// How rotary position embedding pairs the dimensions of a head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Adjacent pairs `(x[2i], x[2i+1])`: llama.cpp's "normal" rope, what a GGUF llama/mistral
+    /// needs (llama.cpp's converter permutes the Q and K rows of Hugging Face checkpoints so).
+    Adjacent,
+    /// Halves `(x[i], x[i + d/2])` (`rotate_half`): Hugging Face checkpoints, and GGUF qwen2
+    /// (llama.cpp's "neox" rope; its converter does not permute qwen2).
+    Halves,
+}
+
+/// The architecture families.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Llama 2/3, TinyLlama, SmolLM and other llama-shaped models.
+    Llama,
+    /// Mistral (llama tensors; sliding-window attention is not applied).
+    Mistral,
+    /// Qwen2: llama tensors plus Q/K/V biases, rotate-half rope.
+    Qwen2,
+}
+
+impl Family {
+    /// The `general.architecture` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Llama => "llama",
+            Family::Mistral => "mistral",
+            Family::Qwen2 => "qwen2",
+        }
+    }
+}
+
+/// Hyperparameters of a model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hparams {
+    /// The architecture family.
+    pub family: Family,
+    /// Transformer blocks (`<arch>.block_count`).
+    pub n_layer: usize,
+    /// Embedding length (`<arch>.embedding_length`).
+    pub n_embd: usize,
+    /// Query heads (`<arch>.attention.head_count`).
+    pub n_head: usize,
+    /// Key/value heads (`<arch>.attention.head_count_kv`, default: `n_head`).
+    pub n_head_kv: usize,
+    /// Dimensions per head (`n_embd / n_head`, or `<arch>.attention.key_length`).
+    pub head_dim: usize,
+    /// Feed-forward length (`<arch>.feed_forward_length`).
+    pub n_ff: usize,
+    /// Vocabulary size (rows of `token_embd.weight`).
+    pub n_vocab: usize,
+    /// Training context length (`<arch>.context_length`).
+    pub n_ctx_train: usize,
+    /// RMSNorm epsilon (`<arch>.attention.layer_norm_rms_epsilon`).
+    pub rms_eps: f32,
+    /// RoPE base (`<arch>.rope.freq_base`, default 10000).
+    pub rope_base: f32,
+    /// RoPE position scale (1 / `<arch>.rope.scaling.factor` for linear scaling, else 1).
+    pub rope_freq_scale: f32,
+    /// Dimensions of each head that are rotated (`<arch>.rope.dimension_count`, default
+    /// `head_dim`).
+    pub rope_dim: usize,
+    /// How rope pairs dimensions.
+    pub rope_style: RopeStyle,
+}
+
+/// A tensor the architecture needs: its name and row-major shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorSpec {
+    /// The tensor's name in the file.
+    pub name: String,
+    /// Its row-major shape (`[out, in]` for a weight matrix).
+    pub shape: Vec<u64>,
+}
+
+impl TensorSpec {
+    fn new(name: impl Into<String>, shape: &[usize]) -> TensorSpec {
+        TensorSpec {
+            name: name.into(),
+            shape: shape.iter().map(|&d| d as u64).collect(),
+        }
+    }
+}
+
+/// The tensors of one transformer block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerSpec {
+    /// RMSNorm weight before attention `[embd]`.
+    pub attn_norm: TensorSpec,
+    /// Query projection `[heads*head_dim, embd]`.
+    pub wq: TensorSpec,
+    /// Key projection `[kv_heads*head_dim, embd]`.
+    pub wk: TensorSpec,
+    /// Value projection `[kv_heads*head_dim, embd]`.
+    pub wv: TensorSpec,
+    /// Query, key and value biases, and whether the architecture requires them (qwen2) or takes
+    /// them when present (llama, mistral).
+    pub biases: [TensorSpec; 3],
+    /// Whether the biases must be present.
+    pub biases_required: bool,
+    /// Attention output projection `[embd, heads*head_dim]`.
+    pub wo: TensorSpec,
+    /// RMSNorm weight before the feed-forward network `[embd]`.
+    pub ffn_norm: TensorSpec,
+    /// SwiGLU gate `[ff, embd]`.
+    pub gate: TensorSpec,
+    /// SwiGLU up `[ff, embd]`.
+    pub up: TensorSpec,
+    /// SwiGLU down `[embd, ff]`.
+    pub down: TensorSpec,
+}
+
+/// A model's architecture: hyperparameters and every tensor it needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spec {
+    /// Hyperparameters.
+    pub hparams: Hparams,
+    /// Token embedding `[vocab, embd]`.
+    pub token_embd: TensorSpec,
+    /// Final RMSNorm weight `[embd]`.
+    pub output_norm: TensorSpec,
+    /// Output projection `[vocab, embd]`; when the file lacks it the embedding is used (tied).
+    pub output: TensorSpec,
+    /// Per-dimension rope frequency factors `[rope_dim / 2]` (Llama 3.1), used when present.
+    pub rope_freqs: TensorSpec,
+    /// The transformer blocks.
+    pub layers: Vec<LayerSpec>,
+}
+
+/// The metadata value of `key`, if present.
+pub fn meta<'c>(catalog: &'c Catalog, key: &str) -> Option<&'c Meta> {
+    catalog.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+/// An unsigned integer metadata value (`None` when absent; an error when not an integer).
+pub fn meta_uint(catalog: &Catalog, key: &str) -> Result<Option<u64>> {
+    match meta(catalog, key) {
+        None => Ok(None),
+        Some(Meta::UInt(v)) => Ok(Some(*v)),
+        Some(Meta::Int(v)) if *v >= 0 => Ok(Some(*v as u64)),
+        Some(other) => Err(Error::Metadata {
+            key: key.into(),
+            message: format!("expected a non-negative integer, found {other:?}"),
+        }),
+    }
+}
+
+/// A float metadata value (integers are accepted).
+pub fn meta_float(catalog: &Catalog, key: &str) -> Result<Option<f64>> {
+    match meta(catalog, key) {
+        None => Ok(None),
+        Some(Meta::Float(v)) => Ok(Some(*v)),
+        Some(Meta::UInt(v)) => Ok(Some(*v as f64)),
+        Some(Meta::Int(v)) => Ok(Some(*v as f64)),
+        Some(other) => Err(Error::Metadata {
+            key: key.into(),
+            message: format!("expected a number, found {other:?}"),
+        }),
+    }
+}
+
+/// A string metadata value.
+pub fn meta_str<'c>(catalog: &'c Catalog, key: &str) -> Result<Option<&'c str>> {
+    match meta(catalog, key) {
+        None => Ok(None),
+        Some(Meta::Str(s)) => Ok(Some(s)),
+        Some(other) => Err(Error::Metadata {
+            key: key.into(),
+            message: format!("expected a string, found {other:?}"),
+        }),
+    }
+}
+
+fn required(catalog: &Catalog, key: &str) -> Result<usize> {
+    let v = meta_uint(catalog, key)?.ok_or_else(|| Error::Metadata {
+        key: key.into(),
+        message: "missing".into(),
+    })?;
+    positive(key, v)
+}
+
+fn positive(key: &str, v: u64) -> Result<usize> {
+    // 1 << 24 bounds every dimension a real model has and keeps products of two in range.
+    if v == 0 || v > 1 << 24 {
+        return Err(Error::Metadata {
+            key: key.into(),
+            message: format!("{v} is out of range (1..=16777216)"),
+        });
+    }
+    Ok(v as usize)
+}
+
+impl Spec {
+    /// Reads the architecture of a GGUF model from its metadata: the hyperparameters and the
+    /// tensors it needs with their shapes. The tensors are not looked at here except for the
+    /// vocabulary size (rows of `token_embd.weight`).
+    ///
+    /// Refused: a format other than GGUF, an architecture outside [`SUPPORTED`] (the error names
+    /// it and the supported list), a missing or out-of-range hyperparameter (the error names the
+    /// key), heads that do not divide the embedding, rope scaling other than linear.
+    pub fn from_catalog(catalog: &Catalog) -> Result<Spec> {
+        if catalog.format.name() != "gguf" {
+            return Err(Error::UnsupportedFormat(format!(
+                "{} models are not supported yet (GGUF only)",
+                catalog.format.name()
+            )));
+        }
+        let arch = meta_str(catalog, "general.architecture")?.unwrap_or("<none>");
+        let family = match arch {
+            "llama" => Family::Llama,
+            "mistral" => Family::Mistral,
+            "qwen2" => Family::Qwen2,
+            other => {
+                return Err(Error::UnsupportedArchitecture {
+                    found: other.into(),
+                    supported: SUPPORTED,
+                });
+            }
+        };
+        let k = |s: &str| format!("{arch}.{s}");
+        let n_layer = required(catalog, &k("block_count"))?;
+        let n_embd = required(catalog, &k("embedding_length"))?;
+        let n_head = required(catalog, &k("attention.head_count"))?;
+        let n_head_kv = match meta_uint(catalog, &k("attention.head_count_kv"))? {
+            Some(v) => positive(&k("attention.head_count_kv"), v)?,
+            None => n_head,
+        };
+        let n_ff = required(catalog, &k("feed_forward_length"))?;
+        let n_ctx_train = required(catalog, &k("context_length"))?;
+        let head_dim = match meta_uint(catalog, &k("attention.key_length"))? {
+            Some(v) => positive(&k("attention.key_length"), v)?,
+            None => {
+                if !n_embd.is_multiple_of(n_head) {
+                    return Err(Error::Metadata {
+                        key: k("attention.head_count"),
+                        message: format!("{n_head} heads do not divide the embedding length {n_embd}"),
+                    });
+                }
+                n_embd / n_head
+            }
+        };
+        if let Some(v) = meta_uint(catalog, &k("attention.value_length"))?
+            && v as usize != head_dim
+        {
+            return Err(Error::Metadata {
+                key: k("attention.value_length"),
+                message: format!("{v} differs from the key length {head_dim}, which is not supported"),
+            });
+        }
+        if !n_head.is_multiple_of(n_head_kv) {
+            return Err(Error::Metadata {
+                key: k("attention.head_count_kv"),
+                message: format!("{n_head_kv} key/value heads do not divide {n_head} query heads"),
+            });
+        }
+        let rms_eps = meta_float(catalog, &k("attention.layer_norm_rms_epsilon"))?.ok_or_else(|| Error::Metadata {
+            key: k("attention.layer_norm_rms_epsilon"),
+            message: "missing".into(),
+        })? as f32;
+        if !(rms_eps.is_finite() && rms_eps >= 0.0) {
+            return Err(Error::Metadata {
+                key: k("attention.layer_norm_rms_epsilon"),
+                message: format!("{rms_eps} is not a non-negative number"),
+            });
+        }
+        let rope_base = meta_float(catalog, &k("rope.freq_base"))?.unwrap_or(10000.0) as f32;
+        if !(rope_base.is_finite() && rope_base > 0.0) {
+            return Err(Error::Metadata {
+                key: k("rope.freq_base"),
+                message: format!("{rope_base} is not a positive number"),
+            });
+        }
+        let rope_dim = match meta_uint(catalog, &k("rope.dimension_count"))? {
+            Some(v) => positive(&k("rope.dimension_count"), v)?,
+            None => head_dim,
+        };
+        if rope_dim > head_dim || !rope_dim.is_multiple_of(2) {
+            return Err(Error::Metadata {
+                key: k("rope.dimension_count"),
+                message: format!("{rope_dim} must be even and at most the head dimension {head_dim}"),
+            });
+        }
+        let scaling = meta_str(catalog, &k("rope.scaling.type"))?.unwrap_or("none");
+        let rope_freq_scale = match scaling {
+            "none" => 1.0,
+            "linear" => {
+                let f = meta_float(catalog, &k("rope.scaling.factor"))?.unwrap_or(1.0) as f32;
+                if !(f.is_finite() && f > 0.0) {
+                    return Err(Error::Metadata {
+                        key: k("rope.scaling.factor"),
+                        message: format!("{f} is not a positive number"),
+                    });
+                }
+                1.0 / f
+            }
+            other => {
+                return Err(Error::Metadata {
+                    key: k("rope.scaling.type"),
+                    message: format!("rope scaling '{other}' is not supported (none, linear)"),
+                });
+            }
+        };
+        let rope_style = match family {
+            Family::Llama | Family::Mistral => RopeStyle::Adjacent,
+            Family::Qwen2 => RopeStyle::Halves,
+        };
+        let n_vocab = match catalog.get("token_embd.weight") {
+            Some(t) if t.shape.len() == 2 => positive("token_embd.weight rows", t.shape[0])?,
+            Some(t) => {
+                return Err(Error::TensorShape {
+                    name: t.name.clone(),
+                    expected: vec![0, n_embd as u64],
+                    found: t.shape.clone(),
+                });
+            }
+            None => {
+                return Err(Error::MissingTensor {
+                    name: "token_embd.weight".into(),
+                    expected: vec![0, n_embd as u64],
+                });
+            }
+        };
+        let q_dim = n_head * head_dim;
+        let kv_dim = n_head_kv * head_dim;
+        let layers = (0..n_layer)
+            .map(|i| {
+                let n = |s: &str| format!("blk.{i}.{s}");
+                LayerSpec {
+                    attn_norm: TensorSpec::new(n("attn_norm.weight"), &[n_embd]),
+                    wq: TensorSpec::new(n("attn_q.weight"), &[q_dim, n_embd]),
+                    wk: TensorSpec::new(n("attn_k.weight"), &[kv_dim, n_embd]),
+                    wv: TensorSpec::new(n("attn_v.weight"), &[kv_dim, n_embd]),
+                    biases: [
+                        TensorSpec::new(n("attn_q.bias"), &[q_dim]),
+                        TensorSpec::new(n("attn_k.bias"), &[kv_dim]),
+                        TensorSpec::new(n("attn_v.bias"), &[kv_dim]),
+                    ],
+                    biases_required: family == Family::Qwen2,
+                    wo: TensorSpec::new(n("attn_output.weight"), &[n_embd, q_dim]),
+                    ffn_norm: TensorSpec::new(n("ffn_norm.weight"), &[n_embd]),
+                    gate: TensorSpec::new(n("ffn_gate.weight"), &[n_ff, n_embd]),
+                    up: TensorSpec::new(n("ffn_up.weight"), &[n_ff, n_embd]),
+                    down: TensorSpec::new(n("ffn_down.weight"), &[n_embd, n_ff]),
+                }
+            })
+            .collect();
+        Ok(Spec {
+            hparams: Hparams {
+                family,
+                n_layer,
+                n_embd,
+                n_head,
+                n_head_kv,
+                head_dim,
+                n_ff,
+                n_vocab,
+                n_ctx_train,
+                rms_eps,
+                rope_base,
+                rope_freq_scale,
+                rope_dim,
+                rope_style,
+            },
+            token_embd: TensorSpec::new("token_embd.weight", &[n_vocab, n_embd]),
+            output_norm: TensorSpec::new("output_norm.weight", &[n_embd]),
+            output: TensorSpec::new("output.weight", &[n_vocab, n_embd]),
+            rope_freqs: TensorSpec::new("rope_freqs.weight", &[rope_dim / 2]),
+            layers,
+        })
+    }
+}

@@ -1,0 +1,382 @@
+//! The CPU executor: binds an [`arch::Spec`](crate::arch::Spec) to a model's stored tensors and
+//! runs the forward pass (RMSNorm, RoPE, grouped-query attention with a causal mask over a KV
+//! cache, SwiGLU, final norm, logits) in f32, following llama.cpp's order of operations.
+
+use rayon::prelude::*;
+use tensorlane::model::Model;
+
+use crate::arch::{RopeStyle, Spec, TensorSpec};
+use crate::kernels::Matrix;
+use crate::{Error, Result};
+
+/// One transformer block's weights.
+struct Layer<'m> {
+    attn_norm: Vec<f32>,
+    wq: Matrix<'m>,
+    wk: Matrix<'m>,
+    wv: Matrix<'m>,
+    bias: Option<[Vec<f32>; 3]>,
+    wo: Matrix<'m>,
+    ffn_norm: Vec<f32>,
+    gate: Matrix<'m>,
+    up: Matrix<'m>,
+    down: Matrix<'m>,
+}
+
+/// Every weight of a model, in stored form (vectors are decoded to f32: they are small).
+pub(crate) struct Weights<'m> {
+    token_embd: Matrix<'m>,
+    output_norm: Vec<f32>,
+    /// `None`: tied to `token_embd`.
+    output: Option<Matrix<'m>>,
+    /// Rope frequency factors (`rope_freqs.weight`), if the file has them.
+    rope_freqs: Option<Vec<f32>>,
+    layers: Vec<Layer<'m>>,
+}
+
+fn find<'c>(model: &'c Model, spec: &TensorSpec) -> Result<Option<&'c tensorlane_core::formats::TensorInfo>> {
+    match model.catalog().get(&spec.name) {
+        None => Ok(None),
+        Some(t) if t.shape == spec.shape => Ok(Some(t)),
+        Some(t) => Err(Error::TensorShape {
+            name: spec.name.clone(),
+            expected: spec.shape.clone(),
+            found: t.shape.clone(),
+        }),
+    }
+}
+
+fn matrix<'m>(model: &'m Model, spec: &TensorSpec) -> Result<Matrix<'m>> {
+    let t = find(model, spec)?.ok_or_else(|| missing(spec))?;
+    Matrix::new(t, model.read(t)?)
+}
+
+fn missing(spec: &TensorSpec) -> Error {
+    Error::MissingTensor {
+        name: spec.name.clone(),
+        expected: spec.shape.clone(),
+    }
+}
+
+fn vector_opt(model: &Model, spec: &TensorSpec) -> Result<Option<Vec<f32>>> {
+    let Some(t) = find(model, spec)? else { return Ok(None) };
+    let m = Matrix::new(t, model.read(t)?)?;
+    let mut v = vec![0f32; m.cols];
+    m.row_into(0, &mut v);
+    Ok(Some(v))
+}
+
+fn vector(model: &Model, spec: &TensorSpec) -> Result<Vec<f32>> {
+    vector_opt(model, spec)?.ok_or_else(|| missing(spec))
+}
+
+impl<'m> Weights<'m> {
+    /// Finds every tensor `spec` needs in `model` and checks its shape and element type; the
+    /// matrices borrow the model's mapped bytes.
+    pub(crate) fn bind(model: &'m Model, spec: &Spec) -> Result<Weights<'m>> {
+        let mut layers = Vec::with_capacity(spec.layers.len());
+        for l in &spec.layers {
+            let b: Vec<Option<Vec<f32>>> = l.biases.iter().map(|s| vector_opt(model, s)).collect::<Result<_>>()?;
+            let bias = match (&b[0], &b[1], &b[2]) {
+                (Some(q), Some(k), Some(v)) => Some([q.clone(), k.clone(), v.clone()]),
+                (None, None, None) if !l.biases_required => None,
+                _ => {
+                    let which = l.biases.iter().zip(&b).find(|(_, v)| v.is_none()).map(|(s, _)| s);
+                    return Err(missing(which.unwrap_or(&l.biases[0])));
+                }
+            };
+            layers.push(Layer {
+                attn_norm: vector(model, &l.attn_norm)?,
+                wq: matrix(model, &l.wq)?,
+                wk: matrix(model, &l.wk)?,
+                wv: matrix(model, &l.wv)?,
+                bias,
+                wo: matrix(model, &l.wo)?,
+                ffn_norm: vector(model, &l.ffn_norm)?,
+                gate: matrix(model, &l.gate)?,
+                up: matrix(model, &l.up)?,
+                down: matrix(model, &l.down)?,
+            });
+        }
+        let output = match find(model, &spec.output)? {
+            Some(t) => Some(Matrix::new(t, model.read(t)?)?),
+            None => None,
+        };
+        Ok(Weights {
+            token_embd: matrix(model, &spec.token_embd)?,
+            output_norm: vector(model, &spec.output_norm)?,
+            output,
+            rope_freqs: vector_opt(model, &spec.rope_freqs)?,
+            layers,
+        })
+    }
+
+    fn output(&self) -> &Matrix<'m> {
+        self.output.as_ref().unwrap_or(&self.token_embd)
+    }
+
+    /// Stored bytes of every matrix (the bytes a token's forward pass reads).
+    pub(crate) fn stored_bytes(&self) -> u64 {
+        let mut n = self.token_embd.stored_bytes() + self.output.as_ref().map_or(0, |m| m.stored_bytes());
+        for l in &self.layers {
+            for m in [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down] {
+                n += m.stored_bytes();
+            }
+        }
+        n as u64
+    }
+}
+
+/// Keys and values of every position so far, per layer: `[pos][kv_heads * head_dim]`.
+#[derive(Default)]
+pub(crate) struct KvCache {
+    k: Vec<Vec<f32>>,
+    v: Vec<Vec<f32>>,
+    /// Positions held.
+    pub len: usize,
+}
+
+impl KvCache {
+    pub(crate) fn clear(&mut self) {
+        for x in self.k.iter_mut().chain(self.v.iter_mut()) {
+            x.clear();
+        }
+        self.len = 0;
+    }
+}
+
+/// The CPU executor over bound weights.
+pub(crate) struct Cpu<'m> {
+    spec: Spec,
+    w: Weights<'m>,
+    pool: rayon::ThreadPool,
+    /// Rope `(cos, sin)` per position, `rope_dim / 2` pairs each, grown on demand.
+    rope: Vec<(f32, f32)>,
+    rope_positions: usize,
+}
+
+impl<'m> Cpu<'m> {
+    pub(crate) fn new(spec: Spec, w: Weights<'m>, threads: usize) -> Result<Cpu<'m>> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("tensorlane-llm-{i}"))
+            .build()
+            .map_err(|e| Error::Options(format!("cannot start {threads} worker threads: {e}")))?;
+        if let Some(f) = &w.rope_freqs
+            && f.iter().any(|&x| !(x.is_finite() && x > 0.0))
+        {
+            return Err(Error::Metadata {
+                key: spec.rope_freqs.name.clone(),
+                message: "rope frequency factors must be positive numbers".into(),
+            });
+        }
+        Ok(Cpu {
+            spec,
+            w,
+            pool,
+            rope: Vec::new(),
+            rope_positions: 0,
+        })
+    }
+
+    pub(crate) fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    pub(crate) fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    pub(crate) fn stored_bytes(&self) -> u64 {
+        self.w.stored_bytes()
+    }
+
+    pub(crate) fn new_cache(&self) -> KvCache {
+        let n = self.spec.layers.len();
+        KvCache {
+            k: vec![Vec::new(); n],
+            v: vec![Vec::new(); n],
+            len: 0,
+        }
+    }
+
+    /// The rope table up to `positions`, computed as ggml's `rope_cache_init` does: the angle of
+    /// pair `i` is `pos · base^(-2i/rope_dim)` with the power taken by repeated multiplication
+    /// in f32, divided by the frequency factor, times the linear scale.
+    fn grow_rope(&mut self, positions: usize) {
+        let h = &self.spec.hparams;
+        let pairs = h.rope_dim / 2;
+        let theta_scale = h.rope_base.powf(-2.0 / h.rope_dim as f32);
+        while self.rope_positions < positions {
+            let p = self.rope_positions;
+            let mut theta = p as f32;
+            for i in 0..pairs {
+                let ff = self.w.rope_freqs.as_ref().map_or(1.0, |f| f[i]);
+                let t = h.rope_freq_scale * (theta / ff);
+                self.rope.push((t.cos(), t.sin()));
+                theta *= theta_scale;
+            }
+            self.rope_positions += 1;
+        }
+    }
+
+    /// Applies rope to `heads` heads of `x` (one position) at position `pos`.
+    fn apply_rope(&self, x: &mut [f32], heads: usize, pos: usize) {
+        let h = &self.spec.hparams;
+        let pairs = h.rope_dim / 2;
+        let table = &self.rope[pos * pairs..(pos + 1) * pairs];
+        for head in x.chunks_exact_mut(h.head_dim).take(heads) {
+            match h.rope_style {
+                RopeStyle::Adjacent => {
+                    for (i, &(c, s)) in table.iter().enumerate() {
+                        let (a, b) = (head[2 * i], head[2 * i + 1]);
+                        head[2 * i] = a * c - b * s;
+                        head[2 * i + 1] = a * s + b * c;
+                    }
+                }
+                RopeStyle::Halves => {
+                    for (i, &(c, s)) in table.iter().enumerate() {
+                        let (a, b) = (head[i], head[i + pairs]);
+                        head[i] = a * c - b * s;
+                        head[i + pairs] = a * s + b * c;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs `tokens` at positions `cache.len..` and appends their keys and values to the cache.
+    /// Returns the logits (`n_vocab` each) of the positions `want(i)` selects, in order.
+    /// The caller has checked the token ids and the context.
+    pub(crate) fn forward(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        want: &dyn Fn(usize) -> bool,
+    ) -> Vec<Vec<f32>> {
+        let n = tokens.len();
+        let pos0 = cache.len;
+        self.grow_rope(pos0 + n);
+        let h = self.spec.hparams.clone();
+        let (d, hd) = (h.n_embd, h.head_dim);
+        let q_dim = h.n_head * hd;
+        let kv_dim = h.n_head_kv * hd;
+        let group = h.n_head / h.n_head_kv;
+
+        let mut x = vec![0f32; n * d];
+        for (i, &t) in tokens.iter().enumerate() {
+            self.w.token_embd.row_into(t as usize, &mut x[i * d..(i + 1) * d]);
+        }
+        let mut xn = vec![0f32; n * d];
+        let mut q = vec![0f32; n * q_dim];
+        let mut k = vec![0f32; n * kv_dim];
+        let mut v = vec![0f32; n * kv_dim];
+        let mut attn = vec![0f32; n * q_dim];
+        let mut proj = vec![0f32; n * d];
+        let mut g = vec![0f32; n * h.n_ff];
+        let mut u = vec![0f32; n * h.n_ff];
+        let scale = 1.0 / (hd as f32).sqrt();
+
+        for (li, l) in self.w.layers.iter().enumerate() {
+            rms_norm(&x, &mut xn, &l.attn_norm, h.rms_eps);
+            l.wq.matmul(&xn, &mut q, &self.pool);
+            l.wk.matmul(&xn, &mut k, &self.pool);
+            l.wv.matmul(&xn, &mut v, &self.pool);
+            if let Some([bq, bk, bv]) = &l.bias {
+                add_rows(&mut q, bq);
+                add_rows(&mut k, bk);
+                add_rows(&mut v, bv);
+            }
+            for i in 0..n {
+                self.apply_rope(&mut q[i * q_dim..(i + 1) * q_dim], h.n_head, pos0 + i);
+                self.apply_rope(&mut k[i * kv_dim..(i + 1) * kv_dim], h.n_head_kv, pos0 + i);
+            }
+            cache.k[li].extend_from_slice(&k);
+            cache.v[li].extend_from_slice(&v);
+            let (kc, vc) = (&cache.k[li], &cache.v[li]);
+            let q = &q;
+            // One task per (position, head): scores over positions 0..=pos, softmax, weighted sum.
+            self.pool.install(|| {
+                attn.par_chunks_mut(hd).enumerate().for_each_init(
+                    || Vec::with_capacity(pos0 + n),
+                    |scores: &mut Vec<f32>, (idx, out)| {
+                        let (i, head) = (idx / h.n_head, idx % h.n_head);
+                        let kvh = head / group;
+                        let qh = &q[i * q_dim + head * hd..i * q_dim + (head + 1) * hd];
+                        let len = pos0 + i + 1;
+                        scores.clear();
+                        let mut max = f32::NEG_INFINITY;
+                        for t in 0..len {
+                            let kt = &kc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
+                            let s = crate::kernels::dot(qh, kt) * scale;
+                            max = max.max(s);
+                            scores.push(s);
+                        }
+                        let mut sum = 0f64;
+                        for s in scores.iter_mut() {
+                            *s = (*s - max).exp();
+                            sum += f64::from(*s);
+                        }
+                        let inv = (1.0 / sum) as f32;
+                        out.fill(0.0);
+                        for (t, &p) in scores.iter().enumerate() {
+                            let p = p * inv;
+                            let vt = &vc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
+                            for (o, &vv) in out.iter_mut().zip(vt) {
+                                *o += p * vv;
+                            }
+                        }
+                    },
+                )
+            });
+            l.wo.matmul(&attn, &mut proj, &self.pool);
+            for (a, b) in x.iter_mut().zip(&proj) {
+                *a += b;
+            }
+            rms_norm(&x, &mut xn, &l.ffn_norm, h.rms_eps);
+            l.gate.matmul(&xn, &mut g, &self.pool);
+            l.up.matmul(&xn, &mut u, &self.pool);
+            for (a, b) in g.iter_mut().zip(&u) {
+                *a = *a / (1.0 + (-*a).exp()) * b;
+            }
+            l.down.matmul(&g, &mut proj, &self.pool);
+            for (a, b) in x.iter_mut().zip(&proj) {
+                *a += b;
+            }
+        }
+        cache.len = pos0 + n;
+
+        let rows: Vec<usize> = (0..n).filter(|&i| want(i)).collect();
+        let mut xs = vec![0f32; rows.len() * d];
+        for (j, &i) in rows.iter().enumerate() {
+            xs[j * d..(j + 1) * d].copy_from_slice(&x[i * d..(i + 1) * d]);
+        }
+        let mut xo = vec![0f32; xs.len()];
+        rms_norm(&xs, &mut xo, &self.w.output_norm, h.rms_eps);
+        let out = self.w.output();
+        let mut logits = vec![0f32; rows.len() * out.rows];
+        out.matmul(&xo, &mut logits, &self.pool);
+        logits.chunks(out.rows.max(1)).map(<[f32]>::to_vec).collect()
+    }
+}
+
+/// `out[i] = x[i] / sqrt(mean(x[i]²) + eps) · w`, row by row (the sum of squares in f64, as ggml).
+fn rms_norm(x: &[f32], out: &mut [f32], w: &[f32], eps: f32) {
+    let d = w.len();
+    for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        let sum: f64 = xr.iter().map(|&a| f64::from(a * a)).sum();
+        let mean = (sum / d as f64) as f32;
+        let s = 1.0 / (mean + eps).sqrt();
+        for ((o, &a), &wi) in or.iter_mut().zip(xr).zip(w) {
+            *o = a * s * wi;
+        }
+    }
+}
+
+fn add_rows(x: &mut [f32], b: &[f32]) {
+    for row in x.chunks_exact_mut(b.len()) {
+        for (a, c) in row.iter_mut().zip(b) {
+            *a += c;
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! # tensorlane-llm
+//!
+//! Text generation from the checkpoints [`tensorlane::model::Model`] opens, weights kept in their
+//! stored form (F32, F16, BF16, and every ggml block type: Q8_0, Q4_0, Q4_K, Q6_K have their own
+//! kernels, the others are decoded a row at a time by [`tensorlane_core::formats::ggml`]).
+//!
+//! * [`arch`] — the architecture description: which tensors with which shapes, and the
+//!   hyperparameters, read from the GGUF metadata (`general.architecture`,
+//!   `<arch>.block_count`, ...). llama (Llama 2/3, TinyLlama, SmolLM), mistral and qwen2.
+//! * [`tokenizer`] — the GGUF's embedded vocabulary: `llama` (SentencePiece BPE with scores and
+//!   byte fallback) and `gpt2` (byte-level BPE with merges), as llama.cpp tokenizes them.
+//! * [`Session`] — a CPU executor (RMSNorm, RoPE, grouped-query attention with a causal mask and a
+//!   KV cache, SwiGLU, final norm, logits; f32 accumulation; the matrix products are spread over
+//!   a worker pool by output rows and dequantize one weight row at a time into a small buffer).
+//! * [`Sampling`] — greedy by default; temperature, top-k, top-p, seed.
+//!
+//! The executor is checked against llama.cpp (`llm/tests/llama_reference.rs`): greedy tokens,
+//! per-position log-probabilities and tokenization on random-weight checkpoints of every
+//! architecture and weight type.
+//!
+//! ```no_run
+//! use tensorlane::model::Model;
+//! use tensorlane_llm::{Options, Sampling, Session};
+//!
+//! let model = Model::open("tinyllama.Q8_0.gguf")?;
+//! let mut session = Session::open(&model, Options::default())?;
+//! let prompt = session.tokenizer().encode("The capital of France is", true);
+//! for token in session.generate(&prompt, &Sampling::default()).take(16) {
+//!     print!("{}", String::from_utf8_lossy(&token?.piece));
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+use std::fmt;
+
+pub mod arch;
+mod cpu;
+mod kernels;
+mod sampling;
+mod session;
+pub mod tokenizer;
+
+pub use sampling::{Sampler, Sampling};
+pub use session::{Device, Generate, Options, Session, Stats, Token};
+
+/// Everything that can go wrong opening a model for generation or running it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The model file could not be read (see [`tensorlane::Error`]).
+    Model(tensorlane::Error),
+    /// `general.architecture` names an architecture this crate does not run.
+    UnsupportedArchitecture {
+        /// The architecture the file declares (`"<none>"` when it declares none).
+        found: String,
+        /// The architectures that are supported.
+        supported: &'static [&'static str],
+    },
+    /// The model's format is not one this crate reads hyperparameters from.
+    UnsupportedFormat(String),
+    /// A metadata key is missing or its value is unusable.
+    Metadata {
+        /// The key (`llama.block_count`, `tokenizer.ggml.tokens`, ...).
+        key: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A tensor the architecture needs is not in the file.
+    MissingTensor {
+        /// The tensor's name.
+        name: String,
+        /// The shape it should have (row-major).
+        expected: Vec<u64>,
+    },
+    /// A tensor has another shape than the architecture needs.
+    TensorShape {
+        /// The tensor's name.
+        name: String,
+        /// The shape it should have (row-major).
+        expected: Vec<u64>,
+        /// The shape it has.
+        found: Vec<u64>,
+    },
+    /// A tensor's element type cannot be computed with.
+    TensorType {
+        /// The tensor's name.
+        name: String,
+        /// Its element type.
+        ty: String,
+    },
+    /// More tokens than the session's context holds.
+    Context {
+        /// Positions needed.
+        needed: usize,
+        /// The context length.
+        context: usize,
+    },
+    /// A token id outside the vocabulary.
+    UnknownToken {
+        /// The id.
+        id: u32,
+        /// The vocabulary size (valid ids are `0..vocab`).
+        vocab: usize,
+    },
+    /// The embedded vocabulary is unusable (the message says why).
+    Tokenizer(String),
+    /// An option or sampling parameter is out of range (the message names it).
+    Options(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Model(e) => write!(f, "{e}"),
+            Error::UnsupportedArchitecture { found, supported } => write!(
+                f,
+                "unsupported architecture '{found}' (general.architecture); supported: {}",
+                supported.join(", ")
+            ),
+            Error::UnsupportedFormat(s) => write!(f, "{s}"),
+            Error::Metadata { key, message } => write!(f, "metadata {key}: {message}"),
+            Error::MissingTensor { name, expected } => {
+                write!(f, "tensor {name} is missing (expected shape {expected:?})")
+            }
+            Error::TensorShape { name, expected, found } => {
+                write!(f, "tensor {name} has shape {found:?}, expected {expected:?}")
+            }
+            Error::TensorType { name, ty } => {
+                write!(f, "tensor {name} has element type {ty}, which cannot be computed with")
+            }
+            Error::Context { needed, context } => write!(
+                f,
+                "{needed} positions are needed but the context holds {context} (raise --context / Options::context)"
+            ),
+            Error::UnknownToken { id, vocab } => {
+                write!(f, "token id {id} is outside the vocabulary (0..{vocab})")
+            }
+            Error::Tokenizer(s) => write!(f, "tokenizer: {s}"),
+            Error::Options(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Model(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<tensorlane::Error> for Error {
+    fn from(e: tensorlane::Error) -> Self {
+        Error::Model(e)
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

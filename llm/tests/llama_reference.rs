@@ -1,0 +1,343 @@
+//! The CPU executor and the tokenizer against llama.cpp (node-llama-cpp 3.21.1's prebuilt CPU
+//! binary, tests/llama/), on random-weight GGUF models written by tests/python/llm_gen.py with
+//! gguf-py (tests/.venv-formats): llama in F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, llama with
+//! tied embeddings, Mistral-shaped (kv heads 2, rope base 1e6) in F32 and Q4_K, qwen2 (biases,
+//! rotate-half rope) in F32, F16, Q8_0.
+//!
+//! For each model: 32 greedy tokens identical to llama.cpp's; every position's log-probabilities
+//! over prompt + generated tokens within a tolerance of llama.cpp's (F32 weights with an F32 KV
+//! cache: 1e-4; F16/BF16 weights, 5e-2 / 3e-1: both sides round the activations to 16 bits, and a
+//! value that rounds the other way on one side moves the rest); for block-quantized weights (both
+//! sides quantize the activations to 8 bits, so most positions agree to ~1e-5, but one value
+//! quantized to the neighbouring step moves a position by up to ~0.6) the top token wherever
+//! llama.cpp's margin between its first two is over 0.2. The figures are printed (`--nocapture`). Tokenization equal to
+//! `model.tokenize` on ASCII, UTF-8, spaces, digits and bytes outside the vocabulary.
+//!
+//! Needs node and tests/llama/node_modules, and tests/.venv-formats: `scripts/setup.sh` installs
+//! both. Missing, the test fails saying so; nothing is skipped.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+use tensorlane::model::Model;
+use tensorlane_llm::{Error, Options, Sampling, Session};
+
+const GENERATE: usize = 32;
+const SEED: &str = "7";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn venv_python() -> PathBuf {
+    let p = root().join("tests/.venv-formats/bin/python");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup.sh (or bash tests/python/setup_formats_venv.sh)",
+        p.display()
+    );
+    p
+}
+
+/// Writes the models (once per test binary run) and returns the generator's JSON.
+fn models() -> &'static Value {
+    static MODELS: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    MODELS.get_or_init(|| {
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("llm_reference");
+        let o = Command::new(venv_python())
+            .arg(root().join("tests/python/llm_gen.py"))
+            .arg(&out)
+            .arg(SEED)
+            .output()
+            .expect("run tests/python/llm_gen.py");
+        assert!(
+            o.status.success(),
+            "llm_gen.py failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).expect("llm_gen.py prints JSON")
+    })
+}
+
+fn run_llama(job: &Value) -> Value {
+    let dir = root().join("tests/llama");
+    assert!(
+        dir.join("node_modules/node-llama-cpp").exists(),
+        "tests/llama/node_modules is missing: run scripts/setup.sh (npm ci --prefix tests/llama)"
+    );
+    let job_path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("llm_reference_job.json");
+    std::fs::write(&job_path, serde_json::to_vec(job).unwrap()).unwrap();
+    let o = Command::new("node")
+        .arg(dir.join("reference.mjs"))
+        .arg(&job_path)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run node ({e}): install Node.js 20+ and run scripts/setup.sh"));
+    assert!(
+        o.status.success(),
+        "tests/llama/reference.mjs failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("reference.mjs prints JSON")
+}
+
+const STRINGS: &[&str] = &[
+    "hello world",
+    "Hello World!",
+    "the tensor data model",
+    " leading space",
+    "trailing space ",
+    "double  space   triple",
+    "123 4567 89",
+    "héllo wörld über",
+    "日本語のテキスト",
+    "emoji 😀 and \u{1}\u{7f}",
+    "tabs\tand\nnewlines\n\n",
+    "<s> is not parsed </s>",
+    "",
+    "▁already▁marked",
+    "inging the theater's",
+];
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn log_softmax(l: &[f32]) -> Vec<f64> {
+    let max = l.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let sum: f64 = l.iter().map(|&x| (x as f64 - max).exp()).sum();
+    l.iter().map(|&x| x as f64 - max - sum.ln()).collect()
+}
+
+/// The tolerance on log-probabilities for a weight type (`None`: compare top-1 only).
+fn tolerance(ty: &str) -> Option<f64> {
+    match ty {
+        "F32" => Some(1e-4),
+        "F16" => Some(5e-2),
+        // bf16 keeps 3 fewer mantissa bits than f16: 8x the rounding of the activations
+        "BF16" => Some(3e-1),
+        _ => None,
+    }
+}
+
+#[test]
+fn matches_llama_cpp() {
+    let start = std::time::Instant::now();
+    let manifest = models();
+    let list = manifest["models"].as_array().unwrap();
+
+    // Prompts from our tokenizer (checked against llama.cpp's below), with BOS.
+    let first = Model::open(list[0]["path"].as_str().unwrap()).unwrap();
+    let tok = tensorlane_llm::tokenizer::Tokenizer::from_catalog(first.catalog()).unwrap();
+    let prompt = tok.encode("hello world, the tensor data model 123", true);
+    assert_eq!(prompt[0], 1, "BOS first");
+    assert!(prompt.len() > 8);
+
+    let job = json!({
+        "threads": 1,
+        "models": list.iter().enumerate().map(|(i, m)| json!({
+            "name": m["name"],
+            "path": m["path"],
+            "prompt": prompt,
+            "generate": GENERATE,
+            "f32_kv": true,
+            "strings": if i == 0 { STRINGS.to_vec() } else { Vec::new() },
+        })).collect::<Vec<_>>(),
+    });
+    let reference = run_llama(&job);
+    let llama_time = start.elapsed();
+
+    // Tokenization (every model shares the vocabulary).
+    let r0 = &reference["models"][0];
+    for (s, want) in STRINGS.iter().zip(r0["tokenized"].as_array().unwrap()) {
+        assert_eq!(
+            tok.encode(s, false),
+            ids(want),
+            "tokenization of {s:?} differs from llama.cpp's"
+        );
+    }
+
+    let mut report = Vec::new();
+    let mut failures = Vec::new();
+    for (m, r) in list.iter().zip(reference["models"].as_array().unwrap()) {
+        let name = m["name"].as_str().unwrap();
+        let ty = m["type"].as_str().unwrap();
+        assert_eq!(r["name"], m["name"]);
+        let model = Model::open(m["path"].as_str().unwrap()).unwrap();
+        let mut session = Session::open(
+            &model,
+            Options {
+                threads: Some(2),
+                context: Some(128),
+                ..Options::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+
+        // Greedy generation.
+        // llama.cpp's generator ends at an end-of-generation token without yielding it; ours
+        // yields it, then ends.
+        let mut want = ids(&r["greedy"]);
+        if r["ended"].as_bool().unwrap() {
+            want.push(session.tokenizer().vocab().eos.unwrap());
+        }
+        let got: Vec<u32> = session
+            .generate(&prompt, &Sampling::default())
+            .take(GENERATE)
+            .map(|t| t.unwrap().id)
+            .collect();
+        if got != want {
+            failures.push(format!(
+                "{name}: greedy tokens differ\n  ours:  {got:?}\n  llama: {want:?}"
+            ));
+        }
+
+        // Per-position distributions over prompt + llama.cpp's greedy tokens.
+        let sequence = ids(&r["sequence"]);
+        let logits = session.logits(&sequence).unwrap();
+        let positions = r["positions"].as_array().unwrap();
+        assert_eq!(positions.len(), logits.len());
+        let (mut max_d, mut top1_checked, mut top1_ok) = (0f64, 0, 0);
+        let mut worst = (0, 0u32);
+        let debug = std::env::var("LLM_DEBUG").is_ok_and(|v| v == name);
+        for (p, (row, ours)) in positions.iter().zip(&logits).enumerate() {
+            let lp = log_softmax(ours);
+            let row = row.as_array().unwrap();
+            if debug {
+                let m = row
+                    .iter()
+                    .map(|e| (lp[e[0].as_u64().unwrap() as usize] - e[1].as_f64().unwrap()).abs())
+                    .fold(0f64, f64::max);
+                let top: Vec<String> = row
+                    .iter()
+                    .take(3)
+                    .map(|e| {
+                        format!(
+                            "{}:{:.4}/{:.4}",
+                            e[0],
+                            e[1].as_f64().unwrap(),
+                            lp[e[0].as_u64().unwrap() as usize]
+                        )
+                    })
+                    .collect();
+                eprintln!("{name} position {p}: max {m:.2e} n={} {}", row.len(), top.join(" "));
+            }
+            for e in row {
+                let (t, l) = (e[0].as_u64().unwrap() as usize, e[1].as_f64().unwrap());
+                let d = (lp[t] - l).abs();
+                if d > max_d {
+                    max_d = d;
+                    worst = (p, t as u32);
+                }
+            }
+            let top = row[0][0].as_u64().unwrap() as u32;
+            let margin = row[0][1].as_f64().unwrap() - row.get(1).map_or(f64::NEG_INFINITY, |e| e[1].as_f64().unwrap());
+            if margin > 0.2 {
+                top1_checked += 1;
+                let ours_top = (0..lp.len()).fold(0, |b, i| if lp[i] > lp[b] { i } else { b }) as u32;
+                if ours_top == top {
+                    top1_ok += 1;
+                } else {
+                    failures.push(format!(
+                        "{name}: position {p}: top token {ours_top}, llama.cpp's {top} (margin {margin:.3})"
+                    ));
+                }
+            }
+        }
+        report.push(format!(
+            "{name:<16} max |Δ log p| {max_d:.2e} (position {}, token {}), top-1 {top1_ok}/{top1_checked} where margin > 0.2, greedy {}",
+            worst.0,
+            worst.1,
+            if got == want { "identical" } else { "DIFFERENT" }
+        ));
+        if let Some(tol) = tolerance(ty)
+            && max_d > tol
+        {
+            failures.push(format!(
+                "{name}: max |Δ log p| {max_d:.3e} over {tol:.0e} (position {}, token {})",
+                worst.0, worst.1
+            ));
+        }
+    }
+    eprintln!(
+        "llama.cpp reference: {:.1} s; whole test {:.1} s\n{}",
+        llama_time.as_secs_f64(),
+        start.elapsed().as_secs_f64(),
+        report.join("\n")
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn bad_models_are_refused_with_what_is_wrong() {
+    let broken = &models()["broken"];
+    let open = |name: &str| {
+        let model = Model::open(broken[name].as_str().unwrap()).unwrap();
+        Session::open(&model, Options::default()).map(|_| ()).unwrap_err()
+    };
+    match open("bad-arch") {
+        e @ Error::UnsupportedArchitecture { .. } => {
+            let s = e.to_string();
+            assert!(s.contains("gptj") && s.contains("llama, mistral, qwen2"), "{s}");
+        }
+        e => panic!("{e}"),
+    }
+    match open("missing-tensor") {
+        e @ Error::MissingTensor { .. } => {
+            let s = e.to_string();
+            assert!(s.contains("blk.1.ffn_up.weight") && s.contains("[512, 256]"), "{s}");
+        }
+        e => panic!("{e}"),
+    }
+    match open("misshapen-tensor") {
+        e @ Error::TensorShape { .. } => {
+            let s = e.to_string();
+            assert!(
+                s.contains("blk.0.attn_k.weight") && s.contains("[128, 128]") && s.contains("[128, 256]"),
+                "{s}"
+            );
+        }
+        e => panic!("{e}"),
+    }
+    match open("qwen2-no-bias") {
+        e @ Error::MissingTensor { .. } => assert!(e.to_string().contains("blk.0.attn_q.bias"), "{e}"),
+        e => panic!("{e}"),
+    }
+
+    // Bad input to a good model: unknown token id, a prompt longer than the context.
+    let list = models()["models"].as_array().unwrap();
+    let model = Model::open(list[0]["path"].as_str().unwrap()).unwrap();
+    let mut s = Session::open(
+        &model,
+        Options {
+            context: Some(8),
+            threads: Some(1),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let e = s
+        .generate(&[1, 100_000], &Sampling::default())
+        .next()
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(e, Error::UnknownToken { id: 100_000, .. }), "{e}");
+    let e = s.logits(&[1; 9]).unwrap_err();
+    assert!(
+        e.to_string().contains("9 positions") && e.to_string().contains("holds 8"),
+        "{e}"
+    );
+    // Generation past the context ends with the context error, after 8 - 3 tokens.
+    let sampling = Sampling {
+        stop_at_eog: false,
+        ..Sampling::default()
+    };
+    let items: Vec<_> = s.generate(&[1, 300, 301], &sampling).collect();
+    assert_eq!(items.len(), 7, "{items:?}");
+    assert!(items[..6].iter().all(Result::is_ok));
+    assert!(matches!(items[6], Err(Error::Context { needed: 9, context: 8 })));
+}

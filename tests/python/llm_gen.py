@@ -1,0 +1,220 @@
+"""Writes small random-weight GGUF language models for llm/tests (the llama.cpp reference test) and
+prints, as JSON on stdout, the list of models written.
+
+    llm_gen.py OUT_DIR SEED
+
+Every model has 2 blocks, embedding length 256, feed-forward length 512 (in-dimensions are
+multiples of 256, so every K-quant fits) and the same small SentencePiece-style vocabulary:
+<unk>, <s>, </s>, the 256 byte tokens <0x00>..<0xFF>, single characters and merged pieces with
+scores (the llama tokenizer merges the highest-scoring pair first). output.weight is scaled up so
+the logits are peaked and greedy decoding is stable under quantization.
+
+Models (name: architecture, weight type):
+  llama-<T>      llama, heads 8 / kv heads 4, T in F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K
+  llama-tied-F32 llama without output.weight (tied embeddings)
+  mistral-<T>    llama tensors with Mistral's shapes (kv heads 2, rope base 1e6), T in F32 Q4_K
+  qwen2-<T>      qwen2: Q/K/V biases, NeoX rope, T in F32 F16 Q8_0
+Broken files for the error tests ("broken" in the JSON): bad-arch (gptj), missing-tensor (no
+blk.1.ffn_up.weight), misshapen-tensor (blk.0.attn_k.weight half as wide), qwen2-no-bias.
+
+Weights are drawn as floats and quantized with gguf.quants where it can (Q8_0, Q4_0, F16, BF16);
+gguf.quants cannot quantize K-quants, so Q4_K and Q6_K tensors are random blocks whose super-block
+scale is set so the dequantized values have the standard deviation asked for. Norm weights and
+biases are F32, as llama.cpp's converter writes them. Q and K rows are random, so they need no
+permutation: a GGUF llama's adjacent-pair rotation is what llama.cpp applies to them.
+Used by llm/tests/llama_reference.rs.
+"""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+from gguf import GGUFWriter, GGMLQuantizationType as Q, TokenType, quants
+from gguf.constants import GGML_QUANT_SIZES
+
+HIDDEN = 256
+FFN = 512
+LAYERS = 2
+
+# Pieces beyond single characters, highest score first (the order a BPE would have learned them).
+MERGES = [
+    "▁t", "he", "▁the", "in", "er", "▁a", "on", "re", "at", "en", "▁s", "or", "▁w", "an", "is",
+    "ed", "▁o", "it", "ing", "▁c", "ar", "▁th", "es", "al", "ou", "le", "▁b", "▁f", "▁h", "▁m",
+    "▁in", "▁is", "▁wor", "ld", "▁world", "ll", "ello", "▁hello", "▁he", "lo", "▁1", "12", "23",
+    "▁12", "▁123", "▁é", "é", "ü", "ö", "ér", "▁ü", "▁da", "ta", "▁data", "ten", "sor", "▁ten",
+    "▁tensor", "▁▁", "▁▁▁", "▁▁▁▁", "▁model", "ode", "▁mod", "el", "ing▁",
+]
+CHARS = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,!?'-:;()\"") + ["▁"]
+
+
+def vocab():
+    tokens, scores, types = [], [], []
+    for t, ty in (("<unk>", TokenType.UNKNOWN), ("<s>", TokenType.CONTROL), ("</s>", TokenType.CONTROL)):
+        tokens.append(t)
+        scores.append(0.0)
+        types.append(ty)
+    for b in range(256):
+        tokens.append(f"<0x{b:02X}>")
+        scores.append(0.0)
+        types.append(TokenType.BYTE)
+    for i, p in enumerate(MERGES):
+        tokens.append(p)
+        scores.append(-float(i))
+        types.append(TokenType.NORMAL)
+    for i, c in enumerate(CHARS):
+        if c in tokens:
+            continue
+        tokens.append(c)
+        scores.append(-1000.0 - i)
+        types.append(TokenType.NORMAL)
+    assert len(set(tokens)) == len(tokens)
+    return tokens, scores, types
+
+
+class Gen:
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+
+    def normal(self, shape, std):
+        return (self.rng.standard_normal(shape) * std).astype(np.float32)
+
+    def kquant(self, qtype: Q, rows: int, cols: int, std: float) -> np.ndarray:
+        """Random K-quant blocks (rows x cols values) whose values have about `std`."""
+        block, size = GGML_QUANT_SIZES[qtype]
+        n = rows * cols // block
+        raw = self.rng.integers(0, 256, size=(n, size), dtype=np.uint8)
+        one = np.frombuffer(np.float16(1.0).tobytes(), dtype=np.uint8)
+        if qtype == Q.Q4_K:
+            # d, dmin (f16) then 12 bytes of 6-bit scales and mins, then 128 bytes of nibbles.
+            raw[:, 0:2] = one
+            raw[:, 2:4] = np.frombuffer(np.float16(67.5).tobytes(), dtype=np.uint8)
+            # scales 16..47 (never 0), mins 0..15: keep each sub-block's offset near zero
+            sc = self.rng.integers(16, 48, size=(n, 8))
+            mn = self.rng.integers(0, 8, size=(n, 8))
+            s = np.zeros((n, 12), dtype=np.uint8)
+            s[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
+            s[:, 4:8] = (mn[:, 0:4] & 63) | ((mn[:, 4:8] >> 4) << 6)
+            s[:, 8:12] = (sc[:, 4:8] & 15) | ((mn[:, 4:8] & 15) << 4)
+            raw[:, 4:16] = s
+            d_off, dmin_off = 0, 2
+        elif qtype == Q.Q6_K:
+            # 128 bytes low nibbles, 64 bytes high bits, 16 int8 scales, d (f16)
+            raw[:, 192:208] = self.rng.integers(-40, 41, size=(n, 16)).astype(np.int8).view(np.uint8)
+            raw[:, 208:210] = one
+            d_off, dmin_off = 208, None
+        else:
+            raise ValueError(qtype)
+        vals = quants.dequantize(raw, qtype)
+        scale = std / float(np.std(vals))
+        if dmin_off is not None:
+            dmin = np.frombuffer(raw[0, dmin_off:dmin_off + 2].tobytes(), dtype=np.float16)[0]
+            raw[:, dmin_off:dmin_off + 2] = np.frombuffer(np.float16(float(dmin) * scale).tobytes(), dtype=np.uint8)
+        raw[:, d_off:d_off + 2] = np.frombuffer(np.float16(scale).tobytes(), dtype=np.uint8)
+        return raw.reshape(rows, -1)
+
+
+def stored(g: Gen, w: np.ndarray, qtype: Q):
+    """(array, raw_dtype) for GGUFWriter.add_tensor: w (rows x cols float32) in qtype."""
+    if qtype == Q.F32:
+        return w, None
+    if qtype in (Q.Q4_K, Q.Q6_K):
+        return g.kquant(qtype, w.shape[0], w.shape[1], float(np.std(w))), qtype
+    return quants.quantize(w, qtype), qtype
+
+
+def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_base: float,
+                bias: bool, tied: bool, out_std: float, drop: str = "", narrow: str = ""):
+    heads = 8
+    head_dim = HIDDEN // heads
+    tokens, scores, types = vocab()
+    n_vocab = len(tokens)
+    w = GGUFWriter(str(path), arch)
+    w.add_name(path.stem)
+    w.add_block_count(LAYERS)
+    w.add_context_length(256)
+    w.add_embedding_length(HIDDEN)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(rope_base)
+    w.add_file_type(int(qtype) if qtype != Q.F32 else 0)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+
+    def mat(name, rows, cols, std):
+        if name == drop:
+            return
+        if name == narrow:
+            cols //= 2
+        arr, raw = stored(g, g.normal((rows, cols), std), qtype)
+        w.add_tensor(name, arr, raw_dtype=raw)
+
+    def vec(name, n, mean, std):
+        w.add_tensor(name, (mean + g.normal((n,), std)).astype(np.float32))
+
+    mat("token_embd.weight", n_vocab, HIDDEN, 1.0)
+    for i in range(LAYERS):
+        p = f"blk.{i}"
+        vec(f"{p}.attn_norm.weight", HIDDEN, 1.0, 0.1)
+        mat(f"{p}.attn_q.weight", HIDDEN, HIDDEN, 0.08)
+        mat(f"{p}.attn_k.weight", kv_heads * head_dim, HIDDEN, 0.08)
+        mat(f"{p}.attn_v.weight", kv_heads * head_dim, HIDDEN, 0.08)
+        if bias:
+            vec(f"{p}.attn_q.bias", HIDDEN, 0.0, 0.2)
+            vec(f"{p}.attn_k.bias", kv_heads * head_dim, 0.0, 0.2)
+            vec(f"{p}.attn_v.bias", kv_heads * head_dim, 0.0, 0.2)
+        mat(f"{p}.attn_output.weight", HIDDEN, HIDDEN, 0.08)
+        vec(f"{p}.ffn_norm.weight", HIDDEN, 1.0, 0.1)
+        mat(f"{p}.ffn_gate.weight", FFN, HIDDEN, 0.1)
+        mat(f"{p}.ffn_up.weight", FFN, HIDDEN, 0.1)
+        mat(f"{p}.ffn_down.weight", HIDDEN, FFN, 0.08)
+    vec("output_norm.weight", HIDDEN, 1.0, 0.1)
+    if not tied:
+        mat("output.weight", n_vocab, HIDDEN, out_std)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main():
+    out = Path(sys.argv[1])
+    seed = int(sys.argv[2])
+    out.mkdir(parents=True, exist_ok=True)
+    g = Gen(seed)
+    models = []
+    specs = [("llama", t, dict(kv_heads=4, rope_base=10000.0, bias=False, tied=False))
+             for t in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K")]
+    specs.append(("llama-tied", "F32", dict(kv_heads=4, rope_base=10000.0, bias=False, tied=True)))
+    specs += [("mistral", t, dict(kv_heads=2, rope_base=1e6, bias=False, tied=False)) for t in ("F32", "Q4_K")]
+    specs += [("qwen2", t, dict(kv_heads=2, rope_base=1e6, bias=True, tied=False)) for t in ("F32", "F16", "Q8_0")]
+    for name, t, kw in specs:
+        arch = "qwen2" if name == "qwen2" else "llama"
+        path = out / f"{name}-{t}.gguf"
+        write_model(path, g, arch, Q[t], out_std=0.6, **kw)
+        models.append({"name": f"{name}-{t}", "arch": arch, "type": t, "path": str(path)})
+    # Broken files for the error tests: an architecture outside the supported list, a missing and
+    # a misshapen tensor.
+    broken = {}
+    base = dict(kv_heads=4, rope_base=10000.0, bias=False, tied=False, out_std=0.6)
+    for name, arch, kw in (("bad-arch", "gptj", {}),
+                           ("missing-tensor", "llama", {"drop": "blk.1.ffn_up.weight"}),
+                           ("misshapen-tensor", "llama", {"narrow": "blk.0.attn_k.weight"}),
+                           ("qwen2-no-bias", "qwen2", {})):
+        path = out / f"{name}.gguf"
+        write_model(path, g, arch, Q.F32, **base, **kw)
+        broken[name] = str(path)
+    json.dump({"models": models, "broken": broken}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
