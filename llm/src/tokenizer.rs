@@ -64,7 +64,9 @@ pub enum Model {
     Gpt2,
 }
 
-/// How a `gpt2` tokenizer pre-splits text (`tokenizer.ggml.pre`).
+/// How a `gpt2` tokenizer pre-splits text (`tokenizer.ggml.pre`: `llama-bpe`/`llama3`/... are
+/// [`PreSplit::Llama3`], `qwen2` is [`PreSplit::Qwen2`], `gpt-2` and any other name
+/// [`PreSplit::Gpt2`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PreSplit {
     /// GPT-2's pattern (`'s|'t|... | ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`).
@@ -241,6 +243,7 @@ impl Vocab {
         let pre = match meta_str(catalog, "tokenizer.ggml.pre")?.unwrap_or("default") {
             "llama3" | "llama-v3" | "llama-bpe" | "smaug-bpe" | "falcon3" | "pixtral" => PreSplit::Llama3,
             "qwen2" | "deepseek-r1-qwen" => PreSplit::Qwen2,
+            // "gpt-2", "default" and the pre-tokenizers not listed: GPT-2's pattern
             _ => PreSplit::Gpt2,
         };
         let (bos, eos, unk) = match model {
@@ -260,7 +263,7 @@ impl Vocab {
             bos,
             eos,
             unk,
-            add_bos: flag("tokenizer.ggml.add_bos_token")?.unwrap_or(model == Model::Spm),
+            add_bos: flag("tokenizer.ggml.add_bos_token")?.unwrap_or(model == Model::Spm || pre == PreSplit::Llama3),
             add_space_prefix: flag("tokenizer.ggml.add_space_prefix")?.unwrap_or(model == Model::Spm),
         })
     }
@@ -566,10 +569,11 @@ impl Tokenizer {
     fn bpe(&self, word: &str, out: &mut Vec<u32>) {
         let map = gpt2_byte_chars();
         let mapped: String = word.bytes().map(|b| map[b as usize]).collect();
-        if self.vocab.pre != PreSplit::Gpt2
+        if self.vocab.pre == PreSplit::Llama3
             && let Some(&id) = self.to_id.get(mapped.as_bytes())
         {
-            // Llama 3 / Qwen2 vocabularies ignore merges for a word that is a token.
+            // Llama 3 vocabularies ignore merges for a word that is a token (llama.cpp's
+            // `ignore_merges`).
             out.push(id);
             return;
         }

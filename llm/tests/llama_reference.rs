@@ -130,40 +130,63 @@ fn matches_llama_cpp() {
     let manifest = models();
     let list = manifest["models"].as_array().unwrap();
 
-    // Prompts from our tokenizer (checked against llama.cpp's below), with BOS.
-    let first = Model::open(list[0]["path"].as_str().unwrap()).unwrap();
-    let tok = tensorlane_llm::tokenizer::Tokenizer::from_catalog(first.catalog()).unwrap();
-    let prompt = tok.encode("hello world, the tensor data model 123", true);
-    assert_eq!(prompt[0], 1, "BOS first");
-    assert!(prompt.len() > 8);
-
+    // Each model's prompt from our tokenizer (checked against llama.cpp's below), with BOS; the
+    // tokenization strings go with the first model of each vocabulary (the SentencePiece one of
+    // llama-F32, and each byte-level BPE pre-tokenizer).
+    let tokenizers: Vec<_> = list
+        .iter()
+        .map(|m| {
+            let model = Model::open(m["path"].as_str().unwrap()).unwrap();
+            tensorlane_llm::tokenizer::Tokenizer::from_catalog(model.catalog()).unwrap()
+        })
+        .collect();
+    let prompts: Vec<Vec<u32>> = tokenizers
+        .iter()
+        .map(|t| t.encode("Hello world, the tensor data model 123", true))
+        .collect();
+    let with_strings = |name: &str| name == "llama-F32" || name.ends_with("-bpe-F32");
+    for (m, p) in list.iter().zip(&prompts) {
+        assert!(p.len() > 6, "{}: prompt {p:?}", m["name"]);
+    }
     let job = json!({
         "threads": 1,
-        "models": list.iter().enumerate().map(|(i, m)| json!({
+        "models": list.iter().zip(&prompts).map(|(m, prompt)| json!({
             "name": m["name"],
             "path": m["path"],
             "prompt": prompt,
             "generate": GENERATE,
             "f32_kv": true,
-            "strings": if i == 0 { STRINGS.to_vec() } else { Vec::new() },
+            "strings": if with_strings(m["name"].as_str().unwrap()) { STRINGS.to_vec() } else { Vec::new() },
         })).collect::<Vec<_>>(),
     });
     let reference = run_llama(&job);
     let llama_time = start.elapsed();
 
-    // Tokenization (every model shares the vocabulary).
-    let r0 = &reference["models"][0];
-    for (s, want) in STRINGS.iter().zip(r0["tokenized"].as_array().unwrap()) {
-        assert_eq!(
-            tok.encode(s, false),
-            ids(want),
-            "tokenization of {s:?} differs from llama.cpp's"
-        );
+    // Tokenization.
+    let mut tokenized = 0;
+    for ((m, r), tok) in list
+        .iter()
+        .zip(reference["models"].as_array().unwrap())
+        .zip(&tokenizers)
+    {
+        let Some(strings) = r["tokenized"].as_array().filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        for (s, want) in STRINGS.iter().zip(strings) {
+            assert_eq!(
+                tok.encode(s, false),
+                ids(want),
+                "{}: tokenization of {s:?} differs from llama.cpp's",
+                m["name"]
+            );
+            tokenized += 1;
+        }
     }
+    assert_eq!(tokenized, 4 * STRINGS.len(), "every vocabulary's strings were compared");
 
     let mut report = Vec::new();
     let mut failures = Vec::new();
-    for (m, r) in list.iter().zip(reference["models"].as_array().unwrap()) {
+    for ((m, r), prompt) in list.iter().zip(reference["models"].as_array().unwrap()).zip(&prompts) {
         let name = m["name"].as_str().unwrap();
         let ty = m["type"].as_str().unwrap();
         assert_eq!(r["name"], m["name"]);
@@ -186,7 +209,7 @@ fn matches_llama_cpp() {
             want.push(session.tokenizer().vocab().eos.unwrap());
         }
         let got: Vec<u32> = session
-            .generate(&prompt, &Sampling::default())
+            .generate(prompt, &Sampling::default())
             .take(GENERATE)
             .map(|t| t.unwrap().id)
             .collect();

@@ -14,6 +14,8 @@ Models (name: architecture, weight type):
   llama-tied-F32 llama without output.weight (tied embeddings)
   mistral-<T>    llama tensors with Mistral's shapes (kv heads 2, rope base 1e6), T in F32 Q4_K
   qwen2-<T>      qwen2: Q/K/V biases, NeoX rope, T in F32 F16 Q8_0
+  qwen2-bpe-F32, llama-bpe-F32, gpt2-bpe-F32: a byte-level BPE vocabulary (tokenizer.ggml.model
+                 gpt2, 41 merges) with the qwen2, llama-bpe (Llama 3) and gpt-2 pre-tokenizers
 Broken files for the error tests ("broken" in the JSON): bad-arch (gptj), missing-tensor (no
 blk.1.ffn_up.weight), misshapen-tensor (blk.0.attn_k.weight half as wide), qwen2-no-bias.
 
@@ -71,6 +73,46 @@ def vocab():
     return tokens, scores, types
 
 
+def byte_chars():
+    """GPT-2's printable character for each byte."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+# Byte-level BPE merges (GPT-2 characters: Ġ is a space, Ċ a newline, Ã© is é's two bytes), in rank
+# order; each merge's result is a token, after the 256 byte tokens.
+BPE_MERGES = [
+    ("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("e", "n"), ("e", "r"), ("Ġ", "a"), ("o", "n"), ("r", "e"),
+    ("Ġ", "w"), ("o", "r"), ("Ġw", "or"), ("l", "d"), ("Ġwor", "ld"), ("l", "l"), ("e", "l"),
+    ("Ġ", "h"), ("Ġh", "el"), ("l", "o"), ("Ġhel", "lo"), ("1", "2"), ("12", "3"), ("Ã", "©"),
+    ("Ġ", "d"), ("a", "t"), ("Ġd", "at"), ("Ġdat", "a"), ("Ġ", "Ġ"), ("ĠĠ", "Ġ"), ("Ċ", "Ċ"),
+    ("in", "g"), ("Ġt", "en"), ("s", "or"), ("Ġten", "sor"), ("'", "s"), ("H", "el"), ("Hel", "lo"),
+    ("Ġ", "m"), ("o", "d"), ("Ġm", "od"), ("Ġmod", "el"),
+]
+
+
+def bpe_vocab():
+    """tokens, types, merges of a small byte-level BPE vocabulary; <|endoftext|> last."""
+    bc = byte_chars()
+    tokens = [bc[b] for b in range(256)]
+    types = [TokenType.NORMAL] * 256
+    for a, b in BPE_MERGES:
+        assert a in tokens and b in tokens, (a, b)
+        tokens.append(a + b)
+        types.append(TokenType.NORMAL)
+    tokens += ["<|endoftext|>", "<|im_start|>"]
+    types += [TokenType.CONTROL, TokenType.CONTROL]
+    assert len(set(tokens)) == len(tokens)
+    return tokens, types, [f"{a} {b}" for a, b in BPE_MERGES]
+
+
 class Gen:
     def __init__(self, seed: int):
         self.rng = np.random.default_rng(seed)
@@ -123,10 +165,13 @@ def stored(g: Gen, w: np.ndarray, qtype: Q):
 
 
 def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_base: float,
-                bias: bool, tied: bool, out_std: float, drop: str = "", narrow: str = ""):
+                bias: bool, tied: bool, out_std: float, drop: str = "", narrow: str = "", bpe: str = ""):
     heads = 8
     head_dim = HIDDEN // heads
-    tokens, scores, types = vocab()
+    if bpe:
+        tokens, types, merges = bpe_vocab()
+    else:
+        tokens, scores, types = vocab()
     n_vocab = len(tokens)
     w = GGUFWriter(str(path), arch)
     w.add_name(path.stem)
@@ -139,15 +184,25 @@ def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(rope_base)
     w.add_file_type(int(qtype) if qtype != Q.F32 else 0)
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_unk_token_id(0)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_add_bos_token(True)
+    if bpe:
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre(bpe)
+        w.add_token_list(tokens)
+        w.add_token_types(types)
+        w.add_token_merges(merges)
+        w.add_bos_token_id(len(tokens) - 2)
+        w.add_eos_token_id(len(tokens) - 2)
+        w.add_add_bos_token(True)
+    else:
+        w.add_tokenizer_model("llama")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(tokens)
+        w.add_token_scores(scores)
+        w.add_token_types(types)
+        w.add_unk_token_id(0)
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_add_bos_token(True)
     w.add_add_eos_token(False)
 
     def mat(name, rows, cols, std):
@@ -197,8 +252,12 @@ def main():
     specs.append(("llama-tied", "F32", dict(kv_heads=4, rope_base=10000.0, bias=False, tied=True)))
     specs += [("mistral", t, dict(kv_heads=2, rope_base=1e6, bias=False, tied=False)) for t in ("F32", "Q4_K")]
     specs += [("qwen2", t, dict(kv_heads=2, rope_base=1e6, bias=True, tied=False)) for t in ("F32", "F16", "Q8_0")]
+    # Byte-level BPE vocabularies (tokenizer.ggml.model gpt2) with each pre-tokenizer.
+    specs += [("qwen2-bpe", "F32", dict(kv_heads=2, rope_base=1e6, bias=True, tied=False, bpe="qwen2")),
+              ("llama-bpe", "F32", dict(kv_heads=4, rope_base=5e5, bias=False, tied=False, bpe="llama-bpe")),
+              ("gpt2-bpe", "F32", dict(kv_heads=4, rope_base=1e4, bias=False, tied=False, bpe="gpt-2"))]
     for name, t, kw in specs:
-        arch = "qwen2" if name == "qwen2" else "llama"
+        arch = "qwen2" if name.startswith("qwen2") else "llama"
         path = out / f"{name}-{t}.gguf"
         write_model(path, g, arch, Q[t], out_std=0.6, **kw)
         models.append({"name": f"{name}-{t}", "arch": arch, "type": t, "path": str(path)})
