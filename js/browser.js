@@ -3,16 +3,14 @@
 // Decoded TypedArrays are views on the caller's ArrayBuffer, never on wasm memory.
 import { glue, wasmBackend } from './wasm-backend.js';
 import { makeApi } from './common.js';
-import { makeZt } from './zt.js';
 import { makeFormats } from './formats.js';
 import { makeCompare } from './compare.js';
 
 const exports = await glue.default({ module_or_path: new URL('../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url) });
 const backend = wasmBackend(exports);
-const zt = makeZt(backend);
-// open(): every model format; .zt files are handed to the .zt reader.
-const formats = makeFormats(backend, zt);
-const api = { ...makeApi(backend), ...zt, open: formats.open, stats: formats.stats, mergeSummaries: formats.mergeSummaries, mergeStats: formats.mergeStats, ...makeCompare(backend) };
+// open(): every format (.zt and Tenso files included) through one reader.
+const formats = makeFormats(backend);
+const api = { ...makeApi(backend), open: formats.open, stats: formats.stats, mergeSummaries: formats.mergeSummaries, mergeStats: formats.mergeStats, ...makeCompare(backend) };
 
 export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, mergeSummaries, mergeStats, writeZt, compare } = api;
 export const backendName = 'wasm';

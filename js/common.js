@@ -492,11 +492,40 @@ export function makeApi(backend) {
     for await (const p of s.packets(source)) yield decode(p, options);
   }
 
+  /**
+   * Writes a `.zt` v2 file and returns its bytes (canonical form unless `{canonical: false}`).
+   * `entries`: an object, a Map or an array of [name, value]; a value is a TypedArray (1-D), a
+   * dense `{dtype?, shape?, data}`, or `{layout, shape, attributes?, parts: {name: {dtype, type?,
+   * data}}}`. `options.attributes` sets file attributes (JSON values). Read it back with open().
+   */
+  function writeZt(entries, options = {}) {
+    const list = entries instanceof Map ? [...entries] : Array.isArray(entries) ? entries : Object.entries(entries);
+    const buffers = [];
+    const buf = (data) => buffers.push(data instanceof ArrayBuffer ? new Uint8Array(data) : new Uint8Array(data.buffer, data.byteOffset, data.byteLength)) - 1;
+    const objects = list.map(([name, v]) => {
+      if (ArrayBuffer.isView(v)) v = { data: v };
+      if (v.parts) {
+        const parts = Object.entries(v.parts).map(([pn, p]) => ({ name: pn, dtype: p.dtype ?? inferDtype(p.data), type: p.type, buf: buf(p.data) }));
+        return { name, shape: v.shape, layout: v.layout ?? 'dense', attributes: v.attributes, parts };
+      }
+      const dtype = v.dtype ?? inferDtype(v.data);
+      const per = (DTYPES[dtype]?.BYTES_PER_ELEMENT ?? 1) * (dtype === 'complex64' || dtype === 'complex128' ? 2 : 1);
+      const shape = v.shape ?? [v.data.byteLength / per];
+      return { name, shape, layout: 'dense', attributes: v.attributes, parts: [{ name: 'data', dtype, buf: buf(v.data) }] };
+    });
+    try {
+      return toPlainU8(backend.ztWriteRaw(JSON.stringify({ canonical: options.canonical ?? true, attributes: options.attributes, objects }), buffers));
+    } catch (e) {
+      throw new TensorlaneError(`writeZt: ${e?.message ?? e}`, { cause: e });
+    }
+  }
+
   return {
     decode,
     encode,
     StreamDecoder,
     decodeStream,
+    writeZt,
     widen,
     Bundle,
     Quantized,

@@ -1,5 +1,6 @@
 // open() for every model format, on both JavaScript backends: safetensors (+ shard index), GGUF,
-// PyTorch, NumPy .npy/.npz, ONNX (+ external data), HDF5, and .zt (handed to js/zt.js).
+// PyTorch, NumPy .npy/.npz, ONNX (+ external data), HDF5, .zt v2 (+ shards) and legacy .zt, and
+// Tenso packet files: one catalog (the core's `formats::Catalog`) and one reader for all of them.
 //
 // The parsers are the core's (`tensorlane_core::formats`), run by the backend over a *sparse*
 // copy of the file: a `FormatSession` (wasm/src/formats_common.rs, shared by the addon and the
@@ -13,8 +14,11 @@
 // Sources: bytes (Uint8Array/ArrayBuffer/view: everything is synchronous, tensors are views on
 // them), a Blob/File (open and tensor() return Promises; each read is one blob.slice), and in Node
 // a path (the addon maps the file; the wasm build reads it with a file descriptor on demand).
-// Companions (safetensors shards, ONNX external data) come from `{companions: {name: source}}`,
-// or, for a path, from the same folder.
+// Companions (safetensors shards, ONNX external data, .zt shards) come from `{companions: {name:
+// source}}`, or, for a path, from the same folder, or, for a URL, from the URLs next to it. A .zt
+// shard is asked for by its shard name with the file names it may have (`candidates`:
+// `<stem>-<name>.zt`, `<name>`, `<name>.zt`); one that is found nowhere leaves the file readable and
+// its tensors fail with kind 'companion' when read, as `tensorlane::model::Model` does.
 
 import { DTYPES, TensorlaneError, asBytes, inferDtype, isBlob, then, widen } from './common.js';
 import { RemoteFile, isUrl } from './http.js';
@@ -84,13 +88,28 @@ const GGML_PLAIN = { F32: 'float32', F16: 'float16', BF16: 'bfloat16', F64: 'flo
 /** What open() accepts, for the TypeError it throws on anything else. */
 const OPEN_EXPECTS = 'open expects a path (Node), an http(s) URL, a Uint8Array/Buffer, an ArrayBuffer, or a Blob/File';
 
-/** A TensorlaneError with the fields of a core FormatError ({format, kind, offset, tensor, message, display}). */
+/** The `.zt` rule names of a kind that is no rejection of the file. */
+const ZT_RULE_OF_KIND = { unsupported: 'Unsupported', 'not-found': 'NotFound' };
+
+/**
+ * A TensorlaneError with the fields of a core FormatError ({format, kind, offset, tensor, message,
+ * display}). A `.zt` error also has the spec's `rule` (the name its message starts with, also
+ * after `read as .zt: `), the `object` (the tensor) and the `part` its message names.
+ */
 function formatError(e) {
   const err = new TensorlaneError(e.display ?? e.message);
   err.format = e.format;
   err.kind = e.kind;
   err.offset = e.offset ?? undefined;
   err.tensor = e.tensor ?? undefined;
+  const rule = /(?:^|; read as \.zt: )([A-Z][A-Za-z0-9]+): /.exec(e.message ?? '');
+  if (rule) err.rule = rule[1];
+  if (e.format?.startsWith('zt')) {
+    err.rule ??= ZT_RULE_OF_KIND[e.kind];
+    err.object = err.tensor;
+    const part = /\(part "((?:[^"\\]|\\.)*)"\)/.exec(e.message ?? '');
+    if (part) err.part = part[1];
+  }
   return err;
 }
 
@@ -129,9 +148,6 @@ function revive(_k, v) {
 function parseCatalog(json) {
   return json.includes('{"$') ? JSON.parse(json, revive) : JSON.parse(json);
 }
-
-/** The .zt v2 magic (its header and its footer). */
-const ZT_MAGIC = [0x89, 0x5a, 0x54, 0x32, 0x0d, 0x0a, 0x1a, 0x0a];
 
 // ---------------------------------------------------------------------------------------------
 // Sources: {name, size, memory?: Uint8Array, read(offset, len) -> Uint8Array | Promise, path?}
@@ -229,18 +245,19 @@ function plan(ranges, size, offset, len) {
     run = before[1] - before[0];
   }
   const need = offset + len - start;
-  const want = Math.max(need, run ? MIN_READ : MIN_JUMP_READ, Math.min(MAX_READ, run));
+  // A short run (the 8-byte peek at the magic) grows to MIN_READ in all, so reads stay on 64 KiB
+  // boundaries (a .zt's first part starts on one: listing reads none of its bytes).
+  const want = Math.max(need, run ? Math.max(MIN_READ - run, Math.min(MAX_READ, run)) : MIN_JUMP_READ);
   return [start, Math.min(size, start + want)];
 }
 
 /**
- * The foreign-format API of a backend. `zt` is the `.zt` API (js/zt.js), used when a file turns
- * out to be a `.zt`. `io` (Node only): `pathSource(path) -> source`, `companionPath(root, name)
- * -> path | null`; with the addon also `openModel(path)` (a native ModelFile: paths are opened by
- * the host, see openNative) and `mapPath(path, options) -> Uint8Array` (the file read, or with
- * `{mmap: true}` a copy-on-write mapping).
+ * The model-format API of a backend. `io` (Node only): `pathSource(path) -> source`,
+ * `companionPath(root, name) -> path | null`; with the addon also `openModel(path)` (a native
+ * ModelFile: paths are opened by the host, see openNative) and `mapPath(path, options) ->
+ * Uint8Array` (the file read, or with `{mmap: true}` a copy-on-write mapping).
  */
-export function makeFormats(backend, zt, io = {}) {
+export function makeFormats(backend, io = {}) {
   class Context {
     constructor(main, options) {
       this.main = main;
@@ -256,9 +273,34 @@ export function makeFormats(backend, zt, io = {}) {
 
     /**
      * Resolves companion `name` to a source: `options.companions` (a URL there is fetched), else
-     * next to a path, else (a file opened by URL) the URL of `name` relative to it.
+     * next to a path, else (a file opened by URL) the URL of `name` relative to it. A `.zt` shard
+     * (`candidates`: the file names it may have) is looked for under each name in turn, and one
+     * found nowhere is registered as missing (its tensors fail when read) instead of failing open.
      */
-    *companion(name) {
+    *companion(name, candidates = []) {
+      if (candidates.length > 0) {
+        const why = [];
+        for (const file of candidates) {
+          const r = yield () => settle(() => run(this.companion(file)));
+          if (r.ok) {
+            this.sources.delete(file);
+            this.held.delete(file);
+            this.sources.set(name, r.value);
+            this.held.set(name, []);
+            this.session.addSource(name, r.value.size);
+            return r.value;
+          }
+          // The reason a candidate was not there, where it says more than "not given".
+          if (!/pass it as \{companions/.test(r.error.message)) why.push(r.error.message.replace(/^.*?needs its companion file /, '').replace(/ \[companion\]$/, ''));
+        }
+        const where = this.main.path ? `next to ${this.main.path}` : this.main.remote ? `next to ${this.main.remote.url}` : 'among {companions}';
+        const message = `shard ${JSON.stringify(name)} of ${this.main.name || 'the file'} was not found ${where} (looked for ${candidates.join(', ')}${why.length ? `: ${why.join('; ')}` : ''}); its tensors cannot be read: pass the shard file as {companions: {${JSON.stringify(candidates[0])}: Blob | bytes | URL}}`;
+        const missing = jsError(this.format ?? 'zt', 'companion', message);
+        this.sources.set(name, { name, size: 0, lazy: this.main.lazy, missing: message, read: () => (this.main.lazy ? Promise.reject(missing) : (() => { throw missing; })()) });
+        this.held.set(name, []);
+        this.session.addMissing(name, message);
+        return this.sources.get(name);
+      }
       const given = this.options.companions;
       const base = name.split('/').pop();
       const input = given?.[name] ?? given?.[base];
@@ -309,9 +351,9 @@ export function makeFormats(backend, zt, io = {}) {
         const st = JSON.parse(this.session.status());
         if (st.error) throw formatError(st.error);
         if (st.delegate) return { delegate: st.delegate };
-        const { source, offset, len, register } = st.need;
+        const { source, offset, len, register, candidates } = st.need;
         if (register) {
-          if (!this.sources.has(source)) yield* this.companion(source);
+          if (!this.sources.has(source)) yield* this.companion(source, candidates);
           continue;
         }
         if (!held.has(source)) held.set(source, []);
@@ -324,49 +366,13 @@ export function makeFormats(backend, zt, io = {}) {
     }
   }
 
-  function* openSteps(input, main, options) {
+  function* openSteps(main, options) {
     const ctx = new Context(main, options);
     ctx.phase = 'open';
-    // The magic first: a .zt goes to its own reader (which reads its header and tail itself).
-    // (A URL's probe already holds its first 64 KiB: the parsers start from all of it.)
+    // The first bytes (a URL's probe already holds its first 64 KiB: the parsers start from all of it).
     const peek = Math.min(main.remote ? Math.max(8, main.remote.head.byteLength) : 8, main.size);
-    const head = peek > 0 ? yield () => main.read(0, peek) : new Uint8Array(0);
-    const magic = String.fromCharCode(...head.subarray(0, 4));
-    if (options.format === undefined && (magic === '\x89ZT2' || magic === 'ZTEN')) {
-      main.close?.();
-      return zt.open(input, { head, companions: options.companions });
-    }
-    if (peek > 0) {
-      ctx.bytesRead += peek;
-      ctx.reads++;
-      ctx.session.addPiece('', 0, head, false);
-      hold(ctx.held.get(''), 0, peek);
-    }
-    let json;
-    try {
-      json = yield* ctx.drive(() => ctx.session.open(), false);
-    } catch (e) {
-      if (!(e.format === 'formats' && e.kind === 'unsupported' && options.format === undefined)) throw e;
-      // No format matched (the shared rule, tensorlane_core::detect::identify, already sends a
-      // damaged .zt magic to the .zt reader). Ask the .zt reader too only where it has something
-      // to say, as the CLI does: the file ends with the .zt magic (a damaged header), or it is too
-      // short for any .zt and not text (FileTooSmall). Text, raw data and ONNX external data keep
-      // the shared sentence alone.
-      const tail = main.size >= 8 ? yield () => main.read(main.size - 8, 8) : new Uint8Array(0);
-      const endsZt = tail.length === 8 && tail.every((b, i) => b === ZT_MAGIC[i]);
-      const tooShort = main.size < 48 && !/it is plain text|ONNX external data/.test(e.message);
-      if (!endsZt && !tooShort) throw e;
-      const asZt = yield () => settle(() => zt.open(input, { head, companions: options.companions }));
-      if (asZt.ok) return asZt.value;
-      e.message = `${e.message}; read as .zt: ${asZt.error.message}`;
-      e.rule = asZt.error.rule;
-      throw e;
-    }
-    if (json.delegate) {
-      main.close?.();
-      ctx.session.free?.();
-      return zt.open(input, { head, companions: options.companions });
-    }
+    if (peek > 0) yield* ctx.fetch('', 0, peek, false, ctx.held);
+    const json = yield* ctx.drive(() => ctx.session.open(), false);
     const cat = parseCatalog(json);
     ctx.format = cat.format;
     return new ModelReader(ctx, cat);
@@ -379,20 +385,20 @@ export function makeFormats(backend, zt, io = {}) {
   function open(source, options = {}) {
     if (isRemote(source, io)) {
       // A URL: probed (one ranged GET of its first 64 KiB), then read like a Blob.
-      return RemoteFile.open(source, options).then((remote) => run(openSteps(remote, remoteSource(remote), options)));
+      return RemoteFile.open(source, options).then((remote) => run(openSteps(remoteSource(remote), options)));
     }
     if (typeof source === 'string' && io.openModel && options.format === undefined && options.companions === undefined) {
       const reader = openNative(source, options);
       if (reader) return reader;
     }
     const main = toSource(source, io, options.name, options);
-    return run(openSteps(source, main, options));
+    return run(openSteps(main, options));
   }
 
   /**
    * A path opened by the native host (`io.openModel`: the addon's ModelFile over
-   * `tensorlane::model::Model`), or null when the file is no model format (a .zt, a Tenso
-   * packet, unknown content): the byte-range path then picks the reader and words the error.
+   * `tensorlane::model::Model`, which finds `.zt` shards next to the file), or null when no
+   * format matches the content: the byte-range path then words the error as for bytes.
    */
   function openNative(path, options) {
     const maxTensorBytes = tensorLimit(options);
@@ -465,6 +471,16 @@ export function makeFormats(backend, zt, io = {}) {
       return statsResult(t, r.summary, r.histogram);
     }
 
+    /** Part `part` of tensor `i` by the host (`Model::read_part`). */
+    part(i, part, limit) {
+      return this.#call(() => this.model.readPart(i, part, limit));
+    }
+
+    /** The file verified by the host (see ModelReader.verify). */
+    verify() {
+      return JSON.parse(this.#call(() => this.model.verify()));
+    }
+
     /** The ONNX graph, by the addon over the model file (read, or mapped with `{mmap: true}`). */
     graph() {
       const m = io.mapPath(this.paths[0], this.options);
@@ -483,13 +499,13 @@ export function makeFormats(backend, zt, io = {}) {
     #turn = Promise.resolve();
     constructor(ctx, cat) {
       this.#ctx = ctx;
-      /** The format: safetensors, safetensors-index, gguf, pt, pt-legacy, npy, npz, onnx, hdf5. */
+      /** The format: safetensors, safetensors-index, gguf, pt, pt-legacy, npy, npz, onnx, hdf5, zt, zt-v1, zt-v0, tenso. */
       this.format = cat.format;
       /** True when tensor() and dequantize() return Promises (Blob sources). */
       this.lazy = [...ctx.sources.values()].some((s) => s.lazy);
       /** Every tensor, in file order. */
       this.tensors = cat.tensors.map(entry);
-      /** File-level metadata (safetensors __metadata__, GGUF key/values, ...). */
+      /** File-level metadata (safetensors __metadata__, GGUF key/values, .zt file attributes, ...). */
       this.metadata = cat.metadata;
       /** Entries that are not tensors: [{name, reason}]. */
       this.skipped = cat.skipped;
@@ -511,10 +527,17 @@ export function makeFormats(backend, zt, io = {}) {
       return this.tensors.map((t) => t.name);
     }
 
-    /** The listing entry of tensor `name` (throws a TensorlaneError with kind 'not-found'). */
+    /**
+     * The listing entry of tensor `name` (throws a TensorlaneError with kind 'not-found', or
+     * 'unsupported' with the reason for an entry the reader skipped).
+     */
     info(name) {
       const i = this.#index.get(name);
-      if (i === undefined) throw jsError(this.format, 'not-found', `no tensor named ${JSON.stringify(name)}`, { tensor: name });
+      if (i === undefined) {
+        const skip = this.skipped.find((s) => s.name === name);
+        if (skip) throw jsError(this.format, 'unsupported', `${JSON.stringify(name)} is not readable here: ${skip.reason}`, { tensor: name });
+        throw jsError(this.format, 'not-found', `no tensor named ${JSON.stringify(name)}`, { tensor: name });
+      }
       return this.tensors[i];
     }
 
@@ -532,6 +555,7 @@ export function makeFormats(backend, zt, io = {}) {
       if (ctx instanceof NativeContext) return ctx.bytes(i, L, limit);
       if (L.zeroCopy) {
         const src = ctx.sources.get(L.source);
+        if (src.missing) return src.read();
         if (!src.memory && L.length > limit) {
           const err = jsError(
             this.format,
@@ -559,7 +583,7 @@ export function makeFormats(backend, zt, io = {}) {
         const held = new Map([...ctx.held].map(([k, v]) => [k, v.map((r) => [...r])]));
         return run(
           (function* () {
-            if (L.storage === 'range' || L.storage === 'deflate') yield* ctx.fetch(L.source, L.offset, L.offset + L.length, true, held);
+            if (L.storage === 'range' || L.storage === 'deflate' || L.storage === 'encoded') yield* ctx.fetch(L.source, L.offset, L.offset + L.length, true, held);
             const out = yield* ctx.drive(() => ctx.session.read(i, limit), true, held);
             return out instanceof Uint8Array ? out : new Uint8Array(out);
           })(),
@@ -585,6 +609,65 @@ export function makeFormats(backend, zt, io = {}) {
         if (options.widen && (dtype === 'float16' || dtype === 'bfloat16')) return widen(dtype, typedOf('float16', bytes));
         return typedOf(dtype, bytes);
       });
+    }
+
+    /**
+     * Part `part` of tensor `name`, a tensor stored as several parts (`layout.storage` 'parts': a
+     * `.zt` sparse, group-quantized or MX object): a TypedArray of the part's dtype (raw
+     * Uint8Array bytes for a type without one), decoded and checked against the part's digest,
+     * under `maxTensorBytes`. A Promise for a Blob or URL source.
+     */
+    part(name, part, options = {}) {
+      const t = this.info(name);
+      const i = this.#index.get(name);
+      const L = t.layout;
+      const p = L.storage === 'parts' ? L.parts.find((x) => x.name === part) : undefined;
+      if (!p) {
+        const why = L.storage === 'parts' ? `its layout ${L.layoutId} has no part '${part}' (its parts: ${L.parts.map((x) => x.name).join(', ')})` : 'it is one array of elements, with no parts; read it with tensor()';
+        const err = jsError(this.format, 'unsupported', `tensor '${name}': ${why}`, { tensor: name });
+        if (this.lazy) return Promise.reject(err);
+        throw err;
+      }
+      const ctx = this.#ctx;
+      const limit = tensorLimit(options, ctx.maxTensorBytes);
+      const typed = (bytes) => typedOf(p.dtype, bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes));
+      if (ctx instanceof NativeContext) return typed(ctx.part(i, part, limit));
+      return this.#sessionStep(function* (held) {
+        const S = p.storage;
+        if (S.source !== undefined && ctx.sources.get(S.source)?.missing === undefined) yield* ctx.fetch(S.source, S.offset, S.offset + S.length, true, held);
+        return typed(yield* ctx.drive(() => ctx.session.readPart(i, part, limit), true, held));
+      });
+    }
+
+    /**
+     * Checks the whole file: a `.zt` v2 file by the container's deep verify (every rule, layout
+     * profile, part and shard digest: `{format, checks, tensors, partsDigestChecked,
+     * partsWithoutDigest, shardsChecked, unresolved, dataShard}`, `unresolved` naming the parts
+     * in shards that were not found), any other format by every checksum it carries (zip CRC-32s,
+     * ONNX SHA-1s, legacy `.zt` digests) and every tensor and part read in full (`{format,
+     * checks, tensors}`). Throws the first failure (a `.zt` one with its `rule`). A Blob or URL
+     * is read whole for this (a Promise).
+     */
+    verify() {
+      const ctx = this.#ctx;
+      if (ctx instanceof NativeContext) return ctx.verify();
+      return this.#sessionStep(function* (held) {
+        for (const [name, src] of ctx.sources) if (!src.missing) yield* ctx.fetch(name, 0, src.size, true, held);
+        return JSON.parse(yield* ctx.drive(() => ctx.session.verify(), true, held));
+      });
+    }
+
+    /** Runs `steps(held)` over the session (its pieces dropped when it ends), in turn with the other reads of a lazy reader. */
+    #sessionStep(steps) {
+      const ctx = this.#ctx;
+      const go = () => {
+        ctx.phase = 'tensor';
+        return run(steps(new Map([...ctx.held].map(([k, v]) => [k, v.map((r) => [...r])]))));
+      };
+      if (!this.lazy) return go();
+      const turn = this.#turn.then(go);
+      this.#turn = turn.catch(() => {});
+      return turn;
     }
 
     /**
@@ -1088,6 +1171,8 @@ function entry(t) {
   const s = t.storage;
   const layout = { storage: s.kind, source: s.source, offset: s.offset, length: s.length, zeroCopy: t.zeroCopy, bigEndian: t.bigEndian, view: t.view ?? undefined };
   if (s.kind === 'deflate') Object.assign(layout, { inflated: s.inflated, skip: s.skip });
+  if (s.kind === 'encoded') Object.assign(layout, { codec: s.codec, decoded: s.decoded });
+  if (s.kind === 'parts') Object.assign(layout, { layoutId: s.layout, parts: s.parts });
   const e = { name: t.name, dtype: t.dtype, shape: t.shape, nbytes: t.nbytes, layout, attributes: t.attributes };
   if (t.ggml) e.ggml = t.ggml;
   return e;

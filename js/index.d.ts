@@ -250,104 +250,11 @@ export declare function copiedBytes(): number;
 export declare const backendName: 'addon' | 'wasm';
 
 // ---------------------------------------------------------------------------------------------
-// .zt v2 containers
-
-/** Element type names of `.zt` objects: the dense dtypes, FP8/FP4 (raw bytes) or an unknown logical type. */
-export type ZtElementType = DType | 'float8_e4m3fn' | 'float8_e5m2' | 'float8_e4m3fnuz' | 'float8_e5m2fnuz' | 'float8_e8m0fnu' | 'float4_e2m1fn' | (string & {});
-
-/** One part of an object, as `metadata()` describes it. */
-export interface ZtPartMetadata {
-  /** Storage dtype (NumPy name; `bool` is stored as `uint8` with type `bool`). */
-  dtype: DType;
-  /** Logical type as written (`bool`, `f4_e2m1`, `complex64`, ...). */
-  type?: string;
-  /** Encoding id (`zt.zstd-seekable/1`); undefined = raw. */
-  encoding?: string;
-  /** Decoded bytes. */
-  nbytes: number;
-  /** `algo:hex` over the decoded bytes. */
-  digest?: string;
-  /** Blob offset and stored length (in `shard` when set). */
-  offset: number;
-  length: number;
-  shard?: string;
-}
-
-export interface ZtMetadata {
-  layout: string;
-  shape: number[];
-  /** Element type of a dense object. */
-  dtype?: ZtElementType;
-  parts: Record<string, ZtPartMetadata>;
-  attributes?: Record<string, unknown>;
-}
-
-/**
- * A dense object. `data` is a view on the source (the caller's buffer, the file read (or, with
- * `{mmap: true}`, mapped) in Node, or the bytes read from a Blob) when the part is raw and aligned (`copied: false`); a copy when
- * it was decoded (zstd) or misaligned. FP8/FP4/unknown types come back as raw Uint8Array bytes.
- */
-export interface ZtDense {
-  dtype: ZtElementType;
-  shape: number[];
-  data: AnyTypedArray;
-  copied: boolean;
-}
-
-/** A non-dense object (sparse, quantized, ...): its parts' data, structurally. */
-export interface ZtObject {
-  layout: string;
-  shape: number[];
-  attributes?: Record<string, unknown>;
-  parts: Record<string, { dtype: DType; type?: string; data: AnyTypedArray; copied: boolean }>;
-}
-
-export interface ZtVerifyReport {
-  partsDigestChecked: number;
-  partsWithoutDigest: number;
-  /** [object, part] pairs in shards that were not checked. */
-  unresolved: [string, string][];
-  dataShard: boolean;
-}
-
-interface ZtReaderBase {
-  readonly format: 'zt';
-  /** Every object as a listing entry (the shape the model readers use; non-dense objects: `dtype` null, `layout.storage` 'parts'). */
-  readonly tensors: Array<Omit<TensorEntry, 'dtype' | 'layout'> & { dtype: ZtElementType | null; layout: Record<string, unknown> }>;
-  /** Object names in bytewise order. */
-  keys(): string[];
-  /** Shape, layout, parts and attributes of an object (sync for every source). */
-  metadata(name: string): ZtMetadata;
-  readonly dataShard: boolean;
-  readonly attributes?: Record<string, unknown>;
-  readonly shards?: Record<string, { size: number; digest: string }>;
-}
-
-/** A reader over bytes in memory (a Uint8Array/ArrayBuffer, or a path in Node): everything is synchronous. */
-export interface ZtReader extends ZtReaderBase {
-  readonly lazy: false;
-  get(name: string): ZtDense | ZtObject;
-  /** A dense object's data (as `get(name).data`; `{widen: true}` widens float16/bfloat16). */
-  tensor(name: string, options?: { widen?: boolean }): AnyTypedArray;
-  /** Deep verify; throws a TensorlaneError with `rule` on the first failure. */
-  verify(): ZtVerifyReport;
-}
-
-/** A reader over a Blob/File: open read only the header, footer and manifest; `get` and `verify` read (async). */
-export interface ZtBlobReader extends ZtReaderBase {
-  readonly lazy: true;
-  get(name: string): Promise<ZtDense | ZtObject>;
-  tensor(name: string, options?: { widen?: boolean }): Promise<AnyTypedArray>;
-  /** Reads the whole Blob, then verifies. */
-  verify(): Promise<ZtVerifyReport>;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Model formats: one open() for safetensors (+ shard index), GGUF (+ splits), PyTorch, NumPy,
-// ONNX (+ external data), HDF5 and .zt
+// ONNX (+ external data), HDF5, .zt v2 (+ shards), legacy .zt and Tenso packet files
 
-/** The formats `open()` reads besides `.zt` (as a reader's `format` names them). */
-export type ModelFormat = 'safetensors' | 'safetensors-index' | 'gguf' | 'pt' | 'pt-legacy' | 'npy' | 'npz' | 'onnx' | 'hdf5';
+/** The formats `open()` reads (as a reader's `format` names them; `zt-v1`/`zt-v0`: legacy `.zt` v1.2/v0.1). */
+export type ModelFormat = 'safetensors' | 'safetensors-index' | 'gguf' | 'pt' | 'pt-legacy' | 'npy' | 'npz' | 'onnx' | 'hdf5' | 'zt' | 'zt-v1' | 'zt-v0' | 'tenso';
 
 /** Categories of model-format errors (the core's `ErrorKind`, plus `not-found` for an unknown tensor name). */
 export type FormatErrorKind =
@@ -371,10 +278,29 @@ export type ModelElementType =
  */
 export type MetaValue = null | boolean | number | bigint | string | Uint8Array | MetaValue[] | { [key: string]: MetaValue };
 
+/** One part of a tensor stored as parts (`TensorLayout.parts`). */
+export interface TensorPart {
+  /** The part's name (`data`, `indptr`, `values`, `scale`, ...). */
+  name: string;
+  /** Its element type as read (a dtype; the file's type name when this reader does not know it). */
+  dtype: string;
+  /** The type as the file names it (`f32`, `u64`, `bool`, ...). */
+  type: string;
+  /** Decoded bytes. */
+  length: number;
+  /** Where its bytes are (`{kind: 'range' | 'encoded', source, offset, length, ...}`). */
+  storage: { kind: string; source?: string; offset?: number; length?: number; decoded?: number; codec?: string };
+}
+
 /** Where a tensor's bytes are and how they are laid out. */
 export interface TensorLayout {
-  /** `range`: bytes of a file; `deflate`: inside a deflated zip member; `inline`: decoded at open (ONNX typed fields, HDF5 compact); `chunked`: HDF5 chunks. */
-  storage: 'range' | 'deflate' | 'inline' | 'chunked';
+  /**
+   * `range`: bytes of a file; `deflate`: inside a deflated zip member; `inline`: decoded at open
+   * (ONNX typed fields, HDF5 compact); `chunked`: HDF5 chunks; `encoded`: stored under a codec
+   * (`.zt` zstd-seekable, legacy `.zt` zstd, Tenso LZ4), decoded when read; `parts`: several
+   * parts under a layout (`.zt` sparse, group-quantized, MX objects): read each with `part()`.
+   */
+  storage: 'range' | 'deflate' | 'inline' | 'chunked' | 'encoded' | 'parts';
   /** The file: `''` is the opened one, others are companions (`sources`). */
   source?: string;
   /** Byte offset and stored length in that file (range, deflate). */
@@ -383,6 +309,12 @@ export interface TensorLayout {
   /** deflate: inflated size of the member, and where the tensor starts in it. */
   inflated?: number;
   skip?: number;
+  /** encoded: the codec (`zt.zstd-seekable/1`, `zstd`, `lz4`) and the decoded length. */
+  codec?: string;
+  decoded?: number;
+  /** parts: the layout id (`zt.sparse_csr/1`, `zt.quant_group/1`, ...) and the parts. */
+  layoutId?: string;
+  parts?: TensorPart[];
   /** The stored bytes are the tensor (C order, little-endian): tensor() can be a view. */
   zeroCopy: boolean;
   /** Stored big-endian (swapped on read). */
@@ -412,7 +344,11 @@ export interface TensorEntry {
   /** Bytes of the tensor in C order (packed float4: half the element count; GGUF blocks: the block bytes); null on overflow. */
   nbytes: number | null;
   layout: TensorLayout;
-  /** Per-tensor details of the source format (stored dtype, strides, shard, filters, GGUF offsets, ...). */
+  /**
+   * Per-tensor details of the source format (stored dtype, strides, shard, filters, GGUF offsets,
+   * ...). `.zt`: `layout` (the layout id), `parts` (`{name: {dtype, type?, offset, length, shard?,
+   * encoding?, decoded_length?, digest?}}`) and the object's own `attributes`.
+   */
   attributes: Record<string, MetaValue>;
   ggml?: GgmlInfo;
 }
@@ -422,10 +358,13 @@ export type ModelSource = string | URL | Blob | Uint8Array | ArrayBuffer | Array
 
 export interface OpenOptions {
   /** Force a format instead of detecting it by content. */
-  format?: ModelFormat | 'zt';
+  format?: ModelFormat;
   /**
-   * Companion files by the name the model gives them (or their base name): safetensors shards, .zt shards (of a Blob: `<stem>-<name>.zt`, `<name>`, `<name>.zt`), GGUF
-   * splits, ONNX external data. For a Node path they are otherwise found in the model's folder.
+   * Companion files by the name the model gives them (or their base name): safetensors shards,
+   * .zt shards (by the file names `<stem>-<name>.zt`, `<name>`, `<name>.zt`), GGUF splits, ONNX
+   * external data. For a Node path they are otherwise found in the model's folder, for a URL
+   * next to it. A `.zt` shard found nowhere leaves the file open; its tensors fail with kind
+   * `'companion'` when read.
    * Names that would leave that folder are refused by the reader before they are asked for.
    */
   companions?: Record<string, ModelSource>;
@@ -443,17 +382,16 @@ export interface OpenOptions {
    * whole read needs more (a zip member that declares a huge array included) is refused with a
    * TensorlaneError of kind 'limit' that names the tensor, the size and this option, before
    * anything is allocated. stats(), readBytes() and values() of a tensor stored as-is read in
-   * slices and are not limited; neither are views on bytes in memory or a mapped path. Model
-   * formats only (not `.zt`), except that a Node path read whole (a `.zt`, a Tenso packet file, a
-   * file opened with `{format}` or `{companions}`, an ONNX model for graph(); not `{mmap: true}`)
-   * is refused over it the same way. A RangeError when not a non-negative safe integer.
+   * slices and are not limited; neither are views on bytes in memory or a mapped path. A Node
+   * path read whole (a file opened with `{format}` or `{companions}`, an ONNX model for graph();
+   * not `{mmap: true}`) is refused over it the same way. A RangeError when not a non-negative
+   * safe integer.
    */
   maxTensorBytes?: number;
   /**
    * Node path, addon backend: map the file (private copy-on-write) instead of reading it, so that
-   * `.zt` parts and tensors stored as-is are zero-copy views on the mapping and a large `.zt` is
-   * not read whole. Default false: the file is read with pread (model formats by the native host,
-   * tensor by tensor; other files whole, under `maxTensorBytes`), and a file truncated or
+   * tensors stored as-is are zero-copy views on the mapping. Default false: the file is read with
+   * pread by the native host, tensor by tensor, and a file truncated or
    * rewritten while it is read gives a TensorlaneError. With `mmap: true` the caller promises
    * that the file stays as it is while the reader and its views live (publish files by writing
    * beside them and renaming): a mapping handed to JavaScript can have no guard, and a file
@@ -509,7 +447,7 @@ interface ModelReaderBase {
   readonly reads: number;
   /** Tensor names in file order. */
   keys(): string[];
-  /** The listing entry of a tensor (throws a TensorlaneError with kind `'not-found'`). */
+  /** The listing entry of a tensor (throws a TensorlaneError with kind `'not-found'`, or `'unsupported'` with the reason for a skipped entry). */
   info(name: string): TensorEntry;
   /** Frees the backend's session (wasm memory) and closes file descriptors. */
   close(): void;
@@ -662,6 +600,25 @@ export interface StatsSpan {
   elements: number;
 }
 
+/**
+ * What verify() found: every checksum the file carries (`checks`) matched and every tensor
+ * (`tensors`) read in full. A `.zt` v2 file is checked by the container's deep verify (every
+ * rule, layout profile, part and shard digest) and adds its report.
+ */
+export interface VerifyReport {
+  format: ModelFormat;
+  checks: number;
+  tensors: number;
+  /** `.zt` v2: parts whose digest matched, parts without one (content rules still checked), shards whose digest matched. */
+  partsDigestChecked?: number;
+  partsWithoutDigest?: number;
+  shardsChecked?: number;
+  /** `.zt` v2: [object, part] pairs in shards that were not found (not checked). */
+  unresolved?: [string, string][];
+  /** `.zt` v2: a manifest-less data shard (no tensors). */
+  dataShard?: boolean;
+}
+
 /** The summary of a tensor's statistics (pass 1): TensorStats' numbers, `null` for min, max, mean and std when no value is finite. */
 export interface StatsSummary {
   count: number;
@@ -725,6 +682,15 @@ export interface ModelReader extends ModelReaderBase {
   /** Pass 2 over one span: its finite values in `bins` bins over the merged summary's [min, max], for mergeStats. */
   statsHistogramPart(name: string, span: StatsSpan, summary: StatsSummary, options?: StatsPartOptions): { edges: Float64Array; counts: number[] };
   /**
+   * Part `part` of a tensor stored as parts (`layout.storage === 'parts'`: a `.zt` sparse,
+   * group-quantized or MX object) as a TypedArray of the part's dtype (raw Uint8Array for a type
+   * without one), decoded and checked against its digest, under `maxTensorBytes`. Other tensors
+   * and unknown parts throw (kind `'unsupported'`).
+   */
+  part(name: string, part: string, options?: Pick<TensorReadOptions, 'maxTensorBytes'>): AnyTypedArray;
+  /** Checks the whole file (see VerifyReport); throws the first failure (`.zt`: with its `rule`). */
+  verify(): VerifyReport;
+  /**
    * Elements [start, start + count) as numbers, reading only their bytes when the tensor is stored
    * as-is (GGUF: the blocks around them, dequantized): float16/bfloat16/float8/float4 decoded,
    * integers and bools as numbers. Float64Array for float64 and 32/64-bit integers, else
@@ -752,26 +718,31 @@ export interface ModelBlobReader extends ModelReaderBase {
   statsHistogramPart(name: string, span: StatsSpan, summary: StatsSummary, options?: StatsPartOptions): Promise<{ edges: Float64Array; counts: number[] }>;
   /** As ModelReader.values, reading only the bytes of those elements. */
   values(name: string, start?: number, count?: number): Promise<Float32Array | Float64Array>;
+  /** As ModelReader.part: only that part's bytes are read. */
+  part(name: string, part: string, options?: Pick<TensorReadOptions, 'maxTensorBytes'>): Promise<AnyTypedArray>;
+  /** As ModelReader.verify; the Blob or URL is read whole for it. */
+  verify(): Promise<VerifyReport>;
 }
 
 /**
  * Opens a model file of any supported format, detected by content: safetensors (and a
  * `model.safetensors.index.json` with its shards), GGUF (and its splits), PyTorch (zip and
- * legacy; nothing is executed), `.npy`/`.npz`, ONNX (and external data), HDF5, or `.zt` (a
- * `ZtReader`). Only the bytes the format's reader asks for are read: a Blob of any size lists from
- * its header. A path or bytes give a reader at once; a Blob gives a Promise of a lazy reader.
- * Errors are TensorlaneErrors with `format`, `kind`, `offset` and `tensor` (`.zt`: `rule`).
+ * legacy; nothing is executed), `.npy`/`.npz`, ONNX (and external data), HDF5, `.zt` v2 (and its
+ * shards), legacy `.zt` v1.2/v0.1, or a Tenso packet file: one reader for all of them. Only the
+ * bytes the format's reader asks for are read: a Blob of any size lists from its header. A path
+ * or bytes give a reader at once; a Blob gives a Promise of a lazy reader. Errors are
+ * TensorlaneErrors with `format`, `kind`, `offset` and `tensor` (`.zt`: `rule`, `object`, `part`).
  */
-export declare function open(source: Blob, options?: OpenOptions): Promise<ModelBlobReader | ZtBlobReader>;
+export declare function open(source: Blob, options?: OpenOptions): Promise<ModelBlobReader>;
 /**
  * A file on an HTTP(S) server (in a browser any string, resolved against the page), read with
  * Range requests: one ranged GET of the first 64 KiB gives length, ETag and the header, then only
  * what the reader asks for, in parallel parts, retried on 5xx/network errors, each checked against
  * the ETag. Companions (shards, GGUF splits, ONNX external data, .zt shards) are the URLs next to it.
  */
-export declare function open(source: URL | `http://${string}` | `https://${string}`, options?: OpenOptions): Promise<ModelBlobReader | ZtBlobReader>;
+export declare function open(source: URL | `http://${string}` | `https://${string}`, options?: OpenOptions): Promise<ModelBlobReader>;
 /** A Node path or bytes: synchronous. */
-export declare function open(source: string | Uint8Array | ArrayBuffer | ArrayBufferView, options?: OpenOptions): ModelReader | ZtReader;
+export declare function open(source: string | Uint8Array | ArrayBuffer | ArrayBufferView, options?: OpenOptions): ModelReader;
 
 /**
  * Statistics of values in memory, as `reader.stats()` gives them: `data` holds `dtype` elements
@@ -808,13 +779,16 @@ export declare function mergeStats(
  */
 export declare function compare(a: ModelReader | ModelBlobReader, b: ModelReader | ModelBlobReader, options?: CompareOptions): Promise<CompareResult>;
 
+/** Element type names of `.zt` objects: the dense dtypes, FP8/FP4 (raw bytes) or an unknown logical type. */
+export type ZtElementType = DType | 'float8_e4m3fn' | 'float8_e5m2' | 'float8_e4m3fnuz' | 'float8_e5m2fnuz' | 'float8_e8m0fnu' | 'float4_e2m1fn' | (string & {});
+
 /** What `writeZt` accepts per object. */
 export type ZtEntry =
   | AnyTypedArray
   | { dtype?: ZtElementType; shape?: number[]; data: AnyTypedArray | ArrayBuffer; attributes?: Record<string, unknown> }
   | { layout: string; shape: number[]; attributes?: Record<string, unknown>; parts: Record<string, { dtype?: ZtElementType; type?: string; data: AnyTypedArray | ArrayBuffer }> };
 
-/** Writes a `.zt` v2 file (canonical form by default: byte-identical to the reference writer) and returns its bytes. */
+/** Writes a `.zt` v2 file (canonical form by default: byte-identical to the reference writer) and returns its bytes; read it back with open(). */
 export declare function writeZt(
   entries: Record<string, ZtEntry> | Map<string, ZtEntry> | [string, ZtEntry][],
   options?: { canonical?: boolean; attributes?: Record<string, unknown> },

@@ -13,9 +13,7 @@
 import { createRequire } from 'node:module';
 import { basename } from 'node:path';
 import { makeApi } from './common.js';
-import { makeZt } from './zt.js';
 import { companionPath, makeFormats, memorySource, MAX_TENSOR_BYTES } from './formats.js';
-import { shardPath } from './node-paths.js';
 import { platformName } from './platform.js';
 import { makeCompare } from './compare.js';
 
@@ -56,22 +54,22 @@ if (addon) {
     dequantizeRaw: addon.dequantizeRaw,
     copiedBytes: addon.copiedBytes,
     RawStreamDecoder: addon.RawStreamDecoder,
+    ztWriteRaw: addon.ztWriteRaw,
   });
-  // A file opened by path is read into memory with pread (addon.readFile, refused over
-  // maxTensorBytes) unless the caller asks for a mapping with {mmap: true} (addon.ztMmap, a
-  // copy-on-write map). A mapping handed to JavaScript can have no guard: if the file is truncated
+  // A file the byte-range session opens by path is read into memory with pread (addon.readFile,
+  // refused over maxTensorBytes) unless the caller asks for a mapping with {mmap: true}
+  // (addon.mapFile, a copy-on-write map). A mapping handed to JavaScript can have no guard: if the file is truncated
   // while it is mapped, touching a missing page kills the process with SIGBUS. A read file cannot
   // change underneath; a file truncated while it is read is an error.
-  const pathBytes = (p, options) => (options?.mmap === true ? addon.ztMmap(p) : addon.readFile(p, options?.maxTensorBytes ?? MAX_TENSOR_BYTES));
-  const zt = makeZt(addon, { openPath: pathBytes, shardPath });
-  // A model path is opened by the native host (tensorlane::model::Model, through the addon's
-  // ModelFile, with pread); with {mmap: true} zero-copy tensors are views on a copy-on-write
-  // mapping (ztMmap). Other paths (.zt, {format} forced, {companions} given) are read (or mapped)
-  // and read through the byte-range session.
+  const pathBytes = (p, options) => (options?.mmap === true ? addon.mapFile(p) : addon.readFile(p, options?.maxTensorBytes ?? MAX_TENSOR_BYTES));
+  // A path (any format, .zt with its shards included) is opened by the native host
+  // (tensorlane::model::Model, through the addon's ModelFile, with pread); with {mmap: true}
+  // zero-copy tensors are views on a copy-on-write mapping (mapFile). Paths with {format} forced
+  // or {companions} given are read (or mapped) and read through the byte-range session.
   const pathSource = (p, options) => memorySource(pathBytes(p, options), basename(p), p);
   const io = { pathSource, companionPath, openModel: (p) => new addon.ModelFile(p), mapPath: pathBytes };
-  const formats = makeFormats(addon, zt, io);
-  api = { ...api, ...zt, open: formats.open, stats: formats.stats, mergeSummaries: formats.mergeSummaries, mergeStats: formats.mergeStats, ...makeCompare(addon) };
+  const formats = makeFormats(addon, io);
+  api = { ...api, open: formats.open, stats: formats.stats, mergeSummaries: formats.mergeSummaries, mergeStats: formats.mergeStats, ...makeCompare(addon) };
 } else {
   // Synchronous: js/wasm-node.js instantiates the wasm with initSync and has no top-level await.
   const wasm = require('./wasm-node.js');
@@ -79,7 +77,6 @@ if (addon) {
   memory = wasm.wasmMemory;
 }
 
-export { shardPath };
 export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, mergeSummaries, mergeStats, writeZt, compare } = api;
 /** 'addon' or 'wasm'. */
 export const backendName = api.backend;

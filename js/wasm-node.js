@@ -3,17 +3,12 @@ import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs'
 import { basename } from 'node:path';
 import { glue, wasmBackend } from './wasm-backend.js';
 import { makeApi } from './common.js';
-import { makeZt } from './zt.js';
 import { companionPath, makeFormats } from './formats.js';
-import { shardPath } from './node-paths.js';
 import { makeCompare } from './compare.js';
 
 const exports = glue.initSync({ module: readFileSync(new URL('../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url)) });
 const backend = wasmBackend(exports);
-// .zt paths are read whole with fs (the wasm backend cannot map files); views are on that buffer.
-const zt = makeZt(backend, { openPath: (p) => new Uint8Array(readFileSync(p)), shardPath });
-
-// Other formats read a path on demand through a file descriptor (closed with the source).
+// A path is read on demand through a file descriptor (closed with the source).
 const closer = new FinalizationRegistry((fd) => {
   try {
     closeSync(fd);
@@ -45,8 +40,8 @@ function pathSource(path) {
   closer.register(src, fd, src);
   return src;
 }
-const formats = makeFormats(backend, zt, { pathSource, companionPath });
-const api = { ...makeApi(backend), ...zt, open: formats.open, stats: formats.stats, mergeSummaries: formats.mergeSummaries, mergeStats: formats.mergeStats, ...makeCompare(backend) };
+const formats = makeFormats(backend, { pathSource, companionPath });
+const api = { ...makeApi(backend), open: formats.open, stats: formats.stats, mergeSummaries: formats.mergeSummaries, mergeStats: formats.mergeStats, ...makeCompare(backend) };
 
 export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, mergeSummaries, mergeStats, writeZt, compare } = api;
 export const backendName = 'wasm';

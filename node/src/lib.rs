@@ -22,7 +22,7 @@ use napi_derive::napi;
 use tensorlane_core::wire::{self, StreamDecoder};
 
 use tensorlane::model::Model;
-use tensorlane_bindings::{formats, packets, stats, zt};
+use tensorlane_bindings::{formats, packets, stats, write};
 use tensorlane_core::formats::{ErrorKind, FormatError, ReadLimits, TensorInfo};
 
 fn err(msg: impl Into<String>) -> Error {
@@ -113,34 +113,13 @@ impl RawStreamDecoder {
 }
 
 // ---------------------------------------------------------------------------------------------
-// .zt (`tensorlane_bindings::zt`, shared with the wasm backend)
+// .zt files open as model catalogs (FormatSession, ModelFile); writing one:
 
-/// Validates a `.zt` image from the pieces JS read (header, tail window, manifest) and describes
-/// it as JSON (`tensorlane_bindings::zt`). `joined` holds the pieces back to back.
-#[napi(js_name = "ztOpenRaw")]
-pub fn zt_open_raw(size: f64, starts: Vec<f64>, lens: Vec<f64>, joined: &[u8]) -> Result<String> {
-    zt::open_joined(size as u64, &starts, &lens, joined).map_err(err)
-}
-
-/// Decodes an encoded part's stored bytes.
-#[napi(js_name = "ztDecodeRaw")]
-pub fn zt_decode_raw(stored: &[u8], encoding: String, decoded_length: f64) -> Result<Buffer> {
-    zt::decode_part(stored, &encoding, decoded_length as u64)
-        .map(Buffer::from)
-        .map_err(err)
-}
-
-/// Deep-verifies a whole in-memory `.zt` file (read in place).
-#[napi(js_name = "ztVerifyRaw")]
-pub fn zt_verify_raw(bytes: &[u8]) -> Result<String> {
-    zt::verify_image(bytes).map_err(err)
-}
-
-/// Writes a `.zt` file from a plan (see `zt::write_plan`).
+/// Writes a `.zt` file from a plan (see `tensorlane_bindings::write::write_plan`).
 #[napi(js_name = "ztWriteRaw")]
 pub fn zt_write_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Buffer> {
     let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
-    zt::write_plan(&plan, &refs).map(Buffer::from).map_err(err)
+    write::write_plan(&plan, &refs).map(Buffer::from).map_err(err)
 }
 
 /// Reads the file at `path` into an owned Buffer with positioned reads (`pread`), in pieces of
@@ -178,8 +157,8 @@ pub fn read_file(path: String, max_bytes: f64) -> Result<Buffer> {
 /// handed to JS can have against truncation: a file truncated while the Buffer lives kills the
 /// process with SIGBUS when a missing page is touched (see the SAFETY note), so the caller
 /// promises that the file is published (written beside and renamed), never rewritten in place.
-#[napi(js_name = "ztMmap")]
-pub fn zt_mmap<'env>(env: &'env Env, path: String) -> Result<BufferSlice<'env>> {
+#[napi(js_name = "mapFile")]
+pub fn map_file<'env>(env: &'env Env, path: String) -> Result<BufferSlice<'env>> {
     let file = std::fs::File::open(&path).map_err(|e| err(format!("cannot open {path}: {e}")))?;
     let len = file
         .metadata()
@@ -205,11 +184,11 @@ pub fn zt_mmap<'env>(env: &'env Env, path: String) -> Result<BufferSlice<'env>> 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Foreign model formats (`tensorlane_bindings::formats`, shared with the wasm backend)
+// Every model format, .zt and Tenso included (`tensorlane_bindings::formats`, shared with the wasm backend)
 
 /// An open model file over the byte ranges JS fetched (see `tensorlane_bindings::formats`): `open()` and
-/// `read()` return `null` unless done, and JS reads `status()` (JSON: `need`, `error` or
-/// `delegate`) then. Pieces are copied into the session.
+/// `read()` return `null` unless done, and JS reads `status()` (JSON: `need` or
+/// `error`) then. Pieces are copied into the session.
 #[napi(js_name = "FormatSession")]
 pub struct FormatSession {
     inner: formats::Session,
@@ -233,6 +212,36 @@ impl FormatSession {
     #[napi(js_name = "addSource")]
     pub fn add_source(&mut self, name: String, size: f64) {
         self.inner.add_source(&name, size as u64);
+    }
+
+    /// Registers companion `name` as not found (`why`: where it was looked for): the model opens,
+    /// its tensors stored there fail when read.
+    #[napi(js_name = "addMissing")]
+    pub fn add_missing(&mut self, name: String, why: String) {
+        self.inner.add_missing(&name, &why);
+    }
+
+    /// One attempt at reading part `part` of tensor `index` (a tensor stored as parts): its
+    /// decoded, digest-checked bytes, or `null` (see `status()`).
+    #[napi(js_name = "readPart")]
+    pub fn read_part(&mut self, index: u32, part: String, max_tensor_bytes: Option<f64>) -> Option<Buffer> {
+        let step = self.inner.read_part(index as usize, &part, &read_limits(max_tensor_bytes));
+        self.status = step.status();
+        match step {
+            formats::Step::Done(b) => Some(Buffer::from(b)),
+            _ => None,
+        }
+    }
+
+    /// One attempt at verifying the file (`formats::Session::verify`): the report JSON, or `null`.
+    #[napi]
+    pub fn verify(&mut self) -> Option<String> {
+        let step = self.inner.verify();
+        self.status = step.status();
+        match step {
+            formats::Step::Done(json) => Some(json),
+            _ => None,
+        }
     }
 
     /// Adds fetched bytes of source `name` at `offset` (copied).
@@ -373,9 +382,9 @@ impl ModelFile {
 
 #[napi]
 impl ModelFile {
-    /// Opens the model at `path` and its companions. Throws a core `FormatError` as JSON; kind
-    /// `unsupported` also for `.zt` and Tenso files and for content no model format matches,
-    /// which `js/formats.js` then hands to its other readers.
+    /// Opens the model at `path` (any format: `.zt` with the shards found next to it, legacy
+    /// `.zt` and Tenso files too) and its companions. Throws a core `FormatError` as JSON; kind
+    /// `unsupported` for content no format matches, which `js/formats.js` then words itself.
     #[napi(constructor)]
     pub fn new(path: String) -> Result<Self> {
         // Read with pread, not mapped: every read here copies into a new Buffer anyway, and a
@@ -417,6 +426,55 @@ impl ModelFile {
         let (m, t) = self.tensor(index)?;
         let bytes = m.read(t).map_err(|e| model_err(&e))?;
         Ok(Buffer::from(bytes.into_owned()))
+    }
+
+    /// The bytes of part `part` of tensor `index` (a tensor stored as parts: a `.zt` sparse or
+    /// group-quantized object), decoded and checked against its digest (`Model::read_part`).
+    #[napi(js_name = "readPart")]
+    pub fn read_part(&mut self, index: u32, part: String, max_tensor_bytes: Option<f64>) -> Result<Buffer> {
+        if let Some(m) = self.model.as_mut() {
+            m.set_limits(read_limits(max_tensor_bytes));
+        }
+        let (m, t) = self.tensor(index)?;
+        let bytes = m.read_part(t, &part).map_err(|e| model_err(&e))?;
+        Ok(Buffer::from(bytes.into_owned()))
+    }
+
+    /// Verifies the file as `FormatSession.verify` does: a `.zt` v2 file by the container's deep
+    /// verify with every shard that was found, any other by `Model::verify` (every checksum,
+    /// every tensor read). JSON report.
+    #[napi]
+    pub fn verify(&self) -> Result<String> {
+        let m = self.model()?;
+        let n = m.catalog().tensors.len();
+        if m.format() == tensorlane_core::detect::Format::Zt {
+            let root = m.source(0).ok_or_else(|| err("the model has no source"))?;
+            let table = tensorlane_core::zt::reader::Reader::open(root)
+                .map_err(|e| format_err(&tensorlane_core::formats::zt::error(e)))?;
+            let names: Vec<String> = table.shard_table().map(|t| t.keys().cloned().collect()).unwrap_or_default();
+            let shards = names
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, name)| m.source(i + 1).map(|s| (name, s)))
+                .collect();
+            let reader = formats::zt_with_shards(root, shards).map_err(|e| format_err(&e))?;
+            return formats::zt_verify_json(&reader, n)
+                .map(|j| j.to_string())
+                .map_err(|e| format_err(&e));
+        }
+        let v = m.verify(&mut |_, _| {}).map_err(|e| model_err(&e))?;
+        Ok(format!(
+            r#"{{"format":"{}","checks":{},"tensors":{}}}"#,
+            m.format().name(),
+            v.checks,
+            v.tensors
+        ))
+    }
+
+    /// What opening noticed and did not stop it (a `.zt` shard not found next to its root).
+    #[napi]
+    pub fn warnings(&self) -> Result<Vec<String>> {
+        Ok(self.model()?.warnings())
     }
 
     /// Unmaps the files (tensors already returned stay valid); later calls throw.

@@ -1,7 +1,8 @@
 // A sharded .zt opened as a Blob (a browser's picked or dropped files) finds its shards among
 // {companions} by the names the path reader tries (`<stem>-<name>.zt`, `<name>`, `<name>.zt`):
-// every object equals what the path reader gives; a missing or resized shard is the ShardIdentity
-// / Unsupported error that says what to pass.
+// every tensor equals what the path reader gives; a shard not given leaves the file listed and its
+// tensors fail with kind 'companion' saying what to pass; a resized shard is the ShardIdentity
+// error at open, as for a path.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { openAsBlob } from 'node:fs';
@@ -19,10 +20,14 @@ describe('.zt from Blobs: shards as companions', () => {
     assert.equal(r.format, 'zt');
     const sources = r.tensors.map((t) => t.layout.source);
     assert.ok(sources.includes('00001') && sources.includes('data'), 'parts in both shards');
-    for (const name of r.keys()) assert.deepEqual(bytesOf((await r.get(name)).data), bytesOf(local.get(name).data), name);
+    for (const name of r.keys()) assert.deepEqual(bytesOf(await r.tensor(name)), bytesOf(local.tensor(name)), name);
+    assert.equal((await r.verify()).shardsChecked, 2);
     const bare = await tensorlane.open(await named('sharded.zt'));
-    await assert.rejects(bare.get('layer.weight'), /pass the shard file as \{companions/);
-    const wrong = await tensorlane.open(await named('sharded.zt'), { companions: { 'sharded-00001.zt': new File([new Uint8Array(10)], 'x') } });
-    await assert.rejects(wrong.get('layer.weight'), (e) => e.rule === 'ShardIdentity');
+    assert.deepEqual(bare.keys(), r.keys());
+    await assert.rejects(bare.tensor('layer.weight'), (e) => e.kind === 'companion' && /pass the shard file as \{companions/.test(e.message));
+    await assert.rejects(
+      tensorlane.open(await named('sharded.zt'), { companions: { 'sharded-00001.zt': new File([new Uint8Array(10)], 'x') } }),
+      (e) => e.rule === 'ShardIdentity' && /10 bytes/.test(e.message),
+    );
   });
 });

@@ -33,7 +33,7 @@ use js_sys::{Array, Uint8Array};
 use tensorlane_core::wire::{self, DecodeOptions, Measure, StreamDecoder, flags};
 use wasm_bindgen::prelude::*;
 
-use tensorlane_bindings::{formats, packets, stats, zt};
+use tensorlane_bindings::{formats, packets, stats, write};
 use tensorlane_core::formats::ReadLimits;
 
 /// Bytes of each (sub-)packet read to parse its header: 10 (v4 header) + 32 * 4 (shape) + 1
@@ -298,42 +298,22 @@ impl RawStreamDecoder {
 }
 
 // ---------------------------------------------------------------------------------------------
-// .zt (`tensorlane_bindings::zt`, shared with the addon)
+// .zt files open as model catalogs (FormatSession); writing one:
 
-/// Validates a `.zt` image from the pieces JS read (header, tail window, manifest; back to back
-/// in `joined`, at `starts` with lengths `lens`) and describes it as JSON. Only these pieces are
-/// copied into wasm memory.
-#[wasm_bindgen(js_name = ztOpenRaw)]
-pub fn zt_open_raw(size: f64, starts: &[f64], lens: &[f64], joined: &[u8]) -> Result<String, JsError> {
-    zt::open_joined(size as u64, starts, lens, joined).map_err(|e| JsError::new(&e))
-}
-
-/// Decodes an encoded part (copied in; the decoded bytes are copied out to a fresh JS buffer).
-#[wasm_bindgen(js_name = ztDecodeRaw)]
-pub fn zt_decode_raw(stored: &[u8], encoding: &str, decoded_length: f64) -> Result<Vec<u8>, JsError> {
-    zt::decode_part(stored, encoding, decoded_length as u64).map_err(|e| JsError::new(&e))
-}
-
-/// Deep-verifies a whole `.zt` file (copied into wasm memory).
-#[wasm_bindgen(js_name = ztVerifyRaw)]
-pub fn zt_verify_raw(bytes: &[u8]) -> Result<String, JsError> {
-    zt::verify_image(bytes).map_err(|e| JsError::new(&e))
-}
-
-/// Writes a `.zt` file from a plan (see `zt::write_plan`).
+/// Writes a `.zt` file from a plan (see `tensorlane_bindings::write::write_plan`).
 #[wasm_bindgen(js_name = ztWriteRaw)]
 pub fn zt_write_raw(plan: &str, bufs: &Array) -> Result<Vec<u8>, JsError> {
     let owned = buffers(bufs);
     let refs: Vec<&[u8]> = owned.iter().map(|v| v.as_slice()).collect();
-    zt::write_plan(plan, &refs).map_err(|e| JsError::new(&e))
+    write::write_plan(plan, &refs).map_err(|e| JsError::new(&e))
 }
 
 // ---------------------------------------------------------------------------------------------
 // Foreign model formats (`tensorlane_bindings::formats`, shared with the addon)
 
 /// An open model file over the byte ranges JS fetched (see `tensorlane_bindings::formats`): `open()` and
-/// `read()` return `undefined`/the result when done, and JS reads `status()` (JSON: `need`,
-/// `error` or `delegate`) otherwise. Pieces are copied into wasm memory.
+/// `read()` return `undefined`/the result when done, and JS reads `status()` (JSON: `need` or
+/// `error`) otherwise. Pieces are copied into wasm memory.
 #[wasm_bindgen(js_name = FormatSession)]
 pub struct FormatSession {
     inner: formats::Session,
@@ -357,6 +337,36 @@ impl FormatSession {
     #[wasm_bindgen(js_name = addSource)]
     pub fn add_source(&mut self, name: &str, size: f64) {
         self.inner.add_source(name, size as u64);
+    }
+
+    /// Registers companion `name` as not found (`why`: where it was looked for): the model opens,
+    /// its tensors stored there fail when read.
+    #[wasm_bindgen(js_name = addMissing)]
+    pub fn add_missing(&mut self, name: &str, why: &str) {
+        self.inner.add_missing(name, why);
+    }
+
+    /// One attempt at reading part `part` of tensor `index` (a tensor stored as parts): its
+    /// decoded, digest-checked bytes (copied out), or `undefined` (see `status()`).
+    #[wasm_bindgen(js_name = readPart)]
+    pub fn read_part(&mut self, index: u32, part: &str, max_tensor_bytes: Option<f64>) -> Option<Vec<u8>> {
+        let step = self.inner.read_part(index as usize, part, &read_limits(max_tensor_bytes));
+        self.status = step.status();
+        match step {
+            formats::Step::Done(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// One attempt at verifying the file (`formats::Session::verify`): the report JSON, or
+    /// `undefined` (see `status()`).
+    pub fn verify(&mut self) -> Option<String> {
+        let step = self.inner.verify();
+        self.status = step.status();
+        match step {
+            formats::Step::Done(json) => Some(json),
+            _ => None,
+        }
     }
 
     /// Adds fetched bytes of source `name` at `offset`.
