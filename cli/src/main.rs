@@ -32,6 +32,7 @@ mod model_tools;
 mod offload;
 mod output;
 mod remote;
+mod run;
 mod sample;
 mod serve;
 mod stats;
@@ -151,6 +152,9 @@ enum Command {
     /// Plan, simulate and hazard-check streaming a model bigger than the GPU budget.
     #[command(subcommand)]
     Offload(offload::OffloadCommand),
+    /// Generate text from a GGUF model (llama, mistral, qwen2) on the CPU: tokens are printed as
+    /// they are generated, then prefill and decode tokens/s.
+    Run(run::RunArgs),
     /// Serve model files read-only over HTTP: the web inspector, the files with Range/ETag/CORS,
     /// `/models` (JSON), `/tensors/{model}/{name}` (a Tenso packet) and `/ws` (WebSocket). With no
     /// PATH, a bundled sample. Stops on Ctrl-C.
@@ -196,6 +200,7 @@ fn main() -> ExitCode {
         Command::Demo { out, json, hash } => demo(out, json, hash),
         Command::Offload(cmd) => offload::run(cmd),
         Command::Serve(args) => serve::run(args),
+        Command::Run(args) => run::run(args),
         Command::Verify { file, canonical, deep } => run_verify(&file, canonical, deep),
         Command::Convert {
             input,

@@ -1,0 +1,213 @@
+//! `tensorlane run`: text generation from a GGUF checkpoint ([`tensorlane_llm`]).
+//!
+//! ```text
+//! tensorlane run MODEL [--prompt TEXT | --tokens IDS] [--max-new-tokens N] [--temperature T]
+//!                [--top-k K] [--top-p P] [--seed S] [--context N] [--threads N]
+//!                [--device cpu] [--budget SIZE] [--json]
+//! ```
+//!
+//! Tokens are printed to stdout as they are generated, then a summary (prefill and decode
+//! tokens/s) to stderr; `--json` prints one object instead:
+//! `{"prompt_tokens": [...], "tokens": [...], "text": "...", "stats": {...}}`.
+//!
+//! Exit codes follow the tool's rule ([`crate::error::EXIT_CODES`]): 1 for bad usage (a prompt
+//! longer than the context, an unknown token id, a device or budget not supported yet), a model
+//! this tool cannot run (an unsupported architecture or element type); 2 for an invalid model
+//! (a missing or misshapen tensor, unusable metadata or vocabulary).
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::json;
+use tensorlane::model::Model;
+use tensorlane_llm::{Error as LlmError, Options, Sampling, Session};
+
+use crate::error::CliError;
+use crate::output::human_bytes;
+
+/// `tensorlane run` arguments.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The model: a GGUF file (llama, mistral or qwen2 architecture) with its embedded vocabulary.
+    model: PathBuf,
+    /// The prompt text (tokenized with the model's vocabulary; BOS added when it says so).
+    #[arg(long, conflicts_with = "tokens")]
+    prompt: Option<String>,
+    /// The prompt as token ids, comma- or space-separated (nothing is added).
+    #[arg(long, value_name = "IDS")]
+    tokens: Option<String>,
+    /// Tokens to generate (fewer if the model ends the text).
+    #[arg(long, default_value_t = 64)]
+    max_new_tokens: usize,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    /// Sample from the K most likely tokens only (0: all).
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    /// Sample from the most likely tokens whose probabilities add up to P.
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    /// The sampler's random seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Positions the KV cache holds (prompt and generated tokens); default: the model's training
+    /// context, at most 4096.
+    #[arg(long)]
+    context: Option<usize>,
+    /// Worker threads (default: every core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Where to run: `cpu` (wgpu and cuda are not implemented yet).
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "wgpu", "cuda"])]
+    device: String,
+    /// Device memory for the weights, e.g. 4GiB (streaming the weights that do not fit is not
+    /// implemented yet: a budget below the weights' stored size is refused).
+    #[arg(long, value_name = "SIZE", value_parser = crate::limits::parse_size)]
+    budget: Option<u64>,
+    /// Print one JSON object (prompt tokens, generated tokens, text, stats) instead of the text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn llm_error(e: LlmError) -> CliError {
+    match e {
+        LlmError::Model(e) => e.into(),
+        e @ (LlmError::UnsupportedArchitecture { .. }
+        | LlmError::UnsupportedFormat(_)
+        | LlmError::TensorType { .. }) => CliError::Refused(e.to_string()),
+        e @ (LlmError::Context { .. } | LlmError::UnknownToken { .. } | LlmError::Options(_)) => {
+            CliError::Usage(e.to_string())
+        }
+        e => CliError::Invalid(e.to_string()),
+    }
+}
+
+fn parse_ids(s: &str) -> Result<Vec<u32>, CliError> {
+    s.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.parse::<u32>()
+                .map_err(|_| CliError::Usage(format!("--tokens: '{t}' is not a token id (a number 0..2^32)")))
+        })
+        .collect()
+}
+
+/// Runs `tensorlane run`.
+pub fn run(args: RunArgs) -> ExitCode {
+    let name = args.model.display().to_string();
+    match generate(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {name}: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn generate(args: &RunArgs) -> Result<(), CliError> {
+    if args.device != "cpu" {
+        return Err(CliError::Usage(format!(
+            "--device {}: only the cpu executor is implemented so far",
+            args.device
+        )));
+    }
+    let model = Model::open(&args.model)?;
+    let mut session = Session::open(
+        &model,
+        Options {
+            context: args.context,
+            threads: args.threads,
+            ..Options::default()
+        },
+    )
+    .map_err(llm_error)?;
+    let weights = session.stats().weight_bytes;
+    if let Some(budget) = args.budget
+        && budget < weights
+    {
+        return Err(CliError::Usage(format!(
+            "--budget {}: the weights take {} and streaming them under a smaller budget is not implemented yet",
+            human_bytes(budget),
+            human_bytes(weights)
+        )));
+    }
+    let prompt = match (&args.prompt, &args.tokens) {
+        (_, Some(ids)) => parse_ids(ids)?,
+        (Some(text), None) => session.tokenizer().encode(text, true),
+        (None, None) => return Err(CliError::Usage("give --prompt TEXT or --tokens IDS".into())),
+    };
+    if prompt.is_empty() {
+        return Err(CliError::Usage("the prompt has no tokens".into()));
+    }
+    let sampling = Sampling {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        seed: args.seed,
+        ..Sampling::default()
+    };
+
+    let mut out = std::io::stdout().lock();
+    let mut tokens = Vec::new();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut bytes = Vec::new();
+    for t in session.generate(&prompt, &sampling).take(args.max_new_tokens) {
+        let t = t.map_err(llm_error)?;
+        tokens.push(t.id);
+        let piece = t.piece;
+        bytes.extend_from_slice(&piece);
+        if !args.json {
+            pending.extend_from_slice(&piece);
+            // print every complete character; keep a split one for the next token
+            let valid = match std::str::from_utf8(&pending) {
+                Ok(s) => s.len(),
+                Err(e) if e.error_len().is_none() => e.valid_up_to(),
+                Err(_) => pending.len(),
+            };
+            let _ = out.write_all(&pending[..valid]);
+            let _ = out.flush();
+            pending.drain(..valid);
+        }
+    }
+    let stats = session.stats();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    if args.json {
+        let v = json!({
+            "prompt_tokens": prompt,
+            "tokens": tokens,
+            "text": text,
+            "stats": {
+                "prefill_tokens": stats.prefill_tokens,
+                "prefill_s": stats.prefill.as_secs_f64(),
+                "prefill_tokens_per_s": stats.prefill_tokens_per_s(),
+                "decode_tokens": stats.decode_tokens,
+                "decode_s": stats.decode.as_secs_f64(),
+                "decode_tokens_per_s": stats.decode_tokens_per_s(),
+                "weight_bytes": stats.weight_bytes,
+                "threads": stats.threads,
+                "device": "cpu",
+            },
+        });
+        let _ = writeln!(out, "{v}");
+    } else {
+        let _ = out.write_all(&pending);
+        let _ = writeln!(out);
+        let _ = out.flush();
+        eprintln!(
+            "prefill: {} tokens in {:.3} s ({:.1} tokens/s); decode: {} tokens in {:.3} s ({:.1} tokens/s); \
+             weights {} on the cpu, {} threads",
+            stats.prefill_tokens,
+            stats.prefill.as_secs_f64(),
+            stats.prefill_tokens_per_s(),
+            stats.decode_tokens,
+            stats.decode.as_secs_f64(),
+            stats.decode_tokens_per_s(),
+            human_bytes(stats.weight_bytes),
+            stats.threads
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,202 @@
+//! `tensorlane run`: the tokens it prints are the library's (tensorlane-llm, itself checked against
+//! llama.cpp in llm/tests/llama_reference.rs), `--json`'s shape, the summary, and bad input (an
+//! unsupported architecture, a missing or misshapen tensor, an unknown token id, a prompt longer
+//! than the context, a device or budget not implemented): a message naming what was wrong and
+//! the tool's exit code, never a panic.
+//!
+//! The models are tests/python/llm_gen.py's (gguf-py in tests/.venv-formats: `scripts/setup.sh`);
+//! without the venv the test fails saying so.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+use tensorlane::model::Model;
+use tensorlane_llm::{Options, Sampling, Session};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tensorlane");
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn models() -> &'static Value {
+    static MODELS: OnceLock<Value> = OnceLock::new();
+    MODELS.get_or_init(|| {
+        let py = root().join("tests/.venv-formats/bin/python");
+        assert!(
+            py.exists(),
+            "{} is missing: run scripts/setup.sh (or bash tests/python/setup_formats_venv.sh)",
+            py.display()
+        );
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli_run_models");
+        let o = Command::new(py)
+            .arg(root().join("tests/python/llm_gen.py"))
+            .arg(&out)
+            .arg("11")
+            .output()
+            .expect("run tests/python/llm_gen.py");
+        assert!(o.status.success(), "llm_gen.py: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    })
+}
+
+fn model(name: &str) -> String {
+    let m = models();
+    m["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == name)
+        .map(|x| x["path"].as_str().unwrap().to_string())
+        .or_else(|| m["broken"][name].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no model {name}"))
+}
+
+fn run(args: &[&str]) -> Output {
+    let o = Command::new(BIN)
+        .arg("run")
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "tensorlane run panicked: {err}");
+    o
+}
+
+#[test]
+fn generates_the_library_tokens() {
+    for name in ["llama-Q8_0", "qwen2-F16", "llama-Q4_K"] {
+        let path = model(name);
+        let o = run(&[
+            &path,
+            "--tokens",
+            "1,300,301,302",
+            "--max-new-tokens",
+            "12",
+            "--threads",
+            "2",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["prompt_tokens"], serde_json::json!([1, 300, 301, 302]));
+
+        let m = Model::open(&path).unwrap();
+        let mut s = Session::open(&m, Options::default()).unwrap();
+        let lib: Vec<_> = s
+            .generate(&[1, 300, 301, 302], &Sampling::default())
+            .take(12)
+            .map(Result::unwrap)
+            .collect();
+        let want: Vec<u32> = lib.iter().map(|t| t.id).collect();
+        let pieces: Vec<u8> = lib.iter().flat_map(|t| t.piece.clone()).collect();
+        let got: Vec<u32> = v["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect();
+        assert_eq!(got, want, "{name}");
+        assert_eq!(v["text"].as_str().unwrap(), String::from_utf8_lossy(&pieces), "{name}");
+        let st = &v["stats"];
+        assert_eq!(st["prefill_tokens"], 4);
+        assert_eq!(st["decode_tokens"].as_u64().unwrap() as usize, got.len() - 1);
+        assert!(st["decode_tokens_per_s"].as_f64().unwrap() > 0.0);
+        assert!(st["weight_bytes"].as_u64().unwrap() > 100_000);
+
+        // Text mode prints the same bytes, then the summary on stderr.
+        let o = run(&[&path, "--tokens", "1 300 301 302", "--max-new-tokens", "12"]);
+        assert!(o.status.success());
+        // (the bytes of the pieces as they are: random weights pick byte tokens that are no UTF-8)
+        assert_eq!(o.stdout, [&pieces[..], b"\n"].concat(), "{name}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("prefill: 4 tokens") && err.contains("tokens/s"), "{err}");
+    }
+
+    // --prompt is tokenized with the model's vocabulary, BOS first; sampling with a seed repeats.
+    let path = model("llama-F32");
+    let sample = |seed: &str| {
+        let o = run(&[
+            &path,
+            "--prompt",
+            "hello world",
+            "--max-new-tokens",
+            "10",
+            "--temperature",
+            "1.5",
+            "--top-k",
+            "50",
+            "--top-p",
+            "0.9",
+            "--seed",
+            seed,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let a = sample("5");
+    assert_eq!(a["prompt_tokens"][0], 1, "BOS first");
+    assert_eq!(
+        a["tokens"],
+        sample("5")["tokens"],
+        "the same seed draws the same tokens"
+    );
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let good = model("llama-F32");
+    let (bad_arch, missing, misshapen) = (model("bad-arch"), model("missing-tensor"), model("misshapen-tensor"));
+    let cases: &[(Vec<&str>, i32, &[&str])] = &[
+        (
+            vec![&bad_arch, "--tokens", "1"],
+            1,
+            &["gptj", "supported: llama, mistral, qwen2"],
+        ),
+        (
+            vec![&missing, "--tokens", "1"],
+            2,
+            &["blk.1.ffn_up.weight", "missing", "[512, 256]"],
+        ),
+        (
+            vec![&misshapen, "--tokens", "1"],
+            2,
+            &["blk.0.attn_k.weight", "[128, 128]", "expected [128, 256]"],
+        ),
+        (vec![&good, "--tokens", "1,99999"], 1, &["token id 99999", "vocabulary"]),
+        (vec![&good, "--tokens", "1,x"], 1, &["'x' is not a token id"]),
+        (
+            vec![&good, "--tokens", "1,2,3,4,5", "--context", "4"],
+            1,
+            &["5 positions", "holds 4"],
+        ),
+        (
+            vec![&good, "--prompt", "hello", "--device", "wgpu"],
+            1,
+            &["--device wgpu", "cpu"],
+        ),
+        (
+            vec![&good, "--prompt", "hello", "--budget", "1KiB"],
+            1,
+            &["--budget", "not implemented"],
+        ),
+        (vec![&good, "--prompt", "hello", "--top-p", "0"], 1, &["top-p"]),
+        (vec![&good], 1, &["--prompt"]),
+        (
+            vec!["/nonexistent/model.gguf", "--tokens", "1"],
+            1,
+            &["/nonexistent/model.gguf"],
+        ),
+    ];
+    for (args, code, needles) in cases {
+        let o = run(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(*code), "{args:?}: {err}");
+        for n in *needles {
+            assert!(err.contains(n), "{args:?}: {n:?} not in {err}");
+        }
+    }
+}
