@@ -1,4 +1,5 @@
-//! `tensorlane run`: text generation from a GGUF checkpoint ([`tensorlane_llm`]).
+//! `tensorlane run`: text generation from a GGUF checkpoint, or a Hugging Face one (safetensors
+//! with `config.json` and `tokenizer.json` beside it) ([`tensorlane_llm`]).
 //!
 //! ```text
 //! tensorlane run MODEL [--prompt TEXT | --tokens IDS] [--max-new-tokens N] [--temperature T]
@@ -30,7 +31,8 @@ use crate::output::human_bytes;
 /// `tensorlane run` arguments.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The model: a GGUF file (llama, mistral or qwen2 architecture) with its embedded vocabulary.
+    /// The model (llama, mistral or qwen2 architecture): a GGUF file with its embedded vocabulary,
+    /// or a .safetensors file with config.json and tokenizer.json beside it.
     model: PathBuf,
     /// The prompt text (tokenized with the model's vocabulary; BOS added when it says so).
     #[arg(long, conflicts_with = "tokens")]

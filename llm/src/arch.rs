@@ -7,6 +7,11 @@
 //! for qwen2), `attn_output`, `ffn_norm`, `ffn_gate`/`ffn_up` `[ff, embd]`, `ffn_down` `[embd, ff]`,
 //! then `output_norm.weight` and `output.weight` `[vocab, embd]` (absent: tied to the embedding).
 //! Shapes are row-major (a GGUF's `ne` reversed), so a weight is `[out, in]`, one row per output.
+//!
+//! Hugging Face checkpoints (safetensors with `config.json`, [`Spec::from_hf_config`]) name the
+//! same tensors `model.embed_tokens.weight`, `model.layers.N.self_attn.q_proj.weight`, ...,
+//! `lm_head.weight`, and rotate halves ([`RopeStyle::Halves`]): their Q and K rows are not
+//! permuted the way llama.cpp's converter permutes them for a GGUF.
 
 use tensorlane_core::formats::{Catalog, Meta};
 
@@ -208,7 +213,164 @@ fn positive(key: &str, v: u64) -> Result<usize> {
     Ok(v as usize)
 }
 
+/// A positive integer field of a `config.json`.
+fn cfg_usize(config: &serde_json::Value, key: &str) -> Result<Option<usize>> {
+    match config.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) => positive(&format!("config.json {key}"), n).map(Some),
+            None => Err(Error::Metadata {
+                key: format!("config.json {key}"),
+                message: format!("expected a positive integer, found {v}"),
+            }),
+        },
+    }
+}
+
+fn cfg_required(config: &serde_json::Value, key: &str) -> Result<usize> {
+    cfg_usize(config, key)?.ok_or_else(|| Error::Metadata {
+        key: format!("config.json {key}"),
+        message: "missing".into(),
+    })
+}
+
+fn cfg_f32(config: &serde_json::Value, key: &str, default: f32) -> Result<f32> {
+    match config.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(default),
+        Some(v) => match v.as_f64() {
+            Some(x) if x.is_finite() && x >= 0.0 => Ok(x as f32),
+            _ => Err(Error::Metadata {
+                key: format!("config.json {key}"),
+                message: format!("expected a non-negative number, found {v}"),
+            }),
+        },
+    }
+}
+
 impl Spec {
+    /// Reads the architecture of a Hugging Face checkpoint from its `config.json` (`model_type`,
+    /// `num_hidden_layers`, `hidden_size`, `num_attention_heads`, `num_key_value_heads`,
+    /// `intermediate_size`, `vocab_size`, `max_position_embeddings`, `rms_norm_eps`,
+    /// `rope_theta`, `head_dim`, `rope_scaling` (linear only)), with Hugging Face tensor names and
+    /// rotate-half rope. Refused like [`Spec::from_catalog`]; errors name the `config.json` key.
+    pub fn from_hf_config(config: &serde_json::Value) -> Result<Spec> {
+        let arch = config.get("model_type").and_then(|v| v.as_str()).unwrap_or("<none>");
+        let family = match arch {
+            "llama" => Family::Llama,
+            "mistral" => Family::Mistral,
+            "qwen2" => Family::Qwen2,
+            other => {
+                return Err(Error::UnsupportedArchitecture {
+                    found: other.into(),
+                    supported: SUPPORTED,
+                });
+            }
+        };
+        let n_layer = cfg_required(config, "num_hidden_layers")?;
+        let n_embd = cfg_required(config, "hidden_size")?;
+        let n_head = cfg_required(config, "num_attention_heads")?;
+        let n_head_kv = cfg_usize(config, "num_key_value_heads")?.unwrap_or(n_head);
+        let n_ff = cfg_required(config, "intermediate_size")?;
+        let n_vocab = cfg_required(config, "vocab_size")?;
+        let n_ctx_train = cfg_usize(config, "max_position_embeddings")?.unwrap_or(2048);
+        let head_dim = match cfg_usize(config, "head_dim")? {
+            Some(d) => d,
+            None if n_embd.is_multiple_of(n_head) => n_embd / n_head,
+            None => {
+                return Err(Error::Metadata {
+                    key: "config.json num_attention_heads".into(),
+                    message: format!("{n_head} heads do not divide hidden_size {n_embd}"),
+                });
+            }
+        };
+        if !n_head.is_multiple_of(n_head_kv) {
+            return Err(Error::Metadata {
+                key: "config.json num_key_value_heads".into(),
+                message: format!("{n_head_kv} key/value heads do not divide {n_head} query heads"),
+            });
+        }
+        let rms_eps = cfg_f32(config, "rms_norm_eps", 1e-6)?;
+        let rope_base = cfg_f32(config, "rope_theta", 10000.0)?;
+        if rope_base <= 0.0 {
+            return Err(Error::Metadata {
+                key: "config.json rope_theta".into(),
+                message: format!("{rope_base} is not positive"),
+            });
+        }
+        let rope_freq_scale = match config.get("rope_scaling") {
+            None | Some(serde_json::Value::Null) => 1.0,
+            Some(s) => {
+                let ty = s.get("rope_type").or_else(|| s.get("type")).and_then(|v| v.as_str());
+                let factor = s.get("factor").and_then(|v| v.as_f64()).unwrap_or(1.0) as f32;
+                match ty {
+                    Some("linear") if factor.is_finite() && factor > 0.0 => 1.0 / factor,
+                    Some("default") => 1.0,
+                    _ => {
+                        return Err(Error::Metadata {
+                            key: "config.json rope_scaling".into(),
+                            message: format!("{s} is not supported (linear only)"),
+                        });
+                    }
+                }
+            }
+        };
+        let q_dim = n_head * head_dim;
+        let kv_dim = n_head_kv * head_dim;
+        let layers = (0..n_layer)
+            .map(|i| {
+                let n = |s: &str| format!("model.layers.{i}.{s}");
+                LayerSpec {
+                    attn_norm: TensorSpec::new(n("input_layernorm.weight"), &[n_embd]),
+                    wq: TensorSpec::new(n("self_attn.q_proj.weight"), &[q_dim, n_embd]),
+                    wk: TensorSpec::new(n("self_attn.k_proj.weight"), &[kv_dim, n_embd]),
+                    wv: TensorSpec::new(n("self_attn.v_proj.weight"), &[kv_dim, n_embd]),
+                    biases: [
+                        TensorSpec::new(n("self_attn.q_proj.bias"), &[q_dim]),
+                        TensorSpec::new(n("self_attn.k_proj.bias"), &[kv_dim]),
+                        TensorSpec::new(n("self_attn.v_proj.bias"), &[kv_dim]),
+                    ],
+                    biases_required: family == Family::Qwen2,
+                    wo: TensorSpec::new(n("self_attn.o_proj.weight"), &[n_embd, q_dim]),
+                    ffn_norm: TensorSpec::new(n("post_attention_layernorm.weight"), &[n_embd]),
+                    gate: TensorSpec::new(n("mlp.gate_proj.weight"), &[n_ff, n_embd]),
+                    up: TensorSpec::new(n("mlp.up_proj.weight"), &[n_ff, n_embd]),
+                    down: TensorSpec::new(n("mlp.down_proj.weight"), &[n_embd, n_ff]),
+                }
+            })
+            .collect();
+        Ok(Spec {
+            hparams: Hparams {
+                family,
+                n_layer,
+                n_embd,
+                n_head,
+                n_head_kv,
+                head_dim,
+                n_ff,
+                n_vocab,
+                n_ctx_train,
+                rms_eps,
+                rope_base,
+                rope_freq_scale,
+                rope_dim: head_dim,
+                rope_style: RopeStyle::Halves,
+            },
+            token_embd: TensorSpec::new("model.embed_tokens.weight", &[n_vocab, n_embd]),
+            output_norm: TensorSpec::new("model.norm.weight", &[n_embd]),
+            // absent, or tie_word_embeddings (a name no tensor has): the embedding is used
+            output: TensorSpec::new(
+                if config.get("tie_word_embeddings").and_then(|v| v.as_bool()) == Some(true) {
+                    "<tied to model.embed_tokens.weight>"
+                } else {
+                    "lm_head.weight"
+                },
+                &[n_vocab, n_embd],
+            ),
+            rope_freqs: TensorSpec::new("<none>", &[head_dim / 2]),
+            layers,
+        })
+    }
+
     /// Reads the architecture of a GGUF model from its metadata: the hyperparameters and the
     /// tensors it needs with their shapes. The tensors are not looked at here except for the
     /// vocabulary size (rows of `token_embd.weight`).
@@ -219,7 +381,7 @@ impl Spec {
     pub fn from_catalog(catalog: &Catalog) -> Result<Spec> {
         if catalog.format.name() != "gguf" {
             return Err(Error::UnsupportedFormat(format!(
-                "{} models are not supported yet (GGUF only)",
+                "{} models carry no GGUF metadata (see Spec::from_hf_config for safetensors)",
                 catalog.format.name()
             )));
         }

@@ -106,7 +106,9 @@ impl std::fmt::Debug for Session<'_> {
 }
 
 impl<'m> Session<'m> {
-    /// Reads the architecture and the tokenizer from `model`'s metadata, finds every tensor the
+    /// Reads the architecture and the tokenizer from `model`'s metadata (a GGUF's key/values and
+    /// embedded vocabulary; for safetensors, `config.json` and `tokenizer.json` beside the file),
+    /// finds every tensor the
     /// architecture needs (checking its shape and element type) and starts the worker pool.
     /// Nothing is dequantized up front: the weights stay in the model's map.
     ///
@@ -114,8 +116,18 @@ impl<'m> Session<'m> {
     /// missing metadata key, a missing or misshapen tensor (with the expected shape), an element
     /// type that cannot be computed with, a context of 0.
     pub fn open(model: &'m Model, options: Options) -> Result<Session<'m>> {
-        let spec = Spec::from_catalog(model.catalog())?;
-        let tokenizer = Tokenizer::from_catalog(model.catalog())?;
+        let (spec, tokenizer) = match model.format().name() {
+            "gguf" => (
+                Spec::from_catalog(model.catalog())?,
+                Tokenizer::from_catalog(model.catalog())?,
+            ),
+            "safetensors" => hf_companions(model)?,
+            other => {
+                return Err(Error::UnsupportedFormat(format!(
+                    "{other} models are not supported (GGUF, or safetensors with config.json and tokenizer.json)"
+                )));
+            }
+        };
         if tokenizer.len() > spec.hparams.n_vocab {
             return Err(Error::Metadata {
                 key: "tokenizer.ggml.tokens".into(),
@@ -233,6 +245,34 @@ impl<'m> Session<'m> {
             done: false,
         }
     }
+}
+
+/// The architecture and tokenizer of a Hugging Face checkpoint: `config.json` and
+/// `tokenizer.json` next to the safetensors file (or its index).
+fn hf_companions(model: &Model) -> Result<(Spec, Tokenizer)> {
+    let dir = model.path().parent().unwrap_or(std::path::Path::new("."));
+    let read = |name: &str| -> Result<serde_json::Value> {
+        let path = dir.join(name);
+        let bytes = std::fs::read(&path).map_err(|e| {
+            Error::UnsupportedFormat(format!(
+                "a safetensors model needs {name} beside it: {} ({e})",
+                path.display()
+            ))
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| Error::Metadata {
+            key: path.display().to_string(),
+            message: format!("not JSON: {e}"),
+        })
+    };
+    let config = read("config.json")?;
+    let spec = Spec::from_hf_config(&config)?;
+    let id = |key: &str| {
+        let v = config.get(key)?;
+        v.as_u64().or_else(|| v.as_array()?.first()?.as_u64()).map(|x| x as u32)
+    };
+    let vocab =
+        crate::tokenizer::Vocab::from_tokenizer_json(&read("tokenizer.json")?, id("bos_token_id"), id("eos_token_id"))?;
+    Ok((spec, Tokenizer::new(vocab)?))
 }
 
 /// The iterator [`Session::generate`] returns.

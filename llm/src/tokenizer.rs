@@ -269,6 +269,174 @@ impl Vocab {
     }
 }
 
+impl Vocab {
+    /// Reads a Hugging Face `tokenizer.json` with a `BPE` model into the equivalent vocabulary:
+    /// byte-level BPE (a `ByteLevel` pre-tokenizer; the `Split` regex picks [`PreSplit`]) as
+    /// [`Model::Gpt2`] with the file's merges; SentencePiece-style BPE (`▁` for spaces,
+    /// `byte_fallback`) as [`Model::Spm`] with each piece scored by the rank of the first merge
+    /// that makes it. Special added tokens are control tokens (the `unk_token` unknown), other
+    /// added tokens user-defined, `<0xNN>` byte tokens; BOS comes from a `TemplateProcessing`
+    /// post-processor that starts with a special token, else from `bos` (`config.json`'s
+    /// `bos_token_id`), EOS from `eos`. Other tokenizer models (Unigram, WordPiece) are refused.
+    pub fn from_tokenizer_json(tj: &serde_json::Value, bos: Option<u32>, eos: Option<u32>) -> Result<Vocab> {
+        use serde_json::Value;
+        let bad = |what: &str| Error::Tokenizer(format!("tokenizer.json: {what}"));
+        let model = tj.get("model").ok_or_else(|| bad("no model"))?;
+        match model.get("type").and_then(Value::as_str) {
+            Some("BPE") => {}
+            other => return Err(bad(&format!("model type {other:?} is not supported (BPE only)"))),
+        }
+        let vocab = model
+            .get("vocab")
+            .and_then(Value::as_object)
+            .ok_or_else(|| bad("model.vocab is not an object"))?;
+        let mut entries: Vec<(u32, String, i32)> = Vec::with_capacity(vocab.len());
+        for (t, id) in vocab {
+            let id = id
+                .as_u64()
+                .filter(|&i| i < 1 << 31)
+                .ok_or_else(|| bad(&format!("the id of {t:?}")))?;
+            entries.push((id as u32, t.clone(), token_type::NORMAL));
+        }
+        let unk_name = model.get("unk_token").and_then(Value::as_str);
+        for a in tj.get("added_tokens").and_then(Value::as_array).into_iter().flatten() {
+            let (Some(id), Some(content)) = (
+                a.get("id").and_then(Value::as_u64),
+                a.get("content").and_then(Value::as_str),
+            ) else {
+                return Err(bad("an added token without id or content"));
+            };
+            if id >= 1 << 31 {
+                return Err(bad(&format!("added token id {id}")));
+            }
+            let special = a.get("special").and_then(Value::as_bool).unwrap_or(false);
+            let ty = if Some(content) == unk_name {
+                token_type::UNKNOWN
+            } else if special {
+                token_type::CONTROL
+            } else {
+                token_type::USER_DEFINED
+            };
+            entries.retain(|e| e.0 != id as u32);
+            entries.push((id as u32, content.to_string(), ty));
+        }
+        let n = entries.iter().map(|e| e.0 as usize + 1).max().unwrap_or(0);
+        let mut tokens = vec![Vec::new(); n];
+        let mut types = vec![token_type::UNUSED; n];
+        for (id, t, ty) in entries {
+            tokens[id as usize] = t.into_bytes();
+            types[id as usize] = ty;
+        }
+        let merges: Vec<String> = model
+            .get("merges")
+            .and_then(Value::as_array)
+            .map(|m| {
+                m.iter()
+                    .map(|x| match x {
+                        Value::String(s) => Some(s.clone()),
+                        Value::Array(p) if p.len() == 2 => Some(format!("{} {}", p[0].as_str()?, p[1].as_str()?)),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()
+            })
+            .unwrap_or(Some(Vec::new()))
+            .ok_or_else(|| bad("a merge is neither \"a b\" nor [a, b]"))?;
+        // Every component of the pre-tokenizer (a Sequence or one).
+        let pre_tok = tj.get("pre_tokenizer").cloned().unwrap_or(Value::Null);
+        let parts: Vec<&Value> = match pre_tok.get("pretokenizers").and_then(Value::as_array) {
+            Some(v) => v.iter().collect(),
+            None => vec![&pre_tok],
+        };
+        let byte_level = parts
+            .iter()
+            .any(|p| p.get("type").and_then(Value::as_str) == Some("ByteLevel"));
+        let regex = parts
+            .iter()
+            .find_map(|p| p.get("pattern").and_then(|p| p.get("Regex")).and_then(Value::as_str))
+            .unwrap_or("");
+        // BOS from the post-processor's template.
+        let post = tj.get("post_processor").cloned().unwrap_or(Value::Null);
+        let posts: Vec<&Value> = match post.get("processors").and_then(Value::as_array) {
+            Some(v) => v.iter().collect(),
+            None => vec![&post],
+        };
+        let template_bos = posts.iter().find_map(|p| {
+            let first = p.get("single")?.as_array()?.first()?;
+            let name = first.get("SpecialToken")?.get("id")?.as_str()?;
+            p.get("special_tokens")?
+                .get(name)?
+                .get("ids")?
+                .as_array()?
+                .first()?
+                .as_u64()
+        });
+        let unk = unk_name
+            .and_then(|u| tokens.iter().position(|t| t == u.as_bytes()))
+            .map(|i| i as u32);
+        let in_range = |x: Option<u32>| x.filter(|&i| (i as usize) < n);
+        if byte_level {
+            let pre = if regex.contains(r"\p{N}{1,3}") {
+                PreSplit::Llama3
+            } else if regex.contains(r"[^\r\n\p{L}\p{N}]?\p{L}+") {
+                PreSplit::Qwen2
+            } else {
+                PreSplit::Gpt2
+            };
+            return Ok(Vocab {
+                model: Model::Gpt2,
+                tokens,
+                scores: Vec::new(),
+                types,
+                merges,
+                pre,
+                bos: in_range(template_bos.map(|b| b as u32).or(bos)),
+                eos: in_range(eos),
+                unk,
+                add_bos: template_bos.is_some(),
+                add_space_prefix: false,
+            });
+        }
+        // SentencePiece-style: pieces scored by merge rank.
+        let ids: HashMap<&[u8], usize> = tokens.iter().enumerate().map(|(i, t)| (t.as_slice(), i)).collect();
+        let mut scores = vec![f32::NEG_INFINITY; n];
+        for (r, m) in merges.iter().enumerate() {
+            let Some((a, b)) = m.split_once(' ') else { continue };
+            if let Some(&i) = ids.get(format!("{a}{b}").as_bytes())
+                && scores[i] == f32::NEG_INFINITY
+            {
+                scores[i] = -(r as f32);
+            }
+        }
+        let byte_fallback = model.get("byte_fallback").and_then(Value::as_bool).unwrap_or(false);
+        for (t, ty) in tokens.iter().zip(types.iter_mut()) {
+            if byte_fallback && *ty == token_type::NORMAL && t.len() == 6 && t.starts_with(b"<0x") && t.ends_with(b">")
+            {
+                *ty = token_type::BYTE;
+            }
+        }
+        for s in scores.iter_mut() {
+            if *s == f32::NEG_INFINITY {
+                *s = -1e9;
+            }
+        }
+        let normalizer = tj.get("normalizer").map(Value::to_string).unwrap_or_default();
+        let add_space_prefix = normalizer.contains("Prepend") || pre_tok.to_string().contains("Metaspace");
+        Ok(Vocab {
+            model: Model::Spm,
+            tokens,
+            scores,
+            types,
+            merges: Vec::new(),
+            pre: PreSplit::Gpt2,
+            bos: in_range(template_bos.map(|b| b as u32).or(bos)),
+            eos: in_range(eos),
+            unk,
+            add_bos: template_bos.is_some(),
+            add_space_prefix,
+        })
+    }
+}
+
 /// A tokenizer over a [`Vocab`]: text to token ids and back.
 #[derive(Clone, Debug)]
 pub struct Tokenizer {

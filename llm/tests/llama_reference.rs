@@ -364,3 +364,61 @@ fn bad_models_are_refused_with_what_is_wrong() {
     assert!(items[..6].iter().all(Result::is_ok));
     assert!(matches!(items[6], Err(Error::Context { needed: 9, context: 8 })));
 }
+
+/// The same weights as a Hugging Face checkpoint (model.safetensors with HF names and Q/K rows in
+/// HF order, config.json, tokenizer.json) give the GGUF's tokens and logits: rotate-half rope on
+/// unpermuted rows is the adjacent-pair rope on permuted ones, and tokenizer.json's BPE is the
+/// GGUF vocabulary's tokenizer (SentencePiece-style for llama, byte-level with Qwen2's
+/// pre-tokenizer for qwen2-bpe).
+#[test]
+fn safetensors_match_gguf() {
+    let list = models()["models"].as_array().unwrap();
+    let mut compared = 0;
+    for m in list.iter().filter(|m| m.get("hf").is_some()) {
+        let name = m["name"].as_str().unwrap();
+        let gguf = Model::open(m["path"].as_str().unwrap()).unwrap();
+        let hf = Model::open(m["hf"].as_str().unwrap()).unwrap();
+        let opts = Options {
+            threads: Some(2),
+            context: Some(64),
+            ..Options::default()
+        };
+        let mut a = Session::open(&gguf, opts.clone()).unwrap();
+        let mut b = Session::open(&hf, opts).unwrap_or_else(|e| panic!("{name} (safetensors): {e}"));
+        assert_eq!(b.hparams().rope_style, tensorlane_llm::arch::RopeStyle::Halves);
+        for s in STRINGS {
+            assert_eq!(
+                a.tokenizer().encode(s, true),
+                b.tokenizer().encode(s, true),
+                "{name}: tokenizer.json tokenizes {s:?} differently"
+            );
+        }
+        let prompt = a.tokenizer().encode("Hello world, the tensor data model 123", true);
+        let ga: Vec<u32> = a
+            .generate(&prompt, &Sampling::default())
+            .take(24)
+            .map(|t| t.unwrap().id)
+            .collect();
+        let gb: Vec<u32> = b
+            .generate(&prompt, &Sampling::default())
+            .take(24)
+            .map(|t| t.unwrap().id)
+            .collect();
+        assert_eq!(ga, gb, "{name}: greedy tokens");
+        let seq: Vec<u32> = prompt.iter().chain(&ga).copied().collect();
+        let (la, lb) = (a.logits(&seq).unwrap(), b.logits(&seq).unwrap());
+        let mut max_d = 0f64;
+        for (x, y) in la.iter().zip(&lb) {
+            for (p, q) in log_softmax(x).iter().zip(log_softmax(y)) {
+                max_d = max_d.max((p - q).abs());
+            }
+        }
+        eprintln!(
+            "{name}: safetensors vs GGUF max |Δ log p| {max_d:.2e} over {} positions",
+            seq.len()
+        );
+        assert!(max_d < 1e-4, "{name}: safetensors vs GGUF max |Δ log p| {max_d:.3e}");
+        compared += 1;
+    }
+    assert_eq!(compared, 3);
+}

@@ -2,6 +2,7 @@
 prints, as JSON on stdout, the list of models written.
 
     llm_gen.py OUT_DIR SEED
+    llm_gen.py --bench SHAPE TYPE OUT.gguf     (a random llama of a real shape, for timing)
 
 Every model has 2 blocks, embedding length 256, feed-forward length 512 (in-dimensions are
 multiples of 256, so every K-quant fits) and the same small SentencePiece-style vocabulary:
@@ -16,6 +17,8 @@ Models (name: architecture, weight type):
   qwen2-<T>      qwen2: Q/K/V biases, NeoX rope, T in F32 F16 Q8_0
   qwen2-bpe-F32, llama-bpe-F32, gpt2-bpe-F32: a byte-level BPE vocabulary (tokenizer.ggml.model
                  gpt2, 41 merges) with the qwen2, llama-bpe (Llama 3) and gpt-2 pre-tokenizers
+llama-F32, llama-tied-F32 and qwen2-bpe-F32 also as Hugging Face checkpoints ("hf": a folder with
+model.safetensors, config.json and tokenizer.json): the same weights, Q/K rows in HF order.
 Broken files for the error tests ("broken" in the JSON): bad-arch (gptj), missing-tensor (no
 blk.1.ffn_up.weight), misshapen-tensor (blk.0.attn_k.weight half as wide), qwen2-no-bias.
 
@@ -205,16 +208,22 @@ def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_
         w.add_add_bos_token(True)
     w.add_add_eos_token(False)
 
+    floats = {}
+
     def mat(name, rows, cols, std):
         if name == drop:
             return
         if name == narrow:
             cols //= 2
-        arr, raw = stored(g, g.normal((rows, cols), std), qtype)
+        f = g.normal((rows, cols), std)
+        floats[name] = f
+        arr, raw = stored(g, f, qtype)
         w.add_tensor(name, arr, raw_dtype=raw)
 
     def vec(name, n, mean, std):
-        w.add_tensor(name, (mean + g.normal((n,), std)).astype(np.float32))
+        f = (mean + g.normal((n,), std)).astype(np.float32)
+        floats[name] = f
+        w.add_tensor(name, f)
 
     mat("token_embd.weight", n_vocab, HIDDEN, 1.0)
     for i in range(LAYERS):
@@ -239,9 +248,178 @@ def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    return floats, dict(heads=heads, kv_heads=kv_heads, rope_base=rope_base, tied=tied, bias=bias)
+
+
+# Benchmark shapes: (layers, embedding, heads, kv heads, feed-forward, vocabulary).
+BENCH_SHAPES = {
+    "smollm-135m": (30, 576, 9, 3, 1536, 49152),
+    "tinyllama-1.1b": (22, 2048, 32, 4, 5632, 32000),
+}
+
+
+def bench_model(path: Path, shape: str, qtype: Q, seed: int):
+    """A random-weight llama of a real model's shape for timing (scripts/bench_llm.sh); written
+    tensor by tensor so memory stays at one tensor."""
+    layers, embd, heads, kv, ff, n_vocab = BENCH_SHAPES[shape]
+    g = Gen(seed)
+    base, _, _ = vocab()
+    tokens = base + [f"<extra_{i}>" for i in range(n_vocab - len(base))]
+    scores = [0.0] * n_vocab
+    types = [TokenType.CONTROL, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.BYTE] * 256
+    types += [TokenType.NORMAL] * (n_vocab - len(types))
+    w = GGUFWriter(str(path), "llama")
+    w.add_block_count(layers)
+    w.add_context_length(2048)
+    w.add_embedding_length(embd)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(10000.0)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    hd = embd // heads
+
+    def mat(name, rows, cols, std):
+        arr, raw = stored(g, g.normal((rows, cols), std), qtype)
+        w.add_tensor(name, arr, raw_dtype=raw)
+
+    mat("token_embd.weight", n_vocab, embd, 1.0)
+    for i in range(layers):
+        p = f"blk.{i}"
+        w.add_tensor(f"{p}.attn_norm.weight", np.ones(embd, dtype=np.float32))
+        mat(f"{p}.attn_q.weight", embd, embd, 0.02)
+        mat(f"{p}.attn_k.weight", kv * hd, embd, 0.02)
+        mat(f"{p}.attn_v.weight", kv * hd, embd, 0.02)
+        mat(f"{p}.attn_output.weight", embd, embd, 0.02)
+        w.add_tensor(f"{p}.ffn_norm.weight", np.ones(embd, dtype=np.float32))
+        mat(f"{p}.ffn_gate.weight", ff, embd, 0.02)
+        mat(f"{p}.ffn_up.weight", ff, embd, 0.02)
+        mat(f"{p}.ffn_down.weight", embd, ff, 0.02)
+    w.add_tensor("output_norm.weight", np.ones(embd, dtype=np.float32))
+    mat("output.weight", n_vocab, embd, 0.05)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
+    """The inverse of convert_hf_to_gguf's LlamaModel.permute: GGUF Q/K rows back to HF order."""
+    return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def spm_merges(tokens, scores):
+    """tokenizer.json merges for a SentencePiece vocabulary, as transformers' SpmConverter makes
+    them: for every piece by descending score, every split into two pieces of the vocabulary."""
+    ids = {t: i for i, t in enumerate(tokens)}
+    order = sorted(range(len(tokens)), key=lambda i: -scores[i])
+    merges = []
+    for i in order:
+        t = tokens[i]
+        if len(t) < 2 or t.startswith("<"):
+            continue
+        splits = [(t[:k], t[k:]) for k in range(1, len(t)) if t[:k] in ids and t[k:] in ids]
+        splits.sort(key=lambda ab: (ids[ab[0]], ids[ab[1]]))
+        merges += [f"{a} {b}" for a, b in splits]
+    return merges
+
+
+def write_hf(folder: Path, arch: str, floats: dict, info: dict, bpe: str):
+    """The same weights as a Hugging Face checkpoint: model.safetensors (HF names, Q/K rows in HF
+    order for llama), config.json and tokenizer.json."""
+    from safetensors.numpy import save_file
+    folder.mkdir(parents=True, exist_ok=True)
+    names = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+             "output.weight": "lm_head.weight"}
+    parts = {"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
+             "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
+             "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
+             "attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
+             "attn_v.bias": "self_attn.v_proj.bias", "ffn_gate.weight": "mlp.gate_proj.weight",
+             "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight"}
+    out = {}
+    for name, f in floats.items():
+        if name in names:
+            hf = names[name]
+        else:
+            _, i, rest = name.split(".", 2)
+            hf = f"model.layers.{i}.{parts[rest]}"
+        if arch == "llama" and name.endswith("attn_q.weight"):
+            f = unpermute(f, info["heads"])
+        if arch == "llama" and name.endswith("attn_k.weight"):
+            f = unpermute(f, info["kv_heads"])
+        out[hf] = np.ascontiguousarray(f)
+    save_file(out, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    n_vocab = floats["token_embd.weight"].shape[0]
+    config = {
+        "architectures": ["Qwen2ForCausalLM" if arch == "qwen2" else "LlamaForCausalLM"],
+        "model_type": arch, "hidden_size": HIDDEN, "intermediate_size": FFN, "num_hidden_layers": LAYERS,
+        "num_attention_heads": info["heads"], "num_key_value_heads": info["kv_heads"],
+        "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": info["rope_base"],
+        "vocab_size": n_vocab, "tie_word_embeddings": info["tied"], "torch_dtype": "float32",
+        "bos_token_id": 1 if not bpe else n_vocab - 2, "eos_token_id": 2 if not bpe else n_vocab - 2,
+    }
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    if bpe:
+        tokens, types, merges = bpe_vocab()
+        # the pre-tokenizer regex as Qwen2's tokenizer.json has it
+        pattern = {"qwen2": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"}[bpe]
+        tok = {
+            "version": "1.0",
+            "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                              "normalized": False, "special": True}
+                             for i, t in enumerate(tokens) if t.startswith("<|")],
+            "normalizer": None,
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
+            # BOS first, as the GGUF's add_bos_token says
+            "post_processor": {"type": "TemplateProcessing",
+                               "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                                          {"Sequence": {"id": "A", "type_id": 0}}],
+                               "pair": [], "special_tokens": {"<|endoftext|>": {
+                                   "id": "<|endoftext|>", "ids": [len(tokens) - 2], "tokens": ["<|endoftext|>"]}}},
+            "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                      "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                      "vocab": {t: i for i, t in enumerate(tokens) if not t.startswith("<|")},
+                      "merges": merges},
+        }
+    else:
+        tokens, scores, types = vocab()
+        tok = {
+            "version": "1.0",
+            "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                              "normalized": False, "special": True} for i, t in enumerate(tokens[:3])],
+            "normalizer": {"type": "Sequence", "normalizers": [
+                {"type": "Prepend", "prepend": "\u2581"},
+                {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+            "pre_tokenizer": None,
+            "post_processor": {"type": "TemplateProcessing",
+                               "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                               "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+            "decoder": {"type": "Sequence", "decoders": [
+                {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"},
+                {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+            "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                      "vocab": {t: i for i, t in enumerate(tokens)}, "merges": spm_merges(tokens, scores)},
+        }
+    (folder / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False, indent=1))
 
 
 def main():
+    if sys.argv[1] == "--bench":
+        # llm_gen.py --bench SHAPE TYPE OUT.gguf
+        bench_model(Path(sys.argv[4]), sys.argv[2], Q[sys.argv[3]], 1)
+        return
     out = Path(sys.argv[1])
     seed = int(sys.argv[2])
     out.mkdir(parents=True, exist_ok=True)
@@ -259,8 +437,13 @@ def main():
     for name, t, kw in specs:
         arch = "qwen2" if name.startswith("qwen2") else "llama"
         path = out / f"{name}-{t}.gguf"
-        write_model(path, g, arch, Q[t], out_std=0.6, **kw)
-        models.append({"name": f"{name}-{t}", "arch": arch, "type": t, "path": str(path)})
+        floats, info = write_model(path, g, arch, Q[t], out_std=0.6, **kw)
+        entry = {"name": f"{name}-{t}", "arch": arch, "type": t, "path": str(path)}
+        if f"{name}-{t}" in ("llama-F32", "qwen2-bpe-F32", "llama-tied-F32"):
+            hf = out / f"{name}-{t}-hf"
+            write_hf(hf, arch, floats, info, kw.get("bpe", ""))
+            entry["hf"] = str(hf / "model.safetensors")
+        models.append(entry)
     # Broken files for the error tests: an architecture outside the supported list, a missing and
     # a misshapen tensor.
     broken = {}

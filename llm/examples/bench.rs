@@ -1,0 +1,47 @@
+//! Times prefill and decode of a model (scripts/bench_llm.sh runs it beside llama.cpp):
+//!
+//! ```text
+//! cargo run --example bench -p tensorlane-llm -- MODEL THREADS PROMPT_TOKENS DECODE_TOKENS
+//! ```
+//!
+//! The prompt is BOS followed by ids 300, 301, ... (any ids of the vocabulary time the same);
+//! prints one JSON line with prefill and decode tokens/s.
+use tensorlane::model::Model;
+use tensorlane_llm::{Options, Sampling, Session};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let a: Vec<String> = std::env::args().collect();
+    if a.len() != 5 {
+        return Err("usage: bench MODEL THREADS PROMPT_TOKENS DECODE_TOKENS".into());
+    }
+    let model = Model::open(&a[1])?;
+    let (threads, n_prompt, n_decode): (usize, u32, usize) = (a[2].parse()?, a[3].parse()?, a[4].parse()?);
+    let mut s = Session::open(
+        &model,
+        Options {
+            threads: Some(threads),
+            context: Some(n_prompt as usize + n_decode + 1),
+            ..Options::default()
+        },
+    )?;
+    let prompt: Vec<u32> = std::iter::once(1).chain(300..300 + n_prompt - 1).collect();
+    let sampling = Sampling {
+        stop_at_eog: false,
+        ..Sampling::default()
+    };
+    let n = s
+        .generate(&prompt, &sampling)
+        .take(n_decode + 1)
+        .collect::<Result<Vec<_>, _>>()?
+        .len();
+    let st = s.stats();
+    println!(
+        "{{\"model\": {:?}, \"threads\": {threads}, \"prefill_tokens\": {}, \"prefill_tokens_per_s\": {:.2}, \"decode_tokens\": {}, \"decode_tokens_per_s\": {:.2}, \"generated\": {n}}}",
+        a[1],
+        st.prefill_tokens,
+        st.prefill_tokens_per_s(),
+        st.decode_tokens,
+        st.decode_tokens_per_s()
+    );
+    Ok(())
+}
