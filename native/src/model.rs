@@ -469,6 +469,12 @@ impl Model {
         self.missing.iter().map(|(_, w)| w.clone()).collect()
     }
 
+    /// Whether source `k` ([`Catalog::sources`]) was not found (a `.zt` shard missing next to its
+    /// root: [`Model::warnings`] says why).
+    pub fn is_missing(&self, k: usize) -> bool {
+        self.missing.iter().any(|(m, _)| *m == k)
+    }
+
     /// A [`ErrorKind::Companion`] error when `t` reads from a source that was not found.
     fn check_present(&self, t: &TensorInfo) -> Result<(), FormatError> {
         for (source, _, _) in t.storage.stored_ranges() {
