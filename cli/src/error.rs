@@ -53,6 +53,14 @@ impl CliError {
             CliError::Zt(e) if !e.rule.is_rejection() => 1,
             CliError::Legacy(e) if matches!(e.rule, Rule::Io | Rule::Unsupported | Rule::NotFound) => 1,
             CliError::Io(_) | CliError::Refused(_) | CliError::Usage(_) => 1,
+            // A `.zt` error through the catalog: its message starts with the spec's rule name.
+            CliError::Format(e) if e.format == "zt" && zt_rule(e).is_some() => {
+                if zt_rule(e).is_some_and(|r| r.is_rejection()) {
+                    2
+                } else {
+                    1
+                }
+            }
             CliError::Format(e)
                 if matches!(
                     e.kind,
@@ -64,6 +72,11 @@ impl CliError {
             _ => 2,
         }
     }
+}
+
+/// The spec's rule a `.zt` error read through the catalog names first (`formats::zt::error`).
+fn zt_rule(e: &FormatError) -> Option<Rule> {
+    e.message.split(':').next().and_then(Rule::from_name)
 }
 
 impl fmt::Display for CliError {
@@ -89,6 +102,14 @@ impl fmt::Display for CliError {
             CliError::NotCanonical(m) => write!(f, "Canonical: not in canonical form: {m}"),
             CliError::Refused(m) | CliError::Usage(m) | CliError::Invalid(m) => f.write_str(m),
             CliError::Io(m) => f.write_str(m),
+            // `.zt` names objects as its own tools do: `object "name"`.
+            CliError::Format(e) if e.format == "zt" && e.tensor.is_some() => {
+                let mut plain = e.clone();
+                let object = plain.tensor.take().unwrap_or_default();
+                let shown = plain.to_string();
+                let rest = shown.strip_prefix("zt: ").unwrap_or(&shown);
+                write!(f, "zt: object {object:?}: {rest}")
+            }
             CliError::Format(e) => e.fmt(f),
         }
     }

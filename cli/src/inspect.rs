@@ -629,6 +629,46 @@ impl Table for Report {
     }
 }
 
+/// The whole file's bytes, read into memory, for the readers that need one slice (a Tenso packet
+/// file): refused over `--max-tensor-bytes` ([`crate::limits`]) before anything is allocated, and
+/// an error, not SIGBUS, when the file is truncated while it is read
+/// ([`crate::identify::truncated`]).
+pub fn whole(src: &tensorlane::source::Source, format: &'static str) -> Result<Vec<u8>, CliError> {
+    let size = tensorlane::core::source::ReadAt::size(src);
+    let limit = crate::limits::max_tensor_bytes();
+    if size > limit {
+        return Err(CliError::Format(tensorlane::core::formats::FormatError::new(
+            format,
+            tensorlane::core::formats::ErrorKind::Limit,
+            format!(
+                "the file is decoded from memory, so it is read whole: {size} bytes ({}), over the {limit} bytes \
+                 ({}) allowed by --max-tensor-bytes; raise the limit if the machine has the memory",
+                tensorlane::core::formats::iec(size),
+                tensorlane::core::formats::iec(limit)
+            ),
+        )));
+    }
+    tensorlane::source::read_whole(src).map_err(|e| crate::identify::truncated(src, e))
+}
+
+/// `e` (from reading the Tenso file `path` through the catalog), explained by the wire decoder
+/// where it refuses the file too: its message names the packet, the entry path and the file byte,
+/// as `inspect` says it. Any other error is given back as it is.
+pub fn explain_tenso(path: &std::path::Path, e: CliError) -> CliError {
+    let CliError::Format(f) = &e else { return e };
+    if f.format != "tenso" || matches!(f.kind, tensorlane_core::formats::ErrorKind::Io) {
+        return e;
+    }
+    let name = path.display().to_string();
+    match crate::identify::open_source(path).and_then(|src| whole(&src, "tenso")) {
+        Ok(bytes) => match inspect_bytes(&bytes, &name, &InspectOptions::default()) {
+            Err(wire) => wire,
+            Ok(_) => e,
+        },
+        Err(_) => e,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

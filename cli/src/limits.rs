@@ -6,8 +6,9 @@
 //! not limited. What must be whole in memory is refused, before anything is allocated, when it is
 //! over the limit: a tensor written to `.zt` or dequantized, a `.zt` part read for conversion to
 //! `.zt` or Tenso or for `verify --canonical` (or a sparse, `bool` or `f4_e2m1` part for
-//! `verify`), a Tenso packet's LZ4 body, and a Tenso packet file, which is decoded from memory
-//! ([`crate::zt_tools::whole`]). The error names the tensor (or file), its size and the option.
+//! `verify`), a Tenso packet's LZ4 body, and a Tenso packet file that `inspect` decodes from
+//! memory. The error names the tensor (or file), its size and the
+//! option.
 //!
 //! The default is the smallest of 4 GiB (the library's default), half the machine's memory and
 //! half the address space this process may use (`ulimit -v`), so that a compression bomb is
@@ -89,14 +90,22 @@ fn bad_size(s: &str) -> String {
     format!("'{s}' is not a byte size; give a number with an optional unit: 512MiB, 2GiB, 1.5G, 3000000000, 4GB")
 }
 
-/// Opens a model file for the tool: read with `pread` (a file truncated underneath is an error,
-/// not SIGBUS) under the limit in force.
-pub fn open_model(path: &Path) -> Result<Model, CliError> {
+/// Opens any file the tool reads, in any format, as a [`Model`]: a directory is refused naming
+/// the files in it, a file in no format read here says what it looks like, a damaged `.zt` file
+/// gets its validator's error ([`crate::identify::identify`]); then it is read with `pread` (a
+/// file truncated underneath is an error, not SIGBUS) under the limit in force. Returns the
+/// model and the file's size when it was opened (for [`crate::identify::note_if_changed`]).
+pub fn open_model(path: &Path) -> Result<(Model, u64), CliError> {
+    let src = crate::identify::open_source(path)?;
+    crate::identify::identify(path, &src)?;
+    let size = tensorlane::core::source::ReadAt::size(&src);
+    drop(src);
     let opts = ModelOptions {
         limits: read_limits(),
         mmap: false,
     };
-    Ok(Model::open_with(path, &opts)?)
+    let model = Model::open_with(path, &opts).map_err(|e| crate::identify::note_if_changed(path, size, e.into()))?;
+    Ok((model, size))
 }
 
 /// Refuses `bytes` for `what` (a tensor or part that must be whole in memory) over the limit.

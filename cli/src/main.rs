@@ -5,11 +5,11 @@
 //! tensorlane inspect FILE [--json] [--hash]        what a file holds (format from its content)
 //! tensorlane verify FILE [--canonical] [--deep]    validate and check every digest and content rule
 //! tensorlane convert IN OUT [--to zt|tenso|safetensors] [--dequantize]
-//!                                                  any format -> .zt or .safetensors (streaming),
-//!                                                  legacy .zt -> .zt v2, .zt v2 <-> Tenso
+//!                                                  any format -> .zt, .safetensors (streaming) or
+//!                                                  a Tenso bundle
 //! tensorlane stats FILE [TENSOR...] [--bins N] [--json]
 //!                                                  count, min, max, mean, std, zeros, NaN, ±Inf,
-//!                                                  histogram per tensor (model formats, .zt)
+//!                                                  histogram per tensor (every format)
 //! tensorlane demo [--json] [--hash] [--out P]      write the bundled sample packet, then inspect it
 //! tensorlane offload plan|sim MODEL --budget 4GiB  offload plan vs baselines (simulated, hazard-checked)
 //! tensorlane serve [PATH...] [--bind 127.0.0.1:8080] [--token T]
@@ -43,8 +43,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tensorlane::core::detect::Format;
-use tensorlane::core::source::ReadAt as _;
-use tensorlane::source::Source;
 
 use crate::error::CliError;
 use crate::inspect::{InspectOptions, inspect_bytes};
@@ -96,7 +94,8 @@ enum Command {
     },
     /// Validate a file and check every digest and content rule (exit 2 on the first failure).
     Verify {
-        /// The file (.zt v2, legacy .zt, or Tenso packets).
+        /// The file, in any format `inspect` reads: checksums (zip CRC-32s, ONNX SHA-1s, .zt
+        /// digests, Tenso XXH3 footers), bounds and the format's rules.
         file: PathBuf,
         /// Also check that a .zt v2 file is in canonical form (spec §10).
         #[arg(long)]
@@ -105,9 +104,9 @@ enum Command {
         #[arg(long)]
         deep: bool,
     },
-    /// Convert between formats: any model format -> .zt v2 or .safetensors, legacy .zt v1/v0 ->
-    /// .zt v2, .zt v2 -> a Tenso bundle or .safetensors, Tenso packets -> .zt v2. Tensors are
-    /// streamed one at a time; output is written atomically (.zt in canonical form).
+    /// Convert between formats: any format (model formats, .zt v2, legacy .zt, Tenso packets) ->
+    /// .zt v2, .safetensors or a Tenso bundle. Tensors are streamed one at a time; output is
+    /// written atomically (.zt in canonical form).
     Convert {
         /// The input (format detected from its content).
         input: PathBuf,
@@ -134,11 +133,10 @@ enum Command {
         align: Option<u64>,
     },
     /// Summarise tensors: count, min, max, mean, std, zeros, NaN, +Inf, -Inf and a histogram per
-    /// tensor, for every model format and .zt (v2 and legacy). `--json` prints an array, one object
-    /// per tensor.
+    /// tensor, for every format. `--json` prints an array, one object per tensor.
     Stats {
         /// A model file (safetensors or its index, GGUF, PyTorch, .npy/.npz, ONNX, HDF5), a .zt v2
-        /// file (shards are looked up next to it) or a legacy .zt v1/v0 file.
+        /// file (shards are looked up next to it), a legacy .zt v1/v0 file or Tenso packets.
         file: PathBuf,
         /// The tensors to summarise, in this order (default: every tensor, in file order).
         tensors: Vec<String>,
@@ -211,9 +209,9 @@ fn main() -> ExitCode {
             skip_unsupported,
             align,
         } => {
-            let opts = zt_tools::ConvertOptions {
+            let opts = model_tools::ConvertOptions {
                 dequantize,
-                quantized: zt_tools::Quantized::parse(&quantized).unwrap_or_default(),
+                quantized: model_tools::Quantized::parse(&quantized).unwrap_or_default(),
                 skip_unsupported,
                 align,
             };
@@ -236,30 +234,28 @@ fn fail(name: &str, e: &CliError) -> ExitCode {
 
 fn run_verify(path: &Path, canonical: bool, deep: bool) -> ExitCode {
     let name = path.display().to_string();
-    let src = match zt_tools::open_source(path) {
-        Ok(s) => s,
+    // Every file reads with pread (limits::open_model): a file truncated meanwhile is an error
+    // naming it, not SIGBUS.
+    let (model, size) = match open(path) {
+        Ok(m) => m,
         Err(e) => return fail(&name, &e),
     };
-    let format = match identify::identify(path, &src) {
-        Ok(f) => f,
-        Err(e) => return fail(&name, &e),
-    };
-    let size = src.size();
-    let result = match format {
-        Format::ZtV1 | Format::ZtV0 => zt_tools::verify_legacy(src, canonical).map(|s| s.to_string()),
-        Format::Tenso => zt_tools::verify_tenso(&name, &src, canonical).map(|s| s.to_string()),
-        f if tensorlane::model::is_model_format(f) => model_tools::verify_model_file(path, src, canonical),
-        // Every path reads with pread (zt_tools::open_source): a file truncated meanwhile is an
-        // error naming it, not SIGBUS.
-        _ => zt_tools::verify_zt(path, src, deep, canonical).map(|s| s.to_string()),
-    };
-    match result {
+    match model_tools::verify(&model, canonical, deep) {
         Ok(s) => {
             output::outln!("{name}: {s}");
             ExitCode::SUCCESS
         }
-        Err(e) => fail(&name, &zt_tools::note_if_changed(path, size, e)),
+        Err(e) => fail(
+            &name,
+            &inspect::explain_tenso(path, identify::note_if_changed(path, size, e)),
+        ),
     }
+}
+
+/// Opens any file as a [`tensorlane::model::Model`] ([`limits::open_model`]); a Tenso file the
+/// catalog refuses is explained by the wire decoder ([`inspect::explain_tenso`]).
+fn open(path: &Path) -> Result<(tensorlane::model::Model, u64), CliError> {
+    limits::open_model(path).map_err(|e| inspect::explain_tenso(path, e))
 }
 
 /// `--align`: a power of two from 4096 to 65536.
@@ -272,7 +268,7 @@ fn parse_align(s: &str) -> Result<u64, String> {
     }
 }
 
-fn run_convert(input: &Path, output: &Path, to: Option<&str>, opts: &zt_tools::ConvertOptions) -> ExitCode {
+fn run_convert(input: &Path, output: &Path, to: Option<&str>, opts: &model_tools::ConvertOptions) -> ExitCode {
     match model_tools::convert(input, output, to, opts) {
         Ok(c) => {
             for w in &c.warnings {
@@ -290,7 +286,7 @@ fn run_convert(input: &Path, output: &Path, to: Option<&str>, opts: &zt_tools::C
             );
             ExitCode::SUCCESS
         }
-        Err(e) => fail(&input.display().to_string(), &e),
+        Err(e) => fail(&input.display().to_string(), &inspect::explain_tenso(input, e)),
     }
 }
 
@@ -314,63 +310,34 @@ fn demo(out: Option<PathBuf>, json: bool, hash: bool) -> ExitCode {
     run_inspect(&path, json, hash)
 }
 
-/// What `inspect` (and `stats`) read a file as, detected once from its content.
-enum Kind {
-    /// A foreign model format ([`tensorlane::model::Model`]).
-    Model,
-    /// `.zt` v2 (or a damaged file that the shared rule, [`identify::identify`], takes for one:
-    /// the `.zt` validator describes it best).
-    Zt,
-    /// Legacy `.zt` v1/v0.
-    Legacy,
-    /// Tenso packets (or a damaged file that the shared rule takes for one).
-    Tenso,
-}
-
-/// Opens `path` once (for `pread`: [`zt_tools::open_source`]) and tells what it holds.
-fn open_detected(path: &Path) -> Result<(Source, Kind), CliError> {
-    let src = zt_tools::open_source(path)?;
-    let kind = match identify::identify(path, &src)? {
-        f if tensorlane::model::is_model_format(f) => Kind::Model,
-        Format::ZtV1 | Format::ZtV0 => Kind::Legacy,
-        Format::Tenso => Kind::Tenso,
-        _ => Kind::Zt,
-    };
-    Ok((src, kind))
-}
-
 fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
     let name = path.display().to_string();
-    let (src, kind) = match open_detected(path) {
-        Ok(o) => o,
+    let tenso = identify::open_source(path).and_then(|src| Ok(identify::identify(path, &src)? == Format::Tenso));
+    if let Ok(true) = tenso {
+        // Tenso packets are described from their wire form (string packets, which the catalog
+        // leaves out, included; errors name the packet, entry path and file byte).
+        let opts = InspectOptions { hash, progress: true };
+        let printed = identify::open_source(path).and_then(|src| {
+            let b = inspect::whole(&src, "tenso")?;
+            let r = inspect_bytes(&b, &name, &opts)
+                .map_err(|e| identify::note_if_changed(path, tensorlane::core::source::ReadAt::size(&src), e))?;
+            Ok(print_report(&r, json))
+        });
+        return printed.unwrap_or_else(|e| fail(&name, &e));
+    }
+    let (model, size) = match open(path) {
+        Ok(m) => m,
         Err(e) => return fail(&name, &e),
     };
-    let size = src.size();
-    let printed = match kind {
-        Kind::Model => limits::open_model(path).and_then(|model| {
-            let report = model_tools::inspect_model(&model, &name, hash)?;
-            Ok(print_report(&report, json))
-        }),
-        Kind::Zt | Kind::Legacy => {
-            let report = match kind {
-                Kind::Zt => zt_tools::inspect_zt(path, &name, src, hash),
-                _ => zt_tools::inspect_legacy(&name, src, hash),
-            };
-            report.map(|report| {
-                for w in &report.warnings {
-                    eprintln!("warning: {name}: {w}");
-                }
-                print_report(&report, json)
-            })
-        }
-        Kind::Tenso => {
-            let opts = InspectOptions { hash, progress: true };
-            zt_tools::whole(&src, "tenso")
-                .and_then(|b| inspect_bytes(&b, &name, &opts))
-                .map(|report| print_report(&report, json))
-        }
+    let printed = {
+        model_tools::inspect(&model, &name, hash).map(|report| {
+            for w in &report.warnings {
+                eprintln!("warning: {name}: {w}");
+            }
+            print_report(&report, json)
+        })
     };
-    printed.unwrap_or_else(|e| fail(&name, &zt_tools::note_if_changed(path, size, e)))
+    printed.unwrap_or_else(|e| fail(&name, &identify::note_if_changed(path, size, e)))
 }
 
 fn run_stats(path: &Path, tensors: &[String], bins: usize, json: bool) -> ExitCode {
@@ -386,37 +353,18 @@ fn run_stats(path: &Path, tensors: &[String], bins: usize, json: bool) -> ExitCo
         bins,
         ..Default::default()
     };
-    let mut size = None;
-    let report = open_detected(path).and_then(|(src, kind)| {
-        size = Some(src.size());
-        match kind {
-            Kind::Model => {
-                drop(src);
-                let model = limits::open_model(path)?;
-                stats::model_stats(&model, &name, tensors, &opts)
-            }
-            Kind::Zt => {
-                let (reader, _, warnings) = zt_tools::open_zt(path, src, false)?;
-                for w in &warnings {
-                    eprintln!("warning: {name}: {w}");
-                }
-                stats::zt_stats(&reader, &name, tensors, &opts)
-            }
-            Kind::Legacy => {
-                let reader = tensorlane::core::zt::legacy::LegacyReader::open(src)?;
-                stats::legacy_stats(&reader, &name, tensors, &opts)
-            }
-            Kind::Tenso => Err(CliError::Refused(
-                "stats reads the model formats and .zt files; convert Tenso packets to .zt first (tensorlane convert)"
-                    .into(),
-            )),
-        }
-    });
-    match report {
+    let (model, size) = match open(path) {
+        Ok(m) => m,
+        Err(e) => return fail(&name, &e),
+    };
+    for w in model.warnings() {
+        eprintln!("warning: {name}: {w}");
+    }
+    match stats::model_stats(&model, &name, tensors, &opts) {
         Ok(r) => print_report(&r, json),
-        Err(e) => match size {
-            Some(size) => fail(&name, &zt_tools::note_if_changed(path, size, e)),
-            None => fail(&name, &e),
-        },
+        Err(e) => fail(
+            &name,
+            &inspect::explain_tenso(path, identify::note_if_changed(path, size, e)),
+        ),
     }
 }

@@ -1,46 +1,52 @@
-//! The foreign model formats in the `tensorlane` CLI: `inspect` and `convert` over a [`Model`].
+//! Every file in the `tensorlane` CLI, through one [`Model`]: `inspect`, `verify` and `convert`
+//! for the foreign model formats, `.zt` v2 (with its shards), legacy `.zt` and Tenso packet files.
 //!
-//! * [`inspect_model`] describes a model in the packet report's JSON schema (`format`, `file`,
-//!   `bytes`, `packets`, `tensors` with `name`, `kind`, `dtype`, `shape`, `nbytes`, `sha256`),
-//!   adding what the formats carry: per tensor its `layout` (where and how the bytes are stored)
-//!   and `attributes`; per file its `metadata`, the `sources` it reads (shards, external data) and
-//!   what was `skipped`. `sha256` is over the tensor's C-order little-endian bytes, the raw blocks
-//!   for ggml-quantized tensors (as the fixtures' manifest defines it).
-//! * [`convert_model`] writes a model as canonical `.zt` ([`tensorlane::zt_write::ZtFile`]) or as
-//!   `.safetensors` ([`tensorlane::st_write::SafetensorsFile`]), one tensor at a time: a tensor
-//!   stored plain is read (with `pread`) and handed to the writer, any other is decoded on its own, so
-//!   memory holds at most one tensor. Every tensor is checked against the target before the output
-//!   is created, and the output appears atomically or not at all.
+//! * [`inspect`] describes any file in one JSON schema ([`Report`]: `format`, `file`, `bytes`,
+//!   `packets`, `tensors` with `name`, `kind`, `dtype`, `shape`, `nbytes`, `sha256`, where and how
+//!   the bytes are stored), with what the formats carry in one place: per tensor its `layout`,
+//!   `parts` and `attributes`; per file its `metadata`, the `sources` it reads (shards, external
+//!   data), what was `skipped`, and `zt` (the `.zt` shard table and manifest). `sha256` is over the
+//!   tensor's C-order little-endian bytes (raw blocks for ggml-quantized tensors; a part's decoded
+//!   bytes), as the fixtures' manifest defines it.
+//! * [`verify`] checks what the format carries: every checksum ([`Model::verify`]) and, for
+//!   `.zt`, the format's own rules ([`crate::zt_tools::verify`]).
+//! * [`convert_model`] writes a model as canonical `.zt` ([`tensorlane::zt_write::ZtFile`]), as
+//!   `.safetensors` ([`tensorlane::st_write::SafetensorsFile`]) or as a Tenso bundle, one tensor at
+//!   a time: a tensor stored plain is read (with `pread`) and handed to the writer, any other is
+//!   decoded on its own, so memory holds at most one tensor (a Tenso bundle is assembled whole).
+//!   Every tensor is checked against the target before the output is created, and the output
+//!   appears atomically or not at all.
 //!
 //! Element types map as follows. `.zt`: plain dtypes as they are, `bool`, `complex64/128`, float8
 //! and float4 with their `.zt` logical types; ggml block types as the spec's lossless
 //! `gguf.<type>/1` layout (types it does not list, such as `TQ1_0`, are refused) or, with
-//! `dequantize`, as f32. `.safetensors`: every dtype the format has (`BOOL`, `F8_*`, `F4`,
-//! `C64`, ...); `complex128` is refused, ggml blocks are refused unless `dequantize`.
+//! `dequantize`, as f32; tensors stored as parts (`.zt` sparse, group-quantized, MX; Tenso CSR)
+//! under their layout. `.safetensors`: every dtype the format has (`BOOL`, `F8_*`, `F4`, `C64`,
+//! ...); `complex128` is refused, ggml blocks are refused unless `dequantize`. Tenso: plain dtypes,
+//! `bool` and complex.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
+use sha2::Digest as _;
 use tensorlane_core::DType;
 use tensorlane_core::detect::Format;
 use tensorlane_core::formats::ggml::GgmlType;
-use tensorlane_core::formats::{ElementType, ErrorKind, FormatError, Meta, Storage, TensorInfo};
+use tensorlane_core::formats::{self, ElementType, ErrorKind, FormatError, Meta, Storage, TensorInfo, tenso};
+use tensorlane_core::wire::{self, Bundle, EncodeOptions, Packet};
 use tensorlane_core::zt::cbor::Value;
 use tensorlane_core::zt::format::LogicalType;
 use tensorlane_core::zt::layout;
 use tensorlane_core::zt::writer::{ObjectSpec, Options, PartDecl, PartSpec};
 
 use tensorlane::model::{Model, is_model_format};
-use tensorlane::source::Source;
 use tensorlane::st_write::{SafetensorsFile, StDtype, StTensor};
 use tensorlane::zt_write::ZtFile;
 
 use crate::error::CliError;
 use crate::output::{Table, advance, finish, progress, render_table, shape_str};
-use crate::zt_tools::{ConvertOptions, Converted, Target};
-use sha2::Digest as _;
 
 // ---------------------------------------------------------------------------------------------
 // Metadata as JSON
@@ -121,100 +127,6 @@ fn meta_short(m: &Meta) -> String {
     s
 }
 
-// ---------------------------------------------------------------------------------------------
-// inspect
-
-/// What `inspect` found in a model file. The first five fields are those of the packet report
-/// ([`crate::inspect::Report`]).
-#[derive(Serialize)]
-pub struct ModelReport<'m> {
-    /// The format name (`"safetensors"`, `"gguf"`, `"pt"`, `"npy"`, `"onnx"`, `"hdf5"`, ...).
-    pub format: &'static str,
-    /// The file name as given.
-    pub file: String,
-    /// File size in bytes.
-    pub bytes: u64,
-    /// Tenso packets in the file: always 0.
-    pub packets: usize,
-    /// Every tensor, in file order.
-    pub tensors: Vec<ModelTensor<'m>>,
-    /// The other files read (shards, splits, external data), in catalog order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub sources: Vec<SourceInfo>,
-    /// File-level metadata, in file order.
-    #[serde(serialize_with = "ser_meta_map", skip_serializing_if = "<[_]>::is_empty")]
-    pub metadata: &'m [(String, Meta)],
-    /// Entries that are not tensors, with why they were left out.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub skipped: Vec<SkippedInfo>,
-}
-
-fn ser_meta_map<S: Serializer>(m: &&[(String, Meta)], s: S) -> Result<S::Ok, S::Error> {
-    MetaMap(m).serialize(s)
-}
-
-/// A companion file.
-#[derive(Clone, Debug, Serialize)]
-pub struct SourceInfo {
-    /// The name the model gives it (relative to the model's folder).
-    pub name: String,
-    /// The file it resolved to.
-    pub file: String,
-    /// Its size.
-    pub bytes: u64,
-}
-
-/// An entry that is not a tensor.
-#[derive(Clone, Debug, Serialize)]
-pub struct SkippedInfo {
-    /// Its name.
-    pub name: String,
-    /// Why it was left out.
-    pub reason: String,
-}
-
-/// One tensor of a [`ModelReport`].
-#[derive(Serialize)]
-pub struct ModelTensor<'m> {
-    /// The tensor's name (the format's naming rules, see [`TensorInfo::name`]).
-    pub name: String,
-    /// `"dense"`, or `"quantized"` for ggml block types.
-    pub kind: &'static str,
-    /// NumPy-style dtype name, or the ggml type name of a quantized tensor.
-    pub dtype: &'static str,
-    /// Row-major shape.
-    pub shape: Vec<u64>,
-    /// Bytes of the tensor in C order (raw blocks for ggml types).
-    pub nbytes: u64,
-    /// SHA-256 of those bytes, when hashing was requested.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<String>,
-    /// How the bytes are stored: `contiguous` (a byte range of a file), `deflate` (a deflated
-    /// zip member), `inline` (decoded from the header) or `chunked` (HDF5 chunks).
-    pub layout: &'static str,
-    /// The companion file holding the bytes (absent: the opened file).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// Where the stored bytes start in their file (contiguous and deflate layouts).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub offset: Option<u64>,
-    /// Stored bytes (compressed length for deflate).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub length: Option<u64>,
-    /// The elements are stored big-endian (swapped on read).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub big_endian: bool,
-    /// Element strides of a strided view (PyTorch views, Fortran order); absent when the stored
-    /// elements are in C order.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub strides: Option<Vec<u64>>,
-    /// Readable without a copy (a contiguous, C-order, little-endian range).
-    pub zero_copy: bool,
-    /// The format's per-tensor details.
-    #[serde(serialize_with = "ser_meta_map", skip_serializing_if = "<[_]>::is_empty")]
-    pub attributes: &'m [(String, Meta)],
-}
-
 /// The NumPy dtype of a ggml type that is not block-quantized (`F32`, `F16`, `BF16`, `F64`,
 /// `I8`..`I64`).
 pub fn ggml_plain(g: GgmlType) -> Option<DType> {
@@ -253,69 +165,397 @@ fn nbytes(format: &'static str, t: &TensorInfo) -> Result<u64, FormatError> {
     })
 }
 
-/// Describes `model` (opened from `file`); with `hash`, reads every tensor and hashes its bytes,
-/// with a progress bar on a terminal.
-pub fn inspect_model<'m>(model: &'m Model, file: &str, hash: bool) -> Result<ModelReport<'m>, CliError> {
+// ---------------------------------------------------------------------------------------------
+// inspect
+
+/// What `inspect` found in a file, in every format: the first five fields, then what the formats
+/// carry. What only one format has is in one place: per tensor its `layout` and `parts` (`.zt`,
+/// sparse and quantized Tenso packets) and `attributes`; per file the `zt` key (`.zt`: shard
+/// table, manifest blob, data shard; legacy `.zt`: manifest and version).
+#[derive(Serialize)]
+pub struct Report<'m> {
+    /// The format name (`"safetensors"`, `"gguf"`, `"zt"`, `"zt-v1"`, `"tenso"`, ...).
+    pub format: &'static str,
+    /// The file name as given.
+    pub file: String,
+    /// File size in bytes.
+    pub bytes: u64,
+    /// Tenso packets in the file (0 for every other format).
+    pub packets: u64,
+    /// Every tensor, in file order.
+    pub tensors: Vec<TensorRow>,
+    /// The other files read (shards, splits, external data), in catalog order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceInfo>,
+    /// File-level metadata (`.zt`: the file's attributes), in file order.
+    #[serde(serialize_with = "ser_meta_map", skip_serializing_if = "<[_]>::is_empty")]
+    pub metadata: &'m [(String, Meta)],
+    /// Entries that are not tensors, with why they were left out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedInfo>,
+    /// Problems that did not stop the inspection (a `.zt` shard not found, a tensor not hashed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// What only `.zt` files have at file level.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zt: Option<crate::zt_tools::ZtInfo>,
+}
+
+fn ser_meta_map<S: Serializer>(m: &&[(String, Meta)], s: S) -> Result<S::Ok, S::Error> {
+    MetaMap(m).serialize(s)
+}
+
+fn ser_meta_vec<S: Serializer>(m: &[(String, Meta)], s: S) -> Result<S::Ok, S::Error> {
+    MetaMap(m).serialize(s)
+}
+
+/// A companion file.
+#[derive(Clone, Debug, Serialize)]
+pub struct SourceInfo {
+    /// The name the model gives it (relative to the model's folder).
+    pub name: String,
+    /// The file it resolved to.
+    pub file: String,
+    /// Its size.
+    pub bytes: u64,
+}
+
+/// An entry that is not a tensor.
+#[derive(Clone, Debug, Serialize)]
+pub struct SkippedInfo {
+    /// Its name.
+    pub name: String,
+    /// Why it was left out.
+    pub reason: String,
+}
+
+/// One tensor of a [`Report`].
+#[derive(Serialize)]
+pub struct TensorRow {
+    /// The tensor's name (the format's naming rules, see [`TensorInfo::name`]).
+    pub name: String,
+    /// `"dense"`, `"quantized"` (ggml blocks, group-quantized and MX layouts, quantized packets),
+    /// `"sparse"` or `"object"` (any other layout).
+    pub kind: &'static str,
+    /// NumPy-style dtype name, the ggml type name of a block-quantized tensor, or the element
+    /// type of the main part of a tensor stored as parts.
+    pub dtype: &'static str,
+    /// Row-major (logical) shape.
+    pub shape: Vec<u64>,
+    /// Bytes of the tensor in C order (raw blocks for ggml types; all parts together for a
+    /// tensor stored as parts).
+    pub nbytes: u64,
+    /// SHA-256 of those bytes, when hashing was requested (parts carry their own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// How the bytes are stored: `contiguous` (a byte range of a file), `deflate` (a deflated
+    /// zip member), `encoded` (zstd, zstd-seekable or LZ4: see `encoding`), `inline` (decoded
+    /// from the header), `chunked` (HDF5 chunks) or `parts` (see `parts`).
+    pub storage: &'static str,
+    /// The companion file holding the bytes (absent: the opened file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Where the stored bytes start in their file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// Stored bytes (compressed length for deflate and encoded storage).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub length: Option<u64>,
+    /// The codec of encoded storage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<&'static str>,
+    /// The elements are stored big-endian (swapped on read).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub big_endian: bool,
+    /// Element strides of a strided view (PyTorch views, Fortran order); absent when the stored
+    /// elements are in C order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strides: Option<Vec<u64>>,
+    /// Readable without a copy (a contiguous, C-order, little-endian range).
+    pub zero_copy: bool,
+    /// The format's layout id (`.zt`: `dense`, `zt.sparse_csr/1`, `gguf.q4_k/1`, ...; Tenso:
+    /// `tenso.sparse_csr`, `tenso.quantized`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout: Option<String>,
+    /// The parts the format stores the tensor as, in file order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<PartRow>,
+    /// The format's other per-tensor details (`.zt`: the object's attributes).
+    #[serde(serialize_with = "ser_meta_vec", skip_serializing_if = "Vec::is_empty")]
+    pub attributes: Vec<(String, Meta)>,
+}
+
+/// One part of a tensor.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PartRow {
+    /// Part name.
+    pub name: String,
+    /// NumPy name of the storage dtype.
+    pub dtype: String,
+    /// Logical type as written (`bool`, `f4_e2m1`, ...).
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub logical: Option<String>,
+    /// Encoding; absent = raw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
+    /// Where the stored bytes start (in `shard` when set).
+    pub offset: u64,
+    /// Stored length.
+    pub length: u64,
+    /// The `.zt` shard holding the bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
+    /// Decoded bytes.
+    pub nbytes: u64,
+    /// The digest the file records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// SHA-256 of the decoded bytes, when hashing was requested.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// A part as the `parts` attribute describes it.
+fn part_row(name: &str, m: &Meta, storage: &Storage) -> PartRow {
+    let Meta::Map(fields) = m else {
+        return PartRow {
+            name: name.to_string(),
+            ..Default::default()
+        };
+    };
+    let get = |k: &str| fields.iter().find(|(n, _)| n == k).map(|(_, v)| v);
+    let text = |k: &str| match get(k) {
+        Some(Meta::Str(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let num = |k: &str| match get(k) {
+        Some(Meta::UInt(n)) => Some(*n),
+        Some(Meta::Int(n)) => u64::try_from(*n).ok(),
+        _ => None,
+    };
+    let dtype = text("dtype").unwrap_or_default();
+    let dtype = tensorlane_core::zt::format::dtype_from_zt(&dtype)
+        .or_else(|| DType::from_name(&dtype))
+        .map_or(dtype, |d| d.name().to_string());
+    let length = num("length").unwrap_or(0);
+    let decoded = match storage {
+        Storage::Parts(p) => p.parts.iter().find(|p| p.name == name).map(|p| p.len),
+        _ => None,
+    };
+    PartRow {
+        name: name.to_string(),
+        dtype,
+        logical: text("type"),
+        encoding: text("encoding"),
+        offset: num("offset").unwrap_or(0),
+        length,
+        shard: text("shard"),
+        nbytes: decoded.or_else(|| num("decoded_length")).unwrap_or(length),
+        digest: text("digest"),
+        sha256: None,
+    }
+}
+
+/// `dense`, `sparse`, `quantized` or `object`, by layout id.
+fn kind_of(layout: &str) -> &'static str {
+    match layout {
+        layout::DENSE => "dense",
+        l if l.contains("sparse") => "sparse",
+        layout::QUANT_GROUP | layout::MX | "quantized_group" | "tenso.quantized" => "quantized",
+        l if l.starts_with("gguf.") => "quantized",
+        _ => "object",
+    }
+}
+
+/// The row of tensor `t` of `model`.
+fn tensor_row(model: &Model, t: &TensorInfo) -> Result<TensorRow, CliError> {
     let cat = model.catalog();
     let format = cat.format.name();
     let names: Vec<&str> = cat.sources.iter().map(String::as_str).collect();
+    let attr = |k: &str| t.attributes.iter().find(|(n, _)| n == k).map(|(_, v)| v);
+    let (storage, source, offset, length, encoding) = match &t.storage {
+        Storage::Range { source, offset, len } => ("contiguous", *source, Some(*offset), Some(*len), None),
+        Storage::Deflate {
+            source,
+            offset,
+            compressed,
+            ..
+        } => ("deflate", *source, Some(*offset), Some(*compressed), None),
+        Storage::Encoded {
+            source,
+            offset,
+            len,
+            codec,
+            ..
+        } => ("encoded", *source, Some(*offset), Some(*len), Some(codec.name())),
+        Storage::Inline(b) => ("inline", 0, None, Some(b.len() as u64), None),
+        Storage::Hdf5Chunked(c) => ("chunked", c.source, None, None, None),
+        Storage::Parts(_) => ("parts", 0, None, None, None),
+    };
+    // The layout and parts of the formats that have them (`.zt`; Tenso's sparse and quantized
+    // packets); an HDF5 dataset's `layout` attribute is its own.
+    let zt = format.starts_with("zt");
+    let has_parts = zt || matches!(t.storage, Storage::Parts(_));
+    let layout = match (&t.storage, attr("layout")) {
+        (Storage::Parts(p), _) => Some(p.layout.clone()),
+        (_, Some(Meta::Str(l))) if zt => Some(l.clone()),
+        _ => None,
+    };
+    let parts: Vec<PartRow> = match attr("parts") {
+        Some(Meta::Map(m)) if has_parts => m.iter().map(|(n, v)| part_row(n, v, &t.storage)).collect(),
+        _ => Vec::new(),
+    };
+    // `.zt` objects: their own attributes; every other format: what is not shown above.
+    let attributes = match (zt, attr("attributes")) {
+        (true, Some(Meta::Map(m))) => m.clone(),
+        (true, _) => Vec::new(),
+        (false, _) => t
+            .attributes
+            .iter()
+            .filter(|(k, _)| !has_parts || (k != "layout" && k != "parts"))
+            .cloned()
+            .collect(),
+    };
+    let nbytes = match &t.storage {
+        Storage::Parts(p) => p.parts.iter().map(|p| p.len).sum(),
+        _ => nbytes(format, t)?,
+    };
+    Ok(TensorRow {
+        name: t.name.clone(),
+        kind: match &layout {
+            Some(l) => kind_of(l),
+            None if is_quantized(t.ty) => "quantized",
+            None => "dense",
+        },
+        dtype: dtype_name(t.ty),
+        shape: t.shape.clone(),
+        nbytes,
+        sha256: None,
+        storage,
+        source: (source > 0).then(|| names.get(source).copied().unwrap_or("?").to_string()),
+        offset,
+        length,
+        encoding,
+        big_endian: t.arrangement.big_endian,
+        strides: t.arrangement.view.as_ref().map(|v| v.strides.clone()),
+        zero_copy: t.is_zero_copy(),
+        layout,
+        parts,
+        attributes,
+    })
+}
+
+/// Hashes tensor `t` into `row`: its bytes (and its one part's, when the format lists it), or
+/// each part of a tensor stored as parts. A tensor in a file that is not there (a `.zt` shard)
+/// or whose bytes do not match their recorded digest is not hashed: a warning says so.
+fn hash_tensor(
+    model: &Model,
+    t: &TensorInfo,
+    row: &mut TensorRow,
+    bar: Option<&indicatif::ProgressBar>,
+    warnings: &mut Vec<String>,
+) -> Result<(), CliError> {
+    let sha = |f: &mut dyn FnMut(&mut dyn FnMut(&[u8])) -> Result<(), tensorlane::Error>| {
+        let mut h = sha2::Sha256::new();
+        f(&mut |p| {
+            h.update(p);
+            advance(bar, p.len() as u64);
+        })?;
+        Ok::<_, tensorlane::Error>(hex::encode(h.finalize()))
+    };
+    let r = match &t.storage {
+        Storage::Parts(p) => p.parts.iter().try_for_each(|part| {
+            let digest = sha(&mut |put| {
+                put(&model.read_part(t, &part.name)?);
+                Ok(())
+            })?;
+            if let Some(r) = row.parts.iter_mut().find(|r| r.name == part.name) {
+                r.sha256 = Some(digest);
+            }
+            Ok(())
+        }),
+        _ => sha(&mut |put| {
+            // Streamed in bounded pieces (inflated, decoded, checksums checked on the way):
+            // memory does not grow with the tensor.
+            model.read_chunks(t, 8 << 20, &mut |p| {
+                put(p);
+                Ok(())
+            })
+        })
+        .map(|digest| {
+            if let [part] = row.parts.as_mut_slice() {
+                part.sha256 = Some(digest.clone());
+            }
+            row.sha256 = Some(digest);
+        }),
+    };
+    match r {
+        Err(tensorlane::Error::Format(e)) if e.kind == ErrorKind::Companion => {
+            warnings.push(format!("{:?} not hashed: {e}", t.name));
+        }
+        // A `.zt` part digest is the format's metadata: a mismatch is reported, and `verify`
+        // rejects the file.
+        Err(tensorlane::Error::Format(e)) if e.kind == ErrorKind::Checksum && e.format == "zt" => {
+            let part = e
+                .message
+                .split("part '")
+                .nth(1)
+                .and_then(|s| s.split('\'').next())
+                .or(row.parts.first().map(|p| p.name.as_str()))
+                .unwrap_or("data");
+            warnings.push(format!(
+                "{:?}/{part:?}: the stored digest does not match the bytes ({}); `tensorlane verify` rejects this \
+                 file",
+                t.name, e.message
+            ));
+        }
+        Err(e) => return Err(e.into()),
+        Ok(()) => {}
+    }
+    Ok(())
+}
+
+/// Describes `model` (opened from `file`, any format); with `hash`, reads every tensor (every
+/// part) and hashes its bytes, with a progress bar on a terminal.
+pub fn inspect<'m>(model: &'m Model, file: &str, hash: bool) -> Result<Report<'m>, CliError> {
+    let cat = model.catalog();
     let mut tensors = Vec::with_capacity(cat.tensors.len());
     for t in &cat.tensors {
-        let (layout, source, offset, length) = match &t.storage {
-            Storage::Range { source, offset, len } => ("contiguous", *source, Some(*offset), Some(*len)),
-            Storage::Deflate {
-                source,
-                offset,
-                compressed,
-                ..
-            } => ("deflate", *source, Some(*offset), Some(*compressed)),
-            Storage::Inline(b) => ("inline", 0, None, Some(b.len() as u64)),
-            Storage::Hdf5Chunked(c) => ("chunked", c.source, None, None),
-        };
-        tensors.push(ModelTensor {
-            name: t.name.clone(),
-            kind: if is_quantized(t.ty) { "quantized" } else { "dense" },
-            dtype: dtype_name(t.ty),
-            shape: t.shape.clone(),
-            nbytes: nbytes(format, t)?,
-            sha256: None,
-            layout,
-            source: (source > 0).then(|| names.get(source).copied().unwrap_or("?").to_string()),
-            offset,
-            length,
-            big_endian: t.arrangement.big_endian,
-            strides: t.arrangement.view.as_ref().map(|v| v.strides.clone()),
-            zero_copy: t.is_zero_copy(),
-            attributes: &t.attributes,
-        });
+        tensors.push(tensor_row(model, t)?);
     }
+    let mut warnings = model.warnings();
     if hash {
         let total = tensors.iter().map(|t| t.nbytes).sum();
         let bar = progress(total, "hashing");
-        for (info, t) in tensors.iter_mut().zip(&cat.tensors) {
-            // Streamed in bounded pieces (inflated, checksums checked on the way): memory does
-            // not grow with the tensor.
-            let mut h = sha2::Sha256::new();
-            model.read_chunks(t, 8 << 20, &mut |p| {
-                h.update(p);
-                advance(bar.as_ref(), p.len() as u64);
-                Ok(())
-            })?;
-            info.sha256 = Some(hex::encode(h.finalize()));
+        for (row, t) in tensors.iter_mut().zip(&cat.tensors) {
+            hash_tensor(model, t, row, bar.as_ref(), &mut warnings)?;
         }
         finish(bar);
     }
     let mut sources = model.sources();
     let bytes = sources.next().map_or(0, |(_, n)| n);
-    Ok(ModelReport {
-        format,
+    let zt = crate::zt_tools::zt_info(model)?;
+    Ok(Report {
+        format: cat.format.name(),
         file: file.to_string(),
         bytes,
-        packets: 0,
+        packets: cat
+            .metadata
+            .iter()
+            .find(|(k, _)| k == "packets" && cat.format == Format::Tenso)
+            .and_then(|(_, v)| match v {
+                Meta::UInt(n) => Some(*n),
+                Meta::Int(n) => u64::try_from(*n).ok(),
+                _ => None,
+            })
+            .unwrap_or(0),
         tensors,
+        // `.zt` shards are listed in the shard table, with what they resolved to.
         sources: sources
             .zip(cat.sources.iter().skip(1))
-            .map(|((p, n), name)| SourceInfo {
+            .enumerate()
+            .filter(|(k, _)| zt.is_none() && !model.is_missing(k + 1))
+            .map(|(_, ((p, n), name))| SourceInfo {
                 name: name.clone(),
                 file: p.display().to_string(),
                 bytes: n,
@@ -330,33 +570,166 @@ pub fn inspect_model<'m>(model: &'m Model, file: &str, hash: bool) -> Result<Mod
                 reason: r.clone(),
             })
             .collect(),
+        warnings,
+        zt,
     })
 }
 
-/// `verify` on the model file `path` (opened as `src`); `--canonical` applies to `.zt` and Tenso
-/// only.
-pub fn verify_model_file(path: &Path, src: Source, canonical: bool) -> Result<String, CliError> {
-    if canonical {
-        return Err(CliError::Usage(
-            "--canonical checks .zt and Tenso files; a model file has no canonical form here (convert it to .zt \
-             first: tensorlane convert)"
-                .into(),
-        ));
+impl Table for Report<'_> {
+    fn to_table(&self) -> String {
+        let n = self.tensors.len();
+        let noun = if self.zt.is_some() { "object" } else { "tensor" };
+        let mut out = format!(
+            "{}: {} file, {}, {n} {noun}{}\n",
+            self.file,
+            self.format,
+            crate::output::size(self.bytes),
+            if n == 1 { "" } else { "s" }
+        );
+        if let Some(zt) = &self.zt {
+            out.push_str(&zt.to_table());
+        }
+        for s in &self.sources {
+            let _ = writeln!(out, "reads {} ({}) -> {}", s.name, crate::output::size(s.bytes), s.file);
+        }
+        for (k, v) in self.metadata {
+            let _ = writeln!(out, "metadata {k} = {}", meta_short(v));
+        }
+        let hashed = self
+            .tensors
+            .iter()
+            .any(|t| t.sha256.is_some() || t.parts.iter().any(|p| p.sha256.is_some()));
+        let mut rows: Vec<Vec<String>> = vec![
+            ["NAME", "DTYPE", "SHAPE", "NBYTES", "LAYOUT", "AT"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ];
+        if hashed {
+            rows[0].push("SHA256".into());
+        }
+        let at = |source: Option<&str>, o: u64, l: u64| {
+            format!("{}{o}+{l}", source.map_or(String::new(), |s| format!("{s}@")))
+        };
+        for t in &self.tensors {
+            let mut layout = t.layout.clone().unwrap_or_else(|| t.storage.to_string());
+            if let Some(e) = t.encoding {
+                layout.push_str(&format!(",{e}"));
+            }
+            if t.big_endian {
+                layout.push_str(",big-endian");
+            }
+            if let Some(s) = &t.strides {
+                layout.push_str(&format!(",strides={s:?}"));
+            }
+            let here = match (t.offset, t.length) {
+                (Some(o), Some(l)) => at(t.source.as_deref(), o, l),
+                _ => "-".into(),
+            };
+            let mut r = vec![
+                t.name.clone(),
+                t.dtype.to_string(),
+                shape_str(&t.shape),
+                t.nbytes.to_string(),
+                layout,
+                here,
+            ];
+            if hashed {
+                r.push(t.sha256.clone().unwrap_or_default());
+            }
+            rows.push(r);
+            if t.parts.len() > 1 || t.sha256.is_none() {
+                for p in &t.parts {
+                    let ty = match &p.logical {
+                        Some(l) => format!("{} ({l})", p.dtype),
+                        None => p.dtype.clone(),
+                    };
+                    let mut r = vec![
+                        format!("  .{}", p.name),
+                        ty,
+                        String::new(),
+                        p.nbytes.to_string(),
+                        [p.encoding.as_deref(), p.digest.as_deref()]
+                            .into_iter()
+                            .flatten()
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        at(p.shard.as_deref(), p.offset, p.length),
+                    ];
+                    if hashed {
+                        r.push(p.sha256.clone().unwrap_or_default());
+                    }
+                    rows.push(r);
+                }
+            }
+            if !t.attributes.is_empty() {
+                rows.push(vec![format!(
+                    "  attributes: {}",
+                    serde_json::to_string(&MetaMap(&t.attributes)).unwrap_or_default()
+                )]);
+            }
+        }
+        out.push_str(&render_table(&rows, &[3]));
+        if n == 0 {
+            out.push_str("(no tensors)\n");
+        }
+        for s in &self.skipped {
+            let _ = writeln!(out, "skipped {}: {}", s.name, s.reason);
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "warning: {w}");
+        }
+        out
     }
-    drop(src);
-    verify_model(&crate::limits::open_model(path)?)
 }
 
-/// `verify` on a model file: the reader's checks of the header, every byte range, size and
-/// companion (done when `model` was opened), then every tensor read in full (compressed members
-/// inflated, HDF5 chunks unfiltered), with a progress bar on a terminal. The sentence says what
-/// was checked and what integrity data the format carries.
-pub fn verify_model(model: &Model) -> Result<String, CliError> {
+// ---------------------------------------------------------------------------------------------
+// verify
+
+/// `verify` on any file: opening checked the header, every byte range, size and companion (and a
+/// `.zt` file's every rule of spec §13, GGUF's alignment and bounds); then the format's own
+/// checks (`.zt`: layout profiles, content rules and digests named by rule, shards with `deep`,
+/// canonical form with `canonical`: [`crate::zt_tools::verify`]); then every tensor read in full
+/// with every checksum the format carries ([`Model::verify`]: zip CRC-32s, ONNX SHA-1s, `.zt`
+/// part digests, Tenso XXH3 footers), with a progress bar on a terminal. The sentence says what
+/// was checked.
+pub fn verify(model: &Model, canonical: bool, deep: bool) -> Result<String, CliError> {
     let cat = model.catalog();
     let format = cat.format.name();
+    let zt = match cat.format {
+        Format::Zt => Some(crate::zt_tools::verify(model, deep, canonical)?),
+        Format::ZtV1 | Format::ZtV0 if canonical => {
+            return Err(CliError::NotCanonical(
+                "a legacy .zt file is never in .zt v2 canonical form (convert it first)".into(),
+            ));
+        }
+        Format::Tenso if canonical => {
+            return Err(CliError::NotCanonical(
+                "canonical form is defined for .zt v2 files only".into(),
+            ));
+        }
+        f if canonical && is_model_format(f) => {
+            return Err(CliError::Usage(
+                "--canonical checks .zt and Tenso files; a model file has no canonical form here (convert it to .zt \
+                 first: tensorlane convert)"
+                    .into(),
+            ));
+        }
+        _ => None,
+    };
+    if let Some(z) = &zt
+        && (z.data_shard || z.unresolved)
+    {
+        // Nothing more to read: a data shard has no tensors; parts in shards not found are
+        // listed as not checked.
+        return Ok(z.sentence.clone());
+    }
     let mut total = 0u64;
     for t in &cat.tensors {
-        total = total.saturating_add(nbytes(format, t)?);
+        total = total.saturating_add(match &t.storage {
+            Storage::Parts(p) => p.parts.iter().map(|p| p.len).sum(),
+            _ => nbytes(format, t)?,
+        });
     }
     let bar = progress(total, "verifying");
     let mut last = 0;
@@ -365,14 +738,17 @@ pub fn verify_model(model: &Model) -> Result<String, CliError> {
         last = done;
     })?;
     finish(bar);
+    if let Some(z) = zt {
+        return Ok(z.sentence);
+    }
     let n = cat.tensors.len();
     let sums = checked.checks + checked.deflated;
+    let plural = |k: u64| if k == 1 { "" } else { "s" };
     let integrity = match (cat.format, sums) {
-        (Format::Npz | Format::PyTorch, k) => format!("{k} zip member CRC-32{} match", if k == 1 { "" } else { "s" }),
-        (Format::Onnx, k) if k > 0 => format!(
-            "{k} external-data SHA-1 checksum{} match",
-            if k == 1 { "" } else { "s" }
-        ),
+        (Format::Npz | Format::PyTorch, k) => format!("{k} zip member CRC-32{} match", plural(k)),
+        (Format::Onnx, k) if k > 0 => format!("{k} external-data SHA-1 checksum{} match", plural(k)),
+        (Format::Tenso, k) => format!("{k} XXH3 footer{} match", plural(k)),
+        (Format::ZtV1 | Format::ZtV0, k) => format!("{k} component digest{} match", plural(k)),
         _ => "the format stores no checksums".to_string(),
     };
     Ok(format!(
@@ -383,81 +759,106 @@ pub fn verify_model(model: &Model) -> Result<String, CliError> {
     ))
 }
 
-impl Table for ModelReport<'_> {
-    fn to_table(&self) -> String {
-        let n = self.tensors.len();
-        let mut out = format!(
-            "{}: {} file, {}, {n} tensor{}\n",
-            self.file,
-            self.format,
-            crate::output::size(self.bytes),
-            if n == 1 { "" } else { "s" }
-        );
-        for s in &self.sources {
-            let _ = writeln!(out, "reads {} ({}) -> {}", s.name, crate::output::size(s.bytes), s.file);
-        }
-        for (k, v) in self.metadata {
-            let _ = writeln!(out, "metadata {k} = {}", meta_short(v));
-        }
-        let hashed = self.tensors.iter().any(|t| t.sha256.is_some());
-        let mut rows: Vec<Vec<String>> = vec![
-            ["NAME", "DTYPE", "SHAPE", "NBYTES", "LAYOUT", "AT"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-        ];
-        if hashed {
-            rows[0].push("SHA256".into());
-        }
-        for t in &self.tensors {
-            let mut layout = t.layout.to_string();
-            if t.big_endian {
-                layout.push_str(",big-endian");
-            }
-            if let Some(s) = &t.strides {
-                layout.push_str(&format!(",strides={s:?}"));
-            }
-            let at = match (t.offset, t.length) {
-                (Some(o), Some(l)) => format!(
-                    "{}{o}+{l}",
-                    t.source.as_ref().map_or(String::new(), |s| format!("{s}@"))
-                ),
-                _ => "-".into(),
-            };
-            let mut r = vec![
-                t.name.clone(),
-                t.dtype.to_string(),
-                shape_str(&t.shape),
-                t.nbytes.to_string(),
-                layout,
-                at,
-            ];
-            if hashed {
-                r.push(t.sha256.clone().unwrap_or_default());
-            }
-            rows.push(r);
-        }
-        out.push_str(&render_table(&rows, &[3]));
-        if n == 0 {
-            out.push_str("(no tensors)\n");
-        }
-        for s in &self.skipped {
-            let _ = writeln!(out, "skipped {}: {}", s.name, s.reason);
-        }
-        out
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // convert
 
-/// What [`convert_model`] writes.
+/// What a conversion writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ModelTarget {
-    /// Canonical `.zt` v2.
+pub enum Target {
+    /// Canonical `.zt` v2 (or aligned as `--align` asks).
     Zt,
     /// `.safetensors`.
     Safetensors,
+    /// A Tenso packet file: one bundle.
+    Tenso,
+}
+
+impl Target {
+    fn name(self) -> &'static str {
+        match self {
+            Target::Zt => "zt",
+            Target::Safetensors => "safetensors",
+            Target::Tenso => "tenso",
+        }
+    }
+}
+
+/// What [`convert`] did.
+#[derive(Clone, Debug)]
+pub struct Converted {
+    /// Input format.
+    pub from: &'static str,
+    /// Output format.
+    pub to: &'static str,
+    /// Tensors / objects written.
+    pub objects: usize,
+    /// Output size in bytes.
+    pub bytes: u64,
+    /// What was not carried over (printed as warnings).
+    pub warnings: Vec<String>,
+}
+
+/// What `convert` does with a quantized Tenso packet (`--quantized`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Quantized {
+    /// Refuse the conversion, naming the packet and the options (the default).
+    #[default]
+    Error,
+    /// Leave the packet out, with a warning.
+    Skip,
+    /// Write `(q - zero_point) * scale` as a float32 tensor.
+    Dequantize,
+}
+
+impl Quantized {
+    /// `error`, `skip` or `dequantize`.
+    pub fn parse(s: &str) -> Option<Quantized> {
+        Some(match s {
+            "error" => Quantized::Error,
+            "skip" => Quantized::Skip,
+            "dequantize" => Quantized::Dequantize,
+            _ => return None,
+        })
+    }
+}
+
+/// The options of `tensorlane convert`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConvertOptions {
+    /// Write ggml block-quantized tensors (GGUF) as float32 (`--dequantize`).
+    pub dequantize: bool,
+    /// Quantized Tenso packets (`--quantized`).
+    pub quantized: Quantized,
+    /// Leave out, with a warning, what `.zt` has no layout for (Tenso strings, COO and CSC sparse
+    /// matrices) instead of refusing the file (`--skip-unsupported`).
+    pub skip_unsupported: bool,
+    /// `.zt` blob alignment (`--align`): `None` is canonical form's 64 KiB; a smaller power of
+    /// two (4096 at least) gives a smaller, non-canonical file.
+    pub align: Option<u64>,
+}
+
+impl ConvertOptions {
+    /// The `.zt` writer options: canonical form, or non-canonical with `align`.
+    pub fn zt_options(&self) -> Options {
+        match self.align {
+            None | Some(65536) => Options::canonical(),
+            Some(a) => Options::non_canonical().alignment(a),
+        }
+    }
+}
+
+/// A note for a `.zt` output much larger than its input because of blob alignment (`None` when
+/// the growth is small or `--align` was given).
+fn alignment_note(input_bytes: u64, output_bytes: u64, opts: &ConvertOptions) -> Option<String> {
+    if opts.align.is_some() || output_bytes < input_bytes.saturating_mul(2) || output_bytes - input_bytes < 64 << 10 {
+        return None;
+    }
+    Some(format!(
+        "the .zt file is {} where the input is {}: canonical .zt aligns every blob to 64 KiB; pass --align 4096 \
+         for a smaller (non-canonical) file",
+        crate::output::human_bytes(output_bytes),
+        crate::output::human_bytes(input_bytes)
+    ))
 }
 
 /// How one tensor is written.
@@ -469,6 +870,12 @@ enum Plan {
     Blocks(GgmlType),
     /// ggml blocks dequantized to f32.
     Dequantize,
+    /// A quantized Tenso packet dequantized to f32 (`--quantized dequantize`).
+    DequantizePacket,
+    /// Its parts under its layout (`.zt` only).
+    Parts,
+    /// Left out, with a warning.
+    Skip,
 }
 
 fn refuse(t: &TensorInfo, why: String) -> CliError {
@@ -481,8 +888,74 @@ fn gguf_layout(g: GgmlType) -> Option<String> {
     layout::GGUF_TYPES.contains(&t.as_str()).then(|| format!("gguf.{t}/1"))
 }
 
-fn plan_for(t: &TensorInfo, target: ModelTarget, dequantize: bool) -> Result<Plan, CliError> {
+/// The `.zt` layout a tensor stored as parts is written under (a Tenso CSR matrix is
+/// `zt.sparse_csr/1`, its `values`, `indices` and `indptr` the layout's parts).
+fn zt_layout(layout: &str) -> &str {
+    if layout == tenso::LAYOUT_SPARSE_CSR {
+        layout::SPARSE_CSR
+    } else {
+        layout
+    }
+}
+
+fn plan_for(
+    t: &TensorInfo,
+    target: Target,
+    opts: &ConvertOptions,
+    warnings: &mut Vec<String>,
+) -> Result<Plan, CliError> {
+    if let Storage::Parts(p) = &t.storage {
+        let name = &t.name;
+        return Ok(match p.layout.as_str() {
+            tenso::LAYOUT_QUANTIZED => match opts.quantized {
+                Quantized::Dequantize => Plan::DequantizePacket,
+                Quantized::Skip => {
+                    warnings.push(format!(
+                        "tenso entry {name:?} (a quantized packet) was left out (--quantized skip)"
+                    ));
+                    Plan::Skip
+                }
+                Quantized::Error => {
+                    return Err(CliError::Refused(format!(
+                        "tenso entry {name:?} is a quantized packet, which .zt has no lossless form for here: pass \
+                         --quantized dequantize (write it as float32) or --quantized skip (leave it out)"
+                    )));
+                }
+            },
+            l if target == Target::Zt && !(l.starts_with("tenso.") && l != tenso::LAYOUT_SPARSE_CSR) => Plan::Parts,
+            l if l.starts_with("tenso.") => {
+                let what = l
+                    .strip_prefix("tenso.sparse_")
+                    .map_or(l.to_string(), |f| format!("sparse ({f})"));
+                if !opts.skip_unsupported {
+                    return Err(CliError::Refused(format!(
+                        "tenso entry {name:?} is a {what} packet; converting to .zt supports dense tensors, CSR \
+                         sparse matrices, quantized tensors (with --quantized) and bundles of them: pass \
+                         --skip-unsupported to leave it out"
+                    )));
+                }
+                warnings.push(format!(
+                    "tenso entry {name:?} (a {what} packet) was left out (--skip-unsupported)"
+                ));
+                Plan::Skip
+            }
+            l => {
+                let holder = match target {
+                    Target::Tenso => "a Tenso bundle",
+                    _ => "safetensors",
+                };
+                return Err(refuse(
+                    t,
+                    format!("it has layout {l:?}; {holder} holds dense tensors only, so this file cannot be converted"),
+                ));
+            }
+        });
+    }
     Ok(match t.ty {
+        ElementType::Dense(DType::Bool) if target == Target::Zt => Plan::Bytes {
+            dtype: LogicalType::Bool.dtype(),
+            logical: Some(LogicalType::Bool),
+        },
         ElementType::Dense(dtype) => Plan::Bytes { dtype, logical: None },
         ElementType::Logical(l) => Plan::Bytes {
             dtype: l.dtype(),
@@ -490,12 +963,13 @@ fn plan_for(t: &TensorInfo, target: ModelTarget, dequantize: bool) -> Result<Pla
         },
         ElementType::Ggml(g) => match ggml_plain(g) {
             Some(dtype) => Plan::Bytes { dtype, logical: None },
-            None if dequantize => Plan::Dequantize,
-            None if target == ModelTarget::Zt && gguf_layout(g).is_some() => Plan::Blocks(g),
+            None if opts.dequantize => Plan::Dequantize,
+            None if target == Target::Zt && gguf_layout(g).is_some() => Plan::Blocks(g),
             None => {
                 let to = match target {
-                    ModelTarget::Zt => "the .zt gguf layouts do not include it",
-                    ModelTarget::Safetensors => "safetensors has no block-quantized types",
+                    Target::Zt => "the .zt gguf layouts do not include it",
+                    Target::Safetensors => "safetensors has no block-quantized types",
+                    Target::Tenso => "Tenso has no block-quantized types",
                 };
                 return Err(refuse(
                     t,
@@ -513,11 +987,36 @@ fn plan_for(t: &TensorInfo, target: ModelTarget, dequantize: bool) -> Result<Pla
 fn st_dtype(t: &TensorInfo, plan: Plan) -> Result<StDtype, CliError> {
     match plan {
         Plan::Bytes { dtype, logical } => st_dtype_of(dtype, logical).map_err(|m| refuse(t, m)),
-        Plan::Dequantize => Ok(StDtype::F32),
+        Plan::Dequantize | Plan::DequantizePacket => Ok(StDtype::F32),
         Plan::Blocks(g) => Err(refuse(t, format!("{} blocks have no safetensors dtype", g.name()))),
+        Plan::Parts | Plan::Skip => Err(refuse(t, "safetensors holds dense tensors only".into())),
     }
 }
 
+/// The Tenso dtype of a planned tensor.
+fn tenso_dtype(t: &TensorInfo, plan: Plan) -> Result<DType, CliError> {
+    match plan {
+        Plan::Bytes { dtype, logical: None } => Ok(dtype),
+        Plan::Bytes {
+            logical: Some(LogicalType::Bool),
+            ..
+        } => Ok(DType::Bool),
+        Plan::Bytes {
+            logical: Some(LogicalType::Complex64),
+            ..
+        } => Ok(DType::C64),
+        Plan::Bytes {
+            logical: Some(LogicalType::Complex128),
+            ..
+        } => Ok(DType::C128),
+        Plan::Dequantize | Plan::DequantizePacket => Ok(DType::F32),
+        _ => Err(CliError::Refused(format!(
+            "object {:?} cannot be represented in Tenso: Tenso has no {} dtype (converting it is not supported)",
+            t.name,
+            dtype_name(t.ty)
+        ))),
+    }
+}
 /// The safetensors dtype of elements stored as `dtype` with `.zt` logical type `logical`.
 pub fn st_dtype_of(dtype: DType, logical: Option<LogicalType>) -> Result<StDtype, String> {
     Ok(match (dtype, logical) {
@@ -578,57 +1077,144 @@ fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-/// Converts `model` to `output` as `target`, one tensor at a time. ggml block-quantized tensors
-/// are written as f32 with `dequantize`; otherwise they go to `.zt` as `gguf.<type>/1` and are
-/// refused for safetensors. File metadata goes to the `.zt` attributes (`source_format`,
-/// `source_metadata`) or the safetensors `__metadata__` (strings as they are, other values as
-/// JSON text).
-pub fn convert_model(
-    model: &Model,
-    output: &Path,
-    target: ModelTarget,
-    opts: &ConvertOptions,
-) -> Result<Converted, CliError> {
-    let dequantize = opts.dequantize;
-    let cat = model.catalog();
-    let format = cat.format.name();
-    let mut plans = Vec::with_capacity(cat.tensors.len());
-    for t in &cat.tensors {
-        let plan = plan_for(t, target, dequantize)?;
-        nbytes(format, t)?;
-        plans.push(plan);
-    }
-    let mut warnings = Vec::new();
-    let bytes = match target {
-        ModelTarget::Zt => write_zt(model, &plans, output, opts.zt_options(), &mut warnings)?,
-        ModelTarget::Safetensors => write_safetensors(model, &plans, output)?,
+/// The float32 values of a quantized Tenso packet `t` (its `data`, `scales` and `zero_points`
+/// parts and the scheme in its attributes), `(q - zero_point) * scale`.
+fn dequantize_packet(model: &Model, t: &TensorInfo) -> Result<Vec<f32>, CliError> {
+    let attr = |k: &str| t.attributes.iter().find(|(n, _)| n == k).map(|(_, v)| v);
+    let num = |k: &str| match attr(k) {
+        Some(Meta::UInt(n)) => *n,
+        Some(Meta::Int(n)) => *n as u64,
+        _ => 0,
     };
-    Ok(Converted {
-        from: format,
-        to: match target {
-            ModelTarget::Zt => "zt",
-            ModelTarget::Safetensors => "safetensors",
-        },
-        objects: cat.tensors.len(),
-        bytes,
-        warnings,
-    })
+    let bad = |why: &str| CliError::Invalid(format!("tenso entry {:?} does not dequantize: {why}", t.name));
+    let qdtype = match attr("qdtype") {
+        Some(Meta::Str(q)) => wire::QDType::from_name(q).ok_or_else(|| bad("unknown qdtype"))?,
+        _ => return Err(bad("no qdtype")),
+    };
+    let floats = |b: &[u8]| -> Vec<f32> {
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    crate::limits::check("tenso", &t.name, t.numel().unwrap_or(u64::MAX).saturating_mul(4))?;
+    let q = wire::Quantized {
+        qdtype,
+        shape: t.shape.clone(),
+        scheme: wire::QuantScheme::from_code(num("scheme_code") as u8),
+        axis: num("axis") as u8,
+        group_size: num("group_size") as u32,
+        scales: floats(&model.read_part(t, "scales")?),
+        zero_points: floats(&model.read_part(t, "zero_points")?),
+        data: model.read_part(t, "data")?,
+    };
+    q.dequantize().map_err(|e| bad(&e.to_string()))
+}
+
+/// Refuses part `part` of `t` (its `data` for a tensor stored as one array), which must be whole
+/// in memory, when its `bytes` are over `--max-tensor-bytes` (a `.zt` object's part is named
+/// `object/part`, as the `.zt` tools name it).
+fn check_whole(model: &Model, t: &TensorInfo, part: &str, bytes: u64) -> Result<(), CliError> {
+    let format = model.format().name();
+    let what = if format.starts_with("zt") {
+        format!("{}/{part}", t.name)
+    } else {
+        t.name.clone()
+    };
+    crate::limits::check(format, &what, bytes)
 }
 
 /// A tensor's output bytes under its plan.
 fn tensor_bytes<'m>(model: &'m Model, t: &TensorInfo, plan: Plan) -> Result<std::borrow::Cow<'m, [u8]>, CliError> {
     Ok(match plan {
         Plan::Dequantize => f32_bytes(&model.dequantize(t)?).into(),
+        Plan::DequantizePacket => f32_bytes(&dequantize_packet(model, t)?).into(),
         _ => model.read(t)?,
     })
 }
 
 /// The byte count a tensor has once written under its plan.
 fn out_nbytes(t: &TensorInfo, plan: Plan) -> u64 {
-    match plan {
-        Plan::Dequantize => t.numel().unwrap_or(0).saturating_mul(4),
+    match (plan, &t.storage) {
+        (Plan::Dequantize | Plan::DequantizePacket, _) => t.numel().unwrap_or(0).saturating_mul(4),
+        (Plan::Skip, _) => 0,
+        (_, Storage::Parts(p)) => p.parts.iter().map(|p| p.len).sum(),
         _ => t.nbytes().unwrap_or(0),
     }
+}
+
+/// The `.zt` storage dtype and logical type of part `part` of `t` (from the `parts` attribute
+/// where the format has one, else from the part's element type; Tenso's signed CSR indices as
+/// the unsigned `.zt` ones, which hold the same values since a valid matrix's are all ≥ 0).
+fn part_types(t: &TensorInfo, part: &formats::Part) -> Result<(DType, Option<String>), CliError> {
+    let described = t
+        .attributes
+        .iter()
+        .find(|(k, _)| k == "parts")
+        .and_then(|(_, m)| match m {
+            Meta::Map(m) => m.iter().find(|(n, _)| *n == part.name).map(|(_, v)| v),
+            _ => None,
+        })
+        .and_then(|m| match m {
+            Meta::Map(f) => Some(f),
+            _ => None,
+        });
+    let text = |k: &str| {
+        described
+            .and_then(|f| f.iter().find(|(n, _)| n == k))
+            .and_then(|(_, v)| match v {
+                Meta::Str(s) => Some(s.clone()),
+                _ => None,
+            })
+    };
+    let stored =
+        text("dtype").and_then(|d| tensorlane_core::zt::format::dtype_from_zt(&d).or_else(|| DType::from_name(&d)));
+    let (dtype, logical) = match (stored, part.ty) {
+        (Some(d), _) => (d, text("type")),
+        (None, Some(ElementType::Dense(d))) => (d, None),
+        (None, Some(ElementType::Logical(l))) => (l.dtype(), Some(l.name().to_string())),
+        _ => {
+            return Err(refuse(
+                t,
+                format!(
+                    "part {:?} has type {:?}, which .zt cannot name",
+                    part.name, part.type_name
+                ),
+            ));
+        }
+    };
+    let unsigned = match (
+        dtype,
+        t.attributes
+            .iter()
+            .any(|(k, v)| k == "layout" && matches!(v, Meta::Str(l) if l.starts_with("tenso."))),
+    ) {
+        (DType::I32, true) if part.name != "values" => DType::U32,
+        (DType::I64, true) if part.name != "values" => DType::U64,
+        (d, _) => d,
+    };
+    Ok((unsigned, logical))
+}
+
+/// The file attributes a `.zt` output may get, the first the writer takes: a `.zt` input's own
+/// (exactly; none when it has none), a Tenso input's none, else the source format with and
+/// without its metadata.
+fn zt_file_attributes(model: &Model) -> Result<Vec<Option<Value<'static>>>, CliError> {
+    let cat = model.catalog();
+    if let Some(own) = crate::zt_tools::file_attributes(model)? {
+        return Ok(vec![own]);
+    }
+    if cat.format == Format::Tenso {
+        return Ok(vec![None]);
+    }
+    let base = vec![(Value::text("source_format"), Value::text(cat.format.name()))];
+    let mut out = Vec::new();
+    if !cat.metadata.is_empty() {
+        let mut full = base.clone();
+        full.push((Value::text("source_metadata"), meta_cbor_map(&cat.metadata)));
+        out.push(Some(Value::Map(full)));
+    }
+    out.push(Some(Value::Map(base)));
+    Ok(out)
 }
 
 fn write_zt(
@@ -639,8 +1225,11 @@ fn write_zt(
     warnings: &mut Vec<String>,
 ) -> Result<u64, CliError> {
     let cat = model.catalog();
+    let zt_input = cat.format.name().starts_with("zt");
     // Canonical form stores objects in bytewise name order.
-    let mut order: Vec<usize> = (0..cat.tensors.len()).collect();
+    let mut order: Vec<usize> = (0..cat.tensors.len())
+        .filter(|&i| !matches!(plans[i], Plan::Skip))
+        .collect();
     order.sort_by(|&a, &b| cat.tensors[a].name.as_bytes().cmp(cat.tensors[b].name.as_bytes()));
     if let Some(w) = order
         .windows(2)
@@ -652,16 +1241,18 @@ fn write_zt(
         )));
     }
     let mut w = ZtFile::publish(output, options)?;
-    let mut attrs = vec![(Value::text("source_format"), Value::text(cat.format.name()))];
-    if !cat.metadata.is_empty() {
-        attrs.push((Value::text("source_metadata"), meta_cbor_map(&cat.metadata)));
-    }
-    if let Err(e) = w.set_attributes(Value::Map(attrs.clone())) {
-        warnings.push(format!(
-            "the file metadata is not kept: the .zt writer refuses it ({e})"
-        ));
-        attrs.truncate(1);
-        w.set_attributes(Value::Map(attrs))?;
+    // The first the writer takes: with the source metadata, else without it.
+    let candidates = zt_file_attributes(model)?;
+    let last = candidates.len() - 1;
+    for (k, a) in candidates.into_iter().enumerate() {
+        let Some(a) = a else { break };
+        match w.set_attributes(a) {
+            Ok(()) => break,
+            Err(e) if k < last => warnings.push(format!(
+                "the file metadata is not kept: the .zt writer refuses it ({e})"
+            )),
+            Err(e) => return Err(e.into()),
+        }
     }
     let total = order.iter().map(|&i| out_nbytes(&cat.tensors[i], plans[i])).sum();
     let bar = progress(total, "converting");
@@ -670,13 +1261,51 @@ fn write_zt(
         let refused = |e: tensorlane_core::zt::Error| {
             CliError::Refused(format!("tensor {:?}: the .zt writer refused: {e}", t.name))
         };
+        // A `.zt` object's own attributes go with it.
+        let own = zt_input
+            .then(|| {
+                t.attributes
+                    .iter()
+                    .find(|(k, _)| k == "attributes")
+                    .map(|(_, v)| meta_cbor(v))
+            })
+            .flatten();
+        let with_own = |spec: ObjectSpec| match &own {
+            Some(a) => spec.attributes(a.clone()),
+            None => spec,
+        };
         let (spec, decl) = match plan {
-            Plan::Dequantize => {
+            Plan::Skip => continue,
+            Plan::Dequantize | Plan::DequantizePacket => {
                 let bytes = tensor_bytes(model, t, plan)?;
                 let part = PartSpec::new("data", DType::F32, &bytes);
                 w.add_object(&t.name, &ObjectSpec::dense(&t.shape), &[part])
                     .map_err(refused)?;
                 advance(bar.as_ref(), bytes.len() as u64);
+                continue;
+            }
+            Plan::Parts => {
+                let Storage::Parts(p) = &t.storage else { continue };
+                // One object's parts in memory at a time, each under --max-tensor-bytes.
+                let mut loaded = Vec::with_capacity(p.parts.len());
+                for part in &p.parts {
+                    check_whole(model, t, &part.name, part.len)?;
+                    let (dtype, logical) = part_types(t, part)?;
+                    loaded.push((part.name.clone(), dtype, logical, model.read_part(t, &part.name)?));
+                }
+                let specs: Vec<PartSpec<'_>> = loaded
+                    .iter()
+                    .map(|(n, d, l, b)| {
+                        let s = PartSpec::new(n.clone(), *d, b);
+                        match l {
+                            Some(l) => s.logical(l.clone()),
+                            None => s,
+                        }
+                    })
+                    .collect();
+                let spec = with_own(ObjectSpec::new(&t.shape, zt_layout(&p.layout).to_string()));
+                w.add_object(&t.name, &spec, &specs).map_err(refused)?;
+                advance(bar.as_ref(), out_nbytes(t, plan));
                 continue;
             }
             Plan::Bytes { dtype, logical } => {
@@ -685,18 +1314,23 @@ fn write_zt(
                     Some(l) => d.logical(l.name()),
                     None => d,
                 };
-                (ObjectSpec::dense(&t.shape), d)
+                (with_own(ObjectSpec::dense(&t.shape)), d)
             }
             Plan::Blocks(g) => {
-                let spec = ObjectSpec::new(&t.shape, gguf_layout(g).unwrap_or_default()).attributes(Value::Map(vec![
-                    (Value::text("block_bytes"), Value::Uint(g.type_size().unwrap_or(0))),
-                    (Value::text("elems_per_block"), Value::Uint(g.block_size().unwrap_or(0))),
-                ]));
+                let spec = ObjectSpec::new(&t.shape, gguf_layout(g).unwrap_or_default());
+                let spec = match own {
+                    Some(ref a) => spec.attributes(a.clone()),
+                    None => spec.attributes(Value::Map(vec![
+                        (Value::text("block_bytes"), Value::Uint(g.type_size().unwrap_or(0))),
+                        (Value::text("elems_per_block"), Value::Uint(g.block_size().unwrap_or(0))),
+                    ])),
+                };
                 (spec, PartDecl::new("data", DType::U8, out_nbytes(t, plan)))
             }
         };
-        // Streamed: the tensor passes through bounded pieces (a deflated member inflated on the
-        // way, its checksum checked before the object is finished), whatever its size.
+        // Streamed: the tensor passes through bounded pieces (a deflated member inflated or an
+        // encoded part decoded on the way, its checksum checked before the object is finished),
+        // whatever its size.
         w.begin_object(&t.name, &spec, &[decl]).map_err(refused)?;
         w.begin_part("data").map_err(refused)?;
         let mut failed = None;
@@ -721,14 +1355,17 @@ fn write_zt(
     Ok(size)
 }
 
-fn write_safetensors(model: &Model, plans: &[Plan], output: &Path) -> Result<u64, CliError> {
-    let cat = model.catalog();
-    let mut tensors = Vec::with_capacity(plans.len());
-    for (t, &plan) in cat.tensors.iter().zip(plans) {
-        tensors.push(StTensor::new(t.name.clone(), st_dtype(t, plan)?, t.shape.clone()));
+/// The `__metadata__` a safetensors output gets: the `source_metadata` a conversion to `.zt`
+/// kept, else the file's metadata; text as it is, anything else as JSON text.
+fn st_metadata(cat: &formats::Catalog) -> Vec<(String, String)> {
+    if cat.format == Format::Tenso {
+        return Vec::new();
     }
-    let metadata: Vec<(String, String)> = cat
-        .metadata
+    let entries = match cat.metadata.iter().find(|(k, _)| k == "source_metadata") {
+        Some((_, Meta::Map(m))) if cat.format == Format::Zt => m.as_slice(),
+        _ => &cat.metadata,
+    };
+    entries
         .iter()
         .map(|(k, v)| {
             let s = match v {
@@ -737,13 +1374,21 @@ fn write_safetensors(model: &Model, plans: &[Plan], output: &Path) -> Result<u64
             };
             (k.clone(), s)
         })
-        .collect();
-    let mut w = SafetensorsFile::publish(output, tensors, &metadata)?;
+        .collect()
+}
+
+fn write_safetensors(model: &Model, plans: &[Plan], output: &Path) -> Result<u64, CliError> {
+    let cat = model.catalog();
+    let mut tensors = Vec::with_capacity(plans.len());
+    for (t, &plan) in cat.tensors.iter().zip(plans) {
+        tensors.push(StTensor::new(t.name.clone(), st_dtype(t, plan)?, t.shape.clone()));
+    }
+    let mut w = SafetensorsFile::publish(output, tensors, &st_metadata(cat))?;
     let size = w.total_size();
     let bar = progress(size, "converting");
     while let Some(i) = w.next_tensor() {
         let mut written = 0u64;
-        if let Plan::Dequantize = plans[i] {
+        if let Plan::Dequantize | Plan::DequantizePacket = plans[i] {
             let bytes = tensor_bytes(model, &cat.tensors[i], plans[i])?;
             for c in bytes.chunks(8 << 20) {
                 w.write(c)?;
@@ -751,14 +1396,15 @@ fn write_safetensors(model: &Model, plans: &[Plan], output: &Path) -> Result<u64
             }
             written = bytes.len() as u64;
         } else {
-            // Streamed: a tensor of any size (a deflated member included) passes through bounded
-            // pieces; a checksum mismatch fails before the file is published.
+            // Streamed: a tensor of any size (a deflated member or an encoded part included)
+            // passes through bounded pieces; a checksum mismatch fails before the file is
+            // published.
             let mut failed = None;
             let r = model.read_chunks(&cat.tensors[i], 8 << 20, &mut |c| {
                 w.write(c).map_err(|e| {
                     let msg = e.to_string();
                     failed = Some(e);
-                    tensorlane::core::formats::FormatError::new("safetensors", ErrorKind::Io, msg)
+                    FormatError::new("safetensors", ErrorKind::Io, msg)
                 })?;
                 written += c.len() as u64;
                 advance(bar.as_ref(), c.len() as u64);
@@ -782,6 +1428,35 @@ fn write_safetensors(model: &Model, plans: &[Plan], output: &Path) -> Result<u64
     Ok(size)
 }
 
+/// Writes every tensor as one entry of a Tenso bundle (in memory, each under
+/// `--max-tensor-bytes`), published atomically.
+fn write_tenso(model: &Model, plans: &[Plan], output: &Path) -> Result<u64, CliError> {
+    let cat = model.catalog();
+    let mut dtypes = Vec::with_capacity(plans.len());
+    for (t, &plan) in cat.tensors.iter().zip(plans) {
+        dtypes.push(tenso_dtype(t, plan)?);
+    }
+    let total = cat.tensors.iter().zip(plans).map(|(t, &p)| out_nbytes(t, p)).sum();
+    let bar = progress(total, "reading");
+    let mut bundle = Bundle::new();
+    for ((t, &plan), dtype) in cat.tensors.iter().zip(plans).zip(dtypes) {
+        // The bundle is assembled whole: refuse what is over the limit before decoding it.
+        check_whole(model, t, "data", out_nbytes(t, plan))?;
+        let bytes = tensor_bytes(model, t, plan)?;
+        advance(bar.as_ref(), bytes.len() as u64);
+        let tensor = tensorlane_core::Tensor::new(dtype, t.shape.clone(), bytes)
+            .map_err(|e| refuse(t, format!("it cannot be represented in Tenso: {e}")))?;
+        bundle
+            .entries
+            .push((std::borrow::Cow::Owned(t.name.clone()), Packet::Dense(tensor)));
+    }
+    finish(bar);
+    let bytes = wire::encode(&Packet::Bundle(bundle), &EncodeOptions::default())
+        .map_err(|e| CliError::Refused(format!("Tenso cannot encode the bundle: {e}")))?;
+    tensorlane::publish::write_file(output, &bytes)?;
+    Ok(bytes.len() as u64)
+}
+
 /// The target a file name asks for: `.zt`, `.safetensors` or `.tenso`.
 pub fn target_from_extension(output: &Path) -> Option<&'static str> {
     match output.extension()?.to_str()? {
@@ -792,154 +1467,91 @@ pub fn target_from_extension(output: &Path) -> Option<&'static str> {
     }
 }
 
-/// `tensorlane convert`: the input format comes from its content, the target from `to` (`zt`,
-/// `tenso`, `safetensors`), else from the output's extension, else `.zt` (Tenso for `.zt` v2
-/// input). Foreign models go through [`convert_model`]; `.zt`, legacy `.zt` and Tenso input
-/// through [`crate::zt_tools::convert`], and `.zt` v2 to safetensors through
-/// [`zt_to_safetensors`].
+/// Converts `model` to `output` as `target`, one tensor at a time (a Tenso bundle is assembled in
+/// memory). Every tensor is planned (checked against the target) before the output is created;
+/// ggml block-quantized tensors are written as f32 with `--dequantize`, otherwise they go to
+/// `.zt` as `gguf.<type>/1` and are refused elsewhere; tensors stored as parts keep them in
+/// `.zt`. File metadata goes to the `.zt` attributes (a `.zt` file's own as they are, otherwise
+/// `source_format` and `source_metadata`) or the safetensors `__metadata__`.
+pub fn convert_model(
+    model: &Model,
+    output: &Path,
+    target: Target,
+    opts: &ConvertOptions,
+) -> Result<Converted, CliError> {
+    let cat = model.catalog();
+    let format = cat.format.name();
+    if cat.metadata.iter().any(|(k, _)| k == "zt.data_shard") {
+        return Err(CliError::Refused(
+            "a data shard describes no tensors; there is nothing to convert".into(),
+        ));
+    }
+    let mut warnings = model.warnings();
+    let mut plans = Vec::with_capacity(cat.tensors.len());
+    for t in &cat.tensors {
+        let plan = plan_for(t, target, opts, &mut warnings)?;
+        if !matches!(t.storage, Storage::Parts(_)) {
+            nbytes(format, t)?;
+        }
+        plans.push(plan);
+    }
+    if cat.format == Format::Tenso {
+        for (name, why) in cat.skipped.iter().filter(|(_, why)| why.starts_with("a string packet")) {
+            if !opts.skip_unsupported {
+                return Err(CliError::Refused(format!(
+                    "tenso entry {name:?} is a string packet ({why}); converting supports dense tensors, CSR \
+                     sparse matrices, quantized tensors (with --quantized) and bundles of them: pass \
+                     --skip-unsupported to leave it out"
+                )));
+            }
+            warnings.push(format!(
+                "tenso entry {name:?} (a string packet) was left out (--skip-unsupported)"
+            ));
+        }
+    }
+    let bytes = match target {
+        Target::Zt => write_zt(model, &plans, output, opts.zt_options(), &mut warnings)?,
+        Target::Safetensors => write_safetensors(model, &plans, output)?,
+        Target::Tenso => write_tenso(model, &plans, output)?,
+    };
+    Ok(Converted {
+        from: format,
+        to: target.name(),
+        objects: plans.iter().filter(|p| !matches!(p, Plan::Skip)).count(),
+        bytes,
+        warnings,
+    })
+}
+
+/// `tensorlane convert`: the input (any format [`Model`] opens) from its content, the target
+/// from `to` (`zt`, `tenso`, `safetensors`), else from the output's extension, else `.zt` (Tenso
+/// for `.zt` v2 input). A URL output is written locally and uploaded.
 pub fn convert(input: &Path, output: &Path, to: Option<&str>, opts: &ConvertOptions) -> Result<Converted, CliError> {
     if crate::remote::is_url(output) {
         return crate::remote::convert_to_url(output, |local| convert(input, local, to, opts));
     }
-    let to = to.or_else(|| target_from_extension(output));
-    let src = crate::zt_tools::open_source(input)?;
-    let input_bytes = tensorlane::core::source::ReadAt::size(&src);
-    let mut done = convert_identified(input, src, output, to, opts)
-        .map_err(|e| crate::zt_tools::note_if_changed(input, input_bytes, e))?;
+    let (model, input_bytes) = crate::limits::open_model(input)?;
+    let target = match to.or_else(|| target_from_extension(output)) {
+        Some("zt") => Target::Zt,
+        Some("safetensors") => Target::Safetensors,
+        Some("tenso") => Target::Tenso,
+        Some(other) => {
+            return Err(CliError::Refused(format!(
+                "converting {} to {other} is not supported (targets: zt, safetensors, tenso)",
+                model.format().name()
+            )));
+        }
+        None if model.format() == Format::Zt => Target::Tenso,
+        None => Target::Zt,
+    };
+    let mut done = convert_model(&model, output, target, opts)
+        .map_err(|e| crate::identify::note_if_changed(input, input_bytes, e))?;
     if done.to == "zt"
-        && let Some(note) = crate::zt_tools::alignment_note(input_bytes, done.bytes, opts)
+        && let Some(note) = alignment_note(input_bytes, done.bytes, opts)
     {
         done.warnings.push(note);
     }
     Ok(done)
-}
-
-fn convert_identified(
-    input: &Path,
-    src: Source,
-    output: &Path,
-    to: Option<&str>,
-    opts: &ConvertOptions,
-) -> Result<Converted, CliError> {
-    match crate::identify::identify(input, &src)? {
-        f if !is_model_format(f) => match (f, to) {
-            (Format::Zt, Some("safetensors")) => zt_to_safetensors(input, src, output),
-            (f, Some("safetensors")) => Err(CliError::Refused(format!(
-                "converting {} to safetensors is not supported (convert it to .zt first)",
-                f.name()
-            ))),
-            (f, to) => crate::zt_tools::convert(input, src, f, output, to.and_then(Target::parse), *opts),
-        },
-        _ => {
-            drop(src);
-            let model = crate::limits::open_model(input)?;
-            let target = match to {
-                None | Some("zt") => ModelTarget::Zt,
-                Some("safetensors") => ModelTarget::Safetensors,
-                Some(other) => {
-                    return Err(CliError::Refused(format!(
-                        "converting {} to {other} is not supported (targets: zt, safetensors)",
-                        model.format().name()
-                    )));
-                }
-            };
-            convert_model(&model, output, target, opts)
-        }
-    }
-}
-
-/// The `__metadata__` a `.zt` file's attributes give: the `source_metadata` a conversion kept,
-/// else every attribute; text as it is, anything else as JSON text.
-fn zt_metadata(attributes: Option<&Value<'_>>) -> Vec<(String, String)> {
-    let Some(Value::Map(top)) = attributes else {
-        return Vec::new();
-    };
-    let entries = match top.iter().find(|(k, _)| k.as_text() == Some("source_metadata")) {
-        Some((_, Value::Map(m))) => m,
-        _ => top,
-    };
-    entries
-        .iter()
-        .map(|(k, v)| {
-            let key = k
-                .as_text()
-                .map_or_else(|| crate::zt_tools::cbor_to_json(k).to_string(), str::to_string);
-            let val = v
-                .as_text()
-                .map_or_else(|| crate::zt_tools::cbor_to_json(v).to_string(), str::to_string);
-            (key, val)
-        })
-        .collect()
-}
-
-/// Writes the dense objects of a `.zt` v2 file (shards resolved next to it) as `.safetensors`,
-/// one object at a time; any other layout is refused.
-pub fn zt_to_safetensors(input: &Path, src: Source, output: &Path) -> Result<Converted, CliError> {
-    let (reader, _, _) = crate::zt_tools::open_zt(input, src, true)?;
-    let m = reader
-        .manifest()
-        .ok_or_else(|| CliError::Refused("a data shard describes no tensors; there is nothing to convert".into()))?;
-    let mut tensors = Vec::with_capacity(m.objects.len());
-    let names: Vec<&String> = m.objects.keys().collect();
-    for (name, o) in &m.objects {
-        let part = o
-            .parts
-            .get("data")
-            .filter(|_| o.layout == layout::DENSE)
-            .ok_or_else(|| {
-                CliError::Refused(format!(
-                    "object {name:?} has layout {:?}; safetensors holds dense tensors only",
-                    o.layout
-                ))
-            })?;
-        let logical = match part.logical.as_deref() {
-            None => None,
-            Some(l) => Some(LogicalType::from_name(l).ok_or_else(|| {
-                CliError::Refused(format!(
-                    "object {name:?} has logical type {l:?}, which safetensors cannot hold"
-                ))
-            })?),
-        };
-        let dtype = st_dtype_of(part.dtype, logical).map_err(|e| CliError::Refused(format!("object {name:?}: {e}")))?;
-        tensors.push(StTensor::new(name.clone(), dtype, o.shape.clone()));
-    }
-    let mut w = SafetensorsFile::publish(output, tensors, &zt_metadata(reader.attributes()))?;
-    let size = w.total_size();
-    let bar = progress(size, "converting");
-    while let Some(i) = w.next_tensor() {
-        // Streamed in pieces of at most one frame (16 MiB), read with pread: memory does not
-        // grow with the tensor, and a file truncated meanwhile is an error, not SIGBUS.
-        let mut write_error = None;
-        let mut read = 0u64;
-        let mut put = |b: &[u8]| {
-            read += b.len() as u64;
-            advance(bar.as_ref(), b.len() as u64);
-            w.write(b).map_err(|e| {
-                write_error = Some(e);
-                tensorlane_core::zt::Error::new(
-                    tensorlane_core::zt::rule::Rule::Unsupported,
-                    "the output could not be written",
-                )
-            })
-        };
-        let streamed = reader.read_chunks(names[i], "data", &mut put);
-        if let Some(e) = write_error {
-            return Err(e.into());
-        }
-        streamed.map_err(|e| reader.with_location(e))?;
-        if read == 0 && w.next_tensor() == Some(i) {
-            return Err(CliError::Invalid(format!("object {:?}: no bytes were read", names[i])));
-        }
-    }
-    w.finish()?;
-    finish(bar);
-    Ok(Converted {
-        from: "zt",
-        to: "safetensors",
-        objects: names.len(),
-        bytes: size,
-        warnings: Vec::new(),
-    })
 }
 
 #[cfg(test)]

@@ -1,14 +1,12 @@
 //! URLs in the CLI (`s3://`, `gs://`, `az://`, `http(s)://`: [`tensorlane::remote`]): the flags
-//! that configure them, `.zt` shards beside a remote root, and `convert` output written to a URL
-//! with a multipart upload.
+//! that configure them and `convert` output written to a URL with a multipart upload (companion
+//! files and `.zt` shards beside a remote root are resolved by [`tensorlane::model::Model`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tensorlane::remote::RemoteOptions;
-use tensorlane::source::Source;
 
 use crate::error::CliError;
-use crate::zt_tools::Converted;
 
 /// Flags for remote paths (every subcommand; the environment of each store applies first:
 /// `AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
@@ -53,43 +51,10 @@ pub fn is_url(path: &Path) -> bool {
     path.to_str().is_some_and(tensorlane::remote::is_url)
 }
 
-/// The file of `.zt` shard `name` beside the root `root` (a path or a URL), opened: the
-/// candidates of [`crate::zt_tools::resolve_shard`] in turn. `None` when none exists; an error
-/// other than "not found" on a URL is an error.
-pub fn resolve_shard(root: &Path, name: &str) -> Result<Option<(PathBuf, Source)>, CliError> {
-    if !is_url(root) {
-        return match crate::zt_tools::resolve_shard(root, name) {
-            Some(f) => {
-                let s = crate::zt_tools::open_source(&f)?;
-                Ok(Some((f, s)))
-            }
-            None => Ok(None),
-        };
-    }
-    let url = root.to_str().unwrap_or_default();
-    let (dir, file) = url.rsplit_once('/').unwrap_or(("", url));
-    let stem = file.strip_suffix(".zt").unwrap_or(file);
-    for cand in [
-        format!("{dir}/{stem}-{name}.zt"),
-        format!("{dir}/{name}"),
-        format!("{dir}/{name}.zt"),
-    ] {
-        match crate::zt_tools::open_source(Path::new(&cand)) {
-            Ok(s) => return Ok(Some((PathBuf::from(cand), s))),
-            Err(CliError::Io(m)) if m.contains("no such object") => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(None)
-}
-
 /// Runs `convert` into a local file beside the temporary folder, then uploads it to `url` as a
 /// multipart upload, which no reader sees until it completes (a failed one is aborted). The local
 /// file is removed either way.
-pub fn convert_to_url(
-    url: &Path,
-    convert: impl FnOnce(&Path) -> Result<Converted, CliError>,
-) -> Result<Converted, CliError> {
+pub fn convert_to_url<T>(url: &Path, convert: impl FnOnce(&Path) -> Result<T, CliError>) -> Result<T, CliError> {
     let name = url
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -1,12 +1,12 @@
 //! `tensorlane stats FILE [TENSOR...] [--bins N] [--json]`: count, min, max, mean, std, zeros,
 //! NaN, ±Inf and a histogram per tensor ([`tensorlane_core::stats`]).
 //!
-//! Reads every model format [`Model`] opens, `.zt` v2 files (dense objects, and the lossless
-//! `gguf.<type>/1` objects through dequantization) and legacy `.zt` v1.2 / v0.1 files (their dense
-//! objects, as they convert to `.zt` v2). With no TENSOR every tensor is summarised, in
-//! file order, and one stats cannot read (a sparse or quantized-group object, an element type
-//! without values) is left out with a warning on stderr; otherwise the named ones, in the order
-//! given (a name the file does not have, or one stats cannot read: exit 2, naming it).
+//! Reads every file [`Model`] opens, through the one catalog: the model formats, `.zt` v2 (dense
+//! objects, and the lossless `gguf.<type>/1` objects through dequantization), legacy `.zt` and
+//! Tenso packet files. With no TENSOR every tensor is summarised, in file order, and one stats
+//! cannot read (a tensor stored as parts: sparse, group-quantized; an element type without
+//! values) is left out with a warning on stderr; otherwise the named ones, in the order given (a
+//! name the file does not have, or one stats cannot read: exit 2, naming it).
 //!
 //! `--json` prints an **array** with one object per tensor, in that order:
 //!
@@ -23,15 +23,8 @@
 
 use serde::Serialize;
 use tensorlane::model::Model;
-use tensorlane::source::Source;
-use tensorlane_core::DType;
-use tensorlane_core::formats::ggml::GgmlType;
-use tensorlane_core::formats::{Arrangement, ElementType, ErrorKind, Storage, TensorInfo};
-use tensorlane_core::stats::{StatsOptions, TensorStats, tensor_stats};
-use tensorlane_core::zt::format::LogicalType;
-use tensorlane_core::zt::layout;
-use tensorlane_core::zt::legacy::LegacyReader;
-use tensorlane_core::zt::reader::Reader;
+use tensorlane_core::formats::{ErrorKind, TensorInfo};
+use tensorlane_core::stats::{StatsOptions, TensorStats};
 
 use crate::error::CliError;
 use crate::output::{Table, finish, progress, render_table, shape_str};
@@ -233,8 +226,9 @@ impl Selection<'_> {
     }
 }
 
-/// Statistics of the tensors `names` (all when empty) of a model file. With no names, a tensor
-/// whose element type has no values (an unsupported ggml type) is left out with a warning.
+/// Statistics of the tensors `names` (all when empty) of any file. With no names, a tensor stats
+/// cannot read (stored as parts, or of an element type without values) is left out with a
+/// warning.
 pub fn model_stats(model: &Model, file: &str, names: &[String], opts: &StatsOptions) -> Result<StatsReport, CliError> {
     let sel = Selection { names, file };
     let mut rows = Vec::new();
@@ -244,100 +238,6 @@ pub fn model_stats(model: &Model, file: &str, names: &[String], opts: &StatsOpti
             r => Some(r?),
         };
         rows.extend(row);
-    }
-    Ok(StatsReport(rows))
-}
-
-/// The element type of a `.zt` object of `layout` whose `data` part is stored as `dtype` with
-/// logical type `logical`, when stats can read it: a dense object, or `gguf.<type>/1` blocks.
-fn zt_element(layout: &str, dtype: DType, logical: Option<&str>) -> Option<ElementType> {
-    if layout == layout::DENSE {
-        return Some(match logical {
-            None => ElementType::Dense(dtype),
-            Some(l) => ElementType::Logical(LogicalType::from_name(l)?),
-        });
-    }
-    GgmlType::from_name(layout::gguf_type(layout)?).map(ElementType::Ggml)
-}
-
-/// Why a `.zt` object is not summarised.
-fn not_readable(name: &str, layout: &str) -> CliError {
-    CliError::Refused(format!(
-        "object {name:?} has layout {layout:?}; stats reads dense and gguf.<type>/1 objects"
-    ))
-}
-
-/// Both passes over the decoded `data` bytes of a `.zt` object of element type `ty`.
-fn zt_object(
-    name: &str,
-    ty: ElementType,
-    shape: &[u64],
-    bytes: &[u8],
-    opts: &StatsOptions,
-) -> Result<StatsRow, CliError> {
-    let t = TensorInfo {
-        name: name.to_string(),
-        ty,
-        shape: shape.to_vec(),
-        storage: Storage::Range {
-            source: 0,
-            offset: 0,
-            len: bytes.len() as u64,
-        },
-        arrangement: Arrangement::default(),
-        attributes: Vec::new(),
-    };
-    with_bar(&t, |tick| Ok(tensor_stats::<[u8]>("zt", &t, &[bytes], opts, tick)?))
-}
-
-/// Statistics of the objects `names` (all when empty) of a `.zt` v2 file. Each object's `data`
-/// part is read (decoded when it is stored under an encoding) and fed to the same passes. With
-/// no names, objects of other layouts (sparse, quantized groups, ...) are left out with a warning.
-pub fn zt_stats(
-    reader: &Reader<Source>,
-    file: &str,
-    names: &[String],
-    opts: &StatsOptions,
-) -> Result<StatsReport, CliError> {
-    let m = reader
-        .manifest()
-        .ok_or_else(|| CliError::Refused("a data shard describes no tensors; run stats on its root file".into()))?;
-    let sel = Selection { names, file };
-    let all: Vec<(&String, _)> = m.objects.iter().collect();
-    let mut rows = Vec::new();
-    for (name, o) in sel.pick(&all, |(n, _)| n.as_str())? {
-        let data = o.parts.get("data");
-        match data.and_then(|p| zt_element(&o.layout, p.dtype, p.logical.as_deref())) {
-            Some(ty) => {
-                if let Some(p) = data {
-                    crate::limits::check_zt_part(name, p, "data")?;
-                }
-                let bytes = reader.read(name, "data")?;
-                rows.push(zt_object(name, ty, &o.shape, &bytes, opts)?);
-            }
-            None => rows.extend(sel.unreadable(not_readable(name, &o.layout))?),
-        }
-    }
-    Ok(StatsReport(rows))
-}
-
-/// Statistics of the objects `names` (all when empty) of a legacy `.zt` v1.2 / v0.1 file, read
-/// as the `.zt` v2 objects they convert to (other layouts as in [`zt_stats`]).
-pub fn legacy_stats(
-    r: &LegacyReader<Source>,
-    file: &str,
-    names: &[String],
-    opts: &StatsOptions,
-) -> Result<StatsReport, CliError> {
-    let sel = Selection { names, file };
-    let mut rows = Vec::new();
-    for o in sel.pick(r.objects(), |o| o.name.as_str())? {
-        let v = r.to_v2_object(o)?;
-        let data = v.parts.iter().find(|p| p.name == "data");
-        match data.and_then(|p| Some((zt_element(&v.layout, p.dtype, p.logical_type.as_deref())?, p))) {
-            Some((ty, p)) => rows.push(zt_object(&v.name, ty, &v.shape, &p.bytes, opts)?),
-            None => rows.extend(sel.unreadable(not_readable(&v.name, &v.layout))?),
-        }
     }
     Ok(StatsReport(rows))
 }

@@ -401,6 +401,7 @@ fn convert_says_when_alignment_makes_the_zt_large() {
     let without_offsets = |f: &Path| {
         let mut v = json(&run(&["inspect", "--json", "--hash", p(f)]))["tensors"].clone();
         for t in v.as_array_mut().unwrap() {
+            t["offset"] = Value::Null;
             for part in t["parts"].as_array_mut().unwrap() {
                 part["offset"] = Value::Null;
             }

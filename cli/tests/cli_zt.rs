@@ -106,7 +106,7 @@ fn fixtures_inspect_like_the_manifest() {
             "read" => digests += check_tensors(&r, e["tensors"].as_array().unwrap(), &ctx),
             "no-tensors" => {
                 assert_eq!(r["tensors"].as_array().unwrap().len(), 0, "{ctx}");
-                assert_eq!(r["data_shard"], true, "{ctx}");
+                assert_eq!(r["zt"]["data_shard"], true, "{ctx}");
             }
             other => panic!("{ctx}: unexpected expectation {other}"),
         }
@@ -121,7 +121,7 @@ fn fixtures_inspect_like_the_manifest() {
 fn sharded_inspect_resolves_shards_next_to_the_root() {
     let dir = data("fixtures");
     let r = inspect_json(&dir.join("sharded.zt"));
-    let shards = r["shards"].as_array().unwrap();
+    let shards = r["zt"]["shards"].as_array().unwrap();
     assert_eq!(shards.len(), 2);
     for s in shards {
         let f = s["file"].as_str().unwrap();
@@ -241,7 +241,7 @@ fn conformance_corpus() {
             let r = inspect_json(&file);
             assert_eq!(r["format"], "zt", "{ctx}");
             assert_eq!(
-                r["data_shard"].as_bool().unwrap_or(false),
+                r["zt"]["data_shard"].as_bool().unwrap_or(false),
                 expect == "data_shard",
                 "{ctx}"
             );
