@@ -66,17 +66,31 @@ function short(v, depth = 0) {
 }
 
 function metadataRows(reader) {
-  const meta = reader.format === 'zt' ? reader.attributes ?? {} : reader.metadata ?? {};
+  const meta = reader.metadata ?? {};
   return Object.entries(meta).map(([key, v]) => ({ key, value: short(v), items: Array.isArray(v) ? v.length : null, type: Array.isArray(v) ? 'array' : v instanceof Uint8Array ? 'bytes' : typeof v }));
 }
 
 const numel = (shape) => shape.reduce((n, d) => n * Number(d), 1);
 
+/**
+ * What a format says about how a tensor is stored beyond offset and size (a .zt object's layout,
+ * its parts with their types, encodings, shards and digests), as one line; '' when nothing.
+ */
+function storageDetail(t) {
+  const { layout, parts } = t.attributes ?? {};
+  if (typeof layout !== 'string' || !parts || typeof parts !== 'object') return '';
+  const each = Object.entries(parts).map(([n, p]) => {
+    const how = [p.type ?? p.dtype, `${p.length} B @${p.offset}`, p.encoding && `${p.encoding} → ${p.decoded_length} B`, p.shard !== undefined && `shard ${p.shard}`, p.digest].filter(Boolean);
+    return `${n}: ${how.join(', ')}`;
+  });
+  return `layout ${layout} · ${each.join(' · ')}`;
+}
+
 /** The row the page shows for one listing entry. */
 function entryOf(t) {
   return {
     name: t.name,
-    dtype: t.dtype ?? t.layout?.ztLayout ?? '?',
+    dtype: t.dtype ?? '?',
     shape: t.shape.map(Number),
     numel: numel(t.shape),
     nbytes: t.nbytes,
@@ -84,6 +98,9 @@ function entryOf(t) {
     source: t.layout?.source ?? '',
     storage: t.layout?.storage ?? '',
     quant: t.ggml?.quantized ? t.ggml.name : null,
+    /** A tensor stored as several parts (a .zt sparse/quantized object): its layout id; read part by part, no statistics. */
+    parts: t.layout?.storage === 'parts' ? t.layout.layoutId : null,
+    detail: storageDetail(t),
   };
 }
 
@@ -121,10 +138,10 @@ async function openFiles(files) {
       const id = nextModel++;
       models.set(id, { id, reader, cache: null, how: { file: f, companions } });
       for (const s of reader.sources ?? []) if (s) used.add(s.split('/').pop());
-      // A sharded .zt: its shard files (by the names the reader tries) are part of it.
-      if (reader.format === 'zt' && reader.shards) {
+      // A sharded .zt: its sources are shard names, found among the files by these names.
+      if (reader.format === 'zt') {
         const stem = f.name.replace(/\.[^.]*$/, '');
-        for (const s of Object.keys(reader.shards)) for (const n of [`${stem}-${s}.zt`, s, `${s}.zt`]) if (byName[n]) used.add(n);
+        for (const s of reader.sources.slice(1)) for (const n of [`${stem}-${s}.zt`, s, `${s}.zt`]) if (byName[n]) used.add(n);
       }
       out.push(describe(id, f.name, f.size, reader, performance.now() - t0));
     } catch (e) {
@@ -183,19 +200,11 @@ function aborted(signal) {
 /** Values [start, start + count) of a tensor: by element range where the reader can, else from one whole read (cached). */
 async function valuesOf(m, name, start, count) {
   const r = m.reader;
-  if (r.format !== 'zt') {
-    const t = r.info(name);
-    if (t.layout.zeroCopy || t.nbytes > WHOLE_LIMIT) return r.values(name, start, count);
-  }
+  const t = r.info(name);
+  if (t.layout.zeroCopy || t.nbytes > WHOLE_LIMIT) return r.values(name, start, count);
   if (m.cache?.name !== name) {
-    const info = r.tensors.find((t) => t.name === name);
-    if (info.nbytes > WHOLE_LIMIT) throw new Error(`${name} is ${info.nbytes} bytes, not stored as-is: too large to decode whole here`);
-    let v;
-    if (r.format === 'zt') {
-      const a = await r.tensor(name, { widen: true });
-      v = a instanceof BigInt64Array || a instanceof BigUint64Array ? Float64Array.from(a, Number) : a;
-    } else v = await r.values(name);
-    m.cache = { name, values: v };
+    if (t.nbytes > WHOLE_LIMIT) throw new Error(`${name} is ${t.nbytes} bytes, not stored as-is: too large to decode whole here`);
+    m.cache = { name, values: await r.values(name) };
   }
   return m.cache.values.subarray(start, start + count);
 }
@@ -212,11 +221,6 @@ function sliceElements(t) {
  */
 async function stats(m, name, bins, signal, progress, asked) {
   const r = m.reader;
-  if (r.format === 'zt') {
-    const d = await r.get(name);
-    if (!d.data) throw new Error(`${name} is a ${d.layout ?? 'non-dense'} object: no statistics`);
-    return tensorlane.stats({ dtype: d.dtype, shape: d.shape, data: d.data }, { bins });
-  }
   const t = r.info(name);
   const workers = asked ?? (t.layout.length >= PARALLEL_MIN_BYTES ? STATS_WORKERS : 1);
   if (workers > 1 && m.how && t.layout.zeroCopy) return statsInParallel(m, t, bins, signal, progress, workers);
@@ -399,7 +403,7 @@ export function npyHeader(descr, shape) {
 
 async function npy(m, t, signal, chunk, progress) {
   const r = m.reader;
-  const raw = r.format !== 'zt' && NPY_DESCR[t.dtype] && !t.quant && r.info(t.name).layout.zeroCopy;
+  const raw = NPY_DESCR[t.dtype] && !t.quant && r.info(t.name).layout.zeroCopy;
   // Stored as-is in a NumPy dtype: the file's bytes; otherwise float32 values (bf16, float8, GGUF blocks dequantized).
   const descr = raw ? NPY_DESCR[t.dtype] : t.dtype === 'float64' ? '<f8' : '<f4';
   const header = npyHeader(descr, t.shape);

@@ -509,7 +509,7 @@ $('t-cancel').addEventListener('click', () => {
   if (!job) return;
   cancelJob();
 });
-const NUMERIC = (t) => !/^complex|^string|^\?/.test(t.dtype) && !['dense', 'sparse_coo', 'sparse_csr', 'quantized'].includes(t.dtype);
+const NUMERIC = (t) => !t.parts && !/^complex|^string|^\?/.test(t.dtype) && !['dense', 'sparse_coo', 'sparse_csr', 'quantized'].includes(t.dtype);
 
 /** Opens tensor `name` of the active model: stats + histogram, then heatmap, then the first page of values. */
 export async function openTensor(name) {
@@ -530,6 +530,9 @@ export async function openTensor(name) {
   panel.dataset.tensor = name;
   $('t-name').textContent = name;
   $('t-info').textContent = `${dtypeOf(t)} · [${t.shape.join(', ')}] · ${count(t.numel)} values · ${bytes(t.nbytes)}${t.offset !== null ? ` · offset ${t.offset}${t.source ? ` in ${t.source}` : ''}` : ''}`;
+  // How the format stores it (a .zt object's layout, parts, encodings, shards and digests).
+  $('t-detail').textContent = t.detail;
+  $('t-detail').hidden = !t.detail;
   for (const s of panel.querySelectorAll('[data-stat]')) {
     s.textContent = '…';
     delete s.dataset.value;
@@ -547,7 +550,7 @@ export async function openTensor(name) {
   $('hm-slice').value = '0';
   if (!NUMERIC(t)) {
     panel.dataset.statsState = 'error';
-    $('t-progress-text').textContent = `${t.dtype}: no statistics for this kind of tensor`;
+    $('t-progress-text').textContent = t.parts ? `stored as parts under ${t.parts}: no statistics of the whole (its parts are listed above)` : `${t.dtype}: no statistics for this kind of tensor`;
     return;
   }
   panel.dataset.statsState = 'running';

@@ -1,10 +1,116 @@
-// Model files in the inspector (safetensors and its shard index, GGUF, PyTorch, NumPy, ONNX,
-// HDF5): opened lazily as a Blob with `open()`, which reads only the header-like bytes it needs
-// (a progress line counts them while it lists), then listed with name, dtype, shape, size and
-// where the bytes are. Clicking a row reads that tensor (one blob.slice for a stored tensor) and
-// draws its histogram, plus a heatmap for a 2-D float tensor; GGUF block-quantized tensors are
-// dequantized first.
-import { bytes, el, fmt, plotValues } from './zt-view.js';
+// Model files in the inspector (every format: safetensors and its shard index, GGUF, PyTorch,
+// NumPy, ONNX, HDF5, .zt v2 with its shards, legacy .zt, Tenso): opened lazily as a Blob with
+// `open()`, which reads only the header-like bytes it needs (a progress line counts them while it
+// lists), then listed with name, dtype, shape, size and where the bytes are. Clicking a row reads
+// that tensor (one blob.slice for a stored tensor) and draws its histogram, plus a heatmap for a
+// 2-D float tensor; GGUF block-quantized tensors are dequantized first. What only some formats
+// have (a .zt object's layout, parts and digests) is in the tensor's attributes, shown in a
+// "layout and parts" details table.
+import { stats } from './summary.js';
+
+export function el(tag, props = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === 'class') e.className = v;
+    else if (k === 'data') Object.assign(e.dataset, v);
+    else e[k] = v;
+  }
+  e.append(...children);
+  return e;
+}
+
+export function fmt(x) {
+  if (typeof x !== 'number' || !Number.isFinite(x)) return String(x);
+  return Math.abs(x) >= 1e5 || (Math.abs(x) < 1e-3 && x !== 0) ? x.toExponential(3) : Number(x.toPrecision(5)).toString();
+}
+
+export function bytes(n) {
+  if (n < 1024) return `${n} B`;
+  const u = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let i = -1;
+  do { n /= 1024; i++; } while (n >= 1024 && i < u.length - 1);
+  return `${n.toFixed(n < 10 ? 2 : 1)} ${u[i]}`;
+}
+
+export function histogram(canvas, s) {
+  const dpr = window.devicePixelRatio || 1;
+  const w = (canvas.width = Math.round(canvas.clientWidth * dpr));
+  const h = (canvas.height = Math.round(canvas.clientHeight * dpr));
+  const g = canvas.getContext('2d');
+  g.fillStyle = '#f3f5f8';
+  g.fillRect(0, 0, w, h);
+  const top = Math.max(1, ...s.bins);
+  const bw = w / s.bins.length;
+  g.fillStyle = '#3b6fd6';
+  s.bins.forEach((c, i) => {
+    const bh = c === 0 ? 0 : Math.max(1, (c / top) * (h - 14 * dpr));
+    g.fillRect(i * bw + 0.5, h - bh, Math.max(1, bw - 1), bh);
+  });
+  g.fillStyle = '#394252';
+  g.font = `${10 * dpr}px ui-monospace, monospace`;
+  g.fillText(fmt(s.min), 2, 10 * dpr);
+  const t = fmt(s.max);
+  g.fillText(t, w - g.measureText(t).width - 2, 10 * dpr);
+}
+
+/** A diverging heatmap (blue < 0 < red, symmetric about 0; or min..max when all one sign). */
+function heatmap(canvas, values, rows, cols, s) {
+  const maxSide = 256;
+  const sr = Math.max(1, Math.ceil(rows / maxSide)), sc = Math.max(1, Math.ceil(cols / maxSide));
+  const h = Math.ceil(rows / sr), w = Math.ceil(cols / sc);
+  canvas.width = w;
+  canvas.height = h;
+  // Display size: scale tiny matrices up, keep the aspect ratio, at most the plot's width.
+  const scale = Math.max(1, Math.floor(Math.min(240 / w, 160 / h)));
+  canvas.style.width = `${w * scale}px`;
+  canvas.style.height = `${h * scale}px`;
+  const g = canvas.getContext('2d');
+  const img = g.createImageData(w, h);
+  const lo = s.min < 0 && s.max > 0 ? -Math.max(-s.min, s.max) : s.min;
+  const hi = s.min < 0 && s.max > 0 ? -lo : s.max;
+  const span = hi > lo ? hi - lo : 1;
+  const A = [44, 79, 168], M = [245, 245, 245], B = [194, 64, 43];
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      const v = values[y * sr * cols + x * sc];
+      const o = (y * w + x) * 4;
+      if (!Number.isFinite(v)) {
+        img.data.set([0, 0, 0, 255], o);
+        continue;
+      }
+      const t = Math.min(1, Math.max(0, (v - lo) / span));
+      const [c0, c1, u] = t < 0.5 ? [A, M, t * 2] : [M, B, t * 2 - 1];
+      img.data[o] = c0[0] + (c1[0] - c0[0]) * u;
+      img.data[o + 1] = c0[1] + (c1[1] - c0[1]) * u;
+      img.data[o + 2] = c0[2] + (c1[2] - c0[2]) * u;
+      img.data[o + 3] = 255;
+    }
+  }
+  g.putImageData(img, 0, 0);
+  return { lo, hi, sampled: sr > 1 || sc > 1 };
+}
+
+/**
+ * A plot box for a tensor's values: title, statistics, histogram, and a heatmap for a 2-D float
+ * tensor (`heat`). Returns {box, stats}.
+ */
+export function plotValues(name, label, values, shape, heat) {
+  const s = stats(values);
+  const box = el('div', { class: 'plot', data: { name } }, el('div', { class: 'title', textContent: name }));
+  box.append(el('div', { textContent: `${label} [${shape.join('×')}] n=${s.count}` }));
+  box.append(el('div', { textContent: `min=${fmt(s.min)} max=${fmt(s.max)} mean=${fmt(s.mean)} std=${fmt(s.std)}${s.nan || s.inf ? ` NaN=${s.nan} Inf=${s.inf}` : ''}` }));
+  const hist = el('canvas', { class: 'hist' });
+  box.append(hist);
+  requestAnimationFrame(() => histogram(hist, s));
+  if (heat && shape.length === 2 && s.count > 0) {
+    const canvas = el('canvas', { class: 'heat' });
+    const [rows, cols] = shape;
+    const { lo, hi, sampled } = heatmap(canvas, values, rows, cols, s);
+    box.append(canvas, el('div', { class: 'scale' }, el('span', { textContent: fmt(lo) }), el('i'), el('span', { textContent: fmt(hi) })));
+    if (sampled) box.append(el('div', { textContent: '(heatmap subsampled)' }));
+  }
+  return { box, stats: s };
+}
 
 const PLOTTABLE = new Set(['float16', 'bfloat16', 'float32', 'float64', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64']);
 const GGML_FLOATS = new Set(['F32', 'F16', 'BF16', 'F64']);
@@ -38,6 +144,7 @@ function short(v) {
 
 /** Whether a tensor can be drawn, and how its values are read. */
 function plan(t) {
+  if (t.layout.storage === 'parts') return null;
   if (t.ggml?.quantized) return { how: 'dequantize', heat: true };
   if (t.ggml && GGML_FLOATS.has(t.dtype)) return { how: 'dequantize', heat: true };
   if (t.ggml && /^I(8|16|32|64)$/.test(t.dtype)) return { how: 'dequantize', heat: false };
@@ -58,6 +165,20 @@ async function valuesOf(reader, t, p) {
  * sources, error?}; dispatches `model-opened` on `document` right after open with it. The
  * summary's `load(name)` reads and plots one tensor (what a click does).
  */
+/** Every part of every tensor whose attributes describe parts (a .zt object's `layout` and `parts`), as table rows. */
+function partRows(list) {
+  const rows = [];
+  for (const t of list) {
+    const { layout, parts } = t.attributes ?? {};
+    if (typeof layout !== 'string' || !parts || typeof parts !== 'object') continue;
+    for (const [part, p] of Object.entries(parts)) {
+      const stored = [p.encoding ?? 'raw', p.decoded_length !== undefined ? `→ ${p.decoded_length} B` : '', p.shard !== undefined ? `in shard ${p.shard}` : ''].filter(Boolean).join(' ');
+      rows.push({ tensor: t.name, layout, part, type: p.type ?? p.dtype, offset: p.offset, length: p.length, stored, digest: p.digest ?? '—' });
+    }
+  }
+  return rows;
+}
+
 export async function showModel(api, file, container, companions = {}) {
   const section = el('section', { class: 'zt model', data: { file: file.name, state: 'opening' } });
   container.append(section);
@@ -69,7 +190,8 @@ export async function showModel(api, file, container, companions = {}) {
   const counters = [counting(file), ...Object.values(companions).map(counting)];
   const read = () => counters.reduce((n, c) => n + c.bytes, 0);
   const slices = () => counters.reduce((n, c) => n + c.reads, 0);
-  const onProgress = ({ bytesRead, reads }) => {
+  const onProgress = ({ phase, bytesRead, reads }) => {
+    if (phase !== 'open') return;
     barText.textContent = `listing: read ${bytes(bytesRead)} in ${reads} slices of ${bytes(file.size)}`;
   };
   let reader;
@@ -108,6 +230,17 @@ export async function showModel(api, file, container, companions = {}) {
     section.append(details);
   }
   if (reader.skipped?.length) section.append(el('div', { class: 'meta', textContent: `skipped: ${reader.skipped.map((s) => `${s.name} (${s.reason})`).join('; ')}` }));
+  const parts = partRows(list);
+  if (parts.length) {
+    const details = el('details', { class: 'parts' }, el('summary', { textContent: `layout and parts (${parts.length} parts of ${new Set(parts.map((p) => p.tensor)).size} tensors)` }));
+    const t = el('table');
+    t.append(el('thead', {}, el('tr', {}, ...['tensor', 'layout', 'part', 'type', 'offset', 'length', 'stored as', 'digest'].map((h) => el('th', { textContent: h })))));
+    for (const p of parts) {
+      t.append(el('tr', { data: { tensor: p.tensor, part: p.part } }, ...[p.tensor, p.layout, p.part, p.type, p.offset, p.length, p.stored, p.digest].map((v) => el('td', { class: 'name', textContent: String(v) }))));
+    }
+    details.append(t);
+    section.append(details);
+  }
 
   const table = el('table');
   table.append(el('thead', {}, el('tr', {}, ...['name', 'dtype', 'shape', 'bytes', 'storage', 'state'].map((h, i) => el('th', { textContent: h, class: i === 3 ? 'num' : '' })))));
@@ -124,6 +257,22 @@ export async function showModel(api, file, container, companions = {}) {
     const { tr, state } = rows.get(name);
     const entry = summary.tensors[i];
     const p = plan(t);
+    if (t.layout.storage === 'parts') {
+      // Read part by part (each checked against its digest): the bytes each part holds.
+      const before = read();
+      try {
+        const got = [];
+        for (const part of t.layout.parts) got.push(`${part.name} ${bytes((await reader.part(name, part.name)).byteLength)}`);
+        entry.state = 'parts read';
+        state.textContent = `parts read and checked: ${got.join(', ')}`;
+      } catch (e) {
+        entry.state = 'failed';
+        entry.error = e.message;
+        state.textContent = `error: ${e.message}`;
+      }
+      entry.readBytes = read() - before;
+      return entry;
+    }
     if (!p) {
       state.textContent = `no plot for ${t.dtype}`;
       entry.state = 'not plottable';
@@ -154,8 +303,9 @@ export async function showModel(api, file, container, companions = {}) {
   };
   for (const t of list) {
     const L = t.layout;
-    const where = L.storage === 'range' ? `${L.source ? `${L.source} ` : ''}@${L.offset}${L.zeroCopy ? '' : L.bigEndian ? ' (big-endian)' : ' (strided)'}` : L.storage;
-    const state = el('td', { class: 'state', textContent: plan(t) ? 'click to plot' : '' });
+    const at = `${L.source ? `${L.source} ` : ''}@${L.offset}`;
+    const where = L.storage === 'range' ? `${at}${L.zeroCopy ? '' : L.bigEndian ? ' (big-endian)' : ' (strided)'}` : L.storage === 'encoded' ? `${at} (${L.codec})` : L.storage === 'parts' ? `${L.layoutId}: ${L.parts.length} parts` : L.storage;
+    const state = el('td', { class: 'state', textContent: plan(t) ? 'click to plot' : L.storage === 'parts' ? 'click to read its parts' : '' });
     const tr = el('tr', { class: 'pending', data: { name: t.name } },
       el('td', { class: 'name', textContent: t.name }),
       el('td', { textContent: t.ggml?.quantized ? `${t.dtype} (ggml blocks)` : t.dtype }),

@@ -1,8 +1,7 @@
 // The page: sends packet URLs to the worker, draws one card (kind/dtype/shape/view-or-copy and a
 // histogram) per tensor. Also exposes `window.demo` for the browser tests and benchmarks.
 import * as tensorlane from '../js/browser.js';
-import { fmt, histogram, showZt } from './zt-view.js';
-import { showModel } from './model-view.js';
+import { fmt, histogram, showModel } from './model-view.js';
 
 const DEFAULT_PACKETS = [
   'large_float32_256x1024', 'bundle_with_sparse', 'quant_qint8_per_channel_axis1', 'dtype_bfloat16',
@@ -10,7 +9,7 @@ const DEFAULT_PACKETS = [
 ].map((n) => `/tests/data/vectors/tenso/${n}.tenso`);
 
 const params = new URLSearchParams(location.search);
-// ?packets= (empty) opens the page with no packets, e.g. to drop .zt files into it.
+// ?packets= (empty) opens the page with no packets, e.g. to drop model or .zt files into it.
 const packets = params.has('packets') ? params.get('packets').split(',').filter(Boolean) : DEFAULT_PACKETS;
 const cards = document.getElementById('cards');
 const status = document.getElementById('status');
@@ -84,17 +83,13 @@ function inWorker(msg, transfer = []) {
   });
 }
 
-// --- opening local files: .zt and model files lazily as Blobs on this thread, packets whole in the worker
-const ZT_MAGIC = [0x89, 0x5a, 0x54, 0x32]; // \x89ZT2
+// --- opening local files: model files (.zt included) lazily as Blobs on this thread, packets whole in the worker
 const TENSO_MAGIC = [0x54, 0x4e, 0x53, 0x4f]; // TNSO
 async function kindOf(file) {
-  if (/\.zt$/i.test(file.name)) return 'zt';
   if (/\.tenso$/i.test(file.name)) return 'tenso';
-  if (/\.(safetensors|json|gguf|pt|pth|bin|npy|npz|onnx|data|h5|hdf5)$/i.test(file.name)) return 'model';
+  if (/\.(zt|safetensors|json|gguf|pt|pth|bin|npy|npz|onnx|data|h5|hdf5)$/i.test(file.name)) return 'model';
   const head = new Uint8Array(await file.slice(0, 4).arrayBuffer());
-  if (ZT_MAGIC.every((b, i) => head[i] === b)) return 'zt';
-  if (TENSO_MAGIC.every((b, i) => head[i] === b)) return 'tenso';
-  return 'model';
+  return TENSO_MAGIC.every((b, i) => head[i] === b) ? 'tenso' : 'model';
 }
 const ztContainer = document.getElementById('zt-files');
 let opening = Promise.resolve();
@@ -109,16 +104,14 @@ function openFiles(files) {
     for (const f of list) {
       if (used.has(f.name)) continue;
       const kind = await kindOf(f);
-      if (kind === 'zt') {
-        status.textContent = `opening ${f.name}…`;
-        const s = await showZt(tensorlane, f, ztContainer);
-        window.demo.zt.push(s);
-        status.textContent = s.error ? `${f.name}: ${s.error}` : `${f.name}: ${s.objects.length} objects`;
-      } else if (kind === 'model') {
+      if (kind === 'model') {
         status.textContent = `opening ${f.name}…`;
         const others = Object.fromEntries(Object.entries(companions).filter(([n]) => n !== f.name));
         const s = await showModel(tensorlane, f, ztContainer, others);
         for (const src of s.sources ?? []) if (src) used.add(src.split('/').pop());
+        // A sharded .zt names its shards, found among the files by these names.
+        const stem = f.name.replace(/\.[^.]*$/, '');
+        if (s.format === 'zt') for (const src of s.sources.slice(1)) for (const n of [`${stem}-${src}.zt`, src, `${src}.zt`]) used.add(n);
         window.demo.models.push(s);
         status.textContent = s.error ? `${f.name}: ${s.error}` : `${f.name}: ${s.format}, ${s.tensors.length} tensors`;
       } else {
@@ -210,7 +203,7 @@ async function decodeUrl(url) {
   };
 }
 
-window.demo = { tensorlane, decodeUrl, bench, parseNpy, npyFloat32, results: [], zt: [], models: [], openFiles };
+window.demo = { tensorlane, decodeUrl, bench, parseNpy, npyFloat32, results: [], models: [], openFiles };
 
 const backend = await workerReady;
 status.textContent = `worker ready (${backend}); decoding ${packets.length} packets…`;

@@ -1,9 +1,9 @@
 // The web demo in Debian's Chromium (headless, via playwright-core; no browser download):
 // the wasm build decodes packets fetched from a local server into views on the fetched
 // ArrayBuffer, the inspector renders (screenshot in tests/out/), and a small benchmark runs.
-// .zt fixtures (tests/data/fixtures) are opened in the page as Files (file input and a synthetic drop):
-// open must read only the header, the 64 KiB tail and the manifest; the object table must match
-// manifest.json; screenshot in tests/out/web-demo-zt.png.
+// .zt fixtures (tests/data/fixtures) are opened in the page's model view as Files (file input and a
+// synthetic drop): open must read no part bytes; the tensor table and the parts/digests details
+// must match manifest.json; screenshot in tests/out/web-demo-zt.png.
 // TENSORLANE_BENCH=1 adds the 64 MiB size and rewrites BENCHMARKS.md's "Browser (Chromium)" section.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -105,7 +105,7 @@ describe('Chromium: web demo on the wasm build', { skip: missing ?? false }, () 
     assert.equal(r.bundle.dtype, 'bfloat16');
   });
 
-  it('opens .zt files lazily as Blobs: object table, histograms, open reads only header + tail + manifest', { timeout: 60000 }, async () => {
+  it('opens .zt files lazily as Blobs in the model view: table, parts and digests, histograms; open reads no part bytes', { timeout: 60000 }, async () => {
     const manifest = JSON.parse(readFileSync(new URL('manifest.json', FIXTURES), 'utf8'));
     const picked = ['basic-canonical.zt', 'compressed-zstd-seekable.zt'];
     const dropped = 'profiles-csr-quant-mx.zt';
@@ -126,12 +126,12 @@ describe('Chromium: web demo on the wasm build', { skip: missing ?? false }, () 
           if (this instanceof File) window.__reads.push({ file: this.name, start, end, size: b.size });
           return b;
         };
-        document.addEventListener('zt-opened', (ev) => {
+        document.addEventListener('model-opened', (ev) => {
           window.__atOpen[ev.detail.name] = window.__reads.filter((r) => r.file === ev.detail.name).map((r) => ({ ...r }));
         });
       });
       await ztPage.setInputFiles('#files', picked.map((f) => fileURLToPath(new URL(f, FIXTURES))));
-      await ztPage.waitForFunction(() => window.demo.zt.length === 2 && document.body.dataset.files === 'done', null, { timeout: 30000 });
+      await ztPage.waitForFunction(() => window.demo.models.length === 2 && document.body.dataset.files === 'done', null, { timeout: 30000 });
       // A synthetic drop of a File built in the page.
       await ztPage.evaluate(async (name) => {
         const bytes = await (await fetch(`/tests/data/fixtures/${name}`)).arrayBuffer();
@@ -139,18 +139,22 @@ describe('Chromium: web demo on the wasm build', { skip: missing ?? false }, () 
         dt.items.add(new File([bytes], name));
         document.getElementById('drop').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
       }, dropped);
-      await ztPage.waitForFunction(() => window.demo.zt.length === 3 && document.body.dataset.files === 'done', null, { timeout: 30000 });
+      await ztPage.waitForFunction(() => window.demo.models.length === 3 && document.body.dataset.files === 'done', null, { timeout: 30000 });
+      // What a click on each row does.
+      await ztPage.evaluate(async () => {
+        for (const m of window.demo.models) for (const t of m.tensors) await m.load(t.name);
+      });
 
       const page = await ztPage.evaluate(() => ({
-        files: [...document.querySelectorAll('section.zt')].map((s) => ({
+        files: [...document.querySelectorAll('section.model')].map((s) => ({
           file: s.dataset.file,
           state: s.dataset.state,
-          rows: [...s.querySelectorAll('tbody tr')].map((tr) => [...tr.children].map((td) => td.textContent)),
+          rows: [...s.querySelectorAll(':scope > table tbody tr')].map((tr) => [...tr.children].map((td) => td.textContent)),
+          parts: [...s.querySelectorAll('details.parts tr[data-part]')].map((tr) => [...tr.children].map((td) => td.textContent)),
           hist: s.querySelectorAll('canvas.hist').length,
           heat: s.querySelectorAll('canvas.heat').length,
-          progress: [s.querySelector('progress').value, s.querySelector('progress').max],
         })),
-        summaries: window.demo.zt,
+        summaries: window.demo.models.map(({ load, ...m }) => m),
         reads: window.__reads,
         atOpen: window.__atOpen,
       }));
@@ -158,44 +162,55 @@ describe('Chromium: web demo on the wasm build', { skip: missing ?? false }, () 
       for (const f of page.files) {
         const entry = manifest.files.find((m) => m.file === f.file);
         const summary = page.summaries.find((s) => s.name === f.file);
-        assert.equal(f.state, 'done', f.file);
         assert.equal(summary.error, undefined, f.file);
+        assert.equal(summary.format, 'zt', f.file);
+        assert.equal(f.state, 'listed', f.file);
         const want = [...entry.tensors].sort((a, b) => (a.name < b.name ? -1 : 1));
-        // The table: name | layout | dtype | shape | bytes | stored | encoding | state
+        // The table: name | dtype | shape | bytes | storage | state
         assert.deepEqual(f.rows.map((r) => r[0]), want.map((t) => t.name), `${f.file}: names`);
-        assert.deepEqual(f.rows.map((r) => r[3]), want.map((t) => `[${t.shape.join(', ')}]`), `${f.file}: shapes`);
-        assert.deepEqual(summary.objects.map((o) => [o.name, o.dtype ?? null, o.shape, o.layout]), want.map((t) => [t.name, t.dtype ?? null, t.shape, t.zt_layout]), `${f.file}: metadata`);
+        assert.deepEqual(f.rows.map((r) => r[2]), want.map((t) => `[${t.shape.join(', ')}]`), `${f.file}: shapes`);
         for (const [i, t] of want.entries()) {
-          if (t.dtype) assert.equal(f.rows[i][2], t.dtype, `${f.file}: ${t.name} dtype cell`);
-          if (t.nbytes !== undefined && t.zt_layout === 'dense') assert.equal(summary.objects[i].nbytes, t.nbytes, `${f.file}: ${t.name} nbytes`);
-          assert.match(f.rows[i][7], /^loaded/, `${f.file}: ${t.name} state`);
+          const s = summary.tensors[i];
+          if (t.dtype) {
+            assert.equal(f.rows[i][1], t.dtype, `${f.file}: ${t.name} dtype cell`);
+            assert.deepEqual([s.dtype, s.nbytes], [t.dtype, t.nbytes], `${f.file}: ${t.name}`);
+            assert.equal(s.state, ['bool', 'complex64', 'complex128'].includes(t.dtype) ? 'not plottable' : 'plotted', `${f.file}: ${t.name} state`);
+          } else {
+            assert.equal(s.storage, 'parts', `${f.file}: ${t.name} storage`);
+            assert.equal(s.state, 'parts read', `${f.file}: ${t.name} state: ${s.error}`);
+            assert.match(f.rows[i][4], new RegExp(`^${t.zt_layout.replace(/[./]/g, '\\$&')}: ${Object.keys(t.parts).length} parts$`), `${f.file}: ${t.name} storage cell`);
+          }
         }
-        assert.deepEqual(f.progress, [want.length, want.length]);
-        // open() read the 8-byte header, the tail window and (only when outside it) the manifest.
-        const bytes = readFileSync(new URL(f.file, FIXTURES));
-        const size = bytes.byteLength;
-        const tailStart = Math.max(0, size - 65536);
-        const mo = Number(bytes.readBigUInt64LE(size - 40)), ml = Number(bytes.readBigUInt64LE(size - 32));
-        const allowed = [[0, Math.min(8, size)], [tailStart, size], ...(mo < tailStart ? [[mo, mo + ml]] : [])];
+        // Layout, parts and digests in the details: one row a part, every part with its xxh3 digest.
+        const nparts = want.reduce((n, t) => n + (t.parts ? Object.keys(t.parts).length : 1), 0);
+        assert.equal(f.parts.length, nparts, `${f.file}: part rows`);
+        for (const row of f.parts) assert.match(row[7], /^xxh3:[0-9a-f]{16}$/, `${f.file}: ${row[0]}.${row[2]} digest`);
+        // open() read no byte of any part of a file larger than its first 64 KiB read (header,
+        // footer and manifest only); a smaller file is read once, whole.
+        const size = readFileSync(new URL(f.file, FIXTURES)).byteLength;
         const atOpen = page.atOpen[f.file];
         assert.ok(atOpen && atOpen.length > 0, `${f.file}: reads recorded at open`);
-        for (const r of atOpen) assert.ok(allowed.some(([a, b]) => r.start === a && r.end === b), `${f.file}: open read [${r.start}, ${r.end}) (allowed ${JSON.stringify(allowed)})`);
         const openBytes = atOpen.reduce((n, r) => n + r.size, 0);
-        assert.equal(openBytes, allowed.reduce((n, [a, b]) => n + b - a, 0), `${f.file}: bytes read at open`);
         assert.equal(summary.openBytes, openBytes, `${f.file}: the page's own count`);
-        if (size > 65536 + 8) assert.ok(openBytes < size, `${f.file}: open read ${openBytes} of ${size} bytes`);
+        if (size > 65536) {
+          const blobs = f.parts.map((r) => [Number(r[4]), Number(r[4]) + Number(r[5])]);
+          for (const r of atOpen) for (const [a, b] of blobs) assert.ok(b <= r.start || a >= r.end, `${f.file}: open read [${r.start}, ${r.end}), which holds part bytes [${a}, ${b})`);
+          assert.ok(openBytes < size / 2, `${f.file}: open read ${openBytes} of ${size} bytes`);
+        } else {
+          assert.ok(openBytes <= size, `${f.file}: open read ${openBytes} bytes of a ${size}-byte file`);
+        }
         const total = page.reads.filter((r) => r.file === f.file).reduce((n, r) => n + r.size, 0);
-        assert.ok(total > openBytes, `${f.file}: get() read part bytes afterwards`);
+        assert.ok(total > openBytes, `${f.file}: plotting read tensor bytes afterwards`);
       }
       const [basic, zstd, profiles] = page.files;
       assert.equal(basic.hist, 5); // a.bf16, b.f16, embed.weight, int8.q, tied.weight (not the bool mask)
       assert.equal(basic.heat, 2); // the two 2-D float32 matrices
       assert.equal(zstd.hist, 3);
       assert.equal(profiles.hist, 0);
-      assert.ok(zstd.rows.some((r) => /zstd/.test(r[6])), JSON.stringify(zstd.rows));
-      const ramp = page.summaries[1].objects.find((o) => o.name === 'ramp');
-      assert.equal(ramp.copied, true); // decoded from zstd
+      assert.ok(zstd.rows.some((r) => /zstd/.test(r[4])), JSON.stringify(zstd.rows));
+      assert.ok(zstd.parts.some((r) => /^zt\.zstd-seekable\/1 → \d+ B$/.test(r[6])), JSON.stringify(zstd.parts));
       await ztPage.waitForTimeout(200); // let the canvases paint
+      await ztPage.evaluate(() => document.querySelectorAll('details.parts').forEach((d) => (d.open = true)));
       mkdirSync(OUT, { recursive: true });
       await ztPage.screenshot({ path: fileURLToPath(new URL('web-demo-zt.png', OUT)), fullPage: true });
       assert.deepEqual(errs, []);

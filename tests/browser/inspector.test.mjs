@@ -9,6 +9,8 @@
 //   offset in the error panel, and the page keeps working); keyboard navigation; shareable state;
 // - a 50 GB sparse safetensors listed by URL (requests and bytes counted at the server) and by the
 //   file input (the reader's own count); 5000 tensors in the virtualised table (100k: scripts/bench_inspector.mjs);
+// - a .zt converted from safetensors (ztensor's and writeZt's): the same table, statistics and
+//   heatmaps, and its layout, parts and digests in the tensor panel;
 // - screenshots of each view in tests/out/inspector-*.png.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -179,6 +181,59 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
     const before = (await models()).length;
     await page.click('#models .chip:last-child .x');
     assert.equal((await models()).length, before - 1);
+    assert.deepEqual(problems, []);
+  });
+
+  it('a .zt converted from safetensors shows the same table, statistics, histogram and heatmap; its layout, parts and digests in the tensor panel', { timeout: 180000 }, async () => {
+    await fresh();
+    // ztensor's convert of sample.safetensors, and writeZt of every tensor of dtypes.safetensors.
+    const st = tensorlane.open(fixturePath('safetensors/dtypes.safetensors'));
+    const converted = tensorlane.writeZt(st.tensors.map((t) => [t.name, { dtype: t.dtype, shape: t.shape, data: st.tensor(t.name) }]));
+    const file = (f) => ({ name: f.split('/').pop(), mimeType: 'application/octet-stream', buffer: readFileSync(fixturePath(f)) });
+    await page.setInputFiles('#files', [file('sample.safetensors'), file('from-safetensors.zt'), file('safetensors/dtypes.safetensors'), { name: 'dtypes.zt', mimeType: 'application/octet-stream', buffer: Buffer.from(converted) }]);
+    await settled();
+    const ms = await models();
+    let compared = 0;
+    for (const [a, b] of [['sample.safetensors', 'from-safetensors.zt'], ['dtypes.safetensors', 'dtypes.zt']]) {
+      const [ma, mb] = [ms.find((m) => m.name === a), ms.find((m) => m.name === b)];
+      assert.equal(mb.format, 'zt', b);
+      const listing = (m) => m.tensors.map((t) => [t.name, t.dtype, t.shape, t.nbytes]).sort((x, y) => (x[0] < y[0] ? -1 : 1));
+      assert.deepEqual(listing(mb), listing(ma), `${b}: the table of ${a}`);
+      for (const t of ma.tensors) {
+        if (t.dtype.startsWith('complex')) continue;
+        const seen = {};
+        for (const name of [a, b]) {
+          await page.evaluate((n) => window.inspector.activate(n), name);
+          const r = await openTensor(t.name);
+          assert.equal(r.state, 'done', `${name} / ${t.name}`);
+          if (t.shape.length >= 2) await page.waitForFunction(() => /elements a pixel/.test(document.getElementById('hm-info').textContent), null, { timeout: 30000 });
+          seen[name] = await page.evaluate(() => ({
+            stats: Object.fromEntries([...document.querySelectorAll('#tensor [data-stat]')].map((e) => [e.dataset.stat, e.dataset.value])),
+            heat: document.getElementById('hm-info').textContent,
+            heatPixels: [...document.getElementById('heat').getContext('2d').getImageData(0, 0, document.getElementById('heat').width, document.getElementById('heat').height).data].join(','),
+            detail: document.getElementById('t-detail').hidden ? null : document.getElementById('t-detail').textContent,
+          }));
+        }
+        const [x, y] = [seen[a], seen[b]];
+        assert.deepEqual(y.stats, x.stats, `${b} / ${t.name}: statistics`);
+        if (t.shape.length >= 2) assert.deepEqual([y.heat, y.heatPixels], [x.heat, x.heatPixels], `${b} / ${t.name}: heatmap`);
+        assert.equal(x.detail, null, `${a}: no layout details`);
+        assert.match(y.detail, /^layout dense · data: \S+, \d+ B @\d+, xxh3:[0-9a-f]{16}$/, `${b} / ${t.name}: layout, part and digest`);
+        compared++;
+      }
+    }
+    assert.ok(compared >= 20, `${compared}`);
+    // A .zt with parts: the panel names the layout and its parts; no statistics of the whole.
+    await page.setInputFiles('#files', [fixturePath('profiles-csr-quant-mx.zt')]);
+    await settled();
+    await page.evaluate(() => window.inspector.activate('profiles-csr-quant-mx.zt'));
+    const csr = await openTensor('csr');
+    assert.equal(csr.state, 'error');
+    assert.match(await page.$eval('#t-progress-text', (e) => e.textContent), /stored as parts under zt\.sparse_csr\/1/);
+    assert.match(await page.$eval('#t-detail', (e) => e.textContent), /^layout zt\.sparse_csr\/1 · indices: u32, 12 B @\d+, xxh3:[0-9a-f]{16} · indptr: .* · values: f32/);
+    await page.evaluate(() => window.inspector.activate('dtypes.zt'));
+    await openTensor('f32');
+    await page.screenshot({ path: shot('zt'), fullPage: true });
     assert.deepEqual(problems, []);
   });
 
