@@ -321,9 +321,15 @@ impl Session {
     /// A [`ErrorKind::Companion`] error when `storage` reads from a source registered as missing.
     fn check_present(&self, cat: &Catalog, t: &TensorInfo, storage: &Storage) -> Result<(), FormatError> {
         for (k, _, _) in storage.stored_ranges() {
-            let why = cat.sources.get(k).and_then(|n| self.source(n)).and_then(|s| s.missing.as_ref());
+            let why = cat
+                .sources
+                .get(k)
+                .and_then(|n| self.source(n))
+                .and_then(|s| s.missing.as_ref());
             if let Some(why) = why {
-                return Err(FormatError::new(cat.format.name(), ErrorKind::Companion, why.clone()).tensor(t.name.clone()));
+                return Err(
+                    FormatError::new(cat.format.name(), ErrorKind::Companion, why.clone()).tensor(t.name.clone())
+                );
             }
         }
         Ok(())
@@ -403,7 +409,11 @@ impl Session {
                 Ok(Identified::Format(f)) => f,
                 Ok(Identified::Unrecognised(u)) => {
                     let e = formats::unrecognised_error(u);
-                    let mut fail = FormatError::new("formats", e.kind, format!("{}; pass {{format}} to force one", e.message));
+                    let mut fail = FormatError::new(
+                        "formats",
+                        e.kind,
+                        format!("{}; pass {{format}} to force one", e.message),
+                    );
                     // Raw data the .zt reader has something to say about (as the CLI asks it): it
                     // ends with the .zt magic (a damaged header), or is too short for any .zt.
                     let size = main.size();
@@ -522,11 +532,19 @@ impl Session {
         }
         let srcs: Vec<&Sparse> = cat.sources.iter().filter_map(|n| self.source(n)).collect();
         if srcs.len() != cat.sources.len() {
-            return Err(FormatError::new(format, ErrorKind::Companion, "a companion file is not loaded"));
+            return Err(FormatError::new(
+                format,
+                ErrorKind::Companion,
+                "a companion file is not loaded",
+            ));
         }
         for c in &cat.checks {
             if let Some(why) = srcs.get(c.source).and_then(|s| s.missing.as_ref()) {
-                return Err(FormatError::new(format, ErrorKind::Companion, format!("{}: {why}", c.what)));
+                return Err(FormatError::new(
+                    format,
+                    ErrorKind::Companion,
+                    format!("{}: {why}", c.what),
+                ));
             }
             formats::check_integrity(format, c, &srcs)?;
         }
@@ -1036,7 +1054,9 @@ mod tests {
             .into_iter()
             .map(|c| dir.join(c))
             .find(|p| p.is_file());
-        shard.filter(|_| name.ends_with(".zt")).unwrap_or_else(|| dir.join(source))
+        shard
+            .filter(|_| name.ends_with(".zt"))
+            .unwrap_or_else(|| dir.join(source))
     }
 
     #[test]

@@ -225,7 +225,9 @@ impl FormatSession {
     /// decoded, digest-checked bytes, or `null` (see `status()`).
     #[napi(js_name = "readPart")]
     pub fn read_part(&mut self, index: u32, part: String, max_tensor_bytes: Option<f64>) -> Option<Buffer> {
-        let step = self.inner.read_part(index as usize, &part, &read_limits(max_tensor_bytes));
+        let step = self
+            .inner
+            .read_part(index as usize, &part, &read_limits(max_tensor_bytes));
         self.status = step.status();
         match step {
             formats::Step::Done(b) => Some(Buffer::from(b)),
@@ -451,7 +453,10 @@ impl ModelFile {
             let root = m.source(0).ok_or_else(|| err("the model has no source"))?;
             let table = tensorlane_core::zt::reader::Reader::open(root)
                 .map_err(|e| format_err(&tensorlane_core::formats::zt::error(e)))?;
-            let names: Vec<String> = table.shard_table().map(|t| t.keys().cloned().collect()).unwrap_or_default();
+            let names: Vec<String> = table
+                .shard_table()
+                .map(|t| t.keys().cloned().collect())
+                .unwrap_or_default();
             let shards = names
                 .into_iter()
                 .enumerate()

@@ -1,7 +1,8 @@
 // `tensorlane serve` streams tensors over its WebSocket (/ws); Node decodes every binary message
 // with the package's `decode`: safetensors tensors match the fixtures manifest's sha256, dtype and
 // shape, GGUF blocks dequantized by the server match the package's own `dequantize`, a missing
-// tensor is an error message that names it, and /tensors/ over HTTP gives the same packets.
+// tensor is an error message that names it, and /tensors/ over HTTP gives the same packets; /models
+// lists .zt models (shards as sources) and their tensors stream like any model's.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -62,6 +63,28 @@ describe('tensorlane serve: tensors over WebSocket, decoded in Node', { skip: mi
     assert.deepEqual(c.end, { done: true, sent: 0, failed: 1 });
     assert.equal(c.items[0].meta.status, 404);
     assert.match(c.items[0].meta.error, /no\.such\.tensor/);
+  });
+
+  it('/models lists .zt models like any model (shards as sources); a .zt tensor streams as the JS reader reads it', async () => {
+    const { models } = await (await fetch(`${srv.base}/models`)).json();
+    let n = 0;
+    for (const e of manifest.files.filter((f) => f.format.startsWith('zt') && f.expect === 'read')) {
+      const m = models.find((x) => x.id === `fixtures/${e.file}`);
+      assert.ok(m, `${e.file} is listed`);
+      assert.equal(m.format, e.format, e.file);
+      assert.deepEqual(m.tensors.map((t) => t.name), e.tensors.map((t) => t.name), e.file);
+      const local = tensorlane.open(fileURLToPath(new URL(e.file, FIXTURES)));
+      assert.deepEqual(m.tensors.map((t) => [t.dtype, t.shape]), local.tensors.map((t) => [t.dtype, t.shape]), e.file);
+      n++;
+    }
+    assert.ok(n >= 8, `${n}`);
+    const sharded = models.find((x) => x.id === 'fixtures/sharded.zt');
+    assert.deepEqual(sharded.sources.map((s) => s.url), ['/files/fixtures/sharded.zt', '/files/fixtures/sharded-00001.zt', '/files/fixtures/sharded-data.zt']);
+    const ws = srv.base.replace('http://', 'ws://') + '/ws';
+    const [a] = await askOverWsFromNode(ws, [{ model: 'fixtures/sharded.zt', tensors: ['layer.weight', 'layer.raw_u16'] }]);
+    assert.deepEqual(a.end, { done: true, sent: 2, failed: 0 });
+    const local = tensorlane.open(fileURLToPath(new URL('sharded.zt', FIXTURES)));
+    for (const [i, name] of ['layer.weight', 'layer.raw_u16'].entries()) assert.deepEqual(bytesOf(tensorlane.decode(a.items[i].bytes)), (({ buffer, byteOffset, byteLength }) => new Uint8Array(buffer, byteOffset, byteLength))(local.tensor(name)), name);
   });
 
   it('answers a malformed request with an error, and keeps the socket', async () => {

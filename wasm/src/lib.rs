@@ -350,7 +350,9 @@ impl FormatSession {
     /// decoded, digest-checked bytes (copied out), or `undefined` (see `status()`).
     #[wasm_bindgen(js_name = readPart)]
     pub fn read_part(&mut self, index: u32, part: &str, max_tensor_bytes: Option<f64>) -> Option<Vec<u8>> {
-        let step = self.inner.read_part(index as usize, part, &read_limits(max_tensor_bytes));
+        let step = self
+            .inner
+            .read_part(index as usize, part, &read_limits(max_tensor_bytes));
         self.status = step.status();
         match step {
             formats::Step::Done(b) => Some(b),

@@ -35,13 +35,13 @@ use tensorlane_core::{DType, Tensor};
 
 use super::files::{self, Refusal, Stamp};
 use super::{Mount, Shared};
-use crate::model::{Model, ModelOptions, format_from_name};
+use crate::model::{Model, ModelOptions};
 
 /// The most files looked at below one served folder, and how deep.
 const MAX_FILES: usize = 100_000;
 const MAX_DEPTH: usize = 32;
 
-/// Every candidate model file (by name: `.safetensors`, `.gguf`, …) of a mount, as
+/// Every candidate model file (by name: `.safetensors`, `.gguf`, …, `.zt`, `.tenso`) of a mount, as
 /// `(id, canonical path)`, sorted by id. Symlinks are followed only to files inside the mount.
 fn candidates(m: &Mount) -> Vec<(String, PathBuf)> {
     let mut out = Vec::new();
@@ -71,7 +71,12 @@ fn candidates(m: &Mount) -> Vec<(String, PathBuf)> {
                 }
                 continue;
             }
-            if format_from_name(&p).is_none() {
+            // Every format Model opens by its name: the model formats, `.zt` and Tenso files.
+            let named = p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(tensorlane_core::detect::format_from_name);
+            if named.is_none() {
                 continue;
             }
             let Ok(canon) = p.canonicalize() else { continue };
