@@ -74,10 +74,13 @@ const numel = (shape) => shape.reduce((n, d) => n * Number(d), 1);
 
 /**
  * What a format says about how a tensor is stored beyond offset and size (a .zt object's layout,
- * its parts with their types, encodings, shards and digests), as one line; '' when nothing.
+ * its parts with their types, encodings, shards and digests; a Tenso packet's kind and flags), as
+ * one line; '' when nothing.
  */
 function storageDetail(t) {
-  const { layout, parts } = t.attributes ?? {};
+  const { layout, parts, kind, flags, packet } = t.attributes ?? {};
+  // A Tenso packet: its kind, flags and place in the file.
+  if (typeof kind === 'string' && Array.isArray(flags)) return `Tenso ${kind} packet #${packet} · flags ${flags.join(', ') || 'none'}`;
   if (typeof layout !== 'string' || !parts || typeof parts !== 'object') return '';
   const each = Object.entries(parts).map(([n, p]) => {
     const how = [p.type ?? p.dtype, `${p.length} B @${p.offset}`, p.encoding && `${p.encoding} → ${p.decoded_length} B`, p.shard !== undefined && `shard ${p.shard}`, p.digest].filter(Boolean);

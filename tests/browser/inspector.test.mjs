@@ -9,8 +9,8 @@
 //   offset in the error panel, and the page keeps working); keyboard navigation; shareable state;
 // - a 50 GB sparse safetensors listed by URL (requests and bytes counted at the server) and by the
 //   file input (the reader's own count); 5000 tensors in the virtualised table (100k: scripts/bench_inspector.mjs);
-// - a .zt converted from safetensors (ztensor's and writeZt's): the same table, statistics and
-//   heatmaps, and its layout, parts and digests in the tensor panel;
+// - a .zt and a Tenso file converted from safetensors (ztensor's, writeZt's, encode's): the same
+//   table, statistics and heatmaps, and the .zt layout, parts and digests in the tensor panel;
 // - screenshots of each view in tests/out/inspector-*.png.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -184,19 +184,22 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
     assert.deepEqual(problems, []);
   });
 
-  it('a .zt converted from safetensors shows the same table, statistics, histogram and heatmap; its layout, parts and digests in the tensor panel', { timeout: 180000 }, async () => {
+  it('a .zt or Tenso file converted from safetensors shows the same table, statistics, histogram and heatmap; its layout, parts and digests in the tensor panel', { timeout: 180000 }, async () => {
     await fresh();
     // ztensor's convert of sample.safetensors, and writeZt of every tensor of dtypes.safetensors.
     const st = tensorlane.open(fixturePath('safetensors/dtypes.safetensors'));
     const converted = tensorlane.writeZt(st.tensors.map((t) => [t.name, { dtype: t.dtype, shape: t.shape, data: st.tensor(t.name) }]));
+    // And sample.safetensors as one Tenso bundle with XXH3 footers.
+    const sample = tensorlane.open(fixturePath('sample.safetensors'));
+    const tenso = tensorlane.encode(Object.fromEntries(sample.tensors.map((t) => [t.name, { dtype: t.dtype, shape: t.shape, data: sample.tensor(t.name) }])), { integrity: true });
     const file = (f) => ({ name: f.split('/').pop(), mimeType: 'application/octet-stream', buffer: readFileSync(fixturePath(f)) });
-    await page.setInputFiles('#files', [file('sample.safetensors'), file('from-safetensors.zt'), file('safetensors/dtypes.safetensors'), { name: 'dtypes.zt', mimeType: 'application/octet-stream', buffer: Buffer.from(converted) }]);
+    await page.setInputFiles('#files', [file('sample.safetensors'), file('from-safetensors.zt'), file('safetensors/dtypes.safetensors'), { name: 'dtypes.zt', mimeType: 'application/octet-stream', buffer: Buffer.from(converted) }, { name: 'sample.tenso', mimeType: 'application/octet-stream', buffer: Buffer.from(tenso) }]);
     await settled();
     const ms = await models();
     let compared = 0;
-    for (const [a, b] of [['sample.safetensors', 'from-safetensors.zt'], ['dtypes.safetensors', 'dtypes.zt']]) {
+    for (const [a, b] of [['sample.safetensors', 'from-safetensors.zt'], ['dtypes.safetensors', 'dtypes.zt'], ['sample.safetensors', 'sample.tenso']]) {
       const [ma, mb] = [ms.find((m) => m.name === a), ms.find((m) => m.name === b)];
-      assert.equal(mb.format, 'zt', b);
+      assert.equal(mb.format, b.endsWith('.zt') ? 'zt' : 'tenso', b);
       const listing = (m) => m.tensors.map((t) => [t.name, t.dtype, t.shape, t.nbytes]).sort((x, y) => (x[0] < y[0] ? -1 : 1));
       assert.deepEqual(listing(mb), listing(ma), `${b}: the table of ${a}`);
       for (const t of ma.tensors) {
@@ -218,7 +221,8 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
         assert.deepEqual(y.stats, x.stats, `${b} / ${t.name}: statistics`);
         if (t.shape.length >= 2) assert.deepEqual([y.heat, y.heatPixels], [x.heat, x.heatPixels], `${b} / ${t.name}: heatmap`);
         assert.equal(x.detail, null, `${a}: no layout details`);
-        assert.match(y.detail, /^layout dense · data: \S+, \d+ B @\d+, xxh3:[0-9a-f]{16}$/, `${b} / ${t.name}: layout, part and digest`);
+        if (b.endsWith('.zt')) assert.match(y.detail, /^layout dense · data: \S+, \d+ B @\d+, xxh3:[0-9a-f]{16}$/, `${b} / ${t.name}: layout, part and digest`);
+        else assert.match(y.detail, /^Tenso dense packet #0 · flags ALIGNED, INTEGRITY$/, `${b} / ${t.name}: packet kind and flags`);
         compared++;
       }
     }

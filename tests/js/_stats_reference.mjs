@@ -74,7 +74,7 @@ export const plainStats = (s) => ({ ...s, histogram: { edges: [...s.histogram.ed
 
 const FOREIGN = new Set(['safetensors', 'safetensors-index', 'gguf', 'pt', 'npy', 'npz', 'onnx', 'hdf5']);
 
-/** The manifest's readable foreign model-format entries (`.zt` ones: tests/js/zt_same_as_safetensors.test.mjs). */
+/** The manifest's readable foreign model-format entries (`.zt` and Tenso ones: tests/js/converted_same_as_safetensors.test.mjs). */
 export function modelEntries() {
   const manifest = JSON.parse(readFileSync(new URL('manifest.json', FIXTURES), 'utf8'));
   return manifest.files.filter((e) => e.expect === 'read' && FOREIGN.has(e.format));
