@@ -449,37 +449,86 @@ pub fn bindings_packets(data: &[u8]) {
     }
 }
 
-/// The `.zt` entry points `ztOpenRaw`/`ztVerifyRaw`/`ztDecodeRaw`/`ztWriteRaw`: the input as a
-/// whole image (opened from pieces as JS reads them: head, tail and the rest, and deep-verified);
-/// as a part to decode (the first 4 bytes give the decoded length, up to [`MAX_READ`]); and, when
-/// it starts with `{`, as a write plan whose output must open.
+/// `.zt` files as JS opens them since they go through the one `open()`: the input through the
+/// byte-range session with the format forced to `.zt` (open, every tensor and every part read,
+/// verify; shards registered as missing), and, when it starts with `{`, as a `writeZt` plan whose
+/// output must open, read and verify through the same session.
 pub fn bindings_zt(data: &[u8]) {
-    use tensorlane_bindings::zt;
-    let size = data.len() as u64;
-    let _ = zt::open_pieces(size, vec![(0, data)]);
-    let head = data.len().min(64);
-    let tail = data.len().saturating_sub(4096).max(head);
-    let _ = zt::open_pieces(size, vec![(0, &data[..head]), (tail as u64, &data[tail..])]);
-    let starts = [0.0, tail as f64];
-    let lens = [head as f64, (data.len() - tail) as f64];
-    let mut joined = data[..head].to_vec();
-    joined.extend_from_slice(&data[tail..]);
-    let _ = zt::open_joined(size, &starts, &lens, &joined);
-    let _ = zt::verify_image(data);
-    if data.len() >= 4 {
-        let want = u64::from(u32::from_le_bytes(data[..4].try_into().expect("4 bytes")));
-        if want <= MAX_READ
-            && let Ok(b) = zt::decode_part(&data[4..], "zt.zstd-seekable/1", want)
-        {
-            assert_eq!(b.len() as u64, want);
-        }
-    }
+    let _ = zt_session(data);
     if data.first() == Some(&b'{')
         && let Some((plan, bufs)) = plan_and_buffers(data)
-        && let Ok(file) = zt::write_plan(plan, &bufs)
+        && let Ok(file) = tensorlane_bindings::write::write_plan(plan, &bufs)
     {
-        zt::verify_image(&file).expect("a written .zt verifies");
+        zt_session(&file).expect("a written .zt opens, reads and verifies through the session");
     }
+}
+
+/// Runs one session step to its end, answering its needs from `file` (a companion it asks for is
+/// registered as missing); `None` when it asked for more than [`MAX_READ`] or for bytes of another
+/// file, or did not finish in 64 rounds.
+fn settle<T>(
+    s: &mut tensorlane_bindings::formats::Session,
+    file: &[u8],
+    transient: bool,
+    mut step: impl FnMut(&mut tensorlane_bindings::formats::Session) -> tensorlane_bindings::formats::Step<T>,
+) -> Option<Result<T, formats::FormatError>> {
+    use tensorlane_bindings::formats::Step;
+    for _ in 0..64 {
+        match step(s) {
+            Step::Done(v) => return Some(Ok(v)),
+            Step::Failed(e) => return Some(Err(e)),
+            Step::Need {
+                source,
+                offset,
+                len,
+                register,
+                ..
+            } => {
+                if register {
+                    s.add_missing(&source, "not in the fuzz input");
+                    continue;
+                }
+                let end = offset
+                    .checked_add(len)
+                    .filter(|&e| source.is_empty() && len <= MAX_READ && e <= file.len() as u64)?;
+                s.add_piece(&source, offset, file[offset as usize..end as usize].to_vec(), transient)
+                    .ok()?;
+            }
+        }
+    }
+    None
+}
+
+/// [`bindings_zt`]'s session over one file: the first step that fails, else `Ok`.
+fn zt_session(file: &[u8]) -> Result<(), formats::FormatError> {
+    use tensorlane_bindings::formats::Session;
+    let Ok(mut s) = Session::new(file.len() as u64, "fuzz.zt", "zt") else {
+        return Ok(());
+    };
+    match settle(&mut s, file, false, |s| s.open()) {
+        None => return Ok(()),
+        Some(r) => r.map(|_| ())?,
+    }
+    // The catalog the session opened, to name the parts.
+    let cat = formats::open_as(Format::Zt, file)?;
+    let limits = formats::ReadLimits {
+        max_tensor_bytes: MAX_READ,
+    };
+    for (i, t) in cat.tensors.iter().enumerate() {
+        if let formats::Storage::Parts(p) = &t.storage {
+            for part in &p.parts {
+                if let Some(r) = settle(&mut s, file, true, |s| s.read_part(i, &part.name, &limits)) {
+                    r?;
+                }
+            }
+        } else if let Some(r) = settle(&mut s, file, true, |s| s.read_limited(i, &limits)) {
+            r?;
+        }
+    }
+    if let Some(r) = settle(&mut s, file, true, |s| s.verify()) {
+        r?;
+    }
+    Ok(())
 }
 
 /// The model-format session JS drives (`FormatSession`: open, then read each tensor), answering
@@ -487,7 +536,7 @@ pub fn bindings_zt(data: &[u8]) {
 /// forces a format (0: detect; see `format_from_name`); steps are bounded.
 pub fn bindings_formats(data: &[u8]) {
     use tensorlane_bindings::formats::{Session, Step};
-    const NAMES: [&str; 11] = [
+    const NAMES: [&str; 14] = [
         "",
         "safetensors",
         "safetensors-index",
@@ -499,6 +548,9 @@ pub fn bindings_formats(data: &[u8]) {
         "onnx",
         "hdf5",
         "zt",
+        "zt-v1",
+        "zt-v0",
+        "tenso",
     ];
     let Some((&first, file)) = data.split_first() else {
         return;
@@ -532,12 +584,13 @@ pub fn bindings_formats(data: &[u8]) {
                 offset,
                 len,
                 register,
+                ..
             } => {
                 if !answer(&mut s, &source, offset, len, register, false) {
                     return;
                 }
             }
-            Step::Delegate(_) | Step::Failed(_) => return,
+            Step::Failed(_) => return,
         }
     }
     if !opened {
@@ -551,12 +604,13 @@ pub fn bindings_formats(data: &[u8]) {
                     offset,
                     len,
                     register,
+                    ..
                 } => {
                     if len > MAX_READ || !answer(&mut s, &source, offset, len, register, true) {
                         break;
                     }
                 }
-                Step::Done(_) | Step::Failed(_) | Step::Delegate(_) => break,
+                Step::Done(_) | Step::Failed(_) => break,
             }
         }
     }
