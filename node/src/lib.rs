@@ -418,7 +418,7 @@ impl ModelFile {
 
     /// Tensor `index`'s C-order little-endian bytes: decoded (inflated, gathered, byte-swapped)
     /// straight from the map and moved into the Buffer. Zero-copy tensors are better viewed on a
-    /// mapping of their source (`ztMmap`); asked for here, their bytes are copied. A tensor
+    /// mapping of their source (`mapFile`); asked for here, their bytes are copied. A tensor
     /// over `max_tensor_bytes` (default 4 GiB) is refused (kind `limit`) before allocating.
     #[napi]
     pub fn read(&mut self, index: u32, max_tensor_bytes: Option<f64>) -> Result<Buffer> {
