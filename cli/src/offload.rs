@@ -6,18 +6,17 @@
 //! tensorlane offload run  …   (needs a device executor: --features wgpu/cuda)
 //! ```
 //!
-//! `MODEL` is a preset (`llama-7b`, `llama-13b`, `tiny`) or a `.zt` file (`run`: the `tiny`
-//! preset only). Sizes print in IEC units. Exit codes follow the tool's rule
-//! ([`crate::error::EXIT_CODES`]): 1 for bad usage (an unknown preset, profile or budget, a model
-//! file that is not `.zt`), a budget the policy cannot fit, I/O, or a plan with hazard findings;
-//! 2 for an invalid `.zt` file or profile.
+//! `MODEL` is a preset (`llama-7b`, `llama-13b`, `tiny`) or any file `inspect` reads (its tensors
+//! through the one [`tensorlane::model::Model`]; `run`: the `tiny` preset only). Sizes print in
+//! IEC units. Exit codes follow the tool's rule ([`crate::error::EXIT_CODES`]): 1 for bad usage
+//! (an unknown preset, profile or budget, a file in no format read here), a budget the policy
+//! cannot fit, I/O, or a plan with hazard findings; 2 for an invalid model file or profile.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use tensorlane::core::detect::{Format, Identified};
 
 use crate::output::{human_bytes, outln};
 
@@ -40,8 +39,8 @@ pub enum OffloadCommand {
 /// Arguments shared by the `offload` subcommands.
 #[derive(Args, Debug)]
 pub struct OffloadArgs {
-    /// A preset (`llama-7b`, `llama-13b`, `tiny`) or a `.zt` file (convert other formats first);
-    /// `run` takes the `tiny` preset only.
+    /// A preset (`llama-7b`, `llama-13b`, `tiny`) or a model file in any format `inspect` reads
+    /// (safetensors, GGUF, .zt, ...); `run` takes the `tiny` preset only.
     pub model: String,
     /// VRAM budget for weights: a number with an optional unit, IEC (`4GiB`, `512MiB`, `4G`) or
     /// SI (`4GB`, `500MB`), or a plain byte count.
@@ -96,7 +95,7 @@ pub fn run(cmd: OffloadCommand) -> ExitCode {
 
 /// Why an `offload` command failed.
 enum OffloadError {
-    /// Bad usage: an unknown preset, profile or budget form, a model file that is not `.zt`.
+    /// Bad usage: an unknown preset, profile or budget form, a file in no format read here.
     Usage(String),
     /// What the offload crate reported.
     Lib(Error),
@@ -149,32 +148,21 @@ fn load_model(name: &str, phase: Phase) -> Result<Workload, OffloadError> {
     let p = Path::new(name);
     if p.is_dir() {
         return Err(OffloadError::Usage(format!(
-            "{name} is a directory; give a .zt file (or a preset: {PRESETS})"
+            "{name} is a directory; give a model file (or a preset: {PRESETS})"
         )));
     }
     if p.exists() {
-        return match identify(p) {
-            Some(Identified::Format(Format::Zt)) | None => Ok(Workload::from_zt(p, phase)?),
-            Some(Identified::Format(f)) => Err(OffloadError::Usage(format!(
-                "{name} is a {} file; offload plans read .zt files: convert it first (tensorlane convert {name} {}), \
-                 then plan the .zt",
-                f.name(),
-                p.with_extension("zt").display()
-            ))),
-            Some(Identified::Unrecognised(u)) => Err(OffloadError::Usage(format!("{name}: {}", u.message()))),
+        // Any file the tool reads, through the one Model (read with pread, not mapped: a file
+        // truncated meanwhile is an error, not SIGBUS).
+        return match crate::limits::open_model(p) {
+            Ok((model, _)) => Ok(Workload::from_model(&model, phase)),
+            Err(e) if e.exit_code() == 2 => Err(OffloadError::Lib(Error::Input(format!("{name}: {e}")))),
+            Err(e) => Err(OffloadError::Usage(format!("{name}: {e}"))),
         };
     }
     Err(OffloadError::Usage(format!(
         "{name}: not a preset ({PRESETS}) and no such file"
     )))
-}
-
-/// What the file at `p` is, by the tool's shared rule (`None` when it cannot be read: the
-/// `.zt` reader then says why). Read with `pread`, not mapped: a file truncated meanwhile is an
-/// error, not SIGBUS.
-fn identify(p: &Path) -> Option<Identified> {
-    let src = tensorlane::source::FileSource::open(p).ok()?;
-    tensorlane::model::identify(p, &src).ok()
 }
 
 fn gb(b: u64) -> String {

@@ -5,8 +5,8 @@
 //! hazard checker judge it, and the executors run it on the CPU, wgpu or CUDA.
 //!
 //! * [`workload`] — what a forward needs: ordered ops, the tensors each reads, their cost
-//!   ([`Workload`]); Llama-style presets ([`LlamaShape`]) and `.zt` files
-//!   ([`Workload::from_zt`]).
+//!   ([`Workload`]); Llama-style presets ([`LlamaShape`]) and any model file
+//!   ([`Workload::from_model`]).
 //! * [`profile`] — device profiles ([`DeviceProfile`]); `h100` and `pcie4` are checked in.
 //! * [`plan`] — the static plan IR ([`Plan`]): resident parts, a FIFO ring of slots, copies,
 //!   events and per-stream programs; the policies that produce plans ([`Policy`]).

@@ -1,9 +1,8 @@
 //! The workload: what a model asks of the device — ordered ops, the weight tensors each reads,
-//! and what each op costs. Built from Llama-style layer shapes ([`LlamaShape`]) or from a `.zt`
-//! file's tensor list ([`Workload::from_zt`]).
+//! and what each op costs. Built from Llama-style layer shapes ([`LlamaShape`]) or from any model
+//! file's tensor list ([`Workload::from_model`]).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -196,36 +195,35 @@ impl Workload {
         Some(shape.build(name, phase))
     }
 
-    /// A model from a `.zt` file's tensor list: tensors named `…layers.N.…` (also `h.N`,
+    /// A model from a file's tensor list: tensors named `…layers.N.…` (also `h.N`,
     /// `blocks.N`, `layer.N`) form layer `N`; names containing `embed` or `wte` are gathered;
     /// every dense tensor is one op (2-D tensors cost a GEMM over `tokens`, others their bytes).
     /// Ops run in the order: pre-layer tensors, layers by number (q, k, v, o, gate, up, down, then
     /// the rest by name), post-layer tensors (norms before heads).
-    pub fn from_zt(path: &Path, phase: Phase) -> Result<Workload, Error> {
-        use tensorlane::core::zt::reader::Reader;
-        // pread, not a map: only the manifest is read here, and a file rewritten meanwhile must
-        // be an error, not SIGBUS (issue 15).
-        let src =
-            tensorlane::source::FileSource::open(path).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
-        let reader = Reader::open(src).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-        let mut list = Vec::new();
-        for name in reader.objects() {
-            let obj = reader.object(name).map_err(|e| Error::Input(e.to_string()))?;
-            let bytes: u64 = obj
-                .parts
-                .values()
-                .map(|p| p.decoded_size())
-                .fold(0u64, |a, b| a.saturating_add(b));
-            list.push((name.to_string(), obj.shape.clone(), bytes));
-        }
-        let name = path
+    ///
+    /// The tensors are those of any file [`tensorlane::model::Model`] opens (every model
+    /// format, `.zt` v2 with its shards, legacy `.zt`, Tenso packets): names and shapes from its
+    /// catalog, bytes as stored ([`tensorlane::core::formats::Storage::stored_len`]: what crosses
+    /// the link when the tensor is streamed; the element bytes where the format does not say).
+    pub fn from_model(model: &tensorlane::model::Model, phase: Phase) -> Workload {
+        let list: Vec<(String, Vec<u64>, u64)> = model
+            .catalog()
+            .tensors
+            .iter()
+            .map(|t| {
+                let bytes = t.storage.stored_len().or_else(|| t.nbytes()).unwrap_or(0);
+                (t.name.clone(), t.shape.clone(), bytes)
+            })
+            .collect();
+        let name = model
+            .path()
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        Ok(Workload::from_tensor_list(&name, &list, phase))
+        Workload::from_tensor_list(&name, &list, phase)
     }
 
-    /// A model from `(name, shape, bytes)` triples (the engine of [`Workload::from_zt`]).
+    /// A model from `(name, shape, bytes)` triples (the engine of [`Workload::from_model`]).
     pub fn from_tensor_list(name: &str, list: &[(String, Vec<u64>, u64)], phase: Phase) -> Workload {
         let tokens = phase.tokens();
         let mut pre = Vec::new();

@@ -234,7 +234,7 @@ fn zt_file_becomes_a_model() {
         w.add(n, DType::F32, shape, &vec![0u8; elems as usize * 4]).unwrap();
     }
     w.finish().unwrap();
-    let model = Workload::from_zt(&path, Phase::DECODE).unwrap();
+    let model = Workload::from_model(&tensorlane::model::Model::open(&path).unwrap(), Phase::DECODE);
     std::fs::remove_dir_all(&dir).ok();
     let order: Vec<&str> = model.ops.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(
@@ -253,7 +253,7 @@ fn zt_file_becomes_a_model() {
     assert_eq!(model.weight_bytes(), (256 + 512 + 256 + 256 + 16 + 1024) * 4);
     let plan = compile(&model, &DeviceProfile::h100(), 4096).unwrap();
     assert!(check(&plan).is_empty());
-    assert!(Workload::from_zt(std::path::Path::new("/nonexistent.zt"), Phase::DECODE).is_err());
+    assert!(tensorlane::model::Model::open(std::path::Path::new("/nonexistent.zt")).is_err());
 }
 
 // ---- Negative tests: the checker catches broken plans. ----

@@ -24,8 +24,8 @@
 //! source lives (weights written before the run, not a checkpoint still being written or a file
 //! in a shared folder that others rewrite); for files that may change, use [`Tier::Disk`] or
 //! [`Tier::Ram`] (both read with `read`/`pread`: a truncated file is an `Io` or `Range` error).
-//! `offload run` itself never maps: it reads only a `.zt` file's manifest, with `pread`
-//! ([`crate::Workload::from_zt`]).
+//! `offload run` itself never maps: it reads only a model file's catalog, with `pread`
+//! ([`crate::Workload::from_model`]).
 
 use std::fs::File;
 use std::io;
