@@ -292,3 +292,44 @@ fn objects_stats_cannot_read_are_left_out_or_refused_when_named() {
     assert_eq!(out.status.code(), Some(1), "a valid object stats cannot read");
     assert!(String::from_utf8_lossy(&out.stderr).contains("\"csr\""));
 }
+
+/// Issue 21: a `.zt` converted from a safetensors file is the same model through the one path:
+/// `stats --json` and `inspect --json --hash` give the same tensors, dtypes, shapes, bytes and
+/// statistics on both (the `.zt` lists its objects in name order, so both are compared by name).
+#[test]
+fn a_zt_converted_from_safetensors_reads_like_the_safetensors_file() {
+    let d = scratch("same-model");
+    for st in [
+        common::data("fixtures").join("sample.safetensors"),
+        common::data("fixtures").join("safetensors/dtypes.safetensors"),
+    ] {
+        let zt = d.join("same.zt");
+        let out = run(&["convert", st.to_str().unwrap(), zt.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let by_name = |v: Value| {
+            let mut rows = v.as_array().unwrap().clone();
+            rows.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+            rows
+        };
+        let stats = |f: &Path| by_name(json_of(&run(&["stats", f.to_str().unwrap(), "--json", "--bins", "16"])));
+        let (a, b) = (stats(&st), stats(&zt));
+        assert!(!a.is_empty(), "{}", st.display());
+        assert_eq!(a, b, "{}: stats", st.display());
+        let inspect = |f: &Path| {
+            let r = json_of(&run(&["inspect", "--json", "--hash", f.to_str().unwrap()]));
+            by_name(r["tensors"].clone())
+                .into_iter()
+                .map(|t| json!([t["name"], t["kind"], t["dtype"], t["shape"], t["nbytes"], t["sha256"]]))
+                .collect::<Vec<_>>()
+        };
+        let (a, b) = (inspect(&st), inspect(&zt));
+        assert!(
+            a.iter().all(|t| t[5].is_string()),
+            "{}: every tensor hashed",
+            st.display()
+        );
+        assert_eq!(a, b, "{}: inspect", st.display());
+        std::fs::remove_file(&zt).unwrap();
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
