@@ -272,63 +272,75 @@ export function makeFormats(backend, io = {}) {
     }
 
     /**
-     * Resolves companion `name` to a source: `options.companions` (a URL there is fetched), else
-     * next to a path, else (a file opened by URL) the URL of `name` relative to it. A `.zt` shard
-     * (`candidates`: the file names it may have) is looked for under each name in turn, and one
-     * found nowhere is registered as missing (its tensors fail when read) instead of failing open.
+     * Registers companion `name` with the session: found by `find` under its own name, or, for a
+     * `.zt` shard (`candidates`: the file names it may have), under each of those in turn. A
+     * shard found nowhere is registered as missing (its tensors fail when read), not an error.
      */
     *companion(name, candidates = []) {
-      if (candidates.length > 0) {
+      let src;
+      if (candidates.length === 0) src = yield* this.find(name);
+      else {
         const why = [];
         for (const file of candidates) {
-          const r = yield () => settle(() => run(this.companion(file)));
+          const r = yield () => settle(() => run(this.find(file)));
           if (r.ok) {
-            this.sources.delete(file);
-            this.held.delete(file);
-            this.sources.set(name, r.value);
-            this.held.set(name, []);
-            this.session.addSource(name, r.value.size);
-            return r.value;
+            src = r.value;
+            break;
           }
-          // The reason a candidate was not there, where it says more than "not given".
+          // Why a candidate was not there, where it says more than "not given".
           if (!/pass it as \{companions/.test(r.error.message)) why.push(r.error.message.replace(/^.*?needs its companion file /, '').replace(/ \[companion\]$/, ''));
         }
-        const where = this.main.path ? `next to ${this.main.path}` : this.main.remote ? `next to ${this.main.remote.url}` : 'among {companions}';
-        const message = `shard ${JSON.stringify(name)} of ${this.main.name || 'the file'} was not found ${where} (looked for ${candidates.join(', ')}${why.length ? `: ${why.join('; ')}` : ''}); its tensors cannot be read: pass the shard file as {companions: {${JSON.stringify(candidates[0])}: Blob | bytes | URL}}`;
-        const missing = jsError(this.format ?? 'zt', 'companion', message);
-        this.sources.set(name, { name, size: 0, lazy: this.main.lazy, missing: message, read: () => (this.main.lazy ? Promise.reject(missing) : (() => { throw missing; })()) });
-        this.held.set(name, []);
-        this.session.addMissing(name, message);
-        return this.sources.get(name);
-      }
-      const given = this.options.companions;
-      const base = name.split('/').pop();
-      const input = given?.[name] ?? given?.[base];
-      let src;
-      let why = 'pass it as {companions: {name: Blob | bytes | URL}}';
-      if (input !== undefined && isRemote(input, io)) {
-        const r = yield () => settle(() => RemoteFile.open(input, this.options));
-        if (!r.ok) throw jsError(this.format ?? 'formats', 'companion', `the model needs its companion file '${name}': ${r.error.message}`);
-        src = remoteSource(r.value);
-      } else if (input !== undefined) src = toSource(input, io, base, this.options);
-      if (!src && this.main.remote) {
-        const r = yield () => settle(() => this.main.remote.sibling(name));
-        if (!r.ok) throw jsError(this.format ?? 'formats', 'companion', `the model needs its companion file '${name}': ${r.error.message}`);
-        src = remoteSource(r.value);
-      }
-      if (!src && this.main.path && io.companionPath) {
-        const p = io.companionPath(this.main.path, name);
-        try {
-          src = io.pathSource(p, this.options);
-        } catch (e) {
-          why = `cannot open ${p}: ${e.code ?? e.message}`;
+        if (!src) {
+          const where = this.main.path ? `next to ${this.main.path}` : this.main.remote ? `next to ${this.main.remote.url}` : 'among {companions}';
+          const message = `shard ${JSON.stringify(name)} of ${this.main.name || 'the file'} was not found ${where} (looked for ${candidates.join(', ')}${why.length ? `: ${why.join('; ')}` : ''}); its tensors cannot be read: pass the shard file as {companions: {${JSON.stringify(candidates[0])}: Blob | bytes | URL}}`;
+          const err = jsError(this.format ?? 'zt', 'companion', message);
+          const lazy = this.main.lazy;
+          const read = () => {
+            if (lazy) return Promise.reject(err);
+            throw err;
+          };
+          this.sources.set(name, { name, size: 0, lazy, missing: message, read });
+          this.held.set(name, []);
+          this.session.addMissing(name, message);
+          return this.sources.get(name);
         }
       }
-      if (!src) throw jsError(this.format ?? 'formats', 'companion', `the model needs its companion file '${name}': ${why}`);
       this.sources.set(name, src);
       this.held.set(name, []);
       this.session.addSource(name, src.size);
       return src;
+    }
+
+    /**
+     * The source of companion file `name`: `options.companions` (a URL there is fetched), else
+     * next to a path, else (a file opened by URL) the URL of `name` relative to it.
+     */
+    *find(name) {
+      const given = this.options.companions;
+      const base = name.split('/').pop();
+      const input = given?.[name] ?? given?.[base];
+      let why = 'pass it as {companions: {name: Blob | bytes | URL}}';
+      const fail = (reason) => jsError(this.format ?? 'formats', 'companion', `the model needs its companion file '${name}': ${reason}`);
+      if (input !== undefined && isRemote(input, io)) {
+        const r = yield () => settle(() => RemoteFile.open(input, this.options));
+        if (!r.ok) throw fail(r.error.message);
+        return remoteSource(r.value);
+      }
+      if (input !== undefined) return toSource(input, io, base, this.options);
+      if (this.main.remote) {
+        const r = yield () => settle(() => this.main.remote.sibling(name));
+        if (!r.ok) throw fail(r.error.message);
+        return remoteSource(r.value);
+      }
+      if (this.main.path && io.companionPath) {
+        const p = io.companionPath(this.main.path, name);
+        try {
+          return io.pathSource(p, this.options);
+        } catch (e) {
+          why = `cannot open ${p}: ${e.code ?? e.message}`;
+        }
+      }
+      throw fail(why);
     }
 
     /** Yields the read of [start, end) of `name` and adds it to the session. */
