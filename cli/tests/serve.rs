@@ -407,7 +407,7 @@ fn fixtures_manifest() -> Value {
     serde_json::from_slice(&std::fs::read(common::data("fixtures").join("manifest.json")).unwrap()).unwrap()
 }
 
-/// The manifest's formats that `/models` lists (model formats; `.zt` is not a model).
+/// The manifest's foreign model formats (`.zt` files: `zt_models_list_their_tensors_and_parts`).
 const MODEL_FORMATS: [&str; 8] = [
     "safetensors",
     "safetensors-index",
@@ -759,4 +759,63 @@ fn truncated_mid_download_server_survives() {
     );
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `.zt` files are models too: `/models` lists every `.zt` of the fixtures; a dense tensor's packet
+/// is its local read; a tensor stored as parts (`zt.sparse_csr/1`, ...) lists each part's byte
+/// range, which holds the part's stored bytes, and its packet is refused with 422, saying why.
+#[test]
+fn zt_models_list_their_tensors_and_parts() {
+    let fixtures = common::data("fixtures");
+    let s = Served::start(&[fixtures.to_str().unwrap()], &[]);
+    let v: Value = serde_json::from_slice(&curl(&[], &s.url("/models")).body).unwrap();
+    let mut client = Client::connect(s.addr);
+    let (mut files, mut packets, mut parts) = (0, 0, 0);
+    for m in v["models"].as_array().unwrap() {
+        if m["format"] != "zt" {
+            continue;
+        }
+        let rel = m["id"].as_str().unwrap().strip_prefix("fixtures/").unwrap();
+        let local = Model::open(fixtures.join(rel)).unwrap();
+        for t in m["tensors"].as_array().unwrap() {
+            let name = t["name"].as_str().unwrap();
+            let info = local.catalog().get(name).unwrap_or_else(|| panic!("{rel}: {name}"));
+            let packet = t["packet"].as_str().unwrap();
+            if let Some(listed) = t["parts"].as_array() {
+                let (st, _, msg) = client.get(packet, "").unwrap();
+                assert_eq!(st, 422, "{rel}: {name}: a parts tensor is no one packet");
+                assert!(String::from_utf8_lossy(&msg).contains("parts"), "{rel}: {name}");
+                for p in listed {
+                    let r = &p["byte_range"];
+                    let (a, b) = (r[0].as_u64().unwrap(), r[1].as_u64().unwrap());
+                    let (st, _, body) = client
+                        .get(p["url"].as_str().unwrap(), &format!("Range: bytes={a}-{}\r\n", b - 1))
+                        .unwrap();
+                    assert_eq!(st, 206, "{rel}: {name}");
+                    if p["storage"] == "range" {
+                        let want = local.read_part(info, p["name"].as_str().unwrap()).unwrap();
+                        assert_eq!(body, want.as_ref(), "{rel}: {name}: part {}", p["name"]);
+                    }
+                    parts += 1;
+                }
+                continue;
+            }
+            let (status, _, body) = client.get(packet, "").unwrap();
+            if status == 422 {
+                continue; // ggml blocks without ?dequantize, float8: as for every format
+            }
+            assert_eq!(status, 200, "{rel}: {name}: {}", String::from_utf8_lossy(&body));
+            let Packet::Dense(d) = wire::decode(&body).unwrap() else {
+                panic!("{rel}: {name}: not dense")
+            };
+            assert_eq!(d.data(), &local.read(info).unwrap()[..], "{rel}: {name}");
+            packets += 1;
+        }
+        files += 1;
+    }
+    eprintln!("/models: {files} .zt files, {packets} packets, {parts} parts checked");
+    assert!(
+        files >= 5 && packets >= 10 && parts >= 3,
+        "{files} files, {packets} packets, {parts} parts"
+    );
 }

@@ -179,8 +179,36 @@ impl Shared {
     }
 }
 
-/// One tensor's entry in `/models`.
+/// One tensor's entry in `/models`; a tensor stored as parts (a `.zt` sparse object, a Tenso
+/// sparse packet) lists each part's URL and byte range under `parts`.
 fn tensor_json(t: &TensorInfo, source_urls: &[Option<String>], packet_url: String) -> Value {
+    let mut v = stored_json(t, source_urls, packet_url.clone());
+    if let Storage::Parts(p) = &t.storage {
+        v["layout"] = json!(p.layout);
+        v["parts"] = p
+            .parts
+            .iter()
+            .map(|part| {
+                let one = TensorInfo {
+                    name: part.name.clone(),
+                    storage: part.storage.clone(),
+                    ..t.clone()
+                };
+                let mut j = stored_json(&one, source_urls, packet_url.clone());
+                j["dtype"] = json!(part.type_name);
+                j["nbytes"] = json!(part.len);
+                for k in ["shape", "zero_copy", "packet"] {
+                    j.as_object_mut().map(|o| o.remove(k));
+                }
+                j
+            })
+            .collect();
+    }
+    v
+}
+
+/// The storage fields of a tensor's `/models` entry.
+fn stored_json(t: &TensorInfo, source_urls: &[Option<String>], packet_url: String) -> Value {
     let (source, range, stored) = match &t.storage {
         Storage::Range { source, offset, len } => (Some(*source), Some([*offset, offset + len]), "range"),
         Storage::Deflate {
@@ -286,6 +314,15 @@ fn packet(model: &Model, id: &str, name: &str, opts: PacketOptions) -> Result<Ve
     };
     let fail = |e: crate::Error| (StatusCode::INTERNAL_SERVER_ERROR, format!("{id}: {name}: {e}"));
     let refuse = |m: String| (StatusCode::UNPROCESSABLE_ENTITY, format!("{id}: {name}: {m}"));
+    if let Storage::Parts(p) = &t.storage {
+        let names: Vec<&str> = p.parts.iter().map(|x| x.name.as_str()).collect();
+        return Err(refuse(format!(
+            "it is stored in layout {} as the parts {}, which no one Tenso dense packet carries: read the parts from \
+             the file URL with Range requests (their offsets are in /models)",
+            p.layout,
+            names.join(", ")
+        )));
+    }
     let shape = t.shape.clone();
     let tensor: Tensor<'_> = match (t.ty, opts.dequantize) {
         (ElementType::Ggml(_), Some(to)) => {
