@@ -24,6 +24,7 @@
 //! gives the object, part and byte offset), or not canonical (`verify --canonical`).
 #![deny(missing_docs)]
 
+mod convert;
 mod error;
 mod identify;
 mod inspect;
@@ -209,9 +210,9 @@ fn main() -> ExitCode {
             skip_unsupported,
             align,
         } => {
-            let opts = model_tools::ConvertOptions {
+            let opts = convert::ConvertOptions {
                 dequantize,
-                quantized: model_tools::Quantized::parse(&quantized).unwrap_or_default(),
+                quantized: convert::Quantized::parse(&quantized).unwrap_or_default(),
                 skip_unsupported,
                 align,
             };
@@ -268,8 +269,8 @@ fn parse_align(s: &str) -> Result<u64, String> {
     }
 }
 
-fn run_convert(input: &Path, output: &Path, to: Option<&str>, opts: &model_tools::ConvertOptions) -> ExitCode {
-    match model_tools::convert(input, output, to, opts) {
+fn run_convert(input: &Path, output: &Path, to: Option<&str>, opts: &convert::ConvertOptions) -> ExitCode {
+    match convert::convert(input, output, to, opts) {
         Ok(c) => {
             for w in &c.warnings {
                 eprintln!("warning: {}: {w}", input.display());

@@ -399,8 +399,8 @@ mod tests {
     //! is opened for `pread`, as the commands open it, then cut, then read.
 
     use super::*;
+    use crate::convert::{ConvertOptions, Target, convert_model};
     use crate::identify::{note_if_changed, open_source};
-    use crate::model_tools::{ConvertOptions, Target, convert_model};
     use std::borrow::Cow;
     use std::path::PathBuf;
     use tensorlane::zt_write::ZtFile;
