@@ -17,7 +17,6 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-
 use crate::output::{human_bytes, outln};
 
 use tensorlane_offload::{
