@@ -12,6 +12,11 @@ use tensorlane_core::formats::{ElementType, TensorInfo};
 
 use crate::{Error, Result};
 
+/// Weight rows per tile of a product with several inputs (a prompt).
+const TILE_ROWS: usize = 16;
+/// Inputs per block of such a product (kept in the first-level cache).
+const TILE_INPUTS: usize = 8;
+
 /// How a matrix's elements are stored (ggml's type names).
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,10 +162,24 @@ impl<'m> Matrix<'m> {
         let mut t = vec![0f32; n * self.rows];
         pool.install(|| {
             t.par_chunks_mut(rows_per * n).enumerate().for_each(|(ci, o)| {
-                for (j, ys) in o.chunks_mut(n).enumerate() {
-                    let w = row(ci * rows_per + j);
-                    for (i, y) in ys.iter_mut().enumerate() {
-                        *y = x.dot(self.kind, w, i);
+                // Tiles of TILE_ROWS weight rows (kept in cache) times blocks of TILE_INPUTS
+                // inputs: each weight row is read from memory once, each input block once per tile.
+                let rows_here = o.len() / n;
+                for t0 in (0..rows_here).step_by(TILE_ROWS) {
+                    let t1 = (t0 + TILE_ROWS).min(rows_here);
+                    for i0 in (0..n).step_by(TILE_INPUTS) {
+                        let i1 = (i0 + TILE_INPUTS).min(n);
+                        for j in t0..t1 {
+                            let w = row(ci * rows_per + j);
+                            let mut i = i0;
+                            while i + 4 <= i1 {
+                                o[j * n + i..j * n + i + 4].copy_from_slice(&x.dot4(self.kind, w, i));
+                                i += 4;
+                            }
+                            for i in i..i1 {
+                                o[j * n + i] = x.dot(self.kind, w, i);
+                            }
+                        }
                     }
                 }
             })
@@ -212,25 +231,33 @@ impl<'m> Matrix<'m> {
         let rows_per = rows_per.next_multiple_of(4);
         pool.install(|| {
             t.par_chunks_mut(rows_per * n).enumerate().for_each_init(
-                || vec![0f32; 4 * cols],
+                || vec![0f32; TILE_ROWS * cols],
                 |buf, (ci, o)| {
-                    // Tiles of 4 rows, dequantized once: each input vector is read once per tile.
-                    for (tj, ys) in o.chunks_mut(4 * n).enumerate() {
-                        let r0 = ci * rows_per + 4 * tj;
-                        let tile = ys.len() / n;
-                        for k in 0..tile {
-                            self.row_into(r0 + k, &mut buf[k * cols..(k + 1) * cols]);
+                    // Tiles of TILE_ROWS rows dequantized once into `buf`, times blocks of
+                    // TILE_INPUTS inputs, four rows at a time (each input read once per four).
+                    let rows_here = o.len() / n;
+                    for t0 in (0..rows_here).step_by(TILE_ROWS) {
+                        let t1 = (t0 + TILE_ROWS).min(rows_here);
+                        for j in t0..t1 {
+                            self.row_into(ci * rows_per + j, &mut buf[(j - t0) * cols..(j - t0 + 1) * cols]);
                         }
-                        for i in 0..n {
-                            let xi = &x[i * cols..(i + 1) * cols];
-                            if tile == 4 {
-                                let d = dot4(&buf[..4 * cols], xi);
-                                for k in 0..4 {
-                                    ys[k * n + i] = d[k];
-                                }
-                            } else {
-                                for k in 0..tile {
-                                    ys[k * n + i] = dot(&buf[k * cols..(k + 1) * cols], xi);
+                        for i0 in (0..n).step_by(TILE_INPUTS) {
+                            let i1 = (i0 + TILE_INPUTS).min(n);
+                            for q0 in (t0..t1).step_by(4) {
+                                let q1 = (q0 + 4).min(t1);
+                                let w = &buf[(q0 - t0) * cols..(q1 - t0) * cols];
+                                for i in i0..i1 {
+                                    let xi = &x[i * cols..(i + 1) * cols];
+                                    if q1 - q0 == 4 {
+                                        let d = dot4(w, xi);
+                                        for k in 0..4 {
+                                            o[(q0 + k) * n + i] = d[k];
+                                        }
+                                    } else {
+                                        for k in q0..q1 {
+                                            o[k * n + i] = dot(&w[(k - q0) * cols..(k - q0 + 1) * cols], xi);
+                                        }
+                                    }
                                 }
                             }
                         }
@@ -387,12 +414,38 @@ impl QuantX {
         self.q.len() / self.cols
     }
 
+    /// [`dot`](Self::dot) with inputs `i..i + 4`.
+    #[inline]
+    fn dot4(&self, kind: Kind, row: &[u8], i: usize) -> [f32; 4] {
+        #[cfg(target_arch = "x86_64")]
+        if kind == Kind::Q8_0 && simd() {
+            let nb = self.cols / self.block;
+            let d = [0, 1, 2, 3].map(|k| &self.d[(i + k) * nb..(i + k + 1) * nb]);
+            let q = [0, 1, 2, 3].map(|k| &self.q[(i + k) * self.cols..(i + k + 1) * self.cols]);
+            // SAFETY: simd() checked AVX2 and FMA; each input has nb scales and nb * 32 values and
+            // the row nb blocks (QuantX::new and Matrix::new checked the sizes).
+            return unsafe { x86::dot_q8_0_x4(row, d, q) };
+        }
+        [0, 1, 2, 3].map(|k| self.dot(kind, row, i + k))
+    }
+
     /// The dot product of a stored weight row with input vector `i`.
     #[inline]
     fn dot(&self, kind: Kind, row: &[u8], i: usize) -> f32 {
         let nb = self.cols / self.block;
         let d = &self.d[i * nb..(i + 1) * nb];
         let q = &self.q[i * self.cols..(i + 1) * self.cols];
+        #[cfg(target_arch = "x86_64")]
+        if simd() {
+            match kind {
+                // SAFETY: simd() checked AVX2 and FMA, which these are compiled for; the row holds
+                // nb blocks and q nb * 32 values (QuantX::new and Matrix::new checked the sizes).
+                Kind::Q8_0 => return unsafe { x86::dot_q8_0(row, d, q) },
+                // SAFETY: as above.
+                Kind::Q4_0 => return unsafe { x86::dot_q4_0(row, d, q) },
+                _ => {}
+            }
+        }
         match kind {
             Kind::Q8_0 => dot_q8_0(row, d, q),
             Kind::Q4_0 => dot_q4_0(row, d, q),
@@ -607,6 +660,112 @@ mod x86 {
             s += a[j] * b[j];
         }
         s
+    }
+
+    /// 32 signed weights times 32 signed activations, summed in 8 i32 lanes, as f32 (llama.cpp's
+    /// `mul_sum_i8_pairs`: |w| as unsigned times x with w's sign; no pair saturates, |w| <= 128
+    /// and |x| <= 127).
+    #[target_feature(enable = "avx2,fma")]
+    fn isum32(w: __m256i, x: __m256i) -> __m256 {
+        let p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+        _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)))
+    }
+
+    /// [`super::dot_q8_0`] with AVX2.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `row` holds `d.len()` Q8_0 blocks and `q` at least
+    /// `32 * d.len()` values.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_q8_0(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+        let t = super::f16_table();
+        // two accumulators: one FMA chain per block would wait on the previous block's
+        let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        for (b, (blk, &dx)) in row.chunks_exact(34).zip(d).enumerate() {
+            // SAFETY: blk has 34 bytes (32 after the scale); q has 32 values at 32b (the caller).
+            let (w, x) = unsafe {
+                (
+                    _mm256_loadu_si256(blk.as_ptr().add(2) as *const __m256i),
+                    _mm256_loadu_si256(q.as_ptr().add(32 * b) as *const __m256i),
+                )
+            };
+            let s = _mm256_set1_ps(super::f16_at(t, blk, 0) * dx);
+            if b % 2 == 0 {
+                a0 = _mm256_fmadd_ps(s, isum32(w, x), a0);
+            } else {
+                a1 = _mm256_fmadd_ps(s, isum32(w, x), a1);
+            }
+        }
+        hsum(_mm256_add_ps(a0, a1))
+    }
+
+    /// [`dot_q8_0`] of one row with four inputs (`d[k]`, `q[k]`): the row's blocks are loaded
+    /// once for the four, and the four sums are independent chains.
+    ///
+    /// # Safety
+    /// As [`dot_q8_0`], for each of the four inputs.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_q8_0_x4(row: &[u8], d: [&[f32]; 4], q: [&[i8]; 4]) -> [f32; 4] {
+        let t = super::f16_table();
+        let (mut a0, mut a1, mut a2, mut a3) = (
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+        );
+        for (b, blk) in row.chunks_exact(34).enumerate() {
+            // SAFETY: blk has 34 bytes (32 after the scale); each q[k] has 32 values at 32b.
+            let (w, x0, x1, x2, x3) = unsafe {
+                (
+                    _mm256_loadu_si256(blk.as_ptr().add(2) as *const __m256i),
+                    _mm256_loadu_si256(q[0].as_ptr().add(32 * b) as *const __m256i),
+                    _mm256_loadu_si256(q[1].as_ptr().add(32 * b) as *const __m256i),
+                    _mm256_loadu_si256(q[2].as_ptr().add(32 * b) as *const __m256i),
+                    _mm256_loadu_si256(q[3].as_ptr().add(32 * b) as *const __m256i),
+                )
+            };
+            let dw = super::f16_at(t, blk, 0);
+            let aw = _mm256_sign_epi8(w, w);
+            let ones = _mm256_set1_epi16(1);
+            let sum = |x: __m256i| {
+                _mm256_cvtepi32_ps(_mm256_madd_epi16(
+                    _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)),
+                    ones,
+                ))
+            };
+            a0 = _mm256_fmadd_ps(_mm256_set1_ps(dw * d[0][b]), sum(x0), a0);
+            a1 = _mm256_fmadd_ps(_mm256_set1_ps(dw * d[1][b]), sum(x1), a1);
+            a2 = _mm256_fmadd_ps(_mm256_set1_ps(dw * d[2][b]), sum(x2), a2);
+            a3 = _mm256_fmadd_ps(_mm256_set1_ps(dw * d[3][b]), sum(x3), a3);
+        }
+        [hsum(a0), hsum(a1), hsum(a2), hsum(a3)]
+    }
+
+    /// [`super::dot_q4_0`] with AVX2.
+    ///
+    /// # Safety
+    /// As [`dot_q8_0`], for Q4_0 blocks.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_q4_0(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+        let t = super::f16_table();
+        let mut acc = _mm256_setzero_ps();
+        let low = _mm256_set1_epi8(0xF);
+        let eight = _mm256_set1_epi8(8);
+        for (b, (blk, &dx)) in row.chunks_exact(18).zip(d).enumerate() {
+            // SAFETY: blk has 18 bytes (16 of nibbles after the scale); q has 32 values at 32b.
+            let (nib, x) = unsafe {
+                (
+                    _mm_loadu_si128(blk.as_ptr().add(2) as *const __m128i),
+                    _mm256_loadu_si256(q.as_ptr().add(32 * b) as *const __m256i),
+                )
+            };
+            // low nibbles are values 0..16, high nibbles 16..32
+            let both = _mm256_set_m128i(_mm_srli_epi16::<4>(nib), nib);
+            let w = _mm256_sub_epi8(_mm256_and_si256(both, low), eight);
+            let s = super::f16_at(t, blk, 0) * dx;
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(s), isum32(w, x), acc);
+        }
+        hsum(acc)
     }
 
     /// Four rows of `c = w.len() / 4` values times `x` (at least `c` long).
@@ -922,6 +1081,14 @@ mod tests {
             let mut w = vec![0f32; cols];
             dequantize_row(kind, &row, &mut w);
             let xr = round_activations(kind, &x);
+            let q4 = QuantX::new(kind, &x.repeat(2), cols).unwrap();
+            let four = q4.dot4(kind, &row, 0);
+            for (k, v) in four.iter().enumerate() {
+                assert!(
+                    (v - q.dot(kind, &row, k % 2)).abs() <= 1e-4 * v.abs().max(1.0),
+                    "{kind:?} dot4 {k}"
+                );
+            }
             for i in 0..2 {
                 let want: f64 = w
                     .iter()
