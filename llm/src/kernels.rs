@@ -823,18 +823,37 @@ mod x86 {
             _mm256_setzero_ps(),
         );
         let mut i = 0;
-        // SAFETY: each step reads 8 f16 (16 bytes at 2i) and 8 f32 at i with i + 8 <= n.
+        // (pointers stepped, no closure: the closure's captures and an index multiplication with
+        // its overflow check kept the loop's state on the stack)
+        let (mut w, mut xp) = (pw as *const __m128i, px);
+        // SAFETY: each step reads 8 f16 (16 bytes at w) and 8 f32 at xp, both at element i with
+        // i + 8 <= n (i + 32 <= n for the unrolled steps), inside both slices.
         unsafe {
-            let h = |j: usize| _mm256_cvtph_ps(_mm_loadu_si128(pw.add(2 * j) as *const __m128i));
             while i + 32 <= n {
-                a0 = _mm256_fmadd_ps(h(i), _mm256_loadu_ps(px.add(i)), a0);
-                a1 = _mm256_fmadd_ps(h(i + 8), _mm256_loadu_ps(px.add(i + 8)), a1);
-                a2 = _mm256_fmadd_ps(h(i + 16), _mm256_loadu_ps(px.add(i + 16)), a2);
-                a3 = _mm256_fmadd_ps(h(i + 24), _mm256_loadu_ps(px.add(i + 24)), a3);
+                a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(w)), _mm256_loadu_ps(xp), a0);
+                a1 = _mm256_fmadd_ps(
+                    _mm256_cvtph_ps(_mm_loadu_si128(w.add(1))),
+                    _mm256_loadu_ps(xp.add(8)),
+                    a1,
+                );
+                a2 = _mm256_fmadd_ps(
+                    _mm256_cvtph_ps(_mm_loadu_si128(w.add(2))),
+                    _mm256_loadu_ps(xp.add(16)),
+                    a2,
+                );
+                a3 = _mm256_fmadd_ps(
+                    _mm256_cvtph_ps(_mm_loadu_si128(w.add(3))),
+                    _mm256_loadu_ps(xp.add(24)),
+                    a3,
+                );
+                w = w.add(4);
+                xp = xp.add(32);
                 i += 32;
             }
             while i + 8 <= n {
-                a0 = _mm256_fmadd_ps(h(i), _mm256_loadu_ps(px.add(i)), a0);
+                a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(w)), _mm256_loadu_ps(xp), a0);
+                w = w.add(1);
+                xp = xp.add(8);
                 i += 8;
             }
         }
