@@ -454,15 +454,11 @@ fn part_types(t: &TensorInfo, part: &formats::Part) -> Result<(DType, Option<Str
             ));
         }
     };
-    let unsigned = match (
-        dtype,
-        t.attributes
-            .iter()
-            .any(|(k, v)| k == "layout" && matches!(v, Meta::Str(l) if l.starts_with("tenso."))),
-    ) {
-        (DType::I32, true) if part.name != "values" => DType::U32,
-        (DType::I64, true) if part.name != "values" => DType::U64,
-        (d, _) => d,
+    let tenso = matches!(&t.storage, Storage::Parts(p) if p.layout.starts_with("tenso."));
+    let unsigned = match dtype {
+        DType::I32 if tenso && part.name != "values" => DType::U32,
+        DType::I64 if tenso && part.name != "values" => DType::U64,
+        d => d,
     };
     Ok((unsigned, logical))
 }
