@@ -313,32 +313,32 @@ fn demo(out: Option<PathBuf>, json: bool, hash: bool) -> ExitCode {
 
 fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
     let name = path.display().to_string();
-    let tenso = identify::open_source(path).and_then(|src| Ok(identify::identify(path, &src)? == Format::Tenso));
-    if let Ok(true) = tenso {
+    let src = identify::open_source(path);
+    if let Ok(src) = &src
+        && let Ok(Format::Tenso) = identify::identify(path, src)
+    {
         // Tenso packets are described from their wire form (string packets, which the catalog
         // leaves out, included; errors name the packet, entry path and file byte).
         let opts = InspectOptions { hash, progress: true };
-        let printed = identify::open_source(path).and_then(|src| {
-            let b = inspect::whole(&src, "tenso")?;
-            let r = inspect_bytes(&b, &name, &opts)
-                .map_err(|e| identify::note_if_changed(path, tensorlane::core::source::ReadAt::size(&src), e))?;
-            Ok(print_report(&r, json))
-        });
-        return printed.unwrap_or_else(|e| fail(&name, &e));
+        let size = tensorlane::core::source::ReadAt::size(src);
+        return inspect::whole(src, "tenso")
+            .and_then(|b| inspect_bytes(&b, &name, &opts))
+            .map(|r| print_report(&r, json))
+            .unwrap_or_else(|e| fail(&name, &identify::note_if_changed(path, size, e)));
     }
+    drop(src);
     let (model, size) = match open(path) {
         Ok(m) => m,
         Err(e) => return fail(&name, &e),
     };
-    let printed = {
-        model_tools::inspect(&model, &name, hash).map(|report| {
+    model_tools::inspect(&model, &name, hash)
+        .map(|report| {
             for w in &report.warnings {
                 eprintln!("warning: {name}: {w}");
             }
             print_report(&report, json)
         })
-    };
-    printed.unwrap_or_else(|e| fail(&name, &identify::note_if_changed(path, size, e)))
+        .unwrap_or_else(|e| fail(&name, &identify::note_if_changed(path, size, e)))
 }
 
 fn run_stats(path: &Path, tensors: &[String], bins: usize, json: bool) -> ExitCode {
