@@ -15,6 +15,7 @@
 //! `#0`. In a file of several packets every name is prefixed with the packet index (`#1/key`).
 
 use serde::Serialize;
+use tensorlane_core::formats::tenso::flag_names;
 use tensorlane_core::wire::{self, Packet, flags};
 
 use crate::error::CliError;
@@ -148,24 +149,6 @@ pub struct ComponentInfo {
     pub packet_bytes: u64,
     /// An XXH3 footer protects it.
     pub integrity: bool,
-}
-
-const FLAG_NAMES: [(u16, &str); 11] = [
-    (flags::ALIGNED, "ALIGNED"),
-    (flags::INTEGRITY, "INTEGRITY"),
-    (flags::COMPRESSION, "COMPRESSION"),
-    (flags::SPARSE_COO, "SPARSE_COO"),
-    (flags::BUNDLE, "BUNDLE"),
-    (flags::SPARSE_CSR, "SPARSE_CSR"),
-    (flags::SPARSE_CSC, "SPARSE_CSC"),
-    (flags::CUST_ALIGN, "CUST_ALIGN"),
-    (flags::STRING, "STRING"),
-    (flags::RAGGED, "RAGGED"),
-    (flags::GPU_IPC_REF, "GPU_IPC_REF"),
-];
-
-fn flag_names(f: u16) -> Vec<&'static str> {
-    FLAG_NAMES.iter().filter(|(b, _)| f & b != 0).map(|(_, n)| *n).collect()
 }
 
 /// Little-endian u32 at `at`, if the bytes are there.
