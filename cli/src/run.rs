@@ -12,7 +12,8 @@
 //! `{"prompt_tokens": [...], "tokens": [...], "text": "...", "stats": {...}}`.
 //!
 //! Exit codes follow the tool's rule ([`crate::error::EXIT_CODES`]): 1 for bad usage (a prompt
-//! longer than the context, an unknown token id, a device or budget not supported yet), a model
+//! longer than the context, an unknown token id, a device not implemented yet, a budget below
+//! the plan's minimum), a model
 //! this tool cannot run (an unsupported architecture or element type); 2 for an invalid model
 //! (a missing or misshapen tensor, unusable metadata or vocabulary).
 
@@ -65,8 +66,9 @@ pub struct RunArgs {
     /// Where to run: `cpu` (wgpu and cuda are not implemented yet).
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "wgpu", "cuda"])]
     device: String,
-    /// Device memory for the weights, e.g. 4GiB (streaming the weights that do not fit is not
-    /// implemented yet: a budget below the weights' stored size is refused).
+    /// Memory for the weights, the KV cache and the norms, e.g. 4GiB: the offload plan keeps
+    /// what fits resident and streams the rest of the weights into place before each use, every
+    /// token (default: everything resident). Below the plan's minimum: an error naming it.
     #[arg(long, value_name = "SIZE", value_parser = crate::limits::parse_size)]
     budget: Option<u64>,
     /// Print one JSON object (prompt tokens, generated tokens, text, stats) instead of the text.
@@ -80,7 +82,7 @@ fn llm_error(e: LlmError) -> CliError {
         e @ (LlmError::UnsupportedArchitecture { .. }
         | LlmError::UnsupportedFormat(_)
         | LlmError::TensorType { .. }) => CliError::Refused(e.to_string()),
-        e @ (LlmError::Context { .. } | LlmError::UnknownToken { .. } | LlmError::Options(_)) => {
+        e @ (LlmError::Context { .. } | LlmError::UnknownToken { .. } | LlmError::Options(_) | LlmError::Budget(_)) => {
             CliError::Usage(e.to_string())
         }
         e => CliError::Invalid(e.to_string()),
@@ -122,20 +124,14 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
         Options {
             context: args.context,
             threads: args.threads,
+            budget: args.budget,
             ..Options::default()
         },
     )
-    .map_err(llm_error)?;
-    let weights = session.stats().weight_bytes;
-    if let Some(budget) = args.budget
-        && budget < weights
-    {
-        return Err(CliError::Usage(format!(
-            "--budget {}: the weights take {} and streaming them under a smaller budget is not implemented yet",
-            human_bytes(budget),
-            human_bytes(weights)
-        )));
-    }
+    .map_err(|e| match (e, args.budget) {
+        (e @ LlmError::Budget(_), Some(b)) => CliError::Usage(format!("--budget {}: {e}", human_bytes(b))),
+        (e, _) => llm_error(e),
+    })?;
     let prompt = match (&args.prompt, &args.tokens) {
         (_, Some(ids)) => parse_ids(ids)?,
         (Some(text), None) => session.tokenizer().encode(text, true),
@@ -189,6 +185,9 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
                 "decode_s": stats.decode.as_secs_f64(),
                 "decode_tokens_per_s": stats.decode_tokens_per_s(),
                 "weight_bytes": stats.weight_bytes,
+                "resident_bytes": stats.resident_bytes,
+                "plan_streamed_bytes_per_token": stats.plan_streamed_bytes,
+                "streamed_bytes_per_token": stats.streamed_bytes,
                 "threads": stats.threads,
                 "device": "cpu",
             },
@@ -198,9 +197,18 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
         let _ = out.write_all(&pending);
         let _ = writeln!(out);
         let _ = out.flush();
+        let streaming = if stats.plan_streamed_bytes > 0 {
+            format!(
+                " ({} resident, {} streamed per token)",
+                human_bytes(stats.resident_bytes),
+                human_bytes(stats.streamed_bytes)
+            )
+        } else {
+            String::new()
+        };
         eprintln!(
             "prefill: {} tokens in {:.3} s ({:.1} tokens/s); decode: {} tokens in {:.3} s ({:.1} tokens/s); \
-             weights {} on the cpu, {} threads",
+             weights {}{streaming} on the cpu, {} threads",
             stats.prefill_tokens,
             stats.prefill.as_secs_f64(),
             stats.prefill_tokens_per_s(),

@@ -1,8 +1,9 @@
 //! `tensorlane run`: the tokens it prints are the library's (tensorlane-llm, itself checked against
 //! llama.cpp in llm/tests/llama_reference.rs), `--json`'s shape, the summary, and bad input (an
 //! unsupported architecture, a missing or misshapen tensor, an unknown token id, a prompt longer
-//! than the context, a device or budget not implemented): a message naming what was wrong and
-//! the tool's exit code, never a panic.
+//! than the context, a device not implemented, a budget below the plan's minimum): a message
+//! naming what was wrong and the tool's exit code, never a panic; under a budget the same tokens,
+//! with the plan's bytes streamed per token.
 //!
 //! The models are tests/python/llm_gen.py's (gguf-py in tests/.venv-formats: `scripts/setup.sh`);
 //! without the venv the test fails saying so.
@@ -115,6 +116,32 @@ fn generates_the_library_tokens() {
         assert!(err.contains("prefill: 4 tokens") && err.contains("tokens/s"), "{err}");
     }
 
+    // Under a budget the tokens are the same and the weights stream: the bytes copied in per
+    // token are the plan's.
+    let path = model("llama-Q8_0");
+    let full = run(&[&path, "--tokens", "1,300,301", "--max-new-tokens", "8", "--json"]);
+    let o = run(&[
+        &path,
+        "--tokens",
+        "1,300,301",
+        "--max-new-tokens",
+        "8",
+        "--budget",
+        "1MiB",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let full: Value = serde_json::from_slice(&full.stdout).unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["tokens"], full["tokens"]);
+    let st = &v["stats"];
+    assert!(st["plan_streamed_bytes_per_token"].as_u64().unwrap() > 0, "{st}");
+    assert_eq!(st["streamed_bytes_per_token"], st["plan_streamed_bytes_per_token"]);
+    assert_eq!(
+        st["resident_bytes"].as_u64().unwrap() + st["plan_streamed_bytes_per_token"].as_u64().unwrap(),
+        st["weight_bytes"].as_u64().unwrap()
+    );
+
     // --prompt is tokenized with the model's vocabulary, BOS first; sampling with a seed repeats.
     let path = model("llama-F32");
     let sample = |seed: &str| {
@@ -181,7 +208,7 @@ fn bad_input_is_a_clear_error() {
         (
             vec![&good, "--prompt", "hello", "--budget", "1KiB"],
             1,
-            &["--budget", "not implemented"],
+            &["--budget 1.0 KiB", "KV cache", "alone take"],
         ),
         (vec![&good, "--prompt", "hello", "--top-p", "0"], 1, &["top-p"]),
         (vec![&good], 1, &["--prompt"]),

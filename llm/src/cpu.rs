@@ -115,6 +115,58 @@ impl<'m> Weights<'m> {
         self.output.as_ref().unwrap_or(&self.token_embd)
     }
 
+    /// Every weight matrix once (the embedding, each layer's seven, the output unless tied).
+    pub(crate) fn matrices(&self) -> Vec<&Matrix<'m>> {
+        let mut v = vec![&self.token_embd];
+        for l in &self.layers {
+            v.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]);
+        }
+        v.extend(self.output.as_ref());
+        v
+    }
+
+    fn matrices_mut(&mut self) -> Vec<&mut Matrix<'m>> {
+        let mut v = vec![&mut self.token_embd];
+        for l in &mut self.layers {
+            v.extend([
+                &mut l.wq,
+                &mut l.wk,
+                &mut l.wv,
+                &mut l.wo,
+                &mut l.gate,
+                &mut l.up,
+                &mut l.down,
+            ]);
+        }
+        v.extend(self.output.as_mut());
+        v
+    }
+
+    /// Bytes of the f32 vectors (norms, biases, rope factors) held resident.
+    pub(crate) fn vector_bytes(&self) -> u64 {
+        let mut n = self.output_norm.len() + self.rope_freqs.as_ref().map_or(0, Vec::len);
+        for l in &self.layers {
+            n += l.attn_norm.len() + l.ffn_norm.len() + l.bias.as_ref().map_or(0, |b| b.iter().map(Vec::len).sum());
+        }
+        4 * n as u64
+    }
+
+    /// Keeps `resident(name)` bytes of each matrix resident and streams the rest at each use.
+    pub(crate) fn split(&mut self, resident: &dyn Fn(&str) -> Option<u64>) {
+        for m in self.matrices_mut() {
+            if let Some(r) = resident(&m.name)
+                && (r as usize) < m.stored_bytes()
+            {
+                m.split_at(r as usize);
+            }
+        }
+    }
+
+    /// Bytes streamed by one forward pass.
+    pub(crate) fn streamed_bytes(&self) -> u64 {
+        self.matrices().iter().map(|m| m.streamed_bytes() as u64).sum()
+    }
+
     /// Stored bytes of every matrix (the bytes a token's forward pass reads).
     pub(crate) fn stored_bytes(&self) -> u64 {
         let mut n = self.token_embd.stored_bytes() + self.output.as_ref().map_or(0, |m| m.stored_bytes());
@@ -153,6 +205,8 @@ pub(crate) struct Cpu<'m> {
     /// Rope `(cos, sin)` per position, `rope_dim / 2` pairs each, grown on demand.
     rope: Vec<(f32, f32)>,
     rope_positions: usize,
+    /// Weight bytes streamed (copied in from the model) by the last forward pass.
+    pub(crate) streamed_last: u64,
 }
 
 impl<'m> Cpu<'m> {
@@ -176,6 +230,7 @@ impl<'m> Cpu<'m> {
             pool,
             rope: Vec::new(),
             rope_positions: 0,
+            streamed_last: 0,
         })
     }
 
@@ -189,6 +244,11 @@ impl<'m> Cpu<'m> {
 
     pub(crate) fn stored_bytes(&self) -> u64 {
         self.w.stored_bytes()
+    }
+
+    /// Bytes the weights stream per forward pass.
+    pub(crate) fn streamed_bytes(&self) -> u64 {
+        self.w.streamed_bytes()
     }
 
     pub(crate) fn new_cache(&self) -> KvCache {
@@ -263,9 +323,13 @@ impl<'m> Cpu<'m> {
         let kv_dim = h.n_head_kv * hd;
         let group = h.n_head / h.n_head_kv;
 
+        let mut streamed = self.w.token_embd.stage();
         let mut x = vec![0f32; n * d];
         for (i, &t) in tokens.iter().enumerate() {
             self.w.token_embd.row_into(t as usize, &mut x[i * d..(i + 1) * d]);
+        }
+        if self.w.output.is_some() {
+            self.w.token_embd.unstage();
         }
         let mut xn = vec![0f32; n * d];
         let mut q = vec![0f32; n * q_dim];
@@ -277,7 +341,23 @@ impl<'m> Cpu<'m> {
         let mut u = vec![0f32; n * h.n_ff];
         let scale = 1.0 / (hd as f32).sqrt();
 
-        for (li, l) in self.w.layers.iter().enumerate() {
+        for li in 0..self.w.layers.len() {
+            // A layer's streamed weights are copied in before it runs and dropped after.
+            {
+                let l = &mut self.w.layers[li];
+                for m in [
+                    &mut l.wq,
+                    &mut l.wk,
+                    &mut l.wv,
+                    &mut l.wo,
+                    &mut l.gate,
+                    &mut l.up,
+                    &mut l.down,
+                ] {
+                    streamed += m.stage();
+                }
+            }
+            let l = &self.w.layers[li];
             rms_norm(&x, &mut xn, &l.attn_norm, h.rms_eps);
             l.wq.matmul(&xn, &mut q, &self.pool);
             l.wk.matmul(&xn, &mut k, &self.pool);
@@ -343,6 +423,18 @@ impl<'m> Cpu<'m> {
             for (a, b) in x.iter_mut().zip(&proj) {
                 *a += b;
             }
+            let l = &mut self.w.layers[li];
+            for m in [
+                &mut l.wq,
+                &mut l.wk,
+                &mut l.wv,
+                &mut l.wo,
+                &mut l.gate,
+                &mut l.up,
+                &mut l.down,
+            ] {
+                m.unstage();
+            }
         }
         cache.len = pos0 + n;
 
@@ -353,10 +445,21 @@ impl<'m> Cpu<'m> {
         }
         let mut xo = vec![0f32; xs.len()];
         rms_norm(&xs, &mut xo, &self.w.output_norm, h.rms_eps);
+        if let Some(o) = self.w.output.as_mut() {
+            streamed += o.stage();
+        }
         let out = self.w.output();
         let mut logits = vec![0f32; rows.len() * out.rows];
         out.matmul(&xo, &mut logits, &self.pool);
-        logits.chunks(out.rows.max(1)).map(<[f32]>::to_vec).collect()
+        if let Some(o) = self.w.output.as_mut() {
+            o.unstage();
+        }
+        self.w.token_embd.unstage();
+        self.streamed_last = streamed;
+        logits
+            .chunks(self.spec.hparams.n_vocab.max(1))
+            .map(<[f32]>::to_vec)
+            .collect()
     }
 }
 

@@ -69,13 +69,27 @@ impl Kind {
 }
 
 /// A `[rows, cols]` weight matrix in its stored form.
+///
+/// Under a budget ([`Matrix::split_at`]) only a prefix of its bytes is resident (an owned copy,
+/// made once); the rest is streamed: copied from the model's map into `staged` before each use
+/// ([`Matrix::stage`]) and dropped after it ([`Matrix::unstage`]).
 #[derive(Debug)]
 pub(crate) struct Matrix<'m> {
+    pub name: String,
     pub kind: Kind,
     pub rows: usize,
     pub cols: usize,
     row_bytes: usize,
+    /// The stored bytes as the model gives them (the map).
     data: Cow<'m, [u8]>,
+    /// Bytes `..split` are resident, `split..` streamed (`split == data.len()`: all resident).
+    split: usize,
+    /// Under a budget, the resident prefix (copied once).
+    resident: Option<Vec<u8>>,
+    /// The streamed bytes of the current use.
+    staged: Vec<u8>,
+    /// The row that straddles `split`, put together from both parts.
+    boundary: Vec<u8>,
 }
 
 impl<'m> Matrix<'m> {
@@ -117,12 +131,18 @@ impl<'m> Matrix<'m> {
                 ),
             });
         }
+        let split = data.len();
         Ok(Matrix {
+            name: t.name.clone(),
             kind,
             rows,
             cols,
             row_bytes,
             data,
+            split,
+            resident: None,
+            staged: Vec::new(),
+            boundary: Vec::new(),
         })
     }
 
@@ -131,9 +151,53 @@ impl<'m> Matrix<'m> {
         self.data.len()
     }
 
-    /// Row `r`'s stored bytes.
+    /// Keeps the first `resident` bytes (copied now) and streams the rest at each use.
+    pub(crate) fn split_at(&mut self, resident: usize) {
+        let resident = resident.min(self.data.len());
+        self.split = resident;
+        self.resident = Some(self.data[..resident].to_vec());
+    }
+
+    /// Bytes streamed at each use.
+    pub(crate) fn streamed_bytes(&self) -> usize {
+        self.data.len() - self.split
+    }
+
+    /// Copies the streamed bytes in for a use; returns how many were copied.
+    pub(crate) fn stage(&mut self) -> u64 {
+        if self.split == self.data.len() || !self.staged.is_empty() {
+            return 0;
+        }
+        self.staged.extend_from_slice(&self.data[self.split..]);
+        let rb = self.row_bytes;
+        if !self.split.is_multiple_of(rb) {
+            let start = self.split / rb * rb;
+            let resident = self.resident.as_deref().unwrap_or(&self.data[..self.split]);
+            self.boundary.clear();
+            self.boundary.extend_from_slice(&resident[start..self.split]);
+            self.boundary.extend_from_slice(&self.staged[..start + rb - self.split]);
+        }
+        self.staged.len() as u64
+    }
+
+    /// Drops the streamed bytes after a use.
+    pub(crate) fn unstage(&mut self) {
+        self.staged = Vec::new();
+    }
+
+    /// Row `r`'s stored bytes (from the resident part, the staged part, or the straddling row).
     fn row(&self, r: usize) -> &[u8] {
-        &self.data[r * self.row_bytes..(r + 1) * self.row_bytes]
+        let (s, e) = (r * self.row_bytes, (r + 1) * self.row_bytes);
+        if e <= self.split {
+            match &self.resident {
+                Some(v) => &v[s..e],
+                None => &self.data[s..e],
+            }
+        } else if s >= self.split {
+            &self.staged[s - self.split..e - self.split]
+        } else {
+            &self.boundary
+        }
     }
 
     /// Row `r` as f32 into `out` (`cols` long).
@@ -147,8 +211,7 @@ impl<'m> Matrix<'m> {
         let n = x.vectors();
         let threads = pool.current_num_threads().max(1);
         let rows_per = self.rows.div_ceil(threads * 4).max(1);
-        let rb = self.row_bytes;
-        let row = |r: usize| &self.data[r * rb..(r + 1) * rb];
+        let row = |r: usize| self.row(r);
         if n == 1 {
             pool.install(|| {
                 out.par_chunks_mut(rows_per).enumerate().for_each(|(ci, o)| {

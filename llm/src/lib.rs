@@ -107,6 +107,9 @@ pub enum Error {
     Tokenizer(String),
     /// An option or sampling parameter is out of range (the message names it).
     Options(String),
+    /// The weight budget is below what the offload plan needs (the message names the minimum),
+    /// or its plan failed the hazard checker.
+    Budget(String),
 }
 
 impl fmt::Display for Error {
@@ -137,7 +140,7 @@ impl fmt::Display for Error {
                 write!(f, "token id {id} is outside the vocabulary (0..{vocab})")
             }
             Error::Tokenizer(s) => write!(f, "tokenizer: {s}"),
-            Error::Options(s) => write!(f, "{s}"),
+            Error::Options(s) | Error::Budget(s) => write!(f, "{s}"),
         }
     }
 }

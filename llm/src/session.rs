@@ -29,6 +29,13 @@ pub struct Options {
     pub context: Option<usize>,
     /// Worker threads (`None`: the available parallelism).
     pub threads: Option<usize>,
+    /// Memory for the weights, the KV cache (f32, `context` positions) and the norm vectors, in
+    /// bytes (`None`: every weight resident). The offload plan
+    /// ([`tensorlane_offload::compile()`], PCIe-4 profile, hazard-checked) of the weight matrices
+    /// under what is left decides how many bytes of each stay resident (copied once); the rest is
+    /// streamed: copied in from the model before each use and dropped after
+    /// ([`Stats::streamed_bytes`]). A budget below the plan's minimum is an error naming it.
+    pub budget: Option<u64>,
 }
 
 /// A generated token.
@@ -56,6 +63,12 @@ pub struct Stats {
     pub weight_bytes: u64,
     /// Worker threads.
     pub threads: usize,
+    /// Weight bytes resident (all of them without a budget).
+    pub resident_bytes: u64,
+    /// Weight bytes the plan streams per forward pass (0 without a budget).
+    pub plan_streamed_bytes: u64,
+    /// Weight bytes the last forward pass streamed (counted as they were copied in).
+    pub streamed_bytes: u64,
 }
 
 impl Stats {
@@ -147,12 +160,18 @@ impl<'m> Session<'m> {
             Some(t) => t,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
-        let weights = Weights::bind(model, &spec)?;
+        let mut weights = Weights::bind(model, &spec)?;
+        let plan_streamed_bytes = match options.budget {
+            Some(budget) => plan_budget(model, &spec, &mut weights, budget, context)?,
+            None => 0,
+        };
         let cpu = Cpu::new(spec, weights, threads)?;
         let cache = cpu.new_cache();
         let stats = Stats {
             weight_bytes: cpu.stored_bytes(),
             threads: cpu.threads(),
+            resident_bytes: cpu.stored_bytes() - cpu.streamed_bytes(),
+            plan_streamed_bytes,
             ..Stats::default()
         };
         Ok(Session {
@@ -217,6 +236,7 @@ impl<'m> Session<'m> {
         };
         self.stats.prefill_tokens = tokens.len();
         self.stats.prefill = start.elapsed();
+        self.stats.streamed_bytes = self.cpu.streamed_last;
         self.stats.decode_tokens = 0;
         self.stats.decode = Duration::ZERO;
         Ok(out)
@@ -245,6 +265,59 @@ impl<'m> Session<'m> {
             done: false,
         }
     }
+}
+
+/// Splits the weights by the offload plan for `budget` (see [`Options::budget`]); returns the
+/// bytes the plan streams per forward pass.
+fn plan_budget(model: &Model, spec: &Spec, weights: &mut Weights<'_>, budget: u64, context: usize) -> Result<u64> {
+    use tensorlane_offload::{DeviceProfile, Phase, Workload, check, compile};
+    let h = &spec.hparams;
+    let kv = (context as u64).saturating_mul((2 * h.n_layer * h.n_head_kv * h.head_dim * 4) as u64);
+    let fixed = kv.saturating_add(weights.vector_bytes());
+    let list: Vec<(String, Vec<u64>, u64)> = weights
+        .matrices()
+        .iter()
+        .map(|m| {
+            (
+                m.name.clone(),
+                vec![m.rows as u64, m.cols as u64],
+                m.stored_bytes() as u64,
+            )
+        })
+        .collect();
+    if budget <= fixed {
+        return Err(Error::Budget(format!(
+            "budget {budget} bytes: the KV cache ({context} positions) and the norm vectors alone take {fixed}"
+        )));
+    }
+    let name = model.path().display().to_string();
+    let workload = Workload::from_tensor_list(
+        &name,
+        &list,
+        Phase::Decode {
+            context: context as u64,
+        },
+    );
+    let plan = compile(&workload, &DeviceProfile::pcie4(), budget - fixed).map_err(|e| {
+        Error::Budget(format!(
+            "budget {budget} bytes ({} after the KV cache and norm vectors): {e}",
+            budget - fixed
+        ))
+    })?;
+    let findings = check(&plan);
+    if let Some(f) = findings.first() {
+        return Err(Error::Budget(format!(
+            "the plan for budget {budget} bytes fails the hazard checker ({} findings; first: {f:?})",
+            findings.len()
+        )));
+    }
+    let resident: std::collections::HashMap<&str, u64> = plan
+        .tensors
+        .iter()
+        .map(|t| (t.name.as_str(), t.resident_bytes))
+        .collect();
+    weights.split(&|name| resident.get(name).copied());
+    Ok(plan.tensors.iter().map(|t| t.streamed_bytes).sum())
 }
 
 /// The architecture and tokenizer of a Hugging Face checkpoint: `config.json` and
@@ -295,6 +368,13 @@ impl std::fmt::Debug for Generate<'_, '_> {
     }
 }
 
+impl Generate<'_, '_> {
+    /// The session's timings and byte counts so far (as [`Session::stats`]).
+    pub fn stats(&self) -> Stats {
+        self.session.stats
+    }
+}
+
 impl Iterator for Generate<'_, '_> {
     type Item = Result<Token>;
 
@@ -317,6 +397,7 @@ impl Iterator for Generate<'_, '_> {
                 let mut l = s.cpu.forward(&self.prompt, &mut s.cache, &|i| i + 1 == n);
                 s.stats.prefill_tokens = n;
                 s.stats.prefill = start.elapsed();
+                s.stats.streamed_bytes = s.cpu.streamed_last;
                 l.pop()
             }
             Some(t) => {
@@ -331,6 +412,7 @@ impl Iterator for Generate<'_, '_> {
                 let mut l = s.cpu.forward(&[t], &mut s.cache, &|_| true);
                 s.stats.decode_tokens += 1;
                 s.stats.decode += start.elapsed();
+                s.stats.streamed_bytes = s.cpu.streamed_last;
                 l.pop()
             }
         };
