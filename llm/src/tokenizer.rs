@@ -321,6 +321,15 @@ impl Vocab {
             entries.push((id as u32, content.to_string(), ty));
         }
         let n = entries.iter().map(|e| e.0 as usize + 1).max().unwrap_or(0);
+        // Ids are dense in real vocabularies; a few gaps are allowed, a sparse id space (which
+        // would make us allocate for every id up to the largest) is refused.
+        if n > 2 * entries.len() + 1024 {
+            return Err(bad(&format!(
+                "{} tokens with ids up to {}: too sparse",
+                entries.len(),
+                n - 1
+            )));
+        }
         let mut tokens = vec![Vec::new(); n];
         let mut types = vec![token_type::UNUSED; n];
         for (id, t, ty) in entries {
