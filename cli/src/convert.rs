@@ -196,9 +196,11 @@ fn plan_for(
             },
             l if target == Target::Zt && !(l.starts_with("tenso.") && l != tenso::LAYOUT_SPARSE_CSR) => Plan::Parts,
             l if l.starts_with("tenso.") => {
-                let what = l
-                    .strip_prefix("tenso.sparse_")
-                    .map_or(l.to_string(), |f| format!("sparse ({f})"));
+                let what = match l.strip_prefix("tenso.sparse_") {
+                    Some(f) => format!("sparse ({f})"),
+                    None if l == tenso::LAYOUT_STRINGS => "string".to_string(),
+                    None => l.to_string(),
+                };
                 if !opts.skip_unsupported {
                     return Err(CliError::Refused(format!(
                         "tenso entry {name:?} is a {what} packet; converting to .zt supports dense tensors, CSR \
@@ -762,20 +764,6 @@ pub fn convert_model(
             nbytes(format, t)?;
         }
         plans.push(plan);
-    }
-    if cat.format == Format::Tenso {
-        for (name, why) in cat.skipped.iter().filter(|(_, why)| why.starts_with("a string packet")) {
-            if !opts.skip_unsupported {
-                return Err(CliError::Refused(format!(
-                    "tenso entry {name:?} is a string packet ({why}); converting supports dense tensors, CSR \
-                     sparse matrices, quantized tensors (with --quantized) and bundles of them: pass \
-                     --skip-unsupported to leave it out"
-                )));
-            }
-            warnings.push(format!(
-                "tenso entry {name:?} (a string packet) was left out (--skip-unsupported)"
-            ));
-        }
     }
     let bytes = match target {
         Target::Zt => write_zt(model, &plans, output, opts.zt_options(), &mut warnings)?,

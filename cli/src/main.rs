@@ -43,10 +43,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tensorlane::core::detect::Format;
 
 use crate::error::CliError;
-use crate::inspect::{InspectOptions, inspect_bytes};
 use crate::output::print_report;
 
 #[derive(Parser)]
@@ -313,20 +311,6 @@ fn demo(out: Option<PathBuf>, json: bool, hash: bool) -> ExitCode {
 
 fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
     let name = path.display().to_string();
-    let src = identify::open_source(path);
-    if let Ok(src) = &src
-        && let Ok(Format::Tenso) = identify::identify(path, src)
-    {
-        // Tenso packets are described from their wire form (string packets, which the catalog
-        // leaves out, included; errors name the packet, entry path and file byte).
-        let opts = InspectOptions { hash, progress: true };
-        let size = tensorlane::core::source::ReadAt::size(src);
-        return inspect::whole(src, "tenso")
-            .and_then(|b| inspect_bytes(&b, &name, &opts))
-            .map(|r| print_report(&r, json))
-            .unwrap_or_else(|e| fail(&name, &identify::note_if_changed(path, size, e)));
-    }
-    drop(src);
     let (model, size) = match open(path) {
         Ok(m) => m,
         Err(e) => return fail(&name, &e),
@@ -338,7 +322,12 @@ fn run_inspect(path: &Path, json: bool, hash: bool) -> ExitCode {
             }
             print_report(&report, json)
         })
-        .unwrap_or_else(|e| fail(&name, &identify::note_if_changed(path, size, e)))
+        .unwrap_or_else(|e| {
+            fail(
+                &name,
+                &inspect::explain_tenso(path, identify::note_if_changed(path, size, e)),
+            )
+        })
 }
 
 fn run_stats(path: &Path, tensors: &[String], bins: usize, json: bool) -> ExitCode {

@@ -215,7 +215,8 @@ pub struct TensorRow {
     /// The tensor's name (the format's naming rules, see [`TensorInfo::name`]).
     pub name: String,
     /// `"dense"`, `"quantized"` (ggml blocks, group-quantized and MX layouts, quantized packets),
-    /// `"sparse"` or `"object"` (any other layout).
+    /// `"sparse"`, `"string"` (Tenso string packets: `uint8` `[count]`, stored as the parts
+    /// `offsets` and `payload`) or `"object"` (any other layout).
     pub kind: &'static str,
     /// NumPy-style dtype name, the ggml type name of a block-quantized tensor, or the element
     /// type of the main part of a tensor stored as parts.
@@ -272,6 +273,10 @@ pub struct PartRow {
     pub name: String,
     /// NumPy name of the storage dtype.
     pub dtype: String,
+    /// The part's shape, where the format records one (Tenso: sparse components, string
+    /// offsets and payload).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Vec<u64>>,
     /// Logical type as written (`bool`, `f4_e2m1`, ...).
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub logical: Option<String>,
@@ -325,6 +330,16 @@ fn part_row(name: &str, m: &Meta, storage: &Storage) -> PartRow {
     PartRow {
         name: name.to_string(),
         dtype,
+        shape: match get("shape") {
+            Some(Meta::List(l)) => l
+                .iter()
+                .map(|m| match m {
+                    Meta::UInt(n) => Some(*n),
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        },
         logical: text("type"),
         encoding: text("encoding"),
         offset: num("offset").unwrap_or(0),
@@ -336,10 +351,11 @@ fn part_row(name: &str, m: &Meta, storage: &Storage) -> PartRow {
     }
 }
 
-/// `dense`, `sparse`, `quantized` or `object`, by layout id.
+/// `dense`, `sparse`, `quantized`, `string` or `object`, by layout id.
 fn kind_of(layout: &str) -> &'static str {
     match layout {
         layout::DENSE => "dense",
+        tensorlane_core::formats::tenso::LAYOUT_STRINGS => "string",
         l if l.contains("sparse") => "sparse",
         layout::QUANT_GROUP | layout::MX | "quantized_group" | "tenso.quantized" => "quantized",
         l if l.starts_with("gguf.") => "quantized",
@@ -553,8 +569,13 @@ impl Table for Report<'_> {
     fn to_table(&self) -> String {
         let n = self.tensors.len();
         let noun = if self.zt.is_some() { "object" } else { "tensor" };
+        let packets = match self.packets {
+            0 => String::new(),
+            1 => ", 1 packet".to_string(),
+            p => format!(", {p} packets"),
+        };
         let mut out = format!(
-            "{}: {} file, {}, {n} {noun}{}\n",
+            "{}: {} file, {}{packets}, {n} {noun}{}\n",
             self.file,
             self.format,
             crate::output::size(self.bytes),
@@ -637,9 +658,18 @@ impl Table for Report<'_> {
                 }
             }
             if !t.attributes.is_empty() {
+                // Long lists (a quantized packet's scales) are counted here; the JSON has them.
+                let short: Vec<(String, Meta)> = t
+                    .attributes
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Meta::List(l) if l.len() > 8 => (k.clone(), Meta::Str(format!("[{} values]", l.len()))),
+                        _ => (k.clone(), v.clone()),
+                    })
+                    .collect();
                 rows.push(vec![format!(
                     "  attributes: {}",
-                    serde_json::to_string(&MetaMap(&t.attributes)).unwrap_or_default()
+                    serde_json::to_string(&MetaMap(&short)).unwrap_or_default()
                 )]);
             }
         }

@@ -6,8 +6,9 @@
 //! `rchar` in `/proc/PID/io`), stops it (`SIGSTOP`), cuts the file, and lets it go on. A command
 //! that finished before it could be stopped is run again (at most three times).
 //!
-//! * `tenso_file_cut_mid_read`: `inspect`, `verify` and `convert` of a Tenso packet file (read
-//!   whole, in 16 MiB pieces, under `--max-tensor-bytes`); and the limit refusing it.
+//! * `tenso_file_cut_mid_read`: `inspect --hash`, `verify` and `convert` of a Tenso packet file
+//!   (its body streamed in pieces); and a body over `--max-tensor-bytes`, which streaming still
+//!   lists and hashes.
 //! * `zt_file_cut_mid_read`: `verify --canonical` (cut during the byte-for-byte comparison), and
 //!   `convert` of a `.zt` to `.zt`, `.safetensors` and Tenso; no output is left behind.
 //!
@@ -129,21 +130,26 @@ fn tenso_file_cut_mid_read() {
     let f = p.to_str().unwrap();
     let out = dir.join("out.zt");
     let o = out.to_str().unwrap();
-    for args in [vec!["inspect", f], vec!["verify", f], vec!["convert", f, o]] {
+    // `inspect` lists a Tenso file from its headers; `--hash` reads the body.
+    for args in [vec!["inspect", "--hash", f], vec!["verify", f], vec!["convert", f, o]] {
         check_cut(&make, &args, &p, 32 * MIB, MIB);
         assert!(!out.exists(), "{args:?} left an output");
     }
-    // Read whole, so under the limit: refused before it is read.
+    // Streamed, not read whole: a tensor over --max-tensor-bytes is listed and hashed.
     make();
     let r = Command::new(BIN)
-        .args(["--max-tensor-bytes", "64MiB", "inspect", f])
+        .args(["--max-tensor-bytes", "64MiB", "inspect", "--json", "--hash", f])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(r.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("read whole") && stderr.contains("--max-tensor-bytes"),
-        "{stderr}"
+    assert_eq!(r.status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let t = &report["tensors"][0];
+    assert_eq!(t["nbytes"], 128 * MIB, "{report}");
+    assert_eq!(
+        t["sha256"].as_str().unwrap(),
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&zeros)),
+        "{report}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -46,6 +46,16 @@ fn sha_hex(hex_str: &str) -> String {
     hex::encode(Sha256::digest(hex::decode(hex_str).unwrap()))
 }
 
+/// Part `name` of tensor `t` of a report.
+fn part<'a>(t: &'a Value, name: &str) -> &'a Value {
+    t["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("{}: no part {name} in {t}", t["name"]))
+}
+
 /// Checks one expected value (from a sidecar) against the report's tensor called `name`.
 /// Returns how many tensors were checked.
 fn check(expected: &Value, name: &str, report: &Value, file: &Path) -> usize {
@@ -85,14 +95,20 @@ fn check(expected: &Value, name: &str, report: &Value, file: &Path) -> usize {
         "sparse" => {
             let t = find();
             assert_eq!(t["kind"], "sparse", "{ctx}");
-            assert_eq!(t["format"], expected["format"], "{ctx}");
+            assert_eq!(t["attributes"]["sparse_format"], expected["format"], "{ctx}");
             assert_eq!(t["shape"], expected["shape"], "{ctx}");
-            for (c, e) in t["components"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .zip(expected["components"].as_array().unwrap())
-            {
+            let names = expected["component_names"].as_array().unwrap();
+            let comps = expected["components"].as_array().unwrap();
+            assert_eq!((names.len(), t["parts"].as_array().unwrap().len()), (3, 3), "{ctx}");
+            for (n, e) in names.iter().zip(comps) {
+                // The wire's `data` component is the layout's `values` part.
+                let c = part(
+                    t,
+                    match n.as_str().unwrap() {
+                        "data" => "values",
+                        other => other,
+                    },
+                );
                 assert_eq!(c["dtype"], e["dtype"], "{ctx}");
                 assert_eq!(c["shape"], e["shape"], "{ctx}");
                 assert_eq!(c["sha256"], e["data_sha256"], "{ctx}");
@@ -102,14 +118,15 @@ fn check(expected: &Value, name: &str, report: &Value, file: &Path) -> usize {
         "quantized" => {
             let t = find();
             assert_eq!(t["kind"], "quantized", "{ctx}");
-            assert_eq!(t["dtype"], expected["qdtype"], "{ctx}");
+            let a = &t["attributes"];
+            assert_eq!(a["qdtype"], expected["qdtype"], "{ctx}");
             assert_eq!(t["shape"], expected["shape"], "{ctx}");
-            assert_eq!(t["scheme"], expected["scheme"], "{ctx}");
-            assert_eq!(t["axis"], expected["axis_wire"], "{ctx}");
-            assert_eq!(t["group_size"], expected["group_size"], "{ctx}");
-            assert_eq!(t["num_scales"], expected["num_scales"], "{ctx}");
+            assert_eq!(a["scheme"], expected["scheme"], "{ctx}");
+            assert_eq!(a["axis"], expected["axis_wire"], "{ctx}");
+            assert_eq!(a["group_size"], expected["group_size"], "{ctx}");
+            assert_eq!(a["num_scales"], expected["num_scales"], "{ctx}");
             assert_eq!(
-                t["sha256"].as_str().unwrap(),
+                part(t, "data")["sha256"].as_str().unwrap(),
                 sha_hex(expected["packed_hex"].as_str().unwrap()),
                 "{ctx}"
             );
@@ -118,7 +135,7 @@ fn check(expected: &Value, name: &str, report: &Value, file: &Path) -> usize {
         "string" => {
             let t = find();
             assert_eq!(t["kind"], "string", "{ctx}");
-            assert_eq!(t["count"], expected["count"], "{ctx}");
+            assert_eq!(t["attributes"]["count"], expected["count"], "{ctx}");
             assert_eq!(t["shape"], serde_json::json!([expected["count"]]), "{ctx}");
             let payload: String = expected["strings"]
                 .as_array()
@@ -126,9 +143,11 @@ fn check(expected: &Value, name: &str, report: &Value, file: &Path) -> usize {
                 .iter()
                 .map(|s| s.as_str().unwrap())
                 .collect();
-            assert_eq!(t["nbytes"], payload.len(), "{ctx}");
+            let p = part(t, "payload");
+            assert_eq!(p["nbytes"], payload.len(), "{ctx}");
+            assert_eq!(t["attributes"]["payload_bytes"], payload.len(), "{ctx}");
             assert_eq!(
-                t["sha256"].as_str().unwrap(),
+                p["sha256"].as_str().unwrap(),
                 hex::encode(Sha256::digest(payload.as_bytes())),
                 "{ctx}"
             );
@@ -171,7 +190,7 @@ fn decode_only_vectors_inspect() {
     let (files, _) = check_folder(&dir.join("decode_only"));
     assert!(files >= 9);
     let r = inspect_json(&dir.join("decode_only/v4_trailing_garbage.tenso"));
-    assert_eq!(r["trailing_bytes"], 8);
+    assert_eq!(r["metadata"]["trailing_bytes"], 8);
 }
 
 #[test]
@@ -187,7 +206,10 @@ fn invalid_vectors_fail_with_exit_2() {
             assert!(out.status.success(), "{stem}: {}", String::from_utf8_lossy(&out.stderr));
             let r: Value = serde_json::from_slice(&out.stdout).unwrap();
             let t = r["tensors"].as_array().unwrap();
-            assert!(!t.is_empty() && t.iter().all(|t| t["compressed"] == true), "{r}");
+            assert!(
+                !t.is_empty() && t.iter().all(|t| t["attributes"]["compressed"] == true),
+                "{r}"
+            );
             continue;
         }
         assert_eq!(out.status.code(), Some(2), "{stem} should fail with exit 2");
@@ -212,12 +234,15 @@ fn error_names_the_entry_path() {
     bytes[n - 9] ^= 0x55; // last body byte of the last entry
     let tmp = std::env::temp_dir().join(format!("tensorlane-cli-path-{}.tenso", std::process::id()));
     std::fs::write(&tmp, &bytes).unwrap();
-    let out = run(&["inspect", tmp.to_str().unwrap()]);
+    // The listing reads headers; the footer is checked where the body is read.
+    for args in [&["inspect", "--hash"][..], &["verify"]] {
+        let out = run(&[args, &[tmp.to_str().unwrap()]].concat());
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let msg = String::from_utf8_lossy(&out.stderr);
+        assert!(msg.contains("entry path: "), "{args:?}: {msg}");
+        assert!(msg.contains("integrity"), "{args:?}: {msg}");
+    }
     std::fs::remove_file(&tmp).ok();
-    assert_eq!(out.status.code(), Some(2));
-    let msg = String::from_utf8_lossy(&out.stderr);
-    assert!(msg.contains("entry path: "), "{msg}");
-    assert!(msg.contains("integrity"), "{msg}");
 }
 
 #[test]

@@ -342,7 +342,9 @@ fn the_demo_sample_converts() {
         let sha = |v: &Value, key: &str, n: &str| {
             v[key].as_array().unwrap().iter().find(|x| x["name"] == n).unwrap()["sha256"].clone()
         };
-        assert_eq!(sha(a, "components", c), sha(adjacency, "parts", part), "{c}");
+        // The packet's wire component `data` is its `values` part, as in the `.zt` layout.
+        let tenso_part = if c == "data" { "values" } else { c };
+        assert_eq!(sha(a, "parts", tenso_part), sha(adjacency, "parts", part), "{c}");
     }
     // The dequantized weight is the weight, within the per-channel int8 step.
     let s = stats_of(&zt);

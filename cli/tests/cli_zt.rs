@@ -370,7 +370,7 @@ fn convert_tenso_to_zt_and_back() {
                     v[key].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap()["sha256"].clone()
                 };
                 assert_eq!(
-                    sha(packet, "components", component),
+                    sha(packet, "parts", if component == "data" { "values" } else { component }),
                     sha(s, "parts", part),
                     "{}: {component}",
                     f.display()

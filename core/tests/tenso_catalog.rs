@@ -19,7 +19,6 @@ use tensorlane_core::wire::{self, Bundle, DecodeOptions, EncodeOptions, Packet, 
 enum Want {
     Dense(Vec<u8>),
     Parts(Vec<(&'static str, Vec<u8>)>),
-    Skipped,
 }
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
@@ -64,7 +63,13 @@ fn leaves(p: &Packet<'_>, name: String, out: &mut Vec<(String, Want)>) {
                 ("zero_points", f32_bytes(&q.zero_points)),
             ]),
         )),
-        Packet::Strings(_) => out.push((name, Want::Skipped)),
+        Packet::Strings(s) => out.push((
+            name,
+            Want::Parts(vec![
+                ("offsets", s.offsets().flat_map(u64::to_le_bytes).collect()),
+                ("payload", s.payload().to_vec()),
+            ]),
+        )),
     }
 }
 
@@ -129,6 +134,8 @@ fn catalog_reads(data: &[u8]) -> Result<(Catalog, BTreeMap<String, Want>), Forma
                         "data" => "data",
                         "scales" => "scales",
                         "zero_points" => "zero_points",
+                        "offsets" => "offsets",
+                        "payload" => "payload",
                         other => panic!("unexpected part {other}"),
                     };
                     parts.push((name, b.into_owned()));
@@ -185,16 +192,11 @@ fn compare(packets: &[Packet<'_>], cat: &Catalog, got: &BTreeMap<String, Want>) 
         want.insert(n, w);
     }
     for (n, w) in &want {
-        if *w == Want::Skipped {
-            if !cat.skipped.iter().any(|(s, _)| s == n) {
-                return Err(format!("{n:?}: a string leaf missing from skipped {:?}", cat.skipped));
-            }
-        } else if got.get(n) != Some(w) {
+        if got.get(n) != Some(w) {
             return Err(format!("{n:?}: catalog reads {:?}, decoder gives {w:?}", got.get(n)));
         }
     }
-    let wanted = want.values().filter(|w| **w != Want::Skipped).count();
-    if wanted != got.len() {
+    if want.len() != got.len() {
         return Err(format!(
             "catalog lists {:?}; expected {:?}",
             got.keys().collect::<Vec<_>>(),
@@ -300,10 +302,37 @@ fn vector_names_kinds_and_layouts() {
     assert_eq!(attr(t, "qdtype"), Some(&Meta::Str("qint8".into())));
     assert!(matches!(attr(t, "scales"), Some(Meta::List(v)) if v.len() == 1));
 
-    let s = open("string_mixed_utf8");
-    assert!(s.tensors.is_empty());
-    assert_eq!(s.skipped.len(), 1);
-    assert_eq!(s.skipped[0].0, "#0");
+    // A string packet is a tensor of `count` strings stored as its offsets and payload, which
+    // read as the decoder gives them.
+    let b = std::fs::read(vectors_dir().join("string_mixed_utf8.tenso")).unwrap();
+    let s = formats::open_as(Format::Tenso, &b[..]).unwrap();
+    assert!(s.skipped.is_empty(), "{:?}", s.skipped);
+    assert_eq!(s.tensors.len(), 1);
+    let t = &s.tensors[0];
+    assert_eq!(t.name, "#0");
+    let Packet::Strings(decoded) = wire::decode_with(&b, &DecodeOptions::default()).unwrap().packet else {
+        panic!("not a string packet")
+    };
+    assert_eq!(t.shape, [decoded.len() as u64]);
+    assert_eq!(t.ty, formats::ElementType::Dense(DType::U8));
+    assert_eq!(attr(t, "kind"), Some(&Meta::Str("string".into())));
+    assert_eq!(attr(t, "count"), Some(&Meta::UInt(decoded.len() as u64)));
+    assert_eq!(attr(t, "layout"), Some(&Meta::Str("tenso.strings".into())));
+    let Storage::Parts(p) = &t.storage else {
+        panic!("not parts")
+    };
+    assert_eq!(p.layout, formats::tenso::LAYOUT_STRINGS);
+    let names: Vec<&str> = p.parts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["offsets", "payload"]);
+    let src: &[&[u8]] = &[&b];
+    let read = |part: &str| formats::read_part("tenso", t, part, src, &s.checks, &ReadLimits::default()).unwrap();
+    let offsets: Vec<u8> = decoded.offsets().flat_map(u64::to_le_bytes).collect();
+    assert_eq!(read("offsets").as_ref(), &offsets[..]);
+    assert_eq!(read("payload").as_ref(), decoded.payload());
+    assert_eq!(
+        formats::read("tenso", t, &[&[][..]]).unwrap_err().kind,
+        ErrorKind::Unsupported
+    );
 
     let g = open("decode_only/v4_trailing_garbage");
     assert!(g.metadata.iter().any(|(k, _)| k == "trailing_bytes"));

@@ -10,9 +10,12 @@
 //! * an XXH3 footer (`INTEGRITY`) over a dense body is a [`Check`] over exactly the bytes it
 //!   covers (the stored body, compressed or not), checked by [`super::read_limited`],
 //!   [`super::read_chunks`] and [`super::check_integrity`] (what `verify` runs);
-//! * sparse COO/CSR/CSC packets and quantized packets are [`Storage::Parts`] under the layouts
-//!   [`LAYOUT_SPARSE_COO`], [`LAYOUT_SPARSE_CSR`], [`LAYOUT_SPARSE_CSC`] and [`LAYOUT_QUANTIZED`]
-//!   ([`super::read_part`] reads each part); string packets are listed in [`Catalog::skipped`].
+//! * sparse COO/CSR/CSC packets, quantized packets and string packets are [`Storage::Parts`]
+//!   under the layouts [`LAYOUT_SPARSE_COO`], [`LAYOUT_SPARSE_CSR`], [`LAYOUT_SPARSE_CSC`],
+//!   [`LAYOUT_QUANTIZED`] and [`LAYOUT_STRINGS`] ([`super::read_part`] reads each part). A string
+//!   packet's tensor has the logical shape `[count]` (one element per string) and the element
+//!   type `uint8`, the type of its `payload` part: there is no string dtype, and its bytes are
+//!   only ever read as its two parts (`offsets`, `payload`), never as one tensor.
 //!
 //! Names follow the CLI's Tenso → `.zt` conversion: a file that is one bundle packet names its
 //! leaves by their key paths joined with `/`; otherwise every name starts with `#<packet index>`
@@ -56,6 +59,10 @@ pub const LAYOUT_SPARSE_CSR: &str = "tenso.sparse_csr";
 pub const LAYOUT_SPARSE_CSC: &str = "tenso.sparse_csc";
 /// Layout id of a quantized packet (parts `data`, `scales`, `zero_points`).
 pub const LAYOUT_QUANTIZED: &str = "tenso.quantized";
+/// Layout id of a string packet (parts `offsets`: `count + 1` little-endian u64, the first 0,
+/// never decreasing; `payload`: the strings' bytes back to back, string `i` being
+/// `payload[offsets[i]..offsets[i + 1]]`).
+pub const LAYOUT_STRINGS: &str = "tenso.strings";
 
 /// Quantized packets with at most this many scales list them (and their zero points) in the
 /// tensor's attributes; the parts `scales` and `zero_points` always hold them.
@@ -123,8 +130,6 @@ struct Lister<'s, S: ?Sized> {
     packet_offset: u64,
     /// Tensors with names relative to their packet, and the packet index.
     tensors: Vec<(usize, TensorInfo)>,
-    /// Skipped entries with names relative to their packet.
-    skipped: Vec<(usize, String, String)>,
     checks: Vec<Check>,
 }
 
@@ -736,13 +741,56 @@ impl<'s, S: ReadAt + ?Sized> Lister<'s, S> {
             }
             Ok(())
         })?;
-        self.skipped.push((
+        let range = |offset: u64, len: u64| Storage::Range { source: 0, offset, len };
+        let part_meta = |dtype: DType, n: u64, offset: u64, length: u64| {
+            Meta::Map(vec![
+                ("dtype".to_string(), Meta::Str(dtype.name().to_string())),
+                ("shape".to_string(), Meta::List(vec![Meta::UInt(n)])),
+                ("offset".to_string(), Meta::UInt(offset)),
+                ("length".to_string(), Meta::UInt(length)),
+            ])
+        };
+        let parts = vec![
+            Part {
+                name: "offsets".to_string(),
+                ty: Some(ElementType::Dense(DType::U64)),
+                type_name: DType::U64.name().to_string(),
+                len: off_len,
+                storage: range(body, off_len),
+            },
+            Part {
+                name: "payload".to_string(),
+                ty: Some(ElementType::Dense(DType::U8)),
+                type_name: DType::U8.name().to_string(),
+                len: payload,
+                storage: range(off_end, payload),
+            },
+        ];
+        let mut attributes = self.common("string", at, &h);
+        attributes.push(("layout".to_string(), Meta::Str(LAYOUT_STRINGS.to_string())));
+        attributes.push(("count".to_string(), Meta::UInt(count)));
+        attributes.push(("payload_bytes".to_string(), Meta::UInt(payload)));
+        attributes.push(("alignment".to_string(), Meta::UInt(align)));
+        attributes.push((
+            "parts".to_string(),
+            Meta::Map(vec![
+                ("offsets".to_string(), part_meta(DType::U64, count + 1, body, off_len)),
+                ("payload".to_string(), part_meta(DType::U8, payload, off_end, payload)),
+            ]),
+        ));
+        self.tensors.push((
             self.packet,
-            name.to_string(),
-            format!(
-                "a string packet ({count} strings, {payload} payload bytes) at byte {at}; a catalog holds numeric \
-                 tensors: decode it with wire::decode"
-            ),
+            TensorInfo {
+                name: name.to_string(),
+                ty: ElementType::Dense(DType::U8),
+                shape: vec![count],
+                storage: Storage::Parts(Box::new(Parts {
+                    layout: LAYOUT_STRINGS.to_string(),
+                    parts,
+                })),
+                arrangement: Arrangement::default(),
+                attributes,
+            },
         ));
         Ok(end)
     }
@@ -798,6 +846,27 @@ impl<'s, S: ReadAt + ?Sized> Lister<'s, S> {
             attributes.push(("scales".to_string(), f32s(&b[..half])));
             attributes.push(("zero_points".to_string(), f32s(&b[half..])));
         }
+        let part_meta = |dtype: &str, shape: Option<u64>, offset: u64, length: u64| {
+            let mut m = vec![("dtype".to_string(), Meta::Str(dtype.to_string()))];
+            m.extend(shape.map(|n| ("shape".to_string(), Meta::List(vec![Meta::UInt(n)]))));
+            m.push(("offset".to_string(), Meta::UInt(offset)));
+            m.push(("length".to_string(), Meta::UInt(length)));
+            Meta::Map(m)
+        };
+        attributes.push((
+            "parts".to_string(),
+            Meta::Map(vec![
+                ("data".to_string(), part_meta(q.name(), None, body_start, body_len)),
+                (
+                    "scales".to_string(),
+                    part_meta("float32", Some(num_scales), scales_at, 4 * num_scales),
+                ),
+                (
+                    "zero_points".to_string(),
+                    part_meta("float32", Some(num_scales), scales_at + 4 * num_scales, 4 * num_scales),
+                ),
+            ]),
+        ));
         let (data_ty, ty) = match q {
             QDType::QInt8 => (Some(ElementType::Dense(DType::I8)), DType::I8),
             QDType::QUInt8 => (Some(ElementType::Dense(DType::U8)), DType::U8),
@@ -864,7 +933,6 @@ pub fn open<S: ReadAt + ?Sized>(src: &S) -> Result<Catalog, FormatError> {
         packet: 0,
         packet_offset: 0,
         tensors: Vec::new(),
-        skipped: Vec::new(),
         checks: Vec::new(),
     };
     let mut first_is_bundle = false;
@@ -926,9 +994,6 @@ pub fn open<S: ReadAt + ?Sized>(src: &S) -> Result<Catalog, FormatError> {
                 "a later entry has the same name; tenso's decoder keeps the last value of a repeated key".to_string(),
             ));
         }
-    }
-    for (p, name, why) in l.skipped {
-        cat.skipped.push((full_name(prefixed, p, &name), why));
     }
     if let Some((at, n)) = trailing {
         cat.metadata.push(("trailing_offset".to_string(), Meta::UInt(at)));
