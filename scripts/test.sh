@@ -25,8 +25,9 @@ cargo build -q -p tensorlane-core --no-default-features --target thumbv7em-none-
 step "Rust tests (workspace)"
 cargo test --workspace --no-fail-fast
 
-step "device transfer: wgpu on lavapipe (CI=true: no adapter fails), CUDA build and error paths"
+step "device transfer: wgpu on lavapipe (CI=true: no adapter fails; tensorlane-llm on wgpu vs the CPU), CUDA build and error paths"
 cargo test -p tensorlane-offload --features wgpu --test device_wgpu --test offload_wgpu
+cargo test -p tensorlane-llm --features wgpu --test wgpu
 cargo build -p tensorlane-cli --features cuda
 cargo test -p tensorlane-offload --features cuda --test device_cuda
 

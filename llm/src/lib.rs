@@ -12,6 +12,9 @@
 //! * [`Session`] — a CPU executor (RMSNorm, RoPE, grouped-query attention with a causal mask and a
 //!   KV cache, SwiGLU, final norm, logits; f32 accumulation; the matrix products are spread over
 //!   a worker pool by output rows and dequantize one weight row at a time into a small buffer).
+//! * [`Device::Wgpu`] (feature `wgpu`) — the same forward pass in WGSL compute shaders, the
+//!   weights uploaded in stored form and dequantized inside the matrix-product kernel, the KV
+//!   cache on the device.
 //! * [`Sampling`] — greedy by default; temperature, top-k, top-p, seed.
 //!
 //! The executor is checked against llama.cpp (`llm/tests/llama_reference.rs`): greedy tokens,
@@ -36,10 +39,13 @@ use std::fmt;
 
 pub mod arch;
 mod cpu;
+mod exec;
 mod kernels;
 mod sampling;
 mod session;
 pub mod tokenizer;
+#[cfg(feature = "wgpu")]
+mod wgpu;
 
 pub use sampling::{Sampler, Sampling};
 pub use session::{Device, Generate, Options, Session, Stats, Token};
@@ -110,6 +116,9 @@ pub enum Error {
     /// The weight budget is below what the offload plan needs (the message names the minimum),
     /// or its plan failed the hazard checker.
     Budget(String),
+    /// The device executor cannot run (no adapter, a device limit, a device failure, or a build
+    /// without the device's feature); the message says why.
+    Device(String),
 }
 
 impl fmt::Display for Error {
@@ -140,7 +149,7 @@ impl fmt::Display for Error {
                 write!(f, "token id {id} is outside the vocabulary (0..{vocab})")
             }
             Error::Tokenizer(s) => write!(f, "tokenizer: {s}"),
-            Error::Options(s) | Error::Budget(s) => write!(f, "{s}"),
+            Error::Options(s) | Error::Budget(s) | Error::Device(s) => write!(f, "{s}"),
         }
     }
 }

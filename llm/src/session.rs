@@ -7,6 +7,7 @@ use tensorlane::model::Model;
 
 use crate::arch::{Hparams, Spec};
 use crate::cpu::{Cpu, KvCache, Weights};
+use crate::exec::Exec;
 use crate::sampling::Sampler;
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result, Sampling};
@@ -17,6 +18,11 @@ pub enum Device {
     /// The CPU executor (multi-threaded).
     #[default]
     Cpu,
+    /// The wgpu executor (WGSL compute shaders; Vulkan, Mesa lavapipe on CPU-only machines): the
+    /// weights uploaded in stored form and dequantized inside the kernels, the KV cache on the
+    /// device. Needs the crate feature `wgpu` ([`Session::open`] says so without it) and takes no
+    /// [`Options::budget`].
+    Wgpu,
 }
 
 /// How [`Session::open`] sets up a session.
@@ -102,7 +108,7 @@ impl Stats {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Session<'m> {
-    cpu: Cpu<'m>,
+    cpu: Exec<'m>,
     tokenizer: Tokenizer,
     cache: KvCache,
     context: usize,
@@ -165,7 +171,10 @@ impl<'m> Session<'m> {
             Some(budget) => plan_budget(model, &spec, &mut weights, budget, context)?,
             None => 0,
         };
-        let cpu = Cpu::new(spec, weights, threads)?;
+        let cpu = match options.device {
+            Device::Cpu => Exec::Cpu(Cpu::new(spec, weights, threads)?),
+            Device::Wgpu => wgpu_exec(model, spec, context, options.budget)?,
+        };
         let cache = cpu.new_cache();
         let stats = Stats {
             weight_bytes: cpu.stored_bytes(),
@@ -232,11 +241,11 @@ impl<'m> Session<'m> {
         let out = if tokens.is_empty() {
             Vec::new()
         } else {
-            self.cpu.forward(tokens, &mut self.cache, &|_| true)
+            self.cpu.forward(tokens, &mut self.cache, &|_| true)?
         };
         self.stats.prefill_tokens = tokens.len();
         self.stats.prefill = start.elapsed();
-        self.stats.streamed_bytes = self.cpu.streamed_last;
+        self.stats.streamed_bytes = self.cpu.streamed_last();
         self.stats.decode_tokens = 0;
         self.stats.decode = Duration::ZERO;
         Ok(out)
@@ -265,6 +274,24 @@ impl<'m> Session<'m> {
             done: false,
         }
     }
+}
+
+/// The wgpu executor (every weight resident on the device; no budget).
+#[cfg(feature = "wgpu")]
+fn wgpu_exec<'m>(model: &'m Model, spec: Spec, context: usize, budget: Option<u64>) -> Result<Exec<'m>> {
+    if budget.is_some() {
+        return Err(Error::Options(
+            "a weight budget is not supported on the wgpu device yet (every weight is resident there)".into(),
+        ));
+    }
+    Ok(Exec::Wgpu(Box::new(crate::wgpu::Wgpu::new(model, spec, context)?)))
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn wgpu_exec<'m>(_: &'m Model, _: Spec, _: usize, _: Option<u64>) -> Result<Exec<'m>> {
+    Err(Error::Device(
+        "the wgpu device needs tensorlane-llm built with the `wgpu` feature".into(),
+    ))
 }
 
 /// Splits the weights by the offload plan for `budget` (see [`Options::budget`]); returns the
@@ -394,10 +421,16 @@ impl Iterator for Generate<'_, '_> {
                 s.stats.decode = Duration::ZERO;
                 let start = Instant::now();
                 let n = self.prompt.len();
-                let mut l = s.cpu.forward(&self.prompt, &mut s.cache, &|i| i + 1 == n);
+                let mut l = match s.cpu.forward(&self.prompt, &mut s.cache, &|i| i + 1 == n) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                };
                 s.stats.prefill_tokens = n;
                 s.stats.prefill = start.elapsed();
-                s.stats.streamed_bytes = s.cpu.streamed_last;
+                s.stats.streamed_bytes = s.cpu.streamed_last();
                 l.pop()
             }
             Some(t) => {
@@ -409,10 +442,16 @@ impl Iterator for Generate<'_, '_> {
                     }));
                 }
                 let start = Instant::now();
-                let mut l = s.cpu.forward(&[t], &mut s.cache, &|_| true);
+                let mut l = match s.cpu.forward(&[t], &mut s.cache, &|_| true) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                };
                 s.stats.decode_tokens += 1;
                 s.stats.decode += start.elapsed();
-                s.stats.streamed_bytes = s.cpu.streamed_last;
+                s.stats.streamed_bytes = s.cpu.streamed_last();
                 l.pop()
             }
         };

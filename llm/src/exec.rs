@@ -1,0 +1,83 @@
+//! The executor a [`Session`](crate::Session) runs on: the CPU one, or (feature `wgpu`) the
+//! wgpu one. Both take the same calls.
+
+use crate::Result;
+use crate::arch::Spec;
+use crate::cpu::{Cpu, KvCache};
+
+/// One of the executors (the CPU one inline: it is the one used on every call).
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Exec<'m> {
+    Cpu(Cpu<'m>),
+    #[cfg(feature = "wgpu")]
+    Wgpu(Box<crate::wgpu::Wgpu<'m>>),
+}
+
+impl Exec<'_> {
+    pub(crate) fn spec(&self) -> &Spec {
+        match self {
+            Exec::Cpu(c) => c.spec(),
+            #[cfg(feature = "wgpu")]
+            Exec::Wgpu(g) => g.spec(),
+        }
+    }
+
+    /// Worker threads (1 for a device executor: the host thread that drives it).
+    pub(crate) fn threads(&self) -> usize {
+        match self {
+            Exec::Cpu(c) => c.threads(),
+            #[cfg(feature = "wgpu")]
+            Exec::Wgpu(_) => 1,
+        }
+    }
+
+    pub(crate) fn stored_bytes(&self) -> u64 {
+        match self {
+            Exec::Cpu(c) => c.stored_bytes(),
+            #[cfg(feature = "wgpu")]
+            Exec::Wgpu(g) => g.stored_bytes(),
+        }
+    }
+
+    /// Bytes the weights stream per forward pass (0 on the device: every weight is resident).
+    pub(crate) fn streamed_bytes(&self) -> u64 {
+        match self {
+            Exec::Cpu(c) => c.streamed_bytes(),
+            #[cfg(feature = "wgpu")]
+            Exec::Wgpu(_) => 0,
+        }
+    }
+
+    /// Weight bytes the last forward pass streamed.
+    pub(crate) fn streamed_last(&self) -> u64 {
+        match self {
+            Exec::Cpu(c) => c.streamed_last,
+            #[cfg(feature = "wgpu")]
+            Exec::Wgpu(_) => 0,
+        }
+    }
+
+    /// A KV cache (the wgpu executor keeps its keys and values on the device; this one counts
+    /// the positions).
+    pub(crate) fn new_cache(&self) -> KvCache {
+        match self {
+            Exec::Cpu(c) => c.new_cache(),
+            #[cfg(feature = "wgpu")]
+            Exec::Wgpu(_) => KvCache::default(),
+        }
+    }
+
+    /// See [`Cpu::forward`].
+    pub(crate) fn forward(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        want: &dyn Fn(usize) -> bool,
+    ) -> Result<Vec<Vec<f32>>> {
+        match self {
+            Exec::Cpu(c) => Ok(c.forward(tokens, cache, want)),
+            #[cfg(feature = "wgpu")]
+            Exec::Wgpu(g) => g.forward(tokens, cache, want),
+        }
+    }
+}

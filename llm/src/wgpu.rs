@@ -1,0 +1,714 @@
+//! The wgpu executor ([`Device::Wgpu`](crate::Device::Wgpu)): the same forward pass as the CPU
+//! executor (RMSNorm, RoPE, grouped-query attention with a causal mask over a KV cache held on
+//! the device, SwiGLU, residual adds, final norm, logits; f32 accumulation) in WGSL compute
+//! shaders (`llm/src/wgsl/*.wgsl`, one set of sources, so a browser can reuse them).
+//!
+//! The weight matrices are uploaded in their stored form (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
+//! Q6_K) and dequantized inside the matrix-product kernel; other types are refused with an
+//! error naming the type. A matrix larger than the adapter's `max_storage_buffer_binding_size`
+//! is split by rows into several buffers (a single row larger than that is refused). The inputs
+//! of each product are rounded as the CPU executor (and llama.cpp's CPU backend) rounds them,
+//! so both executors agree to float rounding. The token embedding is looked up on the CPU.
+//! The prompt is evaluated in batches of [`BATCH`] positions.
+
+use std::borrow::Cow;
+
+use tensorlane::model::Model;
+use wgpu::util::DeviceExt;
+
+use crate::arch::{RopeStyle, Spec, TensorSpec};
+use crate::cpu::KvCache;
+use crate::kernels::{Kind, Matrix};
+use crate::{Error, Result};
+
+/// Positions evaluated per submission (a longer prompt is evaluated in batches of this many).
+const BATCH: usize = 32;
+/// The most workgroups along x in one dispatch (the rest goes along y).
+const GRID_X: u32 = 32768;
+
+const MATMUL_WGSL: &str = include_str!("wgsl/matmul.wgsl");
+const ROUND_WGSL: &str = include_str!("wgsl/round.wgsl");
+const RMS_NORM_WGSL: &str = include_str!("wgsl/rms_norm.wgsl");
+const ROPE_WGSL: &str = include_str!("wgsl/rope.wgsl");
+const ATTENTION_WGSL: &str = include_str!("wgsl/attention.wgsl");
+const ELEMENTWISE_WGSL: &str = include_str!("wgsl/elementwise.wgsl");
+
+fn device_err(what: impl std::fmt::Display) -> Error {
+    Error::Device(format!("wgpu: {what}"))
+}
+
+/// `(x, y)` workgroups for `count` along one logical dimension.
+fn grid(count: usize) -> (u32, u32) {
+    let count = count.max(1) as u32;
+    let x = count.min(GRID_X);
+    (x, count.div_ceil(x))
+}
+
+/// Rows `row0..row0 + rows` of a matrix in one device buffer.
+struct Part {
+    buf: wgpu::Buffer,
+    row0: usize,
+    rows: usize,
+}
+
+/// A weight matrix on the device, in stored form.
+struct GMat {
+    /// The kernel's kind code (see `matmul.wgsl`).
+    kind: u32,
+    rows: usize,
+    cols: usize,
+    row_bytes: usize,
+    parts: Vec<Part>,
+}
+
+struct GLayer {
+    attn_norm: wgpu::Buffer,
+    wq: GMat,
+    wk: GMat,
+    wv: GMat,
+    bias: Option<[wgpu::Buffer; 3]>,
+    wo: GMat,
+    ffn_norm: wgpu::Buffer,
+    gate: GMat,
+    up: GMat,
+    down: GMat,
+}
+
+struct Pipelines {
+    matmul: wgpu::ComputePipeline,
+    round: wgpu::ComputePipeline,
+    rms_norm: wgpu::ComputePipeline,
+    rope: wgpu::ComputePipeline,
+    attention: wgpu::ComputePipeline,
+    add_rows: wgpu::ComputePipeline,
+    swiglu: wgpu::ComputePipeline,
+    add: wgpu::ComputePipeline,
+}
+
+/// Activation buffers for one batch of [`BATCH`] positions.
+struct Acts {
+    x: wgpu::Buffer,
+    xn: wgpu::Buffer,
+    /// A product's rounded inputs.
+    xr: wgpu::Buffer,
+    q_raw: wgpu::Buffer,
+    k_raw: wgpu::Buffer,
+    v_raw: wgpu::Buffer,
+    q: wgpu::Buffer,
+    attn: wgpu::Buffer,
+    proj: wgpu::Buffer,
+    g: wgpu::Buffer,
+    u: wgpu::Buffer,
+    scores: wgpu::Buffer,
+    logits: wgpu::Buffer,
+    readback: wgpu::Buffer,
+}
+
+/// The wgpu executor over a model's weights uploaded in stored form.
+pub(crate) struct Wgpu<'m> {
+    spec: Spec,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    p: Pipelines,
+    /// The embedding on the host, for the row lookups.
+    embd: Matrix<'m>,
+    /// The output projection (the embedding when tied).
+    output: GMat,
+    output_norm: wgpu::Buffer,
+    /// `(cos, sin)` per position and pair, `context` positions.
+    rope: wgpu::Buffer,
+    layers: Vec<GLayer>,
+    kc: Vec<wgpu::Buffer>,
+    vc: Vec<wgpu::Buffer>,
+    acts: Acts,
+    context: usize,
+    stored: u64,
+}
+
+fn find<'c>(model: &'c Model, spec: &TensorSpec) -> Result<Option<&'c tensorlane_core::formats::TensorInfo>> {
+    match model.catalog().get(&spec.name) {
+        None => Ok(None),
+        Some(t) if t.shape == spec.shape => Ok(Some(t)),
+        Some(t) => Err(Error::TensorShape {
+            name: spec.name.clone(),
+            expected: spec.shape.clone(),
+            found: t.shape.clone(),
+        }),
+    }
+}
+
+fn missing(spec: &TensorSpec) -> Error {
+    Error::MissingTensor {
+        name: spec.name.clone(),
+        expected: spec.shape.clone(),
+    }
+}
+
+/// A tensor's stored bytes and its [`Matrix`] view.
+fn read<'m>(model: &'m Model, spec: &TensorSpec) -> Result<Option<(Cow<'m, [u8]>, Matrix<'m>)>> {
+    let Some(t) = find(model, spec)? else { return Ok(None) };
+    let bytes = model.read(t)?;
+    let m = Matrix::new(t, bytes.clone())?;
+    Ok(Some((bytes, m)))
+}
+
+impl<'m> Wgpu<'m> {
+    /// Opens an adapter (hardware first, then the fallback one, e.g. Mesa lavapipe), uploads
+    /// every weight `spec` needs from `model` and allocates a KV cache of `context` positions.
+    pub(crate) fn new(model: &'m Model, spec: Spec, context: usize) -> Result<Wgpu<'m>> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let mut last_err = String::from("no adapter tried");
+        let mut adapter = None;
+        for fallback in [false, true] {
+            let opts = wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: fallback,
+                compatible_surface: None,
+                ..Default::default()
+            };
+            match pollster::block_on(instance.request_adapter(&opts)) {
+                Ok(a) => {
+                    adapter = Some(a);
+                    break;
+                }
+                Err(e) => last_err = e.to_string(),
+            }
+        }
+        let adapter = adapter.ok_or_else(|| {
+            device_err(format!(
+                "no adapter: {last_err} (on a CPU-only Linux machine install Mesa lavapipe: \
+                 apt-get install mesa-vulkan-drivers libvulkan1)"
+            ))
+        })?;
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("tensorlane-llm"),
+            required_limits: adapter.limits(),
+            ..Default::default()
+        };
+        let (device, queue) = pollster::block_on(adapter.request_device(&desc))
+            .map_err(|e| device_err(format!("device request failed: {e}")))?;
+        let limits = device.limits();
+        let max_bind = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+        let p = Pipelines::new(&device);
+
+        let h = spec.hparams.clone();
+        let stored = std::cell::Cell::new(0u64);
+        let upload = |spec: &TensorSpec, m: Option<(Cow<'m, [u8]>, Matrix<'m>)>| -> Result<GMat> {
+            let (bytes, m) = m.ok_or_else(|| missing(spec))?;
+            stored.set(stored.get() + bytes.len() as u64);
+            gmat(&device, &bytes, &m, max_bind)
+        };
+        let vector = |spec: &TensorSpec, required: bool| -> Result<Option<wgpu::Buffer>> {
+            let Some((_, m)) = read(model, spec)? else {
+                return if required { Err(missing(spec)) } else { Ok(None) };
+            };
+            let mut v = vec![0f32; m.cols];
+            m.row_into(0, &mut v);
+            Ok(Some(f32_buffer(&device, &spec.name, &v)))
+        };
+        let mut layers = Vec::with_capacity(spec.layers.len());
+        for l in &spec.layers {
+            let b = [
+                vector(&l.biases[0], false)?,
+                vector(&l.biases[1], false)?,
+                vector(&l.biases[2], false)?,
+            ];
+            let bias = match b {
+                [Some(q), Some(k), Some(v)] => Some([q, k, v]),
+                [None, None, None] if !l.biases_required => None,
+                b => {
+                    let i = b.iter().position(Option::is_none).unwrap_or(0);
+                    return Err(missing(&l.biases[i]));
+                }
+            };
+            layers.push(GLayer {
+                attn_norm: vector(&l.attn_norm, true)?.ok_or_else(|| missing(&l.attn_norm))?,
+                wq: upload(&l.wq, read(model, &l.wq)?)?,
+                wk: upload(&l.wk, read(model, &l.wk)?)?,
+                wv: upload(&l.wv, read(model, &l.wv)?)?,
+                bias,
+                wo: upload(&l.wo, read(model, &l.wo)?)?,
+                ffn_norm: vector(&l.ffn_norm, true)?.ok_or_else(|| missing(&l.ffn_norm))?,
+                gate: upload(&l.gate, read(model, &l.gate)?)?,
+                up: upload(&l.up, read(model, &l.up)?)?,
+                down: upload(&l.down, read(model, &l.down)?)?,
+            });
+        }
+        let (embd_bytes, embd) = read(model, &spec.token_embd)?.ok_or_else(|| missing(&spec.token_embd))?;
+        stored.set(stored.get() + embd_bytes.len() as u64);
+        let output = match read(model, &spec.output)? {
+            Some(o) => upload(&spec.output, Some(o))?,
+            None => gmat(&device, &embd_bytes, &embd, max_bind)?,
+        };
+        let output_norm = vector(&spec.output_norm, true)?.ok_or_else(|| missing(&spec.output_norm))?;
+
+        // The rope table, as the CPU executor computes it (ggml's rope_cache_init).
+        let freqs = match read(model, &spec.rope_freqs)? {
+            Some((_, m)) => {
+                let mut v = vec![0f32; m.cols];
+                m.row_into(0, &mut v);
+                if v.iter().any(|&x| !(x.is_finite() && x > 0.0)) {
+                    return Err(Error::Metadata {
+                        key: spec.rope_freqs.name.clone(),
+                        message: "rope frequency factors must be positive numbers".into(),
+                    });
+                }
+                Some(v)
+            }
+            None => None,
+        };
+        let pairs = h.rope_dim / 2;
+        let theta_scale = h.rope_base.powf(-2.0 / h.rope_dim as f32);
+        let mut table = Vec::with_capacity(context * pairs * 2);
+        for pos in 0..context {
+            let mut theta = pos as f32;
+            for i in 0..pairs {
+                let ff = freqs.as_ref().map_or(1.0, |f| f[i]);
+                let t = h.rope_freq_scale * (theta / ff);
+                table.extend([t.cos(), t.sin()]);
+                theta *= theta_scale;
+            }
+        }
+        let rope = f32_buffer(&device, "rope", &table);
+
+        let q_dim = h.n_head * h.head_dim;
+        let kv_dim = h.n_head_kv * h.head_dim;
+        let alloc = |label: &str, floats: usize, extra: wgpu::BufferUsages| -> Result<wgpu::Buffer> {
+            let size = (floats.max(1) * 4) as u64;
+            if size > max_bind {
+                return Err(device_err(format!(
+                    "the {label} buffer needs {size} bytes, over the adapter's max_storage_buffer_binding_size \
+                     {max_bind} (lower the context)"
+                )));
+            }
+            Ok(device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST
+                    | wgpu::BufferUsages::COPY_SRC
+                    | extra,
+                mapped_at_creation: false,
+            }))
+        };
+        let none = wgpu::BufferUsages::empty();
+        let mut kc = Vec::with_capacity(h.n_layer);
+        let mut vc = Vec::with_capacity(h.n_layer);
+        for _ in 0..spec.layers.len() {
+            kc.push(alloc("k cache", context * kv_dim, none)?);
+            vc.push(alloc("v cache", context * kv_dim, none)?);
+        }
+        let widest = h.n_ff.max(q_dim).max(h.n_embd);
+        let acts = Acts {
+            x: alloc("x", BATCH * h.n_embd, none)?,
+            xn: alloc("xn", BATCH * h.n_embd, none)?,
+            xr: alloc("rounded inputs", BATCH * widest, none)?,
+            q_raw: alloc("q", BATCH * q_dim, none)?,
+            k_raw: alloc("k", BATCH * kv_dim, none)?,
+            v_raw: alloc("v", BATCH * kv_dim, none)?,
+            q: alloc("q", BATCH * q_dim, none)?,
+            attn: alloc("attention", BATCH * q_dim, none)?,
+            proj: alloc("projection", BATCH * h.n_embd, none)?,
+            g: alloc("gate", BATCH * h.n_ff, none)?,
+            u: alloc("up", BATCH * h.n_ff, none)?,
+            scores: alloc("scores", BATCH * h.n_head * context, none)?,
+            logits: alloc("logits", BATCH * h.n_vocab, none)?,
+            readback: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("logits readback"),
+                size: (BATCH * h.n_vocab.max(1) * 4) as u64,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+        };
+        Ok(Wgpu {
+            spec,
+            device,
+            queue,
+            p,
+            embd,
+            output,
+            output_norm,
+            rope,
+            layers,
+            kc,
+            vc,
+            acts,
+            context,
+            stored: stored.get(),
+        })
+    }
+
+    pub(crate) fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    /// Stored bytes of every weight matrix.
+    pub(crate) fn stored_bytes(&self) -> u64 {
+        self.stored
+    }
+
+    /// One compute pass: `bufs` at bindings `0..`, then `params` as a uniform.
+    fn dispatch(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        pipe: &wgpu::ComputePipeline,
+        bufs: &[&wgpu::Buffer],
+        params: &[u32],
+        groups: (u32, u32, u32),
+    ) {
+        let bytes: Vec<u8> = params.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let ub = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("params"),
+            contents: &bytes,
+            usage: wgpu::BufferUsages::UNIFORM,
+        });
+        let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bufs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: bufs.len() as u32,
+            resource: ub.as_entire_binding(),
+        });
+        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipe.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        pass.set_pipeline(pipe);
+        pass.set_bind_group(0, &group, &[]);
+        pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+    }
+
+    /// `y[j][r] = Σ_c W[r][c] · x[j][c]` for `n` inputs, the inputs rounded first as the CPU
+    /// executor rounds them for `w`'s type.
+    fn matmul(&self, enc: &mut wgpu::CommandEncoder, w: &GMat, x: &wgpu::Buffer, y: &wgpu::Buffer, n: usize) {
+        let input = if w.kind == 0 {
+            x
+        } else {
+            let len = n * w.cols;
+            let per = match w.kind {
+                1 | 2 => 1,
+                3 | 4 => 32,
+                _ => 256,
+            };
+            let (gx, gy) = grid((len / per).div_ceil(64));
+            self.dispatch(
+                enc,
+                &self.p.round,
+                &[x, &self.acts.xr],
+                &[len as u32, w.kind, gx, 0],
+                (gx, gy, 1),
+            );
+            &self.acts.xr
+        };
+        for part in &w.parts {
+            let (gx, gy) = grid(part.rows);
+            self.dispatch(
+                enc,
+                &self.p.matmul,
+                &[&part.buf, input, y],
+                &[
+                    part.rows as u32,
+                    w.cols as u32,
+                    w.row_bytes as u32,
+                    w.kind,
+                    w.rows as u32,
+                    part.row0 as u32,
+                    gx,
+                    0,
+                ],
+                (gx, gy, n as u32),
+            );
+        }
+    }
+
+    fn rms_norm(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        x: &wgpu::Buffer,
+        w: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        rows: (usize, usize),
+    ) {
+        let h = &self.spec.hparams;
+        self.dispatch(
+            enc,
+            &self.p.rms_norm,
+            &[x, w, y],
+            &[h.n_embd as u32, h.rms_eps.to_bits(), rows.0 as u32, 0],
+            (rows.1 as u32, 1, 1),
+        );
+    }
+
+    fn elementwise(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        pipe: &wgpu::ComputePipeline,
+        a: &wgpu::Buffer,
+        b: &wgpu::Buffer,
+        len: usize,
+        d: usize,
+    ) {
+        let (gx, gy) = grid(len.div_ceil(64));
+        self.dispatch(enc, pipe, &[a, b], &[len as u32, d as u32, gx, 0], (gx, gy, 1));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rope(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        src: &wgpu::Buffer,
+        dst: &wgpu::Buffer,
+        n: usize,
+        heads: usize,
+        pos0: usize,
+        row0: usize,
+    ) {
+        let h = &self.spec.hparams;
+        let style = match h.rope_style {
+            RopeStyle::Adjacent => 0,
+            RopeStyle::Halves => 1,
+        };
+        let (gx, gy) = grid((n * heads * h.head_dim).div_ceil(64));
+        self.dispatch(
+            enc,
+            &self.p.rope,
+            &[src, &self.rope, dst],
+            &[
+                n as u32,
+                heads as u32,
+                h.head_dim as u32,
+                h.rope_dim as u32,
+                pos0 as u32,
+                style,
+                row0 as u32,
+                gx,
+            ],
+            (gx, gy, 1),
+        );
+    }
+
+    /// Runs `tokens` at positions `cache.len..` (keys and values kept on the device) and returns
+    /// the logits of the positions `want(i)` selects, in order. The caller has checked the token
+    /// ids and the context.
+    pub(crate) fn forward(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        want: &dyn Fn(usize) -> bool,
+    ) -> Result<Vec<Vec<f32>>> {
+        let pos0 = cache.len;
+        let mut out = Vec::new();
+        for (ci, chunk) in tokens.chunks(BATCH).enumerate() {
+            let base = ci * BATCH;
+            let rows: Vec<usize> = (0..chunk.len()).filter(|&i| want(base + i)).collect();
+            out.extend(self.forward_batch(chunk, pos0 + base, &rows)?);
+        }
+        cache.len = pos0 + tokens.len();
+        Ok(out)
+    }
+
+    fn forward_batch(&mut self, tokens: &[u32], pos0: usize, rows: &[usize]) -> Result<Vec<Vec<f32>>> {
+        let h = self.spec.hparams.clone();
+        let n = tokens.len();
+        let (d, hd) = (h.n_embd, h.head_dim);
+        let q_dim = h.n_head * hd;
+        let kv_dim = h.n_head_kv * hd;
+        debug_assert!(pos0 + n <= self.context);
+        let mut x = vec![0f32; n * d];
+        for (i, &t) in tokens.iter().enumerate() {
+            self.embd.row_into(t as usize, &mut x[i * d..(i + 1) * d]);
+        }
+        let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.queue.write_buffer(&self.acts.x, 0, &xb);
+
+        let a = &self.acts;
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        let e = &mut enc;
+        for (li, l) in self.layers.iter().enumerate() {
+            self.rms_norm(e, &a.x, &l.attn_norm, &a.xn, (0, n));
+            self.matmul(e, &l.wq, &a.xn, &a.q_raw, n);
+            self.matmul(e, &l.wk, &a.xn, &a.k_raw, n);
+            self.matmul(e, &l.wv, &a.xn, &a.v_raw, n);
+            if let Some([bq, bk, bv]) = &l.bias {
+                self.elementwise(e, &self.p.add_rows, &a.q_raw, bq, n * q_dim, q_dim);
+                self.elementwise(e, &self.p.add_rows, &a.k_raw, bk, n * kv_dim, kv_dim);
+                self.elementwise(e, &self.p.add_rows, &a.v_raw, bv, n * kv_dim, kv_dim);
+            }
+            self.rope(e, &a.q_raw, &a.q, n, h.n_head, pos0, 0);
+            self.rope(e, &a.k_raw, &self.kc[li], n, h.n_head_kv, pos0, pos0);
+            e.copy_buffer_to_buffer(
+                &a.v_raw,
+                0,
+                &self.vc[li],
+                (pos0 * kv_dim * 4) as u64,
+                (n * kv_dim * 4) as u64,
+            );
+            self.dispatch(
+                e,
+                &self.p.attention,
+                &[&a.q, &self.kc[li], &self.vc[li], &a.scores, &a.attn],
+                &[
+                    h.n_head as u32,
+                    hd as u32,
+                    kv_dim as u32,
+                    (h.n_head / h.n_head_kv) as u32,
+                    pos0 as u32,
+                    self.context as u32,
+                    (1.0 / (hd as f32).sqrt()).to_bits(),
+                    0,
+                ],
+                (h.n_head as u32, n as u32, 1),
+            );
+            self.matmul(e, &l.wo, &a.attn, &a.proj, n);
+            self.elementwise(e, &self.p.add, &a.x, &a.proj, n * d, d);
+            self.rms_norm(e, &a.x, &l.ffn_norm, &a.xn, (0, n));
+            self.matmul(e, &l.gate, &a.xn, &a.g, n);
+            self.matmul(e, &l.up, &a.xn, &a.u, n);
+            self.elementwise(e, &self.p.swiglu, &a.g, &a.u, n * h.n_ff, h.n_ff);
+            self.matmul(e, &l.down, &a.g, &a.proj, n);
+            self.elementwise(e, &self.p.add, &a.x, &a.proj, n * d, d);
+        }
+        let Some(&r0) = rows.first() else {
+            self.queue.submit([enc.finish()]);
+            return Ok(Vec::new());
+        };
+        // The logits of rows r0..n (the rows asked for are all of them or the last one).
+        let m = n - r0;
+        let vocab = h.n_vocab;
+        self.rms_norm(&mut enc, &a.x, &self.output_norm, &a.xn, (r0, m));
+        self.matmul(&mut enc, &self.output, &a.xn, &a.logits, m);
+        let bytes = (m * vocab * 4) as u64;
+        enc.copy_buffer_to_buffer(&a.logits, 0, &a.readback, 0, bytes);
+        self.queue.submit([enc.finish()]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        a.readback.map_async(wgpu::MapMode::Read, 0..bytes, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| device_err(format!("device poll failed (device lost?): {e}")))?;
+        rx.recv()
+            .map_err(|_| device_err("the map callback never ran"))?
+            .map_err(|e| device_err(format!("buffer mapping failed: {e}")))?;
+        let all: Vec<f32> = {
+            let view = a
+                .readback
+                .get_mapped_range(0..bytes)
+                .map_err(|e| device_err(format!("buffer mapping failed: {e}")))?;
+            view.chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect()
+        };
+        a.readback.unmap();
+        Ok(rows
+            .iter()
+            .map(|&r| all[(r - r0) * vocab..(r - r0 + 1) * vocab].to_vec())
+            .collect())
+    }
+}
+
+fn f32_buffer(device: &wgpu::Device, label: &str, v: &[f32]) -> wgpu::Buffer {
+    let mut bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    if bytes.is_empty() {
+        bytes.resize(4, 0);
+    }
+    device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: Some(label),
+        contents: &bytes,
+        usage: wgpu::BufferUsages::STORAGE,
+    })
+}
+
+/// Uploads a matrix's stored bytes, split by rows into buffers of at most `max_bind` bytes.
+fn gmat(device: &wgpu::Device, bytes: &[u8], m: &Matrix<'_>, max_bind: u64) -> Result<GMat> {
+    let kind = match m.kind {
+        Kind::F32 => 0,
+        Kind::F16 => 1,
+        Kind::BF16 => 2,
+        Kind::Q8_0 => 3,
+        Kind::Q4_0 => 4,
+        Kind::Q4_K => 5,
+        Kind::Q6_K => 6,
+        Kind::Other(g) => {
+            return Err(Error::TensorType {
+                name: m.name.clone(),
+                ty: format!(
+                    "{} on the wgpu device (its kernels take F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)",
+                    g.name()
+                ),
+            });
+        }
+    };
+    let row_bytes = bytes.len() / m.rows.max(1);
+    // Each part is padded to 4 bytes.
+    let rows_per = (max_bind.saturating_sub(3) / row_bytes.max(1) as u64) as usize;
+    if rows_per == 0 {
+        return Err(Error::TensorType {
+            name: m.name.clone(),
+            ty: format!(
+                "rows of {row_bytes} bytes, over the adapter's max_storage_buffer_binding_size ({max_bind} bytes)"
+            ),
+        });
+    }
+    let mut parts = Vec::new();
+    let mut row0 = 0;
+    while row0 < m.rows {
+        let rows = rows_per.min(m.rows - row0);
+        let mut chunk = Cow::Borrowed(&bytes[row0 * row_bytes..(row0 + rows) * row_bytes]);
+        if !chunk.len().is_multiple_of(4) {
+            let mut v = chunk.into_owned();
+            v.resize(v.len().next_multiple_of(4), 0);
+            chunk = Cow::Owned(v);
+        }
+        let buf = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(&m.name),
+            contents: &chunk,
+            usage: wgpu::BufferUsages::STORAGE,
+        });
+        parts.push(Part { buf, row0, rows });
+        row0 += rows;
+    }
+    Ok(GMat {
+        kind,
+        rows: m.rows,
+        cols: m.cols,
+        row_bytes,
+        parts,
+    })
+}
+
+impl Pipelines {
+    fn new(device: &wgpu::Device) -> Pipelines {
+        let make = |src: &str, entry: &str| {
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(entry),
+                source: wgpu::ShaderSource::Wgsl(src.into()),
+            });
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: None,
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        };
+        Pipelines {
+            matmul: make(MATMUL_WGSL, "main"),
+            round: make(ROUND_WGSL, "main"),
+            rms_norm: make(RMS_NORM_WGSL, "main"),
+            rope: make(ROPE_WGSL, "main"),
+            attention: make(ATTENTION_WGSL, "main"),
+            add_rows: make(ELEMENTWISE_WGSL, "add_rows"),
+            swiglu: make(ELEMENTWISE_WGSL, "swiglu"),
+            add: make(ELEMENTWISE_WGSL, "add"),
+        }
+    }
+}

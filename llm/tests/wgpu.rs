@@ -1,0 +1,163 @@
+//! The wgpu executor against the CPU executor, on the random-weight models
+//! tests/python/llm_gen.py writes (llama in F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, tied
+//! embeddings, mistral, qwen2 with biases and rotate-half rope, byte-level BPE vocabularies, and
+//! the Hugging Face safetensors copies with rotate-half rope): per-position logits over a
+//! 40-token prompt (two batches of the device executor) within 1e-3 relative for F32 weights
+//! (the others: the top token wherever the CPU's margin is over 0.05), and 16 greedy tokens
+//! identical. The figures are printed (`--nocapture`).
+//!
+//! Runs on whatever adapter exists (Mesa lavapipe on CPU-only machines). Without an adapter the
+//! test skips with a message, except under `CI=true`, where that fails. Needs
+//! tests/.venv-formats (`scripts/setup.sh`).
+#![cfg(feature = "wgpu")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use tensorlane::model::Model;
+use tensorlane_llm::{Device, Error, Options, Sampling, Session};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Writes the models with tests/python/llm_gen.py (once per test binary run) and returns its
+/// JSON.
+fn models() -> &'static Value {
+    static MODELS: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    MODELS.get_or_init(generate)
+}
+
+fn generate() -> Value {
+    let python = root().join("tests/.venv-formats/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup.sh (or bash tests/python/setup_formats_venv.sh)",
+        python.display()
+    );
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("llm_wgpu");
+    let o = Command::new(python)
+        .arg(root().join("tests/python/llm_gen.py"))
+        .arg(&out)
+        .arg("11")
+        .output()
+        .expect("run tests/python/llm_gen.py");
+    assert!(
+        o.status.success(),
+        "llm_gen.py failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("llm_gen.py prints JSON")
+}
+
+fn options(device: Device) -> Options {
+    Options {
+        device,
+        context: Some(96),
+        ..Options::default()
+    }
+}
+
+fn argmax(v: &[f32]) -> usize {
+    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
+}
+
+fn margin(v: &[f32]) -> f32 {
+    let top = argmax(v);
+    let second = (0..v.len())
+        .filter(|&i| i != top)
+        .map(|i| v[i])
+        .fold(f32::NEG_INFINITY, f32::max);
+    v[top] - second
+}
+
+fn greedy(s: &mut Session<'_>, prompt: &[u32]) -> (Vec<u32>, f64) {
+    let ids: Vec<u32> = s
+        .generate(
+            prompt,
+            &Sampling {
+                stop_at_eog: false,
+                ..Sampling::default()
+            },
+        )
+        .take(16)
+        .map(|t| t.unwrap().id)
+        .collect();
+    (ids, s.stats().decode_tokens_per_s())
+}
+
+#[test]
+fn wgpu_matches_the_cpu_executor() {
+    let manifest = models();
+    let mut paths: Vec<(String, String, String)> = Vec::new();
+    for m in manifest["models"].as_array().unwrap() {
+        let (name, ty) = (m["name"].as_str().unwrap(), m["type"].as_str().unwrap());
+        paths.push((name.into(), ty.into(), m["path"].as_str().unwrap().into()));
+        if let Some(hf) = m["hf"].as_str() {
+            paths.push((format!("{name}-hf"), ty.into(), hf.into()));
+        }
+    }
+    for (name, ty, path) in paths {
+        let model = Model::open(&path).unwrap();
+        let mut gpu = match Session::open(&model, options(Device::Wgpu)) {
+            Ok(s) => s,
+            Err(Error::Device(e)) if e.contains("no adapter") => {
+                if std::env::var("CI").as_deref() == Ok("true") {
+                    panic!("CI=true and no wgpu adapter: {e}");
+                }
+                eprintln!("skip: {e}");
+                return;
+            }
+            Err(e) => panic!("{name}: {e}"),
+        };
+        let mut cpu = Session::open(&model, options(Device::Cpu)).unwrap();
+        let vocab = cpu.hparams().n_vocab as u32;
+        let prompt: Vec<u32> = (0..40u32).map(|i| (i * 37 + 5) % vocab).collect();
+
+        let want = cpu.logits(&prompt).unwrap();
+        let got = gpu.logits(&prompt).unwrap();
+        assert_eq!(want.len(), got.len(), "{name}");
+        let (mut max_abs, mut max_logit, mut checked) = (0f32, 0f32, 0);
+        for (pos, (w, g)) in want.iter().zip(&got).enumerate() {
+            for (a, b) in w.iter().zip(g) {
+                max_abs = max_abs.max((a - b).abs());
+                max_logit = max_logit.max(a.abs());
+            }
+            if margin(w) > 0.05 {
+                checked += 1;
+                assert_eq!(argmax(w), argmax(g), "{name}: top token at position {pos}");
+            }
+        }
+        if ty == "F32" {
+            assert!(
+                max_abs <= 1e-3 * max_logit.max(1.0),
+                "{name}: max |Δ logits| {max_abs} over 1e-3 of {max_logit}"
+            );
+        }
+        let (want_ids, cpu_tps) = greedy(&mut cpu, &prompt[..8]);
+        let (got_ids, gpu_tps) = greedy(&mut gpu, &prompt[..8]);
+        assert_eq!(want_ids, got_ids, "{name}: greedy tokens");
+        eprintln!(
+            "{name:<18} max |Δ logits| {max_abs:.2e} (max |logit| {max_logit:.1}), top-1 equal at {checked}/{} \
+             positions, 16 greedy tokens equal; decode {cpu_tps:.1} tok/s cpu, {gpu_tps:.1} tok/s wgpu",
+            want.len()
+        );
+    }
+}
+
+#[test]
+fn a_budget_is_refused_on_wgpu() {
+    let manifest = models();
+    let path = manifest["models"][0]["path"].as_str().unwrap();
+    let model = Model::open(path).unwrap();
+    let opts = Options {
+        budget: Some(1 << 30),
+        ..options(Device::Wgpu)
+    };
+    match Session::open(&model, opts) {
+        Err(Error::Options(e)) => assert!(e.contains("budget"), "{e}"),
+        Err(e) => panic!("expected the budget to be refused, got: {e}"),
+        Ok(_) => panic!("expected the budget to be refused"),
+    }
+}
