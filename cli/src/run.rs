@@ -4,7 +4,7 @@
 //! ```text
 //! tensorlane run MODEL [--prompt TEXT | --tokens IDS] [--max-new-tokens N] [--temperature T]
 //!                [--top-k K] [--top-p P] [--seed S] [--context N] [--threads N]
-//!                [--device cpu] [--budget SIZE] [--json]
+//!                [--device cpu|wgpu] [--budget SIZE] [--json]
 //! ```
 //!
 //! Tokens are printed to stdout as they are generated, then a summary (prefill and decode
@@ -24,7 +24,7 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::json;
 use tensorlane::model::Model;
-use tensorlane_llm::{Error as LlmError, Options, Sampling, Session};
+use tensorlane_llm::{Device, Error as LlmError, Options, Sampling, Session};
 
 use crate::error::CliError;
 use crate::output::human_bytes;
@@ -63,7 +63,8 @@ pub struct RunArgs {
     /// Worker threads (default: every core).
     #[arg(long)]
     threads: Option<usize>,
-    /// Where to run: `cpu` (wgpu and cuda are not implemented yet).
+    /// Where to run: `cpu`, or `wgpu` (a build with the `wgpu` feature; no --budget); cuda is not
+    /// implemented yet.
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "wgpu", "cuda"])]
     device: String,
     /// Memory for the weights, the KV cache and the norms, e.g. 4GiB: the offload plan keeps
@@ -112,12 +113,22 @@ pub fn run(args: RunArgs) -> ExitCode {
 }
 
 fn generate(args: &RunArgs) -> Result<(), CliError> {
-    if args.device != "cpu" {
-        return Err(CliError::Usage(format!(
-            "--device {}: only the cpu executor is implemented so far",
-            args.device
-        )));
-    }
+    let device = match args.device.as_str() {
+        "cpu" => Device::Cpu,
+        "wgpu" if cfg!(feature = "wgpu") => Device::Wgpu,
+        "wgpu" => {
+            return Err(CliError::Usage(
+                "--device wgpu: this tensorlane was built without the `wgpu` feature \
+                 (cargo build -p tensorlane-cli --features wgpu); use --device cpu"
+                    .into(),
+            ));
+        }
+        other => {
+            return Err(CliError::Usage(format!(
+                "--device {other}: only the cpu and wgpu executors are implemented so far"
+            )));
+        }
+    };
     let model = Model::open(&args.model)?;
     let mut session = Session::open(
         &model,
@@ -125,11 +136,12 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
             context: args.context,
             threads: args.threads,
             budget: args.budget,
-            ..Options::default()
+            device,
         },
     )
     .map_err(|e| match (e, args.budget) {
         (e @ LlmError::Budget(_), Some(b)) => CliError::Usage(format!("--budget {}: {e}", human_bytes(b))),
+        (e @ LlmError::Device(_), _) => CliError::Usage(format!("--device {}: {e}", args.device)),
         (e, _) => llm_error(e),
     })?;
     let prompt = match (&args.prompt, &args.tokens) {
@@ -189,7 +201,7 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
                 "plan_streamed_bytes_per_token": stats.plan_streamed_bytes,
                 "streamed_bytes_per_token": stats.streamed_bytes,
                 "threads": stats.threads,
-                "device": "cpu",
+                "device": args.device,
             },
         });
         let _ = writeln!(out, "{v}");
