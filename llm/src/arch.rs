@@ -247,6 +247,87 @@ fn cfg_f32(config: &serde_json::Value, key: &str, default: f32) -> Result<f32> {
     }
 }
 
+/// The names of one layer's tensors in a checkpoint's naming scheme: the prefix before the layer
+/// index, then the suffixes of attn_norm, q, k, v, q bias, k bias, v bias, o, ffn_norm, gate, up,
+/// down.
+struct LayerNames {
+    prefix: &'static str,
+    suffixes: [&'static str; 12],
+}
+
+/// llama.cpp's GGUF names (`blk.N.attn_q.weight`).
+const GGUF_NAMES: LayerNames = LayerNames {
+    prefix: "blk",
+    suffixes: [
+        "attn_norm.weight",
+        "attn_q.weight",
+        "attn_k.weight",
+        "attn_v.weight",
+        "attn_q.bias",
+        "attn_k.bias",
+        "attn_v.bias",
+        "attn_output.weight",
+        "ffn_norm.weight",
+        "ffn_gate.weight",
+        "ffn_up.weight",
+        "ffn_down.weight",
+    ],
+};
+
+/// Hugging Face transformers' names (`model.layers.N.self_attn.q_proj.weight`).
+const HF_NAMES: LayerNames = LayerNames {
+    prefix: "model.layers",
+    suffixes: [
+        "input_layernorm.weight",
+        "self_attn.q_proj.weight",
+        "self_attn.k_proj.weight",
+        "self_attn.v_proj.weight",
+        "self_attn.q_proj.bias",
+        "self_attn.k_proj.bias",
+        "self_attn.v_proj.bias",
+        "self_attn.o_proj.weight",
+        "post_attention_layernorm.weight",
+        "mlp.gate_proj.weight",
+        "mlp.up_proj.weight",
+        "mlp.down_proj.weight",
+    ],
+};
+
+/// Every layer's tensors, by `names`, with the shapes the hyperparameters give (one description
+/// for both naming schemes).
+fn layer_specs(
+    names: &LayerNames,
+    family: Family,
+    n_layer: usize,
+    n_embd: usize,
+    q_dim: usize,
+    kv_dim: usize,
+    n_ff: usize,
+) -> Vec<LayerSpec> {
+    (0..n_layer)
+        .map(|i| {
+            let n = |k: usize| format!("{}.{i}.{}", names.prefix, names.suffixes[k]);
+            LayerSpec {
+                attn_norm: TensorSpec::new(n(0), &[n_embd]),
+                wq: TensorSpec::new(n(1), &[q_dim, n_embd]),
+                wk: TensorSpec::new(n(2), &[kv_dim, n_embd]),
+                wv: TensorSpec::new(n(3), &[kv_dim, n_embd]),
+                biases: [
+                    TensorSpec::new(n(4), &[q_dim]),
+                    TensorSpec::new(n(5), &[kv_dim]),
+                    TensorSpec::new(n(6), &[kv_dim]),
+                ],
+                biases_required: family == Family::Qwen2,
+                wo: TensorSpec::new(n(7), &[n_embd, q_dim]),
+                ffn_norm: TensorSpec::new(n(8), &[n_embd]),
+                gate: TensorSpec::new(n(9), &[n_ff, n_embd]),
+                up: TensorSpec::new(n(10), &[n_ff, n_embd]),
+                down: TensorSpec::new(n(11), &[n_embd, n_ff]),
+            }
+        })
+        .collect()
+}
+
 impl Spec {
     /// Reads the architecture of a Hugging Face checkpoint from its `config.json` (`model_type`,
     /// `num_hidden_layers`, `hidden_size`, `num_attention_heads`, `num_key_value_heads`,
@@ -314,30 +395,15 @@ impl Spec {
                 }
             }
         };
-        let q_dim = n_head * head_dim;
-        let kv_dim = n_head_kv * head_dim;
-        let layers = (0..n_layer)
-            .map(|i| {
-                let n = |s: &str| format!("model.layers.{i}.{s}");
-                LayerSpec {
-                    attn_norm: TensorSpec::new(n("input_layernorm.weight"), &[n_embd]),
-                    wq: TensorSpec::new(n("self_attn.q_proj.weight"), &[q_dim, n_embd]),
-                    wk: TensorSpec::new(n("self_attn.k_proj.weight"), &[kv_dim, n_embd]),
-                    wv: TensorSpec::new(n("self_attn.v_proj.weight"), &[kv_dim, n_embd]),
-                    biases: [
-                        TensorSpec::new(n("self_attn.q_proj.bias"), &[q_dim]),
-                        TensorSpec::new(n("self_attn.k_proj.bias"), &[kv_dim]),
-                        TensorSpec::new(n("self_attn.v_proj.bias"), &[kv_dim]),
-                    ],
-                    biases_required: family == Family::Qwen2,
-                    wo: TensorSpec::new(n("self_attn.o_proj.weight"), &[n_embd, q_dim]),
-                    ffn_norm: TensorSpec::new(n("post_attention_layernorm.weight"), &[n_embd]),
-                    gate: TensorSpec::new(n("mlp.gate_proj.weight"), &[n_ff, n_embd]),
-                    up: TensorSpec::new(n("mlp.up_proj.weight"), &[n_ff, n_embd]),
-                    down: TensorSpec::new(n("mlp.down_proj.weight"), &[n_embd, n_ff]),
-                }
-            })
-            .collect();
+        let layers = layer_specs(
+            &HF_NAMES,
+            family,
+            n_layer,
+            n_embd,
+            n_head * head_dim,
+            n_head_kv * head_dim,
+            n_ff,
+        );
         Ok(Spec {
             hparams: Hparams {
                 family,
@@ -500,30 +566,15 @@ impl Spec {
                 });
             }
         };
-        let q_dim = n_head * head_dim;
-        let kv_dim = n_head_kv * head_dim;
-        let layers = (0..n_layer)
-            .map(|i| {
-                let n = |s: &str| format!("blk.{i}.{s}");
-                LayerSpec {
-                    attn_norm: TensorSpec::new(n("attn_norm.weight"), &[n_embd]),
-                    wq: TensorSpec::new(n("attn_q.weight"), &[q_dim, n_embd]),
-                    wk: TensorSpec::new(n("attn_k.weight"), &[kv_dim, n_embd]),
-                    wv: TensorSpec::new(n("attn_v.weight"), &[kv_dim, n_embd]),
-                    biases: [
-                        TensorSpec::new(n("attn_q.bias"), &[q_dim]),
-                        TensorSpec::new(n("attn_k.bias"), &[kv_dim]),
-                        TensorSpec::new(n("attn_v.bias"), &[kv_dim]),
-                    ],
-                    biases_required: family == Family::Qwen2,
-                    wo: TensorSpec::new(n("attn_output.weight"), &[n_embd, q_dim]),
-                    ffn_norm: TensorSpec::new(n("ffn_norm.weight"), &[n_embd]),
-                    gate: TensorSpec::new(n("ffn_gate.weight"), &[n_ff, n_embd]),
-                    up: TensorSpec::new(n("ffn_up.weight"), &[n_ff, n_embd]),
-                    down: TensorSpec::new(n("ffn_down.weight"), &[n_embd, n_ff]),
-                }
-            })
-            .collect();
+        let layers = layer_specs(
+            &GGUF_NAMES,
+            family,
+            n_layer,
+            n_embd,
+            n_head * head_dim,
+            n_head_kv * head_dim,
+            n_ff,
+        );
         Ok(Spec {
             hparams: Hparams {
                 family,
