@@ -160,7 +160,7 @@ impl Nginx {
         let dir = crate::live_dir(&format!("nginx-{port}"));
         let root = root.canonicalize().unwrap();
         let conf = format!(
-            "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 256; }}\n\
+            "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 256; }}\n\
              http {{\n access_log off;\n client_body_temp_path {d}/body;\n proxy_temp_path {d}/proxy;\n \
              fastcgi_temp_path {d}/fastcgi;\n uwsgi_temp_path {d}/uwsgi;\n scgi_temp_path {d}/scgi;\n \
              server {{ listen 127.0.0.1:{port}; root {root}; }}\n}}\n",
