@@ -156,37 +156,14 @@ impl<'m> Wgpu<'m> {
     /// Opens an adapter (hardware first, then the fallback one, e.g. Mesa lavapipe), uploads
     /// every weight `spec` needs from `model` and allocates a KV cache of `context` positions.
     pub(crate) fn new(model: &'m Model, spec: Spec, context: usize) -> Result<Wgpu<'m>> {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let mut last_err = String::from("no adapter tried");
-        let mut adapter = None;
-        for fallback in [false, true] {
-            let opts = wgpu::RequestAdapterOptions {
-                power_preference: wgpu::PowerPreference::HighPerformance,
-                force_fallback_adapter: fallback,
-                compatible_surface: None,
-                ..Default::default()
-            };
-            match pollster::block_on(instance.request_adapter(&opts)) {
-                Ok(a) => {
-                    adapter = Some(a);
-                    break;
-                }
-                Err(e) => last_err = e.to_string(),
-            }
-        }
-        let adapter = adapter.ok_or_else(|| {
-            device_err(format!(
-                "no adapter: {last_err} (on a CPU-only Linux machine install Mesa lavapipe: \
-                 apt-get install mesa-vulkan-drivers libvulkan1)"
-            ))
-        })?;
-        let desc = wgpu::DeviceDescriptor {
-            label: Some("tensorlane-llm"),
-            required_limits: adapter.limits(),
-            ..Default::default()
-        };
-        let (device, queue) = pollster::block_on(adapter.request_device(&desc))
-            .map_err(|e| device_err(format!("device request failed: {e}")))?;
+        let (_adapter, device, queue) =
+            tensorlane_offload::device::wgpu::open_device("tensorlane-llm").map_err(|e| {
+                device_err(match e {
+                    // "no adapter" is what callers (and the tests' skip rule) match on.
+                    tensorlane_offload::Error::NoDevice(m) => m.replacen("wgpu: ", "", 1),
+                    other => other.to_string(),
+                })
+            })?;
         let limits = device.limits();
         let max_bind = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         let p = Pipelines::new(&device);

@@ -119,6 +119,47 @@ impl fmt::Debug for GpuDevice {
     }
 }
 
+/// Opens the first wgpu adapter this machine has (hardware first, then the fallback adapter, e.g.
+/// Mesa lavapipe) and a device with the adapter's own limits, named `label`. No adapter is
+/// [`Error::NoDevice`], with what to install on a CPU-only machine; a refused device request is
+/// [`Error::Device`]. Shared by every wgpu user of the project (this transfer device, the offload
+/// executor, `tensorlane-llm`'s executor).
+pub fn open_device(label: &str) -> Result<(wgpu::Adapter, wgpu::Device, wgpu::Queue), Error> {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let mut last_err = String::from("no adapter tried");
+    let mut adapter = None;
+    for fallback in [false, true] {
+        let opts = wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            force_fallback_adapter: fallback,
+            compatible_surface: None,
+            ..Default::default()
+        };
+        match pollster::block_on(instance.request_adapter(&opts)) {
+            Ok(a) => {
+                adapter = Some(a);
+                break;
+            }
+            Err(e) => last_err = e.to_string(),
+        }
+    }
+    let adapter = adapter.ok_or_else(|| {
+        Error::NoDevice(format!(
+            "wgpu: no adapter: {last_err} (on a CPU-only Linux machine install Mesa lavapipe: \
+         apt-get install mesa-vulkan-drivers libvulkan1)"
+        ))
+    })?;
+    let limits = adapter.limits();
+    let desc = wgpu::DeviceDescriptor {
+        label: Some(label),
+        required_limits: limits.clone(),
+        ..Default::default()
+    };
+    let (device, queue) = pollster::block_on(adapter.request_device(&desc))
+        .map_err(|e| Error::Device(format!("wgpu device request failed: {e}")))?;
+    Ok((adapter, device, queue))
+}
+
 impl GpuDevice {
     /// Opens the first usable adapter (hardware first, then the fallback/CPU adapter) with the
     /// adapter's own limits and the default staging ring ([`DEFAULT_SLOTS`] × [`DEFAULT_CHUNK`]).
@@ -129,39 +170,8 @@ impl GpuDevice {
     /// Like [`new`](Self::new) with a staging ring of `slots` buffers of `chunk` bytes each
     /// (`chunk` is rounded up to 4 bytes; both at least 1).
     pub fn with_staging(slots: usize, chunk: usize) -> Result<Self, Error> {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let mut last_err = String::from("no adapter tried");
-        let mut adapter = None;
-        for fallback in [false, true] {
-            let opts = wgpu::RequestAdapterOptions {
-                power_preference: wgpu::PowerPreference::HighPerformance,
-                force_fallback_adapter: fallback,
-                compatible_surface: None,
-                ..Default::default()
-            };
-            match pollster::block_on(instance.request_adapter(&opts)) {
-                Ok(a) => {
-                    adapter = Some(a);
-                    break;
-                }
-                Err(e) => last_err = e.to_string(),
-            }
-        }
-        let adapter = adapter.ok_or_else(|| {
-            Error::NoDevice(format!(
-                "wgpu: no adapter: {last_err} (on a CPU-only Linux machine install Mesa lavapipe: \
-                 apt-get install mesa-vulkan-drivers libvulkan1)"
-            ))
-        })?;
+        let (adapter, device, queue) = open_device("tensorlane")?;
         let info = adapter.get_info();
-        let limits = adapter.limits();
-        let desc = wgpu::DeviceDescriptor {
-            label: Some("tensorlane"),
-            required_limits: limits.clone(),
-            ..Default::default()
-        };
-        let (device, queue) = pollster::block_on(adapter.request_device(&desc))
-            .map_err(|e| Error::Device(format!("wgpu device request failed: {e}")))?;
         let dl = device.limits();
         let summary = AdapterSummary {
             name: info.name.clone(),
