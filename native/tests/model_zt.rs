@@ -81,26 +81,18 @@ fn every_zt_file_reads_as_its_own_reader_reads_it() {
         let src = Source::open(&path).unwrap();
         compared += match m.format() {
             Format::Zt => {
+                // Catalog source k (k >= 1) is the k-th shard of the table, in its (name) order,
+                // resolved to a file next to the root; a shard not found is left unsupplied.
                 let mut r = Reader::open(&src).unwrap();
-                let mut shards = Vec::new();
-                for (k, (p, _)) in m.sources().enumerate().skip(1) {
-                    if p.is_file() {
-                        shards.push((k, Source::open(p).unwrap()));
-                    }
-                }
-                for (k, s) in &shards {
-                    let name = m.catalog().sources[*k].clone();
-                    let table: Vec<String> = r.shard_table().unwrap().keys().cloned().collect();
-                    let shard = table
-                        .iter()
-                        .find(|n| {
-                            tensorlane_core::formats::zt::shard_candidates("x", n)
-                                .iter()
-                                .any(|c| name.ends_with(c.trim_start_matches("x-")))
-                        })
-                        .unwrap()
-                        .clone();
-                    r = r.with_shard(&shard, s).unwrap();
+                let names: Vec<String> = r.shard_table().map(|t| t.keys().cloned().collect()).unwrap_or_default();
+                let files: Vec<(String, Source)> = names
+                    .into_iter()
+                    .zip(m.sources().skip(1))
+                    .filter(|(_, (p, _))| p.is_file())
+                    .map(|(n, (p, _))| (n, Source::open(p).unwrap()))
+                    .collect();
+                for (shard, s) in &files {
+                    r = r.with_shard(shard, s).unwrap();
                 }
                 compare(&path, &m, &|o, p| r.read(o, p).ok().map(|b| b.into_owned()))
             }

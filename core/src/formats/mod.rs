@@ -1116,7 +1116,6 @@ fn decoded_check(checks: &[Check], source: usize, offset: u64, len: u64) -> Opti
 
 /// Decodes an [`Storage::Encoded`] range to `f`, checking the stored-bytes check covering it
 /// first and the decoded-bytes check on the way (compared after the last piece).
-#[allow(clippy::too_many_arguments)]
 fn decode_checked<S: ReadAt + ?Sized>(
     format: &'static str,
     src: &S,
