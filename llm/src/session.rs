@@ -135,28 +135,7 @@ impl<'m> Session<'m> {
     /// missing metadata key, a missing or misshapen tensor (with the expected shape), an element
     /// type that cannot be computed with, a context of 0.
     pub fn open(model: &'m Model, options: Options) -> Result<Session<'m>> {
-        let (spec, tokenizer) = match model.format().name() {
-            "gguf" => (
-                Spec::from_catalog(model.catalog())?,
-                Tokenizer::from_catalog(model.catalog())?,
-            ),
-            "safetensors" => hf_companions(model)?,
-            other => {
-                return Err(Error::UnsupportedFormat(format!(
-                    "{other} models are not supported (GGUF, or safetensors with config.json and tokenizer.json)"
-                )));
-            }
-        };
-        if tokenizer.len() > spec.hparams.n_vocab {
-            return Err(Error::Metadata {
-                key: "tokenizer.ggml.tokens".into(),
-                message: format!(
-                    "{} tokens but token_embd.weight has {} rows",
-                    tokenizer.len(),
-                    spec.hparams.n_vocab
-                ),
-            });
-        }
+        let (spec, tokenizer) = spec_and_tokenizer(model)?;
         let context = options.context.unwrap_or(spec.hparams.n_ctx_train.min(4096));
         if context == 0 {
             return Err(Error::Options("the context must hold at least one position".into()));
@@ -274,6 +253,34 @@ impl<'m> Session<'m> {
             done: false,
         }
     }
+}
+
+/// The architecture and the tokenizer of `model`: a GGUF's key/values and embedded vocabulary;
+/// for safetensors, `config.json` and `tokenizer.json` beside the file.
+pub(crate) fn spec_and_tokenizer(model: &Model) -> Result<(Spec, Tokenizer)> {
+    let (spec, tokenizer) = match model.format().name() {
+        "gguf" => (
+            Spec::from_catalog(model.catalog())?,
+            Tokenizer::from_catalog(model.catalog())?,
+        ),
+        "safetensors" => hf_companions(model)?,
+        other => {
+            return Err(Error::UnsupportedFormat(format!(
+                "{other} models are not supported (GGUF, or safetensors with config.json and tokenizer.json)"
+            )));
+        }
+    };
+    if tokenizer.len() > spec.hparams.n_vocab {
+        return Err(Error::Metadata {
+            key: "tokenizer.ggml.tokens".into(),
+            message: format!(
+                "{} tokens but token_embd.weight has {} rows",
+                tokenizer.len(),
+                spec.hparams.n_vocab
+            ),
+        });
+    }
+    Ok((spec, tokenizer))
 }
 
 /// The wgpu executor (every weight resident on the device; no budget).
