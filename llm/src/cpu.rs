@@ -207,6 +207,8 @@ pub(crate) struct Cpu<'m> {
     rope_positions: usize,
     /// Weight bytes streamed (copied in from the model) by the last forward pass.
     pub(crate) streamed_last: u64,
+    /// Time the last forward pass spent copying those bytes.
+    pub(crate) copy_last: std::time::Duration,
 }
 
 impl<'m> Cpu<'m> {
@@ -231,6 +233,7 @@ impl<'m> Cpu<'m> {
             rope: Vec::new(),
             rope_positions: 0,
             streamed_last: 0,
+            copy_last: std::time::Duration::ZERO,
         })
     }
 
@@ -456,6 +459,7 @@ impl<'m> Cpu<'m> {
         }
         self.w.token_embd.unstage();
         self.streamed_last = streamed;
+        self.copy_last = self.w.matrices().iter().map(|m| m.staged_in).sum();
         logits
             .chunks(self.spec.hparams.n_vocab.max(1))
             .map(<[f32]>::to_vec)

@@ -90,6 +90,8 @@ pub(crate) struct Matrix<'m> {
     staged: Vec<u8>,
     /// The row that straddles `split`, put together from both parts.
     boundary: Vec<u8>,
+    /// How long the last [`Matrix::stage`] took to copy (zero when nothing was copied).
+    pub staged_in: std::time::Duration,
 }
 
 impl<'m> Matrix<'m> {
@@ -143,6 +145,7 @@ impl<'m> Matrix<'m> {
             resident: None,
             staged: Vec::new(),
             boundary: Vec::new(),
+            staged_in: std::time::Duration::ZERO,
         })
     }
 
@@ -166,8 +169,10 @@ impl<'m> Matrix<'m> {
     /// Copies the streamed bytes in for a use; returns how many were copied.
     pub(crate) fn stage(&mut self) -> u64 {
         if self.split == self.data.len() || !self.staged.is_empty() {
+            self.staged_in = std::time::Duration::ZERO;
             return 0;
         }
+        let t0 = std::time::Instant::now();
         self.staged.extend_from_slice(&self.data[self.split..]);
         let rb = self.row_bytes;
         if !self.split.is_multiple_of(rb) {
@@ -177,6 +182,7 @@ impl<'m> Matrix<'m> {
             self.boundary.extend_from_slice(&resident[start..self.split]);
             self.boundary.extend_from_slice(&self.staged[..start + rb - self.split]);
         }
+        self.staged_in = t0.elapsed();
         self.staged.len() as u64
     }
 
