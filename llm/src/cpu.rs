@@ -317,19 +317,65 @@ impl<'m> Cpu<'m> {
         cache: &mut KvCache,
         want: &dyn Fn(usize) -> bool,
     ) -> Vec<Vec<f32>> {
-        let n = tokens.len();
-        let pos0 = cache.len;
-        self.grow_rope(pos0 + n);
+        self.forward_many(&mut [(tokens, cache)], &|_, i| want(i), false)
+    }
+
+    /// One decode step of several sequences together: `batch[s]` is sequence `s`'s next token and
+    /// its own KV cache. Every weight is staged and read once for all of them (one matrix product
+    /// over all rows), and each sequence's logits are bit for bit what [`forward`](Self::forward)
+    /// of its token alone gives (the products are taken per row as for one row; attention reads
+    /// only the sequence's own cache). Returns one `n_vocab` row per sequence, in order. The
+    /// caller has checked the token ids and the contexts.
+    pub(crate) fn decode_batch(&mut self, batch: &mut [(u32, &mut KvCache)]) -> Vec<Vec<f32>> {
+        let tokens: Vec<[u32; 1]> = batch.iter().map(|(t, _)| [*t]).collect();
+        let mut seqs: Vec<(&[u32], &mut KvCache)> = tokens
+            .iter()
+            .zip(batch.iter_mut())
+            .map(|(t, (_, c))| (&t[..], &mut **c))
+            .collect();
+        self.forward_many(&mut seqs, &|_, _| true, true)
+    }
+
+    /// The forward pass of several sequences at once: `seqs[s]` holds tokens run at positions
+    /// `cache.len..` of that sequence's cache (their keys and values are appended to it). The
+    /// rows of all sequences go through each matrix product together (each weight staged once);
+    /// attention of a row reads its own sequence's cache. `per_row`: take each product row by row
+    /// as for a single row ([`Matrix::matmul_each`]) instead of the tiled product of a prompt.
+    /// Returns the logits of the rows `want(s, i)` selects, sequence by sequence, in order.
+    fn forward_many(
+        &mut self,
+        seqs: &mut [(&[u32], &mut KvCache)],
+        want: &dyn Fn(usize, usize) -> bool,
+        per_row: bool,
+    ) -> Vec<Vec<f32>> {
+        // Row r is token i of sequence s at position pos0[s] + i.
+        let rows: Vec<(usize, usize)> = seqs
+            .iter()
+            .enumerate()
+            .flat_map(|(s, (t, _))| (0..t.len()).map(move |i| (s, i)))
+            .collect();
+        let pos0: Vec<usize> = seqs.iter().map(|(_, c)| c.len).collect();
+        let n = rows.len();
+        let max_pos = seqs.iter().map(|(t, c)| c.len + t.len()).max().unwrap_or(0);
+        self.grow_rope(max_pos);
         let h = self.spec.hparams.clone();
         let (d, hd) = (h.n_embd, h.head_dim);
         let q_dim = h.n_head * hd;
         let kv_dim = h.n_head_kv * hd;
         let group = h.n_head / h.n_head_kv;
+        let pool = &self.pool;
+        let matmul = |m: &Matrix<'_>, x: &[f32], out: &mut [f32]| {
+            if per_row {
+                m.matmul_each(x, out, pool)
+            } else {
+                m.matmul(x, out, pool)
+            }
+        };
 
         let mut streamed = self.w.token_embd.stage();
         let mut x = vec![0f32; n * d];
-        for (i, &t) in tokens.iter().enumerate() {
-            self.w.token_embd.row_into(t as usize, &mut x[i * d..(i + 1) * d]);
+        for (r, &(s, i)) in rows.iter().enumerate() {
+            self.w.token_embd.row_into(seqs[s].0[i] as usize, &mut x[r * d..(r + 1) * d]);
         }
         if self.w.output.is_some() {
             self.w.token_embd.unstage();
@@ -362,31 +408,41 @@ impl<'m> Cpu<'m> {
             }
             let l = &self.w.layers[li];
             rms_norm(&x, &mut xn, &l.attn_norm, h.rms_eps);
-            l.wq.matmul(&xn, &mut q, &self.pool);
-            l.wk.matmul(&xn, &mut k, &self.pool);
-            l.wv.matmul(&xn, &mut v, &self.pool);
+            matmul(&l.wq, &xn, &mut q);
+            matmul(&l.wk, &xn, &mut k);
+            matmul(&l.wv, &xn, &mut v);
             if let Some([bq, bk, bv]) = &l.bias {
                 add_rows(&mut q, bq);
                 add_rows(&mut k, bk);
                 add_rows(&mut v, bv);
             }
-            for i in 0..n {
-                self.apply_rope(&mut q[i * q_dim..(i + 1) * q_dim], h.n_head, pos0 + i);
-                self.apply_rope(&mut k[i * kv_dim..(i + 1) * kv_dim], h.n_head_kv, pos0 + i);
+            for (r, &(s, i)) in rows.iter().enumerate() {
+                self.apply_rope(&mut q[r * q_dim..(r + 1) * q_dim], h.n_head, pos0[s] + i);
+                self.apply_rope(&mut k[r * kv_dim..(r + 1) * kv_dim], h.n_head_kv, pos0[s] + i);
             }
-            cache.k[li].extend_from_slice(&k);
-            cache.v[li].extend_from_slice(&v);
-            let (kc, vc) = (&cache.k[li], &cache.v[li]);
-            let q = &q;
-            // One task per (position, head): scores over positions 0..=pos, softmax, weighted sum.
+            let mut r0 = 0;
+            for (t, cache) in seqs.iter_mut() {
+                let r1 = r0 + t.len();
+                cache.k[li].extend_from_slice(&k[r0 * kv_dim..r1 * kv_dim]);
+                cache.v[li].extend_from_slice(&v[r0 * kv_dim..r1 * kv_dim]);
+                r0 = r1;
+            }
+            let kv: Vec<(&[f32], &[f32])> = seqs
+                .iter()
+                .map(|(_, c)| (c.k[li].as_slice(), c.v[li].as_slice()))
+                .collect();
+            let (q, rows, pos0) = (&q, &rows, &pos0);
+            // One task per (row, head): scores over positions 0..=pos, softmax, weighted sum.
             self.pool.install(|| {
                 attn.par_chunks_mut(hd).enumerate().for_each_init(
-                    || Vec::with_capacity(pos0 + n),
+                    || Vec::with_capacity(max_pos),
                     |scores: &mut Vec<f32>, (idx, out)| {
-                        let (i, head) = (idx / h.n_head, idx % h.n_head);
+                        let (r, head) = (idx / h.n_head, idx % h.n_head);
+                        let (s, i) = rows[r];
+                        let (kc, vc) = kv[s];
                         let kvh = head / group;
-                        let qh = &q[i * q_dim + head * hd..i * q_dim + (head + 1) * hd];
-                        let len = pos0 + i + 1;
+                        let qh = &q[r * q_dim + head * hd..r * q_dim + (head + 1) * hd];
+                        let len = pos0[s] + i + 1;
                         scores.clear();
                         let mut max = f32::NEG_INFINITY;
                         for t in 0..len {
@@ -412,17 +468,17 @@ impl<'m> Cpu<'m> {
                     },
                 )
             });
-            l.wo.matmul(&attn, &mut proj, &self.pool);
+            matmul(&l.wo, &attn, &mut proj);
             for (a, b) in x.iter_mut().zip(&proj) {
                 *a += b;
             }
             rms_norm(&x, &mut xn, &l.ffn_norm, h.rms_eps);
-            l.gate.matmul(&xn, &mut g, &self.pool);
-            l.up.matmul(&xn, &mut u, &self.pool);
+            matmul(&l.gate, &xn, &mut g);
+            matmul(&l.up, &xn, &mut u);
             for (a, b) in g.iter_mut().zip(&u) {
                 *a = *a / (1.0 + (-*a).exp()) * b;
             }
-            l.down.matmul(&g, &mut proj, &self.pool);
+            matmul(&l.down, &g, &mut proj);
             for (a, b) in x.iter_mut().zip(&proj) {
                 *a += b;
             }
@@ -439,12 +495,14 @@ impl<'m> Cpu<'m> {
                 m.unstage();
             }
         }
-        cache.len = pos0 + n;
+        for (t, cache) in seqs.iter_mut() {
+            cache.len += t.len();
+        }
 
-        let rows: Vec<usize> = (0..n).filter(|&i| want(i)).collect();
-        let mut xs = vec![0f32; rows.len() * d];
-        for (j, &i) in rows.iter().enumerate() {
-            xs[j * d..(j + 1) * d].copy_from_slice(&x[i * d..(i + 1) * d]);
+        let picked: Vec<usize> = (0..n).filter(|&r| want(rows[r].0, rows[r].1)).collect();
+        let mut xs = vec![0f32; picked.len() * d];
+        for (j, &r) in picked.iter().enumerate() {
+            xs[j * d..(j + 1) * d].copy_from_slice(&x[r * d..(r + 1) * d]);
         }
         let mut xo = vec![0f32; xs.len()];
         rms_norm(&xs, &mut xo, &self.w.output_norm, h.rms_eps);
@@ -452,14 +510,17 @@ impl<'m> Cpu<'m> {
             streamed += o.stage();
         }
         let out = self.w.output();
-        let mut logits = vec![0f32; rows.len() * out.rows];
-        out.matmul(&xo, &mut logits, &self.pool);
+        let mut logits = vec![0f32; picked.len() * out.rows];
+        if per_row {
+            out.matmul_each(&xo, &mut logits, &self.pool);
+        } else {
+            out.matmul(&xo, &mut logits, &self.pool);
+        }
         if let Some(o) = self.w.output.as_mut() {
             o.unstage();
         }
         self.w.token_embd.unstage();
         self.streamed_last = streamed;
-        self.copy_last = self.w.matrices().iter().map(|m| m.staged_in).sum();
         logits
             .chunks(self.spec.hparams.n_vocab.max(1))
             .map(<[f32]>::to_vec)

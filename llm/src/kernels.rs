@@ -260,6 +260,69 @@ impl<'m> Matrix<'m> {
         }
     }
 
+    /// [`matmul`](Self::matmul) of `n = x.len() / cols` independent input vectors (one per
+    /// sequence of a batched decode step), each output equal bit for bit to what `matmul` gives
+    /// for that input alone (`n == 1`: the same rounding of the activations, the same dot product
+    /// per weight row), while each weight row is read from memory once for all the inputs.
+    pub(crate) fn matmul_each(&self, x: &[f32], out: &mut [f32], pool: &rayon::ThreadPool) {
+        let cols = self.cols;
+        let n = x.len() / cols;
+        if n <= 1 {
+            return self.matmul(x, out, pool);
+        }
+        debug_assert_eq!(out.len(), n * self.rows);
+        let threads = pool.current_num_threads().max(1);
+        let rows_per = self.rows.div_ceil(threads * 4).max(1);
+        let mut t = vec![0f32; n * self.rows];
+        if let Some(q) = QuantX::new(self.kind, x, cols) {
+            pool.install(|| {
+                t.par_chunks_mut(rows_per * n).enumerate().for_each(|(ci, o)| {
+                    for j in 0..o.len() / n {
+                        let w = self.row(ci * rows_per + j);
+                        for i in 0..n {
+                            o[j * n + i] = q.dot(self.kind, w, i);
+                        }
+                    }
+                })
+            });
+        } else {
+            // Rounded vector by vector, as `matmul` rounds a single one.
+            let x: Vec<f32> = x
+                .chunks_exact(cols)
+                .flat_map(|v| round_activations(self.kind, v).into_owned())
+                .collect();
+            let x = &x;
+            pool.install(|| {
+                t.par_chunks_mut(rows_per * n).enumerate().for_each_init(
+                    || vec![0f32; cols],
+                    |buf, (ci, o)| {
+                        for j in 0..o.len() / n {
+                            let r = ci * rows_per + j;
+                            let row = self.row(r);
+                            let xi = |i: usize| &x[i * cols..(i + 1) * cols];
+                            if let Some(v) = dot_16(self.kind, row, xi(0)) {
+                                o[j * n] = v;
+                                for i in 1..n {
+                                    o[j * n + i] = dot_16(self.kind, row, xi(i)).unwrap_or(f32::NAN);
+                                }
+                            } else {
+                                self.row_into(r, buf);
+                                for i in 0..n {
+                                    o[j * n + i] = dot(buf, xi(i));
+                                }
+                            }
+                        }
+                    },
+                )
+            });
+        }
+        for (r, ys) in t.chunks(n).enumerate() {
+            for (i, &y) in ys.iter().enumerate() {
+                out[i * self.rows + r] = y;
+            }
+        }
+    }
+
     /// `out[i][r] = Σ_c W[r][c] · x[i][c]` for `n = x.len() / cols` input vectors:
     /// `out` is `n × rows`. Output rows are spread over the pool's threads.
     pub(crate) fn matmul(&self, x: &[f32], out: &mut [f32], pool: &rayon::ThreadPool) {

@@ -38,6 +38,7 @@
 use std::fmt;
 
 pub mod arch;
+pub mod batch;
 mod cpu;
 mod exec;
 mod kernels;
