@@ -375,7 +375,9 @@ impl<'m> Cpu<'m> {
         let mut streamed = self.w.token_embd.stage();
         let mut x = vec![0f32; n * d];
         for (r, &(s, i)) in rows.iter().enumerate() {
-            self.w.token_embd.row_into(seqs[s].0[i] as usize, &mut x[r * d..(r + 1) * d]);
+            self.w
+                .token_embd
+                .row_into(seqs[s].0[i] as usize, &mut x[r * d..(r + 1) * d]);
         }
         if self.w.output.is_some() {
             self.w.token_embd.unstage();
@@ -521,6 +523,7 @@ impl<'m> Cpu<'m> {
         }
         self.w.token_embd.unstage();
         self.streamed_last = streamed;
+        self.copy_last = self.w.matrices().iter().map(|m| m.staged_in).sum();
         logits
             .chunks(self.spec.hparams.n_vocab.max(1))
             .map(<[f32]>::to_vec)
