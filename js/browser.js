@@ -14,6 +14,8 @@ const api = { ...makeApi(backend), open: formats.open, stats: formats.stats, mer
 
 export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, mergeSummaries, mergeStats, writeZt, compare } = api;
 export const backendName = 'wasm';
+/** This build's version, `tensorlane X.Y.Z` (the wasm's: the inspector shows it). */
+export const version = glue.version();
 /** The wasm instance's WebAssembly.Memory. */
 export const wasmMemory = () => exports.memory;
 export default api;

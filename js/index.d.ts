@@ -249,6 +249,9 @@ export declare function copiedBytes(): number;
 /** 'addon' or 'wasm'. */
 export declare const backendName: 'addon' | 'wasm';
 
+/** This build's version, `tensorlane X.Y.Z`: one version for the package, its wasm, its addon and the `tensorlane` binary. */
+export declare const version: string;
+
 // ---------------------------------------------------------------------------------------------
 // Model formats: one open() for safetensors (+ shard index), GGUF (+ splits), PyTorch, NumPy,
 // ONNX (+ external data), HDF5, .zt v2 (+ shards), legacy .zt and Tenso packet files

@@ -80,6 +80,8 @@ if (addon) {
 export const { decode, encode, StreamDecoder, decodeStream, widen, Bundle, Quantized, TensorlaneError, DTYPES, copiedBytes, open, stats, mergeSummaries, mergeStats, writeZt, compare } = api;
 /** 'addon' or 'wasm'. */
 export const backendName = api.backend;
+/** This package's version, `tensorlane X.Y.Z` (its wasm build and addon are built from the same version). */
+export const version = `tensorlane ${require('../package.json').version}`;
 /** Why the addon was not used (null when it was, or when wasm was requested). */
 export const addonLoadError = loadError;
 /** The wasm instance's memory when the wasm backend is in use. */

@@ -34,8 +34,8 @@ cargo test -p tensorlane-offload --features cuda --test device_cuda
 step "JavaScript builds (wasm + N-API addon)"
 scripts/build-js.sh
 
-step "Node and Chromium tests"
+step "Node and Chromium tests (tests/browser/installed.test.mjs: cargo install --path cli --debug into target/, the binary run outside the checkout serves its built-in inspector)"
 node --test tests/js/ tests/browser/
 
-step "npm package: scripts/pack.sh, installed in a fresh project (ESM, CJS, tsc, esbuild, Vite, wasm fallback)"
+step "npm package: scripts/pack.sh, installed in a fresh project (ESM, CJS, tsc, esbuild, Vite, npx tensorlane serve vs the Rust server, wasm fallback)"
 node --test tests/pack/

@@ -497,4 +497,4 @@ self.onmessage = async ({ data: msg }) => {
     running.delete(id);
   }
 };
-self.postMessage({ ready: true, backend: tensorlane.backendName });
+self.postMessage({ ready: true, backend: tensorlane.backendName, version: tensorlane.version });

@@ -43,7 +43,11 @@ let nextId = 1;
 const calls = new Map();
 const workerReady = new Promise((resolve) => {
   worker.addEventListener('message', ({ data }) => {
-    if (data.ready) return resolve(data.backend);
+    if (data.ready) {
+      // One version for the page, its wasm and the server that embeds them (`tensorlane X.Y.Z`).
+      $('version').textContent = data.version ?? '';
+      return resolve(data.backend);
+    }
     const c = calls.get(data.id);
     if (!c) return;
     if ('progress' in data) return c.onProgress?.(data.progress);

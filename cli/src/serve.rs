@@ -1,13 +1,14 @@
 //! `tensorlane serve`: the read-only HTTP server of [`tensorlane::serve`] with the web inspector,
 //! and a bundled sample when no path is given.
 //!
-//! The inspector's files (`web-demo/`, `js/`, `wasm/pkg/`, `tests/data/`) are served from a
-//! tensorlane checkout: `--web DIR`, else the checkout this binary was built from when it is still
-//! there, else the current folder or one above it that holds `web-demo/index.html`. They are not
-//! embedded in the binary: the page needs the wasm build (`scripts/build-js.sh`), which a
-//! `cargo install` from a registry does not have, and a stale embedded copy would disagree with
-//! the package it imports. Without a checkout the server still serves `/models`, `/files/`,
-//! `/tensors/` and `/ws`, and says so.
+//! The inspector (`web-demo/`, `js/`, `wasm/pkg/`) is compiled into the binary (`build.rs`: from
+//! the package's staged `inspector/` folder, or from the checkout once `scripts/build-js.sh` has
+//! built the wasm; the wasm must be this binary's version) and served from memory, so a
+//! `cargo install`ed or copied binary needs no checkout. `--web DIR` serves a checkout's files
+//! instead (`tests/data/` too), for working on the pages. A binary built before the wasm embeds
+//! nothing and looks for a checkout as before: the one it was built from when it is still there,
+//! else the current folder or one above it that holds `web-demo/index.html`. Without either the
+//! server still serves `/models`, `/files/`, `/tensors/` and `/ws`, and says so.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,11 @@ use std::process::ExitCode;
 use clap::Args;
 use tensorlane::serve::{Config, Server};
 use tensorlane::st_write::{SafetensorsFile, StDtype, StTensor};
+
+/// The web inspector compiled into this binary (`build.rs`).
+mod inspector {
+    include!(concat!(env!("OUT_DIR"), "/inspector.rs"));
+}
 
 /// `tensorlane serve` arguments.
 #[derive(Args, Debug)]
@@ -28,8 +34,8 @@ pub struct ServeArgs {
     /// --token with it.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
-    /// A tensorlane checkout whose web-demo/, js/, wasm/pkg/ and tests/data/ hold the inspector
-    /// (default: the checkout the binary was built from, or the current folder's).
+    /// A tensorlane checkout whose web-demo/, js/, wasm/pkg/ and tests/data/ hold the inspector,
+    /// served instead of the one compiled into the binary (for working on the pages).
     #[arg(long, value_name = "DIR")]
     pub web: Option<PathBuf>,
     /// A bearer token that every data request must carry (`Authorization: Bearer TOKEN` or
@@ -46,7 +52,8 @@ fn has_inspector(dir: &Path) -> bool {
     dir.join("web-demo/index.html").is_file()
 }
 
-/// The web root to use: `--web`, the build checkout, or the current folder or one above it.
+/// The web root to use: `--web`; else none when the inspector is compiled in; else the build
+/// checkout, or the current folder or one above it.
 fn find_web(given: Option<PathBuf>) -> Result<Option<PathBuf>, String> {
     if let Some(w) = given {
         if has_inspector(&w) {
@@ -56,6 +63,9 @@ fn find_web(given: Option<PathBuf>) -> Result<Option<PathBuf>, String> {
             "--web {}: no web-demo/index.html there; give a tensorlane checkout",
             w.display()
         ));
+    }
+    if !inspector::ASSETS.is_empty() {
+        return Ok(None);
     }
     let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     if has_inspector(&built) {
@@ -137,6 +147,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         bind: args.bind,
         paths,
         web: web.clone(),
+        assets: inspector::ASSETS,
         token: args.token,
         max_connections: args.max_connections,
     };
@@ -146,9 +157,19 @@ pub fn run(args: ServeArgs) -> ExitCode {
         for (path, url) in server.mounts() {
             eprintln!("serving {} at {base}{url}", path.display());
         }
+        let embedded = !inspector::ASSETS.is_empty();
         match &web {
             Some(w) => eprintln!("web inspector from {}", w.display()),
-            None => eprintln!("no web inspector (no checkout found; pass --web DIR): data only"),
+            None if embedded => eprintln!(
+                "web inspector: built in (tensorlane {}, {} files, {} KiB)",
+                env!("CARGO_PKG_VERSION"),
+                inspector::ASSETS.len(),
+                inspector::BYTES >> 10
+            ),
+            None => eprintln!(
+                "no web inspector ({}, and no checkout was found; pass --web DIR): data only",
+                inspector::WHY_NONE
+            ),
         }
         if has_token {
             eprintln!("a token is required: Authorization: Bearer TOKEN, or ?token=TOKEN");
@@ -156,7 +177,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         eprintln!("models: {base}/models");
         eprintln!("press Ctrl-C to stop");
         // The URL to open, alone on stdout (scripts and tests read it).
-        if web.is_some() {
+        if web.is_some() || embedded {
             println!("{base}/web-demo/");
         } else {
             println!("{base}/models");

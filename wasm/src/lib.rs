@@ -263,6 +263,13 @@ pub fn dequantize_raw(plan: &str, bufs: &Array) -> Result<Vec<f32>, JsError> {
     packets::dequantize_plan(plan, &refs).map_err(|e| JsError::new(&e))
 }
 
+/// This build's name and version, `tensorlane X.Y.Z` (the workspace version): the inspector page
+/// shows it, and the `tensorlane` binary embeds only a wasm that carries its own version string.
+#[wasm_bindgen]
+pub fn version() -> String {
+    concat!("tensorlane ", env!("CARGO_PKG_VERSION")).to_string()
+}
+
 /// The core's sans-IO stream framer. Pushed chunks are copied into wasm memory (the framer must
 /// hold partial packets); popped packets are copied out to fresh JS buffers.
 #[wasm_bindgen]

@@ -1,5 +1,7 @@
 //! Files: path resolution inside a root (no `..`, no symlink out), and one file as an HTTP response
-//! with `Range`, `ETag`, `Last-Modified` and the RFC 9110 conditionals.
+//! with `Range`, `ETag`, `Last-Modified` and the RFC 9110 conditionals; the inspector's files from a
+//! web root on disk or, compiled into the program ([`super::Asset`]), from memory with the same
+//! conditionals and ranges.
 //!
 //! The `Range` header is parsed here rather than with a crate: the usual one (`http-range-header`)
 //! gives one error for a malformed header and an unsatisfiable range, but RFC 9110 wants the first
@@ -256,6 +258,9 @@ pub(super) async fn web(AxState(s): AxState<Arc<Shared>>, req: Request) -> Respo
     if raw == "/web-demo" {
         return Redirect::permanent("/web-demo/").into_response();
     }
+    if s.web.is_none() && !s.assets.is_empty() {
+        return embedded(s.assets, &raw, req.method(), req.headers());
+    }
     let Some(web) = &s.web else {
         return Refusal::NotFound(format!(
             "{raw}: not found (no web inspector is served; the data is under /models and /files/)"
@@ -290,6 +295,67 @@ pub(super) async fn web(AxState(s): AxState<Arc<Shared>>, req: Request) -> Respo
     send_file(file, &path, req.method(), req.headers()).await
 }
 
+/// The inspector compiled into the program: `raw` (a request path) looked up in `assets` (paths
+/// under `web-demo/`, `js/` and `wasm/pkg/`; a folder's `index.html` for a path ending in `/`) and
+/// sent from memory with its content type, its `ETag`, `Cache-Control: no-cache` (revalidate, then
+/// 304) and the same conditionals and ranges as a file.
+fn embedded(assets: &[super::Asset], raw: &str, method: &Method, h: &HeaderMap) -> Response {
+    let comps = match components(raw) {
+        Ok(c) => c,
+        Err(r) => return r.into_response(),
+    };
+    let key = comps.join("/");
+    let find = |k: &str| assets.iter().find(|a| a.path == k);
+    let public = ["web-demo", "js", "wasm"].contains(&comps.first().map_or("", String::as_str));
+    let found = if !public {
+        None
+    } else if raw.ends_with('/') {
+        find(&format!("{key}/index.html"))
+    } else if let Some(a) = find(&key) {
+        Some(a)
+    } else if find(&format!("{key}/index.html")).is_some() {
+        return Redirect::permanent(&format!("{raw}/")).into_response();
+    } else {
+        None
+    };
+    let Some(asset) = found else {
+        return Refusal::NotFound(format!(
+            "{raw}: not found (this server's inspector is compiled into it: /web-demo/, /js/ and /wasm/pkg/; \
+             the data is under /files/, /models, /tensors/ and /ws)"
+        ))
+        .into_response();
+    };
+    let size = asset.bytes.len() as u64;
+    let (status, start, end) = match decide(method, h, asset.etag, None, size) {
+        Ok(d) => d,
+        Err(r) => return *r,
+    };
+    let mut r = bare(status, asset.etag, None);
+    let body = if *method == Method::HEAD {
+        Body::empty()
+    } else {
+        Body::from(Bytes::from_static(&asset.bytes[start as usize..end as usize]))
+    };
+    finish(&mut r, content_type(Path::new(asset.path)), start, end, size);
+    *r.body_mut() = body;
+    r
+}
+
+/// The headers every `200`/`206` response carries besides the validators: content type and
+/// length, `Cache-Control: no-cache` (a client may keep the body but revalidates it each time) and,
+/// for a part, `Content-Range`.
+fn finish(r: &mut Response, content_type: &'static str, start: u64, end: u64, size: u64) {
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if r.status() == StatusCode::PARTIAL_CONTENT
+        && let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{}/{size}", end - 1))
+    {
+        r.headers_mut().insert(header::CONTENT_RANGE, v);
+    }
+}
+
 /// The media type for a file name (as `web-demo/serve.mjs` sends them).
 fn content_type(path: &Path) -> &'static str {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -299,7 +365,7 @@ fn content_type(path: &Path) -> &'static str {
         "js" | "mjs" => "text/javascript; charset=utf-8",
         "json" => "application/json",
         "wasm" => "application/wasm",
-        "css" => "text/css",
+        "css" => "text/css; charset=utf-8",
         "png" => "image/png",
         "md" | "txt" | "ts" => "text/plain; charset=utf-8",
         _ => "application/octet-stream",
@@ -381,15 +447,16 @@ fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// A response with no body but the validators.
-fn bare(status: StatusCode, etag: &str, modified: &str) -> Response {
+/// A response with no body but the validators (`modified`: the `Last-Modified` date, which bytes
+/// compiled into the program do not have).
+fn bare(status: StatusCode, etag: &str, modified: Option<&str>) -> Response {
     let mut r = Response::new(Body::empty());
     *r.status_mut() = status;
     let h = r.headers_mut();
     if let Ok(v) = HeaderValue::from_str(etag) {
         h.insert(header::ETAG, v);
     }
-    if let Ok(v) = HeaderValue::from_str(modified) {
+    if let Some(v) = modified.and_then(|m| HeaderValue::from_str(m).ok()) {
         h.insert(header::LAST_MODIFIED, v);
     }
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
@@ -609,6 +676,63 @@ impl HttpBody for FileBody {
     }
 }
 
+/// The RFC 9110 §13.2.2 evaluation for a body of `size` bytes with entity tag `etag` and (for a
+/// file) its `Last-Modified` date, as text and as a time: `If-Match`, `If-Unmodified-Since`
+/// (412), `If-None-Match`, `If-Modified-Since` (304), then `Range` with `If-Range`. The status
+/// (200 or 206) and the bytes `start..end` to send, or the finished 304/412/416 response (boxed:
+/// it is large, and rare).
+fn decide(
+    method: &Method,
+    h: &HeaderMap,
+    etag: &str,
+    modified: Option<(&str, SystemTime)>,
+    size: u64,
+) -> Result<(StatusCode, u64, u64), Box<Response>> {
+    let shown = modified.map(|(m, _)| m);
+    let time = modified.map(|(_, t)| t);
+    if let Some(im) = header_str(h, header::IF_MATCH) {
+        if !tag_listed(im, etag, false) {
+            return Err(Box::new(bare(StatusCode::PRECONDITION_FAILED, etag, shown)));
+        }
+    } else if let Some(ius) = header_str(h, header::IF_UNMODIFIED_SINCE).and_then(|d| httpdate::parse_http_date(d).ok())
+        && time.is_some_and(|t| t > ius)
+    {
+        return Err(Box::new(bare(StatusCode::PRECONDITION_FAILED, etag, shown)));
+    }
+    if let Some(inm) = header_str(h, header::IF_NONE_MATCH) {
+        if tag_listed(inm, etag, true) {
+            return Err(Box::new(bare(StatusCode::NOT_MODIFIED, etag, shown)));
+        }
+    } else if let Some(ims) = header_str(h, header::IF_MODIFIED_SINCE).and_then(|d| httpdate::parse_http_date(d).ok())
+        && time.is_some_and(|t| t <= ims)
+    {
+        return Err(Box::new(bare(StatusCode::NOT_MODIFIED, etag, shown)));
+    }
+    let range_applies = *method == Method::GET
+        && match header_str(h, header::IF_RANGE) {
+            None => true,
+            // An entity tag must match strongly; a date must be exactly the Last-Modified.
+            Some(t) if t.starts_with('"') || t.starts_with("W/") => t == etag,
+            Some(d) => shown == Some(d),
+        };
+    let ranged = match header_str(h, header::RANGE) {
+        Some(r) if range_applies => parse_range(r, size),
+        _ => Ranged::Whole,
+    };
+    match ranged {
+        Ranged::Whole => Ok((StatusCode::OK, 0, size)),
+        Ranged::Part(a, b) => Ok((StatusCode::PARTIAL_CONTENT, a, b)),
+        Ranged::Unsatisfiable => {
+            let mut r = bare(StatusCode::RANGE_NOT_SATISFIABLE, etag, shown);
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                r.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
+            r.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
+            Err(Box::new(r))
+        }
+    }
+}
+
 /// The open file `file` (reached by `path`) as a response to `method` with request headers `h`.
 pub(super) async fn send_file(file: File, path: &Path, method: &Method, h: &HeaderMap) -> Response {
     let shown = || path.display().to_string();
@@ -623,47 +747,9 @@ pub(super) async fn send_file(file: File, path: &Path, method: &Method, h: &Head
     let modified = httpdate::fmt_http_date(stamp.modified());
     let size = stamp.len;
 
-    // RFC 9110 §13.2.2: If-Match, If-Unmodified-Since, If-None-Match, If-Modified-Since, If-Range.
-    if let Some(im) = header_str(h, header::IF_MATCH) {
-        if !tag_listed(im, &etag, false) {
-            return bare(StatusCode::PRECONDITION_FAILED, &etag, &modified);
-        }
-    } else if let Some(ius) = header_str(h, header::IF_UNMODIFIED_SINCE).and_then(|d| httpdate::parse_http_date(d).ok())
-        && stamp.modified() > ius
-    {
-        return bare(StatusCode::PRECONDITION_FAILED, &etag, &modified);
-    }
-    if let Some(inm) = header_str(h, header::IF_NONE_MATCH) {
-        if tag_listed(inm, &etag, true) {
-            return bare(StatusCode::NOT_MODIFIED, &etag, &modified);
-        }
-    } else if let Some(ims) = header_str(h, header::IF_MODIFIED_SINCE).and_then(|d| httpdate::parse_http_date(d).ok())
-        && stamp.modified() <= ims
-    {
-        return bare(StatusCode::NOT_MODIFIED, &etag, &modified);
-    }
-    let range_applies = *method == Method::GET
-        && match header_str(h, header::IF_RANGE) {
-            None => true,
-            // An entity tag must match strongly; a date must be exactly the Last-Modified.
-            Some(t) if t.starts_with('"') || t.starts_with("W/") => t == etag,
-            Some(d) => d == modified,
-        };
-    let ranged = match header_str(h, header::RANGE) {
-        Some(r) if range_applies => parse_range(r, size),
-        _ => Ranged::Whole,
-    };
-    let (status, start, end) = match ranged {
-        Ranged::Whole => (StatusCode::OK, 0, size),
-        Ranged::Part(a, b) => (StatusCode::PARTIAL_CONTENT, a, b),
-        Ranged::Unsatisfiable => {
-            let mut r = bare(StatusCode::RANGE_NOT_SATISFIABLE, &etag, &modified);
-            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
-                r.headers_mut().insert(header::CONTENT_RANGE, v);
-            }
-            r.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
-            return r;
-        }
+    let (status, start, end) = match decide(method, h, &etag, Some((&modified, stamp.modified())), size) {
+        Ok(d) => d,
+        Err(r) => return *r,
     };
     let len = end - start;
     let body = if *method == Method::HEAD || len == 0 {
@@ -688,17 +774,8 @@ pub(super) async fn send_file(file: File, path: &Path, method: &Method, h: &Head
             pending: None,
         })
     };
-    let mut r = bare(status, &etag, &modified);
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type(path)));
-    r.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    r.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    if status == StatusCode::PARTIAL_CONTENT
-        && let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{}/{size}", end - 1))
-    {
-        r.headers_mut().insert(header::CONTENT_RANGE, v);
-    }
+    let mut r = bare(status, &etag, Some(&modified));
+    finish(&mut r, content_type(path), start, end, size);
     *r.body_mut() = body;
     r
 }
@@ -724,6 +801,51 @@ mod tests {
         assert_eq!(parse_range("items=0-1", 100), Whole);
         assert_eq!(parse_range("bytes=a-b", 100), Whole);
         assert_eq!(parse_range("BYTES=1-1", 100), Part(1, 2));
+    }
+
+    /// An inspector of two files, as the `tensorlane` binary embeds its own.
+    static ASSETS: &[super::super::Asset] = &[
+        super::super::Asset { path: "web-demo/index.html", bytes: b"<p>hello</p>", etag: "\"c-1\"" },
+        super::super::Asset { path: "wasm/pkg/x.wasm", bytes: b"\0asm\x01\0\0\0", etag: "\"8-2\"" },
+    ];
+
+    fn ask(path: &str, method: Method, headers: &[(header::HeaderName, &str)]) -> Response {
+        let mut h = HeaderMap::new();
+        for (k, v) in headers {
+            h.insert(k.clone(), HeaderValue::from_str(v).unwrap());
+        }
+        embedded(ASSETS, path, &method, &h)
+    }
+
+    #[test]
+    fn embedded_assets() {
+        let get = |r: &Response, k: header::HeaderName| r.headers().get(k).map(|v| v.to_str().unwrap().to_string());
+        let page = ask("/web-demo/", Method::GET, &[]);
+        assert_eq!(page.status(), StatusCode::OK);
+        assert_eq!(get(&page, header::CONTENT_TYPE).as_deref(), Some("text/html; charset=utf-8"));
+        assert_eq!(get(&page, header::ETAG).as_deref(), Some("\"c-1\""));
+        assert_eq!(get(&page, header::CACHE_CONTROL).as_deref(), Some("no-cache"));
+        assert_eq!(get(&page, header::CONTENT_LENGTH).as_deref(), Some("12"));
+        assert_eq!(get(&page, header::LAST_MODIFIED), None);
+        assert_eq!(ask("/web-demo/index.html", Method::HEAD, &[]).status(), StatusCode::OK);
+        let wasm = ask("/wasm/pkg/x.wasm", Method::GET, &[(header::RANGE, "bytes=1-3")]);
+        assert_eq!(wasm.status(), StatusCode::PARTIAL_CONTENT);
+        assert_eq!(get(&wasm, header::CONTENT_TYPE).as_deref(), Some("application/wasm"));
+        assert_eq!(get(&wasm, header::CONTENT_RANGE).as_deref(), Some("bytes 1-3/8"));
+        let past = ask("/wasm/pkg/x.wasm", Method::GET, &[(header::RANGE, "bytes=8-")]);
+        assert_eq!(past.status(), StatusCode::RANGE_NOT_SATISFIABLE);
+        assert_eq!(get(&past, header::CONTENT_RANGE).as_deref(), Some("bytes */8"));
+        let same = [(header::IF_NONE_MATCH, "\"c-1\"")];
+        assert_eq!(ask("/web-demo/index.html", Method::GET, &same).status(), StatusCode::NOT_MODIFIED);
+        let other = [(header::IF_MATCH, "\"zz\"")];
+        assert_eq!(ask("/web-demo/index.html", Method::GET, &other).status(), StatusCode::PRECONDITION_FAILED);
+        // A folder without its slash is redirected; what is not there, or not the inspector's, is 404.
+        let dir = ask("/web-demo", Method::GET, &[]);
+        assert_eq!(dir.status(), StatusCode::PERMANENT_REDIRECT);
+        assert_eq!(get(&dir, header::LOCATION).as_deref(), Some("/web-demo/"));
+        assert_eq!(ask("/web-demo/nope.js", Method::GET, &[]).status(), StatusCode::NOT_FOUND);
+        assert_eq!(ask("/tests/data/x", Method::GET, &[]).status(), StatusCode::NOT_FOUND);
+        assert_eq!(ask("/web-demo/%2e%2e/x", Method::GET, &[]).status(), StatusCode::BAD_REQUEST);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! | path | what |
 //! |---|---|
 //! | `/` | a redirect to `/web-demo/` (with a web root), else a small JSON index |
-//! | `/web-demo/`, `/js/`, `/wasm/pkg/`, `/tests/data/` | the inspector's files under [`Config::web`] (a checkout: the layout of `web-demo/serve.mjs`) |
+//! | `/web-demo/`, `/js/`, `/wasm/pkg/`, `/tests/data/` | the inspector's files under [`Config::web`] (a checkout: the layout of `web-demo/serve.mjs`), else those of [`Config::assets`] from memory (no `/tests/data/`) |
 //! | `/files/{mount}/{path}` | the files under each served path ([`Config::paths`]) |
 //! | `/models` | JSON: every model under the served paths, with its file's `url`, format and tensors |
 //! | `/tensors/{model}/{name}` | one tensor as a Tenso packet (`?dequantize=f32\|f16`, `?integrity=1`) |
@@ -95,8 +95,12 @@ pub struct Config {
     /// Model files and folders to serve (see the module docs for their URLs).
     pub paths: Vec<PathBuf>,
     /// The folder holding `web-demo/`, `js/`, `wasm/pkg/` and `tests/data/` (a checkout), or
-    /// `None` to serve no inspector.
+    /// `None` to serve [`Config::assets`] (or no inspector when that is empty).
     pub web: Option<PathBuf>,
+    /// The inspector compiled into the program (the `tensorlane` binary embeds its own): served
+    /// from memory, with content types, strong ETags, `Cache-Control: no-cache` and ranges, when
+    /// [`Config::web`] is `None`. Empty: none.
+    pub assets: &'static [Asset],
     /// A bearer token every data request must carry, or `None` for none.
     pub token: Option<String>,
     /// The most connections served at once (default 512).
@@ -109,10 +113,24 @@ impl Default for Config {
             bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
             paths: Vec::new(),
             web: None,
+            assets: &[],
             token: None,
             max_connections: 512,
         }
     }
+}
+
+/// One file of an inspector compiled into the program ([`Config::assets`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Asset {
+    /// Its URL path without the leading `/`: `web-demo/index.html`, `js/browser.js`,
+    /// `wasm/pkg/tensorlane_wasm_bg.wasm`, … (only `web-demo/`, `js/` and `wasm/` are served).
+    pub path: &'static str,
+    /// Its bytes.
+    pub bytes: &'static [u8],
+    /// Its strong entity tag, quoted (`"…"`), for example a hash of the bytes: it must change
+    /// whenever the bytes do.
+    pub etag: &'static str,
 }
 
 /// A served path: a folder (everything below it) or one model file's folder, restricted to the
@@ -137,6 +155,8 @@ struct Shared {
     web: Option<PathBuf>,
     /// `web` held open, as [`Mount::dir`].
     web_dir: Option<std::fs::File>,
+    /// [`Config::assets`].
+    assets: &'static [Asset],
     token: Option<String>,
     /// Models opened so far, by canonical path, with the (size, mtime) they were opened at.
     models: Mutex<HashMap<PathBuf, (files::Stamp, Arc<crate::model::Model>)>>,
@@ -215,6 +235,7 @@ impl Server {
                 mounts,
                 web_dir: web.as_ref().and_then(|w| std::fs::File::open(w).ok()),
                 web,
+                assets: config.assets,
                 token: config.token.filter(|t| !t.is_empty()),
                 models: Mutex::new(HashMap::new()),
             }),
@@ -288,7 +309,7 @@ fn router(shared: Arc<Shared>) -> Router {
 
 /// `/`: to the inspector, or (without one) a JSON pointer to `/models`.
 async fn index(AxState(s): AxState<Arc<Shared>>) -> Response {
-    if s.web.is_some() {
+    if s.web.is_some() || !s.assets.is_empty() {
         Redirect::temporary("/web-demo/").into_response()
     } else {
         axum::Json(serde_json::json!({
