@@ -341,16 +341,7 @@ fn run_exec(a: &OffloadArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let policy = match [
-        Policy::Scheduler,
-        Policy::AllResident,
-        Policy::SyncJit,
-        Policy::FullOffload,
-        Policy::FlexGen,
-    ]
-    .into_iter()
-    .find(|p| p.name() == a.policy)
-    {
+    let policy = match Policy::from_name(&a.policy) {
         Some(p) => p,
         None => {
             eprintln!(

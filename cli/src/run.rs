@@ -4,11 +4,14 @@
 //! ```text
 //! tensorlane run MODEL [--prompt TEXT | --tokens IDS] [--max-new-tokens N] [--temperature T]
 //!                [--top-k K] [--top-p P] [--seed S] [--context N] [--threads N]
-//!                [--device cpu|wgpu] [--budget SIZE] [--json]
+//!                [--device cpu|wgpu] [--budget SIZE] [--policy P] [--json]
 //! ```
 //!
-//! Tokens are printed to stdout as they are generated, then a summary (prefill and decode
-//! tokens/s) to stderr; `--json` prints one object instead:
+//! A progress bar while the resident weights load (models of 64 MiB and more, on a terminal);
+//! tokens are printed to stdout as they are generated, then a summary to stderr: prefill and
+//! decode tokens/s and, under a budget, the bytes streamed per token, the achieved copy rate
+//! against the link's measured one, the floor of a decode step and T/floor, and the plan's
+//! simulated step on a PCIe-4 GPU. `--json` prints one object instead:
 //! `{"prompt_tokens": [...], "tokens": [...], "text": "...", "stats": {...}}`.
 //!
 //! Exit codes follow the tool's rule ([`crate::error::EXIT_CODES`]): 1 for bad usage (a prompt
@@ -24,7 +27,7 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::json;
 use tensorlane::model::Model;
-use tensorlane_llm::{Device, Error as LlmError, Options, Sampling, Session};
+use tensorlane_llm::{Device, Error as LlmError, Options, Policy, Sampling, Session};
 
 use crate::error::CliError;
 use crate::output::human_bytes;
@@ -63,15 +66,21 @@ pub struct RunArgs {
     /// Worker threads (default: every core).
     #[arg(long)]
     threads: Option<usize>,
-    /// Where to run: `cpu`, or `wgpu` (a build with the `wgpu` feature; no --budget); cuda is not
-    /// implemented yet.
+    /// Where to run: `cpu`, or `wgpu` (a build with the `wgpu` feature); cuda is not implemented
+    /// yet.
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "wgpu", "cuda"])]
     device: String,
-    /// Memory for the weights, the KV cache and the norms, e.g. 4GiB: the offload plan keeps
-    /// what fits resident and streams the rest of the weights into place before each use, every
-    /// token (default: everything resident). Below the plan's minimum: an error naming it.
+    /// Device memory for the weights, the KV cache, the norms and the activations, e.g. 4GiB:
+    /// the offload plan keeps whole rows of each weight resident as far as they fit and streams
+    /// the rest into place, in stored form, before each use, every token (default: everything
+    /// resident). Below the policy's minimum: an error naming it.
     #[arg(long, value_name = "SIZE", value_parser = crate::limits::parse_size)]
     budget: Option<u64>,
+    /// The offload policy under --budget: the scheduler, or a baseline (all-resident, sync-jit,
+    /// full-offload, flexgen-like); the tokens are the same, the split and the speed differ.
+    #[arg(long, default_value = "scheduler", requires = "budget",
+          value_parser = ["scheduler", "all-resident", "sync-jit", "full-offload", "flexgen-like"])]
+    policy: String,
     /// Print one JSON object (prompt tokens, generated tokens, text, stats) instead of the text.
     #[arg(long)]
     json: bool,
@@ -130,16 +139,23 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
         }
     };
     let model = Model::open(&args.model)?;
-    let mut session = Session::open(
+    let mut bar: Option<indicatif::ProgressBar> = None;
+    let opened = Session::open_with_progress(
         &model,
         Options {
             context: args.context,
             threads: args.threads,
             budget: args.budget,
             device,
+            policy: Policy::from_name(&args.policy),
         },
-    )
-    .map_err(|e| match (e, args.budget) {
+        &mut |load| match &bar {
+            Some(b) => b.set_position(load.loaded),
+            None => bar = crate::output::progress(load.total, "loading weights"),
+        },
+    );
+    crate::output::finish(bar);
+    let mut session = opened.map_err(|e| match (e, args.budget) {
         (e @ LlmError::Budget(_), Some(b)) => CliError::Usage(format!("--budget {}: {e}", human_bytes(b))),
         (e @ LlmError::Device(_), _) => CliError::Usage(format!("--device {}: {e}", args.device)),
         (e, _) => llm_error(e),
@@ -200,6 +216,16 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
                 "resident_bytes": stats.resident_bytes,
                 "plan_streamed_bytes_per_token": stats.plan_streamed_bytes,
                 "streamed_bytes_per_token": stats.streamed_bytes,
+                "streamed_bytes_total": stats.streamed_total,
+                "copy_s": stats.copy.as_secs_f64(),
+                "h2d_gbps": stats.h2d_gbps(),
+                "link_gbps": stats.link_gbps,
+                "floor_s": stats.floor_s(),
+                "t_over_floor": stats.t_over_floor(),
+                "working_set_bytes": stats.working_set_bytes,
+                "policy": stats.policy.map(|p| p.name()),
+                "sim_pcie4_forward_s": stats.sim_forward_s,
+                "sim_pcie4_floor_s": stats.sim_floor_s,
                 "threads": stats.threads,
                 "device": args.device,
             },
@@ -218,9 +244,13 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
         } else {
             String::new()
         };
+        let on = match device {
+            Device::Cpu => format!("the cpu, {} threads", stats.threads),
+            Device::Wgpu => "wgpu".to_string(),
+        };
         eprintln!(
             "prefill: {} tokens in {:.3} s ({:.1} tokens/s); decode: {} tokens in {:.3} s ({:.1} tokens/s); \
-             weights {}{streaming} on the cpu, {} threads",
+             weights {}{streaming} on {on}",
             stats.prefill_tokens,
             stats.prefill.as_secs_f64(),
             stats.prefill_tokens_per_s(),
@@ -228,8 +258,22 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
             stats.decode.as_secs_f64(),
             stats.decode_tokens_per_s(),
             human_bytes(stats.weight_bytes),
-            stats.threads
         );
+        if let Some(policy) = stats.policy {
+            eprintln!(
+                "offload ({}, budget {}): copies {:.2} GB/s achieved, link {:.2} GB/s measured; decode step {:.2} ms, \
+                 floor {:.2} ms, T/floor {:.2}; on a PCIe-4 GPU the plan simulates {:.2} ms a step (floor {:.2} ms)",
+                policy.name(),
+                human_bytes(args.budget.unwrap_or(0)),
+                stats.h2d_gbps(),
+                stats.link_gbps,
+                1e3 * stats.decode.as_secs_f64() / stats.decode_tokens.max(1) as f64,
+                1e3 * stats.floor_s(),
+                stats.t_over_floor(),
+                1e3 * stats.sim_forward_s,
+                1e3 * stats.sim_floor_s,
+            );
+        }
     }
     Ok(())
 }

@@ -117,30 +117,47 @@ fn generates_the_library_tokens() {
     }
 
     // Under a budget the tokens are the same and the weights stream: the bytes copied in per
-    // token are the plan's.
+    // token are the plan's, for the scheduler and a baseline.
     let path = model("llama-Q8_0");
     let full = run(&[&path, "--tokens", "1,300,301", "--max-new-tokens", "8", "--json"]);
-    let o = run(&[
-        &path,
-        "--tokens",
-        "1,300,301",
-        "--max-new-tokens",
-        "8",
-        "--budget",
-        "1MiB",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let full: Value = serde_json::from_slice(&full.stdout).unwrap();
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["tokens"], full["tokens"]);
-    let st = &v["stats"];
-    assert!(st["plan_streamed_bytes_per_token"].as_u64().unwrap() > 0, "{st}");
-    assert_eq!(st["streamed_bytes_per_token"], st["plan_streamed_bytes_per_token"]);
-    assert_eq!(
-        st["resident_bytes"].as_u64().unwrap() + st["plan_streamed_bytes_per_token"].as_u64().unwrap(),
-        st["weight_bytes"].as_u64().unwrap()
-    );
+    for policy in ["scheduler", "sync-jit"] {
+        let o = run(&[
+            &path,
+            "--tokens",
+            "1,300,301",
+            "--max-new-tokens",
+            "8",
+            "--budget",
+            "1700KiB",
+            "--policy",
+            policy,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["tokens"], full["tokens"], "{policy}");
+        let st = &v["stats"];
+        assert_eq!(st["policy"], policy);
+        assert!(st["plan_streamed_bytes_per_token"].as_u64().unwrap() > 0, "{st}");
+        assert_eq!(st["streamed_bytes_per_token"], st["plan_streamed_bytes_per_token"]);
+        assert_eq!(
+            st["streamed_bytes_total"].as_u64().unwrap(),
+            8 * st["plan_streamed_bytes_per_token"].as_u64().unwrap(),
+            "{st}"
+        );
+        assert_eq!(
+            st["resident_bytes"].as_u64().unwrap() + st["plan_streamed_bytes_per_token"].as_u64().unwrap(),
+            st["weight_bytes"].as_u64().unwrap()
+        );
+        for key in ["h2d_gbps", "link_gbps", "floor_s", "t_over_floor", "sim_pcie4_forward_s"] {
+            assert!(st[key].as_f64().unwrap() > 0.0, "{key}: {st}");
+        }
+    }
+    // The summary in text mode.
+    let o = run(&[&path, "--tokens", "1,300,301", "--max-new-tokens", "4", "--budget", "1700KiB"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("T/floor") && err.contains("GB/s achieved"), "{err}");
 
     // --prompt is tokenized with the model's vocabulary, BOS first; sampling with a seed repeats.
     let path = model("llama-F32");
@@ -208,7 +225,7 @@ fn bad_input_is_a_clear_error() {
         (
             vec![&good, "--prompt", "hello", "--budget", "1KiB"],
             1,
-            &["--budget 1.0 KiB", "KV cache", "alone take"],
+            &["--budget 1.0 KiB", "KV cache", "smallest budget the scheduler policy accepts is"],
         ),
         (vec![&good, "--prompt", "hello", "--top-p", "0"], 1, &["top-p"]),
         (vec![&good], 1, &["--prompt"]),

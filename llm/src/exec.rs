@@ -39,12 +39,12 @@ impl Exec<'_> {
         }
     }
 
-    /// Bytes the weights stream per forward pass (0 on the device: every weight is resident).
+    /// Bytes the weights stream per forward pass.
     pub(crate) fn streamed_bytes(&self) -> u64 {
         match self {
             Exec::Cpu(c) => c.streamed_bytes(),
             #[cfg(feature = "wgpu")]
-            Exec::Wgpu(_) => 0,
+            Exec::Wgpu(g) => g.streamed_bytes(),
         }
     }
 
@@ -53,7 +53,39 @@ impl Exec<'_> {
         match self {
             Exec::Cpu(c) => c.streamed_last,
             #[cfg(feature = "wgpu")]
-            Exec::Wgpu(_) => 0,
+            Exec::Wgpu(g) => g.streamed_last,
+        }
+    }
+
+    /// Time the last forward pass spent copying its streamed bytes in.
+    pub(crate) fn copy_last(&self) -> std::time::Duration {
+        match self {
+            Exec::Cpu(c) => c.copy_last,
+            #[cfg(feature = "wgpu")]
+            Exec::Wgpu(g) => g.copy_last,
+        }
+    }
+
+    /// The link's copy rate in GB/s, measured now: the best of three copies of up to 32 MiB
+    /// (memcpy on the CPU; a queue write, submitted and waited for, on the wgpu device).
+    pub(crate) fn probe_link_gbps(&self) -> f64 {
+        let bytes = (self.streamed_bytes() as usize).clamp(1 << 20, 32 << 20);
+        match self {
+            Exec::Cpu(_) => {
+                let src = vec![1u8; bytes];
+                let mut dst = Vec::with_capacity(bytes);
+                let mut best = f64::INFINITY;
+                for _ in 0..3 {
+                    dst.clear();
+                    let t = std::time::Instant::now();
+                    dst.extend_from_slice(std::hint::black_box(&src));
+                    best = best.min(t.elapsed().as_secs_f64());
+                    std::hint::black_box(&dst);
+                }
+                bytes as f64 / best.max(1e-9) / 1e9
+            }
+            #[cfg(feature = "wgpu")]
+            Exec::Wgpu(g) => g.probe_link_gbps(bytes),
         }
     }
 

@@ -154,6 +154,21 @@ impl<'m> Matrix<'m> {
         self.data.len()
     }
 
+    /// Reads one byte of every 4 KiB page of the first `upto` stored bytes, so that a mapped
+    /// file's pages are in memory before the first forward pass; `progress(bytes)` after each
+    /// 16 MiB and at the end.
+    pub(crate) fn touch(&self, upto: usize, progress: &mut dyn FnMut(u64)) {
+        let data = &self.data[..upto.min(self.data.len())];
+        for piece in data.chunks(16 << 20) {
+            let mut acc = 0u8;
+            for i in (0..piece.len()).step_by(4096) {
+                acc ^= piece[i];
+            }
+            std::hint::black_box(acc);
+            progress(piece.len() as u64);
+        }
+    }
+
     /// Keeps the first `resident` bytes (copied now) and streams the rest at each use.
     pub(crate) fn split_at(&mut self, resident: usize) {
         let resident = resident.min(self.data.len());

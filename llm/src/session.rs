@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 use tensorlane::model::Model;
 
 use crate::arch::{Hparams, Spec};
+use tensorlane_offload::Policy;
+
 use crate::cpu::{Cpu, KvCache, Weights};
 use crate::exec::Exec;
 use crate::sampling::Sampler;
@@ -35,13 +37,30 @@ pub struct Options {
     pub context: Option<usize>,
     /// Worker threads (`None`: the available parallelism).
     pub threads: Option<usize>,
-    /// Memory for the weights, the KV cache (f32, `context` positions) and the norm vectors, in
-    /// bytes (`None`: every weight resident). The offload plan
-    /// ([`tensorlane_offload::compile()`], PCIe-4 profile, hazard-checked) of the weight matrices
-    /// under what is left decides how many bytes of each stay resident (copied once); the rest is
-    /// streamed: copied in from the model before each use and dropped after
-    /// ([`Stats::streamed_bytes`]). A budget below the plan's minimum is an error naming it.
+    /// Device memory for everything, in bytes (`None`: every weight resident): the weight
+    /// matrices, the KV cache (f32, `context` positions), the norm vectors and the activations
+    /// of one batch. The offload plan of [`Options::policy`]
+    /// ([`tensorlane_offload::compile_policy`] over the architecture's own op list, PCIe-4
+    /// profile, hazard-checked) decides how many whole rows of each matrix stay resident (copied
+    /// once); the rest is streamed: copied in from the model before each use, in stored form,
+    /// into the plan's ring ([`Stats::streamed_bytes`] counts them). A budget below the
+    /// policy's minimum is an error naming the smallest budget that works
+    /// ([`Session::minimum_budget`]).
     pub budget: Option<u64>,
+    /// The offload policy under a budget (`None`: the scheduler,
+    /// [`Policy::Scheduler`](tensorlane_offload::Policy::Scheduler)); the baselines
+    /// (all-resident, sync-jit, full-offload, flexgen-like) give the same tokens with other
+    /// splits.
+    pub policy: Option<Policy>,
+}
+
+/// How far [`Session::open_with_progress`] has read the resident weights.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Load {
+    /// Bytes read so far.
+    pub loaded: u64,
+    /// Bytes to read: the weight bytes that stay resident.
+    pub total: u64,
 }
 
 /// A generated token.
@@ -75,6 +94,24 @@ pub struct Stats {
     pub plan_streamed_bytes: u64,
     /// Weight bytes the last forward pass streamed (counted as they were copied in).
     pub streamed_bytes: u64,
+    /// Weight bytes streamed over the whole last call (prompt and every generated token).
+    pub streamed_total: u64,
+    /// Time the last call spent copying streamed bytes in (on the wgpu device: handing them to
+    /// the queue, whose transfer then runs with the kernels).
+    pub copy: Duration,
+    /// The link's measured copy rate in GB/s (a probe at [`Session::open`] under a budget:
+    /// memcpy from the model's pages on the CPU, a queue write on the wgpu device); 0 without
+    /// a budget.
+    pub link_gbps: f64,
+    /// Device bytes outside the weight matrices (KV cache, vectors, activations).
+    pub working_set_bytes: u64,
+    /// The plan's policy (`None` without a budget).
+    pub policy: Option<Policy>,
+    /// The plan's decode forward on the PCIe-4 profile, as simulated, seconds (0 without a
+    /// budget): what the same budget would take on a GPU behind PCIe 4.
+    pub sim_forward_s: f64,
+    /// The plan's floor `max(compute, streamed / PCIe)` on that profile, seconds.
+    pub sim_floor_s: f64,
 }
 
 impl Stats {
@@ -86,6 +123,62 @@ impl Stats {
     /// Generated tokens per second.
     pub fn decode_tokens_per_s(&self) -> f64 {
         self.decode_tokens as f64 / self.decode.as_secs_f64().max(1e-9)
+    }
+
+    /// Clears the per-call figures before a call.
+    fn restart(&mut self) {
+        self.prefill_tokens = 0;
+        self.prefill = Duration::ZERO;
+        self.decode_tokens = 0;
+        self.decode = Duration::ZERO;
+        self.streamed_bytes = 0;
+        self.streamed_total = 0;
+        self.copy = Duration::ZERO;
+    }
+
+    /// Adds the executor's last forward pass: its streamed bytes and copy time.
+    fn count(&mut self, exec: &Exec<'_>) {
+        self.streamed_bytes = exec.streamed_last();
+        self.streamed_total += self.streamed_bytes;
+        self.copy += exec.copy_last();
+    }
+
+    /// Achieved copy rate of the streamed bytes, GB/s (0 when nothing was streamed).
+    pub fn h2d_gbps(&self) -> f64 {
+        if self.streamed_total == 0 || self.copy.is_zero() {
+            return 0.0;
+        }
+        self.streamed_total as f64 / self.copy.as_secs_f64() / 1e9
+    }
+
+    /// The floor of one decode step, seconds: `max(compute, streamed / link)`, with compute the
+    /// measured step time less its copies and link [`Stats::link_gbps`]; what a step would take
+    /// if every copy were hidden behind compute at the link's rate. 0 before a decode step.
+    pub fn floor_s(&self) -> f64 {
+        if self.decode_tokens == 0 {
+            return 0.0;
+        }
+        let total = self.prefill_tokens.max(1) + self.decode_tokens;
+        // The copies of the decode steps (each step streams the same bytes).
+        let copy = self.copy.as_secs_f64() * self.decode_tokens as f64 / total as f64;
+        let step = self.decode.as_secs_f64() / self.decode_tokens as f64;
+        let compute = (self.decode.as_secs_f64() - copy).max(0.0) / self.decode_tokens as f64;
+        let link = if self.link_gbps > 0.0 {
+            self.streamed_bytes as f64 / (self.link_gbps * 1e9)
+        } else {
+            0.0
+        };
+        compute.max(link).min(step)
+    }
+
+    /// A decode step's time over [`Stats::floor_s`] (1 when copies are fully hidden; 0 before
+    /// a decode step).
+    pub fn t_over_floor(&self) -> f64 {
+        let floor = self.floor_s();
+        if floor <= 0.0 {
+            return 0.0;
+        }
+        self.decode.as_secs_f64() / self.decode_tokens as f64 / floor
     }
 }
 
@@ -135,31 +228,76 @@ impl<'m> Session<'m> {
     /// missing metadata key, a missing or misshapen tensor (with the expected shape), an element
     /// type that cannot be computed with, a context of 0.
     pub fn open(model: &'m Model, options: Options) -> Result<Session<'m>> {
+        Session::open_with_progress(model, options, &mut |_| {})
+    }
+
+    /// [`Session::open`], reporting the load: `progress(loaded)` as the weight bytes that stay
+    /// resident are read in (every 16 MiB, with the total), so a caller can draw a bar. Pages of a mapped file are read here rather than during the
+    /// first forward pass, so the prefill time is compute, not disk.
+    pub fn open_with_progress(
+        model: &'m Model,
+        options: Options,
+        progress: &mut dyn FnMut(Load),
+    ) -> Result<Session<'m>> {
         let (spec, tokenizer) = spec_and_tokenizer(model)?;
-        let context = options.context.unwrap_or(spec.hparams.n_ctx_train.min(4096));
-        if context == 0 {
-            return Err(Error::Options("the context must hold at least one position".into()));
-        }
+        let context = context_of(&spec, &options)?;
         let threads = match options.threads {
             Some(0) => return Err(Error::Options("threads must be at least 1".into())),
             Some(t) => t,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         let mut weights = Weights::bind(model, &spec)?;
-        let plan_streamed_bytes = match options.budget {
-            Some(budget) => plan_budget(model, &spec, &mut weights, budget, context)?,
-            None => 0,
+        let policy = options.policy.unwrap_or(Policy::Scheduler);
+        let budgeted = match options.budget {
+            Some(budget) => Some(crate::plan::compile(
+                &model_name(model),
+                &spec,
+                &weights.matrices(),
+                weights.vector_bytes(),
+                budget,
+                context,
+                policy,
+            )?),
+            None => None,
         };
+        let resident = budgeted.as_ref().map(|b| b.resident());
+        let resident_of = |name: &str| resident.as_ref().and_then(|r| r.get(name).copied());
+        let mats = weights.matrices();
+        let keep: Vec<usize> = mats
+            .iter()
+            .map(|m| resident_of(&m.name).map_or(m.stored_bytes(), |r| r as usize))
+            .collect();
+        let mut load = Load {
+            loaded: 0,
+            total: keep.iter().map(|&k| k as u64).sum(),
+        };
+        progress(load);
+        for (m, &k) in mats.iter().zip(&keep) {
+            m.touch(k, &mut |b| {
+                load.loaded += b;
+                progress(load);
+            });
+        }
+        drop(mats);
+        if resident.is_some() {
+            weights.split(&resident_of);
+        }
         let cpu = match options.device {
             Device::Cpu => Exec::Cpu(Cpu::new(spec, weights, threads)?),
-            Device::Wgpu => wgpu_exec(model, spec, context, options.budget)?,
+            Device::Wgpu => wgpu_exec(model, spec, context, budgeted.as_ref())?,
         };
+        let link_gbps = if cpu.streamed_bytes() > 0 { cpu.probe_link_gbps() } else { 0.0 };
         let cache = cpu.new_cache();
         let stats = Stats {
             weight_bytes: cpu.stored_bytes(),
             threads: cpu.threads(),
             resident_bytes: cpu.stored_bytes() - cpu.streamed_bytes(),
-            plan_streamed_bytes,
+            plan_streamed_bytes: budgeted.as_ref().map_or(0, |b| b.plan.streamed_bytes()),
+            link_gbps,
+            working_set_bytes: budgeted.as_ref().map_or(0, |b| b.working_set),
+            policy: budgeted.as_ref().map(|_| policy),
+            sim_forward_s: budgeted.as_ref().map_or(0.0, |b| b.sim.forward_s),
+            sim_floor_s: budgeted.as_ref().map_or(0.0, |b| b.sim.floor_s),
             ..Stats::default()
         };
         Ok(Session {
@@ -169,6 +307,23 @@ impl<'m> Session<'m> {
             context,
             stats,
         })
+    }
+
+    /// The smallest [`Options::budget`] that `options` (its context and policy; the budget
+    /// itself is ignored) accepts for `model`, in bytes, to 256 bytes; `None` when the policy
+    /// fits no budget. What a budget error names; where a budget sweep starts.
+    pub fn minimum_budget(model: &Model, options: &Options) -> Result<Option<u64>> {
+        let (spec, _) = spec_and_tokenizer(model)?;
+        let context = context_of(&spec, options)?;
+        let weights = Weights::bind(model, &spec)?;
+        Ok(crate::plan::minimum(
+            &model_name(model),
+            &spec,
+            &weights.matrices(),
+            weights.vector_bytes(),
+            context,
+            options.policy.unwrap_or(Policy::Scheduler),
+        ))
     }
 
     /// The hyperparameters.
@@ -216,6 +371,7 @@ impl<'m> Session<'m> {
     pub fn logits(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>> {
         self.check_tokens(tokens)?;
         self.cache.clear();
+        self.stats.restart();
         let start = Instant::now();
         let out = if tokens.is_empty() {
             Vec::new()
@@ -224,9 +380,7 @@ impl<'m> Session<'m> {
         };
         self.stats.prefill_tokens = tokens.len();
         self.stats.prefill = start.elapsed();
-        self.stats.streamed_bytes = self.cpu.streamed_last();
-        self.stats.decode_tokens = 0;
-        self.stats.decode = Duration::ZERO;
+        self.stats.count(&self.cpu);
         Ok(out)
     }
 
@@ -283,75 +437,33 @@ pub(crate) fn spec_and_tokenizer(model: &Model) -> Result<(Spec, Tokenizer)> {
     Ok((spec, tokenizer))
 }
 
-/// The wgpu executor (every weight resident on the device; no budget).
+/// The wgpu executor (the weights split by the plan when there is one).
 #[cfg(feature = "wgpu")]
-fn wgpu_exec<'m>(model: &'m Model, spec: Spec, context: usize, budget: Option<u64>) -> Result<Exec<'m>> {
-    if budget.is_some() {
-        return Err(Error::Options(
-            "a weight budget is not supported on the wgpu device yet (every weight is resident there)".into(),
-        ));
-    }
-    Ok(Exec::Wgpu(Box::new(crate::wgpu::Wgpu::new(model, spec, context)?)))
+fn wgpu_exec<'m>(model: &'m Model, spec: Spec, context: usize, plan: Option<&crate::plan::Budgeted>) -> Result<Exec<'m>> {
+    Ok(Exec::Wgpu(Box::new(crate::wgpu::Wgpu::new(model, spec, context, plan)?)))
 }
 
 #[cfg(not(feature = "wgpu"))]
-fn wgpu_exec<'m>(_: &'m Model, _: Spec, _: usize, _: Option<u64>) -> Result<Exec<'m>> {
+fn wgpu_exec<'m>(_: &'m Model, _: Spec, _: usize, _: Option<&crate::plan::Budgeted>) -> Result<Exec<'m>> {
     Err(Error::Device(
         "the wgpu device needs tensorlane-llm built with the `wgpu` feature".into(),
     ))
 }
 
-/// Splits the weights by the offload plan for `budget` (see [`Options::budget`]); returns the
-/// bytes the plan streams per forward pass.
-fn plan_budget(model: &Model, spec: &Spec, weights: &mut Weights<'_>, budget: u64, context: usize) -> Result<u64> {
-    use tensorlane_offload::{DeviceProfile, Phase, Workload, check, compile};
-    let h = &spec.hparams;
-    let kv = (context as u64).saturating_mul((2 * h.n_layer * h.n_head_kv * h.head_dim * 4) as u64);
-    let fixed = kv.saturating_add(weights.vector_bytes());
-    let list: Vec<(String, Vec<u64>, u64)> = weights
-        .matrices()
-        .iter()
-        .map(|m| {
-            (
-                m.name.clone(),
-                vec![m.rows as u64, m.cols as u64],
-                m.stored_bytes() as u64,
-            )
-        })
-        .collect();
-    if budget <= fixed {
-        return Err(Error::Budget(format!(
-            "budget {budget} bytes: the KV cache ({context} positions) and the norm vectors alone take {fixed}"
-        )));
+/// The context `options` asks for (the model's training context, at most 4096, by default).
+fn context_of(spec: &Spec, options: &Options) -> Result<usize> {
+    match options.context.unwrap_or(spec.hparams.n_ctx_train.min(4096)) {
+        0 => Err(Error::Options("the context must hold at least one position".into())),
+        c => Ok(c),
     }
-    let name = model.path().display().to_string();
-    let workload = Workload::from_tensor_list(
-        &name,
-        &list,
-        Phase::Decode {
-            context: context as u64,
-        },
-    );
-    let plan = compile(&workload, &DeviceProfile::pcie4(), budget - fixed).map_err(|e| {
-        Error::Budget(format!(
-            "budget {budget} bytes ({} after the KV cache and norm vectors): {e}",
-            budget - fixed
-        ))
-    })?;
-    let findings = check(&plan);
-    if let Some(f) = findings.first() {
-        return Err(Error::Budget(format!(
-            "the plan for budget {budget} bytes fails the hazard checker ({} findings; first: {f:?})",
-            findings.len()
-        )));
-    }
-    let resident: std::collections::HashMap<&str, u64> = plan
-        .tensors
-        .iter()
-        .map(|t| (t.name.as_str(), t.resident_bytes))
-        .collect();
-    weights.split(&|name| resident.get(name).copied());
-    Ok(plan.tensors.iter().map(|t| t.streamed_bytes).sum())
+}
+
+/// The model's name in plans and reports: its file name.
+fn model_name(model: &Model) -> String {
+    model
+        .path()
+        .file_name()
+        .map_or_else(|| model.path().display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 /// The architecture and tokenizer of a Hugging Face checkpoint: `config.json` and
@@ -424,8 +536,7 @@ impl Iterator for Generate<'_, '_> {
         let logits = match self.last {
             None => {
                 s.cache.clear();
-                s.stats.decode_tokens = 0;
-                s.stats.decode = Duration::ZERO;
+                s.stats.restart();
                 let start = Instant::now();
                 let n = self.prompt.len();
                 let mut l = match s.cpu.forward(&self.prompt, &mut s.cache, &|i| i + 1 == n) {
@@ -437,7 +548,7 @@ impl Iterator for Generate<'_, '_> {
                 };
                 s.stats.prefill_tokens = n;
                 s.stats.prefill = start.elapsed();
-                s.stats.streamed_bytes = s.cpu.streamed_last();
+                s.stats.count(&s.cpu);
                 l.pop()
             }
             Some(t) => {
@@ -458,7 +569,7 @@ impl Iterator for Generate<'_, '_> {
                 };
                 s.stats.decode_tokens += 1;
                 s.stats.decode += start.elapsed();
-                s.stats.streamed_bytes = s.cpu.streamed_last();
+                s.stats.count(&s.cpu);
                 l.pop()
             }
         };

@@ -16,13 +16,14 @@ use std::borrow::Cow;
 use tensorlane::model::Model;
 use wgpu::util::DeviceExt;
 
+use std::collections::HashMap;
+
 use crate::arch::{RopeStyle, Spec, TensorSpec};
 use crate::cpu::KvCache;
 use crate::kernels::{Kind, Matrix};
+use crate::plan::{BATCH, Budgeted};
 use crate::{Error, Result};
 
-/// Positions evaluated per submission (a longer prompt is evaluated in batches of this many).
-const BATCH: usize = 32;
 /// The most workgroups along x in one dispatch (the rest goes along y).
 const GRID_X: u32 = 32768;
 
@@ -44,34 +45,60 @@ fn grid(count: usize) -> (u32, u32) {
     (x, count.div_ceil(x))
 }
 
-/// Rows `row0..row0 + rows` of a matrix in one device buffer.
+/// Rows `row0..row0 + rows` of a matrix in a device buffer, at `offset` (`size` bytes bound).
 struct Part {
     buf: wgpu::Buffer,
+    offset: u64,
+    size: u64,
     row0: usize,
     rows: usize,
 }
 
-/// A weight matrix on the device, in stored form.
-struct GMat {
+/// The streamed rows of a matrix: copied from the model into their slot of the plan's ring
+/// before each use.
+struct Streamed<'m> {
+    /// The matrix's stored bytes (the model's map).
+    data: Cow<'m, [u8]>,
+    /// Where the streamed rows start in `data`.
+    from: usize,
+    /// Their slot in the ring.
+    slot: u64,
+}
+
+/// A weight matrix on the device, in stored form: resident rows in buffers of their own,
+/// streamed rows (under a budget) in the ring.
+struct GMat<'m> {
     /// The kernel's kind code (see `matmul.wgsl`).
     kind: u32,
     rows: usize,
     cols: usize,
     row_bytes: usize,
     parts: Vec<Part>,
+    stream: Option<Streamed<'m>>,
 }
 
-struct GLayer {
+/// A command encoder and the ring regions written since it was started: a write to a region
+/// already written must wait for the commands that read the first one (they are submitted
+/// first), since a queue's writes land before the next submission's commands.
+struct Pending {
+    enc: wgpu::CommandEncoder,
+    written: Vec<(u64, u64)>,
+    /// Bytes streamed and time spent handing them to the queue.
+    bytes: u64,
+    copy: std::time::Duration,
+}
+
+struct GLayer<'m> {
     attn_norm: wgpu::Buffer,
-    wq: GMat,
-    wk: GMat,
-    wv: GMat,
+    wq: GMat<'m>,
+    wk: GMat<'m>,
+    wv: GMat<'m>,
     bias: Option<[wgpu::Buffer; 3]>,
-    wo: GMat,
+    wo: GMat<'m>,
     ffn_norm: wgpu::Buffer,
-    gate: GMat,
-    up: GMat,
-    down: GMat,
+    gate: GMat<'m>,
+    up: GMat<'m>,
+    down: GMat<'m>,
 }
 
 struct Pipelines {
@@ -113,16 +140,23 @@ pub(crate) struct Wgpu<'m> {
     /// The embedding on the host, for the row lookups.
     embd: Matrix<'m>,
     /// The output projection (the embedding when tied).
-    output: GMat,
+    output: GMat<'m>,
     output_norm: wgpu::Buffer,
     /// `(cos, sin)` per position and pair, `context` positions.
     rope: wgpu::Buffer,
-    layers: Vec<GLayer>,
+    layers: Vec<GLayer<'m>>,
     kc: Vec<wgpu::Buffer>,
     vc: Vec<wgpu::Buffer>,
     acts: Acts,
+    /// The plan's ring for streamed rows (none when every weight is resident).
+    ring: Option<wgpu::Buffer>,
     context: usize,
     stored: u64,
+    streamed: u64,
+    /// Weight bytes the last forward pass streamed.
+    pub(crate) streamed_last: u64,
+    /// Time it spent handing them to the queue.
+    pub(crate) copy_last: std::time::Duration,
 }
 
 fn find<'c>(model: &'c Model, spec: &TensorSpec) -> Result<Option<&'c tensorlane_core::formats::TensorInfo>> {
@@ -155,7 +189,10 @@ fn read<'m>(model: &'m Model, spec: &TensorSpec) -> Result<Option<(Cow<'m, [u8]>
 impl<'m> Wgpu<'m> {
     /// Opens an adapter (hardware first, then the fallback one, e.g. Mesa lavapipe), uploads
     /// every weight `spec` needs from `model` and allocates a KV cache of `context` positions.
-    pub(crate) fn new(model: &'m Model, spec: Spec, context: usize) -> Result<Wgpu<'m>> {
+    ///
+    /// Under a plan, each matrix keeps its planned resident rows in buffers of its own and its
+    /// streamed rows get their slot in one ring buffer of the plan's ring size.
+    pub(crate) fn new(model: &'m Model, spec: Spec, context: usize, plan: Option<&Budgeted>) -> Result<Wgpu<'m>> {
         let (_adapter, device, queue) =
             tensorlane_offload::device::wgpu::open_device("tensorlane-llm").map_err(|e| {
                 device_err(match e {
@@ -169,11 +206,54 @@ impl<'m> Wgpu<'m> {
         let p = Pipelines::new(&device);
 
         let h = spec.hparams.clone();
+        let ring = match plan {
+            Some(b) if b.plan.ring.len > 0 => {
+                let len = b.plan.ring.len;
+                if len > limits.max_buffer_size {
+                    return Err(device_err(format!(
+                        "the plan's ring of {len} bytes is over the adapter's max_buffer_size {} (pick a \
+                         policy with a smaller ring, e.g. flexgen-like, or a larger budget)",
+                        limits.max_buffer_size
+                    )));
+                }
+                Some(device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("streamed weights ring"),
+                    size: len,
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                }))
+            }
+            _ => None,
+        };
+        // Each streamed tensor's resident bytes and ring slot.
+        let mut split: HashMap<String, (u64, Option<u64>)> = HashMap::new();
+        if let Some(b) = plan {
+            let p = &b.plan;
+            for t in p.tensors.iter().filter(|t| t.access == tensorlane_offload::Access::Dense) {
+                split.insert(t.name.clone(), (t.resident_bytes, None));
+            }
+            for c in &p.chunks {
+                if let Some(t) = p.tensors.get(c.tensor as usize)
+                    && let Some(e) = split.get_mut(&t.name)
+                {
+                    e.1 = Some(c.dev_offset - p.ring.base);
+                }
+            }
+        }
+        let placement = Placement {
+            device: &device,
+            max_bind,
+            offset_align: u64::from(limits.min_storage_buffer_offset_alignment).max(4),
+            ring: ring.as_ref(),
+        };
         let stored = std::cell::Cell::new(0u64);
-        let upload = |spec: &TensorSpec, m: Option<(Cow<'m, [u8]>, Matrix<'m>)>| -> Result<GMat> {
+        let streamed = std::cell::Cell::new(0u64);
+        let upload = |spec: &TensorSpec, m: Option<(Cow<'m, [u8]>, Matrix<'m>)>| -> Result<GMat<'m>> {
             let (bytes, m) = m.ok_or_else(|| missing(spec))?;
             stored.set(stored.get() + bytes.len() as u64);
-            gmat(&device, &bytes, &m, max_bind)
+            let g = placement.gmat(bytes, &m, split.get(&m.name).copied())?;
+            streamed.set(streamed.get() + g.stream.as_ref().map_or(0, |s| (g.rows * g.row_bytes - s.from) as u64));
+            Ok(g)
         };
         let vector = |spec: &TensorSpec, required: bool| -> Result<Option<wgpu::Buffer>> {
             let Some((_, m)) = read(model, spec)? else {
@@ -215,7 +295,12 @@ impl<'m> Wgpu<'m> {
         stored.set(stored.get() + embd_bytes.len() as u64);
         let output = match read(model, &spec.output)? {
             Some(o) => upload(&spec.output, Some(o))?,
-            None => gmat(&device, &embd_bytes, &embd, max_bind)?,
+            // Tied: the plan's entry for the embedding is this product's.
+            None => {
+                let g = placement.gmat(embd_bytes, &embd, split.get(&embd.name).copied())?;
+                streamed.set(streamed.get() + g.stream.as_ref().map_or(0, |s| (g.rows * g.row_bytes - s.from) as u64));
+                g
+            }
         };
         let output_norm = vector(&spec.output_norm, true)?.ok_or_else(|| missing(&spec.output_norm))?;
 
@@ -310,9 +395,69 @@ impl<'m> Wgpu<'m> {
             kc,
             vc,
             acts,
+            ring,
             context,
             stored: stored.get(),
+            streamed: streamed.get(),
+            streamed_last: 0,
+            copy_last: std::time::Duration::ZERO,
         })
+    }
+
+    /// Weight bytes streamed per forward pass.
+    pub(crate) fn streamed_bytes(&self) -> u64 {
+        self.streamed
+    }
+
+    /// The queue's write rate in GB/s: the best of three writes of `bytes`, each submitted and
+    /// waited for (0 when the device fails).
+    pub(crate) fn probe_link_gbps(&self, bytes: usize) -> f64 {
+        let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("link probe"),
+            size: bytes.next_multiple_of(4) as u64,
+            usage: wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let data = vec![1u8; bytes.next_multiple_of(4)];
+        let mut best = f64::INFINITY;
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            self.queue.write_buffer(&buf, 0, &data);
+            self.queue.submit([]);
+            if self.device.poll(wgpu::PollType::wait_indefinitely()).is_err() {
+                return 0.0;
+            }
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        data.len() as f64 / best.max(1e-9) / 1e9
+    }
+
+    /// Hands `w`'s streamed rows to the queue for its slot in the ring, first submitting the
+    /// commands recorded so far when the slot was written since they started (their reads of
+    /// the earlier occupant come first).
+    fn stream_in(&self, p: &mut Pending, w: &GMat<'_>) {
+        let (Some(s), Some(ring)) = (&w.stream, &self.ring) else { return };
+        let bytes = &s.data[s.from..w.rows * w.row_bytes];
+        let region = (s.slot, s.slot + bytes.len() as u64);
+        if p.written.iter().any(|&(a, b)| a < region.1 && region.0 < b) {
+            let enc = std::mem::replace(&mut p.enc, self.device.create_command_encoder(&Default::default()));
+            self.queue.submit([enc.finish()]);
+            p.written.clear();
+        }
+        let t = std::time::Instant::now();
+        // Queue writes take multiples of 4 bytes: the tail goes padded.
+        let body = bytes.len() / 4 * 4;
+        if body > 0 {
+            self.queue.write_buffer(ring, s.slot, &bytes[..body]);
+        }
+        if body < bytes.len() {
+            let mut tail = [0u8; 4];
+            tail[..bytes.len() - body].copy_from_slice(&bytes[body..]);
+            self.queue.write_buffer(ring, s.slot + body as u64, &tail);
+        }
+        p.copy += t.elapsed();
+        p.bytes += bytes.len() as u64;
+        p.written.push(region);
     }
 
     pub(crate) fn spec(&self) -> &Spec {
@@ -333,22 +478,36 @@ impl<'m> Wgpu<'m> {
         params: &[u32],
         groups: (u32, u32, u32),
     ) {
+        let bound: Vec<wgpu::BindingResource<'_>> = bufs.iter().map(|b| b.as_entire_binding()).collect();
+        self.dispatch_bound(enc, pipe, bound, params, groups);
+    }
+
+    /// [`Wgpu::dispatch`] over buffer ranges.
+    fn dispatch_bound(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        pipe: &wgpu::ComputePipeline,
+        bound: Vec<wgpu::BindingResource<'_>>,
+        params: &[u32],
+        groups: (u32, u32, u32),
+    ) {
         let bytes: Vec<u8> = params.iter().flat_map(|v| v.to_le_bytes()).collect();
         let ub = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: Some("params"),
             contents: &bytes,
             usage: wgpu::BufferUsages::UNIFORM,
         });
-        let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bufs
-            .iter()
+        let n = bound.len();
+        let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bound
+            .into_iter()
             .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
+            .map(|(i, resource)| wgpu::BindGroupEntry {
                 binding: i as u32,
-                resource: b.as_entire_binding(),
+                resource,
             })
             .collect();
         entries.push(wgpu::BindGroupEntry {
-            binding: bufs.len() as u32,
+            binding: n as u32,
             resource: ub.as_entire_binding(),
         });
         let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -364,7 +523,9 @@ impl<'m> Wgpu<'m> {
 
     /// `y[j][r] = Σ_c W[r][c] · x[j][c]` for `n` inputs, the inputs rounded first as the CPU
     /// executor rounds them for `w`'s type.
-    fn matmul(&self, enc: &mut wgpu::CommandEncoder, w: &GMat, x: &wgpu::Buffer, y: &wgpu::Buffer, n: usize) {
+    fn matmul(&self, p: &mut Pending, w: &GMat<'_>, x: &wgpu::Buffer, y: &wgpu::Buffer, n: usize) {
+        self.stream_in(p, w);
+        let enc = &mut p.enc;
         let input = if w.kind == 0 {
             x
         } else {
@@ -386,10 +547,15 @@ impl<'m> Wgpu<'m> {
         };
         for part in &w.parts {
             let (gx, gy) = grid(part.rows);
-            self.dispatch(
+            let weights = wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &part.buf,
+                offset: part.offset,
+                size: std::num::NonZeroU64::new(part.size),
+            });
+            self.dispatch_bound(
                 enc,
                 &self.p.matmul,
-                &[&part.buf, input, y],
+                vec![weights, input.as_entire_binding(), y.as_entire_binding()],
                 &[
                     part.rows as u32,
                     w.cols as u32,
@@ -482,6 +648,8 @@ impl<'m> Wgpu<'m> {
     ) -> Result<Vec<Vec<f32>>> {
         let pos0 = cache.len;
         let mut out = Vec::new();
+        self.streamed_last = 0;
+        self.copy_last = std::time::Duration::ZERO;
         for (ci, chunk) in tokens.chunks(BATCH).enumerate() {
             let base = ci * BATCH;
             let rows: Vec<usize> = (0..chunk.len()).filter(|&i| want(base + i)).collect();
@@ -506,21 +674,26 @@ impl<'m> Wgpu<'m> {
         self.queue.write_buffer(&self.acts.x, 0, &xb);
 
         let a = &self.acts;
-        let mut enc = self.device.create_command_encoder(&Default::default());
-        let e = &mut enc;
+        let mut pending = Pending {
+            enc: self.device.create_command_encoder(&Default::default()),
+            written: Vec::new(),
+            bytes: 0,
+            copy: std::time::Duration::ZERO,
+        };
+        let p = &mut pending;
         for (li, l) in self.layers.iter().enumerate() {
-            self.rms_norm(e, &a.x, &l.attn_norm, &a.xn, (0, n));
-            self.matmul(e, &l.wq, &a.xn, &a.q_raw, n);
-            self.matmul(e, &l.wk, &a.xn, &a.k_raw, n);
-            self.matmul(e, &l.wv, &a.xn, &a.v_raw, n);
+            self.rms_norm(&mut p.enc, &a.x, &l.attn_norm, &a.xn, (0, n));
+            self.matmul(p, &l.wq, &a.xn, &a.q_raw, n);
+            self.matmul(p, &l.wk, &a.xn, &a.k_raw, n);
+            self.matmul(p, &l.wv, &a.xn, &a.v_raw, n);
             if let Some([bq, bk, bv]) = &l.bias {
-                self.elementwise(e, &self.p.add_rows, &a.q_raw, bq, n * q_dim, q_dim);
-                self.elementwise(e, &self.p.add_rows, &a.k_raw, bk, n * kv_dim, kv_dim);
-                self.elementwise(e, &self.p.add_rows, &a.v_raw, bv, n * kv_dim, kv_dim);
+                self.elementwise(&mut p.enc, &self.p.add_rows, &a.q_raw, bq, n * q_dim, q_dim);
+                self.elementwise(&mut p.enc, &self.p.add_rows, &a.k_raw, bk, n * kv_dim, kv_dim);
+                self.elementwise(&mut p.enc, &self.p.add_rows, &a.v_raw, bv, n * kv_dim, kv_dim);
             }
-            self.rope(e, &a.q_raw, &a.q, n, h.n_head, pos0, 0);
-            self.rope(e, &a.k_raw, &self.kc[li], n, h.n_head_kv, pos0, pos0);
-            e.copy_buffer_to_buffer(
+            self.rope(&mut p.enc, &a.q_raw, &a.q, n, h.n_head, pos0, 0);
+            self.rope(&mut p.enc, &a.k_raw, &self.kc[li], n, h.n_head_kv, pos0, pos0);
+            p.enc.copy_buffer_to_buffer(
                 &a.v_raw,
                 0,
                 &self.vc[li],
@@ -528,7 +701,7 @@ impl<'m> Wgpu<'m> {
                 (n * kv_dim * 4) as u64,
             );
             self.dispatch(
-                e,
+                &mut p.enc,
                 &self.p.attention,
                 &[&a.q, &self.kc[li], &self.vc[li], &a.scores, &a.attn],
                 &[
@@ -543,27 +716,33 @@ impl<'m> Wgpu<'m> {
                 ],
                 (h.n_head as u32, n as u32, 1),
             );
-            self.matmul(e, &l.wo, &a.attn, &a.proj, n);
-            self.elementwise(e, &self.p.add, &a.x, &a.proj, n * d, d);
-            self.rms_norm(e, &a.x, &l.ffn_norm, &a.xn, (0, n));
-            self.matmul(e, &l.gate, &a.xn, &a.g, n);
-            self.matmul(e, &l.up, &a.xn, &a.u, n);
-            self.elementwise(e, &self.p.swiglu, &a.g, &a.u, n * h.n_ff, h.n_ff);
-            self.matmul(e, &l.down, &a.g, &a.proj, n);
-            self.elementwise(e, &self.p.add, &a.x, &a.proj, n * d, d);
+            self.matmul(p, &l.wo, &a.attn, &a.proj, n);
+            self.elementwise(&mut p.enc, &self.p.add, &a.x, &a.proj, n * d, d);
+            self.rms_norm(&mut p.enc, &a.x, &l.ffn_norm, &a.xn, (0, n));
+            self.matmul(p, &l.gate, &a.xn, &a.g, n);
+            self.matmul(p, &l.up, &a.xn, &a.u, n);
+            self.elementwise(&mut p.enc, &self.p.swiglu, &a.g, &a.u, n * h.n_ff, h.n_ff);
+            self.matmul(p, &l.down, &a.g, &a.proj, n);
+            self.elementwise(&mut p.enc, &self.p.add, &a.x, &a.proj, n * d, d);
         }
-        let Some(&r0) = rows.first() else {
-            self.queue.submit([enc.finish()]);
-            return Ok(Vec::new());
-        };
-        // The logits of rows r0..n (the rows asked for are all of them or the last one).
+        // The logits of rows r0..n (the rows asked for are all of them or the last one); the
+        // output projection runs whatever is asked for, so every forward streams the same bytes.
+        let r0 = rows.first().copied().unwrap_or(n - 1);
         let m = n - r0;
         let vocab = h.n_vocab;
-        self.rms_norm(&mut enc, &a.x, &self.output_norm, &a.xn, (r0, m));
-        self.matmul(&mut enc, &self.output, &a.xn, &a.logits, m);
+        self.rms_norm(&mut p.enc, &a.x, &self.output_norm, &a.xn, (r0, m));
+        self.matmul(p, &self.output, &a.xn, &a.logits, m);
         let bytes = (m * vocab * 4) as u64;
-        enc.copy_buffer_to_buffer(&a.logits, 0, &a.readback, 0, bytes);
-        self.queue.submit([enc.finish()]);
+        p.enc.copy_buffer_to_buffer(&a.logits, 0, &a.readback, 0, bytes);
+        self.streamed_last += pending.bytes;
+        self.copy_last += pending.copy;
+        self.queue.submit([pending.enc.finish()]);
+        if rows.is_empty() {
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| device_err(format!("device poll failed (device lost?): {e}")))?;
+            return Ok(Vec::new());
+        }
         let (tx, rx) = std::sync::mpsc::channel();
         a.readback.map_async(wgpu::MapMode::Read, 0..bytes, move |r| {
             let _ = tx.send(r);
@@ -603,62 +782,140 @@ fn f32_buffer(device: &wgpu::Device, label: &str, v: &[f32]) -> wgpu::Buffer {
     })
 }
 
-/// Uploads a matrix's stored bytes, split by rows into buffers of at most `max_bind` bytes.
-fn gmat(device: &wgpu::Device, bytes: &[u8], m: &Matrix<'_>, max_bind: u64) -> Result<GMat> {
-    let kind = match m.kind {
-        Kind::F32 => 0,
-        Kind::F16 => 1,
-        Kind::BF16 => 2,
-        Kind::Q8_0 => 3,
-        Kind::Q4_0 => 4,
-        Kind::Q4_K => 5,
-        Kind::Q6_K => 6,
-        Kind::Other(g) => {
+/// Where matrices go on the device: buffers of their own (at most `max_bind` bytes each) for
+/// resident rows, the ring for streamed ones.
+struct Placement<'a> {
+    device: &'a wgpu::Device,
+    max_bind: u64,
+    /// The adapter's `min_storage_buffer_offset_alignment`.
+    offset_align: u64,
+    ring: Option<&'a wgpu::Buffer>,
+}
+
+impl Placement<'_> {
+    /// Rows per bound part: as many as fit in `max_bind` (less 3 bytes of padding), a multiple
+    /// of the rows that keep part offsets `offset_align`-aligned. An error for a single row
+    /// over the limit.
+    fn rows_per(&self, m: &Matrix<'_>, row_bytes: usize) -> Result<usize> {
+        let fit = (self.max_bind.saturating_sub(3) / row_bytes.max(1) as u64) as usize;
+        let unit = (self.offset_align / gcd(self.offset_align, row_bytes.max(1) as u64)) as usize;
+        let rows = fit / unit * unit;
+        if rows == 0 {
             return Err(Error::TensorType {
                 name: m.name.clone(),
                 ty: format!(
-                    "{} on the wgpu device (its kernels take F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)",
-                    g.name()
+                    "rows of {row_bytes} bytes, over the adapter's max_storage_buffer_binding_size ({} bytes)",
+                    self.max_bind
                 ),
             });
         }
-    };
-    let row_bytes = bytes.len() / m.rows.max(1);
-    // Each part is padded to 4 bytes.
-    let rows_per = (max_bind.saturating_sub(3) / row_bytes.max(1) as u64) as usize;
-    if rows_per == 0 {
-        return Err(Error::TensorType {
-            name: m.name.clone(),
-            ty: format!(
-                "rows of {row_bytes} bytes, over the adapter's max_storage_buffer_binding_size ({max_bind} bytes)"
-            ),
-        });
+        Ok(rows)
     }
-    let mut parts = Vec::new();
-    let mut row0 = 0;
-    while row0 < m.rows {
-        let rows = rows_per.min(m.rows - row0);
-        let mut chunk = Cow::Borrowed(&bytes[row0 * row_bytes..(row0 + rows) * row_bytes]);
-        if !chunk.len().is_multiple_of(4) {
-            let mut v = chunk.into_owned();
-            v.resize(v.len().next_multiple_of(4), 0);
-            chunk = Cow::Owned(v);
+
+    /// `m` (stored bytes `bytes`) on the device: its first `split.0` bytes (all without a
+    /// split) uploaded now, by rows, into buffers of their own; the rest streamed into the
+    /// ring at `split.1` before each use.
+    fn gmat<'m>(&self, bytes: Cow<'m, [u8]>, m: &Matrix<'_>, split: Option<(u64, Option<u64>)>) -> Result<GMat<'m>> {
+        let kind = match m.kind {
+            Kind::F32 => 0,
+            Kind::F16 => 1,
+            Kind::BF16 => 2,
+            Kind::Q8_0 => 3,
+            Kind::Q4_0 => 4,
+            Kind::Q4_K => 5,
+            Kind::Q6_K => 6,
+            Kind::Other(g) => {
+                return Err(Error::TensorType {
+                    name: m.name.clone(),
+                    ty: format!(
+                        "{} on the wgpu device (its kernels take F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)",
+                        g.name()
+                    ),
+                });
+            }
+        };
+        let row_bytes = bytes.len() / m.rows.max(1);
+        let rows_per = self.rows_per(m, row_bytes)?;
+        let (resident_rows, slot) = match split {
+            Some((resident, Some(slot))) if (resident as usize) < bytes.len() => {
+                if !(resident as usize).is_multiple_of(row_bytes.max(1)) {
+                    return Err(device_err(format!(
+                        "the plan keeps {resident} bytes of {} resident, not whole rows of {row_bytes} bytes",
+                        m.name
+                    )));
+                }
+                (resident as usize / row_bytes.max(1), Some(slot))
+            }
+            _ => (m.rows, None),
+        };
+        let mut parts = Vec::new();
+        let mut row0 = 0;
+        while row0 < resident_rows {
+            let rows = rows_per.min(resident_rows - row0);
+            let mut chunk = Cow::Borrowed(&bytes[row0 * row_bytes..(row0 + rows) * row_bytes]);
+            if !chunk.len().is_multiple_of(4) {
+                let mut v = chunk.into_owned();
+                v.resize(v.len().next_multiple_of(4), 0);
+                chunk = Cow::Owned(v);
+            }
+            let buf = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(&m.name),
+                contents: &chunk,
+                usage: wgpu::BufferUsages::STORAGE,
+            });
+            parts.push(Part {
+                offset: 0,
+                size: buf.size(),
+                buf,
+                row0,
+                rows,
+            });
+            row0 += rows;
         }
-        let buf = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some(&m.name),
-            contents: &chunk,
-            usage: wgpu::BufferUsages::STORAGE,
-        });
-        parts.push(Part { buf, row0, rows });
-        row0 += rows;
+        let stream = match (slot, self.ring) {
+            (Some(slot), Some(ring)) => {
+                while row0 < m.rows {
+                    let rows = rows_per.min(m.rows - row0);
+                    let offset = slot + ((row0 - resident_rows) * row_bytes) as u64;
+                    let size = ((rows * row_bytes) as u64).next_multiple_of(4);
+                    if offset + size > ring.size() {
+                        return Err(device_err(format!(
+                            "the plan's ring slot of {} at {slot} leaves the ring ({} bytes)",
+                            m.name,
+                            ring.size()
+                        )));
+                    }
+                    parts.push(Part {
+                        buf: ring.clone(),
+                        offset,
+                        size,
+                        row0,
+                        rows,
+                    });
+                    row0 += rows;
+                }
+                Some(Streamed {
+                    from: resident_rows * row_bytes,
+                    data: bytes,
+                    slot,
+                })
+            }
+            (Some(_), None) => return Err(device_err("the plan streams weights but has no ring")),
+            _ => None,
+        };
+        Ok(GMat {
+            kind,
+            rows: m.rows,
+            cols: m.cols,
+            row_bytes,
+            parts,
+            stream,
+        })
     }
-    Ok(GMat {
-        kind,
-        rows: m.rows,
-        cols: m.cols,
-        row_bytes,
-        parts,
-    })
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 impl Pipelines {

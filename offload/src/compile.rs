@@ -119,6 +119,18 @@ fn op_unit(workload: &Workload, f: &Facts, streamed: &[u64]) -> u64 {
     per_op.into_iter().max().unwrap_or(0)
 }
 
+/// `streamed` bytes of tensor `t` rounded up so that the resident prefix is a whole number of
+/// its rows ([`WorkloadTensor::row_bytes`](crate::workload::WorkloadTensor::row_bytes)).
+fn whole_rows(workload: &Workload, t: usize, streamed: u64) -> u64 {
+    let ti = &workload.tensors[t];
+    let streamed = streamed.min(ti.bytes);
+    if ti.row_bytes <= 1 {
+        return streamed;
+    }
+    let resident = (ti.bytes - streamed) / ti.row_bytes * ti.row_bytes;
+    ti.bytes - resident
+}
+
 fn slack(workload: &Workload) -> u64 {
     ALIGN.saturating_mul(workload.tensors.len() as u64 + 2)
 }
@@ -202,8 +214,8 @@ fn baseline_layout(workload: &Workload, budget: u64, f: &Facts, policy: Policy) 
                 let mut per_group: HashMap<u32, u64> = HashMap::new();
                 for &t in &f.dense {
                     let keep = ((w(t) as f64) * frac).floor() as u64;
-                    let keep = keep.min(w(t));
-                    streamed[t] = w(t) - keep;
+                    streamed[t] = whole_rows(workload, t, w(t) - keep.min(w(t)));
+                    let keep = w(t) - streamed[t];
                     res += align(keep);
                     if streamed[t] > 0
                         && let Some(op) = f.first[t]
@@ -347,6 +359,9 @@ fn family_split_min(
                 short -= add;
             }
         }
+    }
+    for &t in &elig {
+        streamed[t] = whole_rows(workload, t, streamed[t]);
     }
     Some(streamed)
 }

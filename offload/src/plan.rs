@@ -48,6 +48,21 @@ impl Policy {
         Policy::FlexGen,
     ];
 
+    /// Every policy: the scheduler, then the baselines.
+    pub const ALL: [Policy; 5] = [
+        Policy::Scheduler,
+        Policy::AllResident,
+        Policy::SyncJit,
+        Policy::FullOffload,
+        Policy::FlexGen,
+    ];
+
+    /// The policy of a [`Policy::name`] (`scheduler`, `all-resident`, `sync-jit`,
+    /// `full-offload`, `flexgen-like`).
+    pub fn from_name(name: &str) -> Option<Policy> {
+        Policy::ALL.into_iter().find(|p| p.name() == name)
+    }
+
     /// Short name used in tables and on the command line.
     pub fn name(&self) -> &'static str {
         match self {

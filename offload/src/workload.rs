@@ -28,6 +28,21 @@ pub struct WorkloadTensor {
     pub bytes: u64,
     /// How ops read it.
     pub access: Access,
+    /// The split unit: bytes of one output row (a matrix's first dimension). A plan keeps a
+    /// whole number of rows resident and streams the rest, so a kernel never reads a row that
+    /// straddles its resident and streamed parts. 0 or 1: any byte count.
+    #[serde(default)]
+    pub row_bytes: u64,
+}
+
+/// Bytes of one output row of a tensor of `shape` stored in `bytes` bytes (its first
+/// dimension), or 0 when the rows do not divide the bytes evenly (an encoded tensor) or the
+/// tensor has fewer than two dimensions.
+pub fn row_bytes_of(shape: &[u64], bytes: u64) -> u64 {
+    match shape.first() {
+        Some(&rows) if shape.len() >= 2 && rows > 0 && bytes.is_multiple_of(rows) => bytes / rows,
+        _ => 0,
+    }
 }
 
 /// What an op costs. With `seconds` set, that is the time; otherwise
@@ -237,6 +252,7 @@ impl Workload {
                 name: n.clone(),
                 bytes: *bytes,
                 access: if gather { Access::Gather } else { Access::Dense },
+                row_bytes: row_bytes_of(&list[i].1, *bytes),
             });
             match layer_index(n) {
                 Some(l) => layers.entry(l).or_default().push(i),
@@ -448,6 +464,7 @@ impl LlamaShape {
                 name,
                 bytes: elems.saturating_mul(db),
                 access,
+                row_bytes: 0,
             });
             tensors.len() - 1
         };

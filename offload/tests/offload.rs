@@ -442,6 +442,8 @@ fn arb_case() -> impl Strategy<Value = RandomCase> {
                     } else {
                         Access::Dense
                     },
+                    // Split units: any byte, rows of a few bytes, rows that need not divide it.
+                    row_bytes: [0, 1, 3, 64, 1000][(i + j) % 5],
                 });
                 reads.push(tensors.len() - 1);
             }
@@ -500,6 +502,12 @@ proptest! {
                 prop_assert!(r.forward_s + 1e-12 >= r.floor_s * (1.0 - 1e-9));
                 for c in &plan.chunks {
                     prop_assert!(!c.home.is_staged() || c.host_offset.is_some());
+                }
+                // Resident parts are whole rows: a kernel never reads a row split in two.
+                for (pt, wt) in plan.tensors.iter().zip(&case.model.tensors) {
+                    if wt.row_bytes > 1 && pt.streamed_bytes > 0 {
+                        prop_assert_eq!(pt.resident_bytes % wt.row_bytes, 0, "{}", pt.name);
+                    }
                 }
             }
             Err(e) => {

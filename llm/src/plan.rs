@@ -1,0 +1,230 @@
+//! A session's offload plan under a budget ([`Options::budget`](crate::Options::budget)): the
+//! workload is the architecture's own op list over the bound weight matrices (their stored
+//! bytes, so a Q4_K weight costs Q4_K bytes on the link), compiled by
+//! [`tensorlane_offload::compile_policy`] for the chosen [`Policy`] and checked by the hazard
+//! checker. The executors keep each matrix's planned resident rows on the device and stream the
+//! rest before each use.
+
+use std::collections::HashMap;
+
+use tensorlane_offload::{
+    Access, Cost, DeviceProfile, Op, Phase, Plan, Policy, SimReport, Workload, WorkloadTensor, check, compile_policy,
+    simulate,
+};
+
+use crate::arch::Spec;
+use crate::kernels::Matrix;
+use crate::{Error, Result};
+
+/// Positions evaluated in one batch by the executors (their activation buffers hold this many).
+pub(crate) const BATCH: usize = 32;
+
+/// Device bytes a session needs besides the weight matrices: the KV cache (f32 keys and
+/// values, `context` positions), the f32 vectors (norms, biases, rope factors) and the
+/// activations of one [`BATCH`] (hidden states, projections, attention scores over the
+/// context, logits).
+pub(crate) fn working_set(spec: &Spec, context: usize, vector_bytes: u64) -> u64 {
+    let h = &spec.hparams;
+    let q_dim = h.n_head * h.head_dim;
+    let kv_dim = h.n_head_kv * h.head_dim;
+    let kv = (context as u64).saturating_mul((2 * h.n_layer * kv_dim * 4) as u64);
+    let widest = h.n_ff.max(q_dim).max(h.n_embd);
+    let floats = BATCH as u64
+        * (3 * h.n_embd + 3 * q_dim + 2 * kv_dim + 2 * h.n_ff + widest + h.n_vocab) as u64
+        + (BATCH * h.n_head) as u64 * context as u64;
+    kv.saturating_add(vector_bytes).saturating_add(floats.saturating_mul(4))
+}
+
+/// One forward of `spec` at decode (one token against `context` cached ones) over the matrices
+/// `mats` (name, rows, cols, stored bytes): the embedding lookup (a gather, when the output is
+/// not tied to it), per layer the q/k/v projections, attention (no weights), the output
+/// projection, gate and up, down; the output projection last (the embedding when tied).
+pub(crate) fn workload(name: &str, spec: &Spec, mats: &[(&str, usize, usize, u64)], context: usize) -> Workload {
+    let index: HashMap<&str, usize> = mats.iter().enumerate().map(|(i, m)| (m.0, i)).collect();
+    let tied = !index.contains_key(spec.output.name.as_str());
+    let tensors: Vec<WorkloadTensor> = mats
+        .iter()
+        .map(|&(n, rows, _, bytes)| WorkloadTensor {
+            name: n.to_string(),
+            bytes,
+            access: if n == spec.token_embd.name && !tied {
+                Access::Gather
+            } else {
+                Access::Dense
+            },
+            row_bytes: bytes / rows.max(1) as u64,
+        })
+        .collect();
+    let id = |n: &str| index.get(n).copied();
+    // A product over one token: 2·rows·cols flops, the stored weight bytes plus its in/out rows.
+    let gemm = |reads: &[usize]| {
+        let (mut flops, mut bytes) = (0.0, 0.0);
+        for &t in reads {
+            let (_, rows, cols, b) = mats[t];
+            flops += 2.0 * (rows * cols) as f64;
+            bytes += b as f64 + 4.0 * (rows + cols) as f64;
+        }
+        Cost::roofline(flops, bytes)
+    };
+    let mut ops = Vec::new();
+    let embd = id(&spec.token_embd.name);
+    if let (false, Some(e)) = (tied, embd) {
+        let row = mats[e].3 as f64 / mats[e].1.max(1) as f64;
+        ops.push(Op {
+            name: "embed".into(),
+            group: 0,
+            reads: vec![e],
+            cost: Cost::roofline(0.0, row),
+        });
+    }
+    let h = &spec.hparams;
+    let kv_dim = h.n_head_kv * h.head_dim;
+    for (l, ls) in spec.layers.iter().enumerate() {
+        let group = (l + 1) as u32;
+        let mut op = |what: &str, reads: Vec<usize>, cost: Option<Cost>| {
+            let cost = cost.unwrap_or_else(|| gemm(&reads));
+            ops.push(Op {
+                name: format!("layer {l} {what}"),
+                group,
+                reads,
+                cost,
+            });
+        };
+        let ids = |specs: &[&crate::arch::TensorSpec]| specs.iter().filter_map(|s| id(&s.name)).collect::<Vec<_>>();
+        op("q/k/v", ids(&[&ls.wq, &ls.wk, &ls.wv]), None);
+        let attn_flops = 4.0 * context as f64 * (h.n_head * h.head_dim) as f64;
+        let attn_bytes = 2.0 * context as f64 * kv_dim as f64 * 4.0;
+        op("attention", Vec::new(), Some(Cost::roofline(attn_flops, attn_bytes)));
+        op("output", ids(&[&ls.wo]), None);
+        op("gate/up", ids(&[&ls.gate, &ls.up]), None);
+        op("down", ids(&[&ls.down]), None);
+    }
+    let out = id(&spec.output.name).or(embd).into_iter().collect::<Vec<_>>();
+    ops.push(Op {
+        name: "logits".into(),
+        group: (spec.layers.len() + 1) as u32,
+        cost: gemm(&out),
+        reads: out,
+    });
+    Workload {
+        name: name.to_string(),
+        tokens: Phase::Decode {
+            context: context as u64,
+        }
+        .tokens(),
+        tensors,
+        ops,
+    }
+}
+
+/// A compiled, hazard-checked plan and what it keeps resident.
+#[derive(Clone, Debug)]
+pub(crate) struct Budgeted {
+    /// The plan (PCIe-4 profile).
+    pub plan: Plan,
+    /// Its simulation on that profile (the prediction a run is compared with).
+    pub sim: SimReport,
+    /// Device bytes outside the weight arena ([`working_set`]).
+    pub working_set: u64,
+}
+
+impl Budgeted {
+    /// Resident bytes of each matrix the device computes with (gathered ones are absent: they
+    /// stay on the host).
+    pub(crate) fn resident(&self) -> HashMap<&str, u64> {
+        self.plan
+            .tensors
+            .iter()
+            .filter(|t| t.access == Access::Dense)
+            .map(|t| (t.name.as_str(), t.resident_bytes))
+            .collect()
+    }
+}
+
+/// Compiles the plan of `policy` for `budget` bytes (the working set included) over `mats`.
+/// A budget that cannot hold the working set, or that the policy cannot fit, is an error naming
+/// the smallest budget that works; a plan with a hazard finding is refused.
+pub(crate) fn compile(
+    name: &str,
+    spec: &Spec,
+    mats: &[&Matrix<'_>],
+    vector_bytes: u64,
+    budget: u64,
+    context: usize,
+    policy: Policy,
+) -> Result<Budgeted> {
+    let workload = workload(name, spec, &described(mats), context);
+    let fixed = working_set(spec, context, vector_bytes);
+    try_compile(&workload, fixed, budget, policy).map_err(|why| {
+        let minimum = match minimum_budget(&workload, fixed, policy) {
+            Some(m) => format!("the smallest budget the {} policy accepts is {m} bytes", policy.name()),
+            None => format!("the {} policy accepts no budget for this model", policy.name()),
+        };
+        Error::Budget(format!(
+            "budget {budget} bytes: {why}; {minimum} ({fixed} of them for the KV cache of {context} positions, \
+             the norm vectors and the activations)"
+        ))
+    })
+}
+
+/// [`compile`] without the search for the minimum: the reason as text.
+fn try_compile(workload: &Workload, fixed: u64, budget: u64, policy: Policy) -> std::result::Result<Budgeted, String> {
+    if budget <= fixed {
+        return Err("below the working set alone".into());
+    }
+    let profile = DeviceProfile::pcie4();
+    let plan = compile_policy(workload, &profile, budget - fixed, policy).map_err(|e| match e {
+        tensorlane_offload::Error::DoesNotFit { .. } => format!("too small for the {} policy", policy.name()),
+        other => other.to_string(),
+    })?;
+    let findings = check(&plan);
+    if let Some(f) = findings.first() {
+        return Err(format!(
+            "the plan fails the hazard checker ({} findings; first: {f:?})",
+            findings.len()
+        ));
+    }
+    let sim = simulate(&plan, &profile, tensorlane_offload::sim::DEFAULT_FORWARDS)
+        .map_err(|e| format!("the plan does not simulate: {e}"))?;
+    Ok(Budgeted {
+        plan,
+        sim,
+        working_set: fixed,
+    })
+}
+
+/// The smallest budget `policy` accepts for `workload` (to 256 bytes; a binary search over
+/// [`try_compile`]), `None` when even twice the model does not fit (all-resident on a model
+/// that cannot be, never).
+fn minimum_budget(workload: &Workload, fixed: u64, policy: Policy) -> Option<u64> {
+    let total = workload.weight_bytes();
+    let (mut lo, mut hi) = (fixed, fixed.saturating_add(total.saturating_mul(2)).saturating_add(1 << 20));
+    let ok = |b: u64| try_compile(workload, fixed, b, policy).is_ok();
+    if !ok(hi) {
+        return None;
+    }
+    while hi - lo > 256 {
+        let mid = lo + (hi - lo) / 2;
+        if ok(mid) { hi = mid } else { lo = mid }
+    }
+    Some(hi)
+}
+
+/// [`minimum_budget`] of a session's matrices.
+pub(crate) fn minimum(
+    name: &str,
+    spec: &Spec,
+    mats: &[&Matrix<'_>],
+    vector_bytes: u64,
+    context: usize,
+    policy: Policy,
+) -> Option<u64> {
+    minimum_budget(&workload(name, spec, &described(mats), context), working_set(spec, context, vector_bytes), policy)
+}
+
+/// `(name, rows, cols, stored bytes)` of each matrix: what [`workload`] takes.
+fn described<'a>(mats: &[&'a Matrix<'_>]) -> Vec<(&'a str, usize, usize, u64)> {
+    mats.iter()
+        .map(|m| (m.name.as_str(), m.rows, m.cols, m.stored_bytes() as u64))
+        .collect()
+}
