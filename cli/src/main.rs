@@ -36,6 +36,7 @@ mod remote;
 mod run;
 mod sample;
 mod serve;
+mod serve_llm;
 mod stats;
 mod zt_tools;
 

@@ -45,6 +45,9 @@ pub struct ServeArgs {
     /// The most connections served at once.
     #[arg(long, default_value_t = 512)]
     pub max_connections: usize,
+    /// Text generation: `--model` adds the OpenAI-compatible API (crate::serve_llm).
+    #[command(flatten)]
+    pub llm: crate::serve_llm::ModelArgs,
 }
 
 /// Whether `dir` holds the inspector page.
@@ -126,8 +129,17 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let llm = match crate::serve_llm::start(&args.llm) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let mut sample_dir = None;
-    let paths = if args.paths.is_empty() {
+    let paths = if let (true, Some(m)) = (args.paths.is_empty(), &args.llm.model) {
+        vec![m.clone()]
+    } else if args.paths.is_empty() {
         let dir = std::env::temp_dir()
             .join(format!("tensorlane-serve-{}", std::process::id()))
             .join("sample");
@@ -152,7 +164,19 @@ pub fn run(args: ServeArgs) -> ExitCode {
         max_connections: args.max_connections,
     };
     let has_token = config.token.is_some();
-    let result = tensorlane::serve::run_until_ctrl_c(config, |server: &Server| {
+    let api_line = llm.as_ref().map(|l| {
+        format!(
+            "model {} ({} positions per request, chat {}): ",
+            l.model_id,
+            l.context,
+            if l.chat {
+                "template found"
+            } else {
+                "unavailable: no chat template"
+            }
+        )
+    });
+    let result = tensorlane::serve::run_until_ctrl_c_with(config, llm.map(|l| l.api), |server: &Server| {
         let base = format!("http://{}", server.local_addr());
         for (path, url) in server.mounts() {
             eprintln!("serving {} at {base}{url}", path.display());
@@ -175,6 +199,9 @@ pub fn run(args: ServeArgs) -> ExitCode {
             eprintln!("a token is required: Authorization: Bearer TOKEN, or ?token=TOKEN");
         }
         eprintln!("models: {base}/models");
+        if let Some(line) = &api_line {
+            eprintln!("{line}OpenAI-compatible API at {base}/v1/ (completions, chat/completions, models)");
+        }
         eprintln!("press Ctrl-C to stop");
         // The URL to open, alone on stdout (scripts and tests read it).
         if web.is_some() || embedded {

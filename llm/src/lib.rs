@@ -42,6 +42,8 @@ pub mod batch;
 mod cpu;
 mod exec;
 mod kernels;
+#[cfg(feature = "serve")]
+pub mod openai;
 mod plan;
 mod sampling;
 mod session;

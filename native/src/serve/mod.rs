@@ -11,6 +11,7 @@
 //! | `/models` | JSON: every model under the served paths, with its file's `url`, format and tensors |
 //! | `/tensors/{model}/{name}` | one tensor as a Tenso packet (`?dequantize=f32\|f16`, `?integrity=1`) |
 //! | `/ws` | WebSocket: a JSON request names tensors, each comes back as a binary Tenso packet |
+//! | `/v1/…` | the routes of [`Server::with_api`] (`tensorlane serve --model`: tensorlane-llm's OpenAI-compatible API), `POST` allowed |
 //!
 //! A served *directory* is mounted under its own name (`serve models/` → `/files/models/…`), with
 //! everything below it. A served *file* is mounted under its folder's name and exposes only itself
@@ -50,7 +51,7 @@
 //!
 //! # Safety of the server
 //!
-//! Read-only (only `GET`, `HEAD`, `OPTIONS`). Paths are percent-decoded once, then any `..`, `.`,
+//! Read-only (only `GET`, `HEAD`, `OPTIONS`; `POST` only under `/v1/` with [`Server::with_api`]). Paths are percent-decoded once, then any `..`, `.`,
 //! backslash or NUL component is refused (400), and the file reached after following symlinks must
 //! lie inside its mount (else 404, as for a missing file). An optional bearer token
 //! ([`Config::token`]) guards everything but the inspector's own code (`/`, `/web-demo/`, `/js/`,
@@ -168,6 +169,8 @@ pub struct Server {
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
     max_connections: usize,
+    /// [`Server::with_api`]'s routes.
+    api: Option<Router>,
 }
 
 /// An I/O error on `path` doing `op`.
@@ -240,7 +243,16 @@ impl Server {
                 models: Mutex::new(HashMap::new()),
             }),
             max_connections: config.max_connections.max(1),
+            api: None,
         })
+    }
+
+    /// Adds `api`'s routes, all under `/v1/` (an OpenAI-compatible API: tensorlane-llm's
+    /// `openai::router`), beside the file routes and behind the same token guard; they alone
+    /// may take `POST`.
+    pub fn with_api(mut self, api: Router) -> Server {
+        self.api = Some(api);
+        self
     }
 
     /// The address the server listens on (with the real port when [`Config::bind`] asked for 0).
@@ -263,7 +275,7 @@ impl Server {
     /// finish.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), Error> {
         let addr = self.local_addr();
-        let app = router(self.shared);
+        let app = router(self.shared, self.api);
         let listener = listener::Bounded::new(self.listener, self.max_connections);
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
@@ -272,11 +284,11 @@ impl Server {
     }
 }
 
-/// The routes, the token check and CORS.
-fn router(shared: Arc<Shared>) -> Router {
+/// The routes (and `api`'s, under `/v1/`), the token check and CORS.
+fn router(shared: Arc<Shared>, api: Option<Router>) -> Router {
     let cors = CorsLayer::new()
         .allow_origin(Any)
-        .allow_methods([Method::GET, Method::HEAD, Method::OPTIONS])
+        .allow_methods([Method::GET, Method::HEAD, Method::OPTIONS, Method::POST])
         .allow_headers([
             header::RANGE,
             header::IF_RANGE,
@@ -285,6 +297,7 @@ fn router(shared: Arc<Shared>) -> Router {
             header::IF_MATCH,
             header::IF_UNMODIFIED_SINCE,
             header::AUTHORIZATION,
+            header::CONTENT_TYPE,
         ])
         .expose_headers([
             header::CONTENT_RANGE,
@@ -295,16 +308,21 @@ fn router(shared: Arc<Shared>) -> Router {
             header::CONTENT_TYPE,
         ])
         .max_age(std::time::Duration::from_secs(3600));
-    Router::new()
+    let writable = api.is_some();
+    let mut routes = Router::new()
         .route("/", get(index))
         .route("/models", get(models::list))
         .route("/tensors/{*rest}", get(models::tensor))
         .route("/ws", get(models::websocket))
         .route("/files/{*rest}", get(files::mounted).head(files::mounted))
         .fallback(files::web)
-        .layer(middleware::from_fn_with_state(shared.clone(), guard))
+        .with_state(shared.clone());
+    if let Some(api) = api {
+        routes = routes.merge(api);
+    }
+    routes
+        .layer(middleware::from_fn_with_state((shared, writable), guard))
         .layer(cors)
-        .with_state(shared)
 }
 
 /// `/`: to the inspector, or (without one) a JSON pointer to `/models`.
@@ -330,11 +348,12 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Refuses methods other than GET/HEAD/OPTIONS (405) and, with a token, requests without it
-/// (401).
-async fn guard(AxState(s): AxState<Arc<Shared>>, req: Request, next: Next) -> Response {
+/// Refuses methods other than GET/HEAD/OPTIONS (405; `POST` passes under `/v1/` when
+/// `writable`: an API is mounted) and, with a token, requests without it (401).
+async fn guard(AxState((s, writable)): AxState<(Arc<Shared>, bool)>, req: Request, next: Next) -> Response {
     let m = req.method();
-    if m != Method::GET && m != Method::HEAD && m != Method::OPTIONS {
+    let api_post = writable && m == Method::POST && req.uri().path().starts_with("/v1/");
+    if m != Method::GET && m != Method::HEAD && m != Method::OPTIONS && !api_post {
         let mut r = (
             StatusCode::METHOD_NOT_ALLOWED,
             "this server is read-only: GET, HEAD and OPTIONS only\n",
@@ -379,12 +398,20 @@ async fn guard(AxState(s): AxState<Arc<Shared>>, req: Request, next: Next) -> Re
 /// print its address), and serves until Ctrl-C (SIGINT) or SIGTERM, then lets requests in flight
 /// finish.
 pub fn run_until_ctrl_c(config: Config, ready: impl FnOnce(&Server)) -> Result<(), Error> {
+    run_until_ctrl_c_with(config, None, ready)
+}
+
+/// [`run_until_ctrl_c`] with [`Server::with_api`]'s routes when `api` is given.
+pub fn run_until_ctrl_c_with(config: Config, api: Option<Router>, ready: impl FnOnce(&Server)) -> Result<(), Error> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| io_err("start the server's runtime", Path::new("tokio"), e))?;
     rt.block_on(async move {
-        let server = Server::bind(config).await?;
+        let mut server = Server::bind(config).await?;
+        if let Some(api) = api {
+            server = server.with_api(api);
+        }
         ready(&server);
         server.run(stop_signal()).await
     })

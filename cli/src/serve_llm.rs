@@ -1,0 +1,102 @@
+//! `tensorlane serve --model PATH`: the OpenAI-compatible routes of [`tensorlane_llm::openai`]
+//! (`/v1/models`, `/v1/completions`, `/v1/chat/completions`) over a continuous-batching engine
+//! ([`tensorlane_llm::batch`]), mounted beside the file routes of `tensorlane serve`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use tensorlane::model::Model;
+use tensorlane_llm::batch::{Engine, EngineOptions};
+use tensorlane_llm::openai::{ApiConfig, chat_template, router};
+
+/// The generation flags of `tensorlane serve`.
+#[derive(Args, Debug)]
+pub struct ModelArgs {
+    /// A model to generate text with (GGUF, or safetensors with config.json and tokenizer.json
+    /// beside it): adds the OpenAI-compatible API under /v1/ (models, completions, chat
+    /// completions). The file is also served as a path when no path is given.
+    #[arg(long, value_name = "PATH")]
+    pub model: Option<PathBuf>,
+    /// Memory for the weights (e.g. 2G): the rest is streamed at each decode step, once for the
+    /// whole batch. Not supported by the serving engine yet (every weight is resident).
+    #[arg(long, value_name = "SIZE", value_parser = crate::limits::parse_size, requires = "model")]
+    pub budget: Option<u64>,
+    /// Where generation runs (only cpu serves batches so far).
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "wgpu", "cuda"], requires = "model")]
+    pub device: String,
+    /// The most requests decoded together in one step.
+    #[arg(long, default_value_t = 8, requires = "model")]
+    pub max_batch: usize,
+    /// The most requests waiting for a place in the batch; more are answered 429.
+    #[arg(long, default_value_t = 64, requires = "model")]
+    pub max_queue: usize,
+    /// Positions each request may use (prompt and generated tokens; default: the model's
+    /// training context, at most 4096).
+    #[arg(long, requires = "model")]
+    pub context: Option<usize>,
+    /// Worker threads of the executor (default: every core).
+    #[arg(long, requires = "model")]
+    pub threads: Option<usize>,
+}
+
+/// What `--model` started: the routes to mount and a line to print.
+pub struct Started {
+    /// The OpenAI-compatible routes.
+    pub api: tensorlane_llm::openai::Router,
+    /// The model's name in the API.
+    pub model_id: String,
+    /// Whether the model has a chat template.
+    pub chat: bool,
+    /// Positions per request.
+    pub context: usize,
+}
+
+/// Opens `--model` and starts its engine; `Ok(None)` without `--model`. Errors are the message
+/// to print (naming the flag or the file).
+pub fn start(args: &ModelArgs) -> Result<Option<Started>, String> {
+    let Some(path) = &args.model else { return Ok(None) };
+    if args.device != "cpu" {
+        return Err(format!(
+            "--device {}: the serving engine runs on the cpu only so far (batched decoding on wgpu \
+             and cuda is not implemented); use --device cpu, or `tensorlane run --device {}` for \
+             one prompt",
+            args.device, args.device
+        ));
+    }
+    if args.budget.is_some() {
+        return Err(
+            "--budget: the serving engine keeps every weight resident so far (a budget is not \
+             supported yet); leave --budget out"
+                .into(),
+        );
+    }
+    if args.max_batch == 0 {
+        return Err("--max-batch must be at least 1".into());
+    }
+    let model = Model::open(path).map_err(|e| format!("--model {}: {e}", path.display()))?;
+    let template = chat_template(&model);
+    let model_id = path
+        .file_name()
+        .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let engine = Engine::start(
+        model,
+        EngineOptions {
+            context: args.context,
+            threads: args.threads,
+            max_batch: args.max_batch,
+            max_queue: args.max_queue,
+        },
+    )
+    .map_err(|e| format!("--model {}: {e}", path.display()))?;
+    let context = engine.info().context;
+    let config = ApiConfig {
+        chat_template: template.clone(),
+        ..ApiConfig::new(model_id.clone())
+    };
+    Ok(Some(Started {
+        api: router(engine, config),
+        model_id,
+        chat: template.is_some(),
+        context,
+    }))
+}

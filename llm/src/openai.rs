@@ -1,0 +1,1005 @@
+//! `openai` (feature `serve`): an OpenAI-compatible HTTP API over a [`batch::Engine`], as an
+//! axum [`Router`] that `tensorlane serve --model` mounts beside its file routes (behind the same
+//! token guard).
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /v1/models`, `GET /v1/models/{id}` | the one model served |
+//! | `POST /v1/completions` | text after a prompt (text or token ids) |
+//! | `POST /v1/chat/completions` | a reply to messages, rendered with the model's chat template |
+//!
+//! Both generation routes take `max_tokens` (chat also `max_completion_tokens`), `temperature`
+//! (OpenAI's default 1; 0 is greedy and equals `tensorlane run`), `top_p`, `stop` (a string or up
+//! to 4), `seed`, `stream` (server-sent events ending with `data: [DONE]`;
+//! `stream_options.include_usage` adds a last chunk with the usage), `n` (1 only) and, as
+//! llama.cpp's server does, `ignore_eos` (go on after an end-of-generation token).
+//! Completions take `logprobs` (0..=20: the sampled token's log-probability and the most likely
+//! alternatives, OpenAI's legacy shape); chat takes `logprobs` and `top_logprobs` (0..=20).
+//! Log-probabilities are the model's (the log-softmax of the raw logits, before temperature).
+//! Every response has `usage` (prompt, completion and total tokens).
+//!
+//! Chat templates come from the GGUF key `tokenizer.chat_template` or `tokenizer_config.json`
+//! beside a safetensors file ([`chat_template`]) and are rendered with minijinja (Python string
+//! methods of Hugging Face templates included) with `messages`, `add_generation_prompt`,
+//! `bos_token` and `eos_token`; special tokens written by the template are parsed as tokens. A
+//! model without a template answers chat requests with 400.
+//!
+//! Errors are OpenAI error objects, `{"error": {"message", "type", "param", "code"}}`: 400
+//! `invalid_request_error` for invalid JSON or parameters (`context_length_exceeded` for a prompt
+//! or `max_tokens` beyond the context), 404 `model_not_found` for another model name, 413 for a
+//! body over [`ApiConfig::max_body`], 429 `rate_limit_exceeded` when every batch slot is taken and
+//! the queue is full. A client that disconnects cancels its sequence at the next decode step.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path as AxPath, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::batch::{Engine, Event, Finish, Request, SubmitError, TokenEvent};
+use crate::{Error, Sampling};
+
+/// How [`router`] serves.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// The model's name in `/v1/models` and in responses; requests naming another get 404.
+    pub model_id: String,
+    /// The chat template (Jinja), or `None`: chat requests get 400.
+    pub chat_template: Option<String>,
+    /// The largest request body accepted, in bytes (default 1 MiB); larger ones get 413.
+    pub max_body: usize,
+}
+
+impl ApiConfig {
+    /// A configuration for `model_id` with no chat template and a 1 MiB body limit.
+    pub fn new(model_id: impl Into<String>) -> ApiConfig {
+        ApiConfig {
+            model_id: model_id.into(),
+            chat_template: None,
+            max_body: 1 << 20,
+        }
+    }
+}
+
+/// The chat template of `model`: the GGUF key `tokenizer.chat_template`, or for other formats
+/// `chat_template` of `tokenizer_config.json` beside the file (a string, or the template named
+/// `default` of a list). `None` when there is none.
+pub fn chat_template(model: &tensorlane::model::Model) -> Option<String> {
+    use tensorlane_core::formats::Meta;
+    let meta = model
+        .catalog()
+        .metadata
+        .iter()
+        .find(|(k, _)| k == "tokenizer.chat_template");
+    if let Some((_, Meta::Str(s))) = meta {
+        return Some(s.clone());
+    }
+    let dir = model.path().parent()?;
+    let config: Value = serde_json::from_slice(&std::fs::read(dir.join("tokenizer_config.json")).ok()?).ok()?;
+    match config.get("chat_template")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(list) => list
+            .iter()
+            .find(|t| t["name"] == "default")
+            .or(list.first())
+            .and_then(|t| t["template"].as_str())
+            .map(str::to_string),
+        _ => None,
+    }
+}
+
+struct Api {
+    engine: Engine,
+    config: ApiConfig,
+    /// The template compiled, or why it does not compile.
+    template: Option<std::result::Result<minijinja::Environment<'static>, String>>,
+    created: u64,
+}
+
+/// The routes of the module docs over `engine`.
+pub fn router(engine: Engine, config: ApiConfig) -> Router {
+    let template = config.chat_template.clone().map(|t| {
+        let mut env = minijinja::Environment::new();
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function(
+            "raise_exception",
+            |msg: String| -> std::result::Result<String, minijinja::Error> {
+                Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
+            },
+        );
+        env.add_function("strftime_now", |fmt: String| {
+            let _ = fmt;
+            // No clock formatting here: templates use it for a "today" line only.
+            String::from("01 Jan 2026")
+        });
+        env.add_template_owned("chat", t)
+            .map(|()| env)
+            .map_err(|e| format!("the model's chat template does not compile: {e}"))
+    });
+    let max_body = config.max_body;
+    let api = Arc::new(Api {
+        engine,
+        config,
+        template,
+        created: now(),
+    });
+    Router::new()
+        .route("/v1/models", get(models))
+        .route("/v1/models/{*id}", get(model))
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat))
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(api)
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// An OpenAI error response.
+#[derive(Debug)]
+struct ApiError {
+    status: StatusCode,
+    message: String,
+    kind: &'static str,
+    param: Option<&'static str>,
+    code: Option<&'static str>,
+}
+
+impl ApiError {
+    fn invalid(message: impl Into<String>, param: Option<&'static str>) -> ApiError {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+            kind: "invalid_request_error",
+            param,
+            code: None,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {
+            "message": self.message,
+            "type": self.kind,
+            "param": self.param,
+            "code": self.code,
+        }});
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+impl From<SubmitError> for ApiError {
+    fn from(e: SubmitError) -> ApiError {
+        match e {
+            SubmitError::Invalid(e @ Error::Context { .. }) => ApiError {
+                code: Some("context_length_exceeded"),
+                ..ApiError::invalid(
+                    format!("{e}: shorten the prompt or lower max_tokens"),
+                    Some("max_tokens"),
+                )
+            },
+            SubmitError::Invalid(e @ Error::UnknownToken { .. }) => ApiError::invalid(e.to_string(), Some("prompt")),
+            SubmitError::Invalid(e) => ApiError::invalid(e.to_string(), None),
+            e @ SubmitError::QueueFull { .. } => ApiError {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                message: e.to_string(),
+                kind: "rate_limit_error",
+                param: None,
+                code: Some("rate_limit_exceeded"),
+            },
+            e @ SubmitError::Stopped => ApiError {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                message: e.to_string(),
+                kind: "server_error",
+                param: None,
+                code: None,
+            },
+        }
+    }
+}
+
+type ApiResult<T> = std::result::Result<T, ApiError>;
+
+async fn models(State(api): State<Arc<Api>>) -> Response {
+    axum::Json(json!({"object": "list", "data": [model_object(&api)]})).into_response()
+}
+
+async fn model(State(api): State<Arc<Api>>, AxPath(id): AxPath<String>) -> Response {
+    if id == api.config.model_id {
+        axum::Json(model_object(&api)).into_response()
+    } else {
+        not_found(&api, &id).into_response()
+    }
+}
+
+fn model_object(api: &Api) -> Value {
+    json!({
+        "id": api.config.model_id,
+        "object": "model",
+        "created": api.created,
+        "owned_by": "tensorlane",
+        "context_length": api.engine.info().context,
+    })
+}
+
+fn not_found(api: &Api, id: &str) -> ApiError {
+    ApiError {
+        status: StatusCode::NOT_FOUND,
+        message: format!(
+            "the model '{id}' does not exist here: this server serves '{}' (GET /v1/models)",
+            api.config.model_id
+        ),
+        kind: "invalid_request_error",
+        param: Some("model"),
+        code: Some("model_not_found"),
+    }
+}
+
+/// The body as a JSON object (errors: too large, not JSON, not an object).
+fn parse_body(body: std::result::Result<Bytes, BytesRejection>) -> ApiResult<serde_json::Map<String, Value>> {
+    let bytes = body.map_err(|e| ApiError {
+        status: e.status(),
+        message: format!("cannot read the request body: {}", e.body_text()),
+        kind: "invalid_request_error",
+        param: None,
+        code: None,
+    })?;
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(ApiError::invalid("the request body must be a JSON object", None)),
+        Err(e) => Err(ApiError::invalid(
+            format!("the request body is not valid JSON: {e}"),
+            None,
+        )),
+    }
+}
+
+/// The request parameters both routes share.
+struct Params {
+    stream: bool,
+    include_usage: bool,
+    max_tokens: Option<usize>,
+    sampling: Sampling,
+    stop: Vec<String>,
+    logprobs: Option<usize>,
+}
+
+fn get_f32(m: &serde_json::Map<String, Value>, key: &'static str) -> ApiResult<Option<f32>> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .map(|x| Some(x as f32))
+            .ok_or_else(|| ApiError::invalid(format!("{key} must be a number"), Some(key))),
+    }
+}
+
+fn get_uint(m: &serde_json::Map<String, Value>, key: &'static str) -> ApiResult<Option<u64>> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| ApiError::invalid(format!("{key} must be a non-negative integer"), Some(key))),
+    }
+}
+
+fn get_bool(m: &serde_json::Map<String, Value>, key: &'static str) -> ApiResult<bool> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(ApiError::invalid(format!("{key} must be true or false"), Some(key))),
+    }
+}
+
+/// Checks `model` and reads the shared parameters.
+fn params(api: &Api, m: &serde_json::Map<String, Value>, max_tokens_keys: &[&'static str]) -> ApiResult<Params> {
+    match m.get("model") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(id)) if *id == api.config.model_id => {}
+        Some(Value::String(id)) => return Err(not_found(api, id)),
+        Some(_) => return Err(ApiError::invalid("model must be a string", Some("model"))),
+    }
+    if let Some(n) = get_uint(m, "n")?
+        && n != 1
+    {
+        return Err(ApiError::invalid("only n = 1 is supported", Some("n")));
+    }
+    for key in ["presence_penalty", "frequency_penalty"] {
+        if get_f32(m, key)?.is_some_and(|x| x != 0.0) {
+            return Err(ApiError::invalid(format!("{key} is not supported (only 0)"), None));
+        }
+    }
+    let mut max_tokens = None;
+    for &key in max_tokens_keys {
+        if let Some(n) = get_uint(m, key)? {
+            max_tokens = Some(usize::try_from(n).unwrap_or(usize::MAX));
+        }
+    }
+    let temperature = get_f32(m, "temperature")?.unwrap_or(1.0);
+    if !(0.0..=2.0).contains(&temperature) {
+        return Err(ApiError::invalid(
+            "temperature must be between 0 and 2",
+            Some("temperature"),
+        ));
+    }
+    let top_p = get_f32(m, "top_p")?.unwrap_or(1.0);
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(ApiError::invalid("top_p must be in (0, 1]", Some("top_p")));
+    }
+    let seed = match m.get("seed") {
+        None | Some(Value::Null) => SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+        Some(v) => v
+            .as_i64()
+            .map(|s| s as u64)
+            .or_else(|| v.as_u64())
+            .ok_or_else(|| ApiError::invalid("seed must be an integer", Some("seed")))?,
+    };
+    let stop = match m.get("stop") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) if a.len() <= 4 => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| ApiError::invalid("stop must be a string or a list of strings", Some("stop")))?,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "stop must be a string or a list of at most 4 strings",
+                Some("stop"),
+            ));
+        }
+    };
+    if stop.iter().any(|s| s.is_empty() || s.len() > 256) {
+        return Err(ApiError::invalid(
+            "each stop string must be 1 to 256 bytes long",
+            Some("stop"),
+        ));
+    }
+    let stream = get_bool(m, "stream")?;
+    let ignore_eos = get_bool(m, "ignore_eos")?;
+    let include_usage = match m.get("stream_options") {
+        Some(Value::Object(o)) => o.get("include_usage").and_then(Value::as_bool).unwrap_or(false),
+        _ => false,
+    };
+    Ok(Params {
+        stream,
+        include_usage,
+        max_tokens,
+        sampling: Sampling {
+            temperature,
+            top_p,
+            seed,
+            stop_at_eog: !ignore_eos,
+            ..Sampling::default()
+        },
+        stop,
+        logprobs: None,
+    })
+}
+
+/// Positions left after the prompt (the default `max_tokens` of chat).
+fn room(api: &Api, prompt: usize) -> usize {
+    (api.engine.info().context + 1).saturating_sub(prompt).max(1)
+}
+
+async fn completions(State(api): State<Arc<Api>>, body: std::result::Result<Bytes, BytesRejection>) -> Response {
+    match completions_inner(api, body) {
+        Ok(s) => s.respond().await,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn completions_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -> ApiResult<Started> {
+    let m = parse_body(body)?;
+    let mut p = params(&api, &m, &["max_tokens"])?;
+    if get_bool(&m, "echo")? {
+        return Err(ApiError::invalid("echo is not supported", Some("echo")));
+    }
+    if m.get("suffix").is_some_and(|s| !s.is_null()) {
+        return Err(ApiError::invalid("suffix is not supported", Some("suffix")));
+    }
+    p.logprobs = get_uint(&m, "logprobs")?.map(|n| n as usize);
+    let tok = api.engine.tokenizer();
+    let bad_prompt = || {
+        ApiError::invalid(
+            "prompt must be a string, a list of token ids, or a list holding one of those",
+            Some("prompt"),
+        )
+    };
+    let prompt: Vec<u32> = match m.get("prompt") {
+        Some(Value::String(s)) => tok.encode(s, true),
+        Some(Value::Array(a)) => match a.as_slice() {
+            [Value::String(s)] => tok.encode(s, true),
+            [Value::Array(ids)] => token_ids(ids).ok_or_else(bad_prompt)?,
+            [] => return Err(bad_prompt()),
+            ids if ids.iter().all(Value::is_number) => token_ids(ids).ok_or_else(bad_prompt)?,
+            _ => {
+                return Err(ApiError::invalid(
+                    "only one prompt per request is supported",
+                    Some("prompt"),
+                ));
+            }
+        },
+        None => return Err(ApiError::invalid("prompt is required", Some("prompt"))),
+        Some(_) => return Err(bad_prompt()),
+    };
+    let max_tokens = p.max_tokens.unwrap_or(16);
+    start(api, prompt, max_tokens, p, Kind::Completion)
+}
+
+/// Token ids from JSON numbers (`None` if one is not a u32).
+fn token_ids(ids: &[Value]) -> Option<Vec<u32>> {
+    ids.iter()
+        .map(|v| v.as_u64().and_then(|x| u32::try_from(x).ok()))
+        .collect()
+}
+
+async fn chat(State(api): State<Arc<Api>>, body: std::result::Result<Bytes, BytesRejection>) -> Response {
+    match chat_inner(api, body) {
+        Ok(s) => s.respond().await,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn chat_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -> ApiResult<Started> {
+    let m = parse_body(body)?;
+    let mut p = params(&api, &m, &["max_tokens", "max_completion_tokens"])?;
+    if get_bool(&m, "logprobs")? {
+        let top = get_uint(&m, "top_logprobs")?.unwrap_or(0);
+        p.logprobs = Some(top as usize);
+    }
+    let env = match &api.template {
+        None => {
+            return Err(ApiError {
+                code: Some("chat_template_missing"),
+                ..ApiError::invalid(
+                    format!(
+                        "the model '{}' has no chat template (GGUF tokenizer.chat_template or \
+                         tokenizer_config.json): use /v1/completions with a prompt instead",
+                        api.config.model_id
+                    ),
+                    Some("messages"),
+                )
+            });
+        }
+        Some(Err(e)) => return Err(ApiError::invalid(e.clone(), Some("messages"))),
+        Some(Ok(env)) => env,
+    };
+    let Some(Value::Array(messages)) = m.get("messages") else {
+        return Err(ApiError::invalid("messages must be a list", Some("messages")));
+    };
+    if messages.is_empty() {
+        return Err(ApiError::invalid("messages must not be empty", Some("messages")));
+    }
+    let mut msgs = Vec::with_capacity(messages.len());
+    for (i, msg) in messages.iter().enumerate() {
+        let role = msg.get("role").and_then(Value::as_str);
+        let content = match msg.get("content") {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Null) | None => Some(String::new()),
+            // Content parts: the text ones, joined.
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .map(|p| match (p.get("type").and_then(Value::as_str), p.get("text")) {
+                    (Some("text"), Some(Value::String(t))) => Some(t.as_str()),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .map(|v| v.concat()),
+            Some(_) => None,
+        };
+        match (role, content) {
+            (Some(role), Some(content)) => msgs.push(json!({"role": role, "content": content})),
+            _ => {
+                return Err(ApiError::invalid(
+                    format!("messages[{i}] needs a string role and text content (a string or text parts)"),
+                    Some("messages"),
+                ));
+            }
+        }
+    }
+    let tok = api.engine.tokenizer();
+    let vocab = tok.vocab();
+    let text_of = |id: Option<u32>| {
+        id.and_then(|i| vocab.tokens.get(i as usize))
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    };
+    let (bos, eos) = (text_of(vocab.bos), text_of(vocab.eos));
+    let rendered = env
+        .get_template("chat")
+        .and_then(|t| {
+            t.render(minijinja::context! {
+                messages => msgs,
+                add_generation_prompt => true,
+                bos_token => bos,
+                eos_token => eos,
+            })
+        })
+        .map_err(|e| {
+            ApiError::invalid(
+                format!("the chat template failed on these messages: {e}"),
+                Some("messages"),
+            )
+        })?;
+    let prompt = chat_prompt(tok, &rendered);
+    let max_tokens = p.max_tokens.unwrap_or_else(|| room(&api, prompt.len()));
+    start(api, prompt, max_tokens, p, Kind::Chat)
+}
+
+/// The tokens of a rendered chat: special tokens the template wrote are parsed as tokens, and
+/// BOS is added (when the vocabulary adds one) unless the template wrote it.
+pub fn chat_prompt(tok: &crate::tokenizer::Tokenizer, rendered: &str) -> Vec<u32> {
+    let vocab = tok.vocab();
+    let bos_text = vocab
+        .bos
+        .and_then(|i| vocab.tokens.get(i as usize))
+        .filter(|b| !b.is_empty());
+    let has_bos = bos_text.is_some_and(|b| rendered.as_bytes().starts_with(b));
+    tok.encode_special(rendered, !has_bos, true)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Completion,
+    Chat,
+}
+
+/// Submits the request and answers it, streaming or not.
+fn start(api: Arc<Api>, prompt: Vec<u32>, max_tokens: usize, p: Params, kind: Kind) -> ApiResult<Started> {
+    let prompt_tokens = prompt.len();
+    let rx = api.engine.submit(Request {
+        prompt,
+        sampling: p.sampling.clone(),
+        max_tokens,
+        logprobs: p.logprobs,
+    })?;
+    let id = format!(
+        "{}-{:016x}",
+        if kind == Kind::Chat { "chatcmpl" } else { "cmpl" },
+        p.sampling.seed ^ now().rotate_left(32) ^ (Arc::as_ptr(&api) as u64)
+    );
+    let text = Text::new(p.stop.clone());
+    let run = Run {
+        api,
+        rx,
+        text,
+        kind,
+        id,
+        created: now(),
+        prompt_tokens,
+        completion_tokens: 0,
+        logprobs: p.logprobs.is_some(),
+        lp: Logprobs::default(),
+    };
+    Ok(Started {
+        run,
+        stream: p.stream,
+        include_usage: p.include_usage,
+    })
+}
+
+/// A submitted request, to be answered.
+struct Started {
+    run: Run,
+    stream: bool,
+    include_usage: bool,
+}
+
+impl Started {
+    /// Streams the answer, or waits for all of it. Waiting, the handler's future owns the
+    /// receiver: a client that disconnects drops it, which cancels the sequence.
+    async fn respond(self) -> Response {
+        if self.stream {
+            stream(self.run, self.include_usage)
+        } else {
+            collect(self.run).await
+        }
+    }
+}
+
+/// Text from tokens, held back where a stop string may be starting.
+struct Text {
+    stop: Vec<String>,
+    /// Bytes not yet valid UTF-8 (a character split over tokens).
+    pending: Vec<u8>,
+    /// Decoded text (all of it).
+    all: String,
+    /// Bytes of `all` handed out.
+    sent: usize,
+    /// A stop string was found: `all` ends before it.
+    stopped: bool,
+}
+
+impl Text {
+    fn new(stop: Vec<String>) -> Text {
+        Text {
+            stop,
+            pending: Vec::new(),
+            all: String::new(),
+            sent: 0,
+            stopped: false,
+        }
+    }
+
+    /// Adds a token's bytes; returns the text that can be handed out now.
+    fn push(&mut self, piece: &[u8]) -> String {
+        self.pending.extend_from_slice(piece);
+        // Decoded as `String::from_utf8_lossy` of all the bytes would be: invalid sequences
+        // replaced as they are found, a character split at the end kept for the next token.
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(s) => {
+                    self.all.push_str(s);
+                    self.pending.clear();
+                    break;
+                }
+                Err(e) => {
+                    let end = match e.error_len() {
+                        Some(n) => e.valid_up_to() + n,
+                        None => e.valid_up_to(),
+                    };
+                    let chunk: Vec<u8> = self.pending.drain(..end).collect();
+                    self.all.push_str(&String::from_utf8_lossy(&chunk));
+                    if e.error_len().is_none() {
+                        break;
+                    }
+                }
+            }
+        }
+        // The earliest stop string in the text not yet handed out (or straddling it).
+        let max_stop = self.stop.iter().map(String::len).max().unwrap_or(0);
+        let mut from = self.sent.saturating_sub(max_stop);
+        while !self.all.is_char_boundary(from) {
+            from -= 1;
+        }
+        if let Some(at) = self.stop.iter().filter_map(|s| self.all[from..].find(s.as_str())).min() {
+            self.all.truncate(from + at);
+            self.stopped = true;
+            return self.take(self.all.len());
+        }
+        // Hold back the longest tail that begins a stop string.
+        let mut keep = self.all.len();
+        for s in &self.stop {
+            for k in (1..s.len()).rev() {
+                if k <= self.all.len() && s.is_char_boundary(k) && self.all.ends_with(&s[..k]) {
+                    keep = keep.min(self.all.len() - k);
+                    break;
+                }
+            }
+        }
+        self.take(keep.max(self.sent))
+    }
+
+    fn take(&mut self, upto: usize) -> String {
+        let out = self.all[self.sent..upto].to_string();
+        self.sent = upto;
+        out
+    }
+
+    /// Everything left (at the end).
+    fn finish(&mut self) -> String {
+        if !self.stopped && !self.pending.is_empty() {
+            let rest = std::mem::take(&mut self.pending);
+            self.all.push_str(&String::from_utf8_lossy(&rest));
+        }
+        self.take(self.all.len())
+    }
+}
+
+/// Log-probabilities gathered for a non-streamed answer.
+#[derive(Default)]
+struct Logprobs {
+    tokens: Vec<String>,
+    token_logprobs: Vec<f32>,
+    top: Vec<Vec<(String, f32, Vec<u8>)>>,
+    offsets: Vec<usize>,
+    bytes: Vec<Vec<u8>>,
+}
+
+/// One request in flight.
+struct Run {
+    api: Arc<Api>,
+    rx: UnboundedReceiver<Event>,
+    text: Text,
+    kind: Kind,
+    id: String,
+    created: u64,
+    prompt_tokens: usize,
+    completion_tokens: usize,
+    logprobs: bool,
+    lp: Logprobs,
+}
+
+/// What one engine event gives a response.
+enum Step {
+    /// New text (maybe empty) and the token's log-probabilities.
+    Text(String, Option<Value>),
+    /// The end, with the finish reason and the remaining text.
+    End(&'static str, String),
+    /// A failure.
+    Failed(String),
+}
+
+impl Run {
+    async fn next(&mut self) -> Step {
+        match self.rx.recv().await {
+            Some(Event::Token(t)) => {
+                self.completion_tokens += 1;
+                let tok = self.api.engine.tokenizer();
+                let piece = if tok.is_eog(t.id) { Vec::new() } else { tok.piece(t.id) };
+                let offset = self.text.all.len();
+                let text = if self.text.stopped {
+                    String::new()
+                } else {
+                    self.text.push(&piece)
+                };
+                let lp = (self.logprobs && !self.text.stopped).then(|| self.token_logprobs(&t, &piece, offset));
+                if self.text.stopped {
+                    // A stop string: the sequence ends here (dropping the receiver cancels it).
+                    self.rx.close();
+                    let rest = self.text.finish();
+                    return Step::End("stop", text + &rest);
+                }
+                Step::Text(text, lp)
+            }
+            Some(Event::Done(d)) => {
+                let reason = match d.finish {
+                    Finish::Eog => "stop",
+                    Finish::Length => "length",
+                };
+                Step::End(reason, self.text.finish())
+            }
+            Some(Event::Failed(e)) => Step::Failed(e.to_string()),
+            None => {
+                if self.text.stopped {
+                    Step::End("stop", self.text.finish())
+                } else {
+                    Step::Failed("the generation engine stopped".into())
+                }
+            }
+        }
+    }
+
+    /// A token's log-probabilities in the route's shape (and, for a non-streamed answer, kept).
+    fn token_logprobs(&mut self, t: &TokenEvent, piece: &[u8], offset: usize) -> Value {
+        let tok = self.api.engine.tokenizer();
+        let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let token = s(piece);
+        let lp = t.logprob.unwrap_or(f32::NAN);
+        let top: Vec<(String, f32, Vec<u8>)> = t
+            .top
+            .iter()
+            .map(|&(id, p)| {
+                let b = tok.piece(id);
+                (s(&b), p, b)
+            })
+            .collect();
+        self.lp.tokens.push(token.clone());
+        self.lp.token_logprobs.push(lp);
+        self.lp.top.push(top.clone());
+        self.lp.offsets.push(offset);
+        self.lp.bytes.push(piece.to_vec());
+        match self.kind {
+            Kind::Completion => {
+                let mut map = serde_json::Map::new();
+                for (t, p, _) in &top {
+                    map.entry(t.clone()).or_insert(json!(p));
+                }
+                json!({
+                    "tokens": [token],
+                    "token_logprobs": [lp],
+                    "top_logprobs": [map],
+                    "text_offset": [offset],
+                })
+            }
+            Kind::Chat => json!({"content": [chat_logprob(&token, lp, piece, &top)]}),
+        }
+    }
+
+    fn usage(&self) -> Value {
+        json!({
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        })
+    }
+
+    fn object(&self, chunk: bool) -> &'static str {
+        match (self.kind, chunk) {
+            (Kind::Completion, _) => "text_completion",
+            (Kind::Chat, false) => "chat.completion",
+            (Kind::Chat, true) => "chat.completion.chunk",
+        }
+    }
+
+    /// A streamed chunk with `text` and `finish`.
+    fn chunk(&self, text: Option<String>, lp: Option<Value>, finish: Option<&str>, role: bool) -> Value {
+        let choice = match self.kind {
+            Kind::Completion => json!({
+                "index": 0,
+                "text": text.unwrap_or_default(),
+                "logprobs": lp,
+                "finish_reason": finish,
+            }),
+            Kind::Chat => {
+                let mut delta = serde_json::Map::new();
+                if role {
+                    delta.insert("role".into(), json!("assistant"));
+                }
+                if let Some(t) = text {
+                    delta.insert("content".into(), json!(t));
+                }
+                json!({"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish})
+            }
+        };
+        json!({
+            "id": self.id,
+            "object": self.object(true),
+            "created": self.created,
+            "model": self.api.config.model_id,
+            "system_fingerprint": "tensorlane",
+            "choices": [choice],
+        })
+    }
+}
+
+fn chat_logprob(token: &str, lp: f32, bytes: &[u8], top: &[(String, f32, Vec<u8>)]) -> Value {
+    json!({
+        "token": token,
+        "logprob": lp,
+        "bytes": bytes,
+        "top_logprobs": top.iter().map(|(t, p, b)| json!({"token": t, "logprob": p, "bytes": b})).collect::<Vec<_>>(),
+    })
+}
+
+fn server_error(message: String) -> ApiError {
+    ApiError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        message,
+        kind: "server_error",
+        param: None,
+        code: None,
+    }
+}
+
+/// The whole answer as one JSON object.
+async fn collect(mut run: Run) -> Response {
+    let mut text = String::new();
+    let reason = loop {
+        match run.next().await {
+            Step::Text(t, _) => text.push_str(&t),
+            Step::End(reason, t) => {
+                text.push_str(&t);
+                break reason;
+            }
+            Step::Failed(e) => return server_error(e).into_response(),
+        }
+    };
+    let lp = &run.lp;
+    let choice = match run.kind {
+        Kind::Completion => {
+            let logprobs = run.logprobs.then(|| {
+                json!({
+                    "tokens": lp.tokens,
+                    "token_logprobs": lp.token_logprobs,
+                    "top_logprobs": lp.top.iter().map(|top| {
+                        let mut m = serde_json::Map::new();
+                        for (t, p, _) in top {
+                            m.entry(t.clone()).or_insert(json!(p));
+                        }
+                        Value::Object(m)
+                    }).collect::<Vec<_>>(),
+                    "text_offset": lp.offsets,
+                })
+            });
+            json!({"index": 0, "text": text, "logprobs": logprobs, "finish_reason": reason})
+        }
+        Kind::Chat => {
+            let logprobs = run.logprobs.then(|| {
+                json!({"content": (0..lp.tokens.len())
+                    .map(|i| chat_logprob(&lp.tokens[i], lp.token_logprobs[i], &lp.bytes[i], &lp.top[i]))
+                    .collect::<Vec<_>>()})
+            });
+            json!({
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": logprobs,
+                "finish_reason": reason,
+            })
+        }
+    };
+    axum::Json(json!({
+        "id": run.id,
+        "object": run.object(false),
+        "created": run.created,
+        "model": run.api.config.model_id,
+        "system_fingerprint": "tensorlane",
+        "choices": [choice],
+        "usage": run.usage(),
+    }))
+    .into_response()
+}
+
+/// Server-sent events: a chunk per token (chat: the role first), the last chunk with the finish
+/// reason, the usage chunk when asked for, then `data: [DONE]`. The events are made by a task
+/// that ends (dropping the engine's receiver, which cancels the sequence) as soon as the client
+/// is gone.
+fn stream(mut run: Run, include_usage: bool) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel::<SseEvent>(16);
+    tokio::spawn(async move {
+        let send = |v: Value| SseEvent::default().data(v.to_string());
+        if run.kind == Kind::Chat
+            && tx
+                .send(send(run.chunk(Some(String::new()), None, None, true)))
+                .await
+                .is_err()
+        {
+            return;
+        }
+        loop {
+            let step = tokio::select! {
+                s = run.next() => s,
+                () = tx.closed() => return,
+            };
+            let ev = match step {
+                Step::Text(t, lp) => {
+                    if t.is_empty() && lp.is_none() {
+                        continue;
+                    }
+                    send(run.chunk(Some(t), lp, None, false))
+                }
+                Step::End(reason, t) => {
+                    if !t.is_empty() && tx.send(send(run.chunk(Some(t), None, None, false))).await.is_err() {
+                        return;
+                    }
+                    let mut last = run.chunk(None, None, Some(reason), false);
+                    if run.kind == Kind::Completion {
+                        last["choices"][0]["text"] = json!("");
+                    }
+                    if tx.send(send(last)).await.is_err() {
+                        return;
+                    }
+                    if include_usage {
+                        let mut u = run.chunk(None, None, None, false);
+                        u["choices"] = json!([]);
+                        u["usage"] = run.usage();
+                        if tx.send(send(u)).await.is_err() {
+                            return;
+                        }
+                    }
+                    let _ = tx.send(SseEvent::default().data("[DONE]")).await;
+                    return;
+                }
+                Step::Failed(e) => {
+                    let err = json!({"error": {"message": e, "type": "server_error", "param": null, "code": null}});
+                    let _ = tx.send(send(err)).await;
+                    return;
+                }
+            };
+            if tx.send(ev).await.is_err() {
+                return;
+            }
+        }
+    });
+    let events = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
