@@ -42,11 +42,16 @@ npm ci --prefix tests/pack --no-audit --no-fund --loglevel=error
 # (~83 MB). --omit=optional leaves out its CUDA/Vulkan/other-platform binaries; no install script
 # runs (it would offer to build llama.cpp): the test never builds and never downloads.
 npm ci --prefix tests/llama --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error
+# The official `openai` npm client, checking `tensorlane serve --model` (cli/tests/serve_openai.rs).
+npm ci --prefix tests/serve --no-audit --no-fund --loglevel=error
 # The live cross-checks create their own venvs (tests/python/setup_*venv.sh); do it up front so a
 # registry problem shows here, not as a test failure.
 bash tests/python/setup_venv.sh
 bash tests/python/setup_zt_venv.sh
 bash tests/python/setup_formats_venv.sh
+# The official `openai` PyPI client and gguf for the serving tests (llm/tests/batch.rs,
+# cli/tests/serve_openai.rs).
+bash tests/python/setup_serve_venv.sh
 # Remote sources: moto's S3 server (SigV4 checked) and boto3 (native/tests/remote.rs,
 # cli/tests/remote_cli.rs, scripts/bench_remote.py).
 bash tests/python/setup_s3_venv.sh
