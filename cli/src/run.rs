@@ -1,5 +1,6 @@
-//! `tensorlane run`: text generation from a GGUF checkpoint, or a Hugging Face one (safetensors
-//! with `config.json` and `tokenizer.json` beside it) ([`tensorlane_llm`]).
+//! `tensorlane run`: text generation from a GGUF checkpoint, a `.zt` converted from one, or a
+//! Hugging Face one (safetensors with `config.json` and `tokenizer.json` beside it), local or by
+//! URL ([`tensorlane_llm`]).
 //!
 //! ```text
 //! tensorlane run MODEL [--prompt TEXT | --tokens IDS] [--max-new-tokens N] [--temperature T]
@@ -35,8 +36,10 @@ use crate::output::human_bytes;
 /// `tensorlane run` arguments.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The model (llama, mistral or qwen2 architecture): a GGUF file with its embedded vocabulary,
-    /// or a .safetensors file with config.json and tokenizer.json beside it.
+    /// The model (llama, mistral or qwen2 architecture), a path or a URL (s3://, gs://, az://,
+    /// http(s)://): a GGUF file with its embedded vocabulary, a .zt converted from one, or a
+    /// .safetensors file (single, or a sharded set's index) or .zt with config.json and
+    /// tokenizer.json beside it.
     model: PathBuf,
     /// The prompt text (tokenized with the model's vocabulary; BOS added when it says so).
     #[arg(long, conflicts_with = "tokens")]

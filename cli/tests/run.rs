@@ -244,3 +244,69 @@ fn bad_input_is_a_clear_error() {
         }
     }
 }
+
+/// MODEL is any file `Model` opens, local or by URL: a `.zt` converted from the GGUF (its
+/// key/values and vocabulary travel in `source_metadata`), the GGUF and the Hugging Face
+/// safetensors copy (config.json and tokenizer.json fetched beside it) served by nginx over
+/// HTTP Range: the same greedy tokens as the local GGUF, and as its HF copy.
+#[test]
+fn runs_zt_files_and_urls() {
+    let gguf = model("llama-tied-F32");
+    let hf_dir = models()["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "llama-tied-F32")
+        .and_then(|x| x["hf"].as_str())
+        .map(PathBuf::from)
+        .expect("llm_gen.py writes the HF copy of llama-tied-F32");
+    let hf_dir = if hf_dir.is_dir() { hf_dir } else { hf_dir.parent().unwrap().to_path_buf() };
+    let tokens = |path: &str| -> Value {
+        let o = run(&[
+            path,
+            "--prompt",
+            "Hello world, the tensor",
+            "--max-new-tokens",
+            "10",
+            "--json",
+            "--remote-option",
+            "allow_http=true",
+        ]);
+        assert!(o.status.success(), "{path}: {}", String::from_utf8_lossy(&o.stderr));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["tokens"].clone()
+    };
+    let want = tokens(&gguf);
+
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli_run_zt");
+    std::fs::create_dir_all(&dir).unwrap();
+    let zt = dir.join("llama-tied-F32.zt");
+    let _ = std::fs::remove_file(&zt);
+    let o = Command::new(BIN)
+        .args(["convert", &gguf, zt.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(tokens(zt.to_str().unwrap()), want, ".zt converted from the GGUF");
+
+    // One folder served by nginx: the GGUF and the HF copy's files.
+    let www = dir.join("www");
+    let _ = std::fs::remove_dir_all(&www);
+    std::fs::create_dir_all(www.join("hf")).unwrap();
+    std::fs::copy(&gguf, www.join("model.gguf")).unwrap();
+    for e in std::fs::read_dir(&hf_dir).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), www.join("hf").join(e.file_name())).unwrap();
+    }
+    let st = std::fs::read_dir(www.join("hf"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|n| n.ends_with(".safetensors"))
+        .expect("a .safetensors file in the HF copy");
+    let hf_local = tokens(www.join("hf").join(&st).to_str().unwrap());
+    let Some(nginx) = tensorlane_testkit::servers::Nginx::start(&www) else {
+        return;
+    };
+    assert_eq!(tokens(&format!("{}/model.gguf", nginx.base)), want, "GGUF by URL");
+    assert_eq!(tokens(&format!("{}/hf/{st}", nginx.base)), hf_local, "safetensors by URL");
+}

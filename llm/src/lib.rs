@@ -52,9 +52,9 @@ pub mod tokenizer;
 mod wgpu;
 
 pub use sampling::{Sampler, Sampling};
+pub use session::{Device, Generate, Load, Options, Session, Stats, Token};
 /// The offload policies [`Options::policy`] takes (re-exported from `tensorlane-offload`).
 pub use tensorlane_offload::Policy;
-pub use session::{Device, Generate, Load, Options, Session, Stats, Token};
 
 /// Everything that can go wrong opening a model for generation or running it.
 #[derive(Debug)]

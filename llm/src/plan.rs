@@ -29,8 +29,7 @@ pub(crate) fn working_set(spec: &Spec, context: usize, vector_bytes: u64) -> u64
     let kv_dim = h.n_head_kv * h.head_dim;
     let kv = (context as u64).saturating_mul((2 * h.n_layer * kv_dim * 4) as u64);
     let widest = h.n_ff.max(q_dim).max(h.n_embd);
-    let floats = BATCH as u64
-        * (3 * h.n_embd + 3 * q_dim + 2 * kv_dim + 2 * h.n_ff + widest + h.n_vocab) as u64
+    let floats = BATCH as u64 * (3 * h.n_embd + 3 * q_dim + 2 * kv_dim + 2 * h.n_ff + widest + h.n_vocab) as u64
         + (BATCH * h.n_head) as u64 * context as u64;
     kv.saturating_add(vector_bytes).saturating_add(floats.saturating_mul(4))
 }
@@ -198,7 +197,10 @@ fn try_compile(workload: &Workload, fixed: u64, budget: u64, policy: Policy) -> 
 /// that cannot be, never).
 fn minimum_budget(workload: &Workload, fixed: u64, policy: Policy) -> Option<u64> {
     let total = workload.weight_bytes();
-    let (mut lo, mut hi) = (fixed, fixed.saturating_add(total.saturating_mul(2)).saturating_add(1 << 20));
+    let (mut lo, mut hi) = (
+        fixed,
+        fixed.saturating_add(total.saturating_mul(2)).saturating_add(1 << 20),
+    );
     let ok = |b: u64| try_compile(workload, fixed, b, policy).is_ok();
     if !ok(hi) {
         return None;
@@ -219,7 +221,11 @@ pub(crate) fn minimum(
     context: usize,
     policy: Policy,
 ) -> Option<u64> {
-    minimum_budget(&workload(name, spec, &described(mats), context), working_set(spec, context, vector_bytes), policy)
+    minimum_budget(
+        &workload(name, spec, &described(mats), context),
+        working_set(spec, context, vector_bytes),
+        policy,
+    )
 }
 
 /// `(name, rows, cols, stored bytes)` of each matrix: what [`workload`] takes.

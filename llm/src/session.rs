@@ -286,7 +286,11 @@ impl<'m> Session<'m> {
             Device::Cpu => Exec::Cpu(Cpu::new(spec, weights, threads)?),
             Device::Wgpu => wgpu_exec(model, spec, context, budgeted.as_ref())?,
         };
-        let link_gbps = if cpu.streamed_bytes() > 0 { cpu.probe_link_gbps() } else { 0.0 };
+        let link_gbps = if cpu.streamed_bytes() > 0 {
+            cpu.probe_link_gbps()
+        } else {
+            0.0
+        };
         let cache = cpu.new_cache();
         let stats = Stats {
             weight_bytes: cpu.stored_bytes(),
@@ -418,9 +422,17 @@ pub(crate) fn spec_and_tokenizer(model: &Model) -> Result<(Spec, Tokenizer)> {
             Tokenizer::from_catalog(model.catalog())?,
         ),
         "safetensors" => hf_companions(model)?,
+        // A .zt converted from a GGUF carries the GGUF's key/values (architecture, vocabulary)
+        // under `source_metadata`; one converted from safetensors has config.json and
+        // tokenizer.json beside it, as a safetensors file would.
+        "zt" => match zt_gguf_view(model.catalog()) {
+            Some(view) => (Spec::from_catalog(&view)?, Tokenizer::from_catalog(&view)?),
+            None => hf_companions(model)?,
+        },
         other => {
             return Err(Error::UnsupportedFormat(format!(
-                "{other} models are not supported (GGUF, or safetensors with config.json and tokenizer.json)"
+                "{other} models are not supported (GGUF; safetensors or .zt with config.json and tokenizer.json \
+                 beside them; .zt converted from GGUF)"
             )));
         }
     };
@@ -437,10 +449,39 @@ pub(crate) fn spec_and_tokenizer(model: &Model) -> Result<(Spec, Tokenizer)> {
     Ok((spec, tokenizer))
 }
 
+/// The catalog of a .zt converted from a GGUF as the GGUF's own would be: its tensors, the
+/// GGUF's key/values (`source_metadata`) as the metadata, the GGUF format; `None` for any other
+/// .zt.
+fn zt_gguf_view(catalog: &tensorlane_core::formats::Catalog) -> Option<tensorlane_core::formats::Catalog> {
+    use tensorlane_core::formats::Meta;
+    let get = |key: &str| catalog.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+    if get("source_format") != Some(&Meta::Str("gguf".into())) {
+        return None;
+    }
+    let Some(Meta::Map(entries)) = get("source_metadata") else {
+        return None;
+    };
+    Some(tensorlane_core::formats::Catalog {
+        format: tensorlane_core::detect::Format::Gguf,
+        tensors: catalog.tensors.clone(),
+        metadata: entries.clone(),
+        skipped: Vec::new(),
+        sources: Vec::new(),
+        checks: Vec::new(),
+    })
+}
+
 /// The wgpu executor (the weights split by the plan when there is one).
 #[cfg(feature = "wgpu")]
-fn wgpu_exec<'m>(model: &'m Model, spec: Spec, context: usize, plan: Option<&crate::plan::Budgeted>) -> Result<Exec<'m>> {
-    Ok(Exec::Wgpu(Box::new(crate::wgpu::Wgpu::new(model, spec, context, plan)?)))
+fn wgpu_exec<'m>(
+    model: &'m Model,
+    spec: Spec,
+    context: usize,
+    plan: Option<&crate::plan::Budgeted>,
+) -> Result<Exec<'m>> {
+    Ok(Exec::Wgpu(Box::new(crate::wgpu::Wgpu::new(
+        model, spec, context, plan,
+    )?)))
 }
 
 #[cfg(not(feature = "wgpu"))]
@@ -460,24 +501,24 @@ fn context_of(spec: &Spec, options: &Options) -> Result<usize> {
 
 /// The model's name in plans and reports: its file name.
 fn model_name(model: &Model) -> String {
-    model
-        .path()
-        .file_name()
-        .map_or_else(|| model.path().display().to_string(), |n| n.to_string_lossy().into_owned())
+    model.path().file_name().map_or_else(
+        || model.path().display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// The architecture and tokenizer of a Hugging Face checkpoint: `config.json` and
-/// `tokenizer.json` next to the safetensors file (or its index).
+/// `tokenizer.json` next to the safetensors file (or its index), in the same folder or, for a
+/// model opened by URL, beside it on the same server or store.
 fn hf_companions(model: &Model) -> Result<(Spec, Tokenizer)> {
     let dir = model.path().parent().unwrap_or(std::path::Path::new("."));
     let read = |name: &str| -> Result<serde_json::Value> {
         let path = dir.join(name);
-        let bytes = std::fs::read(&path).map_err(|e| {
-            Error::UnsupportedFormat(format!(
-                "a safetensors model needs {name} beside it: {} ({e})",
-                path.display()
-            ))
-        })?;
+        let bytes = tensorlane::source::Source::open(&path)
+            .and_then(|src| tensorlane::source::read_whole(&src))
+            .map_err(|e| {
+                Error::UnsupportedFormat(format!("this model needs {name} beside it: {} ({e})", path.display()))
+            })?;
         serde_json::from_slice(&bytes).map_err(|e| Error::Metadata {
             key: path.display().to_string(),
             message: format!("not JSON: {e}"),

@@ -229,7 +229,11 @@ impl<'m> Wgpu<'m> {
         let mut split: HashMap<String, (u64, Option<u64>)> = HashMap::new();
         if let Some(b) = plan {
             let p = &b.plan;
-            for t in p.tensors.iter().filter(|t| t.access == tensorlane_offload::Access::Dense) {
+            for t in p
+                .tensors
+                .iter()
+                .filter(|t| t.access == tensorlane_offload::Access::Dense)
+            {
                 split.insert(t.name.clone(), (t.resident_bytes, None));
             }
             for c in &p.chunks {
@@ -436,7 +440,9 @@ impl<'m> Wgpu<'m> {
     /// commands recorded so far when the slot was written since they started (their reads of
     /// the earlier occupant come first).
     fn stream_in(&self, p: &mut Pending, w: &GMat<'_>) {
-        let (Some(s), Some(ring)) = (&w.stream, &self.ring) else { return };
+        let (Some(s), Some(ring)) = (&w.stream, &self.ring) else {
+            return;
+        };
         let bytes = &s.data[s.from..w.rows * w.row_bytes];
         let region = (s.slot, s.slot + bytes.len() as u64);
         if p.written.iter().any(|&(a, b)| a < region.1 && region.0 < b) {

@@ -161,7 +161,12 @@ fn budgets_stream_the_plans_bytes_on_wgpu() {
         ("llama-Q8_0", &tensorlane_llm::Policy::ALL[..], 2),
         ("llama-tied-F32", &[tensorlane_llm::Policy::Scheduler][..], 3),
     ] {
-        let m = manifest["models"].as_array().unwrap().iter().find(|m| m["name"] == name).unwrap();
+        let m = manifest["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap();
         let path = m["path"].as_str().unwrap();
         if let Err(Error::Device(e)) = Session::open(&Model::open(path).unwrap(), options(Device::Wgpu)) {
             if std::env::var("CI").as_deref() == Ok("true") {

@@ -62,7 +62,11 @@ pub fn sweep(name: &str, path: &str, device: Device, policies: &[Policy], budget
             let mut s = Session::open(&model, opts(Some(budget), Some(policy)))
                 .unwrap_or_else(|e| panic!("{name} {p} {budget}: {e}"));
             let st = s.stats();
-            assert_eq!(st.resident_bytes + st.plan_streamed_bytes, weights, "{name} {p} {budget}");
+            assert_eq!(
+                st.resident_bytes + st.plan_streamed_bytes,
+                weights,
+                "{name} {p} {budget}"
+            );
             let mut got = Vec::new();
             let mut it = s.generate(&prompt, &sampling);
             for t in it.by_ref().take(12) {
