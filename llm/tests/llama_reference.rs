@@ -101,6 +101,30 @@ const STRINGS: &[&str] = &[
     "inging the theater's",
 ];
 
+/// `strings` encoded by Hugging Face's own `tokenizers` (tests/python/hf_tokenize.py) from the
+/// tokenizer.json at `path`, with its post-processor (BOS where the template adds it).
+fn hf_tokenize(path: &Path, strings: &[&str]) -> Vec<Vec<u32>> {
+    use std::io::Write as _;
+    let mut child = Command::new(venv_python())
+        .arg(root().join("tests/python/hf_tokenize.py"))
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run tests/python/hf_tokenize.py");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(strings).unwrap().as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "hf_tokenize.py: {}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    v.as_array().unwrap().iter().map(ids).collect()
+}
+
 fn ids(v: &Value) -> Vec<u32> {
     v.as_array()
         .unwrap()
@@ -388,11 +412,19 @@ fn safetensors_match_gguf() {
         let mut a = Session::open(&gguf, opts.clone()).unwrap();
         let mut b = Session::open(&hf, opts).unwrap_or_else(|e| panic!("{name} (safetensors): {e}"));
         assert_eq!(b.hparams().rope_style, tensorlane_llm::arch::RopeStyle::Halves);
-        for s in STRINGS {
+        let tj = Path::new(m["hf"].as_str().unwrap()).with_file_name("tokenizer.json");
+        let hf_ids = hf_tokenize(&tj, STRINGS);
+        for (s, want) in STRINGS.iter().zip(&hf_ids) {
+            // Hugging Face's encode splits special tokens out of the text (llama.cpp's tokenize
+            // with parse_special); the GGUF comparison below keeps them as text, as llama.cpp does
+            // by default.
+            let special = b.tokenizer().encode_special(s, true, true);
+            assert_eq!(&special, want, "{name}: {s:?} against Hugging Face's tokenizers");
+            let got = b.tokenizer().encode(s, true);
             assert_eq!(
                 a.tokenizer().encode(s, true),
-                b.tokenizer().encode(s, true),
-                "{name}: tokenizer.json tokenizes {s:?} differently"
+                got,
+                "{name}: tokenizer.json tokenizes {s:?} differently from the GGUF vocabulary"
             );
         }
         let prompt = a.tokenizer().encode("Hello world, the tensor data model 123", true);
