@@ -335,7 +335,18 @@ function renderTensors(m) {
 function refilter(m, keepSel = false) {
   rowsNow = filtered(m);
   if (!keepSel) m.filter.sel = 0;
-  $('count').textContent = `${rowsNow.length} of ${m.tensors.length}`;
+  // The totals of what the filters let through (parameters and bytes), not only the count.
+  let np = 0;
+  let nb = 0;
+  for (const t of rowsNow) {
+    np += t.numel;
+    nb += t.nbytes ?? 0;
+  }
+  const c = $('count');
+  c.textContent = `${rowsNow.length} of ${m.tensors.length} · ${count(np)} params · ${bytes(nb)}`;
+  c.dataset.rows = String(rowsNow.length);
+  c.dataset.params = String(np);
+  c.dataset.bytes = String(nb);
   $('ghead').innerHTML = COLS.map(([k, label, cls]) => `<span data-sort="${k}" class="${cls ?? ''}">${label}${m.filter.sortKey === k ? (m.filter.sortDir > 0 ? ' ▲' : ' ▼') : ''}</span>`).join('');
   $('gbody').style.height = `${rowsNow.length * ROW}px`;
   $('gbody').style.position = 'relative';
@@ -396,9 +407,9 @@ $('search').addEventListener('input', () => {
 $('f-dtype').addEventListener('change', () => models[active] && ((models[active].filter.dtype = $('f-dtype').value), refilter(models[active])));
 $('f-size').addEventListener('change', () => models[active] && ((models[active].filter.size = Number($('f-size').value)), refilter(models[active])));
 
-/** A trie of dotted names: {label, path, params, tensors, kids: Map}. */
+/** A trie of dotted names: {label, path, params, tensors, kids: Map, sig, dtypes}. */
 export function buildTree(tensors) {
-  const root = { label: '', path: '', params: 0, tensors: 0, kids: new Map() };
+  const root = { label: '', path: '', params: 0, tensors: 0, kids: new Map(), sig: [], dtypes: new Set() };
   for (const t of tensors) {
     let n = root;
     n.params += t.numel;
@@ -409,12 +420,15 @@ export function buildTree(tensors) {
       path = path ? `${path}.${p}` : p;
       let k = n.kids.get(p);
       if (!k) {
-        k = { label: p, path, params: 0, tensors: 0, kids: new Map(), sig: [] };
+        k = { label: p, path, params: 0, tensors: 0, kids: new Map(), sig: [], dtypes: new Set() };
         n.kids.set(p, k);
       }
       k.params += t.numel;
       k.tensors++;
-      k.sig.push(`${t.name.slice(path.length)}:${dtypeOf(t)}:${t.shape.join('x')}`);
+      // The structure of a block: relative names and shapes (a quantized checkpoint may store one
+      // layer's tensor in another dtype, Q4_K_M's Q6_K layers; that is the same architecture).
+      k.sig.push(`${t.name.slice(path.length)}:${t.shape.join('x')}`);
+      k.dtypes.add(dtypeOf(t));
       n = k;
     }
   }
@@ -422,7 +436,8 @@ export function buildTree(tensors) {
 }
 /**
  * A node's children for display: runs of numbered children (layers.0 … layers.N) with the same
- * structure (the same relative names, dtypes and shapes) become one collapsed group.
+ * structure (the same relative names and shapes) become one group that opens into its first
+ * member, the representative, with the count of repeats.
  */
 export function displayKids(node) {
   const kids = [...node.kids.values()];
@@ -435,7 +450,8 @@ export function displayKids(node) {
       while (j < kids.length && /^\d+$/.test(kids[j].label) && kids[j].sig.join('|') === sig) j++;
       if (j - i >= 2) {
         const run = kids.slice(i, j);
-        out.push({ group: true, label: `${run[0].label}..${run[run.length - 1].label}`, repeat: run.length, members: run, params: run.reduce((n, x) => n + x.params, 0), tensors: run.reduce((n, x) => n + x.tensors, 0), path: node.path });
+        const dtypes = new Set(run.flatMap((x) => [...x.dtypes]));
+        out.push({ group: true, label: `${run[0].label}..${run[run.length - 1].label}`, repeat: run.length, members: run, rep: run[0], dtypes, params: run.reduce((n, x) => n + x.params, 0), tensors: run.reduce((n, x) => n + x.tensors, 0), path: node.path });
         i = j;
         continue;
       }
@@ -445,6 +461,7 @@ export function displayKids(node) {
   }
   return out;
 }
+const reEsc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 function renderTree(m) {
   const box = $('tree');
   box.textContent = '';
@@ -452,24 +469,38 @@ function renderTree(m) {
   all.className = 'node';
   all.innerHTML = `<span class="label">(all)</span><span class="n">${count(m.tree.params)}</span>`;
   all.addEventListener('click', () => setSearch(m, ''));
-  box.append(all, kidsOf(m, m.tree, 0));
+  box.append(all, kidsOf(m, m.tree, 0, null));
 }
 function setSearch(m, q) {
   m.filter.search = q;
   $('search').value = q;
   refilter(m);
 }
-function kidsOf(m, node, depth) {
+/**
+ * The lines under `node`. `within`: null, or the repeated group whose representative `node` lies
+ * in ({group, repeat}): each line then shows its parameters per layer and across the repeats, and
+ * a click filters that part in every member of the group.
+ */
+function kidsOf(m, node, depth, within) {
   const wrap = document.createElement('div');
   wrap.className = 'kids';
   const shown = displayKids(node).slice(0, 500);
+  if (depth > 64) return wrap;
   for (const k of shown) {
     const line = document.createElement('div');
     line.className = `node${k.group ? ' rep' : ''}`;
     const leaf = !k.group && k.kids.size === 0;
-    line.innerHTML = `<span class="tw">${leaf ? '·' : '▸'}</span><span class="label">${esc(k.group ? `${k.label} ×${k.repeat}` : k.label)}</span><span class="n">${count(k.params)}</span>`;
+    const times = within ? within.repeat : 1;
+    const n = k.params;
+    const tot = within ? `<span class="tot" title="across the ${within.repeat} repeats">×${within.repeat} = ${count(n * times)}</span>` : '';
+    line.innerHTML = `<span class="tw">${leaf ? '·' : '▸'}</span><span class="label">${esc(k.group ? `${k.label} ×${k.repeat}` : k.label)}</span><span class="n">${count(n)}</span>${tot}`;
     line.dataset.path = k.group ? `${k.path}.[${k.label}]` : k.path;
-    line.title = k.group ? `${k.repeat} blocks with the same tensors: ${k.tensors} tensors, ${k.params} parameters` : `${k.path}: ${k.tensors} tensors, ${k.params} parameters`;
+    line.dataset.params = String(n);
+    if (within) line.dataset.total = String(n * times);
+    if (k.group) line.dataset.repeat = String(k.repeat);
+    line.title = k.group
+      ? `${k.repeat} blocks with the same tensors: ${count(k.rep.params)} parameters and ${k.rep.tensors} tensors each, ${k.params} parameters in all`
+      : `${k.path}: ${k.tensors} tensors, ${k.params} parameters${within ? ` (one layer; ${n * times} in all ${within.repeat})` : ''}`;
     let open = null;
     const toggle = () => {
       if (open) {
@@ -478,13 +509,29 @@ function kidsOf(m, node, depth) {
         line.querySelector('.tw').textContent = '▸';
         return;
       }
-      open = k.group ? kidsOf(m, { kids: new Map(k.members.map((x) => [x.label, x])), path: k.path }, depth + 1) : kidsOf(m, k, depth + 1);
+      if (k.group) {
+        // One representative layer (the first of the run) with its parts, not the run again.
+        open = document.createElement('div');
+        open.className = 'kids';
+        const info = document.createElement('div');
+        info.className = 'rep-info muted';
+        info.dataset.repeat = String(k.repeat);
+        info.dataset.perLayer = String(k.rep.params);
+        info.dataset.total = String(k.params);
+        const mixed = k.dtypes.size > 1 ? ` · dtypes vary: ${[...k.dtypes].join(', ')}` : '';
+        info.textContent = `layer ${k.rep.label} of ${k.repeat} alike: ${count(k.rep.params)} params, ${k.rep.tensors} tensors each · ${count(k.params)} in all${mixed}`;
+        const base = k.path ? `${reEsc(k.path)}\\.` : '';
+        const sub = kidsOf(m, k.rep, depth + 1, { repeat: k.repeat * (within?.repeat ?? 1), members: k.members, base, rep: k.rep });
+        open.append(info, sub);
+      } else open = kidsOf(m, k, depth + 1, within);
       line.after(open);
       line.querySelector('.tw').textContent = '▾';
     };
     line.addEventListener('click', () => {
       if (leaf) return openTensor(k.path);
-      setSearch(m, k.group ? `/^${k.path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.(${k.members.map((x) => x.label).join('|')})\\./` : `${k.path}.*`);
+      if (k.group) setSearch(m, `/^${k.path ? `${reEsc(k.path)}\\.` : ''}(${k.members.map((x) => x.label).join('|')})\\./`);
+      else if (within) setSearch(m, `/^${within.base}(${within.members.map((x) => x.label).join('|')})${reEsc(k.path.slice(within.rep.path.length))}\\./`);
+      else setSearch(m, `${k.path}.*`);
       toggle();
     });
     wrap.append(line);
