@@ -9,6 +9,8 @@
 // data-tensor; the stats panel (#tensor) has data-stats-state (running | done | cancelled | error)
 // and [data-stat] cells. window.inspector exposes the models and the last export.
 
+import { architecture, renderArchitecture } from './arch-view.js';
+
 const $ = (id) => document.getElementById(id);
 const ROW = 24;
 const PAGE_ROWS = 16;
@@ -186,6 +188,7 @@ function renderChips() {
   const ok = models.filter((m) => !m.failed);
   $('tabs').querySelector('[data-view=compare]').disabled = ok.length < 2;
   $('tabs').querySelector('[data-view=graph]').disabled = !(models[active]?.format === 'onnx');
+  $('tabs').querySelector('[data-view=arch]').disabled = !archOf(models[active]);
 }
 
 function activate(i) {
@@ -196,8 +199,9 @@ function activate(i) {
   renderOverview(m);
   renderTensors(m);
   renderChips();
-  if ((view === 'compare' || view === 'graph') && $('tabs').querySelector(`[data-view=${view}]`).disabled) switchView('overview');
+  if ((view === 'compare' || view === 'graph' || view === 'arch') && $('tabs').querySelector(`[data-view=${view}]`).disabled) switchView('overview');
   else if (view === 'compare' || view === 'graph') mountView(view);
+  else if (view === 'arch') renderArch();
 }
 function renderEmpty() {
   $('ov-empty').hidden = false;
@@ -275,6 +279,29 @@ function drawBars(c, rows) {
     g.fillText(count(r.params), 106 + w, y + 15);
   });
 }
+
+// --- architecture (arch-view.js): embedding → N × block → norm → head, from names and metadata
+/** The active model's architecture, or null (computed once a model). */
+function archOf(m) {
+  if (!m || m.failed) return null;
+  if (m.arch === undefined) m.arch = architecture(m.tensors, m.metadata);
+  return m.arch;
+}
+function renderArch() {
+  const a = archOf(models[active]);
+  if (!a) return;
+  $('arch-host').innerHTML = renderArchitecture(a);
+}
+$('arch-host').addEventListener('click', (ev) => {
+  // A tensor of a part opens in the Tensors view (a block's: the first block's).
+  const tr = ev.target.closest('[data-part-tensor]');
+  const a = archOf(models[active]);
+  if (!tr || !a) return;
+  const inBlock = tr.closest('[data-part^="block."]');
+  const name = inBlock ? `${a.prefix ? `${a.prefix}.` : ''}${a.block.first}.${tr.dataset.partTensor}` : tr.dataset.partTensor;
+  switchView('tensors');
+  openTensor(name);
+});
 
 // --- tensors: search, filter, sort, virtual rows, layer tree
 export function matcher(q) {
@@ -842,6 +869,7 @@ function switchView(v) {
   setParam('view', v === 'overview' ? null : v);
   if (v === 'tensors') requestAnimationFrame(drawRows);
   if (v === 'compare' || v === 'graph') mountView(v);
+  if (v === 'arch') renderArch();
 }
 $('tabs').addEventListener('click', (ev) => {
   const b = ev.target.closest('button');

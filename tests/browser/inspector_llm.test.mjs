@@ -4,6 +4,9 @@
 // - the layer tree: a repeated block opens into one representative layer with its parts, the
 //   count of repeats and per-layer, per-part and total parameters (not into itself again); the
 //   filtered table shows its totals;
+// - the architecture view: embedding → N × block (attention, MLP) → norm → head with shapes,
+//   dtypes and parameters per part, from llama.cpp's and Hugging Face's names (and GGUF metadata);
+//   a tied head; a part's tensor opens in the Tensors view;
 // - screenshots in tests/out/issue26-*.png.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -25,6 +28,7 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
   before(async () => {
     generated.set('llama.gguf', llamaGguf());
     generated.set('llama.safetensors', llamaSafetensors());
+    generated.set('llama-tied.safetensors', llamaSafetensors({ tied: true }));
     ({ server, url } = await serve({ generated, log }));
     browser = await launch();
     page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
@@ -103,4 +107,66 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
       assert.deepEqual(problems, []);
     });
   }
+
+  for (const file of ['llama.gguf', 'llama.safetensors', 'llama-tied.safetensors']) {
+    it(`${file}: the architecture view shows embedding → ${LLM.layers} × (attention, MLP) → norm → head with parameters per part`, { timeout: 60000 }, async () => {
+      await fresh(`?url=/gen/${file}`);
+      assert.equal(await page.$eval('#tabs [data-view=arch]', (b) => b.disabled), false);
+      await page.click('#tabs [data-view=arch]');
+      const a = await page.$eval('#arch-host .arch', (root) => ({
+        layers: Number(root.dataset.layers),
+        prefix: root.dataset.prefix,
+        params: Number(root.dataset.params),
+        parts: Object.fromEntries([...root.querySelectorAll('[data-part]')].map((e) => [e.dataset.part, { params: Number(e.dataset.params), tensors: Number(e.dataset.tensors ?? 0), total: e.dataset.total ? Number(e.dataset.total) : null, tied: e.dataset.tied === 'true', rows: [...e.querySelectorAll(':scope > table [data-part-tensor]')].map((r) => [...r.children].map((c) => c.textContent)) }])),
+        hyper: Object.fromEntries([...root.querySelectorAll('[data-hyper]')].map((e) => [e.dataset.hyper, e.textContent])),
+        order: [...root.querySelectorAll('.arch > [data-part]')].map((e) => e.dataset.part),
+        text: root.textContent,
+      }));
+      const gguf = file.endsWith('.gguf');
+      const tied = file.includes('tied');
+      assert.equal(a.layers, LLM.layers);
+      assert.equal(a.prefix, gguf ? 'blk' : 'model.layers');
+      assert.equal(a.params, PARAMS.total - (tied ? PARAMS.head : 0));
+      assert.deepEqual(a.order, ['embedding', 'block', 'norm', 'head']);
+      assert.equal(a.parts.embedding.params, PARAMS.embedding);
+      assert.deepEqual(a.parts.embedding.rows, [[gguf ? 'token_embd.weight' : 'model.embed_tokens.weight', `[${LLM.vocab}, ${LLM.hidden}]`, 'float32', String(PARAMS.embedding)]]);
+      assert.equal(a.parts.block.params, PARAMS.layer);
+      assert.equal(a.parts.block.total, PARAMS.layer * LLM.layers);
+      assert.equal(a.parts['block.attention'].params, PARAMS.attention);
+      assert.equal(a.parts['block.attention'].tensors, 5);
+      assert.equal(a.parts['block.mlp'].params, PARAMS.mlp);
+      assert.equal(a.parts['block.mlp'].tensors, 4);
+      const q = a.parts['block.attention'].rows.find((r) => /q_proj|attn_q/.test(r[0]));
+      assert.deepEqual(q.slice(1), [`[${LLM.hidden}, ${LLM.hidden}]`, 'float32', String(LLM.hidden * LLM.hidden)]);
+      const k = a.parts['block.attention'].rows.find((r) => /k_proj|attn_k/.test(r[0]));
+      assert.equal(k[1], `[${(LLM.kvHeads * LLM.hidden) / LLM.heads}, ${LLM.hidden}]`);
+      assert.equal(a.parts.norm.params, PARAMS.norm);
+      if (tied) {
+        assert.equal(a.parts.head.tied, true);
+        assert.match(a.text, /tied to the embedding/);
+      } else assert.equal(a.parts.head.params, PARAMS.head);
+      assert.equal(a.hyper.blocks, String(LLM.layers));
+      assert.equal(a.hyper['hidden size'], String(LLM.hidden));
+      assert.equal(a.hyper['feed-forward size'], String(LLM.ff));
+      assert.equal(a.hyper.vocabulary, String(LLM.vocab));
+      if (gguf) {
+        assert.equal(a.hyper.architecture, 'llama');
+        assert.equal(a.hyper['attention heads'], String(LLM.heads));
+        assert.match(a.hyper['KV heads'], new RegExp(`^${LLM.kvHeads} \\(${LLM.heads / LLM.kvHeads} query heads`));
+        assert.match(a.text, /several dtypes: float32, float16/);
+      }
+      await page.screenshot({ path: shot(`arch-${file.replace(/\.\w+$/, '')}`), fullPage: true });
+      // A block's tensor opens (the first block's) in the Tensors view.
+      await page.click(`#arch-host [data-part="block.mlp"] [data-part-tensor="${gguf ? 'ffn_down.weight' : 'mlp.down_proj.weight'}"]`);
+      await page.waitForFunction(() => document.getElementById('tensor').dataset.statsState === 'done', null, { timeout: 30000 });
+      assert.equal(await page.$eval('#tensor', (e) => e.dataset.tensor), gguf ? 'blk.0.ffn_down.weight' : 'model.layers.0.mlp.down_proj.weight');
+      assert.deepEqual(problems, []);
+    });
+  }
+
+  it('a model without numbered blocks has no architecture tab to click', { timeout: 30000 }, async () => {
+    await fresh('?url=/tests/data/fixtures/npy/float16.npy');
+    assert.equal(await page.$eval('#tabs [data-view=arch]', (b) => b.disabled), true);
+    assert.deepEqual(problems, []);
+  });
 });

@@ -69,14 +69,14 @@ export function llamaGguf() {
   return ggufFile(kvs, tensors);
 }
 
-/** The same model with Hugging Face's names, float32. */
-export function llamaSafetensors() {
+/** The same model with Hugging Face's names, float32 (`tied`: no lm_head, the embedding serves). */
+export function llamaSafetensors({ tied = false } = {}) {
   const tensors = [];
   let seed = 1;
   const add = (name, shape) => tensors.push([name, { dtype: 'F32', shape, data: f32(shape, seed++) }]);
   add('model.embed_tokens.weight', [LLM.vocab, LLM.hidden]);
   for (let l = 0; l < LLM.layers; l++) for (const [, , h, s] of LAYER) add(`model.layers.${l}.${h}`, s);
   add('model.norm.weight', [LLM.hidden]);
-  add('lm_head.weight', [LLM.vocab, LLM.hidden]);
+  if (!tied) add('lm_head.weight', [LLM.vocab, LLM.hidden]);
   return safetensorsFile(tensors, { format: 'pt' });
 }
