@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Writes every npm tarball a release publishes into OUTDIR:
-#   tensorlane-<version>.tgz                  the main package: js/ (ESM + the CJS entry), the .d.ts
-#                                             and the wasm build; its package.json lists every
+#   tensorlane-<version>.tgz                  the main package: js/ (ESM + the CJS entry), the .d.ts,
+#                                             the wasm build, the inspector's pages (web-demo/) and
+#                                             the `tensorlane serve` bin (js/cli.js); its package.json lists every
 #                                             platform package (package.json's tensorlanePlatforms)
 #                                             in optionalDependencies
 #   tensorlane-<platform>-<version>.tgz      @tensorlane/<platform> (napi-rs layout): the N-API
 #                                             addon tensorlane.<platform>.node with os/cpu/libc set,
 #                                             built here for this machine's platform only
-# Builds first (scripts/build-js.sh: wasm + addon; idempotent). Prints the tarballs' paths.
+# Builds first (scripts/build-js.sh: wasm + addon; idempotent), and stages the same built inspector
+# into cli/inspector/ for the crate tensorlane-cli (scripts/stage-inspector.sh), so that one release
+# step packs the npm tarballs and the crate the `tensorlane` binary embeds it from. Prints the
+# tarballs' paths.
 # Usage: scripts/pack.sh OUTDIR
 set -euo pipefail
 [[ $# -eq 1 ]] || { echo "usage: scripts/pack.sh OUTDIR" >&2; exit 2; }
@@ -16,6 +20,8 @@ mkdir -p "$1"
 out=$(cd "$1" && pwd)
 
 bash scripts/build-js.sh >&2
+[[ -s web-demo/vendor/elkjs/elk-worker.min.js ]] || { echo "pack.sh: web-demo/vendor/elkjs/ is missing (npm ci installs elkjs, then scripts/build-js.sh copies it): the inspector's graph view needs it" >&2; exit 1; }
+bash scripts/stage-inspector.sh
 
 # This machine's platform package, named as js/node.js looks for it.
 platform=$(node --input-type=module -e "import { platformName } from './js/platform.js'; console.log(platformName())")

@@ -6,14 +6,17 @@
 // Needs the tools of tests/pack/package.json (scripts/setup.sh: npm ci --prefix tests/pack).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, request } from 'node:http';
+import { createInterface } from 'node:readline';
 import { tmpdir } from 'node:os';
 import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { CI, launch, missing } from '../browser/_chromium.mjs';
+import { inspectServed } from '../browser/_served_inspector.mjs';
+import { startServe, missing as noRustBinary } from '../js/_serve.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DATA = join(ROOT, 'tests/data');
@@ -58,6 +61,7 @@ describe('the packed npm package, installed in a fresh project', () => {
     assert.ok(main.includes('package/js/node.cjs') && main.includes('package/js/index.d.ts'), main.join('\n'));
     assert.ok(main.includes('package/LICENSE-MIT') && main.includes('package/LICENSE-APACHE'), main.join('\n'));
     assert.deepEqual(main.filter((f) => f.endsWith('.node')), [], 'the main package ships no addon');
+    assert.ok(main.includes('package/web-demo/index.html') && main.includes('package/js/cli.js'), 'the inspector and the bin');
     const manifest = JSON.parse(readFileSync(join(app, 'node_modules/tensorlane/package.json'), 'utf8'));
     const dir = join(app, 'node_modules/@tensorlane');
     const [name] = readdirSync(dir);
@@ -167,6 +171,118 @@ describe('the packed npm package, installed in a fresh project', () => {
     const kb = (n) => (n === null ? '' : `${(n / 1024).toFixed(0)} KiB`);
     console.log(`installed sizes\n| what | bytes | gzip -6 |\n|---|---:|---:|\n${rows.map(([w, b, g]) => `| ${w} | ${kb(b)} | ${kb(g)} |`).join('\n')}`);
     assert.ok(rows[1][2] < 1_000_000, `wasm is ${rows[1][2]} bytes gzipped: over 1 MB`);
+  });
+
+  describe('npx tensorlane serve: the inspector from Node, like the Rust server', () => {
+    let child, base, rust;
+    let stderr = '';
+    const FIXTURE = join(DATA, 'fixtures/sample.safetensors');
+    before(async () => {
+      // npx finds the installed package's bin (node_modules/.bin/tensorlane): no registry. In a
+      // process group of its own: npm exec does not pass a signal on to the server it runs.
+      child = spawn('npx', ['--no-install', 'tensorlane', 'serve', FIXTURE, '--bind', '127.0.0.1:0'], { cwd: app, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+      child.stderr.on('data', (d) => (stderr += d));
+      base = await new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`npx tensorlane serve printed no URL within 60 s:\n${stderr}`)), 60000);
+        child.on('exit', (code) => reject(new Error(`npx tensorlane serve exited (${code}):\n${stderr}`)));
+        createInterface({ input: child.stdout }).once('line', (line) => {
+          clearTimeout(timer);
+          resolve(line.trim().replace(/^(http:\/\/[^/]+).*$/, '$1'));
+        });
+      });
+      if (!noRustBinary) rust = await startServe([FIXTURE]);
+    });
+    after(async () => {
+      if (child?.exitCode === null) {
+        const done = new Promise((r) => child.once('exit', r));
+        process.kill(-child.pid, 'SIGINT');
+        await done;
+      }
+      await rust?.stop();
+    });
+
+    it('the package ships the inspector pages and the bin', () => {
+      const pkg = join(app, 'node_modules/tensorlane');
+      for (const f of ['web-demo/index.html', 'web-demo/inspector.js', 'web-demo/inspector-worker.js', 'web-demo/vendor/elkjs/elk-worker.min.js', 'js/cli.js']) assert.ok(existsSync(join(pkg, f)), f);
+      assert.ok(!existsSync(join(pkg, 'web-demo/serve.mjs')), 'not the checkout\'s development server');
+      assert.deepEqual(JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8')).bin, { tensorlane: './js/cli.js' });
+      assert.match(stderr, /web inspector: this package's/);
+    });
+
+    it('Chromium opens the served model by URL and computes its statistics; the page shows the version', { skip: missing && !CI ? missing : false, timeout: 120000 }, async () => {
+      const browser = await launch();
+      try {
+        const r = await inspectServed(browser, base, `${base}/files/fixtures/sample.safetensors`, 'w', join(ROOT, 'tests/out/npx-serve-inspector.png'));
+        assert.deepEqual(r.problems, []);
+        assert.deepEqual(r.rows, ['b', 'flag', 'w']);
+        assert.equal(r.state, 'done');
+        assert.deepEqual([r.stats.count, r.stats.min, r.stats.max, r.stats.mean], [12, 0, 11, 5.5]);
+        assert.equal(r.version, `tensorlane ${version}`);
+      } finally {
+        await browser.close();
+      }
+    });
+
+    /** One raw request (no URL normalisation, any method): { status, headers, body }. */
+    const raw = (url, method, headers) =>
+      new Promise((resolve, reject) => {
+        const req = request(url, { method, headers }, (res) => {
+          const chunks = [];
+          res.on('data', (c) => chunks.push(c));
+          res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+
+    it('Range, ETag, conditionals, CORS and refusals behave as the Rust server on the same file', { skip: noRustBinary ?? false }, async () => {
+      const path = '/files/fixtures/sample.safetensors';
+      const first = await raw(`${base}${path}`, 'GET', {});
+      const etag = first.headers.etag;
+      const modified = first.headers['last-modified'];
+      const cases = [
+        ['GET', {}],
+        ['HEAD', {}],
+        ['GET', { range: 'bytes=0-9' }],
+        ['GET', { range: 'bytes=-16' }],
+        ['GET', { range: 'bytes=280-' }],
+        ['GET', { range: 'bytes=-1000' }],
+        ['GET', { range: 'bytes=286-' }],
+        ['GET', { range: 'bytes=0-1,4-5' }],
+        ['GET', { range: 'bytes=5-2' }],
+        ['GET', { range: 'items=0-1' }],
+        ['GET', { 'if-none-match': etag }],
+        ['GET', { 'if-none-match': '"other"' }],
+        ['GET', { 'if-match': '"other"' }],
+        ['GET', { 'if-modified-since': modified }],
+        ['GET', { range: 'bytes=0-3', 'if-range': etag }],
+        ['GET', { range: 'bytes=0-3', 'if-range': '"other"' }],
+        ['GET', { origin: 'http://elsewhere.example' }],
+        ['OPTIONS', { origin: 'http://elsewhere.example', 'access-control-request-method': 'GET', 'access-control-request-headers': 'range' }],
+        ['POST', {}],
+      ];
+      const keep = ['content-range', 'content-length', 'accept-ranges', 'cache-control', 'content-type', 'etag', 'last-modified', 'access-control-allow-origin'];
+      for (const [method, headers] of cases) {
+        const [n, r] = await Promise.all([raw(`${base}${path}`, method, headers), raw(`${rust.base}${path}`, method, headers)]);
+        const what = `${method} ${JSON.stringify(headers)}`;
+        assert.equal(n.status, r.status, `${what}: status`);
+        if (n.status < 400 || n.status === 416) {
+          for (const k of keep) assert.equal(n.headers[k], r.headers[k], `${what}: ${k}`);
+          assert.deepEqual(n.body, r.body, `${what}: body`);
+        }
+        if (method === 'OPTIONS') {
+          for (const k of ['access-control-allow-methods', 'access-control-allow-headers']) {
+            const set = (v) => (v ?? '').toLowerCase().split(',').map((x) => x.trim()).sort();
+            assert.deepEqual(set(n.headers[k]), set(r.headers[k]), `${what}: ${k}`);
+          }
+        }
+      }
+      // The same refusals: a `..` (percent-encoded too), a file the mount does not serve, no mount.
+      for (const p of ['/files/fixtures/%2e%2e/README.md', '/files/fixtures/manifest.json', '/files/nope/x', '/nothing']) {
+        const [n, r] = await Promise.all([raw(`${base}${p}`, 'GET', {}), raw(`${rust.base}${p}`, 'GET', {})]);
+        assert.equal(n.status, r.status, p);
+      }
+    });
   });
 
   it("README.md's JavaScript blocks run against the installed package", () => {
