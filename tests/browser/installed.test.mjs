@@ -77,7 +77,9 @@ describe('the installed tensorlane binary serves its built-in inspector, no chec
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
-  it('says it serves the built-in inspector, and the checkout is out of its sight', () => {
+  it('says it serves the built-in inspector, and the checkout is out of its sight', async () => {
+    // stderr and stdout are two pipes: the lines before the URL may still be on their way.
+    for (let i = 0; i < 50 && !stderr.includes('press Ctrl-C'); i++) await new Promise((r) => setTimeout(r, 100));
     assert.match(stderr, new RegExp(`web inspector: built in \\(tensorlane ${VERSION.replaceAll('.', '\\.')}, \\d+ files`), stderr);
   });
 

@@ -201,11 +201,13 @@ describe('the packed npm package, installed in a fresh project', () => {
       await rust?.stop();
     });
 
-    it('the package ships the inspector pages and the bin', () => {
+    it('the package ships the inspector pages and the bin', async () => {
       const pkg = join(app, 'node_modules/tensorlane');
       for (const f of ['web-demo/index.html', 'web-demo/inspector.js', 'web-demo/inspector-worker.js', 'web-demo/vendor/elkjs/elk-worker.min.js', 'js/cli.js']) assert.ok(existsSync(join(pkg, f)), f);
       assert.ok(!existsSync(join(pkg, 'web-demo/serve.mjs')), 'not the checkout\'s development server');
       assert.deepEqual(JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8')).bin, { tensorlane: './js/cli.js' });
+      // stderr and stdout are two pipes: the lines before the URL may still be on their way.
+      for (let i = 0; i < 50 && !stderr.includes('press Ctrl-C'); i++) await new Promise((r) => setTimeout(r, 100));
       assert.match(stderr, /web inspector: this package's/);
     });
 
