@@ -166,9 +166,14 @@ pub fn run(args: ServeArgs) -> ExitCode {
     let has_token = config.token.is_some();
     let api_line = llm.as_ref().map(|l| {
         format!(
-            "model {} ({} positions per request, chat {}): ",
+            "model {} ({} positions per request{}, chat {}): ",
             l.model_id,
             l.context,
+            if l.streamed > 0 {
+                format!(", {} weight bytes streamed per decode step", l.streamed)
+            } else {
+                String::new()
+            },
             if l.chat {
                 "template found"
             } else {

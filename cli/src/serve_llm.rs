@@ -17,8 +17,9 @@ pub struct ModelArgs {
     /// completions). The file is also served as a path when no path is given.
     #[arg(long, value_name = "PATH")]
     pub model: Option<PathBuf>,
-    /// Memory for the weights (e.g. 2G): the rest is streamed at each decode step, once for the
-    /// whole batch. Not supported by the serving engine yet (every weight is resident).
+    /// Memory for the weights, the KV caches of --max-batch requests and the activations (e.g.
+    /// 2G): the offload plan keeps part of each weight resident and the rest is streamed at each
+    /// decode step, once for the whole batch. A budget too small names the smallest that works.
     #[arg(long, value_name = "SIZE", value_parser = crate::limits::parse_size, requires = "model")]
     pub budget: Option<u64>,
     /// Where generation runs (only cpu serves batches so far).
@@ -49,6 +50,8 @@ pub struct Started {
     pub chat: bool,
     /// Positions per request.
     pub context: usize,
+    /// Weight bytes streamed per decode step (0 without --budget).
+    pub streamed: u64,
 }
 
 /// Opens `--model` and starts its engine; `Ok(None)` without `--model`. Errors are the message
@@ -62,13 +65,6 @@ pub fn start(args: &ModelArgs) -> Result<Option<Started>, String> {
              one prompt",
             args.device, args.device
         ));
-    }
-    if args.budget.is_some() {
-        return Err(
-            "--budget: the serving engine keeps every weight resident so far (a budget is not \
-             supported yet); leave --budget out"
-                .into(),
-        );
     }
     if args.max_batch == 0 {
         return Err("--max-batch must be at least 1".into());
@@ -85,10 +81,15 @@ pub fn start(args: &ModelArgs) -> Result<Option<Started>, String> {
             threads: args.threads,
             max_batch: args.max_batch,
             max_queue: args.max_queue,
+            budget: args.budget,
         },
     )
-    .map_err(|e| format!("--model {}: {e}", path.display()))?;
+    .map_err(|e| match (&e, args.budget) {
+        (tensorlane_llm::Error::Budget(_), Some(b)) => format!("--budget {b}: {e}"),
+        _ => format!("--model {}: {e}", path.display()),
+    })?;
     let context = engine.info().context;
+    let streamed = engine.info().streamed_bytes;
     let config = ApiConfig {
         chat_template: template.clone(),
         ..ApiConfig::new(model_id.clone())
@@ -98,5 +99,6 @@ pub fn start(args: &ModelArgs) -> Result<Option<Started>, String> {
         model_id,
         chat: template.is_some(),
         context,
+        streamed,
     }))
 }

@@ -52,6 +52,11 @@ pub struct EngineOptions {
     /// The most requests waiting for a place in the batch; [`Engine::submit`] refuses more with
     /// [`SubmitError::QueueFull`].
     pub max_queue: usize,
+    /// Memory for the weights, the KV caches of `max_batch` sequences and the activations, in
+    /// bytes (`None`: every weight resident), as [`Options::budget`](crate::Options::budget):
+    /// the offload plan (scheduler policy) keeps some bytes of each matrix resident and the rest
+    /// is streamed at each decode step, once for the whole batch.
+    pub budget: Option<u64>,
 }
 
 impl Default for EngineOptions {
@@ -61,6 +66,7 @@ impl Default for EngineOptions {
             threads: None,
             max_batch: 8,
             max_queue: 64,
+            budget: None,
         }
     }
 }
@@ -207,6 +213,13 @@ struct Shared {
     streamed_last: AtomicU64,
 }
 
+impl Shared {
+    /// A request has ended: its place (in the batch or the queue) is free.
+    fn release(&self) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// The model's facts a front end needs ([`Engine::info`]).
 #[derive(Clone, Debug)]
 pub struct EngineInfo {
@@ -220,6 +233,8 @@ pub struct EngineInfo {
     pub max_queue: usize,
     /// Stored bytes of the weight matrices.
     pub weight_bytes: u64,
+    /// Weight bytes streamed per decode step (0 without a budget).
+    pub streamed_bytes: u64,
     /// Worker threads.
     pub threads: usize,
 }
@@ -365,7 +380,22 @@ fn open<'m>(model: &'m Model, options: &EngineOptions) -> Result<(Cpu<'m>, Arc<T
     let threads = options
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let weights = Weights::bind(model, &spec)?;
+    let mut weights = Weights::bind(model, &spec)?;
+    if let Some(budget) = options.budget {
+        // The working set holds max_batch KV caches: plan for that many positions.
+        let positions = context.saturating_mul(options.max_batch);
+        let plan = crate::plan::compile(
+            &model.path().display().to_string(),
+            &spec,
+            &weights.matrices(),
+            weights.vector_bytes(),
+            budget,
+            positions,
+            tensorlane_offload::Policy::Scheduler,
+        )?;
+        let resident = plan.resident();
+        weights.split(&|name| resident.get(name).copied());
+    }
     let hparams = spec.hparams.clone();
     let cpu = Cpu::new(spec, weights, threads)?;
     let info = EngineInfo {
@@ -374,6 +404,7 @@ fn open<'m>(model: &'m Model, options: &EngineOptions) -> Result<(Cpu<'m>, Arc<T
         max_batch: options.max_batch,
         max_queue: options.max_queue,
         weight_bytes: cpu.stored_bytes(),
+        streamed_bytes: cpu.streamed_bytes(),
         threads: cpu.threads(),
     };
     Ok((cpu, Arc::new(tokenizer), info))
@@ -398,10 +429,6 @@ fn run(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mpsc:
     let mut waiting: VecDeque<Job> = VecDeque::new();
     let mut active: Vec<Seq> = Vec::new();
     let mut open = true;
-    // Ends a sequence that will not be stepped again.
-    let finish = |shared: &Shared| {
-        shared.in_flight.fetch_sub(1, Ordering::AcqRel);
-    };
     loop {
         if active.is_empty() && waiting.is_empty() {
             if !open {
@@ -426,20 +453,19 @@ fn run(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mpsc:
         active.retain(|s| {
             let keep = !s.tx.is_closed();
             if !keep {
-                finish(shared);
+                shared.release();
             }
             keep
         });
         while active.len() < info.max_batch {
             let Some(job) = waiting.pop_front() else { break };
             if job.tx.is_closed() {
-                finish(shared);
+                shared.release();
                 continue;
             }
             shared.prompt.fetch_add(job.req.prompt.len() as u64, Ordering::Relaxed);
-            match prefill(cpu, tokenizer, job, info.context) {
-                Some(seq) => active.push(seq),
-                None => finish(shared),
+            if let Some(seq) = prefill(cpu, tokenizer, job, info.context, shared) {
+                active.push(seq);
             }
         }
         shared.active.store(active.len(), Ordering::Relaxed);
@@ -457,23 +483,21 @@ fn run(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mpsc:
         active.retain_mut(|s| {
             let l = &logits[k];
             k += 1;
-            let keep = emit(s, l, tokenizer, info.context);
-            if !keep {
-                finish(shared);
-            }
-            keep
+            emit(s, l, tokenizer, info.context, shared)
         });
     }
 }
 
 /// Evaluates a job's prompt and emits its first token; `None` when the sequence has already
-/// ended (one token asked for, an end-of-generation token, a failure, a receiver gone).
-fn prefill(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, job: Job, context: usize) -> Option<Seq> {
+/// ended (one token asked for, an end-of-generation token, a failure, a receiver gone) and its
+/// place is free.
+fn prefill(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, job: Job, context: usize, shared: &Shared) -> Option<Seq> {
     let Job { req, tx } = job;
     let mut cache = cpu.new_cache();
     let n = req.prompt.len();
     let mut logits = cpu.forward(&req.prompt, &mut cache, &|i| i + 1 == n);
     let Some(l) = logits.pop() else {
+        shared.release();
         let _ = tx.send(Event::Failed(Error::Options("the prompt gave no logits".into())));
         return None;
     };
@@ -487,15 +511,17 @@ fn prefill(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, job: Job, context: usize) -
         prompt_tokens: n,
         logprobs: req.logprobs,
     };
-    emit(&mut seq, &l, tokenizer, context).then_some(seq)
+    emit(&mut seq, &l, tokenizer, context, shared).then_some(seq)
 }
 
 /// Picks `seq`'s next token from `logits` and sends it (and `Done` when the sequence ends);
-/// whether the sequence goes on.
-fn emit(seq: &mut Seq, logits: &[f32], tokenizer: &Tokenizer, context: usize) -> bool {
+/// whether the sequence goes on. A sequence that ends frees its place before its last event is
+/// sent, so a client that submits again on `Done` finds it free.
+fn emit(seq: &mut Seq, logits: &[f32], tokenizer: &Tokenizer, context: usize, shared: &Shared) -> bool {
     let id = match seq.sampler.pick(logits) {
         Ok(id) => id,
         Err(e) => {
+            shared.release();
             let _ = seq.tx.send(Event::Failed(e));
             return false;
         }
@@ -522,6 +548,7 @@ fn emit(seq: &mut Seq, logits: &[f32], tokenizer: &Tokenizer, context: usize) ->
     seq.generated += 1;
     seq.last = id;
     if seq.tx.send(Event::Token(TokenEvent { id, logprob, top })).is_err() {
+        shared.release();
         return false;
     }
     let finish = if seq.sampler.params().stop_at_eog && tokenizer.is_eog(id) {
@@ -533,6 +560,7 @@ fn emit(seq: &mut Seq, logits: &[f32], tokenizer: &Tokenizer, context: usize) ->
     };
     match finish {
         Some(finish) => {
+            shared.release();
             let _ = seq.tx.send(Event::Done(Done {
                 finish,
                 prompt_tokens: seq.prompt_tokens,

@@ -59,6 +59,7 @@ fn engine(name: &str, max_batch: usize, max_queue: usize) -> Engine {
             threads: Some(2),
             max_batch,
             max_queue,
+            budget: None,
         },
     )
     .unwrap()
@@ -228,4 +229,50 @@ fn cancel_frees_the_slot_full_queue_and_bad_requests_are_refused() {
     assert!(matches!(eng.submit(r), Err(SubmitError::Invalid(_))));
     // Still serving.
     assert_eq!(drain(eng.submit(Request::new(p, 2)).unwrap()).0.len(), 2);
+}
+
+#[test]
+fn under_a_budget_each_step_streams_the_same_bytes_for_the_whole_batch() {
+    let name = "llama-Q8_0";
+    let model_path = path(name);
+    let options = |budget| EngineOptions {
+        context: Some(CONTEXT),
+        threads: Some(2),
+        max_batch: 4,
+        max_queue: 4,
+        budget: Some(budget),
+    };
+    // A budget too small names the smallest that works.
+    let err = Engine::start(Model::open(&model_path).unwrap(), options(1))
+        .unwrap_err()
+        .to_string();
+    let min: u64 = err
+        .split("accepts is ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no minimum in {err:?}"));
+    let eng = Engine::start(Model::open(&model_path).unwrap(), options(min)).unwrap();
+    let per_step = eng.info().streamed_bytes;
+    assert!(per_step > 0, "the minimum budget streams nothing");
+    let model = Model::open(&model_path).unwrap();
+    let prompts: Vec<Vec<u32>> = PROMPTS[..4].iter().map(|p| eng.tokenizer().encode(p, true)).collect();
+    // One sequence alone, then four together: the bytes streamed per step are the same.
+    let (alone, _, _) = drain(eng.submit(Request::new(prompts[0].clone(), 6)).unwrap());
+    assert_eq!(eng.metrics().streamed_last, per_step);
+    let rxs: Vec<_> = prompts
+        .iter()
+        .map(|p| eng.submit(Request::new(p.clone(), 6)).unwrap())
+        .collect();
+    for (rx, p) in rxs.into_iter().zip(&prompts) {
+        let got: Vec<u32> = drain(rx).0.iter().map(|t| t.id).collect();
+        assert_eq!(
+            got,
+            solo(&model, p, 6, &Sampling::default()),
+            "budgeted batch vs a resident session"
+        );
+    }
+    assert_eq!(eng.metrics().streamed_last, per_step);
+    assert_eq!(alone.len(), 6);
+    eprintln!("budget {min} bytes: {per_step} bytes streamed per step, for 1 or 4 sequences");
 }
