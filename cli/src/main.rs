@@ -268,7 +268,25 @@ fn parse_align(s: &str) -> Result<u64, String> {
     }
 }
 
+/// On SIGINT or SIGTERM, removes the unfinished output files ([`tensorlane::publish`]'s
+/// temporaries; a signal ends the process without running destructors) and exits with 128 + the
+/// signal's number, as a shell reports a process the signal ended. SIGKILL cannot be caught:
+/// the next write into the same folder removes what it leaves ([`tensorlane::publish::sweep_stale`]).
+fn remove_partial_outputs_on_signal() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            tensorlane::publish::remove_pending();
+            std::process::exit(128 + sig);
+        }
+    });
+}
+
 fn run_convert(input: &Path, output: &Path, to: Option<&str>, opts: &convert::ConvertOptions) -> ExitCode {
+    remove_partial_outputs_on_signal();
     match convert::convert(input, output, to, opts) {
         Ok(c) => {
             for w in &c.warnings {
