@@ -81,6 +81,11 @@ function tensorLimit(options, fallback = MAX_TENSOR_BYTES) {
 export const STATS_BINS = 64;
 /** The slice stats() reads at a time (whole elements or blocks of it). */
 export const STATS_CHUNK_BYTES = 4 << 20;
+/**
+ * The most bytes of one tensor (or span) read over HTTP that stats() keeps in memory between its
+ * two passes, so each byte is fetched once (a larger one is fetched twice, never held whole).
+ */
+export const STATS_KEEP_BYTES = 512 << 20;
 
 /** TypedArrays of ggml's plain (not block-quantized) types. */
 const GGML_PLAIN = { F32: 'float32', F16: 'float16', BF16: 'bfloat16', F64: 'float64', I8: 'int8', I16: 'int16', I32: 'int32', I64: 'int64' };
@@ -722,7 +727,7 @@ export function makeFormats(backend, io = {}) {
       if (ctx instanceof NativeContext) return ctx.stats(this.#index.get(name), t, options);
       const src = L.zeroCopy ? ctx.sources.get(L.source) : undefined;
       // A Blob, URL or file descriptor: read slice by slice, straight from the source.
-      if (src && !src.memory) return run(statsSteps(t, L.length, this.#sourceRead(L), options));
+      if (src && !src.memory) return run(statsSteps(t, L.length, this.#sourceRead(L), options, keeps(src, L.length, options) ? new Map() : null));
       if (L.storage === 'deflate' && !L.view) {
         // Inflated by the core in chunkBytes pieces per pass (tensor_stats), never whole: a member
         // that declares a huge array costs its compressed bytes, not its declared size.
@@ -774,7 +779,15 @@ export function makeFormats(backend, io = {}) {
      */
     statsSummaryPart(name, span, options = {}) {
       const { t, read } = this.#spanned(name, span);
-      return run(summarySteps(t, span, read, options, partProgress(options.onProgress, 'summary', span.bytes), 0));
+      // Over HTTP the span's slices are kept for pass 2 (statsHistogramPart of the same span), so
+      // each byte is fetched once; only the last tensor's statistics are kept.
+      const key = `${name}\0${span.offset}\0${span.bytes}`;
+      for (const k of this.#kept.keys()) if (!k.startsWith(`${name}\0`)) this.#kept.delete(k);
+      const src = this.#ctx.sources?.get(t.layout.source);
+      const store = keeps(src, span.bytes, options) ? new Map() : null;
+      if (store) this.#kept.set(key, store);
+      else this.#kept.delete(key);
+      return run(summarySteps(t, span, store ? keeping(read, store) : read, options, partProgress(options.onProgress, 'summary', span.bytes), 0));
     }
 
     /**
@@ -783,7 +796,10 @@ export function makeFormats(backend, io = {}) {
      */
     statsHistogramPart(name, span, summary, options = {}) {
       const { t, read } = this.#spanned(name, span);
-      return run(histogramSteps(t, span, read, summary, options, partProgress(options.onProgress, 'histogram', span.bytes), 0));
+      const key = `${name}\0${span.offset}\0${span.bytes}`;
+      const store = this.#kept.get(key);
+      this.#kept.delete(key);
+      return run(histogramSteps(t, span, store ? kept(read, store) : read, summary, options, partProgress(options.onProgress, 'histogram', span.bytes), 0));
     }
 
     /** A tensor stored as-is, checked span and a reader of its stored bytes by offset. */
@@ -830,6 +846,9 @@ export function makeFormats(backend, io = {}) {
      * (a URL's requests in flight abort with `signal`), counted in bytesRead and reads unless the
      * source is memory.
      */
+    /** Pass 1's slices of a span read over HTTP, for pass 2: `name\0offset\0bytes` → Map(offset → bytes). */
+    #kept = new Map();
+
     #sourceRead(L) {
       const ctx = this.#ctx;
       const src = ctx.sources.get(L.source);
@@ -992,6 +1011,29 @@ export function makeFormats(backend, io = {}) {
     }
   }
 
+  /**
+   * Whether pass 1 keeps the slices it reads of `bytes` bytes for pass 2: over HTTP (a remote
+   * source, where a second read is a second download) up to `options.keepBytes` (STATS_KEEP_BYTES).
+   */
+  function keeps(src, bytes, options) {
+    return !!src?.remote && bytes <= (options.keepBytes ?? STATS_KEEP_BYTES);
+  }
+  /** `read` that keeps each slice in `store` by offset. */
+  function keeping(read, store) {
+    return (o, n, signal) => then(read(o, n, signal), (b) => (store.set(o, b), b));
+  }
+  /**
+   * `read` that takes the slices `store` holds (each once), reading only what is not there; a
+   * Promise either way, as the source's reads (a pass over a URL stays a Promise).
+   */
+  function kept(read, store) {
+    return (o, n, signal) => {
+      const b = store.get(o);
+      store.delete(o);
+      return b && b.byteLength === n ? Promise.resolve(b) : read(o, n, signal);
+    };
+  }
+
   /** Pass 1 over one span of tensor `t` (`{name, dtype, shape, ggml?}`): its StatsPart numbers. */
   function* summarySteps(t, span, read, options, report, base) {
     aborted(options.signal);
@@ -1022,14 +1064,14 @@ export function makeFormats(backend, io = {}) {
    * `read(offset, len)` in slices of whole elements or blocks. Pass 1 summarises; pass 2 bins the
    * finite values over [min, max]. Progress counts up to twice the bytes (as the native driver's).
    */
-  function* statsSteps(t, total, read, options) {
+  function* statsSteps(t, total, read, options, store = null) {
     statsBins(options);
     const numel = t.shape.reduce((n, d) => n * Number(d), 1);
     const span = { offset: 0, bytes: total, elements: numel };
     const report = statsProgress(options.onProgress, total);
-    const part = yield* summarySteps(t, span, read, options, report, 0);
+    const part = yield* summarySteps(t, span, store ? keeping(read, store) : read, options, report, 0);
     const summary = mergeSummaries([part]);
-    const histogram = yield* histogramSteps(t, span, read, summary, options, report, total);
+    const histogram = yield* histogramSteps(t, span, store ? kept(read, store) : read, summary, options, report, total);
     report(2 * total);
     return statsResult(t, summary, histogram);
   }

@@ -591,6 +591,11 @@ export interface StatsOptions {
   signal?: AbortSignal;
   /** Slices requested ahead of the one being summed (default 4): a Blob or URL reads while the core works. */
   readAhead?: number;
+  /**
+   * Over HTTP, the most bytes of the tensor (or span) that pass 1 keeps in memory for pass 2, so
+   * each byte is fetched once (default 512 MiB; 0: fetch twice, hold nothing).
+   */
+  keepBytes?: number;
 }
 
 /** One part of a tensor's stored bytes for statistics in parts (`statsSpans`). */
