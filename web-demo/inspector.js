@@ -36,6 +36,8 @@ export function bytes(n) {
   return `${n.toFixed(n < 10 ? 2 : 1)} ${u[i]}`;
 }
 const count = (n) => (n >= 1e9 ? `${(n / 1e9).toFixed(2)} B` : n >= 1e6 ? `${(n / 1e6).toFixed(2)} M` : n >= 1e4 ? `${(n / 1e3).toFixed(1)} k` : String(n));
+/** A share as a percentage: 2 significant digits, whole numbers from 100 up (not 1.3e+3%). */
+const pct = (x) => `${100 * x >= 100 ? Math.round(100 * x) : Number((100 * x).toPrecision(2))}%`;
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
 const dtypeOf = (t) => t.quant ?? t.dtype;
 
@@ -81,15 +83,39 @@ function setParam(k, v) {
   history.replaceState(null, '', q ? `?${q}` : location.pathname);
 }
 const setState = (s) => (document.body.dataset.state = s);
+/**
+ * What the address restores on load besides the model (`url`, `compare`), the view and the tensor:
+ * the table's search `q`, `dtype`, `size` and `sort` (`-key`: descending) for the first model
+ * opened, and the tensor panel's heatmap block mode `hm`, `slice`, histogram `log` and value `page`.
+ */
+let restoring = {
+  q: params.get('q') ?? '',
+  dtype: params.get('dtype') ?? '',
+  size: Number(params.get('size')) || 0,
+  sort: params.get('sort'),
+  slice: Number(params.get('slice')) || 0,
+  page: Number(params.get('page')) || 0,
+};
+if (params.get('hm') === 'absmax') document.getElementById('hm-mode').value = 'absmax';
+if (params.get('log') === '1') document.getElementById('h-log').checked = true;
+function firstFilter() {
+  const r = restoring;
+  restoring = null;
+  if (!r) return { search: '', dtype: '', size: 0, sortKey: null, sortDir: 1, sel: 0 };
+  const sort = /^(-?)(\w+)$/.exec(r.sort ?? '');
+  return { search: r.q, dtype: r.dtype, size: r.size, sortKey: sort && SORTS[sort[2]] ? sort[2] : null, sortDir: sort?.[1] ? -1 : 1, sel: 0 };
+}
 
 function showError(title, e) {
   const parts = [e.message];
   const where = [];
-  if (e.rule) where.push(`rule ${e.rule}`);
-  if (e.kind && !e.rule) where.push(`${e.format ?? ''} ${e.kind}`.trim());
-  if (e.offset !== undefined && e.offset !== null) where.push(`at byte ${e.offset}`);
-  if (e.tensor) where.push(`tensor ${e.tensor}`);
-  if (e.status) where.push(`HTTP ${e.status}`);
+  // What the message does not already say (a reader's message names its rule, kind and offset).
+  const says = (x) => String(e.message ?? '').includes(x);
+  if (e.rule && !says(e.rule)) where.push(`rule ${e.rule}`);
+  if (e.kind && !e.rule && !says(e.kind)) where.push(`${e.format ?? ''} ${e.kind}`.trim());
+  if (e.offset !== undefined && e.offset !== null && !says(`at byte ${e.offset}`)) where.push(`at byte ${e.offset}`);
+  if (e.tensor && !says(e.tensor)) where.push(`tensor ${e.tensor}`);
+  if (e.status && !says(String(e.status))) where.push(`HTTP ${e.status}`);
   if (where.length) parts.push(where.join(' · '));
   $('error-title').textContent = title;
   $('error-text').textContent = parts.join('\n');
@@ -159,6 +185,7 @@ function closeModel(i) {
     else renderEmpty();
   } else if (active > i) active--;
   renderChips();
+  if ($('tabs').querySelector(`[data-view=${view}]`)?.disabled) switchView('overview');
   if (!models.some((x) => x.failed)) $('error').classList.remove('show');
   setState(models.some((x) => x.failed) ? 'error' : 'ready');
 }
@@ -187,6 +214,7 @@ function renderChips() {
   });
   const ok = models.filter((m) => !m.failed);
   $('tabs').querySelector('[data-view=compare]').disabled = ok.length < 2;
+  $('tabs').querySelector('[data-view=tensors]').disabled = !models[active] || models[active].failed;
   $('tabs').querySelector('[data-view=graph]').disabled = !(models[active]?.format === 'onnx');
   $('tabs').querySelector('[data-view=arch]').disabled = !archOf(models[active]);
 }
@@ -195,7 +223,7 @@ function activate(i) {
   if (active !== i) closeTensor();
   active = i;
   const m = models[i];
-  m.filter ??= { search: '', dtype: '', size: 0, sortKey: null, sortDir: 1, sel: 0 };
+  m.filter ??= firstFilter();
   renderOverview(m);
   renderTensors(m);
   renderChips();
@@ -237,11 +265,11 @@ function renderOverview(m) {
   const facts = [
     ['format', m.format],
     ['source', m.url ?? `local file${m.sources.length > 1 ? 's' : ''}`],
-    ['file size', m.size === null ? '—' : `${bytes(m.size)} (${m.size} bytes)`],
+    [m.sources.length > 1 ? `${m.name} size` : 'file size', m.size === null ? '—' : `${bytes(m.size)} (${m.size} bytes)${m.sources.length > 1 ? `; ${m.sources.length - 1} more files hold the rest` : ''}`],
     ['tensors', m.tensors.length],
     ['parameters', `${count(tot.params)} (${tot.params})`],
     ['tensor bytes', `${bytes(tot.bytes)} (${tot.bytes})`],
-    ['read to list', m.bytesRead === null ? '—' : `${bytes(m.bytesRead)} in ${m.reads} reads${m.requests ? ` (${m.requests} HTTP requests)` : ''}${m.size ? ` (${((100 * m.bytesRead) / m.size).toPrecision(2)}% of the file)` : ''}, ${m.openMs.toFixed(1)} ms`],
+    ['read to list', m.bytesRead === null ? '—' : `${bytes(m.bytesRead)} in ${m.reads} reads${m.requests ? ` (${m.requests} HTTP requests)` : ''}${m.size && m.sources.length === 1 ? ` (${pct(m.bytesRead / m.size)} of the file)` : m.sources.length > 1 ? ` from ${m.sources.length} files` : ''}, ${m.openMs.toFixed(1)} ms`],
   ];
   if (m.sources.length > 1) facts.push(['companions', m.sources.slice(1).join(', ')]);
   if (m.skipped.length) facts.push(['skipped', m.skipped.map((s) => `${s.name} (${s.reason})`).join('; ')]);
@@ -251,7 +279,7 @@ function renderOverview(m) {
     tot.rows.map((r) => `<tr data-dtype="${esc(r.dtype)}"><td>${esc(r.dtype)}</td><td class="num">${r.tensors}</td><td class="num" data-params="${r.params}">${count(r.params)}</td><td class="num" data-bytes="${r.bytes}">${bytes(r.bytes)}</td><td class="num">${tot.params ? ((100 * r.params) / tot.params).toFixed(1) : 0}%</td></tr>`).join('') +
     `<tr><th>total</th><th class="num">${m.tensors.length}</th><th class="num">${count(tot.params)}</th><th class="num">${bytes(tot.bytes)}</th><th></th></tr>`;
   drawBars($('ov-chart'), tot.rows);
-  $('ov-meta-title').textContent = `Metadata (${m.metadata.length} keys)`;
+  $('ov-meta-title').textContent = `Metadata (${m.metadata.length} ${m.metadata.length === 1 ? 'key' : 'keys'})`;
   $('ov-meta').innerHTML = m.metadata.length
     ? m.metadata.map((r) => `<tr><td>${esc(r.key)}</td><td class="val">${esc(r.value)}</td></tr>`).join('')
     : '<tr><td class="muted">none</td></tr>';
@@ -374,6 +402,11 @@ function refilter(m, keepSel = false) {
   c.dataset.rows = String(rowsNow.length);
   c.dataset.params = String(np);
   c.dataset.bytes = String(nb);
+  const f = m.filter;
+  setParam('q', f.search);
+  setParam('dtype', f.dtype);
+  setParam('size', f.size || null);
+  setParam('sort', f.sortKey ? `${f.sortDir < 0 ? '-' : ''}${f.sortKey}` : null);
   $('ghead').innerHTML = COLS.map(([k, label, cls]) => `<span data-sort="${k}" class="${cls ?? ''}">${label}${m.filter.sortKey === k ? (m.filter.sortDir > 0 ? ' ▲' : ' ▼') : ''}</span>`).join('');
   $('gbody').style.height = `${rowsNow.length * ROW}px`;
   $('gbody').style.position = 'relative';
@@ -580,7 +613,7 @@ function closeTensor() {
   current = null;
   $('tensor').classList.remove('show');
   $('tensor').dataset.statsState = 'idle';
-  setParam('tensor', null);
+  for (const k of ['tensor', 'page', 'slice']) setParam(k, null);
 }
 $('t-close').addEventListener('click', closeTensor);
 $('t-cancel').addEventListener('click', () => {
@@ -590,7 +623,7 @@ $('t-cancel').addEventListener('click', () => {
 const NUMERIC = (t) => !t.parts && !/^complex|^string|^\?/.test(t.dtype) && !['dense', 'sparse_coo', 'sparse_csr', 'quantized'].includes(t.dtype);
 
 /** Opens tensor `name` of the active model: stats + histogram, then heatmap, then the first page of values. */
-export async function openTensor(name) {
+export async function openTensor(name, { page = 0, slice = 0 } = {}) {
   const m = models[active];
   const t = m?.tensors.find((x) => x.name === name);
   if (!t) return;
@@ -625,7 +658,8 @@ export async function openTensor(name) {
   const slices = nd > 2 ? t.shape.slice(0, -2).reduce((a, b) => a * b, 1) : 1;
   $('hm-slice-box').hidden = slices <= 1;
   $('hm-slice').max = String(slices - 1);
-  $('hm-slice').value = '0';
+  $('hm-slice').value = String(Math.max(0, Math.min(slices - 1, slice)));
+  setParam('slice', Number($('hm-slice').value) || null);
   if (!NUMERIC(t)) {
     panel.dataset.statsState = 'error';
     $('t-progress-text').textContent = t.parts ? `stored as parts under ${t.parts}: no statistics of the whole (its parts are listed above)` : `${t.dtype}: no statistics for this kind of tensor`;
@@ -661,7 +695,7 @@ export async function openTensor(name) {
     if (cancelled) return;
   }
   job = null;
-  await showPage(0);
+  await showPage(page);
   if (nd >= 2 && mine === current) await drawHeat();
 }
 
@@ -698,7 +732,10 @@ function drawHistogram() {
   g.fillText(right, W - 10 - g.measureText(right).width, H - 5);
   g.fillText(`${log ? 'log ' : ''}max ${count(Math.max(...counts))}`, 10, 10);
 }
-$('h-log').addEventListener('change', drawHistogram);
+$('h-log').addEventListener('change', () => {
+  setParam('log', $('h-log').checked ? '1' : null);
+  drawHistogram();
+});
 
 /** Diverging blue–white–red around 0 (mean), white–red (absmax); NaN blocks grey. */
 function color(v, lim, mode) {
@@ -752,8 +789,14 @@ async function drawHeat() {
   $('hm-hi').textContent = constant ? '' : fmt(lim);
   $('hm-info').textContent = `${h.rows}×${h.cols}${h.slices > 1 ? ` (slice ${h.slice} of ${h.slices})` : ''} → ${h.h}×${h.w} px, ${h.block}×${h.block} elements a pixel (${mode})${constant ? ` · constant: every value is ${fmt(h.min)}` : ''}`;
 }
-$('hm-mode').addEventListener('change', () => current && drawHeat());
-$('hm-slice').addEventListener('change', () => current && drawHeat());
+$('hm-mode').addEventListener('change', () => {
+  setParam('hm', $('hm-mode').value === 'mean' ? null : $('hm-mode').value);
+  if (current) drawHeat();
+});
+$('hm-slice').addEventListener('change', () => {
+  setParam('slice', current ? Number($('hm-slice').value) || null : null);
+  if (current) drawHeat();
+});
 $('heat').addEventListener('mousemove', (ev) => {
   const h = current?.heat;
   if (!h) return;
@@ -774,6 +817,7 @@ async function showPage(page) {
   const pages = Math.max(1, Math.ceil(cur.t.numel / per));
   page = Math.max(0, Math.min(pages - 1, page));
   cur.page = page;
+  setParam('page', page || null);
   const start = page * per;
   const n = Math.min(per, cur.t.numel - start);
   $('v-page').textContent = `${start}–${start + n - 1} of ${cur.t.numel} (page ${page + 1}/${pages})`;
@@ -919,14 +963,19 @@ async function mountView(v) {
 // --- keyboard: ↑/↓ rows, Enter opens, / focuses the search, Esc closes
 document.addEventListener('keydown', (ev) => {
   const typing = ev.target instanceof HTMLInputElement || ev.target instanceof HTMLSelectElement;
-  if (ev.key === '/' && !typing) {
+  if (ev.key === '/' && !typing && !$('tabs').querySelector('[data-view=tensors]').disabled) {
     ev.preventDefault();
     switchView('tensors');
     $('search').focus();
     return;
   }
   if (ev.key === 'Escape') {
-    if (typing) ev.target.blur();
+    // In the search box (or any field) Esc leaves the field, its text kept (a search box would
+    // clear itself); the next Esc closes the tensor.
+    if (typing) {
+      ev.preventDefault();
+      return ev.target.blur();
+    }
     if ($('error').classList.contains('show')) $('error').classList.remove('show');
     else closeTensor();
     return;
@@ -989,13 +1038,14 @@ window.inspector.ready = (async () => {
   const compare = params.get('compare');
   const tensor = params.get('tensor');
   const v = params.get('view');
+  const at = { page: Number(params.get('page')) || 0, slice: Number(params.get('slice')) || 0 };
   if (url) await openUrl(url);
   if (compare) await openUrl(compare, { param: 'compare' });
   if (url && compare) activate(models.findIndex((m) => m.url === new URL(url, location.href).href));
   if (!url && !compare) setState('ready');
   if (tensor && models[active]) {
     switchView('tensors');
-    openTensor(tensor);
+    openTensor(tensor, at);
   }
   if (v && !$('tabs').querySelector(`[data-view=${v}]`)?.disabled) switchView(v);
 })();

@@ -576,6 +576,11 @@ fn bundled_sample_and_clean_stop() {
     let index = curl(&[], &s.url("/"));
     assert_eq!(index.status, 307);
     assert_eq!(index.h("location"), "/web-demo/");
+    // A shared link keeps its query through the redirects (issue 26).
+    let shared = curl(&[], &s.url("/?url=%2Ffiles%2Fx&tensor=w"));
+    assert_eq!(shared.h("location"), "/web-demo/?url=%2Ffiles%2Fx&tensor=w");
+    let folder = curl(&[], &s.url("/web-demo?url=%2Ffiles%2Fx"));
+    assert_eq!(folder.h("location"), "/web-demo/?url=%2Ffiles%2Fx");
     let v: Value = serde_json::from_slice(&curl(&[], &s.url("/models")).body).unwrap();
     let m = &v["models"][0];
     assert_eq!(m["id"], "sample/sample.safetensors");

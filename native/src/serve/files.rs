@@ -256,7 +256,11 @@ pub(super) async fn web(AxState(s): AxState<Arc<Shared>>, req: Request) -> Respo
     let raw = req.uri().path().to_string();
     let allowed = ["/web-demo/", "/js/", "/wasm/pkg/", "/tests/data/"];
     if raw == "/web-demo" {
-        return Redirect::permanent("/web-demo/").into_response();
+        return Redirect::permanent(&format!(
+            "/web-demo/{}",
+            req.uri().query().map(|q| format!("?{q}")).unwrap_or_default()
+        ))
+        .into_response();
     }
     if s.web.is_none() && !s.assets.is_empty() {
         return embedded(s.assets, &raw, req.method(), req.headers());

@@ -325,10 +325,12 @@ fn router(shared: Arc<Shared>, api: Option<Router>) -> Router {
         .layer(cors)
 }
 
-/// `/`: to the inspector, or (without one) a JSON pointer to `/models`.
-async fn index(AxState(s): AxState<Arc<Shared>>) -> Response {
+/// `/`: to the inspector (the query kept: a shared `/?url=…&tensor=…` link), or (without one) a
+/// JSON pointer to `/models`.
+async fn index(AxState(s): AxState<Arc<Shared>>, uri: axum::http::Uri) -> Response {
     if s.web.is_some() || !s.assets.is_empty() {
-        Redirect::temporary("/web-demo/").into_response()
+        let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+        Redirect::temporary(&format!("/web-demo/{query}")).into_response()
     } else {
         axum::Json(serde_json::json!({
             "models": "/models",
