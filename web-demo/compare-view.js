@@ -7,7 +7,8 @@
 // Stable hooks: the root's `data-compare-state` is `loading`, `running`, `done`, `cancelled` or
 // `error`; each table row has `data-tensor`, `data-max-abs`, `data-cosine` (and `data-rel-l2`,
 // `data-mean-abs`) with the numbers as JavaScript prints them. `?cchunk=` sets compare()'s
-// chunkBytes (bytes read per slice).
+// chunkBytes (bytes read per slice); `?csort=`, `?cdir=` and `?cchanged=1` (changed only) are
+// the table's state.
 //
 // mount(el, ctx) -> { unmount() }; ctx = { sources, selectTensor, params, setParam }.
 
@@ -71,6 +72,18 @@ export function fmt(v) {
   return a < 1e-3 || a >= 1e6 ? v.toExponential(3) : v.toPrecision(4);
 }
 
+/**
+ * A cosine similarity that tells a near 1 from 1: exactly 1 is "1"; within 1e-3 of 1 it is
+ * written as 1 − d (0.999995 is "1 − 5.0e-6"); else 6 significant digits.
+ */
+export function fmtCos(v) {
+  if (v === null || v === undefined || Number.isNaN(v)) return '—';
+  if (v === 1) return '1';
+  const d = 1 - v;
+  if (d > 0 && d < 1e-3) return `1 − ${d.toExponential(1)}`;
+  return String(Number(v.toPrecision(6)));
+}
+
 const fmtBytes = (n) => (n >= 1 << 30 ? `${(n / (1 << 30)).toFixed(2)} GiB` : n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`);
 const shapeText = (s) => `[${s.join(', ')}]`;
 
@@ -81,7 +94,8 @@ const COLUMNS = [
   { key: 'relL2', label: 'rel. L2', text: (t) => fmt(t.relL2) },
   { key: 'maxAbs', label: 'max |a−b|', text: (t) => fmt(t.maxAbs) },
   { key: 'meanAbs', label: 'mean |a−b|', text: (t) => fmt(t.meanAbs) },
-  { key: 'cosine', label: 'cosine', text: (t) => fmt(t.cosine) },
+  // Equal values are cosine 1 (the sums may round to 1 − 1e-16).
+  { key: 'cosine', label: 'cosine', text: (t) => (t.maxAbs === 0 && !t.nonfinite ? '1' : fmtCos(t.cosine)) },
   { key: 'nonfinite', label: 'NaN/Inf pairs', text: (t) => String(t.nonfinite) },
 ];
 
@@ -103,6 +117,9 @@ export function mount(el, ctx) {
   let result = null;
   let sortKey = ctx.params?.get('csort') ?? 'relL2';
   let sortDir = ctx.params?.get('cdir') ?? (sortKey === 'name' || sortKey === 'cosine' ? 'asc' : 'desc');
+  // "changed only": the tensors whose values differ at all (`?cchanged=1`).
+  let changedOnly = ctx.params?.get('cchanged') === '1';
+  const changed = (t) => t.maxAbs !== 0 || t.nonfinite > 0 || Number.isNaN(t.maxAbs);
 
   const setState = (s) => (root.dataset.compareState = s);
   const fail = (msg) => {
@@ -169,7 +186,16 @@ export function mount(el, ctx) {
       card(s.onlyA, 'only in A'),
       card(s.onlyB, 'only in B'),
     );
-    const parts = [cards, table()];
+    const only = h('input', { type: 'checkbox', class: 'tl-c-changed' });
+    only.checked = changedOnly;
+    only.addEventListener('change', () => {
+      changedOnly = only.checked;
+      ctx.setParam?.('cchanged', changedOnly ? '1' : null);
+      const wrap = body.querySelector('.tl-c-tablewrap');
+      if (wrap) wrap.replaceWith(table());
+    });
+    const filter = h('label', { class: 'tl-c-muted' }, only, ` changed only (${r.tensors.filter(changed).length} of ${r.tensors.length})`);
+    const parts = [cards, filter, table()];
     const list = (title, items, text) =>
       h('div', { class: 'tl-c-list' }, h('h4', {}, `${title} (${items.length})`), items.length ? h('ul', {}, ...items.slice(0, 2000).map((x) => h('li', { dataset: { tensor: x.name } }, text(x)))) : h('span', { class: 'tl-c-muted' }, 'none'));
     parts.push(
@@ -201,7 +227,7 @@ export function mount(el, ctx) {
   }
 
   function table() {
-    const rows = sorted();
+    const rows = changedOnly ? sorted().filter(changed) : sorted();
     const maxRel = Math.max(1e-300, ...result.tensors.map((t) => (Number.isFinite(t.relL2) ? t.relL2 : 0)));
     const head = h(
       'tr',

@@ -13,6 +13,7 @@
 //   the query through its `/` and `/web-demo` redirects;
 // - statistics by URL read each byte of the tensor once, in one Worker and in helper Workers
 //   (the Range bytes counted at the server);
+// - compare: a cosine near 1 is told from 1, "changed only" filters the table (kept in the address);
 // - smaller defects: the Tensors tab is off without a model; "1 key"; a shard index's overview
 //   gives the index's size and no percentage of it; the error panel does not repeat the rule;
 // - screenshots in tests/out/issue26-*.png.
@@ -54,6 +55,7 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
     generated.set('llama.safetensors', llamaSafetensors());
     generated.set('llama-tied.safetensors', llamaSafetensors({ tied: true }));
     generated.set('big.safetensors', bigSafetensors());
+    generated.set('llama-nudged.safetensors', llamaSafetensors({ nudge: { name: 'model.layers.2.mlp.up_proj.weight', by: 0.001 } }));
     ({ server, url } = await serve({ generated, log }));
     browser = await launch();
     page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
@@ -354,6 +356,27 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
     await page.click('#tabs [data-view=tensors]');
     await page.click('#models .chip:first-child .x');
     assert.equal(await page.$eval('#tabs .active', (e) => e.dataset.view), 'overview');
+    assert.deepEqual(problems, []);
+  });
+
+  it('compare tells a cosine near 1 from 1 and filters the changed tensors; the filter is in the address', { timeout: 60000 }, async () => {
+    await fresh('?url=/gen/llama.safetensors&compare=/gen/llama-nudged.safetensors&view=compare');
+    await page.waitForSelector('#compare-host [data-compare-state="done"]', { timeout: 30000 });
+    const rows = () => page.$$eval('#compare-host tbody tr[data-tensor]', (els) => els.map((e) => ({ name: e.dataset.tensor, cosine: Number(e.dataset.cosine), text: e.children[6].textContent })));
+    const all = await rows();
+    assert.equal(all.length, 3 + 9 * LLM.layers);
+    const hit = all.find((r) => r.name === 'model.layers.2.mlp.up_proj.weight');
+    assert.ok(hit.cosine < 1 && hit.cosine > 0.99999, String(hit.cosine));
+    assert.match(hit.text, /^1 − \d\.\de-\d+$/);
+    assert.equal(all.find((r) => r.name === 'model.norm.weight').text, '1');
+    await page.check('#compare-host .tl-c-changed');
+    assert.deepEqual((await rows()).map((r) => r.name), ['model.layers.2.mlp.up_proj.weight']);
+    assert.equal(new URLSearchParams(await page.evaluate(() => location.search)).get('cchanged'), '1');
+    await page.screenshot({ path: shot('compare'), fullPage: true });
+    await page.reload();
+    await page.waitForSelector('#compare-host [data-compare-state="done"]', { timeout: 30000 });
+    assert.equal(await page.$eval('#compare-host .tl-c-changed', (e) => e.checked), true);
+    assert.equal((await rows()).length, 1);
     assert.deepEqual(problems, []);
   });
 });

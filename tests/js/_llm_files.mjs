@@ -69,11 +69,19 @@ export function llamaGguf() {
   return ggufFile(kvs, tensors);
 }
 
-/** The same model with Hugging Face's names, float32 (`tied`: no lm_head, the embedding serves). */
-export function llamaSafetensors({ tied = false } = {}) {
+/**
+ * The same model with Hugging Face's names, float32 (`tied`: no lm_head, the embedding serves;
+ * `nudge`: {name, by}, one value of one tensor moved).
+ */
+export function llamaSafetensors({ tied = false, nudge = null } = {}) {
   const tensors = [];
   let seed = 1;
-  const add = (name, shape) => tensors.push([name, { dtype: 'F32', shape, data: f32(shape, seed++) }]);
+  const add = (name, shape) => {
+    const data = f32(shape, seed++);
+    // `nudge`: {name, by}: that tensor's first value moved by `by` (a fine-tune's tiny change).
+    if (nudge?.name === name) new Float32Array(data.buffer)[0] += nudge.by;
+    tensors.push([name, { dtype: 'F32', shape, data }]);
+  };
   add('model.embed_tokens.weight', [LLM.vocab, LLM.hidden]);
   for (let l = 0; l < LLM.layers; l++) for (const [, , h, s] of LAYER) add(`model.layers.${l}.${h}`, s);
   add('model.norm.weight', [LLM.hidden]);
