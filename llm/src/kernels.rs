@@ -294,7 +294,12 @@ impl<'m> Matrix<'m> {
                 t.par_chunks_mut(rows_per * n).enumerate().for_each(|(ci, o)| {
                     for j in 0..o.len() / n {
                         let w = self.row(ci * rows_per + j);
-                        for i in 0..n {
+                        let mut i = 0;
+                        while i + 4 <= n {
+                            o[j * n + i..j * n + i + 4].copy_from_slice(&q.dot4_exact(self.kind, w, i));
+                            i += 4;
+                        }
+                        for i in i..n {
                             o[j * n + i] = q.dot(self.kind, w, i);
                         }
                     }
@@ -576,6 +581,21 @@ impl QuantX {
         [0, 1, 2, 3].map(|k| self.dot(kind, row, i + k))
     }
 
+    /// [`dot`](Self::dot) of a row with inputs `i..i + 4`, each bit for bit `dot`'s.
+    #[inline]
+    fn dot4_exact(&self, kind: Kind, row: &[u8], i: usize) -> [f32; 4] {
+        #[cfg(target_arch = "x86_64")]
+        if kind == Kind::Q8_0 && simd() {
+            let nb = self.cols / self.block;
+            let d = [0, 1, 2, 3].map(|k| &self.d[(i + k) * nb..(i + k + 1) * nb]);
+            let q = [0, 1, 2, 3].map(|k| &self.q[(i + k) * self.cols..(i + k + 1) * self.cols]);
+            // SAFETY: simd() checked AVX2 and FMA; each input has nb scales and nb * 32 values and
+            // the row nb blocks (QuantX::new and Matrix::new checked the sizes).
+            return unsafe { x86::dot_q8_0_x4_exact(row, d, q) };
+        }
+        [0, 1, 2, 3].map(|k| self.dot(kind, row, i + k))
+    }
+
     /// The dot product of a stored weight row with input vector `i`.
     #[inline]
     fn dot(&self, kind: Kind, row: &[u8], i: usize) -> f32 {
@@ -844,6 +864,31 @@ mod x86 {
             }
         }
         hsum(_mm256_add_ps(a0, a1))
+    }
+
+    /// [`dot_q8_0`] of one row with four inputs (`d[k]`, `q[k]`), each result bit for bit
+    /// `dot_q8_0`'s (the same two accumulators per input, alternating by block, and the same
+    /// products): the row's blocks are loaded once for the four. The batched decode step's
+    /// kernel ([`super::Matrix::matmul_each`]).
+    ///
+    /// # Safety
+    /// As [`dot_q8_0`], for each of the four inputs.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_q8_0_x4_exact(row: &[u8], d: [&[f32]; 4], q: [&[i8]; 4]) -> [f32; 4] {
+        let t = super::f16_table();
+        let mut a = [[_mm256_setzero_ps(); 2]; 4];
+        for (b, blk) in row.chunks_exact(34).enumerate() {
+            // SAFETY: blk has 34 bytes (32 after the scale); each q[k] has 32 values at 32b.
+            let w = unsafe { _mm256_loadu_si256(blk.as_ptr().add(2) as *const __m256i) };
+            let dw = super::f16_at(t, blk, 0);
+            for k in 0..4 {
+                // SAFETY: as above.
+                let x = unsafe { _mm256_loadu_si256(q[k].as_ptr().add(32 * b) as *const __m256i) };
+                let s = _mm256_set1_ps(dw * d[k][b]);
+                a[k][b % 2] = _mm256_fmadd_ps(s, isum32(w, x), a[k][b % 2]);
+            }
+        }
+        a.map(|[a0, a1]| hsum(_mm256_add_ps(a0, a1)))
     }
 
     /// [`dot_q8_0`] of one row with four inputs (`d[k]`, `q[k]`): the row's blocks are loaded
