@@ -8,7 +8,7 @@
 //   stats    {model, name, bins, workers?}    -> TensorStats (streamed in chunkBytes slices; a large
 //            tensor stored as-is is cut in spans, one per helper Worker: see statsInParallel)
 //   values   {model, name, start, count}      -> Float64Array
-//   heatmap  {model, name, slice, mode, maxW, maxH} -> {w, h, data, rows, cols, block, ...}
+//   heatmap  {model, name, slice, mode, maxW, maxH} -> {w, h, data, rows, cols, block, blockR, blockC, ...}
 //   npy      {model, name}                    -> chunks of a .npy file, then {bytes, dtype}
 // Helper Workers (this script again, started by the inspector's Worker) answer one more:
 //   part     {model, open, name, span, summary?, bins} -> a span's StatsPart numbers (no summary)
@@ -349,9 +349,19 @@ async function heatmap(m, t, slice, mode, maxW, maxH, signal, progress) {
   const cols = nd >= 1 ? t.shape[nd - 1] : 1;
   const slices = nd > 2 ? t.shape.slice(0, nd - 2).reduce((a, b) => a * b, 1) : 1;
   if (!(slice >= 0 && slice < slices)) throw new RangeError(`slice ${slice} of ${slices}`);
-  const block = Math.max(1, Math.ceil(rows / maxH), Math.ceil(cols / maxW));
-  const w = Math.ceil(cols / block);
-  const h = Math.ceil(rows / block);
+  // One block size on both axes keeps the aspect ratio, unless that leaves a strip narrower than
+  // MIN_SIDE pixels (a 32000×2048 embedding: 508×33 px): then rows and columns get their own
+  // block sizes (the image is not to scale, and says so).
+  const MIN_SIDE = 128;
+  let blockR = Math.max(1, Math.ceil(rows / maxH), Math.ceil(cols / maxW));
+  let blockC = blockR;
+  if (Math.ceil(cols / blockC) < Math.min(MIN_SIDE, cols) || Math.ceil(rows / blockR) < Math.min(MIN_SIDE, rows)) {
+    blockR = Math.max(1, Math.ceil(rows / maxH));
+    blockC = Math.max(1, Math.ceil(cols / maxW));
+  }
+  const block = blockR === blockC ? blockR : null;
+  const w = Math.ceil(cols / blockC);
+  const h = Math.ceil(rows / blockR);
   const acc = new Float64Array(w * h);
   const cnt = new Float64Array(w * h);
   const base = slice * rows * cols;
@@ -363,13 +373,13 @@ async function heatmap(m, t, slice, mode, maxW, maxH, signal, progress) {
     const n = Math.min(band, rows - r0);
     const v = await valuesOf(m, t.name, base + r0 * cols, n * cols);
     for (let i = 0; i < n; i++) {
-      const by = Math.floor((r0 + i) / block) * w;
+      const by = Math.floor((r0 + i) / blockR) * w;
       for (let j = 0; j < cols; j++) {
         const x = v[i * cols + j];
         if (!Number.isFinite(x)) continue;
         if (x < min) min = x;
         if (x > max) max = x;
-        const k = by + Math.floor(j / block);
+        const k = by + Math.floor(j / blockC);
         if (mode === 'absmax') {
           if (Math.abs(x) > acc[k]) acc[k] = Math.abs(x);
         } else acc[k] += x;
@@ -380,7 +390,7 @@ async function heatmap(m, t, slice, mode, maxW, maxH, signal, progress) {
   }
   const data = new Float32Array(w * h);
   for (let k = 0; k < data.length; k++) data[k] = cnt[k] === 0 ? NaN : mode === 'absmax' ? acc[k] : acc[k] / cnt[k];
-  return { w, h, data, rows, cols, block, slices, slice, mode, min: Number.isFinite(min) ? min : NaN, max: Number.isFinite(max) ? max : NaN };
+  return { w, h, data, rows, cols, block, blockR, blockC, slices, slice, mode, min: Number.isFinite(min) ? min : NaN, max: Number.isFinite(max) ? max : NaN };
 }
 
 // --- .npy export (the format numpy.save writes: version 1.0 header, padded to 64 bytes)

@@ -613,7 +613,7 @@ function closeTensor() {
   current = null;
   $('tensor').classList.remove('show');
   $('tensor').dataset.statsState = 'idle';
-  for (const k of ['tensor', 'page', 'slice']) setParam(k, null);
+  for (const k of ['tensor', 'page', 'vcol', 'slice']) setParam(k, null);
 }
 $('t-close').addEventListener('click', closeTensor);
 $('t-cancel').addEventListener('click', () => {
@@ -623,7 +623,7 @@ $('t-cancel').addEventListener('click', () => {
 const NUMERIC = (t) => !t.parts && !/^complex|^string|^\?/.test(t.dtype) && !['dense', 'sparse_coo', 'sparse_csr', 'quantized'].includes(t.dtype);
 
 /** Opens tensor `name` of the active model: stats + histogram, then heatmap, then the first page of values. */
-export async function openTensor(name, { page = 0, slice = 0 } = {}) {
+export async function openTensor(name, { page = 0, slice = 0, col = 0 } = {}) {
   const m = models[active];
   const t = m?.tensors.find((x) => x.name === name);
   if (!t) return;
@@ -633,7 +633,7 @@ export async function openTensor(name, { page = 0, slice = 0 } = {}) {
     m.filter.sel = at;
     drawRows();
   }
-  current = { m, t, page: 0, stats: null, heat: null };
+  current = { m, t, page: 0, col: 0, stats: null, heat: null };
   const mine = current;
   setParam('tensor', name);
   const panel = $('tensor');
@@ -649,6 +649,8 @@ export async function openTensor(name, { page = 0, slice = 0 } = {}) {
     delete s.dataset.value;
   }
   $('values').textContent = '';
+  $('v-goto').value = '';
+  $('v-goto').classList.remove('bad');
   $('npy-text').textContent = '';
   $('hover').textContent = '';
   clearCanvas($('hist'));
@@ -695,7 +697,7 @@ export async function openTensor(name, { page = 0, slice = 0 } = {}) {
     if (cancelled) return;
   }
   job = null;
-  await showPage(page);
+  await showPage(page, col);
   if (nd >= 2 && mine === current) await drawHeat();
 }
 
@@ -787,7 +789,11 @@ async function drawHeat() {
   c.dataset.constant = String(constant);
   $('hm-lo').textContent = constant ? '' : mode === 'absmax' ? '0' : fmt(-lim);
   $('hm-hi').textContent = constant ? '' : fmt(lim);
-  $('hm-info').textContent = `${h.rows}×${h.cols}${h.slices > 1 ? ` (slice ${h.slice} of ${h.slices})` : ''} → ${h.h}×${h.w} px, ${h.block}×${h.block} elements a pixel (${mode})${constant ? ` · constant: every value is ${fmt(h.min)}` : ''}`;
+  const per = (n, what) => `${n} ${what}${n === 1 ? '' : 's'}`;
+  const scaleNote = h.block ? `${h.block}×${h.block} elements a pixel` : `${per(h.blockR, 'row')} × ${per(h.blockC, 'column')} a pixel (not to scale)`;
+  $('hm-info').textContent = `${h.rows} rows × ${h.cols} columns${h.slices > 1 ? ` (slice ${h.slice} of ${h.slices})` : ''} → ${h.w} px wide × ${h.h} px tall, ${scaleNote} (${mode})${constant ? ` · constant: every value is ${fmt(h.min)}` : ''}`;
+  c.dataset.blockRows = String(h.blockR);
+  c.dataset.blockCols = String(h.blockC);
 }
 $('hm-mode').addEventListener('change', () => {
   setParam('hm', $('hm-mode').value === 'mean' ? null : $('hm-mode').value);
@@ -803,47 +809,138 @@ $('heat').addEventListener('mousemove', (ev) => {
   const c = ev.currentTarget;
   const x = Math.min(h.w - 1, Math.floor((ev.offsetX / c.clientWidth) * h.w));
   const y = Math.min(h.h - 1, Math.floor((ev.offsetY / c.clientHeight) * h.h));
-  const r0 = y * h.block;
-  const c0 = x * h.block;
-  const r1 = Math.min(h.rows, r0 + h.block) - 1;
-  const c1 = Math.min(h.cols, c0 + h.block) - 1;
-  $('hover').textContent = `${h.block > 1 ? `rows ${r0}–${r1}, cols ${c0}–${c1}` : `[${r0}, ${c0}]`}: ${h.mode === 'absmax' && h.block > 1 ? 'max |v|' : h.block > 1 ? 'mean' : 'value'} ${fmt(h.data[y * h.w + x])}`;
+  const r0 = y * h.blockR;
+  const c0 = x * h.blockC;
+  const r1 = Math.min(h.rows, r0 + h.blockR) - 1;
+  const c1 = Math.min(h.cols, c0 + h.blockC) - 1;
+  const one = h.blockR === 1 && h.blockC === 1;
+  $('hover').textContent = `${!one ? `rows ${r0}–${r1}, cols ${c0}–${c1}` : `[${r0}, ${c0}]`}: ${h.mode === 'absmax' && !one ? 'max |v|' : !one ? 'mean' : 'value'} ${fmt(h.data[y * h.w + x])}`;
 });
 
-async function showPage(page) {
+/**
+ * The value grid's layout of tensor `t`: a matrix (2-D or more) as rows × its last dimension, the
+ * leading dimensions flattened into rows; a vector as rows of PAGE_COLS.
+ */
+function gridOf(t) {
+  const nd = t.shape.length;
+  if (nd >= 2) {
+    const cols = t.shape[nd - 1];
+    return { matrix: true, cols, rows: cols ? t.numel / cols : 0, lead: t.shape.slice(0, -1) };
+  }
+  return { matrix: false, cols: PAGE_COLS, rows: Math.ceil(t.numel / PAGE_COLS), lead: null };
+}
+/** A row's label: its index, or its multi-index over the leading dimensions of an N-D tensor. */
+function rowLabel(g, r) {
+  if (!g.matrix) return String(r * PAGE_COLS);
+  if (g.lead.length === 1) return String(r);
+  const idx = [];
+  for (let k = g.lead.length - 1, x = r; k >= 0; k--) {
+    idx.unshift(x % g.lead[k]);
+    x = Math.floor(x / g.lead[k]);
+  }
+  return `[${idx.join(', ')}]`;
+}
+/**
+ * Shows the value grid's window: row page `page` (PAGE_ROWS rows) and column page `col`
+ * (PAGE_COLS columns of a matrix); `hit`, a flat index to mark. Both are clamped and go to the
+ * address (`page`, `vcol`).
+ */
+async function showPage(page, col = current?.col ?? 0, hit = null) {
   const cur = current;
   if (!cur) return;
-  const per = PAGE_ROWS * PAGE_COLS;
-  const pages = Math.max(1, Math.ceil(cur.t.numel / per));
+  const g = gridOf(cur.t);
+  const pages = Math.max(1, Math.ceil(g.rows / PAGE_ROWS));
+  const colPages = g.matrix ? Math.max(1, Math.ceil(g.cols / PAGE_COLS)) : 1;
   page = Math.max(0, Math.min(pages - 1, page));
+  col = Math.max(0, Math.min(colPages - 1, col));
   cur.page = page;
+  cur.col = col;
   setParam('page', page || null);
-  const start = page * per;
-  const n = Math.min(per, cur.t.numel - start);
-  $('v-page').textContent = `${start}–${start + n - 1} of ${cur.t.numel} (page ${page + 1}/${pages})`;
-  if (n <= 0) return;
-  let v;
+  setParam('vcol', col || null);
+  const r0 = page * PAGE_ROWS;
+  const r1 = Math.min(g.rows, r0 + PAGE_ROWS);
+  const c0 = g.matrix ? col * PAGE_COLS : 0;
+  const c1 = g.matrix ? Math.min(g.cols, c0 + PAGE_COLS) : PAGE_COLS;
+  $('v-page').textContent = g.matrix
+    ? `rows ${rowLabel(g, r0)}–${rowLabel(g, Math.max(r0, r1 - 1))} of ${g.rows}, columns ${c0}–${Math.max(c0, c1 - 1)} of ${g.cols} (page ${page + 1}/${pages})`
+    : `${r0 * PAGE_COLS}–${Math.min(cur.t.numel, r1 * PAGE_COLS) - 1} of ${cur.t.numel} (page ${page + 1}/${pages})`;
+  $('v-left').disabled = col === 0;
+  $('v-right').disabled = col >= colPages - 1;
+  $('v-left').hidden = $('v-right').hidden = !g.matrix || colPages <= 1;
+  if (r1 <= r0 || cur.t.numel === 0) return;
+  // One read where the window's rows are contiguous (the whole width shown), else one per row.
+  const width = c1 - c0;
+  let rowsOf;
   try {
-    v = await call('values', { model: cur.m.model, name: cur.t.name, start, count: n }).promise;
+    const read = (start, count) => call('values', { model: cur.m.model, name: cur.t.name, start, count }).promise;
+    if (!g.matrix || (c0 === 0 && c1 === g.cols)) {
+      const rowLen = g.matrix ? g.cols : PAGE_COLS;
+      const start = r0 * rowLen;
+      const v = await read(start, Math.min(cur.t.numel, r1 * rowLen) - start);
+      rowsOf = (r) => v.subarray((r - r0) * rowLen, Math.min(v.length, (r - r0 + 1) * rowLen));
+    } else {
+      const got = await Promise.all(Array.from({ length: r1 - r0 }, (_, k) => read((r0 + k) * g.cols + c0, width)));
+      rowsOf = (r) => got[r - r0];
+    }
   } catch (e) {
     if (cur === current) $('values').innerHTML = `<tr><td class="err">${esc(e.message)}</td></tr>`;
     return;
   }
-  if (cur !== current || cur.page !== page) return;
-  let html = `<tr><th></th>${Array.from({ length: PAGE_COLS }, (_, j) => `<th>+${j}</th>`).join('')}</tr>`;
-  for (let r = 0; r * PAGE_COLS < n; r++) {
-    html += `<tr><th>${start + r * PAGE_COLS}</th>`;
-    for (let j = 0; j < PAGE_COLS; j++) {
-      const i = r * PAGE_COLS + j;
-      html += i < n ? `<td data-index="${start + i}" data-value="${Object.is(v[i], -0) ? '-0' : v[i]}">${fmt(v[i])}</td>` : '<td></td>';
+  if (cur !== current || cur.page !== page || cur.col !== col) return;
+  const heads = g.matrix ? Array.from({ length: width }, (_, j) => c0 + j) : Array.from({ length: PAGE_COLS }, (_, j) => `+${j}`);
+  let html = `<tr><th></th>${heads.map((x) => `<th>${x}</th>`).join('')}</tr>`;
+  for (let r = r0; r < r1; r++) {
+    const v = rowsOf(r);
+    html += `<tr><th>${rowLabel(g, r)}</th>`;
+    for (let j = 0; j < heads.length; j++) {
+      const i = g.matrix ? r * g.cols + c0 + j : r * PAGE_COLS + j;
+      html += j < v.length ? `<td data-index="${i}" data-value="${Object.is(v[j], -0) ? '-0' : v[j]}"${i === hit ? ' class="hit"' : ''}>${fmt(v[j])}</td>` : '<td></td>';
     }
     html += '</tr>';
   }
   $('values').innerHTML = html;
   $('values').dataset.page = String(page);
+  $('values').dataset.col = String(col);
+}
+/** Shows the page holding flat index `i`, or row `r`, column `c` ("r, c" or "i"), and marks it. */
+function goTo(text) {
+  const cur = current;
+  if (!cur) return false;
+  const g = gridOf(cur.t);
+  const nums = String(text).split(/[\s,]+/).filter(Boolean).map(Number);
+  if (!nums.length || nums.some((x) => !Number.isInteger(x) || x < 0)) return false;
+  let i;
+  if (nums.length === 2 && g.matrix) {
+    if (nums[0] >= g.rows || nums[1] >= g.cols) return false;
+    i = nums[0] * g.cols + nums[1];
+  } else if (nums.length === 1) i = nums[0];
+  else return false;
+  if (i >= cur.t.numel) return false;
+  const r = g.matrix ? Math.floor(i / g.cols) : Math.floor(i / PAGE_COLS);
+  const c = g.matrix ? i % g.cols : 0;
+  showPage(Math.floor(r / PAGE_ROWS), Math.floor(c / PAGE_COLS), i);
+  return true;
 }
 $('v-prev').addEventListener('click', () => current && showPage(current.page - 1));
 $('v-next').addEventListener('click', () => current && showPage(current.page + 1));
+$('v-left').addEventListener('click', () => current && showPage(current.page, current.col - 1));
+$('v-right').addEventListener('click', () => current && showPage(current.page, current.col + 1));
+$('v-goto').addEventListener('keydown', (ev) => {
+  if (ev.key !== 'Enter') return;
+  ev.preventDefault();
+  $('v-goto').classList.toggle('bad', !goTo($('v-goto').value));
+});
+/** Keys in the value grid: PageUp/PageDown a page of rows, Home/End the first/last, ←/→ columns. */
+$('values').addEventListener('keydown', (ev) => {
+  const cur = current;
+  if (!cur) return;
+  const last = Math.max(0, Math.ceil(gridOf(cur.t).rows / PAGE_ROWS) - 1);
+  const to = { PageDown: [cur.page + 1, cur.col], PageUp: [cur.page - 1, cur.col], Home: [0, 0], End: [last, cur.col], ArrowRight: [cur.page, cur.col + 1], ArrowLeft: [cur.page, cur.col - 1] }[ev.key];
+  if (!to) return;
+  ev.preventDefault();
+  ev.stopPropagation();
+  showPage(...to);
+});
 
 // --- exports
 const exported = { last: null };
@@ -982,10 +1079,13 @@ document.addEventListener('keydown', (ev) => {
   }
   const m = models[active];
   if (!m || view !== 'tensors' || (typing && ev.target.id !== 'search')) return;
-  if (ev.key === 'ArrowDown' || ev.key === 'ArrowUp') {
+  const g = $('grid');
+  const pageRows = Math.max(1, Math.floor(g.clientHeight / ROW) - 2);
+  const move = { ArrowDown: 1, ArrowUp: -1, PageDown: pageRows, PageUp: -pageRows, Home: -Infinity, End: Infinity }[ev.key];
+  // Home/End/PageUp/PageDown move in the table from the table or the search box (not in other fields).
+  if (move !== undefined && (!typing || !['Home', 'End'].includes(ev.key))) {
     ev.preventDefault();
-    m.filter.sel = Math.max(0, Math.min(rowsNow.length - 1, m.filter.sel + (ev.key === 'ArrowDown' ? 1 : -1)));
-    const g = $('grid');
+    m.filter.sel = Math.max(0, Math.min(rowsNow.length - 1, m.filter.sel + move));
     const y = m.filter.sel * ROW;
     if (y < g.scrollTop) g.scrollTop = y;
     else if (y + 2 * ROW > g.scrollTop + g.clientHeight) g.scrollTop = y + 2 * ROW - g.clientHeight;
@@ -1038,7 +1138,7 @@ window.inspector.ready = (async () => {
   const compare = params.get('compare');
   const tensor = params.get('tensor');
   const v = params.get('view');
-  const at = { page: Number(params.get('page')) || 0, slice: Number(params.get('slice')) || 0 };
+  const at = { page: Number(params.get('page')) || 0, col: Number(params.get('vcol')) || 0, slice: Number(params.get('slice')) || 0 };
   if (url) await openUrl(url);
   if (compare) await openUrl(compare, { param: 'compare' });
   if (url && compare) activate(models.findIndex((m) => m.url === new URL(url, location.href).href));

@@ -264,7 +264,8 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
         cases.push({ id, dtype: t.dtype, shape: t.shape, bytes: new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength), edges: ns.histogram.edges });
         if (file.endsWith('.gguf') && t.ggml?.quantized) {
           // The first page of the value grid: dequantized by the core in the Worker.
-          const cells = await page.$$eval('#values td[data-index]', (tds) => tds.map((td) => Number(td.dataset.value)));
+          // (A matrix's first page is its first rows and columns: cells by their flat index.)
+          const cells = await page.$$eval('#values td[data-index]', (tds) => tds.map((td) => [Number(td.dataset.index), Number(td.dataset.value)]));
           got[`${id} values`] = cells;
         }
       }
@@ -305,7 +306,7 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
     const vref = referenceValues(quant);
     for (const c of quant) {
       const cells = got[`${c.id} values`];
-      assert.deepEqual(bitsOf(cells), vref[c.id].slice(0, cells.length), `${c.id}: grid values vs gguf-py`);
+      assert.deepEqual(bitsOf(cells.map(([, v]) => v)), cells.map(([i]) => vref[c.id][i]), `${c.id}: grid values vs gguf-py`);
     }
 
     // .npy export of stored-as-is tensors (the file's bytes) and of converted ones (float32 values).
@@ -441,7 +442,7 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
     assert.deepEqual(problems, []);
   });
 
-  it('heatmaps keep the aspect ratio, average or take absmax of blocks, show constants neutrally, and slice N-D tensors', { timeout: 60000 }, async () => {
+  it('heatmaps keep the aspect ratio (not into a strip), average or take absmax of blocks, show constants neutrally, and slice N-D tensors', { timeout: 60000 }, async () => {
     const tall = new Float32Array(4096 * 64).map((_, i) => (i % 64) - 32 + (Math.floor(i / 64) % 8 === 0 ? 100 : 0));
     const cube = new Float32Array(3 * 4 * 5).map((_, i) => i);
     generated.set('heat.safetensors', safetensorsFile([
@@ -468,9 +469,11 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
     await openTensor('tall');
     await drawn('px');
     let h = await heat();
-    // 4096×64 in 8×8 blocks: 512 rows by 8 columns of pixels, drawn at that ratio.
-    assert.deepEqual([h.w, h.h], [8, 512]);
-    assert.ok(Math.abs(h.cw / h.ch - 8 / 512) < 0.02, `${h.cw}x${h.ch}`);
+    // 4096×64 in 8×8 blocks would be an 8 px strip (issue 26): 8 rows × 1 column a pixel, 512
+    // rows by 64 columns of pixels, drawn at that ratio and said to be not to scale.
+    assert.deepEqual([h.w, h.h], [64, 512]);
+    assert.ok(Math.abs(h.cw / h.ch - 64 / 512) < 0.02, `${h.cw}x${h.ch}`);
+    assert.match(h.info, /^4096 rows × 64 columns → 64 px wide × 512 px tall, 8 rows × 1 column a pixel \(not to scale\)/);
     assert.equal(h.constant, 'false');
     // Block mean of rows 0-7, cols 0-7 (row 0 has +100 on each value).
     const mean = (rows, cols) => {
@@ -479,18 +482,18 @@ describe('Chromium: the model inspector', { skip: missing ?? false }, () => {
       return s / (rows.length * cols.length);
     };
     const range = (a, n) => Array.from({ length: n }, (_, i) => a + i);
-    assert.equal(await hoverPixel(0, 0), `rows 0–7, cols 0–7: mean ${Number(mean(range(0, 8), range(0, 8)).toPrecision(6))}`);
+    assert.equal(await hoverPixel(0, 0), `rows 0–7, cols 0–0: mean ${Number(mean(range(0, 8), range(0, 1)).toPrecision(6))}`);
     await page.selectOption('#hm-mode', 'absmax');
     await drawn('(absmax)');
-    const absmax = Math.max(...range(0, 8).flatMap((r) => range(0, 8).map((c) => Math.abs(tall[r * 64 + c]))));
-    assert.equal(absmax, 75);
-    assert.equal(await hoverPixel(0, 0), `rows 0–7, cols 0–7: max |v| ${absmax}`);
+    const absmax = Math.max(...range(0, 8).flatMap((r) => range(0, 1).map((c) => Math.abs(tall[r * 64 + c]))));
+    assert.equal(absmax, 68);
+    assert.equal(await hoverPixel(0, 0), `rows 0–7, cols 0–0: max |v| ${absmax}`);
     await page.selectOption('#hm-mode', 'mean');
     await openTensor('zeros');
     await drawn('constant');
     h = await heat();
     assert.equal(h.constant, 'true');
-    assert.deepEqual([h.w, h.h], [512, 8]);
+    assert.deepEqual([h.w, h.h], [512, 64]);
     const px = await page.evaluate(() => [...document.getElementById('heat').getContext('2d').getImageData(0, 0, 512, 8).data.slice(0, 8)]);
     assert.deepEqual(px, [228, 231, 236, 255, 228, 231, 236, 255], 'a neutral grey, not a colour of the scale');
     await openTensor('cube');

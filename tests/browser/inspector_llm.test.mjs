@@ -13,6 +13,9 @@
 //   the query through its `/` and `/web-demo` redirects;
 // - statistics by URL read each byte of the tensor once, in one Worker and in helper Workers
 //   (the Range bytes counted at the server);
+// - the value grid: a matrix as rows × columns with row and column pages, PageUp/PageDown/Home/End
+//   and ←/→ in the grid, "go to" row, column or index; Home/End/PageUp/PageDown in the table;
+//   a wide matrix's heatmap is not a strip;
 // - compare: a cosine near 1 is told from 1, "changed only" filters the table (kept in the address);
 // - smaller defects: the Tensors tab is off without a model; "1 key"; a shard index's overview
 //   gives the index's size and no percentage of it; the error panel does not repeat the rule;
@@ -28,6 +31,7 @@ import { serve } from '../../web-demo/serve.mjs';
 import { CI, launch, missing } from './_chromium.mjs';
 import { LLM, PARAMS, llamaGguf, llamaSafetensors } from '../js/_llm_files.mjs';
 import { safetensorsFile } from '../js/_model_files.mjs';
+import * as tensorlane from '../../js/node.js';
 
 /** A safetensors with one 24 MiB float32 matrix `big` (values i % 1000 - 500) after a small one. */
 function bigSafetensors() {
@@ -55,6 +59,8 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
     generated.set('llama.safetensors', llamaSafetensors());
     generated.set('llama-tied.safetensors', llamaSafetensors({ tied: true }));
     generated.set('big.safetensors', bigSafetensors());
+    const wide = new Float32Array(128 * 8192).map((_, i) => Math.sin(i / 97) * ((i % 8192) / 8192));
+    generated.set('wide.safetensors', safetensorsFile([['wide', { dtype: 'F32', shape: [128, 8192], data: new Uint8Array(wide.buffer) }]]));
     generated.set('llama-nudged.safetensors', llamaSafetensors({ nudge: { name: 'model.layers.2.mlp.up_proj.weight', by: 0.001 } }));
     ({ server, url } = await serve({ generated, log }));
     browser = await launch();
@@ -377,6 +383,96 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
     await page.waitForSelector('#compare-host [data-compare-state="done"]', { timeout: 30000 });
     assert.equal(await page.$eval('#compare-host .tl-c-changed', (e) => e.checked), true);
     assert.equal((await rows()).length, 1);
+    assert.deepEqual(problems, []);
+  });
+
+  it('the value grid pages a matrix by rows and columns, jumps, and takes PageUp/PageDown/Home/End; the table too', { timeout: 60000 }, async () => {
+    await fresh('?url=/gen/llama.gguf&view=tensors&tensor=token_embd.weight');
+    const want = tensorlane.open(generated.get('llama.gguf')).tensor('token_embd.weight', { widen: true });
+    const grid = () =>
+      page.evaluate(() => {
+        const v = document.getElementById('values');
+        return {
+          page: v.dataset.page,
+          col: v.dataset.col,
+          heads: [...v.querySelectorAll('tr:first-child th')].slice(1).map((e) => e.textContent),
+          rows: [...v.querySelectorAll('tr')].slice(1).map((tr) => tr.querySelector('th').textContent),
+          cells: [...v.querySelectorAll('td[data-index]')].map((td) => [Number(td.dataset.index), Number(td.dataset.value)]),
+          hit: [...v.querySelectorAll('td.hit')].map((td) => Number(td.dataset.index)),
+          text: document.getElementById('v-page').textContent,
+        };
+      });
+    const at = async (page_, col) => {
+      await page.waitForFunction(([p, c]) => document.getElementById('values').dataset.page === p && document.getElementById('values').dataset.col === c, [String(page_), String(col)], { timeout: 30000 });
+      const g = await grid();
+      for (const [i, v] of g.cells) assert.equal(v, want[i], `value ${i}`);
+      return g;
+    };
+    let g = await at(0, 0);
+    // 64 × 16: rows 0-15 and columns 0-7, flat index = row * 16 + column.
+    assert.deepEqual(g.heads, ['0', '1', '2', '3', '4', '5', '6', '7']);
+    assert.equal(g.rows[1], '1');
+    assert.equal(g.cells.length, 16 * 8);
+    assert.deepEqual(g.cells[8][0], 16);
+    assert.equal(g.text, 'rows 0–15 of 64, columns 0–7 of 16 (page 1/4)');
+    await page.click('#v-right');
+    g = await at(0, 1);
+    assert.deepEqual(g.heads, ['8', '9', '10', '11', '12', '13', '14', '15']);
+    assert.equal(g.cells[0][0], 8);
+    await page.focus('#values');
+    await page.keyboard.press('PageDown');
+    g = await at(1, 1);
+    assert.equal(g.rows[0], '16');
+    await page.keyboard.press('End');
+    g = await at(3, 1);
+    assert.equal(g.rows.at(-1), '63');
+    await page.keyboard.press('ArrowLeft');
+    await at(3, 0);
+    await page.keyboard.press('Home');
+    await at(0, 0);
+    // Go to row 40, column 13: its page, the cell marked; then by flat index.
+    await page.fill('#v-goto', '40, 13');
+    await page.press('#v-goto', 'Enter');
+    g = await at(2, 1);
+    assert.deepEqual(g.hit, [40 * 16 + 13]);
+    const q = new URLSearchParams(await page.evaluate(() => location.search));
+    assert.deepEqual([q.get('page'), q.get('vcol')], ['2', '1']);
+    await page.reload();
+    await page.waitForFunction(() => window.inspector?.ready);
+    await page.evaluate(() => window.inspector.ready);
+    await at(2, 1);
+    await page.fill('#v-goto', '5');
+    await page.press('#v-goto', 'Enter');
+    g = await at(0, 0);
+    assert.deepEqual(g.hit, [5]);
+    await page.fill('#v-goto', '64, 0');
+    await page.press('#v-goto', 'Enter');
+    assert.equal(await page.$eval('#v-goto', (e) => e.classList.contains('bad')), true, 'outside: refused');
+    await page.screenshot({ path: shot('values'), fullPage: true });
+    // The table: End, Home, PageDown move the selection.
+    await page.focus('#grid');
+    await page.keyboard.press('End');
+    const sel = () => page.$eval('#gbody .row.sel', (e) => Number(e.dataset.i));
+    assert.equal(await sel(), 3 + 9 * LLM.layers - 1);
+    await page.keyboard.press('Home');
+    assert.equal(await sel(), 0);
+    await page.keyboard.press('PageDown');
+    assert.ok((await sel()) >= 10, String(await sel()));
+    assert.deepEqual(problems, []);
+  });
+
+  it('a wide matrix draws as a readable heatmap, not a strip', { timeout: 60000 }, async () => {
+    await fresh('?url=/gen/wide.safetensors&view=tensors&tensor=wide');
+    await page.waitForFunction(() => /px wide/.test(document.getElementById('hm-info').textContent), null, { timeout: 30000 });
+    const h = await page.evaluate(() => {
+      const c = document.getElementById('heat');
+      return { w: c.width, h: c.height, cw: c.clientWidth, ch: c.clientHeight, info: document.getElementById('hm-info').textContent };
+    });
+    // 128 × 8192 in 16×16 blocks would be 512 × 8 px; 1 row × 16 columns a pixel: 512 × 128.
+    assert.deepEqual([h.w, h.h], [512, 128]);
+    assert.ok(h.ch >= 100, `${h.cw}×${h.ch} on the page`);
+    assert.match(h.info, /^128 rows × 8192 columns → 512 px wide × 128 px tall, 1 row × 16 columns a pixel \(not to scale\)/);
+    await page.screenshot({ path: shot('heatmap-wide'), fullPage: true });
     assert.deepEqual(problems, []);
   });
 });
