@@ -620,6 +620,7 @@ fn write_zt(
         w.end_part().map_err(refused)?;
         w.end_object().map_err(refused)?;
     }
+    crate::identify::check_unchanged(model)?;
     let size = w.finish()?.size;
     finish(bar);
     Ok(size)
@@ -693,6 +694,7 @@ fn write_safetensors(model: &Model, plans: &[Plan], output: &Path) -> Result<u64
             )));
         }
     }
+    crate::identify::check_unchanged(model)?;
     w.finish()?;
     finish(bar);
     Ok(size)
@@ -723,6 +725,7 @@ fn write_tenso(model: &Model, plans: &[Plan], output: &Path) -> Result<u64, CliE
     finish(bar);
     let bytes = wire::encode(&Packet::Bundle(bundle), &EncodeOptions::default())
         .map_err(|e| CliError::Refused(format!("Tenso cannot encode the bundle: {e}")))?;
+    crate::identify::check_unchanged(model)?;
     tensorlane::publish::write_file(output, &bytes)?;
     Ok(bytes.len() as u64)
 }

@@ -111,6 +111,13 @@ pub fn note_if_changed(path: &Path, size_at_open: u64, e: CliError) -> CliError 
     }
 }
 
+/// An error (invalid input, exit 2) when a file of `model` was written in place, truncated or
+/// extended since it was opened ([`Model::check_unchanged`]): what a pass computed from it may
+/// mix two versions, so it is not reported. Passes call it after their last read.
+pub fn check_unchanged(model: &tensorlane::model::Model) -> Result<(), CliError> {
+    model.check_unchanged().map_err(|e| CliError::Invalid(e.to_string()))
+}
+
 /// Whether the file ends with `magic`.
 pub fn ends_with(src: &Source, magic: &[u8]) -> bool {
     let n = magic.len() as u64;

@@ -525,6 +525,9 @@ pub fn inspect<'m>(model: &'m Model, file: &str, hash: bool) -> Result<Report<'m
     let mut sources = model.sources();
     let bytes = sources.next().map_or(0, |(_, n)| n);
     let zt = crate::zt_tools::zt_info(model)?;
+    if hash {
+        crate::identify::check_unchanged(model)?;
+    }
     Ok(Report {
         format: cat.format.name(),
         file: file.to_string(),
@@ -742,6 +745,7 @@ pub fn verify(model: &Model, canonical: bool, deep: bool) -> Result<String, CliE
         last = done;
     })?;
     finish(bar);
+    crate::identify::check_unchanged(model)?;
     if let Some(z) = zt {
         return Ok(z.sentence);
     }

@@ -239,6 +239,7 @@ pub fn model_stats(model: &Model, file: &str, names: &[String], opts: &StatsOpti
         };
         rows.extend(row);
     }
+    crate::identify::check_unchanged(model)?;
     Ok(StatsReport(rows))
 }
 

@@ -12,6 +12,11 @@
 //! * `zt_file_cut_mid_read`: `verify --canonical` (cut during the byte-for-byte comparison), and
 //!   `convert` of a `.zt` to `.zt`, `.safetensors` and Tenso; no output is left behind.
 //!
+//! * `safetensors_rewritten_in_place_mid_read` (issue 25): the same size, bytes overwritten in
+//!   the middle: `inspect --hash`, `stats`, `verify` and `convert` end with exit 2 naming the
+//!   file and saying it was written in place (its identity, `FileId`, moved), rather than a
+//!   hash, a count or an output of neither version.
+//!
 //! The listing (`inspect` of a `.zt`) reads only the manifest, too quickly to cut in the middle:
 //! `zt_tools`'s unit tests cut its file between the open and the reads.
 
@@ -58,6 +63,19 @@ fn signal(pid: u32, sig: &str) {
 /// Runs the tool with `args`; once it has read `after` bytes, stops it, cuts `file` to `keep`
 /// bytes and lets it go on. `None` when it finished before it could be stopped.
 fn cut_while_reading(args: &[&str], file: &Path, after: u64, keep: u64) -> Option<Output> {
+    change_while_reading(args, after, &|| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(file)
+            .unwrap()
+            .set_len(keep)
+            .unwrap()
+    })
+}
+
+/// Runs the tool with `args`; once it has read `after` bytes, stops it, runs `change` and lets
+/// it go on. `None` when it finished before it could be stopped.
+fn change_while_reading(args: &[&str], after: u64, change: &dyn Fn()) -> Option<Output> {
     let mut child = Command::new(BIN)
         .args(args)
         .stdout(Stdio::null())
@@ -80,12 +98,7 @@ fn cut_while_reading(args: &[&str], file: &Path, after: u64, keep: u64) -> Optio
     if child.try_wait().unwrap().is_some() {
         return None;
     }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(file)
-        .unwrap()
-        .set_len(keep)
-        .unwrap();
+    change();
     signal(pid, "-CONT");
     Some(child.wait_with_output().unwrap())
 }
@@ -190,6 +203,65 @@ fn zt_file_cut_mid_read() {
         }
         check_cut(&make, &args, &p, 48 * MIB, 40 * MIB);
         assert!(!out.exists(), "{args:?} left an output");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn safetensors_rewritten_in_place_mid_read() {
+    let dir = scratch("rewrite");
+    let p = dir.join("big.safetensors");
+    // Four 32 MiB f32 tensors of zeros.
+    let mut header = String::from("{");
+    for i in 0..4u64 {
+        let (a, b) = (i * 32 * MIB, (i + 1) * 32 * MIB);
+        if i > 0 {
+            header.push(',');
+        }
+        header.push_str(&format!(r#""t{i}":{{"dtype":"F32","shape":[{}],"data_offsets":[{a},{b}]}}"#, 8 * MIB));
+    }
+    header.push('}');
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.resize(bytes.len() + (128 * MIB) as usize, 0);
+    let make = || std::fs::write(&p, &bytes).unwrap();
+    let f = p.to_str().unwrap();
+    let out = dir.join("out.zt");
+    // Overwrite 1 MiB in the last tensor, the size unchanged.
+    let rewrite = || {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut w = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        w.seek(SeekFrom::Start(bytes.len() as u64 - 16 * MIB)).unwrap();
+        w.write_all(&vec![0xff; MIB as usize]).unwrap();
+    };
+    let runs: [Vec<&str>; 4] = [
+        vec!["inspect", "--hash", f],
+        vec!["stats", f],
+        vec!["verify", f],
+        vec!["convert", f, out.to_str().unwrap()],
+    ];
+    for args in runs {
+        let mut done = false;
+        for _ in 0..3 {
+            make();
+            let Some(o) = change_while_reading(&args, 16 * MIB, &rewrite) else {
+                eprintln!("{args:?} finished before the rewrite; again");
+                continue;
+            };
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {:?} {stderr}", o.status);
+            assert!(
+                stderr.contains(f) && stderr.contains("changed while it was read") && stderr.contains("written in place"),
+                "{args:?}: {stderr}"
+            );
+            assert!(!out.exists(), "{args:?} published an output");
+            done = true;
+            break;
+        }
+        assert!(done, "{args:?} finished before the rewrite three times");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

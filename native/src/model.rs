@@ -453,6 +453,27 @@ impl Model {
         })
     }
 
+    /// Whether every file of the model (the opened one, shards, companions) is still what it
+    /// was when it was opened ([`Source::check_unchanged`]): an error naming the first one that
+    /// was written in place, truncated or extended since. Passes that read a model (hashes,
+    /// statistics, verification, conversion) call it at their end, so a result computed from a
+    /// mix of two versions is never reported as the file's.
+    pub fn check_unchanged(&self) -> Result<(), Error> {
+        for (k, src) in self.sources.iter().enumerate() {
+            if self.missing.iter().any(|(m, _)| *m == k) {
+                continue;
+            }
+            src.check_unchanged().map_err(|e| {
+                Error::Format(FormatError::new(
+                    self.catalog.format.name(),
+                    ErrorKind::Io,
+                    format!("{}: {e}", self.paths[k].display()),
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
     /// Source `k` of [`Catalog::sources`] (0: the opened file), or `None` when there is none or
     /// it was not found (a missing `.zt` shard): what a caller reads itself, as the JS addon runs
     /// the `.zt` container's deep verify over the root and its shards.

@@ -9,18 +9,92 @@ use std::sync::Arc;
 
 use tensorlane_core::source::{ReadAt, SourceError, check_range};
 
+/// What a file's contents are known by without reading them: its size, modification and
+/// status-change times and inode, from `fstat` of an open descriptor. A write in place changes
+/// the times (and the size when it truncates or extends); a file replaced by a rename keeps the
+/// open descriptor on the old inode, whose bytes stay as they were. Not detectable: a write
+/// that restores both times, or one within the file system's timestamp granularity of the
+/// open (nanoseconds on ext4, xfs and btrfs; 2 s on FAT).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileId {
+    /// Size in bytes.
+    pub len: u64,
+    /// Modification time, nanoseconds since the epoch (0 where the platform has none).
+    pub mtime_ns: i128,
+    /// Status-change time, nanoseconds since the epoch (unix; 0 elsewhere).
+    pub ctime_ns: i128,
+    /// Inode number (unix; 0 elsewhere).
+    pub ino: u64,
+}
+
+impl FileId {
+    /// The identity of the open `file` now.
+    pub fn of(file: &File) -> io::Result<FileId> {
+        let m = file.metadata()?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            Ok(FileId {
+                len: m.len(),
+                mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+                ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+                ino: m.ino(),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let mtime_ns = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos() as i128);
+            Ok(FileId {
+                len: m.len(),
+                mtime_ns,
+                ctime_ns: 0,
+                ino: 0,
+            })
+        }
+    }
+
+    /// An error saying how `now` differs from `self` (the identity at open), or `Ok` when it
+    /// does not.
+    pub fn check(&self, now: &FileId) -> Result<(), SourceError> {
+        if self == now {
+            return Ok(());
+        }
+        let what = if now.len != self.len {
+            format!("{} bytes now, {} when it was opened", now.len, self.len)
+        } else if now.ino != self.ino {
+            "another file now".into()
+        } else {
+            "written in place: its modification time moved".into()
+        };
+        Err(SourceError::Io(format!(
+            "the file changed while it was read ({what}), so what was read may mix two versions; \
+             run again once nothing writes to it"
+        )))
+    }
+}
+
 /// A read-only memory map of a whole file. Cloning shares the mapping.
 #[derive(Clone, Debug)]
 pub struct MmapSource {
     map: Option<Arc<memmap2::Mmap>>,
+    /// The open file and its identity at open (none for [`MmapSource::empty`]).
+    file: Option<Arc<(File, FileId)>>,
 }
 
 impl MmapSource {
     /// Maps `path` read-only. An empty file needs no mapping (and cannot have one).
     pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
         let f = File::open(path.as_ref())?;
-        if f.metadata()?.len() == 0 {
-            return Ok(MmapSource { map: None });
+        let id = FileId::of(&f)?;
+        if id.len == 0 {
+            return Ok(MmapSource {
+                map: None,
+                file: Some(Arc::new((f, id))),
+            });
         }
         // SAFETY: the mapping is read-only and private to this process's view. Another process
         // truncating the file while it is mapped makes a later access raise SIGBUS, which no
@@ -30,12 +104,13 @@ impl MmapSource {
         let map = unsafe { memmap2::Mmap::map(&f)? };
         Ok(MmapSource {
             map: Some(Arc::new(map)),
+            file: Some(Arc::new((f, id))),
         })
     }
 
     /// A source of no bytes (what stands in for a file that is not there).
     pub fn empty() -> Self {
-        MmapSource { map: None }
+        MmapSource { map: None, file: None }
     }
 
     /// The whole file's bytes.
@@ -66,14 +141,15 @@ impl ReadAt for MmapSource {
 pub struct FileSource {
     file: File,
     size: u64,
+    id: FileId,
 }
 
 impl FileSource {
     /// Opens `path` for positioned reads.
     pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
         let file = File::open(path.as_ref())?;
-        let size = file.metadata()?.len();
-        Ok(FileSource { file, size })
+        let id = FileId::of(&file)?;
+        Ok(FileSource { file, size: id.len, id })
     }
 }
 
@@ -165,6 +241,24 @@ impl Source {
             #[cfg(feature = "remote")]
             Source::Remote(_) => None,
         }
+    }
+
+    /// Whether the local file is still what it was when it was opened ([`FileId`]): an error
+    /// saying what changed when it was written in place, truncated or extended since. Call it
+    /// after a pass that read the file, before trusting what the pass computed. Remote objects
+    /// are checked by their ETag on every request instead, and always pass here.
+    pub fn check_unchanged(&self) -> Result<(), SourceError> {
+        let (file, id) = match self {
+            Source::Mapped(m) => match &m.file {
+                Some(f) => (&f.0, &f.1),
+                None => return Ok(()),
+            },
+            Source::Read(f) => (&f.file, &f.id),
+            #[cfg(feature = "remote")]
+            Source::Remote(_) => return Ok(()),
+        };
+        let now = FileId::of(file).map_err(|e| SourceError::Io(format!("cannot stat the file again: {e}")))?;
+        id.check(&now)
     }
 
     /// The whole file's bytes: borrowed from the map, or (remote) fetched in parallel parts.
