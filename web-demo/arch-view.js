@@ -14,8 +14,8 @@ const dtypeOf = (t) => t.quant ?? t.dtype;
 /** Which part of a block a tensor (its name relative to the block) belongs to. */
 export function blockPart(rel) {
   // The norm before the MLP belongs to the MLP, the one before attention to attention.
-  if (/post_attention_layernorm|ffn_norm|ln_2|post_attn|pre_feedforward|mlp_norm/i.test(rel)) return 'mlp';
-  if (/input_layernorm|attn_norm|ln_1|attention_norm/i.test(rel)) return 'attention';
+  if (/post_attention_layernorm|ffn_norm|ln_?2|post_attn|pre_feedforward|mlp_norm/i.test(rel)) return 'mlp';
+  if (/input_layernorm|attn_norm|ln_?1|attention_norm/i.test(rel)) return 'attention';
   if (/attn|attention|q_proj|k_proj|v_proj|o_proj|qkv|query|key|value/i.test(rel)) return 'attention';
   if (/mlp|ffn|feed_forward|fc1|fc2|gate|up_proj|down_proj|experts|w1|w2|w3|dense_h_to_4h|dense_4h_to_h/i.test(rel)) return 'mlp';
   return 'other';

@@ -49,7 +49,13 @@ export function analyze(g, { blocks = true } = {}) {
     counts.set(k, (counts.get(k) ?? 0) + 1);
   }
   const opCounts = [...counts].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).map(([op, count]) => ({ op, count }));
-  const families = blocks ? detectFamilies(nodes) : [];
+  // Repeated blocks from the graph's structure (the same ops wired the same way, one after the
+  // other along the graph), else from the node names.
+  let families = [];
+  if (blocks) {
+    families = detectRepeats(nodes, producer);
+    if (!families.length) families = detectFamilies(nodes);
+  }
   segment(nodes, families);
   return { nodes, producer, consumers, initializers: new Set(g.initializers), opCounts, families, inputs: g.inputs, outputs: g.outputs };
 }
@@ -83,6 +89,144 @@ export function detectFamilies(nodes) {
     const f = families.length;
     for (const i of instances) for (const k of inst.get(i)) Object.assign(nodes[k], { family: f, instance: i });
     families.push({ template, label: template.replace('#', `{${instances[0]}..${instances[instances.length - 1]}}`), instances, nodes: inst, signature, uniform, size: inst.get(instances[0]).length });
+  }
+  return families;
+}
+
+/**
+ * Repeated blocks found from the graph's structure, not its names: runs of the node list (which
+ * ONNX keeps in topological order, and exporters emit block by block) whose op sequence repeats
+ * with some period L at least MIN_REPEATS times, cut where the fewest values are live (the
+ * residual stream between two layers), and kept where each instance is wired the same way (every
+ * input from the same node of the instance, or from outside it). Up to 4 such families, largest
+ * first. Returns families as detectFamilies does (`structural: true`) and marks the nodes.
+ */
+export function detectRepeats(nodes, producer) {
+  const n = nodes.length;
+  if (n < 2 * MIN_REPEATS) return [];
+  const ops = new Map();
+  const S = new Int32Array(n);
+  nodes.forEach((x, i) => {
+    const k = `${x.domain ?? ''}.${x.op_type}`;
+    if (!ops.has(k)) ops.set(k, ops.size);
+    S[i] = ops.get(k);
+  });
+  // live[b]: values made before node b and used at or after it (boundary b sits before node b).
+  const lastUse = new Map();
+  nodes.forEach((x, i) => x.inputs.forEach((v) => v && producer.has(v) && lastUse.set(v, i)));
+  const diff = new Int32Array(n + 2);
+  for (const [v, c] of lastUse) {
+    const p = producer.get(v);
+    if (c > p) (diff[p + 1]++, diff[c + 1]--);
+  }
+  const live = new Int32Array(n + 1);
+  for (let b = 1, acc = 0; b <= n; b++) live[b] = acc += diff[b];
+  const nameIndex = nodes.map((x) => {
+    const m = BLOCK_NAME.exec(x.name ?? '');
+    return m ? { template: `${m[1]}#${m[3]}`, index: Number(m[2]) } : null;
+  });
+  const taken = new Uint8Array(n);
+  // The periods worth trying: the distances between one op type's consecutive nodes that recur
+  // (an op that a block holds once recurs exactly one period apart), the 256 most frequent.
+  const maxL = Math.floor(n / MIN_REPEATS);
+  const lastAt = new Int32Array(ops.size).fill(-1);
+  const gaps = new Map();
+  for (let i = 0; i < n; i++) {
+    const q = lastAt[S[i]];
+    if (q >= 0 && i - q <= maxL) gaps.set(i - q, (gaps.get(i - q) ?? 0) + 1);
+    lastAt[S[i]] = i;
+  }
+  const periods = [...gaps].filter(([, c]) => c >= MIN_REPEATS - 1).sort((x, y) => y[1] - x[1]).slice(0, 256).map(([g]) => g).sort((x, y) => x - y);
+  const families = [];
+  for (let round = 0; round < 4; round++) {
+    let best = null;
+    const consider = (run, start, L) => {
+      const reps = Math.floor((run + L) / L);
+      if (reps < MIN_REPEATS) return;
+      const covered = reps * L;
+      if (!best || covered > best.covered || (covered === best.covered && L < best.L)) best = { covered, start, end: start + run + L, L };
+    };
+    for (const L of periods) {
+      let run = 0;
+      for (let i = 0; i + L < n; i++) {
+        if (!taken[i] && !taken[i + L] && S[i] === S[i + L]) run++;
+        else {
+          consider(run, i - run, L);
+          run = 0;
+        }
+      }
+      consider(run, n - L - run, L);
+    }
+    if (!best) break;
+    const { L, start, end } = best;
+    // The phase: the most whole instances, then the fewest live values at the cuts, then cuts
+    // where a name's block number changes.
+    let phase = null;
+    for (let p = start; p < start + L && p + L * MIN_REPEATS <= end; p++) {
+      const cnt = Math.floor((end - p) / L);
+      let cost = 0;
+      for (let k = 0; k <= cnt; k++) {
+        const b = p + k * L;
+        cost += live[b] * 4;
+        if (b > 0 && b < n && nameIndex[b] && nameIndex[b - 1] && nameIndex[b].index === nameIndex[b - 1].index) cost += 1;
+      }
+      if (!phase || cnt > phase.cnt || (cnt === phase.cnt && cost < phase.cost)) phase = { p, cnt, cost };
+    }
+    if (!phase) break;
+    // Each instance's wiring: an input from node j of the same instance, or from outside it.
+    const wiring = (b) => {
+      let sig = '';
+      for (let i = b; i < b + L; i++) {
+        sig += `${S[i]}(`;
+        for (const v of nodes[i].inputs) {
+          const q = v ? producer.get(v) : undefined;
+          sig += q !== undefined && q >= b && q < i ? `${q - b},` : v ? 'x,' : '_,';
+        }
+        sig += ')';
+      }
+      return sig;
+    };
+    const sigs = Array.from({ length: phase.cnt }, (_, k) => wiring(phase.p + k * L));
+    // The longest stretch of instances wired alike.
+    let bestRun = [0, 0];
+    for (let k = 0; k < sigs.length; ) {
+      let j = k + 1;
+      while (j < sigs.length && sigs[j] === sigs[k]) j++;
+      if (j - k > bestRun[1] - bestRun[0]) bestRun = [k, j];
+      k = j;
+    }
+    const [k0, k1] = bestRun;
+    if (k1 - k0 < MIN_REPEATS) {
+      // Not wired alike: leave this stretch alone and look elsewhere.
+      for (let i = start; i < end; i++) taken[i] = 1;
+      continue;
+    }
+    const starts = Array.from({ length: k1 - k0 }, (_, k) => phase.p + (k0 + k) * L);
+    // Instance numbers from the names where they tell them apart (layers.5 is instance 5).
+    const named = starts.map((b) => {
+      const c = new Map();
+      for (let i = b; i < b + L; i++) if (nameIndex[i]) c.set(nameIndex[i].index, (c.get(nameIndex[i].index) ?? 0) + 1);
+      const top = [...c].sort((x, y) => y[1] - x[1])[0];
+      return top ? top[0] : null;
+    });
+    const ids = named.every((x) => x !== null) && new Set(named).size === named.length ? named : starts.map((_, k) => k);
+    const templates = new Map();
+    for (let i = starts[0]; i < starts[0] + L; i++) if (nameIndex[i]) templates.set(nameIndex[i].template, (templates.get(nameIndex[i].template) ?? 0) + 1);
+    const topT = [...templates].sort((x, y) => y[1] - x[1])[0];
+    const template = topT ? topT[0] : `block@${starts[0]}`;
+    const label = topT ? template.replace('#', `{${ids[0]}..${ids[ids.length - 1]}}`) : `${L} ops from node ${starts[0]}`;
+    const f = families.length;
+    const inst = new Map();
+    starts.forEach((b, k) => {
+      const list = [];
+      for (let i = b; i < b + L; i++) {
+        list.push(i);
+        taken[i] = 1;
+        Object.assign(nodes[i], { family: f, instance: ids[k] });
+      }
+      inst.set(ids[k], list);
+    });
+    families.push({ template, label, instances: ids, nodes: inst, signature: sigs[k0], uniform: true, size: L, structural: true });
   }
   return families;
 }

@@ -16,6 +16,9 @@
 // - the value grid: a matrix as rows × columns with row and column pages, PageUp/PageDown/Home/End
 //   and ←/→ in the grid, "go to" row, column or index; Home/End/PageUp/PageDown in the table;
 //   a wide matrix's heatmap is not a strip;
+// - the graph: an ONNX model whose norm nodes are named /model/layers/N/ln1/* and the rest
+//   /model/layers.N/* draws one block × 62 (found from the structure), not segments; expanded,
+//   one layer's 18 nodes; its Architecture tab (from the initializers' names);
 // - compare: a cosine near 1 is told from 1, "changed only" filters the table (kept in the address);
 // - smaller defects: the Tensors tab is off without a model; "1 key"; a shard index's overview
 //   gives the index's size and no percentage of it; the error panel does not repeat the rule;
@@ -23,7 +26,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -31,6 +34,7 @@ import { serve } from '../../web-demo/serve.mjs';
 import { CI, launch, missing } from './_chromium.mjs';
 import { LLM, PARAMS, llamaGguf, llamaSafetensors } from '../js/_llm_files.mjs';
 import { safetensorsFile } from '../js/_model_files.mjs';
+import { mixedNamesGraph } from '../js/_graph_compare_reference.mjs';
 import * as tensorlane from '../../js/node.js';
 
 /** A safetensors with one 24 MiB float32 matrix `big` (values i % 1000 - 500) after a small one. */
@@ -473,6 +477,24 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
     assert.ok(h.ch >= 100, `${h.cw}×${h.ch} on the page`);
     assert.match(h.info, /^128 rows × 8192 columns → 512 px wide × 128 px tall, 1 row × 16 columns a pixel \(not to scale\)/);
     await page.screenshot({ path: shot('heatmap-wide'), fullPage: true });
+    assert.deepEqual(problems, []);
+  });
+
+  it('the graph finds repeated blocks from the structure: mixed node names draw one block × 62, not segments', { timeout: 90000 }, async () => {
+    const mixed = mixedNamesGraph(62);
+    generated.set('mixed.onnx', new Uint8Array(readFileSync(mixed.path)));
+    await fresh('?url=/gen/mixed.onnx&view=graph');
+    await page.waitForSelector('#graph-host [data-graph-state="done"]', { timeout: 60000 });
+    const blocks = await page.$$eval('#graph-host [data-block]', (els) => els.map((e) => ({ block: e.dataset.block, text: e.textContent })));
+    assert.equal(blocks.length, 1, JSON.stringify(blocks));
+    assert.match(blocks[0].text, /×62 blocks · 18 ops each/);
+    assert.equal(await page.$$eval('#graph-host [data-segment]', (els) => els.length), 0, 'no segments');
+    await page.waitForTimeout(200);
+    await page.screenshot({ path: shot('graph-blocks'), fullPage: true });
+    // The same model's architecture, from its initializers' names.
+    await page.click('#tabs [data-view=arch]');
+    assert.equal(await page.$eval('#arch-host .arch', (e) => Number(e.dataset.layers)), 62);
+    assert.deepEqual(await page.$$eval('#arch-host [data-part^="block."]', (els) => els.map((e) => e.dataset.part)), ['block.attention', 'block.mlp']);
     assert.deepEqual(problems, []);
   });
 });

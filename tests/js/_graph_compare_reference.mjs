@@ -46,6 +46,16 @@ export function bigGraph(layers, dir = tempDir('tensorlane-graph-')) {
   return { path, nodes };
 }
 
+/**
+ * A transformer-like ONNX model whose norm nodes are named /model/layers/N/ln1/* and the rest
+ * /model/layers.N/* (tests/python/onnx_mixed_gen.py): {path, nodes, perLayer}.
+ */
+export function mixedNamesGraph(layers, dir = tempDir('tensorlane-graph-')) {
+  const path = join(dir, `mixed-${layers}.onnx`);
+  const { nodes, per_layer } = py('onnx_mixed_gen.py', [path, String(layers)]);
+  return { path, nodes, perLayer: per_layer };
+}
+
 /** The onnx library's graph of the model at `path`. */
 export const onnxReference = (path) => py('onnx_graph_ref.py', ['ref', path]);
 

@@ -2,12 +2,14 @@
 // checked against the onnx library: op-type counts and consumers equal what the onnx library's
 // node list gives, the 420 `/model/layers.N/` blocks of the generated model are found as one
 // uniform family of 12 ops, the collapsed drawing keeps every edge between boxes, and a graph
-// without block names (the same model read with {blocks: false}) is drawn as segments.
+// without block names (the same model read with {blocks: false}) is drawn as segments; blocks are
+// found from the structure, not the names: a model whose norm nodes are named /model/layers/N/ln1/*
+// and the rest /model/layers.N/* (issue 26) is one block × 62, not segments.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as api from '../../js/node.js';
 import { analyze, displayGraph, MAX_BOXES } from '../../web-demo/graph-model.js';
-import { bigGraph, onnxReference } from './_graph_compare_reference.mjs';
+import { bigGraph, mixedNamesGraph, onnxReference } from './_graph_compare_reference.mjs';
 
 const big = bigGraph(420);
 const ref = onnxReference(big.path);
@@ -55,4 +57,26 @@ test('without block names, a long graph is drawn as segments of consecutive node
   assert.ok(d.nodes.length <= MAX_BOXES, `${d.nodes.length} boxes`);
   const covered = [...a.families[0].nodes.values()].reduce((n, l) => n + l.length, 0);
   assert.equal(covered, ref.nodes.length);
+});
+
+test('blocks are found from the structure: mixed node names make one block × 62, not segments', () => {
+  const mixed = mixedNamesGraph(62);
+  const a = analyze(api.open(mixed.path).graph());
+  assert.equal(a.families.length, 1, JSON.stringify(a.families.map((f) => f.label)));
+  const f = a.families[0];
+  assert.ok(f.structural);
+  assert.equal(f.instances.length, 62);
+  assert.equal(f.size, mixed.perLayer);
+  assert.deepEqual(f.instances, Array.from({ length: 62 }, (_, i) => i), 'numbered as the names number them');
+  // Each instance holds its layer's nodes under both names, and nothing else.
+  for (const i of [0, 17, 61]) {
+    const names = f.nodes.get(i).map((k) => a.nodes[k].name);
+    assert.ok(names.every((x) => x.startsWith(`/model/layers/${i}/ln1/`) || x.startsWith(`/model/layers.${i}/`)), names.join(' '));
+  }
+  const d = displayGraph(a);
+  assert.equal(d.nodes.filter((n) => n.kind === 'block').length, 1);
+  assert.ok(!d.nodes.some((n) => n.id.startsWith('seg:')), 'no segments');
+  assert.ok(d.nodes.length <= 5, `${d.nodes.length} boxes`);
+  assert.ok(d.edges.some((e) => e.source === 'in:hidden' && e.target === 'block:0'));
+  assert.ok(d.edges.some((e) => e.source === 'block:0' && e.target === 'node:/lm_head/MatMul'));
 });
