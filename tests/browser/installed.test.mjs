@@ -8,7 +8,8 @@
 // Cache-Control and Range.
 //
 // The install is a debug build into this checkout's target/ (CARGO_TARGET_DIR), so it reuses what
-// `cargo test` and `cargo build` built: the embedding (cli/build.rs) is the same in debug and
+// `cargo build` built (about 40 s here, most of it the CLI crate recompiled with the wasm that
+// scripts/build-js.sh has just built); the embedding (cli/build.rs) is the same in debug and
 // release. TENSORLANE_INSTALLED_BIN=PATH tests that binary instead (a release install, say).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -35,12 +36,15 @@ describe('the installed tensorlane binary serves its built-in inspector, no chec
     let bin = process.env.TENSORLANE_INSTALLED_BIN;
     if (!bin) {
       const t0 = Date.now();
-      execFileSync('cargo', ['install', '--path', join(ROOT, 'cli'), '--root', join(work, 'root'), '--debug', '--locked', '--quiet'], {
+      // --features cuda: the feature set of scripts/test.sh's `cargo build -p tensorlane-cli
+      // --features cuda` just before, whose artifacts the install then reuses (libcuda is loaded
+      // at run time: nothing CUDA is needed to build or run it).
+      execFileSync('cargo', ['install', '--path', join(ROOT, 'cli'), '--root', join(work, 'root'), '--debug', '--locked', '--quiet', '--features', 'cuda'], {
         cwd: ROOT,
         env: { ...process.env, CARGO_TARGET_DIR: join(ROOT, 'target'), CARGO_INCREMENTAL: '0' },
         stdio: ['ignore', 'inherit', 'inherit'],
       });
-      console.log(`# cargo install --path cli --debug: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      console.log(`cargo install --path cli --debug: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       bin = join(work, 'root/bin/tensorlane');
     }
     // Outside the checkout: the binary and a model, in a temporary folder.
@@ -55,7 +59,7 @@ describe('the installed tensorlane binary serves its built-in inspector, no chec
       const hide = ['web-demo', 'js', 'wasm'].map((d) => `mount --bind ${empty} ${join(ROOT, d)}`).join(' && ');
       child = spawn('unshare', ['-rm', 'sh', '-c', `${hide} && exec "$0" "$@"`, join(away, 'tensorlane'), ...args], { cwd: away, stdio: ['ignore', 'pipe', 'pipe'] });
     } else {
-      console.log('# unshare -rm is not allowed here: the checkout stays visible, the binary runs from outside it');
+      console.log('unshare -rm is not allowed here: the checkout stays visible, the binary runs from outside it');
       child = spawn(join(away, 'tensorlane'), args, { cwd: away, stdio: ['ignore', 'pipe', 'pipe'] });
     }
     child.stderr.on('data', (d) => (stderr += d));
