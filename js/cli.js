@@ -312,7 +312,7 @@ export async function serve({ paths, host = '127.0.0.1', port = 8080, token = nu
         }
       }
       if (raw === '/') return reply(307, '', { location: '/web-demo/' });
-      if (raw === '/web-demo') return reply(308, '', { location: '/web-demo/' });
+      if (raw === '/web-demo') return reply(308, '', { location: `/web-demo/${url.search}` });
       if (raw === '/models') {
         const body = JSON.stringify(listModels(mounts, open));
         return reply(200, body, { 'content-type': 'application/json' });
