@@ -55,7 +55,13 @@ fn collect(root: &Path, staged: bool) -> Vec<(String, PathBuf)> {
         }
     }
     // Not the inspector: the checkout's development server and the package's Node-only modules.
-    let not_served = ["web-demo/serve.mjs", "js/cli.js", "js/node.js", "js/wasm-node.js", "js/esbuild.js"];
+    let not_served = [
+        "web-demo/serve.mjs",
+        "js/cli.js",
+        "js/node.js",
+        "js/wasm-node.js",
+        "js/esbuild.js",
+    ];
     out.retain(|(u, _)| !not_served.contains(&u.as_str()));
     out.sort();
     out
@@ -100,7 +106,10 @@ fn main() {
         let wasm = checkout.join("wasm/pkg/tensorlane_wasm_bg.wasm");
         if wasm.is_file() && checkout.join("web-demo/index.html").is_file() {
             println!("cargo::rerun-if-changed={}", wasm.display());
-            println!("cargo::rerun-if-changed={}", checkout.join("wasm/pkg/tensorlane_wasm.js").display());
+            println!(
+                "cargo::rerun-if-changed={}",
+                checkout.join("wasm/pkg/tensorlane_wasm.js").display()
+            );
             files = collect(&checkout, false);
             source = "the checkout (web-demo/, js/, wasm/pkg/)".into();
         } else {

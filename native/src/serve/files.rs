@@ -809,8 +809,16 @@ mod tests {
 
     /// An inspector of two files, as the `tensorlane` binary embeds its own.
     static ASSETS: &[super::super::Asset] = &[
-        super::super::Asset { path: "web-demo/index.html", bytes: b"<p>hello</p>", etag: "\"c-1\"" },
-        super::super::Asset { path: "wasm/pkg/x.wasm", bytes: b"\0asm\x01\0\0\0", etag: "\"8-2\"" },
+        super::super::Asset {
+            path: "web-demo/index.html",
+            bytes: b"<p>hello</p>",
+            etag: "\"c-1\"",
+        },
+        super::super::Asset {
+            path: "wasm/pkg/x.wasm",
+            bytes: b"\0asm\x01\0\0\0",
+            etag: "\"8-2\"",
+        },
     ];
 
     fn ask(path: &str, method: Method, headers: &[(header::HeaderName, &str)]) -> Response {
@@ -826,7 +834,10 @@ mod tests {
         let get = |r: &Response, k: header::HeaderName| r.headers().get(k).map(|v| v.to_str().unwrap().to_string());
         let page = ask("/web-demo/", Method::GET, &[]);
         assert_eq!(page.status(), StatusCode::OK);
-        assert_eq!(get(&page, header::CONTENT_TYPE).as_deref(), Some("text/html; charset=utf-8"));
+        assert_eq!(
+            get(&page, header::CONTENT_TYPE).as_deref(),
+            Some("text/html; charset=utf-8")
+        );
         assert_eq!(get(&page, header::ETAG).as_deref(), Some("\"c-1\""));
         assert_eq!(get(&page, header::CACHE_CONTROL).as_deref(), Some("no-cache"));
         assert_eq!(get(&page, header::CONTENT_LENGTH).as_deref(), Some("12"));
@@ -840,16 +851,28 @@ mod tests {
         assert_eq!(past.status(), StatusCode::RANGE_NOT_SATISFIABLE);
         assert_eq!(get(&past, header::CONTENT_RANGE).as_deref(), Some("bytes */8"));
         let same = [(header::IF_NONE_MATCH, "\"c-1\"")];
-        assert_eq!(ask("/web-demo/index.html", Method::GET, &same).status(), StatusCode::NOT_MODIFIED);
+        assert_eq!(
+            ask("/web-demo/index.html", Method::GET, &same).status(),
+            StatusCode::NOT_MODIFIED
+        );
         let other = [(header::IF_MATCH, "\"zz\"")];
-        assert_eq!(ask("/web-demo/index.html", Method::GET, &other).status(), StatusCode::PRECONDITION_FAILED);
+        assert_eq!(
+            ask("/web-demo/index.html", Method::GET, &other).status(),
+            StatusCode::PRECONDITION_FAILED
+        );
         // A folder without its slash is redirected; what is not there, or not the inspector's, is 404.
         let dir = ask("/web-demo", Method::GET, &[]);
         assert_eq!(dir.status(), StatusCode::PERMANENT_REDIRECT);
         assert_eq!(get(&dir, header::LOCATION).as_deref(), Some("/web-demo/"));
-        assert_eq!(ask("/web-demo/nope.js", Method::GET, &[]).status(), StatusCode::NOT_FOUND);
+        assert_eq!(
+            ask("/web-demo/nope.js", Method::GET, &[]).status(),
+            StatusCode::NOT_FOUND
+        );
         assert_eq!(ask("/tests/data/x", Method::GET, &[]).status(), StatusCode::NOT_FOUND);
-        assert_eq!(ask("/web-demo/%2e%2e/x", Method::GET, &[]).status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            ask("/web-demo/%2e%2e/x", Method::GET, &[]).status(),
+            StatusCode::BAD_REQUEST
+        );
     }
 
     #[test]
