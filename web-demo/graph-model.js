@@ -295,25 +295,28 @@ export function displayGraph(a, expanded = new Map()) {
   const keys = a.nodes.map(keyOf);
   const graphInputs = new Set(a.inputs.map((v) => v.name));
   const edges = new Map();
-  const edge = (s, t) => {
+  // Each edge keeps the values it carries (a hover names them).
+  const edge = (s, t, v) => {
     if (s === t) return;
     const id = `${s}->${t}`;
-    if (!edges.has(id)) edges.set(id, { id, source: s, target: t });
+    let e = edges.get(id);
+    if (!e) edges.set(id, (e = { id, source: s, target: t, values: [] }));
+    if (v && e.values.length < 8 && !e.values.includes(v)) e.values.push(v);
   };
   for (const v of a.inputs) if (!a.initializers.has(v.name)) add(`in:${v.name}`, { kind: 'input', label: v.name, sub: `${v.elem_type} ${shapeText(v.shape)}` });
   for (const n of a.nodes) {
     for (const v of n.inputs) {
       if (!v) continue;
       const p = a.producer.get(v);
-      if (p !== undefined) edge(keys[p], keys[n.index]);
-      else if (graphInputs.has(v) && !a.initializers.has(v)) edge(`in:${v}`, keys[n.index]);
+      if (p !== undefined) edge(keys[p], keys[n.index], v);
+      else if (graphInputs.has(v) && !a.initializers.has(v)) edge(`in:${v}`, keys[n.index], v);
     }
   }
   for (const v of a.outputs) {
     add(`out:${v.name}`, { kind: 'output', label: v.name, sub: `${v.elem_type} ${shapeText(v.shape)}` });
     const p = a.producer.get(v.name);
-    if (p !== undefined) edge(keys[p], `out:${v.name}`);
-    else if (graphInputs.has(v.name)) edge(`in:${v.name}`, `out:${v.name}`);
+    if (p !== undefined) edge(keys[p], `out:${v.name}`, v.name);
+    else if (graphInputs.has(v.name)) edge(`in:${v.name}`, `out:${v.name}`, v.name);
   }
   return { nodes: [...out.values()], edges: [...edges.values()] };
 }
@@ -323,8 +326,25 @@ export function shapeText(s) {
   return `[${s.map((d) => (d === null ? '?' : d)).join(', ')}]`;
 }
 
-/** Box size of a drawn node (monospace label estimate). */
+/** Box size of a drawn node (monospace label estimate); `extra`, a third line (weights, constants). */
 export function boxSize(d) {
-  const chars = Math.max(d.label.length, Math.min(d.sub?.length ?? 0, 44) * 0.8);
-  return { width: Math.min(360, Math.max(70, Math.round(chars * 7.2 + 20))), height: d.sub ? 38 : 26 };
+  const chars = Math.max(d.label.length, Math.min(d.sub?.length ?? 0, 44) * 0.8, Math.min(d.extra?.length ?? 0, 44) * 0.8);
+  return { width: Math.min(360, Math.max(70, Math.round(chars * 7.2 + 20))), height: d.extra ? 52 : d.sub ? 38 : 26 };
+}
+
+/**
+ * The family of an op type, for its colour: `linear` (MatMul, Gemm, Conv…), `norm`
+ * (LayerNormalization, BatchNormalization, ReduceMean, Sqrt…), `activation` (Relu, Gelu, Erf,
+ * Sigmoid, Softmax…), `elementwise` (Add, Mul, Sub, Div, Pow…), `shape` (Reshape, Transpose,
+ * Gather, Concat, Slice, Cast…), `control` (If, Loop, Scan), `constant`, else `other`.
+ */
+export function opFamily(op) {
+  if (/^(MatMul|MatMulInteger|Gemm|Conv|ConvTranspose|QLinearMatMul|QLinearConv|FusedMatMul|Attention|MultiHeadAttention|GroupQueryAttention|Einsum)$/.test(op)) return 'linear';
+  if (/Norm|^(ReduceMean|ReduceSumSquare|Sqrt|Reciprocal|ReduceL2)$/.test(op)) return 'norm';
+  if (/^(Relu|LeakyRelu|PRelu|Elu|Selu|Gelu|FastGelu|BiasGelu|Erf|Sigmoid|HardSigmoid|Tanh|Softmax|LogSoftmax|Softplus|Mish|HardSwish|QuickGelu)$/.test(op)) return 'activation';
+  if (/^(Add|Sub|Mul|Div|Pow|Neg|Abs|Exp|Log|Max|Min|Sum|Mean|Where|Equal|Greater|Less|Not|And|Or|Sin|Cos|Clip|Ceil|Floor|Round|Mod|ReduceSum|ReduceMax|ReduceMin)$/.test(op)) return 'elementwise';
+  if (/^(Reshape|Transpose|Gather|GatherElements|GatherND|Concat|Slice|Split|Squeeze|Unsqueeze|Shape|Cast|Expand|Flatten|Tile|Pad|Range|ConstantOfShape|Identity|ScatterND|ScatterElements|Resize|Trilu|DequantizeLinear|QuantizeLinear)$/.test(op)) return 'shape';
+  if (/^(If|Loop|Scan)$/.test(op)) return 'control';
+  if (op === 'Constant') return 'constant';
+  return 'other';
 }

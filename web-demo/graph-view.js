@@ -15,7 +15,7 @@
 // `?blocks=off` draws every node (no collapsing); `?node=NAME` selects a node once drawn.
 //
 // mount(el, ctx) -> { unmount() }; ctx = { sources, selectTensor, params, setParam }.
-import { analyze, boxSize, displayGraph, shapeText } from './graph-model.js';
+import { analyze, boxSize, displayGraph, opFamily, shapeText } from './graph-model.js';
 
 const STYLE_ID = 'tl-graph-style';
 const ELK_WORKER = new URL('./vendor/elkjs/elk-worker.min.js', import.meta.url);
@@ -60,6 +60,22 @@ const CSS = `
 .tl-graph svg .tl-g-n text.tl-g-sub { font-size: 10px; fill: #6b7385; }
 .tl-graph svg .tl-g-n { cursor: pointer; }
 .tl-graph svg path.tl-g-e { fill: none; stroke: #98a2b6; stroke-width: 1.2; marker-end: url(#tl-g-arrow); }
+.tl-graph svg path.tl-g-hit { fill: none; stroke: transparent; stroke-width: 9; cursor: help; }
+.tl-graph svg path.tl-g-hit:hover + path.tl-g-e, .tl-graph svg path.tl-g-hit:hover { stroke: #e0674f55; }
+.tl-graph svg .tl-g-n text.tl-g-extra { font: 10px ui-monospace, monospace; fill: #4a5468; }
+.tl-graph svg .tl-g-n rect.tl-g-band { stroke: none; rx: 2; }
+.tl-graph svg .tl-g-n[data-op-family=linear] rect:first-of-type { fill: #eaf1ff; }
+.tl-graph svg .tl-g-n[data-op-family=norm] rect:first-of-type { fill: #eaf7ee; }
+.tl-graph svg .tl-g-n[data-op-family=activation] rect:first-of-type { fill: #fdeee9; }
+.tl-graph svg .tl-g-n[data-op-family=shape] rect:first-of-type { fill: #f3effa; }
+.tl-graph svg .tl-g-n[data-op-family=control] rect:first-of-type { fill: #fff6dc; }
+.tl-graph svg .tl-g-band.linear { fill: #3b6fd8; } .tl-graph svg .tl-g-band.norm { fill: #2f9a55; }
+.tl-graph svg .tl-g-band.activation { fill: #d9573a; } .tl-graph svg .tl-g-band.elementwise { fill: #8a94a8; }
+.tl-graph svg .tl-g-band.shape { fill: #8b6cc7; } .tl-graph svg .tl-g-band.control { fill: #c99a06; }
+.tl-graph svg .tl-g-band.constant { fill: #5b6478; } .tl-graph svg .tl-g-band.other { fill: #b0b7c5; }
+/* Level of detail: zoomed out, the second and third lines go (the op names stay); further out, every label. */
+.tl-graph svg.tl-g-far .tl-g-sub, .tl-graph svg.tl-g-far .tl-g-extra { display: none; }
+.tl-graph svg.tl-g-farther .tl-g-n text { display: none; }
 `;
 
 function injectStyle() {
@@ -194,7 +210,13 @@ export function mount(el, ctx) {
     const canvas = h('div', { class: 'tl-g-canvas' }, svg, h('div', { class: 'tl-g-tools' }, fitBtn, collapseBtn, status));
     let view = { x: 0, y: 0, k: 1 };
     let bounds = { w: 1, h: 1 };
-    const apply = () => world.setAttribute('transform', `translate(${view.x},${view.y}) scale(${view.k})`);
+    // Level of detail: labels at 12 px are unreadable below about half scale.
+    const apply = () => {
+      world.setAttribute('transform', `translate(${view.x},${view.y}) scale(${view.k})`);
+      svg.classList.toggle('tl-g-far', view.k < 0.55);
+      svg.classList.toggle('tl-g-farther', view.k < 0.3);
+      root.dataset.zoom = view.k.toFixed(3);
+    };
     function fit() {
       const r = svg.getBoundingClientRect();
       const k = Math.min(2, (r.width - 20) / bounds.w, (r.height - 20) / bounds.h);
@@ -271,6 +293,19 @@ export function mount(el, ctx) {
       }
     }
 
+    /** A node's third line: its initializers' shapes (weights) and a Constant's value summary. */
+    function inline(n) {
+      const parts = [];
+      for (const v of n.inputs) {
+        if (!v || !a.initializers.has(v)) continue;
+        const t = tensorInfo.get(v);
+        const short = v.split(/[./]/).filter(Boolean).slice(-2).join('.');
+        parts.push(`${short} ${t ? shapeText(t.shape) : ''}`.trim());
+      }
+      if (n.op_type === 'Constant') for (const x of n.attributes) parts.push(`${x.name} = ${x.summary}`);
+      return parts.length ? parts.join(', ') : undefined;
+    }
+
     let layoutSeq = 0;
     let drawnNodes = new Map();
     async function relayout() {
@@ -278,6 +313,7 @@ export function mount(el, ctx) {
       setState('layout');
       const t1 = performance.now();
       const d = displayGraph(a, expanded);
+      for (const n of d.nodes) if (n.kind === 'node') n.extra = inline(a.nodes[n.node]);
       status.textContent = `laying out ${d.nodes.length} boxes…`;
       const g = {
         id: 'root',
@@ -313,10 +349,19 @@ export function mount(el, ctx) {
     function draw(d, out) {
       const pos = new Map(out.children.map((c) => [c.id, c]));
       const frag = document.createDocumentFragment();
+      const valuesOf = new Map(d.edges.map((e) => [e.id, e.values ?? []]));
       for (const e of out.edges ?? []) {
+        // Hovering an edge names the values it carries, with their shapes where the file says them.
+        const carried = valuesOf.get(e.id) ?? [];
+        const text = carried.map((v) => `${v}${valueShape(v)}`).join('\n');
         for (const sec of e.sections ?? []) {
           const pts = [sec.startPoint, ...(sec.bendPoints ?? []), sec.endPoint];
-          frag.append(s('path', { class: 'tl-g-e', d: `M${pts.map((p) => `${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(' L')}` }));
+          const path = `M${pts.map((p) => `${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(' L')}`;
+          const hit = s('path', { class: 'tl-g-hit', d: path, dataset: { edge: e.id, values: carried.join(' ') } });
+          const title = s('title');
+          title.textContent = text || e.id;
+          hit.append(title);
+          frag.append(hit, s('path', { class: 'tl-g-e', d: path }));
         }
       }
       drawnNodes = new Map();
@@ -326,13 +371,14 @@ export function mount(el, ctx) {
         const cls = n.kind === 'block' ? 'tl-g-n tl-g-block' : n.kind === 'node' ? 'tl-g-n' : 'tl-g-n tl-g-io';
         const attrs = { class: cls, transform: `translate(${p.x},${p.y})` };
         const ds = {};
-        if (n.kind === 'node') ds.node = a.nodes[n.node].id;
+        if (n.kind === 'node') Object.assign(ds, { node: a.nodes[n.node].id, opFamily: opFamily(a.nodes[n.node].op_type) });
         if (n.kind === 'block') Object.assign(ds, { block: a.families[n.family].template, family: String(n.family), rest: n.id.endsWith(':rest') ? '1' : '0' }, n.instance !== undefined ? { segment: String(n.instance) } : {});
         if (n.kind === 'input' || n.kind === 'output') ds.value = n.label;
         const g = s('g', { ...attrs, dataset: ds });
         const title = s('title');
         title.textContent = n.kind === 'block' ? `${n.label} ${n.sub}: click to ${n.id.endsWith(':rest') ? 'collapse' : n.instance !== undefined ? 'open this segment' : 'expand one block'}` : `${n.label} ${n.sub ?? ''}`;
         g.append(title, s('rect', { width: p.width, height: p.height }));
+        if (ds.opFamily) g.append(s('rect', { class: `tl-g-band ${ds.opFamily}`, x: 0, y: 0, width: 4, height: p.height }));
         const label = s('text', { x: 8, y: n.sub ? 15 : 17 });
         label.textContent = n.kind === 'block' ? `▣ ${clip(n.label, 48)}` : clip(n.label, 48);
         g.append(label);
@@ -340,6 +386,11 @@ export function mount(el, ctx) {
           const sub = s('text', { class: 'tl-g-sub', x: 8, y: 30 });
           sub.textContent = clip(n.sub, 52);
           g.append(sub);
+        }
+        if (n.extra) {
+          const extra = s('text', { class: 'tl-g-extra', x: 8, y: 45 });
+          extra.textContent = clip(n.extra, 52);
+          g.append(extra);
         }
         if (ds.node) drawnNodes.set(ds.node, g);
         frag.append(g);
@@ -463,6 +514,13 @@ export function mount(el, ctx) {
         h('ul', { dataset: { consumersOf: v } }, ...cons.slice(0, 500).map((k) => h('li', { dataset: { consumer: a.nodes[k].id } }, link(`${a.nodes[k].op_type} ${a.nodes[k].id}`, () => select(a.nodes[k].id, true))))),
         ].filter(Boolean),
       );
+    }
+    /** ` dtype [shape]` of a value where the file declares it (graph inputs, outputs, initializers). */
+    function valueShape(v) {
+      const t = tensorInfo.get(v);
+      if (t) return ` ${t.dtype} ${shapeText(t.shape)}`;
+      const io = graph.inputs.find((x) => x.name === v) ?? graph.outputs.find((x) => x.name === v);
+      return io ? ` ${io.elem_type} ${shapeText(io.shape)}` : '';
     }
     function markSelected() {
       for (const g of world.querySelectorAll('.tl-g-sel')) g.classList.remove('tl-g-sel');

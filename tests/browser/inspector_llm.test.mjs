@@ -17,8 +17,10 @@
 //   and ←/→ in the grid, "go to" row, column or index; Home/End/PageUp/PageDown in the table;
 //   a wide matrix's heatmap is not a strip;
 // - the graph: an ONNX model whose norm nodes are named /model/layers/N/ln1/* and the rest
-//   /model/layers.N/* draws one block × 62 (found from the structure), not segments; expanded,
-//   one layer's 18 nodes; its Architecture tab (from the initializers' names);
+//   /model/layers.N/* draws one block × 62 (found from the structure), not segments; opened, one
+//   layer's 18 nodes coloured by op family with their weights' shapes inline, edges that name
+//   their values (and shapes where declared), labels hidden when zoomed out; its Architecture
+//   tab (from the initializers' names);
 // - compare: a cosine near 1 is told from 1, "changed only" filters the table (kept in the address);
 // - smaller defects: the Tensors tab is off without a model; "1 key"; a shard index's overview
 //   gives the index's size and no percentage of it; the error panel does not repeat the rule;
@@ -491,6 +493,46 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
     assert.equal(await page.$$eval('#graph-host [data-segment]', (els) => els.length), 0, 'no segments');
     await page.waitForTimeout(200);
     await page.screenshot({ path: shot('graph-blocks'), fullPage: true });
+    // Opened: one layer's 18 nodes, coloured by op family, weights' shapes inline, edges named.
+    await page.click('#graph-host [data-block]');
+    await page.waitForFunction(() => document.querySelectorAll('#graph-host svg [data-node]').length >= 18, null, { timeout: 60000 });
+    await page.waitForSelector('#graph-host [data-graph-state="done"]');
+    const drawn = await page.$$eval('#graph-host svg [data-node]', (els) => els.map((e) => ({ node: e.dataset.node, family: e.dataset.opFamily, text: [...e.querySelectorAll('text')].map((t) => t.textContent) })));
+    const layer0 = drawn.filter((d) => d.node.startsWith('/model/layers/0/') || d.node.startsWith('/model/layers.0/'));
+    assert.equal(layer0.length, 18, JSON.stringify(drawn.map((d) => d.node)));
+    const q = drawn.find((d) => d.node === '/model/layers.0/attn/q/MatMul');
+    assert.equal(q.family, 'linear');
+    assert.ok(q.text.includes('q.weight [16, 16]'), JSON.stringify(q.text));
+    assert.equal(drawn.find((d) => d.node === '/model/layers.0/attn/Softmax').family, 'activation');
+    assert.equal(drawn.find((d) => d.node === '/model/layers/0/ln1/ReduceMean').family, 'norm');
+    const edges = await page.$$eval('#graph-host svg path[data-edge]', (els) => els.map((e) => ({ id: e.dataset.edge, values: e.dataset.values, title: e.querySelector('title').textContent })));
+    const qe = edges.find((e) => e.id === 'node:/model/layers.0/attn/q/MatMul->node:/model/layers.0/attn/Softmax');
+    assert.equal(qe.values, '/model/layers.0/q');
+    const out = edges.find((e) => e.id.endsWith('->out:logits'));
+    assert.equal(out.title, 'logits FLOAT [batch, 32]');
+    // Zoomed in the labels read; zoomed out only the shape of the model (no sub-lines, then no text).
+    await page.click('#graph-host .tl-g-tools button');
+    await page.screenshot({ path: shot('graph-open-fit'), fullPage: true });
+    const zoomTo = (k) =>
+      page.evaluate((k) => {
+        const svg = document.querySelector('#graph-host svg');
+        const r = svg.getBoundingClientRect();
+        const now = Number(svg.closest('[data-graph-state]').dataset.zoom);
+        svg.dispatchEvent(new WheelEvent('wheel', { deltaY: -Math.log(k / now) / 0.0015, clientX: r.left + r.width / 2, clientY: r.top + 60, bubbles: true, cancelable: true }));
+        return Number(svg.closest('[data-graph-state]').dataset.zoom);
+      }, k);
+    assert.ok(Math.abs((await zoomTo(1)) - 1) < 0.01);
+    assert.equal(await page.$eval('#graph-host svg', (e) => e.classList.contains('tl-g-far')), false);
+    assert.equal(await page.$eval('#graph-host svg [data-node] text.tl-g-extra', (e) => getComputedStyle(e).display !== 'none'), true);
+    await page.screenshot({ path: shot('graph-zoomed-in'), fullPage: true });
+    await page.screenshot({ path: shot('graph-zoomed-in'), fullPage: true });
+    await zoomTo(0.4);
+    assert.equal(await page.$eval('#graph-host svg', (e) => e.classList.contains('tl-g-far')), true);
+    assert.equal(await page.$eval('#graph-host svg [data-node] text.tl-g-sub', (e) => getComputedStyle(e).display), 'none');
+    await page.screenshot({ path: shot('graph-zoomed-out'), fullPage: true });
+    await zoomTo(0.2);
+    assert.equal(await page.$eval('#graph-host svg', (e) => e.classList.contains('tl-g-farther')), true);
+    assert.equal(await page.$eval('#graph-host svg [data-node] text', (e) => getComputedStyle(e).display), 'none');
     // The same model's architecture, from its initializers' names.
     await page.click('#tabs [data-view=arch]');
     assert.equal(await page.$eval('#arch-host .arch', (e) => Number(e.dataset.layers)), 62);
