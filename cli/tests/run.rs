@@ -246,13 +246,14 @@ fn bad_input_is_a_clear_error() {
 }
 
 /// MODEL is any file `Model` opens, local or by URL: a `.zt` converted from the GGUF (its
-/// key/values and vocabulary travel in `source_metadata`), the GGUF and the Hugging Face
-/// safetensors copy (config.json and tokenizer.json fetched beside it) served by nginx over
-/// HTTP Range: the same greedy tokens as the local GGUF, and as its HF copy.
+/// key/values and vocabulary travel in `source_metadata`), the GGUF and the Hugging Face copy
+/// (sharded: an index and two shards; config.json and tokenizer.json fetched beside it) served
+/// by nginx over HTTP Range: the same greedy tokens as the local GGUF, and as its HF copy.
 #[test]
 fn runs_zt_files_and_urls() {
     let gguf = model("llama-tied-F32");
-    let hf_dir = models()["models"]
+    // The HF copy of llama-tied-F32 is sharded: two shards and model.safetensors.index.json.
+    let hf = models()["models"]
         .as_array()
         .unwrap()
         .iter()
@@ -260,7 +261,9 @@ fn runs_zt_files_and_urls() {
         .and_then(|x| x["hf"].as_str())
         .map(PathBuf::from)
         .expect("llm_gen.py writes the HF copy of llama-tied-F32");
-    let hf_dir = if hf_dir.is_dir() { hf_dir } else { hf_dir.parent().unwrap().to_path_buf() };
+    let hf_dir = hf.parent().unwrap().to_path_buf();
+    let index = hf.file_name().unwrap().to_str().unwrap().to_string();
+    assert!(index.ends_with(".index.json"), "{index}");
     let tokens = |path: &str| -> Value {
         let o = run(&[
             path,
@@ -298,15 +301,11 @@ fn runs_zt_files_and_urls() {
         let e = e.unwrap();
         std::fs::copy(e.path(), www.join("hf").join(e.file_name())).unwrap();
     }
-    let st = std::fs::read_dir(www.join("hf"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .find(|n| n.ends_with(".safetensors"))
-        .expect("a .safetensors file in the HF copy");
-    let hf_local = tokens(www.join("hf").join(&st).to_str().unwrap());
+    let hf_local = tokens(www.join("hf").join(&index).to_str().unwrap());
+    assert_eq!(hf_local, tokens(hf.to_str().unwrap()), "the copied HF folder");
     let Some(nginx) = tensorlane_testkit::servers::Nginx::start(&www) else {
         return;
     };
     assert_eq!(tokens(&format!("{}/model.gguf", nginx.base)), want, "GGUF by URL");
-    assert_eq!(tokens(&format!("{}/hf/{st}", nginx.base)), hf_local, "safetensors by URL");
+    assert_eq!(tokens(&format!("{}/hf/{index}", nginx.base)), hf_local, "sharded safetensors by URL");
 }

@@ -421,7 +421,7 @@ pub(crate) fn spec_and_tokenizer(model: &Model) -> Result<(Spec, Tokenizer)> {
             Spec::from_catalog(model.catalog())?,
             Tokenizer::from_catalog(model.catalog())?,
         ),
-        "safetensors" => hf_companions(model)?,
+        "safetensors" | "safetensors-index" => hf_companions(model)?,
         // A .zt converted from a GGUF carries the GGUF's key/values (architecture, vocabulary)
         // under `source_metadata`; one converted from safetensors has config.json and
         // tokenizer.json beside it, as a safetensors file would.

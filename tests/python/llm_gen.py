@@ -17,8 +17,9 @@ Models (name: architecture, weight type):
   qwen2-<T>      qwen2: Q/K/V biases, NeoX rope, T in F32 F16 Q8_0
   qwen2-bpe-F32, llama-bpe-F32, gpt2-bpe-F32: a byte-level BPE vocabulary (tokenizer.ggml.model
                  gpt2, 41 merges) with the qwen2, llama-bpe (Llama 3) and gpt-2 pre-tokenizers
-llama-F32, llama-tied-F32 and qwen2-bpe-F32 also as Hugging Face checkpoints ("hf": a folder with
-model.safetensors, config.json and tokenizer.json): the same weights, Q/K rows in HF order.
+llama-F32, llama-tied-F32 and qwen2-bpe-F32 also as Hugging Face checkpoints ("hf": the file to
+open in a folder with model.safetensors, config.json and tokenizer.json; llama-tied-F32's is
+sharded: two shards and model.safetensors.index.json): the same weights, Q/K rows in HF order.
 Broken files for the error tests ("broken" in the JSON): bad-arch (gptj), missing-tensor (no
 blk.1.ffn_up.weight), misshapen-tensor (blk.0.attn_k.weight half as wide), qwen2-no-bias.
 
@@ -331,9 +332,11 @@ def spm_merges(tokens, scores):
     return merges
 
 
-def write_hf(folder: Path, arch: str, floats: dict, info: dict, bpe: str):
+def write_hf(folder: Path, arch: str, floats: dict, info: dict, bpe: str, sharded: bool = False) -> Path:
     """The same weights as a Hugging Face checkpoint: model.safetensors (HF names, Q/K rows in HF
-    order for llama), config.json and tokenizer.json."""
+    order for llama), config.json and tokenizer.json; `sharded`: two shards
+    (model-0000N-of-00002.safetensors) and model.safetensors.index.json instead. Returns the
+    file to open."""
     from safetensors.numpy import save_file
     folder.mkdir(parents=True, exist_ok=True)
     names = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
@@ -356,7 +359,18 @@ def write_hf(folder: Path, arch: str, floats: dict, info: dict, bpe: str):
         if arch == "llama" and name.endswith("attn_k.weight"):
             f = unpermute(f, info["kv_heads"])
         out[hf] = np.ascontiguousarray(f)
-    save_file(out, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    if sharded:
+        names = sorted(out)
+        weight_map = {}
+        for k, part in enumerate((names[: len(names) // 2], names[len(names) // 2:])):
+            shard = f"model-{k + 1:05d}-of-00002.safetensors"
+            save_file({n: out[n] for n in part}, str(folder / shard), metadata={"format": "pt"})
+            weight_map.update({n: shard for n in part})
+        root = folder / "model.safetensors.index.json"
+        root.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}, indent=1))
+    else:
+        root = folder / "model.safetensors"
+        save_file(out, str(root), metadata={"format": "pt"})
     n_vocab = floats["token_embd.weight"].shape[0]
     config = {
         "architectures": ["Qwen2ForCausalLM" if arch == "qwen2" else "LlamaForCausalLM"],
@@ -413,6 +427,7 @@ def write_hf(folder: Path, arch: str, floats: dict, info: dict, bpe: str):
                       "vocab": {t: i for i, t in enumerate(tokens)}, "merges": spm_merges(tokens, scores)},
         }
     (folder / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False, indent=1))
+    return root
 
 
 def main():
@@ -441,8 +456,9 @@ def main():
         entry = {"name": f"{name}-{t}", "arch": arch, "type": t, "path": str(path)}
         if f"{name}-{t}" in ("llama-F32", "qwen2-bpe-F32", "llama-tied-F32"):
             hf = out / f"{name}-{t}-hf"
-            write_hf(hf, arch, floats, info, kw.get("bpe", ""))
-            entry["hf"] = str(hf / "model.safetensors")
+            # the tied one as a sharded checkpoint (two shards and an index)
+            root = write_hf(hf, arch, floats, info, kw.get("bpe", ""), sharded=name == "llama-tied")
+            entry["hf"] = str(root)
         models.append(entry)
     # Broken files for the error tests: an architecture outside the supported list, a missing and
     # a misshapen tensor.
