@@ -1003,3 +1003,54 @@ fn stream(mut run: Run, include_usage: bool) -> Response {
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Text;
+
+    /// Pushes `pieces`, returning what was handed out at each step and at the end.
+    fn run(stop: &[&str], pieces: &[&[u8]]) -> (Vec<String>, String, bool) {
+        let mut t = Text::new(stop.iter().map(|s| s.to_string()).collect());
+        let mut out = Vec::new();
+        for p in pieces {
+            out.push(t.push(p));
+            if t.stopped {
+                break;
+            }
+        }
+        let rest = t.finish();
+        (out, rest, t.stopped)
+    }
+
+    #[test]
+    fn text_is_lossy_utf8_of_all_bytes() {
+        // "é" split over two tokens, an invalid byte, then a character split again.
+        let pieces: &[&[u8]] = &[b"a\xc3", b"\xa9b", b"\x80", b"\xe2\x82", b"\xac"];
+        let (out, rest, stopped) = run(&[], pieces);
+        assert_eq!(out, ["a", "éb", "\u{fffd}", "", "€"]);
+        assert_eq!((rest.as_str(), stopped), ("", false));
+        let all: Vec<u8> = pieces.concat();
+        assert_eq!(out.concat(), String::from_utf8_lossy(&all));
+        // a split character left at the end is replaced
+        let (out, rest, _) = run(&[], &[b"x\xe2\x82"]);
+        assert_eq!((out.concat(), rest.as_str()), ("x".to_string(), "\u{fffd}"));
+    }
+
+    #[test]
+    fn stop_strings_hold_back_their_prefix_and_cut_the_text() {
+        // "EN" then "D" completes the stop string "END": nothing of it is handed out.
+        let (out, rest, stopped) = run(&["END"], &[b"abc E", b"N", b"D more"]);
+        assert_eq!(out, ["abc ", "", ""]);
+        assert_eq!((rest.as_str(), stopped), ("", true));
+        // a held-back prefix that does not complete is handed out later
+        let (out, rest, stopped) = run(&["END"], &[b"abc E", b"Nx"]);
+        assert_eq!(out, ["abc ", "ENx"]);
+        assert_eq!((rest.as_str(), stopped), ("", false));
+        // the earliest of several stop strings wins, inside one piece
+        let (out, _, stopped) = run(&["zz", "b"], &[b"aabzz"]);
+        assert_eq!((out.concat().as_str(), stopped), ("aa", true));
+        // a stop string over a multi-byte character
+        let (out, _, stopped) = run(&["é!"], &[b"x\xc3", b"\xa9", b"!y"]);
+        assert_eq!((out.concat().as_str(), stopped), ("x", true));
+    }
+}
