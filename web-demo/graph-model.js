@@ -22,9 +22,10 @@ export const SEGMENTS = 60;
 /**
  * Analyses an OnnxGraph: `{nodes, ids, producer, consumers, initializers, opCounts, families}`.
  * `nodes[i]` gains `id` (its name, or `op_type#i` when unnamed or repeated), `family` and
- * `instance` (its repeated block, or -1). `{blocks: false}`: no repeated blocks (every node drawn).
+ * `instance` (its repeated block, or -1). `{blocks: false}`: no repeated blocks; `{segments:
+ * false}`: no segments either (the true flat graph, every node drawn: layeredLayout lays it out).
  */
-export function analyze(g, { blocks = true } = {}) {
+export function analyze(g, { blocks = true, segments = true } = {}) {
   const seen = new Set();
   const nodes = g.nodes.map((n, i) => {
     let id = n.name || `${n.op_type}#${i}`;
@@ -56,7 +57,7 @@ export function analyze(g, { blocks = true } = {}) {
     families = detectRepeats(nodes, producer);
     if (!families.length) families = detectFamilies(nodes);
   }
-  segment(nodes, families);
+  if (segments) segment(nodes, families);
   return { nodes, producer, consumers, initializers: new Set(g.initializers), opCounts, families, inputs: g.inputs, outputs: g.outputs };
 }
 
@@ -348,3 +349,100 @@ export function opFamily(op) {
   if (op === 'Constant') return 'constant';
   return 'other';
 }
+
+/**
+ * A layered layout in linear time for graphs too large for elkjs (thousands of boxes): each box
+ * on the layer of its longest path from a source, boxes of a layer ordered by the mean position of
+ * their predecessors (one sweep), edges straight from the bottom of one box to the top of the
+ * next. `d`: displayGraph's {nodes (with width and height), edges}. Returns elkjs's result shape:
+ * {children: [{id, x, y, width, height}], edges: [{id, sections: [{startPoint, endPoint}]}],
+ * width, height}.
+ */
+export function layeredLayout(d, { gapX = 18, gapY = 28 } = {}) {
+  const index = new Map(d.nodes.map((n, i) => [n.id, i]));
+  const N = d.nodes.length;
+  const preds = Array.from({ length: N }, () => []);
+  const succs = Array.from({ length: N }, () => []);
+  const indeg = new Int32Array(N);
+  for (const e of d.edges) {
+    const a = index.get(e.source);
+    const b = index.get(e.target);
+    if (a === undefined || b === undefined || a === b) continue;
+    succs[a].push(b);
+    preds[b].push(a);
+    indeg[b]++;
+  }
+  // Kahn's order; what a cycle leaves over goes last, in file order.
+  const order = [];
+  const queue = [];
+  for (let i = 0; i < N; i++) if (indeg[i] === 0) queue.push(i);
+  for (let q = 0; q < queue.length; q++) {
+    const i = queue[q];
+    order.push(i);
+    for (const j of succs[i]) if (--indeg[j] === 0) queue.push(j);
+  }
+  if (order.length < N) {
+    const seen = new Uint8Array(N);
+    for (const i of order) seen[i] = 1;
+    for (let i = 0; i < N; i++) if (!seen[i]) order.push(i);
+  }
+  const layer = new Int32Array(N);
+  const placed = new Uint8Array(N);
+  for (const i of order) {
+    let l = 0;
+    for (const p of preds[i]) if (placed[p]) l = Math.max(l, layer[p] + 1);
+    layer[i] = l;
+    placed[i] = 1;
+  }
+  const layers = [];
+  for (const i of order) (layers[layer[i]] ??= []).push(i);
+  const x = new Float64Array(N);
+  const y = new Float64Array(N);
+  let width = 0;
+  let top = 0;
+  const rows = [];
+  for (const list of layers) {
+    if (!list) continue;
+    // Ordered by where their predecessors sit.
+    const key = (i) => (preds[i].length ? preds[i].reduce((s, p) => s + x[p] + d.nodes[p].width / 2, 0) / preds[i].length : -1);
+    list.sort((a, b) => key(a) - key(b) || a - b);
+    let at = 0;
+    let tall = 0;
+    for (const i of list) {
+      x[i] = at;
+      at += d.nodes[i].width + gapX;
+      tall = Math.max(tall, d.nodes[i].height);
+    }
+    const span = at - gapX;
+    width = Math.max(width, span);
+    for (const i of list) y[i] = top;
+    rows.push({ list, span });
+    top += tall + gapY;
+  }
+  // Centre each layer on the widest.
+  for (const { list, span } of rows) for (const i of list) x[i] += (width - span) / 2;
+  const children = d.nodes.map((n, i) => ({ id: n.id, x: x[i], y: y[i], width: n.width, height: n.height }));
+  // The right edge of each layer's boxes: an edge that skips layers goes round them on the right.
+  const right = new Float64Array(layers.length);
+  for (let i = 0; i < N; i++) right[layer[i]] = Math.max(right[layer[i]], x[i] + d.nodes[i].width);
+  let skip = 0;
+  const edges = d.edges
+    .filter((e) => index.has(e.source) && index.has(e.target) && e.source !== e.target)
+    .map((e) => {
+      const a = index.get(e.source);
+      const b = index.get(e.target);
+      const startPoint = { x: x[a] + d.nodes[a].width / 2, y: y[a] + d.nodes[a].height };
+      const endPoint = { x: x[b] + d.nodes[b].width / 2, y: y[b] };
+      const bendPoints = [];
+      if (layer[b] - layer[a] > 1) {
+        let bx = 0;
+        for (let l = layer[a] + 1, k = 0; l < layer[b] && k < 4000; l++, k++) bx = Math.max(bx, right[l]);
+        bx += 10 + (skip++ % 4) * 5;
+        width = Math.max(width, bx + 4);
+        bendPoints.push({ x: bx, y: startPoint.y + gapY / 3 }, { x: bx, y: endPoint.y - gapY / 3 });
+      }
+      return { id: e.id, sections: [{ startPoint, bendPoints, endPoint }] };
+    });
+  return { children, edges, width: Math.max(1, width), height: Math.max(1, top - gapY) };
+}
+

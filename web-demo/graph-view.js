@@ -12,7 +12,9 @@
 // collapsed blocks `data-block="TEMPLATE"` (segments of a long graph without block names also
 // `data-segment="K"`); the details panel `data-selected="NAME"`.
 //
-// `?blocks=off` draws every node (no collapsing); `?node=NAME` selects a node once drawn.
+// `?blocks=off` draws every node (no blocks, no segments: the true flat graph; past 400 boxes laid
+// out by graph-model.js's linear-time layeredLayout in graph-layout-worker.js, root
+// `data-layout="layered"`, else `elk`); `?node=NAME` selects a node once drawn.
 //
 // mount(el, ctx) -> { unmount() }; ctx = { sources, selectTensor, params, setParam }.
 import { analyze, boxSize, displayGraph, opFamily, shapeText } from './graph-model.js';
@@ -143,6 +145,39 @@ class ElkClient {
   }
 }
 
+/** More boxes than this are laid out by graph-model.js's layeredLayout (in a Worker), not elkjs. */
+const ELK_MAX_BOXES = 400;
+
+/** The linear-time layered layout (graph-layout-worker.js) in a Worker: layout({nodes, edges}). */
+class FastLayout {
+  constructor() {
+    this.worker = new Worker(new URL('./graph-layout-worker.js', import.meta.url), { type: 'module' });
+    this.next = 0;
+    this.pending = new Map();
+    this.worker.onmessage = ({ data }) => {
+      const p = this.pending.get(data.id);
+      if (!p) return;
+      this.pending.delete(data.id);
+      if (data.error) p.reject(new Error(`layout failed: ${data.error.message}`));
+      else p.resolve(data.data);
+    };
+    this.worker.onerror = (e) => {
+      for (const p of this.pending.values()) p.reject(new Error(`the layout worker failed: ${e.message}`));
+      this.pending.clear();
+    };
+  }
+  layout(graph) {
+    const id = this.next++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ id, graph });
+    });
+  }
+  terminate() {
+    this.worker.terminate();
+  }
+}
+
 /** Mounts the graph view in `el`. */
 export function mount(el, ctx) {
   injectStyle();
@@ -159,11 +194,13 @@ export function mount(el, ctx) {
   };
   let worker = null;
   let elk = null;
+  let fast = null;
   let dead = false;
   const cleanup = () => {
     dead = true;
     worker?.terminate();
     elk?.terminate();
+    fast?.terminate();
   };
   if (!src) {
     fail('Open an ONNX model to see its graph.');
@@ -186,7 +223,9 @@ export function mount(el, ctx) {
   };
 
   function show({ graph, tensors, bytesRead, ms }) {
-    const a = analyze(graph, { blocks: ctx.params?.get('blocks') !== 'off' });
+    // `?blocks=off`: the true flat graph, every node a box (no blocks, no segments).
+    const flat = ctx.params?.get('blocks') === 'off';
+    const a = analyze(graph, { blocks: !flat, segments: !flat });
     const tensorInfo = new Map(tensors.map((t) => [t.name, t]));
     const byId = new Map(a.nodes.map((n) => [n.id, n]));
     const expanded = new Map();
@@ -328,10 +367,19 @@ export function mount(el, ctx) {
         children: d.nodes.map((n) => ({ id: n.id, ...boxSize(n) })),
         edges: d.edges.map((e) => ({ id: e.id, sources: [e.source], targets: [e.target] })),
       };
-      elk ??= new ElkClient(ELK_WORKER);
       let out;
       try {
-        out = await elk.layout(g);
+        if (d.nodes.length > ELK_MAX_BOXES) {
+          // Thousands of boxes: the linear-time layered layout, in its own Worker (elkjs would take minutes).
+          g.children.forEach((c, i) => Object.assign(d.nodes[i], { width: c.width, height: c.height }));
+          fast ??= new FastLayout();
+          out = await fast.layout({ nodes: d.nodes.map(({ id, width, height }) => ({ id, width, height })), edges: d.edges.map(({ id, source, target }) => ({ id, source, target })) });
+          root.dataset.layout = 'layered';
+        } else {
+          elk ??= new ElkClient(ELK_WORKER);
+          out = await elk.layout(g);
+          root.dataset.layout = 'elk';
+        }
       } catch (e) {
         if (seq === layoutSeq) fail(e.message);
         return;

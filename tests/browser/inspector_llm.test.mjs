@@ -20,7 +20,8 @@
 //   /model/layers.N/* draws one block × 62 (found from the structure), not segments; opened, one
 //   layer's 18 nodes coloured by op family with their weights' shapes inline, edges that name
 //   their values (and shapes where declared), labels hidden when zoomed out; its Architecture
-//   tab (from the initializers' names);
+//   tab (from the initializers' names); `?blocks=off` draws the true flat graph (every node, no
+//   segments) laid out in a Worker by the linear-time layered layout;
 // - compare: a cosine near 1 is told from 1, "changed only" filters the table (kept in the address);
 // - smaller defects: the Tensors tab is off without a model; "1 key"; a shard index's overview
 //   gives the index's size and no percentage of it; the error panel does not repeat the rule;
@@ -537,6 +538,33 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
     await page.click('#tabs [data-view=arch]');
     assert.equal(await page.$eval('#arch-host .arch', (e) => Number(e.dataset.layers)), 62);
     assert.deepEqual(await page.$$eval('#arch-host [data-part^="block."]', (els) => els.map((e) => e.dataset.part)), ['block.attention', 'block.mlp']);
+    assert.deepEqual(problems, []);
+  });
+
+  it('?blocks=off draws the true flat graph: every node, no blocks or segments, laid out in a Worker', { timeout: 90000 }, async () => {
+    if (!generated.has('mixed.onnx')) generated.set('mixed.onnx', new Uint8Array(readFileSync(mixedNamesGraph(62).path)));
+    const t0 = Date.now();
+    await fresh('?url=/gen/mixed.onnx&view=graph&blocks=off');
+    await page.waitForSelector('#graph-host [data-graph-state="done"]', { timeout: 60000 });
+    const ms = Date.now() - t0;
+    const root = await page.$eval('#graph-host [data-graph-state]', (e) => ({ ...e.dataset }));
+    assert.equal(root.layout, 'layered');
+    assert.equal(Number(root.drawnBoxes), 62 * 18 + 1 + 2);
+    assert.equal(await page.$$eval('#graph-host svg [data-node]', (els) => els.length), 62 * 18 + 1);
+    assert.equal(await page.$$eval('#graph-host [data-block], #graph-host [data-segment]', (els) => els.length), 0);
+    console.log(`# flat graph of ${root.drawnBoxes} boxes: drawn ${ms} ms after navigation (layout ${root.layoutMs} ms)`);
+    // Search centres a node: the list row selects it and the view moves to it, readable.
+    await page.fill('#graph-host input[type=search]', '/model/layers.40/attn/Softmax');
+    await page.click('#graph-host .tl-g-row[data-node="/model/layers.40/attn/Softmax"]');
+    await page.waitForFunction(() => document.querySelector('#graph-host svg .tl-g-sel'));
+    const where = await page.evaluate(() => {
+      const svg = document.querySelector('#graph-host svg').getBoundingClientRect();
+      const g = document.querySelector('#graph-host svg .tl-g-sel').getBoundingClientRect();
+      return { dx: g.left + g.width / 2 - (svg.left + svg.width / 2), dy: g.top + g.height / 2 - (svg.top + svg.height / 2), zoom: Number(document.querySelector('#graph-host [data-graph-state]').dataset.zoom) };
+    });
+    assert.ok(Math.abs(where.dx) < 150 && Math.abs(where.dy) < 40, JSON.stringify(where));
+    assert.ok(where.zoom >= 0.8, 'readable after centring');
+    await page.screenshot({ path: shot('graph-flat-search'), fullPage: true });
     assert.deepEqual(problems, []);
   });
 });

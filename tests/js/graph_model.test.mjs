@@ -4,11 +4,12 @@
 // uniform family of 12 ops, the collapsed drawing keeps every edge between boxes, and a graph
 // without block names (the same model read with {blocks: false}) is drawn as segments; blocks are
 // found from the structure, not the names: a model whose norm nodes are named /model/layers/N/ln1/*
-// and the rest /model/layers.N/* (issue 26) is one block × 62, not segments.
+// and the rest /model/layers.N/* (issue 26) is one block × 62, not segments; the true flat graph
+// (5,046 boxes) is laid out by layeredLayout in well under a second, every edge pointing down.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as api from '../../js/node.js';
-import { analyze, displayGraph, MAX_BOXES } from '../../web-demo/graph-model.js';
+import { analyze, boxSize, displayGraph, layeredLayout, MAX_BOXES } from '../../web-demo/graph-model.js';
 import { bigGraph, mixedNamesGraph, onnxReference } from './_graph_compare_reference.mjs';
 
 const big = bigGraph(420);
@@ -80,3 +81,31 @@ test('blocks are found from the structure: mixed node names make one block × 62
   assert.ok(d.edges.some((e) => e.source === 'in:hidden' && e.target === 'block:0'));
   assert.ok(d.edges.some((e) => e.source === 'block:0' && e.target === 'node:/lm_head/MatMul'));
 });
+
+test('the true flat graph: every node a box, laid out in linear time, edges downward, no overlaps', () => {
+  const a = analyze(graph, { blocks: false, segments: false });
+  assert.equal(a.families.length, 0);
+  const d = displayGraph(a);
+  for (const n of d.nodes) Object.assign(n, boxSize(n));
+  assert.ok(d.nodes.filter((n) => n.kind === 'node').length === ref.nodes.length);
+  const t0 = performance.now();
+  const out = layeredLayout(d);
+  const ms = performance.now() - t0;
+  console.log(`# layeredLayout of ${d.nodes.length} boxes, ${d.edges.length} edges: ${ms.toFixed(1)} ms`);
+  assert.ok(ms < 1000, `${ms} ms`);
+  const at = new Map(out.children.map((c) => [c.id, c]));
+  assert.equal(out.edges.length, d.edges.length);
+  for (const e of out.edges) {
+    const [sec] = e.sections;
+    assert.ok(sec.endPoint.y > sec.startPoint.y, `${e.id} points down`);
+  }
+  // No two boxes of one row overlap.
+  const rows = new Map();
+  for (const c of out.children) (rows.get(c.y) ?? rows.set(c.y, []).get(c.y)).push(c);
+  for (const list of rows.values()) {
+    list.sort((p, q) => p.x - q.x);
+    for (let i = 1; i < list.length; i++) assert.ok(list[i].x >= list[i - 1].x + list[i - 1].width, 'no overlap');
+  }
+  assert.ok(at.get('in:input_ids_embeds').y < at.get('node:/head/If').y);
+});
+
