@@ -309,3 +309,23 @@ fn runs_zt_files_and_urls() {
     assert_eq!(tokens(&format!("{}/model.gguf", nginx.base)), want, "GGUF by URL");
     assert_eq!(tokens(&format!("{}/hf/{index}", nginx.base)), hf_local, "sharded safetensors by URL");
 }
+
+/// The README's example: the bundled sample under the README's budget streams weights and gives
+/// the all-resident tokens.
+#[test]
+fn the_readme_sample_runs_under_its_budget() {
+    let sample = root().join("tests/data/llm/tiny-llama-Q4_K.gguf");
+    let s = sample.to_str().unwrap();
+    let args = |budget: Option<&str>| {
+        let mut a = vec![s, "--prompt", "Once upon a time", "--max-new-tokens", "16", "--json"];
+        if let Some(b) = budget {
+            a.extend(["--budget", b]);
+        }
+        let o = run(&a);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let (all, budgeted) = (args(None), args(Some("1900KiB")));
+    assert_eq!(all["tokens"], budgeted["tokens"]);
+    assert!(budgeted["stats"]["streamed_bytes_per_token"].as_u64().unwrap() > 0, "{budgeted}");
+}
