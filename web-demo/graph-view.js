@@ -18,6 +18,7 @@
 //
 // mount(el, ctx) -> { unmount() }; ctx = { sources, selectTensor, params, setParam }.
 import { analyze, boxSize, displayGraph, opFamily, shapeText } from './graph-model.js';
+import { architecture } from './arch-view.js';
 
 const STYLE_ID = 'tl-graph-style';
 const ELK_WORKER = new URL('./vendor/elkjs/elk-worker.min.js', import.meta.url);
@@ -602,9 +603,22 @@ export function mount(el, ctx) {
       apply();
     }
 
+    // The architecture beside the graph, from the initializers' names (as the Architecture tab).
+    const arch = architecture(tensors.map((t) => ({ ...t, numel: t.shape.reduce((x, y) => x * Number(y), 1) })));
+    const fmtN = (n) => (n >= 1e9 ? `${(n / 1e9).toFixed(2)} B` : n >= 1e6 ? `${(n / 1e6).toFixed(2)} M` : n >= 1e4 ? `${(n / 1e3).toFixed(1)} k` : String(n));
+    const archBox = arch
+      ? h(
+          'div',
+          { class: 'tl-g-box tl-g-arch', dataset: { layers: String(arch.layers), params: String(arch.params) } },
+          h('h4', {}, 'Architecture'),
+          h('div', {}, `${arch.embedding.tensors.length ? 'embedding → ' : ''}${arch.layers} × (${arch.block.parts.map((p) => `${p.label} ${fmtN(p.params)}`).join(', ')}) → ${arch.norm.tensors.length ? 'norm → ' : ''}${arch.head.tensors.length ? 'head' : 'tied head'}`),
+          h('div', { class: 'tl-g-muted' }, `${fmtN(arch.block.params)} params a block · ${fmtN(arch.params)} in all · `, ctx.showArchitecture ? h('a', { onclick: () => ctx.showArchitecture(), style: 'cursor:pointer;text-decoration:underline dotted' }, 'details') : ''),
+        )
+      : null;
     const side = h(
       'div',
       { class: 'tl-g-side' },
+      archBox,
       h('div', { class: 'tl-g-box' }, h('h4', {}, `Op types (${a.opCounts.length})`), ops),
       h('div', { class: 'tl-g-box tl-g-list' }, h('h4', {}, 'Nodes', listCount), search, scroll),
       detail,

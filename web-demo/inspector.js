@@ -1049,6 +1049,7 @@ async function mountView(v) {
     },
     params: new URLSearchParams(params),
     setParam,
+    showArchitecture: () => !$('tabs').querySelector('[data-view=arch]').disabled && switchView('arch'),
   };
   try {
     mounted[v] = mod.mount(host, ctx) ?? null;

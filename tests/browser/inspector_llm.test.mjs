@@ -534,8 +534,12 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
     await zoomTo(0.2);
     assert.equal(await page.$eval('#graph-host svg', (e) => e.classList.contains('tl-g-farther')), true);
     assert.equal(await page.$eval('#graph-host svg [data-node] text', (e) => getComputedStyle(e).display), 'none');
-    // The same model's architecture, from its initializers' names.
-    await page.click('#tabs [data-view=arch]');
+    // The same model's architecture, from its initializers' names: beside the graph, then its tab.
+    const beside = await page.$eval('#graph-host .tl-g-arch', (e) => ({ layers: Number(e.dataset.layers), text: e.textContent }));
+    assert.equal(beside.layers, 62);
+    assert.match(beside.text, /62 × \(Attention [\d.]+( k)?, MLP [\d.]+( k)?\) → head/);
+    await page.click('#graph-host .tl-g-arch a');
+    assert.equal(await page.$eval('#tabs .active', (e) => e.dataset.view), 'arch');
     assert.equal(await page.$eval('#arch-host .arch', (e) => Number(e.dataset.layers)), 62);
     assert.deepEqual(await page.$$eval('#arch-host [data-part^="block."]', (els) => els.map((e) => e.dataset.part)), ['block.attention', 'block.mlp']);
     assert.deepEqual(problems, []);
