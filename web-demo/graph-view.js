@@ -148,6 +148,8 @@ class ElkClient {
 
 /** More boxes than this are laid out by graph-model.js's layeredLayout (in a Worker), not elkjs. */
 const ELK_MAX_BOXES = 400;
+/** More boxes than this keep only what the view shows in the DOM (a pan or zoom redraws that). */
+const CULL_MIN_BOXES = 400;
 
 /** The linear-time layered layout (graph-layout-worker.js) in a Worker: layout({nodes, edges}). */
 class FastLayout {
@@ -251,12 +253,42 @@ export function mount(el, ctx) {
     let view = { x: 0, y: 0, k: 1 };
     let bounds = { w: 1, h: 1 };
     // Level of detail: labels at 12 px are unreadable below about half scale.
+    let items = [];
+    let culling = false;
+    let overview = null;
+    let cullFrame = 0;
     const apply = () => {
       world.setAttribute('transform', `translate(${view.x},${view.y}) scale(${view.k})`);
       svg.classList.toggle('tl-g-far', view.k < 0.55);
       svg.classList.toggle('tl-g-farther', view.k < 0.3);
       root.dataset.zoom = view.k.toFixed(3);
+      if (culling && !cullFrame) cullFrame = requestAnimationFrame(cull);
     };
+    /** The boxes and edges in (or near) the view, or the two-path overview when far out. */
+    function cull() {
+      cullFrame = 0;
+      if (!culling) return;
+      const r = svg.getBoundingClientRect();
+      if (view.k < 0.3) {
+        if (world.firstChild !== overview[0]) world.replaceChildren(...overview);
+        root.dataset.inDom = '2';
+        return;
+      }
+      const m = 200 / view.k;
+      const x0 = -view.x / view.k - m;
+      const y0 = -view.y / view.k - m;
+      const x1 = (r.width - view.x) / view.k + m;
+      const y1 = (r.height - view.y) / view.k + m;
+      const frag = document.createDocumentFragment();
+      let n = 0;
+      for (const it of items) {
+        if (it.x1 < x0 || it.x0 > x1 || it.y1 < y0 || it.y0 > y1) continue;
+        for (const e of it.els) frag.append(e);
+        n++;
+      }
+      world.replaceChildren(frag);
+      root.dataset.inDom = String(n);
+    }
     function fit() {
       const r = svg.getBoundingClientRect();
       const k = Math.min(2, (r.width - 20) / bounds.w, (r.height - 20) / bounds.h);
@@ -397,6 +429,7 @@ export function mount(el, ctx) {
 
     function draw(d, out) {
       const pos = new Map(out.children.map((c) => [c.id, c]));
+      items = [];
       const frag = document.createDocumentFragment();
       const valuesOf = new Map(d.edges.map((e) => [e.id, e.values ?? []]));
       for (const e of out.edges ?? []) {
@@ -410,7 +443,11 @@ export function mount(el, ctx) {
           const title = s('title');
           title.textContent = text || e.id;
           hit.append(title);
-          frag.append(hit, s('path', { class: 'tl-g-e', d: path }));
+          const line = s('path', { class: 'tl-g-e', d: path });
+          frag.append(hit, line);
+          const xs = pts.map((q) => q.x);
+          const ys = pts.map((q) => q.y);
+          items.push({ els: [hit, line], x0: Math.min(...xs), y0: Math.min(...ys), x1: Math.max(...xs), y1: Math.max(...ys) });
         }
       }
       drawnNodes = new Map();
@@ -443,8 +480,26 @@ export function mount(el, ctx) {
         }
         if (ds.node) drawnNodes.set(ds.node, g);
         frag.append(g);
+        items.push({ els: [g], x0: p.x, y0: p.y, x1: p.x + p.width, y1: p.y + p.height, box: true });
       }
-      world.replaceChildren(frag);
+      culling = d.nodes.length > CULL_MIN_BOXES;
+      overview = null;
+      if (culling) {
+        // Thousands of boxes: only what the view shows is in the DOM (cull), and far out the whole
+        // graph is two paths (its boxes and its edges), the shape of the model.
+        let boxes = '';
+        let lines = '';
+        for (const it of items) {
+          if (it.box) boxes += `M${it.x0.toFixed(0)},${it.y0.toFixed(0)}h${(it.x1 - it.x0).toFixed(0)}v${(it.y1 - it.y0).toFixed(0)}h${(it.x0 - it.x1).toFixed(0)}z`;
+          else lines += it.els[1].getAttribute('d').replace(/^M/, 'M').replace(/ L/g, 'L');
+        }
+        overview = [s('path', { class: 'tl-g-e', d: lines || 'M0,0', style: 'marker-end:none' }), s('path', { d: boxes || 'M0,0', fill: '#eef3ff', stroke: '#6d7fa6', 'stroke-width': '1' })];
+        world.replaceChildren();
+        root.dataset.culled = 'true';
+      } else {
+        world.replaceChildren(frag);
+        delete root.dataset.culled;
+      }
       bounds = { w: Math.max(1, out.width ?? 1), h: Math.max(1, out.height ?? 1) };
       fit();
       markSelected();
@@ -573,6 +628,7 @@ export function mount(el, ctx) {
     }
     function markSelected() {
       for (const g of world.querySelectorAll('.tl-g-sel')) g.classList.remove('tl-g-sel');
+      for (const g of drawnNodes.values()) if (g.classList.contains('tl-g-sel')) g.classList.remove('tl-g-sel');
       const g = selected && drawnNodes.get(selected);
       if (g) g.classList.add('tl-g-sel');
     }

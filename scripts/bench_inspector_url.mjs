@@ -1,0 +1,108 @@
+// Issue 26's bars in Debian's Chromium (headless, playwright-core), printed as a Markdown table
+// for BENCHMARKS.md. Run: `node scripts/bench_inspector_url.mjs` (needs ~130 MB free in the temp dir
+// and the formats venv for the ONNX model).
+//  1. Statistics of a 125 MiB float32 tensor in the inspector, by URL (web-demo/serve.mjs, HTTP
+//     Range, bytes counted at the server) and from a File: wall time from openTensor to
+//     data-stats-state=done, in one Worker and in the default spans; Range bytes per tensor byte.
+//  2. The graph view of a 5,046-node ONNX model (tests/python/onnx_graph_ref.py gen 420): first
+//     draw collapsed (blocks found from the structure) and flat (`?blocks=off`, every node), and
+//     pan/zoom frame times (wheel and drag events, one per animation frame) on the flat drawing:
+//     p50, p95 and max of the frame intervals, and the longest main-thread task.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { serve } from '../web-demo/serve.mjs';
+import { launch, missing } from '../tests/browser/_chromium.mjs';
+import { safetensorsFile } from '../tests/js/_model_files.mjs';
+import { bigGraph } from '../tests/js/_graph_compare_reference.mjs';
+
+if (missing) throw new Error(missing);
+const dir = mkdtempSync(join(tmpdir(), 'tensorlane-bench26-'));
+const rows = [];
+try {
+  const n = (125 << 20) / 4;
+  const values = new Float32Array(n);
+  for (let i = 0; i < n; i++) values[i] = Math.sin(i * 0.001) * (i % 7);
+  const file = join(dir, 'embed.safetensors');
+  writeFileSync(file, safetensorsFile([['embed', { dtype: 'F32', shape: [n / 2048, 2048], data: new Uint8Array(values.buffer) }]]));
+  const g = bigGraph(420, dir);
+  const generated = new Map([['embed.safetensors', { path: file }], ['graph.onnx', new Uint8Array(readFileSync(g.path))]]);
+  const log = [];
+  const { server, url } = await serve({ generated, log });
+  const browser = await launch();
+  const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
+  const ready = async (q) => {
+    await page.goto(`${url}/web-demo/${q}`);
+    await page.waitForFunction(() => window.inspector?.ready);
+    await page.evaluate(() => window.inspector.ready);
+  };
+  const statsMs = async (workers) => {
+    await page.evaluate((w) => (window.inspector.statsWorkers = w), workers);
+    return page.evaluate(
+      () =>
+        new Promise((resolve) => {
+          const panel = document.getElementById('tensor');
+          const t0 = performance.now();
+          new MutationObserver((_, o) => {
+            if (['done', 'error'].includes(panel.dataset.statsState)) (o.disconnect(), resolve(performance.now() - t0));
+          }).observe(panel, { attributes: true, attributeFilter: ['data-stats-state'] });
+          window.inspector.openTensor('embed');
+        }),
+    );
+  };
+  for (const workers of [1, undefined]) {
+    await ready('?url=/gen/embed.safetensors&view=tensors');
+    log.length = 0;
+    const byUrl = await statsMs(workers);
+    const sent = log.filter((e) => e.range).reduce((s, e) => s + e.bytes, 0);
+    await ready('?view=tensors');
+    await page.setInputFiles('#files', file);
+    await page.waitForFunction(() => window.inspector.models.length === 1 && document.body.dataset.state === 'ready');
+    const byFile = await statsMs(workers);
+    rows.push([`statistics of a 125 MiB float32 tensor, ${workers === 1 ? 'one Worker' : 'default spans'}`, `URL ${byUrl.toFixed(0)} ms, File ${byFile.toFixed(0)} ms (URL/File ${(byUrl / byFile).toFixed(2)}x)`, `${(sent / (125 << 20)).toFixed(3)} B of Range per tensor byte (counted at the server until the statistics were done)`]);
+  }
+  // 2. The graph.
+  for (const q of ['', '&blocks=off']) {
+    const t0 = Date.now();
+    await ready(`?url=/gen/graph.onnx&view=graph${q}`);
+    await page.waitForSelector('#graph-host [data-graph-state="done"]', { timeout: 120000 });
+    const ms = Date.now() - t0;
+    const d = await page.$eval('#graph-host [data-graph-state]', (e) => ({ ...e.dataset }));
+    let frames = '';
+    if (q) {
+      const f = await page.evaluate(async () => {
+        const svg = document.querySelector('#graph-host svg');
+        const r = svg.getBoundingClientRect();
+        let longest = 0;
+        const obs = new PerformanceObserver((l) => l.getEntries().forEach((e) => (longest = Math.max(longest, e.duration))));
+        obs.observe({ type: 'longtask', buffered: false });
+        const times = [];
+        let last = performance.now();
+        for (let i = 0; i < 120; i++) {
+          if (i % 2) svg.dispatchEvent(new WheelEvent('wheel', { deltaY: i % 4 === 1 ? -200 : 200, clientX: r.left + r.width / 2, clientY: r.top + r.height / 2, bubbles: true, cancelable: true }));
+          else {
+            svg.dispatchEvent(new PointerEvent('pointerdown', { clientX: 400, clientY: 400, pointerId: 1, bubbles: true }));
+            svg.dispatchEvent(new PointerEvent('pointermove', { clientX: 400 + (i % 8) * 10, clientY: 400 - (i % 6) * 30, pointerId: 1, bubbles: true }));
+            svg.dispatchEvent(new PointerEvent('pointerup', { clientX: 400, clientY: 400, pointerId: 1, bubbles: true }));
+          }
+          await new Promise((res) => requestAnimationFrame(res));
+          const now = performance.now();
+          times.push(now - last);
+          last = now;
+        }
+        obs.disconnect();
+        times.sort((a, b) => a - b);
+        return { p50: times[60], p95: times[Math.floor(times.length * 0.95)], max: times.at(-1), longest };
+      });
+      frames = `; pan/zoom frames p50 ${f.p50.toFixed(1)} ms, p95 ${f.p95.toFixed(1)} ms, max ${f.max.toFixed(1)} ms, longest task ${f.longest.toFixed(0)} ms`;
+    }
+    rows.push([`graph of a 5,046-node ONNX model, ${q ? 'flat (?blocks=off)' : 'collapsed'}`, `drawn ${ms} ms after navigation`, `${d.drawnBoxes} boxes, ${d.layout} layout ${d.layoutMs} ms${frames}`]);
+  }
+  await browser.close();
+  server.closeAllConnections();
+  server.close();
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+console.log('| what | time | notes |\n|---|---|---|');
+for (const r of rows) console.log(`| ${r.join(' | ')} |`);
