@@ -311,7 +311,7 @@ export async function serve({ paths, host = '127.0.0.1', port = 8080, token = nu
           return reply(401, 'this server needs its token: send `Authorization: Bearer TOKEN` (or ?token=TOKEN)\n', { 'www-authenticate': 'Bearer' });
         }
       }
-      if (raw === '/') return reply(307, '', { location: '/web-demo/' });
+      if (raw === '/') return reply(307, '', { location: `/web-demo/${url.search}` });
       if (raw === '/web-demo') return reply(308, '', { location: `/web-demo/${url.search}` });
       if (raw === '/models') {
         const body = JSON.stringify(listModels(mounts, open));

@@ -10,7 +10,7 @@
 // - every view's state in the address and restored on reload (search, dtype and size filters,
 //   sort, tensor, heatmap mode and slice, histogram log axis, value page); Esc in the search box
 //   leaves the box, not the tensor; `tensorlane serve` (target/debug/tensorlane, when built) keeps
-//   the query through its `/` and `/web-demo` redirects;
+//   the query through its `/` and `/web-demo` redirects, and so does `npx tensorlane serve` (js/cli.js);
 // - statistics by URL read each byte of the tensor once, in one Worker and in helper Workers
 //   (the Range bytes counted at the server);
 // - the value grid: a matrix as rows × columns with row and column pages, PageUp/PageDown/Home/End
@@ -40,6 +40,7 @@ import { LLM, PARAMS, llamaGguf, llamaSafetensors } from '../js/_llm_files.mjs';
 import { safetensorsFile } from '../js/_model_files.mjs';
 import { mixedNamesGraph } from '../js/_graph_compare_reference.mjs';
 import * as tensorlane from '../../js/node.js';
+import { serve as npmServe } from '../../js/cli.js';
 
 /** A safetensors with one 24 MiB float32 matrix `big` (values i % 1000 - 500) after a small one. */
 function bigSafetensors() {
@@ -574,5 +575,19 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
     assert.ok(where.zoom >= 0.8, 'readable after centring');
     await page.screenshot({ path: shot('graph-flat-search'), fullPage: true });
     assert.deepEqual(problems, []);
+  });
+
+  it('npx tensorlane serve (js/cli.js) keeps the query through its / and /web-demo redirects too', { timeout: 30000 }, async () => {
+    const { server: s, url: base } = await npmServe({ paths: [join(ROOT, 'tests/data/fixtures/sample.safetensors')], port: 0, open: tensorlane.open });
+    try {
+      for (const [from, status] of [['/', 307], ['/web-demo', 308]]) {
+        const r = await fetch(`${base}${from}?url=%2Ffiles%2Fx&tensor=w`, { redirect: 'manual' });
+        assert.equal(r.status, status, from);
+        assert.equal(r.headers.get('location'), '/web-demo/?url=%2Ffiles%2Fx&tensor=w', from);
+      }
+    } finally {
+      s.closeAllConnections?.();
+      s.close();
+    }
   });
 });
