@@ -137,7 +137,8 @@ export function detectRepeats(nodes, producer) {
     if (q >= 0 && i - q <= maxL) gaps.set(i - q, (gaps.get(i - q) ?? 0) + 1);
     lastAt[S[i]] = i;
   }
-  const periods = [...gaps].filter(([, c]) => c >= MIN_REPEATS - 1).sort((x, y) => y[1] - x[1]).slice(0, 256).map(([g]) => g).sort((x, y) => x - y);
+  // (A block is at least 2 ops: three Relus in a row are not a repeated block.)
+  const periods = [...gaps].filter(([g, c]) => g >= 2 && c >= MIN_REPEATS - 1).sort((x, y) => y[1] - x[1]).slice(0, 256).map(([g]) => g).sort((x, y) => x - y);
   const families = [];
   for (let round = 0; round < 4; round++) {
     let best = null;
@@ -145,6 +146,7 @@ export function detectRepeats(nodes, producer) {
       const reps = Math.floor((run + L) / L);
       if (reps < MIN_REPEATS) return;
       const covered = reps * L;
+      if (covered < 12) return;
       if (!best || covered > best.covered || (covered === best.covered && L < best.L)) best = { covered, start, end: start + run + L, L };
     };
     for (const L of periods) {
