@@ -91,20 +91,24 @@ impl Drop for Served {
     }
 }
 
-fn models() -> Value {
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve_openai_models");
-    let o = Command::new(venv_python())
-        .arg(root().join("tests/python/serve_models.py"))
-        .arg(&out)
-        .current_dir(root().join("tests/python"))
-        .output()
-        .expect("run tests/python/serve_models.py");
-    assert!(
-        o.status.success(),
-        "serve_models.py: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
+/// Writes the models once per test binary run (the tests run in parallel).
+fn models() -> &'static Value {
+    static MODELS: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    MODELS.get_or_init(|| {
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve_openai_models");
+        let o = Command::new(venv_python())
+            .arg(root().join("tests/python/serve_models.py"))
+            .arg(&out)
+            .current_dir(root().join("tests/python"))
+            .output()
+            .expect("run tests/python/serve_models.py");
+        assert!(
+            o.status.success(),
+            "serve_models.py: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).unwrap()
+    })
 }
 
 fn session(model: &Model) -> Session<'_> {
@@ -135,6 +139,66 @@ fn log_softmax(l: &[f32]) -> Vec<f64> {
     let max = l.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let ln: f64 = l.iter().map(|&x| (x as f64 - max).exp()).sum::<f64>().ln();
     l.iter().map(|&x| x as f64 - max - ln).collect()
+}
+
+/// Status line of one raw HTTP/1.1 request to `addr`.
+fn status(addr: SocketAddr, method: &str, path: &str, headers: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.lines().next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn the_token_guards_the_api() {
+    let m = models();
+    let path = m["models"]["llama-F32"].as_str().unwrap().to_string();
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--model",
+            &path,
+            "--bind",
+            "127.0.0.1:0",
+            "--context",
+            "64",
+            "--threads",
+            "1",
+        ])
+        .env("TENSORLANE_TOKEN", "sesame")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let served = Served {
+        addr: line
+            .trim()
+            .strip_prefix("http://")
+            .and_then(|r| r.split('/').next())
+            .unwrap()
+            .parse()
+            .unwrap(),
+        child,
+    };
+    let body = r#"{"prompt": "hello", "max_tokens": 2}"#;
+    let auth = "Authorization: Bearer sesame\r\n";
+    assert!(status(served.addr, "GET", "/v1/models", "", "").contains(" 401 "));
+    assert!(status(served.addr, "POST", "/v1/completions", "", body).contains(" 401 "));
+    assert!(status(served.addr, "GET", "/v1/models", auth, "").contains(" 200 "));
+    assert!(status(served.addr, "POST", "/v1/completions", auth, body).contains(" 200 "));
+    // POST stays refused outside /v1/.
+    assert!(status(served.addr, "POST", "/models", auth, "").contains(" 405 "));
 }
 
 #[test]
@@ -198,7 +262,7 @@ fn openai_clients_against_serve_model() {
 
     // The concurrency check's prompt, greedy (every concurrent answer must be this).
     let long = tok.encode("the tensor data model", true);
-    let (_, long_text) = generate(&mut s, &long, 24, &greedy);
+    let (_, long_text) = generate(&mut s, &long, 96, &greedy);
 
     let expect = json!({
         "model": "chat-F32.gguf",
@@ -213,7 +277,7 @@ fn openai_clients_against_serve_model() {
         "chat": {"system": "be brief", "user": "hello there", "prompt_tokens": chat_prompt.len(),
                  "max_tokens": 10, "ids": chat_ids, "text": chat_text},
         "seeded": {"seed": 1234, "temperature": 0.8, "top_p": 0.9, "text": seeded_text},
-        "long": {"prompt": "the tensor data model", "max_tokens": 24, "text": long_text},
+        "long": {"prompt": "the tensor data model", "max_tokens": 96, "text": long_text},
     });
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let expect_path = dir.join("serve_openai_expect.json");
