@@ -66,6 +66,7 @@ export function architecture(tensors, metadata = []) {
   const unlike = ids.filter((i) => sig(best.layers.get(i)) !== firstSig);
   const parts = { attention: [], mlp: [], other: [] };
   for (const x of first) parts[blockPart(x.rel)].push(row(x.t, x.rel));
+  for (const k of Object.keys(parts)) parts[k] = collapseNumbered(parts[k]);
   const dtypes = new Set([...best.layers.values()].flat().map((x) => dtypeOf(x.t)));
   const perLayer = first.reduce((n, x) => n + x.t.numel, 0);
   const total = [...best.layers.values()].flat().reduce((n, x) => n + x.t.numel, 0);
@@ -131,9 +132,49 @@ export function architecture(tensors, metadata = []) {
   };
 }
 
+/**
+ * Rows whose names differ only in a number (a mixture of experts' `experts.0..63.w1.weight`) with
+ * the same shape and dtype become one row `experts.{0..63}.w1.weight` with `count` and the params
+ * of all of them; the first member's name stays in `first` (what a click opens).
+ */
+export function collapseNumbered(rows) {
+  const key = (r) => {
+    const m = /^(.*?)(\d+)(\..*)$/.exec(r.name);
+    return m ? { k: `${m[1]}#${m[3]}:${r.shape.join('x')}:${r.dtype}`, pre: m[1], id: Number(m[2]), post: m[3] } : null;
+  };
+  const groups = new Map();
+  for (const r of rows) {
+    const m = key(r);
+    if (m) (groups.get(m.k) ?? groups.set(m.k, []).get(m.k)).push({ r, ...m });
+  }
+  const out = [];
+  const done = new Set();
+  for (const r of rows) {
+    const m = key(r);
+    const list = m && groups.get(m.k);
+    if (!list || list.length < 3) {
+      out.push(r);
+      continue;
+    }
+    if (done.has(m.k)) continue;
+    done.add(m.k);
+    const ids = list.map((x) => x.id);
+    out.push({
+      name: `${m.pre}{${Math.min(...ids)}..${Math.max(...ids)}}${m.post}`,
+      first: r.name,
+      shape: r.shape,
+      dtype: r.dtype,
+      count: list.length,
+      params: list.reduce((n, x) => n + x.r.params, 0),
+      bytes: list.reduce((n, x) => n + x.r.bytes, 0),
+    });
+  }
+  return out;
+}
+
 function partCard(g, { times = 1, path = '' } = {}) {
   const rows = g.tensors
-    .map((x) => `<tr data-part-tensor="${esc(x.name)}"><td>${esc(x.name)}</td><td>[${x.shape.join(', ')}]</td><td>${esc(x.dtype)}</td><td class="num">${count(x.params)}</td></tr>`)
+    .map((x) => `<tr data-part-tensor="${esc(x.first ?? x.name)}"${x.count ? ` data-count="${x.count}"` : ''}><td>${esc(x.name)}${x.count ? ` <span class="muted">×${x.count}</span>` : ''}</td><td>[${x.shape.join(', ')}]</td><td>${esc(x.dtype)}</td><td class="num">${count(x.params)}</td></tr>`)
     .join('');
   const tot = times > 1 ? ` · ×${times} = ${count(g.params * times)}` : '';
   return `<div class="arch-part" data-part="${esc(path || g.id)}" data-params="${g.params}" data-tensors="${g.tensors.length}">
