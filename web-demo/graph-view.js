@@ -271,7 +271,7 @@ export function mount(el, ctx) {
       const r = svg.getBoundingClientRect();
       if (view.k < 0.3) {
         if (world.firstChild !== overview[0]) world.replaceChildren(...overview);
-        root.dataset.inDom = '2';
+        root.dataset.inDom = '0';
         return;
       }
       const m = 200 / view.k;
@@ -487,13 +487,35 @@ export function mount(el, ctx) {
       if (culling) {
         // Thousands of boxes: only what the view shows is in the DOM (cull), and far out the whole
         // graph is two paths (its boxes and its edges), the shape of the model.
-        let boxes = '';
-        let lines = '';
-        for (const it of items) {
-          if (it.box) boxes += `M${it.x0.toFixed(0)},${it.y0.toFixed(0)}h${(it.x1 - it.x0).toFixed(0)}v${(it.y1 - it.y0).toFixed(0)}h${(it.x0 - it.x1).toFixed(0)}z`;
-          else lines += it.els[1].getAttribute('d').replace(/^M/, 'M').replace(/ L/g, 'L');
+        // The outline is a bitmap drawn once (a canvas, as an SVG image): panning and zooming a
+        // picture costs a blit, a path of thousands of boxes a rasterisation every frame.
+        const W = Math.max(1, out.width ?? 1);
+        const H = Math.max(1, out.height ?? 1);
+        const sc = Math.min(1, 4096 / Math.max(W, H));
+        const cv = document.createElement('canvas');
+        cv.width = Math.max(1, Math.round(W * sc));
+        cv.height = Math.max(1, Math.round(H * sc));
+        const c2 = cv.getContext('2d');
+        c2.scale(sc, sc);
+        c2.strokeStyle = '#98a2b6';
+        c2.lineWidth = 1 / sc;
+        c2.beginPath();
+        for (const e of out.edges ?? []) {
+          for (const sec of e.sections ?? []) {
+            const pts = [sec.startPoint, ...(sec.bendPoints ?? []), sec.endPoint];
+            c2.moveTo(pts[0].x, pts[0].y);
+            for (const q of pts.slice(1)) c2.lineTo(q.x, q.y);
+          }
         }
-        overview = [s('path', { class: 'tl-g-e', d: lines || 'M0,0', style: 'marker-end:none' }), s('path', { d: boxes || 'M0,0', fill: '#eef3ff', stroke: '#6d7fa6', 'stroke-width': '1' })];
+        c2.stroke();
+        c2.fillStyle = '#dbe4f7';
+        c2.strokeStyle = '#6d7fa6';
+        for (const it of items) {
+          if (!it.box) continue;
+          c2.fillRect(it.x0, it.y0, it.x1 - it.x0, it.y1 - it.y0);
+          c2.strokeRect(it.x0, it.y0, it.x1 - it.x0, it.y1 - it.y0);
+        }
+        overview = [s('image', { href: cv.toDataURL('image/png'), x: 0, y: 0, width: W, height: H, preserveAspectRatio: 'none', class: 'tl-g-outline' })];
         world.replaceChildren();
         root.dataset.culled = 'true';
       } else {
