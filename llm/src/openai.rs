@@ -1,6 +1,6 @@
-//! `openai` (feature `serve`): an OpenAI-compatible HTTP API over a [`batch::Engine`], as an
-//! axum [`Router`] that `tensorlane serve --model` mounts beside its file routes (behind the same
-//! token guard).
+//! `openai` (feature `serve`): an OpenAI-compatible HTTP API over a
+//! [`batch::Engine`](crate::batch::Engine), as an axum [`Router`] that `tensorlane serve --model`
+//! mounts beside its file routes (behind the same token guard).
 //!
 //! | route | what |
 //! |---|---|
