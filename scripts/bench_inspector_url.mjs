@@ -71,6 +71,8 @@ try {
     const d = await page.$eval('#graph-host [data-graph-state]', (e) => ({ ...e.dataset }));
     let frames = '';
     if (q) {
+      // Once the idle-time making of the culled boxes' elements is done.
+      await page.waitForFunction(() => ['all', undefined].includes(document.querySelector('#graph-host [data-graph-state]').dataset.made), null, { timeout: 60000 });
       const measure = (zoom) =>
         page.evaluate(async (zoom) => {
           const svg = document.querySelector('#graph-host svg');

@@ -547,10 +547,10 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
     assert.deepEqual(problems, []);
   });
 
-  it('?blocks=off draws the true flat graph: every node, no blocks or segments, laid out in a Worker', { timeout: 90000 }, async () => {
+  for (const lazy of [false, true]) it(`?blocks=off draws the true flat graph: every node, no blocks or segments, laid out in a Worker${lazy ? '; elements made when first needed (?glazy=400)' : ''}`, { timeout: 90000 }, async () => {
     if (!generated.has('mixed.onnx')) generated.set('mixed.onnx', new Uint8Array(readFileSync(mixedNamesGraph(62).path)));
     const t0 = Date.now();
-    await fresh('?url=/gen/mixed.onnx&view=graph&blocks=off');
+    await fresh(`?url=/gen/mixed.onnx&view=graph&blocks=off${lazy ? '&glazy=400' : ''}`);
     await page.waitForSelector('#graph-host [data-graph-state="done"]', { timeout: 60000 });
     const ms = Date.now() - t0;
     const root = await page.$eval('#graph-host [data-graph-state]', (e) => ({ ...e.dataset }));
@@ -573,7 +573,8 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
     });
     assert.ok(Math.abs(where.dx) < 150 && Math.abs(where.dy) < 40, JSON.stringify(where));
     assert.ok(where.zoom >= 0.8, 'readable after centring');
-    await page.screenshot({ path: shot('graph-flat-search'), fullPage: true });
+    if (lazy) await page.waitForFunction(() => document.querySelector('#graph-host [data-graph-state]').dataset.made === 'all', null, { timeout: 30000 });
+    else await page.screenshot({ path: shot('graph-flat-search'), fullPage: true });
     assert.deepEqual(problems, []);
   });
 
