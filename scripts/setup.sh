@@ -52,6 +52,16 @@ bash tests/python/setup_formats_venv.sh
 # The official `openai` PyPI client and gguf for the serving tests (llm/tests/batch.rs,
 # cli/tests/serve_openai.rs).
 bash tests/python/setup_serve_venv.sh
+# NVRTC alone (no driver, no GPU) from NVIDIA's PyPI wheel, so llm/tests/cuda.rs compiles the CUDA
+# executor's kernels here (tests/.nvrtc/lib, put on LD_LIBRARY_PATH by scripts/test.sh).
+if [[ ! -f tests/.nvrtc/lib/libnvrtc.so.12 ]]; then
+  rm -rf tests/.nvrtc && mkdir -p tests/.nvrtc/wheel
+  tests/.venv-formats/bin/python -m pip download --quiet --disable-pip-version-check --no-deps \
+    -d tests/.nvrtc/wheel nvidia-cuda-nvrtc-cu12==12.8.93
+  tests/.venv-formats/bin/python -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+    tests/.nvrtc/wheel/*.whl tests/.nvrtc/wheel/x
+  mv tests/.nvrtc/wheel/x/nvidia/cuda_nvrtc/lib tests/.nvrtc/lib && rm -rf tests/.nvrtc/wheel
+fi
 # Remote sources: moto's S3 server (SigV4 checked) and boto3 (native/tests/remote.rs,
 # cli/tests/remote_cli.rs, scripts/bench_remote.py).
 bash tests/python/setup_s3_venv.sh

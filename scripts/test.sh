@@ -25,11 +25,13 @@ cargo build -q -p tensorlane-core --no-default-features --target thumbv7em-none-
 step "Rust tests (workspace)"
 cargo test --workspace --no-fail-fast
 
-step "device transfer: wgpu on lavapipe (CI=true: no adapter fails; tensorlane-llm on wgpu vs the CPU), CUDA build and error paths"
+step "device transfer: wgpu on lavapipe (CI=true: no adapter fails; tensorlane-llm on wgpu vs the CPU), CUDA build, error paths and the llm kernels through NVRTC"
 cargo test -p tensorlane-offload --features wgpu --test device_wgpu --test offload_wgpu
 cargo test -p tensorlane-llm --features wgpu --test wgpu
 cargo build -p tensorlane-cli --features cuda
 cargo test -p tensorlane-offload --features cuda --test device_cuda
+LD_LIBRARY_PATH="$PWD/tests/.nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  cargo test -p tensorlane-llm --features cuda --test cuda
 
 step "JavaScript builds (wasm + N-API addon)"
 scripts/build-js.sh

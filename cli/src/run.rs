@@ -69,8 +69,8 @@ pub struct RunArgs {
     /// Worker threads (default: every core).
     #[arg(long)]
     threads: Option<usize>,
-    /// Where to run: `cpu`, or `wgpu` (a build with the `wgpu` feature); cuda is not implemented
-    /// yet.
+    /// Where to run: `cpu`, `wgpu` (a build with the `wgpu` feature) or `cuda` (a build with the
+    /// `cuda` feature, on a machine with an NVIDIA driver).
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "wgpu", "cuda"])]
     device: String,
     /// Device memory for the weights, the KV cache, the norms and the activations, e.g. 4GiB:
@@ -128,16 +128,11 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
     let device = match args.device.as_str() {
         "cpu" => Device::Cpu,
         "wgpu" if cfg!(feature = "wgpu") => Device::Wgpu,
-        "wgpu" => {
-            return Err(CliError::Usage(
-                "--device wgpu: this tensorlane was built without the `wgpu` feature \
-                 (cargo build -p tensorlane-cli --features wgpu); use --device cpu"
-                    .into(),
-            ));
-        }
+        "cuda" if cfg!(feature = "cuda") => Device::Cuda,
         other => {
             return Err(CliError::Usage(format!(
-                "--device {other}: only the cpu and wgpu executors are implemented so far"
+                "--device {other}: this tensorlane was built without the `{other}` feature \
+                 (cargo build -p tensorlane-cli --features {other}); use --device cpu"
             )));
         }
     };
@@ -250,6 +245,7 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
         let on = match device {
             Device::Cpu => format!("the cpu, {} threads", stats.threads),
             Device::Wgpu => "wgpu".to_string(),
+            Device::Cuda => "cuda".to_string(),
         };
         eprintln!(
             "prefill: {} tokens in {:.3} s ({:.1} tokens/s); decode: {} tokens in {:.3} s ({:.1} tokens/s); \

@@ -223,6 +223,11 @@ fn bad_input_is_a_clear_error() {
             &["--device wgpu", "cpu"],
         ),
         (
+            vec![&good, "--prompt", "hello", "--device", "cuda"],
+            1,
+            &["--device cuda", "`cuda` feature", "cpu"],
+        ),
+        (
             vec![&good, "--prompt", "hello", "--budget", "1KiB"],
             1,
             &["--budget 1.0 KiB", "KV cache", "smallest budget the scheduler policy accepts is"],

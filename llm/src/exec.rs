@@ -1,5 +1,5 @@
-//! The executor a [`Session`](crate::Session) runs on: the CPU one, or (feature `wgpu`) the
-//! wgpu one. Both take the same calls.
+//! The executor a [`Session`](crate::Session) runs on: the CPU one, or (features `wgpu`, `cuda`) a
+//! device one. All take the same calls.
 
 use crate::Result;
 use crate::arch::Spec;
@@ -11,6 +11,8 @@ pub(crate) enum Exec<'m> {
     Cpu(Cpu<'m>),
     #[cfg(feature = "wgpu")]
     Wgpu(Box<crate::wgpu::Wgpu<'m>>),
+    #[cfg(feature = "cuda")]
+    Cuda(Box<crate::cuda::Cuda<'m>>),
 }
 
 impl Exec<'_> {
@@ -19,6 +21,8 @@ impl Exec<'_> {
             Exec::Cpu(c) => c.spec(),
             #[cfg(feature = "wgpu")]
             Exec::Wgpu(g) => g.spec(),
+            #[cfg(feature = "cuda")]
+            Exec::Cuda(g) => g.spec(),
         }
     }
 
@@ -28,6 +32,8 @@ impl Exec<'_> {
             Exec::Cpu(c) => c.threads(),
             #[cfg(feature = "wgpu")]
             Exec::Wgpu(_) => 1,
+            #[cfg(feature = "cuda")]
+            Exec::Cuda(_) => 1,
         }
     }
 
@@ -36,6 +42,8 @@ impl Exec<'_> {
             Exec::Cpu(c) => c.stored_bytes(),
             #[cfg(feature = "wgpu")]
             Exec::Wgpu(g) => g.stored_bytes(),
+            #[cfg(feature = "cuda")]
+            Exec::Cuda(g) => g.stored_bytes(),
         }
     }
 
@@ -45,6 +53,8 @@ impl Exec<'_> {
             Exec::Cpu(c) => c.streamed_bytes(),
             #[cfg(feature = "wgpu")]
             Exec::Wgpu(g) => g.streamed_bytes(),
+            #[cfg(feature = "cuda")]
+            Exec::Cuda(g) => g.streamed_bytes(),
         }
     }
 
@@ -54,6 +64,8 @@ impl Exec<'_> {
             Exec::Cpu(c) => c.streamed_last,
             #[cfg(feature = "wgpu")]
             Exec::Wgpu(g) => g.streamed_last,
+            #[cfg(feature = "cuda")]
+            Exec::Cuda(g) => g.streamed_last,
         }
     }
 
@@ -63,6 +75,8 @@ impl Exec<'_> {
             Exec::Cpu(c) => c.copy_last,
             #[cfg(feature = "wgpu")]
             Exec::Wgpu(g) => g.copy_last,
+            #[cfg(feature = "cuda")]
+            Exec::Cuda(g) => g.copy_last,
         }
     }
 
@@ -86,6 +100,8 @@ impl Exec<'_> {
             }
             #[cfg(feature = "wgpu")]
             Exec::Wgpu(g) => g.probe_link_gbps(bytes),
+            #[cfg(feature = "cuda")]
+            Exec::Cuda(g) => g.probe_link_gbps(bytes),
         }
     }
 
@@ -96,6 +112,8 @@ impl Exec<'_> {
             Exec::Cpu(c) => c.new_cache(),
             #[cfg(feature = "wgpu")]
             Exec::Wgpu(_) => KvCache::default(),
+            #[cfg(feature = "cuda")]
+            Exec::Cuda(_) => KvCache::default(),
         }
     }
 
@@ -110,6 +128,8 @@ impl Exec<'_> {
             Exec::Cpu(c) => Ok(c.forward(tokens, cache, want)),
             #[cfg(feature = "wgpu")]
             Exec::Wgpu(g) => g.forward(tokens, cache, want),
+            #[cfg(feature = "cuda")]
+            Exec::Cuda(g) => g.forward(tokens, cache, want),
         }
     }
 }

@@ -39,7 +39,11 @@ use std::fmt;
 
 pub mod arch;
 pub mod batch;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod bind;
 mod cpu;
+#[cfg(feature = "cuda")]
+mod cuda;
 mod exec;
 mod kernels;
 #[cfg(feature = "serve")]
@@ -55,6 +59,13 @@ pub use sampling::{Sampler, Sampling};
 pub use session::{Device, Generate, Load, Options, Session, Stats, Token};
 /// The offload policies [`Options::policy`] takes (re-exported from `tensorlane-offload`).
 pub use tensorlane_offload::Policy;
+
+/// The CUDA executor's kernel source (`llm/src/cuda/kernels.cu`), for tools and tests that
+/// compile it with NVRTC ahead of a session.
+#[cfg(feature = "cuda")]
+pub fn cuda_kernels() -> &'static str {
+    cuda::KERNELS
+}
 
 /// Everything that can go wrong opening a model for generation or running it.
 #[derive(Debug)]

@@ -128,6 +128,26 @@ pub(crate) struct Budgeted {
 }
 
 impl Budgeted {
+    /// Each device-computed matrix's resident bytes (whole rows) and, when it streams, its
+    /// slot's offset in the plan's ring: what a device executor lays its weights out by.
+    pub(crate) fn placement(&self) -> HashMap<String, (u64, Option<u64>)> {
+        let p = &self.plan;
+        let mut split: HashMap<String, (u64, Option<u64>)> = p
+            .tensors
+            .iter()
+            .filter(|t| t.access == Access::Dense)
+            .map(|t| (t.name.clone(), (t.resident_bytes, None)))
+            .collect();
+        for c in &p.chunks {
+            if let Some(t) = p.tensors.get(c.tensor as usize)
+                && let Some(e) = split.get_mut(&t.name)
+            {
+                e.1 = Some(c.dev_offset - p.ring.base);
+            }
+        }
+        split
+    }
+
     /// Resident bytes of each matrix the device computes with (gathered ones are absent: they
     /// stay on the host).
     pub(crate) fn resident(&self) -> HashMap<&str, u64> {

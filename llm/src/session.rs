@@ -22,9 +22,14 @@ pub enum Device {
     Cpu,
     /// The wgpu executor (WGSL compute shaders; Vulkan, Mesa lavapipe on CPU-only machines): the
     /// weights uploaded in stored form and dequantized inside the kernels, the KV cache on the
-    /// device. Needs the crate feature `wgpu` ([`Session::open`] says so without it) and takes no
-    /// [`Options::budget`].
+    /// device; under a budget the streamed rows are written into the plan's ring before each
+    /// use. Needs the crate feature `wgpu` ([`Session::open`] says so without it).
     Wgpu,
+    /// The CUDA executor (feature `cuda`): the wgpu executor's kernels in CUDA, compiled with
+    /// NVRTC when the session opens, weights in stored form, KV cache on the device, streamed
+    /// rows copied into the plan's ring under a budget. Without the feature, a driver or a
+    /// device, [`Session::open`] says which is missing.
+    Cuda,
 }
 
 /// How [`Session::open`] sets up a session.
@@ -285,6 +290,7 @@ impl<'m> Session<'m> {
         let cpu = match options.device {
             Device::Cpu => Exec::Cpu(Cpu::new(spec, weights, threads)?),
             Device::Wgpu => wgpu_exec(model, spec, context, budgeted.as_ref())?,
+            Device::Cuda => cuda_exec(model, spec, context, budgeted.as_ref())?,
         };
         let link_gbps = if cpu.streamed_bytes() > 0 {
             cpu.probe_link_gbps()
@@ -497,6 +503,26 @@ fn context_of(spec: &Spec, options: &Options) -> Result<usize> {
         0 => Err(Error::Options("the context must hold at least one position".into())),
         c => Ok(c),
     }
+}
+
+/// The CUDA executor (the weights split by the plan when there is one).
+#[cfg(feature = "cuda")]
+fn cuda_exec<'m>(
+    model: &'m Model,
+    spec: Spec,
+    context: usize,
+    plan: Option<&crate::plan::Budgeted>,
+) -> Result<Exec<'m>> {
+    Ok(Exec::Cuda(Box::new(crate::cuda::Cuda::new(
+        model, spec, context, plan,
+    )?)))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_exec<'m>(_: &'m Model, _: Spec, _: usize, _: Option<&crate::plan::Budgeted>) -> Result<Exec<'m>> {
+    Err(Error::Device(
+        "the cuda device needs tensorlane-llm built with the `cuda` feature".into(),
+    ))
 }
 
 /// The model's name in plans and reports: its file name.

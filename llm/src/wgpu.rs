@@ -16,9 +16,8 @@ use std::borrow::Cow;
 use tensorlane::model::Model;
 use wgpu::util::DeviceExt;
 
-use std::collections::HashMap;
-
 use crate::arch::{RopeStyle, Spec, TensorSpec};
+use crate::bind::{self, missing, read};
 use crate::cpu::KvCache;
 use crate::kernels::{Kind, Matrix};
 use crate::plan::{BATCH, Budgeted};
@@ -159,33 +158,6 @@ pub(crate) struct Wgpu<'m> {
     pub(crate) copy_last: std::time::Duration,
 }
 
-fn find<'c>(model: &'c Model, spec: &TensorSpec) -> Result<Option<&'c tensorlane_core::formats::TensorInfo>> {
-    match model.catalog().get(&spec.name) {
-        None => Ok(None),
-        Some(t) if t.shape == spec.shape => Ok(Some(t)),
-        Some(t) => Err(Error::TensorShape {
-            name: spec.name.clone(),
-            expected: spec.shape.clone(),
-            found: t.shape.clone(),
-        }),
-    }
-}
-
-fn missing(spec: &TensorSpec) -> Error {
-    Error::MissingTensor {
-        name: spec.name.clone(),
-        expected: spec.shape.clone(),
-    }
-}
-
-/// A tensor's stored bytes and its [`Matrix`] view.
-fn read<'m>(model: &'m Model, spec: &TensorSpec) -> Result<Option<(Cow<'m, [u8]>, Matrix<'m>)>> {
-    let Some(t) = find(model, spec)? else { return Ok(None) };
-    let bytes = model.read(t)?;
-    let m = Matrix::new(t, bytes.clone())?;
-    Ok(Some((bytes, m)))
-}
-
 impl<'m> Wgpu<'m> {
     /// Opens an adapter (hardware first, then the fallback one, e.g. Mesa lavapipe), uploads
     /// every weight `spec` needs from `model` and allocates a KV cache of `context` positions.
@@ -225,25 +197,7 @@ impl<'m> Wgpu<'m> {
             }
             _ => None,
         };
-        // Each streamed tensor's resident bytes and ring slot.
-        let mut split: HashMap<String, (u64, Option<u64>)> = HashMap::new();
-        if let Some(b) = plan {
-            let p = &b.plan;
-            for t in p
-                .tensors
-                .iter()
-                .filter(|t| t.access == tensorlane_offload::Access::Dense)
-            {
-                split.insert(t.name.clone(), (t.resident_bytes, None));
-            }
-            for c in &p.chunks {
-                if let Some(t) = p.tensors.get(c.tensor as usize)
-                    && let Some(e) = split.get_mut(&t.name)
-                {
-                    e.1 = Some(c.dev_offset - p.ring.base);
-                }
-            }
-        }
+        let split = plan.map(Budgeted::placement).unwrap_or_default();
         let placement = Placement {
             device: &device,
             max_bind,
@@ -260,12 +214,11 @@ impl<'m> Wgpu<'m> {
             Ok(g)
         };
         let vector = |spec: &TensorSpec, required: bool| -> Result<Option<wgpu::Buffer>> {
-            let Some((_, m)) = read(model, spec)? else {
-                return if required { Err(missing(spec)) } else { Ok(None) };
-            };
-            let mut v = vec![0f32; m.cols];
-            m.row_into(0, &mut v);
-            Ok(Some(f32_buffer(&device, &spec.name, &v)))
+            match bind::vector(model, spec)? {
+                Some(v) => Ok(Some(f32_buffer(&device, &spec.name, &v))),
+                None if required => Err(missing(spec)),
+                None => Ok(None),
+            }
         };
         let mut layers = Vec::with_capacity(spec.layers.len());
         for l in &spec.layers {
@@ -308,33 +261,7 @@ impl<'m> Wgpu<'m> {
         };
         let output_norm = vector(&spec.output_norm, true)?.ok_or_else(|| missing(&spec.output_norm))?;
 
-        // The rope table, as the CPU executor computes it (ggml's rope_cache_init).
-        let freqs = match read(model, &spec.rope_freqs)? {
-            Some((_, m)) => {
-                let mut v = vec![0f32; m.cols];
-                m.row_into(0, &mut v);
-                if v.iter().any(|&x| !(x.is_finite() && x > 0.0)) {
-                    return Err(Error::Metadata {
-                        key: spec.rope_freqs.name.clone(),
-                        message: "rope frequency factors must be positive numbers".into(),
-                    });
-                }
-                Some(v)
-            }
-            None => None,
-        };
-        let pairs = h.rope_dim / 2;
-        let theta_scale = h.rope_base.powf(-2.0 / h.rope_dim as f32);
-        let mut table = Vec::with_capacity(context * pairs * 2);
-        for pos in 0..context {
-            let mut theta = pos as f32;
-            for i in 0..pairs {
-                let ff = freqs.as_ref().map_or(1.0, |f| f[i]);
-                let t = h.rope_freq_scale * (theta / ff);
-                table.extend([t.cos(), t.sin()]);
-                theta *= theta_scale;
-            }
-        }
+        let table = bind::rope_table(model, &spec, context)?;
         let rope = f32_buffer(&device, "rope", &table);
 
         let q_dim = h.n_head * h.head_dim;

@@ -120,7 +120,11 @@ fn hf_tokenize(path: &Path, strings: &[&str]) -> Vec<Vec<u32>> {
         .write_all(serde_json::to_string(strings).unwrap().as_bytes())
         .unwrap();
     let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "hf_tokenize.py: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "hf_tokenize.py: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     v.as_array().unwrap().iter().map(ids).collect()
 }

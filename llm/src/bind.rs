@@ -1,0 +1,78 @@
+//! What the device executors share: finding a tensor the architecture names in the model (shape
+//! checked), its stored bytes with their [`Matrix`] view, the f32 vectors, and the rope table.
+
+use std::borrow::Cow;
+
+use tensorlane::model::Model;
+
+use crate::arch::{Spec, TensorSpec};
+use crate::kernels::Matrix;
+use crate::{Error, Result};
+
+pub(crate) fn find<'c>(
+    model: &'c Model,
+    spec: &TensorSpec,
+) -> Result<Option<&'c tensorlane_core::formats::TensorInfo>> {
+    match model.catalog().get(&spec.name) {
+        None => Ok(None),
+        Some(t) if t.shape == spec.shape => Ok(Some(t)),
+        Some(t) => Err(Error::TensorShape {
+            name: spec.name.clone(),
+            expected: spec.shape.clone(),
+            found: t.shape.clone(),
+        }),
+    }
+}
+
+pub(crate) fn missing(spec: &TensorSpec) -> Error {
+    Error::MissingTensor {
+        name: spec.name.clone(),
+        expected: spec.shape.clone(),
+    }
+}
+
+/// A tensor's stored bytes and its [`Matrix`] view.
+pub(crate) fn read<'m>(model: &'m Model, spec: &TensorSpec) -> Result<Option<(Cow<'m, [u8]>, Matrix<'m>)>> {
+    let Some(t) = find(model, spec)? else { return Ok(None) };
+    let bytes = model.read(t)?;
+    let m = Matrix::new(t, bytes.clone())?;
+    Ok(Some((bytes, m)))
+}
+
+/// A vector tensor (norm weights, biases) as f32; `None` when the model has no such tensor.
+pub(crate) fn vector(model: &Model, spec: &TensorSpec) -> Result<Option<Vec<f32>>> {
+    let Some((_, m)) = read(model, spec)? else {
+        return Ok(None);
+    };
+    let mut v = vec![0f32; m.cols];
+    m.row_into(0, &mut v);
+    Ok(Some(v))
+}
+
+/// The rope table as the CPU executor computes it (ggml's rope_cache_init): `(cos, sin)` per
+/// position and pair, `context` positions, with the model's frequency factors when it has them.
+pub(crate) fn rope_table(model: &Model, spec: &Spec, context: usize) -> Result<Vec<f32>> {
+    let h = &spec.hparams;
+    let freqs = vector(model, &spec.rope_freqs)?;
+    if let Some(v) = &freqs
+        && v.iter().any(|&x| !(x.is_finite() && x > 0.0))
+    {
+        return Err(Error::Metadata {
+            key: spec.rope_freqs.name.clone(),
+            message: "rope frequency factors must be positive numbers".into(),
+        });
+    }
+    let pairs = h.rope_dim / 2;
+    let theta_scale = h.rope_base.powf(-2.0 / h.rope_dim as f32);
+    let mut table = Vec::with_capacity(context * pairs * 2);
+    for pos in 0..context {
+        let mut theta = pos as f32;
+        for i in 0..pairs {
+            let ff = freqs.as_ref().map_or(1.0, |f| f[i]);
+            let t = h.rope_freq_scale * (theta / ff);
+            table.extend([t.cos(), t.sin()]);
+            theta *= theta_scale;
+        }
+    }
+    Ok(table)
+}
