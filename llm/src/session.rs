@@ -104,6 +104,8 @@ pub struct Stats {
     /// Time the last call spent copying streamed bytes in (on the wgpu device: handing them to
     /// the queue, whose transfer then runs with the kernels).
     pub copy: Duration,
+    /// The part of [`Stats::copy`] spent in the decode steps.
+    pub decode_copy: Duration,
     /// The link's measured copy rate in GB/s (a probe at [`Session::open`] under a budget:
     /// memcpy from the model's pages on the CPU, a queue write on the wgpu device); 0 without
     /// a budget.
@@ -139,13 +141,18 @@ impl Stats {
         self.streamed_bytes = 0;
         self.streamed_total = 0;
         self.copy = Duration::ZERO;
+        self.decode_copy = Duration::ZERO;
     }
 
-    /// Adds the executor's last forward pass: its streamed bytes and copy time.
-    fn count(&mut self, exec: &Exec<'_>) {
+    /// Adds the executor's last forward pass (a decode step when `decode`): its streamed bytes
+    /// and copy time.
+    fn count(&mut self, exec: &Exec<'_>, decode: bool) {
         self.streamed_bytes = exec.streamed_last();
         self.streamed_total += self.streamed_bytes;
         self.copy += exec.copy_last();
+        if decode {
+            self.decode_copy += exec.copy_last();
+        }
     }
 
     /// Achieved copy rate of the streamed bytes, GB/s (0 when nothing was streamed).
@@ -163,9 +170,7 @@ impl Stats {
         if self.decode_tokens == 0 {
             return 0.0;
         }
-        let total = self.prefill_tokens.max(1) + self.decode_tokens;
-        // The copies of the decode steps (each step streams the same bytes).
-        let copy = self.copy.as_secs_f64() * self.decode_tokens as f64 / total as f64;
+        let copy = self.decode_copy.as_secs_f64();
         let step = self.decode.as_secs_f64() / self.decode_tokens as f64;
         let compute = (self.decode.as_secs_f64() - copy).max(0.0) / self.decode_tokens as f64;
         let link = if self.link_gbps > 0.0 {
@@ -390,7 +395,7 @@ impl<'m> Session<'m> {
         };
         self.stats.prefill_tokens = tokens.len();
         self.stats.prefill = start.elapsed();
-        self.stats.count(&self.cpu);
+        self.stats.count(&self.cpu, false);
         Ok(out)
     }
 
@@ -615,7 +620,7 @@ impl Iterator for Generate<'_, '_> {
                 };
                 s.stats.prefill_tokens = n;
                 s.stats.prefill = start.elapsed();
-                s.stats.count(&s.cpu);
+                s.stats.count(&s.cpu, false);
                 l.pop()
             }
             Some(t) => {
@@ -636,7 +641,7 @@ impl Iterator for Generate<'_, '_> {
                 };
                 s.stats.decode_tokens += 1;
                 s.stats.decode += start.elapsed();
-                s.stats.count(&s.cpu);
+                s.stats.count(&s.cpu, true);
                 l.pop()
             }
         };
