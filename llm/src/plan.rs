@@ -130,6 +130,7 @@ pub(crate) struct Budgeted {
 impl Budgeted {
     /// Each device-computed matrix's resident bytes (whole rows) and, when it streams, its
     /// slot's offset in the plan's ring: what a device executor lays its weights out by.
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
     pub(crate) fn placement(&self) -> HashMap<String, (u64, Option<u64>)> {
         let p = &self.plan;
         let mut split: HashMap<String, (u64, Option<u64>)> = p
