@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use tensorlane::model::Model;
 
 use crate::arch::{Spec, TensorSpec};
-use crate::kernels::Matrix;
+use crate::kernels::{Kind, Matrix};
 use crate::{Error, Result};
 
 pub(crate) fn find<'c>(
@@ -75,4 +75,50 @@ pub(crate) fn rope_table(model: &Model, spec: &Spec, context: usize) -> Result<V
         }
     }
     Ok(table)
+}
+
+/// The matrix-product kernels' code for `m`'s element type (`matmul.wgsl`, `kernels.cu`: 0 F32,
+/// 1 F16, 2 BF16, 3 Q8_0, 4 Q4_0, 5 Q4_K, 6 Q6_K); other types are refused naming `device`.
+pub(crate) fn kernel_kind(m: &Matrix<'_>, device: &str) -> Result<u32> {
+    Ok(match m.kind {
+        Kind::F32 => 0,
+        Kind::F16 => 1,
+        Kind::BF16 => 2,
+        Kind::Q8_0 => 3,
+        Kind::Q4_0 => 4,
+        Kind::Q4_K => 5,
+        Kind::Q6_K => 6,
+        Kind::Other(g) => {
+            return Err(Error::TensorType {
+                name: m.name.clone(),
+                ty: format!(
+                    "{} on the {device} device (its kernels take F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)",
+                    g.name()
+                ),
+            });
+        }
+    })
+}
+
+/// Rows of `m` (stored in `len` bytes, rows of `row_bytes`) kept resident and the ring slot of
+/// the rest, from its plan entry `split` (resident bytes, slot): all rows and no slot when the
+/// plan keeps it whole or there is no plan; an error when the plan splits it inside a row.
+pub(crate) fn resident_rows(
+    m: &Matrix<'_>,
+    len: usize,
+    row_bytes: usize,
+    split: Option<(u64, Option<u64>)>,
+) -> Result<(usize, Option<u64>)> {
+    match split {
+        Some((resident, Some(slot))) if (resident as usize) < len => {
+            if !(resident as usize).is_multiple_of(row_bytes.max(1)) {
+                return Err(Error::Device(format!(
+                    "the plan keeps {resident} bytes of {} resident, not whole rows of {row_bytes} bytes",
+                    m.name
+                )));
+            }
+            Ok((resident as usize / row_bytes.max(1), Some(slot)))
+        }
+        _ => Ok((m.rows, None)),
+    }
 }

@@ -28,7 +28,7 @@ use tensorlane_offload::device::cuda::CudaDevice;
 use crate::arch::{RopeStyle, Spec, TensorSpec};
 use crate::bind::{self, missing, read};
 use crate::cpu::KvCache;
-use crate::kernels::{Kind, Matrix};
+use crate::kernels::Matrix;
 use crate::plan::{BATCH, Budgeted};
 use crate::{Error, Result};
 
@@ -618,41 +618,15 @@ fn cmat<'m>(
     split: Option<(u64, Option<u64>)>,
     ring: Option<usize>,
 ) -> Result<CMat<'m>> {
-    let kind = match m.kind {
-        Kind::F32 => 0,
-        Kind::F16 => 1,
-        Kind::BF16 => 2,
-        Kind::Q8_0 => 3,
-        Kind::Q4_0 => 4,
-        Kind::Q4_K => 5,
-        Kind::Q6_K => 6,
-        Kind::Other(g) => {
-            return Err(Error::TensorType {
-                name: m.name.clone(),
-                ty: format!(
-                    "{} on the cuda device (its kernels take F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)",
-                    g.name()
-                ),
-            });
-        }
-    };
+    let kind = bind::kernel_kind(m, "cuda")?;
     let row_bytes = bytes.len() / m.rows.max(1);
-    let (resident_rows, slot) = match split {
-        Some((resident, Some(slot))) if (resident as usize) < bytes.len() => {
-            if !(resident as usize).is_multiple_of(row_bytes.max(1)) {
-                return Err(device_err(format!(
-                    "the plan keeps {resident} bytes of {} resident, not whole rows of {row_bytes} bytes",
-                    m.name
-                )));
-            }
-            let slot = slot as usize;
-            if slot + (bytes.len() - resident as usize) > ring.unwrap_or(0) {
-                return Err(device_err(format!("the ring slot of {} leaves the ring", m.name)));
-            }
-            (resident as usize / row_bytes.max(1), Some(slot))
-        }
-        _ => (m.rows, None),
-    };
+    let (resident_rows, slot) = bind::resident_rows(m, bytes.len(), row_bytes, split)?;
+    let slot = slot.map(|s| s as usize);
+    if let Some(s) = slot
+        && s + (resident_rows..m.rows).len() * row_bytes > ring.unwrap_or(0)
+    {
+        return Err(device_err(format!("the ring slot of {} leaves the ring", m.name)));
+    }
     let resident = if resident_rows > 0 {
         Some(stream.clone_htod(&bytes[..resident_rows * row_bytes]).map_err(drv)?)
     } else {

@@ -19,7 +19,7 @@ use wgpu::util::DeviceExt;
 use crate::arch::{RopeStyle, Spec, TensorSpec};
 use crate::bind::{self, missing, read};
 use crate::cpu::KvCache;
-use crate::kernels::{Kind, Matrix};
+use crate::kernels::Matrix;
 use crate::plan::{BATCH, Budgeted};
 use crate::{Error, Result};
 
@@ -749,38 +749,10 @@ impl Placement<'_> {
     /// split) uploaded now, by rows, into buffers of their own; the rest streamed into the
     /// ring at `split.1` before each use.
     fn gmat<'m>(&self, bytes: Cow<'m, [u8]>, m: &Matrix<'_>, split: Option<(u64, Option<u64>)>) -> Result<GMat<'m>> {
-        let kind = match m.kind {
-            Kind::F32 => 0,
-            Kind::F16 => 1,
-            Kind::BF16 => 2,
-            Kind::Q8_0 => 3,
-            Kind::Q4_0 => 4,
-            Kind::Q4_K => 5,
-            Kind::Q6_K => 6,
-            Kind::Other(g) => {
-                return Err(Error::TensorType {
-                    name: m.name.clone(),
-                    ty: format!(
-                        "{} on the wgpu device (its kernels take F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)",
-                        g.name()
-                    ),
-                });
-            }
-        };
+        let kind = bind::kernel_kind(m, "wgpu")?;
         let row_bytes = bytes.len() / m.rows.max(1);
         let rows_per = self.rows_per(m, row_bytes)?;
-        let (resident_rows, slot) = match split {
-            Some((resident, Some(slot))) if (resident as usize) < bytes.len() => {
-                if !(resident as usize).is_multiple_of(row_bytes.max(1)) {
-                    return Err(device_err(format!(
-                        "the plan keeps {resident} bytes of {} resident, not whole rows of {row_bytes} bytes",
-                        m.name
-                    )));
-                }
-                (resident as usize / row_bytes.max(1), Some(slot))
-            }
-            _ => (m.rows, None),
-        };
+        let (resident_rows, slot) = bind::resident_rows(m, bytes.len(), row_bytes, split)?;
         let mut parts = Vec::new();
         let mut row0 = 0;
         while row0 < resident_rows {
