@@ -284,21 +284,28 @@ impl Server {
     }
 }
 
-/// The routes (and `api`'s, under `/v1/`), the token check and CORS.
+/// The routes (and `api`'s, under `/v1/`), the token check and CORS. Preflights allow `POST`
+/// and a `Content-Type` request header only with an `api` (a read-only server answers as
+/// `npx tensorlane serve` does).
 fn router(shared: Arc<Shared>, api: Option<Router>) -> Router {
+    let mut methods = vec![Method::GET, Method::HEAD, Method::OPTIONS];
+    let mut headers = vec![
+        header::RANGE,
+        header::IF_RANGE,
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_MATCH,
+        header::IF_UNMODIFIED_SINCE,
+        header::AUTHORIZATION,
+    ];
+    if api.is_some() {
+        methods.push(Method::POST);
+        headers.push(header::CONTENT_TYPE);
+    }
     let cors = CorsLayer::new()
         .allow_origin(Any)
-        .allow_methods([Method::GET, Method::HEAD, Method::OPTIONS, Method::POST])
-        .allow_headers([
-            header::RANGE,
-            header::IF_RANGE,
-            header::IF_NONE_MATCH,
-            header::IF_MODIFIED_SINCE,
-            header::IF_MATCH,
-            header::IF_UNMODIFIED_SINCE,
-            header::AUTHORIZATION,
-            header::CONTENT_TYPE,
-        ])
+        .allow_methods(methods)
+        .allow_headers(headers)
         .expose_headers([
             header::CONTENT_RANGE,
             header::CONTENT_LENGTH,
