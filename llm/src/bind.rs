@@ -6,7 +6,9 @@ use std::borrow::Cow;
 use tensorlane::model::Model;
 
 use crate::arch::{Spec, TensorSpec};
+use crate::cpu::KvCache;
 use crate::kernels::{Kind, Matrix};
+use crate::plan::BATCH;
 use crate::{Error, Result};
 
 pub(crate) fn find<'c>(
@@ -121,4 +123,25 @@ pub(crate) fn resident_rows(
         }
         _ => Ok((m.rows, None)),
     }
+}
+
+/// Runs `tokens` at positions `cache.len..` in batches of [`BATCH`] positions (a device
+/// executor's activation buffers hold one batch): `batch(tokens, first position, rows wanted
+/// within the batch)` returns the logits of those rows; all of them, in order, are returned and
+/// the cache counts the positions.
+pub(crate) fn in_batches(
+    tokens: &[u32],
+    cache: &mut KvCache,
+    want: &dyn Fn(usize) -> bool,
+    mut batch: impl FnMut(&[u32], usize, &[usize]) -> Result<Vec<Vec<f32>>>,
+) -> Result<Vec<Vec<f32>>> {
+    let pos0 = cache.len;
+    let mut out = Vec::new();
+    for (ci, chunk) in tokens.chunks(BATCH).enumerate() {
+        let base = ci * BATCH;
+        let rows: Vec<usize> = (0..chunk.len()).filter(|&i| want(base + i)).collect();
+        out.extend(batch(chunk, pos0 + base, &rows)?);
+    }
+    cache.len = pos0 + tokens.len();
+    Ok(out)
 }

@@ -460,17 +460,11 @@ impl<'m> Cuda<'m> {
         cache: &mut KvCache,
         want: &dyn Fn(usize) -> bool,
     ) -> Result<Vec<Vec<f32>>> {
-        let pos0 = cache.len;
-        let mut out = Vec::new();
         self.streamed_last = 0;
         self.copy_last = Duration::ZERO;
-        for (ci, chunk) in tokens.chunks(BATCH).enumerate() {
-            let base = ci * BATCH;
-            let rows: Vec<usize> = (0..chunk.len()).filter(|&i| want(base + i)).collect();
-            out.extend(self.forward_batch(chunk, pos0 + base, &rows)?);
-        }
-        cache.len = pos0 + tokens.len();
-        Ok(out)
+        bind::in_batches(tokens, cache, want, |chunk, pos, rows| {
+            self.forward_batch(chunk, pos, rows)
+        })
     }
 
     fn forward_batch(&mut self, tokens: &[u32], pos0: usize, rows: &[usize]) -> Result<Vec<Vec<f32>>> {

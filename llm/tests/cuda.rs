@@ -102,19 +102,6 @@ fn fails_cleanly_without_a_driver() {
     }
 }
 
-fn argmax(v: &[f32]) -> usize {
-    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
-}
-
-fn margin(v: &[f32]) -> f32 {
-    let top = argmax(v);
-    let second = (0..v.len())
-        .filter(|&i| i != top)
-        .map(|i| v[i])
-        .fold(f32::NEG_INFINITY, f32::max);
-    v[top] - second
-}
-
 #[test]
 fn cuda_matches_the_cpu_executor() {
     let manifest = models();
@@ -144,8 +131,12 @@ fn cuda_matches_the_cpu_executor() {
                 max_abs = max_abs.max((a - b).abs());
                 max_logit = max_logit.max(a.abs());
             }
-            if margin(w) > 0.05 {
-                assert_eq!(argmax(w), argmax(g), "{name}: top token at position {pos}");
+            if common::margin(w) > 0.05 {
+                assert_eq!(
+                    common::argmax(w),
+                    common::argmax(g),
+                    "{name}: top token at position {pos}"
+                );
             }
         }
         if ty == "F32" {

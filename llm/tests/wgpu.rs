@@ -61,19 +61,6 @@ fn options(device: Device) -> Options {
     }
 }
 
-fn argmax(v: &[f32]) -> usize {
-    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
-}
-
-fn margin(v: &[f32]) -> f32 {
-    let top = argmax(v);
-    let second = (0..v.len())
-        .filter(|&i| i != top)
-        .map(|i| v[i])
-        .fold(f32::NEG_INFINITY, f32::max);
-    v[top] - second
-}
-
 fn greedy(s: &mut Session<'_>, prompt: &[u32]) -> (Vec<u32>, f64) {
     let ids: Vec<u32> = s
         .generate(
@@ -126,9 +113,13 @@ fn wgpu_matches_the_cpu_executor() {
                 max_abs = max_abs.max((a - b).abs());
                 max_logit = max_logit.max(a.abs());
             }
-            if margin(w) > 0.05 {
+            if common::margin(w) > 0.05 {
                 checked += 1;
-                assert_eq!(argmax(w), argmax(g), "{name}: top token at position {pos}");
+                assert_eq!(
+                    common::argmax(w),
+                    common::argmax(g),
+                    "{name}: top token at position {pos}"
+                );
             }
         }
         if ty == "F32" {

@@ -2,6 +2,9 @@
 //! minimum to all-resident gives the all-resident tokens and logits, and the bytes the executor
 //! counts as it copies them in equal the plan's streamed bytes every forward pass.
 
+// Each test binary uses its own part of this module.
+#![allow(dead_code)]
+
 use tensorlane::model::Model;
 use tensorlane_llm::{Device, Error, Options, Policy, Sampling, Session};
 
@@ -93,4 +96,19 @@ pub fn sweep(name: &str, path: &str, device: Device, policies: &[Policy], budget
         }
     }
     checked
+}
+
+/// The index of the largest logit.
+pub fn argmax(v: &[f32]) -> usize {
+    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
+}
+
+/// How far the largest logit is above the second.
+pub fn margin(v: &[f32]) -> f32 {
+    let top = argmax(v);
+    let second = (0..v.len())
+        .filter(|&i| i != top)
+        .map(|i| v[i])
+        .fold(f32::NEG_INFINITY, f32::max);
+    v[top] - second
 }
