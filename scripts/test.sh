@@ -19,6 +19,9 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 step "no_std core for wasm32-unknown-unknown"
 cargo build -q -p tensorlane-core --no-default-features --target wasm32-unknown-unknown
 
+step "tensorlane-llm without native (arch, tokenizer, sampling, offload plan) for wasm32-unknown-unknown"
+cargo build -q -p tensorlane-llm --no-default-features --target wasm32-unknown-unknown
+
 step "no_std core for thumbv7em-none-eabihf (bare metal, no std at all)"
 cargo build -q -p tensorlane-core --no-default-features --target thumbv7em-none-eabihf
 

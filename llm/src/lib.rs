@@ -38,24 +38,30 @@
 use std::fmt;
 
 pub mod arch;
+#[cfg(feature = "native")]
 pub mod batch;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod bind;
+#[cfg(feature = "native")]
 mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
+#[cfg(feature = "native")]
 mod exec;
+#[cfg(feature = "native")]
 mod kernels;
 #[cfg(feature = "serve")]
 pub mod openai;
-mod plan;
+pub mod plan;
 mod sampling;
+#[cfg(feature = "native")]
 mod session;
 pub mod tokenizer;
 #[cfg(feature = "wgpu")]
 mod wgpu;
 
 pub use sampling::{Sampler, Sampling};
+#[cfg(feature = "native")]
 pub use session::{Device, Generate, Load, Options, Session, Stats, Token};
 /// The offload policies [`Options::policy`] takes (re-exported from `tensorlane-offload`).
 pub use tensorlane_offload::Policy;
@@ -71,7 +77,8 @@ pub fn cuda_kernels() -> &'static str {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// The model file could not be read (see [`tensorlane::Error`]).
+    /// The model file could not be read (see `tensorlane::Error`; feature `native`).
+    #[cfg(feature = "native")]
     Model(tensorlane::Error),
     /// `general.architecture` names an architecture this crate does not run.
     UnsupportedArchitecture {
@@ -141,6 +148,7 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            #[cfg(feature = "native")]
             Error::Model(e) => write!(f, "{e}"),
             Error::UnsupportedArchitecture { found, supported } => write!(
                 f,
@@ -174,12 +182,14 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
+            #[cfg(feature = "native")]
             Error::Model(e) => Some(e),
             _ => None,
         }
     }
 }
 
+#[cfg(feature = "native")]
 impl From<tensorlane::Error> for Error {
     fn from(e: tensorlane::Error) -> Self {
         Error::Model(e)

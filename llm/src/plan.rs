@@ -13,17 +13,18 @@ use tensorlane_offload::{
 };
 
 use crate::arch::Spec;
+#[cfg(feature = "native")]
 use crate::kernels::Matrix;
 use crate::{Error, Result};
 
 /// Positions evaluated in one batch by the executors (their activation buffers hold this many).
-pub(crate) const BATCH: usize = 32;
+pub const BATCH: usize = 32;
 
 /// Device bytes a session needs besides the weight matrices: the KV cache (f32 keys and
 /// values, `context` positions), the f32 vectors (norms, biases, rope factors) and the
 /// activations of one [`BATCH`] (hidden states, projections, attention scores over the
 /// context, logits).
-pub(crate) fn working_set(spec: &Spec, context: usize, vector_bytes: u64) -> u64 {
+pub fn working_set(spec: &Spec, context: usize, vector_bytes: u64) -> u64 {
     let h = &spec.hparams;
     let q_dim = h.n_head * h.head_dim;
     let kv_dim = h.n_head_kv * h.head_dim;
@@ -38,7 +39,7 @@ pub(crate) fn working_set(spec: &Spec, context: usize, vector_bytes: u64) -> u64
 /// `mats` (name, rows, cols, stored bytes): the embedding lookup (a gather, when the output is
 /// not tied to it), per layer the q/k/v projections, attention (no weights), the output
 /// projection, gate and up, down; the output projection last (the embedding when tied).
-pub(crate) fn workload(name: &str, spec: &Spec, mats: &[(&str, usize, usize, u64)], context: usize) -> Workload {
+pub fn workload(name: &str, spec: &Spec, mats: &[(&str, usize, usize, u64)], context: usize) -> Workload {
     let index: HashMap<&str, usize> = mats.iter().enumerate().map(|(i, m)| (m.0, i)).collect();
     let tied = !index.contains_key(spec.output.name.as_str());
     let tensors: Vec<WorkloadTensor> = mats
@@ -118,7 +119,7 @@ pub(crate) fn workload(name: &str, spec: &Spec, mats: &[(&str, usize, usize, u64
 
 /// A compiled, hazard-checked plan and what it keeps resident.
 #[derive(Clone, Debug)]
-pub(crate) struct Budgeted {
+pub struct Budgeted {
     /// The plan (PCIe-4 profile).
     pub plan: Plan,
     /// Its simulation on that profile (the prediction a run is compared with).
@@ -151,7 +152,7 @@ impl Budgeted {
 
     /// Resident bytes of each matrix the device computes with (gathered ones are absent: they
     /// stay on the host).
-    pub(crate) fn resident(&self) -> HashMap<&str, u64> {
+    pub fn resident(&self) -> HashMap<&str, u64> {
         self.plan
             .tensors
             .iter()
@@ -164,6 +165,7 @@ impl Budgeted {
 /// Compiles the plan of `policy` for `budget` bytes (the working set included) over `mats`.
 /// A budget that cannot hold the working set, or that the policy cannot fit, is an error naming
 /// the smallest budget that works; a plan with a hazard finding is refused.
+#[cfg(feature = "native")]
 pub(crate) fn compile(
     name: &str,
     spec: &Spec,
@@ -173,7 +175,24 @@ pub(crate) fn compile(
     context: usize,
     policy: Policy,
 ) -> Result<Budgeted> {
-    let workload = workload(name, spec, &described(mats), context);
+    compile_described(name, spec, &described(mats), vector_bytes, budget, context, policy)
+}
+
+/// The session's plan compiler over matrices given as `(name, rows, cols, stored bytes)` (in
+/// the order [`workload`] takes: the embedding, per layer q, k, v, o, gate, up, down, then the
+/// output unless it is tied) and the bytes of the f32 vectors (norms, biases, rope factors):
+/// what a session compiles for `budget`, with the same errors, for runtimes that hold the
+/// weights elsewhere (the browser's WebGPU executor).
+pub fn compile_described(
+    name: &str,
+    spec: &Spec,
+    mats: &[(&str, usize, usize, u64)],
+    vector_bytes: u64,
+    budget: u64,
+    context: usize,
+    policy: Policy,
+) -> Result<Budgeted> {
+    let workload = workload(name, spec, mats, context);
     let fixed = working_set(spec, context, vector_bytes);
     try_compile(&workload, fixed, budget, policy).map_err(|why| {
         let minimum = match minimum_budget(&workload, fixed, policy) {
@@ -234,6 +253,7 @@ fn minimum_budget(workload: &Workload, fixed: u64, policy: Policy) -> Option<u64
 }
 
 /// [`minimum_budget`] of a session's matrices.
+#[cfg(feature = "native")]
 pub(crate) fn minimum(
     name: &str,
     spec: &Spec,
@@ -242,14 +262,27 @@ pub(crate) fn minimum(
     context: usize,
     policy: Policy,
 ) -> Option<u64> {
+    minimum_described(name, spec, &described(mats), vector_bytes, context, policy)
+}
+
+/// The smallest budget [`compile_described`] accepts for these matrices (`None`: none).
+pub fn minimum_described(
+    name: &str,
+    spec: &Spec,
+    mats: &[(&str, usize, usize, u64)],
+    vector_bytes: u64,
+    context: usize,
+    policy: Policy,
+) -> Option<u64> {
     minimum_budget(
-        &workload(name, spec, &described(mats), context),
+        &workload(name, spec, mats, context),
         working_set(spec, context, vector_bytes),
         policy,
     )
 }
 
 /// `(name, rows, cols, stored bytes)` of each matrix: what [`workload`] takes.
+#[cfg(feature = "native")]
 fn described<'a>(mats: &[&'a Matrix<'_>]) -> Vec<(&'a str, usize, usize, u64)> {
     mats.iter()
         .map(|m| (m.name.as_str(), m.rows, m.cols, m.stored_bytes() as u64))

@@ -41,9 +41,11 @@
 
 pub mod check;
 pub mod compile;
+#[cfg(feature = "native")]
 pub mod device;
 mod error;
 pub mod evaluate;
+#[cfg(feature = "native")]
 pub mod exec;
 pub mod plan;
 pub mod profile;

@@ -220,6 +220,7 @@ impl Workload {
     /// format, `.zt` v2 with its shards, legacy `.zt`, Tenso packets): names and shapes from its
     /// catalog, bytes as stored ([`tensorlane::core::formats::Storage::stored_len`]: what crosses
     /// the link when the tensor is streamed; the element bytes where the format does not say).
+    #[cfg(feature = "native")]
     pub fn from_model(model: &tensorlane::model::Model, phase: Phase) -> Workload {
         let list: Vec<(String, Vec<u64>, u64)> = model
             .catalog()
