@@ -10,6 +10,7 @@
 //! * [`stats`] — count, min, max, mean, std, special values and a NumPy-exact histogram of any
 //!   tensor, streamed chunk by chunk ([`stats::tensor_stats`]).
 //! * [`zt`] — the `.zt` container.
+//! * [`hash`] — XXH3-64, with run-time SIMD selection where `std` allows it.
 //! * [`formats`] — safetensors, GGUF, PyTorch, NumPy, ONNX and HDF5 files as one [`formats::Catalog`].
 //! * [`wire`] — Tenso 0.24-compatible packets: [`wire::decode`], [`wire::encode`],
 //!   [`wire::StreamDecoder`].
@@ -36,6 +37,7 @@ extern crate std;
 pub mod detect;
 pub mod dtype;
 pub mod formats;
+pub mod hash;
 pub mod source;
 pub mod stats;
 pub mod tensor;

@@ -84,7 +84,12 @@ fn bench(c: &mut Criterion) {
                 black_box(&dst);
             })
         });
+        // tensorlane_core::hash (run-time AVX2/SSE2/NEON) beside xxhash-rust built for the
+        // target's baseline (SSE2 on x86-64), which the core used before.
         g.bench_function("limit/xxh3_64", |b| {
+            b.iter(|| black_box(tensorlane_core::hash::xxh3_64(black_box(&data))))
+        });
+        g.bench_function("limit/xxh3_64 xxhash-rust baseline", |b| {
             b.iter(|| black_box(xxhash_rust::xxh3::xxh3_64(black_box(&data))))
         });
         // Peer: safetensors with the same tensor.

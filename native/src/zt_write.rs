@@ -366,7 +366,7 @@ impl ZtFile {
             s.spawn(move || {
                 for it in items {
                     // The receiver hangs up on error: stop hashing.
-                    if tx.send(xxhash_rust::xxh3::xxh3_64(it.data)).is_err() {
+                    if tx.send(tensorlane_core::hash::xxh3_64(it.data)).is_err() {
                         break;
                     }
                 }

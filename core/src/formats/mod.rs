@@ -914,7 +914,7 @@ fn covering(checks: &[Check], source: usize, offset: u64, len: u64, size: u64) -
 enum Running {
     Crc32(crc32fast::Hasher),
     Sha1(sha1_smol::Sha1),
-    Xxh3(Box<xxhash_rust::xxh3::Xxh3>),
+    Xxh3(Box<crate::hash::Xxh3>),
     Sha256(sha2::Sha256),
     Crc32c(crc::Digest<'static, u32>),
 }
@@ -927,7 +927,7 @@ impl Running {
         match d {
             Digest::Crc32(_) => Running::Crc32(crc32fast::Hasher::new()),
             Digest::Sha1(_) => Running::Sha1(sha1_smol::Sha1::new()),
-            Digest::Xxh3(_) => Running::Xxh3(Box::new(xxhash_rust::xxh3::Xxh3::new())),
+            Digest::Xxh3(_) => Running::Xxh3(Box::new(crate::hash::Xxh3::new())),
             Digest::Sha256(_) => Running::Sha256(<sha2::Sha256 as sha2::Digest>::new()),
             Digest::Crc32c(_) => Running::Crc32c(CASTAGNOLI.digest()),
         }

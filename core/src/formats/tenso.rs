@@ -473,7 +473,7 @@ impl<'s, S: ReadAt + ?Sized> Lister<'s, S> {
     /// Compares the XXH3 of `ranges` (concatenated) with the footer at `footer`.
     fn verify_footer(&self, ranges: &[(u64, u64)], footer: u64, bound: u64, what: &str) -> Result<(), FormatError> {
         let stored = self.u64_at(footer, bound, "the XXH3 footer")?;
-        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        let mut h = crate::hash::Xxh3::new();
         for &(s, e) in ranges {
             self.stream(s, e - s, &mut |_, b| {
                 h.update(b);

@@ -132,7 +132,7 @@ pub(crate) fn decode_at<'a>(bytes: &'a [u8], opts: &DecodeOptions, depth: usize)
         } => {
             let dtype = dtype_from_code(header.dtype_code)
                 .ok_or_else(|| Error::new(ErrorKind::UnknownDType(header.dtype_code), 7))?;
-            footer_check(bytes, footer, || xxhash_rust::xxh3::xxh3_64(&bytes[body.clone()]), opts)?;
+            footer_check(bytes, footer, || crate::hash::xxh3_64(&bytes[body.clone()]), opts)?;
             let data = dense_data(bytes, dtype, &shape, body, compressed, opts)?;
             Packet::Dense(Tensor::from_parts_unchecked(dtype, shape, data))
         }
@@ -149,7 +149,7 @@ pub(crate) fn decode_at<'a>(bytes: &'a [u8], opts: &DecodeOptions, depth: usize)
                 bytes,
                 footer,
                 || {
-                    let mut h = xxhash_rust::xxh3::Xxh3::new();
+                    let mut h = crate::hash::Xxh3::new();
                     h.update(&bytes[meta.clone()]);
                     h.update(&bytes[body.clone()]);
                     h.digest()
@@ -181,7 +181,7 @@ pub(crate) fn decode_at<'a>(bytes: &'a [u8], opts: &DecodeOptions, depth: usize)
             footer_check(
                 bytes,
                 footer,
-                || xxhash_rust::xxh3::xxh3_64(&bytes[offsets.start..payload.end]),
+                || crate::hash::xxh3_64(&bytes[offsets.start..payload.end]),
                 opts,
             )?;
             check_string_offsets(bytes, offsets.clone())?;

@@ -176,7 +176,7 @@ fn write_dense(t: &Tensor<'_>, opts: &EncodeOptions, out: &mut Vec<u8>) -> Resul
             dense_head(t, opts, true, out)?;
             out.extend_from_slice(&frame);
             if opts.integrity {
-                out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(&frame).to_le_bytes());
+                out.extend_from_slice(&crate::hash::xxh3_64(&frame).to_le_bytes());
             }
             return Ok(());
         }
@@ -186,7 +186,7 @@ fn write_dense(t: &Tensor<'_>, opts: &EncodeOptions, out: &mut Vec<u8>) -> Resul
     out.reserve(t.nbytes() + 8);
     out.extend_from_slice(t.data());
     if opts.integrity {
-        out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(t.data()).to_le_bytes());
+        out.extend_from_slice(&crate::hash::xxh3_64(t.data()).to_le_bytes());
     }
     Ok(())
 }
@@ -230,7 +230,7 @@ fn write_quantized(q: &Quantized<'_>, opts: &EncodeOptions, out: &mut Vec<u8>) -
     let body_start = out.len();
     out.extend_from_slice(&q.data);
     if opts.integrity {
-        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        let mut h = crate::hash::Xxh3::new();
         h.update(&out[meta_start..meta_end]);
         h.update(&out[body_start..]);
         let d = h.digest();
@@ -256,7 +256,7 @@ fn write_strings(s: &Strings<'_>, opts: &EncodeOptions, out: &mut Vec<u8>) -> Re
     out.extend_from_slice(&s.offsets);
     out.extend_from_slice(&s.payload);
     if opts.integrity {
-        let d = xxhash_rust::xxh3::xxh3_64(&out[body..]);
+        let d = crate::hash::xxh3_64(&out[body..]);
         out.extend_from_slice(&d.to_le_bytes());
     }
     Ok(())
@@ -397,7 +397,7 @@ pub fn encode_parts<'a>(t: &'a Tensor<'_>, opts: &EncodeOptions) -> Result<Parts
     };
     dense_head(t, opts, matches!(body, Cow::Owned(_)), &mut head)?;
     let footer = if opts.integrity {
-        xxhash_rust::xxh3::xxh3_64(&body).to_le_bytes().to_vec()
+        crate::hash::xxh3_64(&body).to_le_bytes().to_vec()
     } else {
         Vec::new()
     };

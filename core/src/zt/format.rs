@@ -88,7 +88,7 @@ impl Footer {
 
 /// XXH3-64 with seed 0, as the footer's `manifest_hash` and `xxh3:` digests use it.
 pub fn xxh3_64(bytes: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(bytes)
+    crate::hash::xxh3_64(bytes)
 }
 
 /// True when `offset` is a valid blob offset (a multiple of 4096, at least 4096).

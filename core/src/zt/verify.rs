@@ -32,7 +32,7 @@ fn hex(bytes: &[u8]) -> String {
 /// A streaming digest of one of the [`DIGEST_ALGORITHMS`].
 pub enum Hasher {
     /// XXH3-64, seed 0, printed as 16 lowercase hex digits.
-    Xxh3(alloc::boxed::Box<xxhash_rust::xxh3::Xxh3>),
+    Xxh3(alloc::boxed::Box<crate::hash::Xxh3>),
     /// SHA-256, printed as 64 lowercase hex digits.
     Sha256(sha2::Sha256),
 }
@@ -41,7 +41,7 @@ impl Hasher {
     /// A hasher for `algo`, or `None` when this crate cannot compute it.
     pub fn new(algo: &str) -> Option<Hasher> {
         match algo {
-            "xxh3" => Some(Hasher::Xxh3(alloc::boxed::Box::new(xxhash_rust::xxh3::Xxh3::new()))),
+            "xxh3" => Some(Hasher::Xxh3(alloc::boxed::Box::new(crate::hash::Xxh3::new()))),
             "sha256" => Some(Hasher::Sha256(sha2::Sha256::new())),
             _ => None,
         }

@@ -151,7 +151,7 @@ pub fn zt_open(data: &[u8]) {
         && len > 0
         && end <= f as u64
     {
-        let h = xxhash_rust::xxh3::xxh3_64(&data[off as usize..end as usize]).to_le_bytes();
+        let h = tensorlane_core::hash::xxh3_64(&data[off as usize..end as usize]).to_le_bytes();
         if data[f + 16..f + 24] != h {
             let mut fixed = data.to_vec();
             fixed[f + 16..f + 24].copy_from_slice(&h);

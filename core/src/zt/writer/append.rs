@@ -4,7 +4,7 @@ use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
 
-use xxhash_rust::xxh3::xxh3_64;
+use crate::hash::xxh3_64;
 
 use crate::source::ReadAt;
 use crate::zt::cbor::{self, Value};

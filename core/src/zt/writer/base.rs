@@ -6,7 +6,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-use xxhash_rust::xxh3::Xxh3;
+use crate::hash::Xxh3;
 
 use crate::zt::cbor::Value;
 use crate::zt::format::{ALIGNMENT as ALIGN_FLOOR, CANONICAL_ALIGNMENT as ALIGN_CANONICAL, MAGIC};

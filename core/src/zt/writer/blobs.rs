@@ -4,7 +4,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec;
 
-use xxhash_rust::xxh3::xxh3_64;
+use crate::hash::xxh3_64;
 
 use super::base::Writer;
 use super::digest::Hasher;

@@ -5,7 +5,7 @@ use alloc::string::String;
 use core::fmt;
 
 use sha2::Digest as _;
-use xxhash_rust::xxh3::Xxh3;
+use crate::hash::Xxh3;
 
 /// A part digest algorithm (§4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

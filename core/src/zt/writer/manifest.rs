@@ -6,7 +6,7 @@ use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
 
-use xxhash_rust::xxh3::xxh3_64;
+use crate::hash::xxh3_64;
 
 use crate::zt::cbor::{self, Value};
 use crate::zt::format::{FOOTER_LEN, MAGIC, MAX_MANIFEST_LEN, VERSION};

@@ -5,7 +5,7 @@ use alloc::format;
 use alloc::string::ToString;
 use alloc::vec::Vec;
 
-use xxhash_rust::xxh3::Xxh3;
+use crate::hash::Xxh3;
 
 use crate::zt::cbor::Value;
 

@@ -4,7 +4,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use xxhash_rust::xxh3::xxh3_64;
+use crate::hash::xxh3_64;
 
 use super::*;
 use crate::dtype::DType;
