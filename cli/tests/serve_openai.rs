@@ -10,14 +10,19 @@
 //! context, a prompt too long, a body too large, chat without a template), concurrent clients
 //! (all complete or 429 past the queue), and that a client that disconnects frees its slot.
 //!
+//! `thirty_two_clients_for_a_while` is the load check: 32 clients on loopback for
+//! `TENSORLANE_SERVE_SOAK_S` seconds (20 by default), streamed and not, some leaving mid-stream
+//! or while queued; every answer is complete, well-formed and the solo greedy text, or a 429
+//! error object past the queue, and afterwards every slot and queue place is free again.
+//!
 //! Needs tests/.venv-serve (`scripts/setup.sh` or `bash tests/python/setup_serve_venv.sh`).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::sync::{Arc, Barrier, Mutex, MutexGuard, mpsc};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tensorlane::model::Model;
@@ -27,6 +32,13 @@ const BIN: &str = env!("CARGO_BIN_EXE_tensorlane");
 const CONTEXT: usize = 128;
 /// The plain model's server: long enough that a request runs for seconds (the disconnect checks).
 const PLAIN_CONTEXT: usize = 4096;
+
+/// The tests that load the two cores or time things run one at a time (the disconnect checks
+/// expect a freed slot within seconds; the load check keeps 32 clients busy).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
@@ -203,6 +215,7 @@ fn the_token_guards_the_api() {
 
 #[test]
 fn openai_clients_against_serve_model() {
+    let _serial = serial();
     let m = models();
     let chat_path = m["models"]["chat-F32"].as_str().unwrap().to_string();
     let plain_path = m["models"]["llama-F32"].as_str().unwrap().to_string();
@@ -328,5 +341,320 @@ fn openai_clients_against_serve_model() {
             "tests/serve/node_modules is missing in CI: scripts/setup.sh installs it (npm ci --prefix tests/serve)"
         );
         eprintln!("tests/serve/node_modules is missing: the npm client's checks did not run");
+    }
+}
+
+/// One HTTP/1.1 answer read to its end.
+struct Reply {
+    status: u16,
+    /// Header names lowercased.
+    headers: Vec<(String, String)>,
+    /// The body, de-chunked.
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends a JSON POST to `addr` (the connection closed after the answer).
+fn send_post(addr: SocketAddr, path: &str, body: &str) -> std::io::Result<std::net::TcpStream> {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(120)))?;
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    Ok(s)
+}
+
+/// Parses a whole HTTP/1.1 answer (status line, headers, a body by length or chunked).
+fn parse_reply(raw: &[u8]) -> Result<Reply, String> {
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("no end of headers")?;
+    let head = std::str::from_utf8(&raw[..end]).map_err(|e| format!("headers: {e}"))?;
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let rest = &raw[end + 4..];
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    let body = if chunked {
+        let mut body = Vec::new();
+        let mut at = 0;
+        loop {
+            let nl = rest[at..]
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .ok_or("a chunk size line without its end")?;
+            let size_text = std::str::from_utf8(&rest[at..at + nl]).map_err(|e| e.to_string())?;
+            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| format!("bad chunk size {size_text:?}"))?;
+            at += nl + 2;
+            if size == 0 {
+                break;
+            }
+            if rest.len() < at + size + 2 || &rest[at + size..at + size + 2] != b"\r\n" {
+                return Err(format!("a chunk of {size} bytes cut short (the answer is incomplete)"));
+            }
+            body.extend_from_slice(&rest[at..at + size]);
+            at += size + 2;
+        }
+        body
+    } else {
+        let len: usize = headers
+            .iter()
+            .find(|(n, _)| n == "content-length")
+            .and_then(|(_, v)| v.parse().ok())
+            .ok_or("neither chunked nor a content-length")?;
+        if rest.len() != len {
+            return Err(format!("content-length {len} but {} body bytes", rest.len()));
+        }
+        rest.to_vec()
+    };
+    Ok(Reply { status, headers, body })
+}
+
+/// A generation the load check asks for and the answer it must get.
+struct Case {
+    prompt: &'static str,
+    max_tokens: usize,
+    prompt_tokens: usize,
+    text: String,
+    generated: usize,
+}
+
+/// What one request of the load check came to.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Outcome {
+    Complete,
+    Busy,
+    LeftMidStream,
+    LeftEarly,
+}
+
+/// Checks a 429's body: an OpenAI error object.
+fn check_busy(r: &Reply) -> Result<Outcome, String> {
+    let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("429 body is not JSON: {e}"))?;
+    let e = &v["error"];
+    if e["message"].is_string() && e["type"].is_string() && e["code"] == "rate_limit_exceeded" {
+        Ok(Outcome::Busy)
+    } else {
+        Err(format!("429 without an error object: {v}"))
+    }
+}
+
+/// One request of the load check: `mode` 0 leaves once the first token arrived, 1 leaves right
+/// after sending, 2-3 wait for the whole answer, others stream it.
+fn load_request(addr: SocketAddr, case: &Case, mode: usize) -> Result<Outcome, String> {
+    use std::io::Read;
+    let stream = mode == 0 || mode >= 4;
+    let body = json!({"prompt": case.prompt, "max_tokens": case.max_tokens, "temperature": 0, "stream": stream})
+        .to_string();
+    let mut s = send_post(addr, "/v1/completions", &body).map_err(|e| format!("connect/send: {e}"))?;
+    if mode == 1 {
+        return Ok(Outcome::LeftEarly);
+    }
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buf[..n]);
+        if mode == 0 && raw.starts_with(b"HTTP/1.1 200") && raw.windows(7).any(|w| w == b"data: {") {
+            return Ok(Outcome::LeftMidStream); // dropping the socket leaves mid-stream
+        }
+    }
+    let r = parse_reply(&raw)?;
+    match r.status {
+        429 => return check_busy(&r),
+        200 => {}
+        s => return Err(format!("status {s}: {}", String::from_utf8_lossy(&r.body))),
+    }
+    let bad = |what: String| Err(format!("{what} (prompt {:?})", case.prompt));
+    if !stream {
+        let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("body is not JSON: {e}"))?;
+        let c = &v["choices"][0];
+        let want_finish = if case.generated < case.max_tokens { "stop" } else { "length" };
+        if v["object"] != "text_completion" || c["text"] != case.text.as_str() || c["finish_reason"] != want_finish {
+            return bad(format!("answer {v} is not the solo greedy {:?} ({want_finish})", case.text));
+        }
+        let u = &v["usage"];
+        if u["prompt_tokens"] != case.prompt_tokens || u["completion_tokens"] != case.generated {
+            return bad(format!("usage {u}"));
+        }
+        return Ok(Outcome::Complete);
+    }
+    if !r.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")) {
+        return bad(format!("streamed with content-type {:?}", r.header("content-type")));
+    }
+    let text = String::from_utf8(r.body).map_err(|e| format!("events are not UTF-8: {e}"))?;
+    let events: Vec<&str> = text
+        .split("\n\n")
+        .map(str::trim)
+        .filter(|e| !e.is_empty() && !e.starts_with(':'))
+        .collect();
+    let Some((last, chunks)) = events.split_last() else {
+        return bad("no events".into());
+    };
+    if *last != "data: [DONE]" {
+        return bad(format!("the stream ends with {last:?}, not data: [DONE]"));
+    }
+    let (mut got, mut id, mut finish) = (String::new(), None, None);
+    for e in chunks {
+        let v: Value = e
+            .strip_prefix("data: ")
+            .and_then(|d| serde_json::from_str(d).ok())
+            .ok_or_else(|| format!("event {e:?} is not data: JSON"))?;
+        if finish.is_some() {
+            return bad(format!("an event after the finish: {v}"));
+        }
+        if v["object"] != "text_completion" || id.get_or_insert_with(|| v["id"].clone()) != &v["id"] {
+            return bad(format!("chunk {v} (object, or an id other than the first chunk's)"));
+        }
+        let c = &v["choices"][0];
+        got.push_str(c["text"].as_str().ok_or_else(|| format!("chunk without text: {v}"))?);
+        if !c["finish_reason"].is_null() {
+            finish = Some(c["finish_reason"].clone());
+        }
+    }
+    let want_finish = if case.generated < case.max_tokens { "stop" } else { "length" };
+    if got != case.text || finish != Some(json!(want_finish)) {
+        return bad(format!("streamed {got:?} ({finish:?}), not the solo greedy {:?} ({want_finish})", case.text));
+    }
+    Ok(Outcome::Complete)
+}
+
+#[test]
+fn thirty_two_clients_for_a_while() {
+    let _serial = serial();
+    let secs: f64 = match std::env::var("TENSORLANE_SERVE_SOAK_S") {
+        Ok(s) => s
+            .parse()
+            .unwrap_or_else(|_| panic!("TENSORLANE_SERVE_SOAK_S={s:?}: give seconds, e.g. 20")),
+        Err(_) => 20.0,
+    };
+    const CLIENTS: usize = 32;
+    const MAX_BATCH: usize = 4;
+    const MAX_QUEUE: usize = 8;
+    let m = models();
+    let path = m["models"]["llama-F32"].as_str().unwrap().to_string();
+    let model = Model::open(&path).unwrap();
+    let mut s = session(&model);
+    let tok = s.tokenizer().clone();
+    let cases: Vec<Case> = [("hello world", 6), ("the tensor data model", 14), ("a", 24)]
+        .into_iter()
+        .map(|(prompt, max_tokens)| {
+            let ids = tok.encode(prompt, true);
+            let (ids_out, text) = generate(&mut s, &ids, max_tokens, &Sampling::default());
+            Case {
+                prompt,
+                max_tokens,
+                prompt_tokens: ids.len(),
+                text,
+                generated: ids_out.len(),
+            }
+        })
+        .collect();
+    let cases = Arc::new(cases);
+    let served = Served::start(
+        &path,
+        CONTEXT,
+        &["--max-batch", &MAX_BATCH.to_string(), "--max-queue", &MAX_QUEUE.to_string()],
+    );
+    let addr = served.addr;
+
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(secs);
+    let barrier = Arc::new(Barrier::new(CLIENTS));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (cases, barrier) = (cases.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                let mut out: Vec<(Outcome, Option<String>)> = Vec::new();
+                let mut i = 0;
+                while Instant::now() < deadline {
+                    let case = &cases[(c + i) % cases.len()];
+                    match load_request(addr, case, (c * 7 + i * 3) % 10) {
+                        Ok(o) => {
+                            if o == Outcome::Busy {
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                            out.push((o, None));
+                        }
+                        Err(e) => out.push((Outcome::Complete, Some(format!("client {c}, request {i}: {e}")))),
+                    }
+                    i += 1;
+                }
+                out
+            })
+        })
+        .collect();
+    let mut tally = std::collections::HashMap::<Outcome, usize>::new();
+    let mut failures = Vec::new();
+    for t in clients {
+        for (o, failure) in t.join().expect("a client thread panicked") {
+            match failure {
+                Some(f) => failures.push(f),
+                None => *tally.entry(o).or_default() += 1,
+            }
+        }
+    }
+    let ran = start.elapsed().as_secs_f64();
+    assert!(failures.is_empty(), "{} bad answers, the first: {:#?}", failures.len(), &failures[..failures.len().min(5)]);
+    let n = |o| tally.get(&o).copied().unwrap_or(0);
+    eprintln!(
+        "{CLIENTS} clients for {ran:.1} s: {} complete, {} answered 429, {} left mid-stream, {} left right after sending",
+        n(Outcome::Complete),
+        n(Outcome::Busy),
+        n(Outcome::LeftMidStream),
+        n(Outcome::LeftEarly)
+    );
+    assert!(n(Outcome::Complete) >= CLIENTS, "too few complete answers: {tally:?}");
+    assert!(n(Outcome::Busy) > 0, "32 clients against 4 slots and 8 queue places got no 429: {tally:?}");
+    assert!(n(Outcome::LeftMidStream) > 0, "no client left mid-stream: {tally:?}");
+
+    // Every place is free again (the clients that left hold none): max_batch + max_queue
+    // requests at once all run, within a few seconds of the last client.
+    let retry_until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let burst: Vec<_> = (0..MAX_BATCH + MAX_QUEUE)
+            .map(|i| {
+                let cases = cases.clone();
+                std::thread::spawn(move || load_request(addr, &cases[i % cases.len()], 2))
+            })
+            .collect();
+        let results: Vec<_> = burst.into_iter().map(|t| t.join().unwrap()).collect();
+        if let Some(e) = results.iter().find_map(|r| r.as_ref().err()) {
+            panic!("after the load: {e}");
+        }
+        if results.iter().all(|r| *r == Ok(Outcome::Complete)) {
+            break;
+        }
+        assert!(
+            Instant::now() < retry_until,
+            "10 s after the load, {} of {} requests at once still got 429: a place was not freed",
+            results.iter().filter(|r| **r == Ok(Outcome::Busy)).count(),
+            MAX_BATCH + MAX_QUEUE
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
