@@ -45,6 +45,12 @@ pub struct ServeArgs {
     /// The most connections served at once.
     #[arg(long, default_value_t = 512)]
     pub max_connections: usize,
+    /// The most bytes of tensor data /tensors/ and /ws hold in memory at once, all requests
+    /// together (e.g. 512MiB, 4GiB): a streamed packet takes 1.5 MiB of it, a WebSocket message
+    /// its whole size. A request that does not fit waits up to 20 s, then gets 503 (Retry-After);
+    /// one that never could gets 413. (--max-tensor-bytes limits a tensor held whole.)
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = crate::limits::parse_size)]
+    pub max_memory: u64,
     /// Text generation: `--model` adds the OpenAI-compatible API (crate::serve_llm).
     #[command(flatten)]
     pub llm: crate::serve_llm::ModelArgs,
@@ -162,6 +168,8 @@ pub fn run(args: ServeArgs) -> ExitCode {
         assets: inspector::ASSETS,
         token: args.token,
         max_connections: args.max_connections,
+        max_memory: args.max_memory,
+        max_tensor_bytes: crate::limits::max_tensor_bytes(),
     };
     let has_token = config.token.is_some();
     let api_line = llm.as_ref().map(|l| {

@@ -7,9 +7,111 @@
 //! you keep (`clear()` it between packets; its pages are already mapped), and
 //! [`tensorlane_core::wire::decode`], which returns views of the input and copies nothing.
 
-use tensorlane_core::wire::{self, DecodeOptions, EncodeOptions, Packet, Result};
+use tensorlane_core::DType;
+use tensorlane_core::wire::{
+    self, DEFAULT_ALIGNMENT, DecodeOptions, EncodeOptions, MAGIC, MAX_ALIGNMENT, MAX_ELEMENTS, MAX_NDIM, Packet,
+    Result, VERSION, dtype_code, flags,
+};
 
 use crate::buffers;
+
+/// The head of a dense packet (header, shape, the alignment exponent byte and padding) for a
+/// tensor of `dtype` and `shape` whose body is written separately, uncompressed: the same bytes
+/// as [`wire::encode_parts`]`(t, opts).head` for such a tensor, without the body in memory. A
+/// server streams a packet as this head, the tensor's bytes read from the file in pieces, and
+/// (with `opts.integrity`) the [`BodyHash`] footer of those bytes.
+///
+/// Refused, with a message saying what to change: `opts.compress` (a streamed body is not
+/// compressed), an alignment that is not a power of two up to [`MAX_ALIGNMENT`], more than
+/// [`MAX_NDIM`] dimensions, a dimension over `u32::MAX` and more than [`MAX_ELEMENTS`] elements
+/// (the format's limits, which the encoder enforces too).
+pub fn dense_head(dtype: DType, shape: &[u64], opts: &EncodeOptions) -> std::result::Result<Vec<u8>, String> {
+    if opts.compress {
+        return Err("a streamed body is written as it is: encode without compression".into());
+    }
+    if !opts.alignment.is_power_of_two() || opts.alignment > MAX_ALIGNMENT {
+        return Err(format!(
+            "alignment {} is not a power of two up to {MAX_ALIGNMENT}",
+            opts.alignment
+        ));
+    }
+    if shape.len() > MAX_NDIM {
+        return Err(format!(
+            "{} dimensions; the format allows at most {MAX_NDIM}",
+            shape.len()
+        ));
+    }
+    match shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)) {
+        Some(n) if n <= MAX_ELEMENTS => {}
+        Some(n) => return Err(format!("{n} elements; the format allows at most {MAX_ELEMENTS}")),
+        None => return Err("the element count overflows 64 bits".into()),
+    }
+    let mut f = if opts.alignment == DEFAULT_ALIGNMENT {
+        flags::ALIGNED
+    } else {
+        flags::CUST_ALIGN
+    };
+    if opts.integrity {
+        f |= flags::INTEGRITY;
+    }
+    let mut out = Vec::with_capacity(16 + 4 * shape.len() + opts.alignment.min(256) as usize);
+    out.extend_from_slice(&MAGIC);
+    out.push(VERSION);
+    out.extend_from_slice(&f.to_le_bytes());
+    out.push(dtype_code(dtype));
+    out.push(shape.len() as u8);
+    out.push(0);
+    for (i, &d) in shape.iter().enumerate() {
+        let d = u32::try_from(d).map_err(|_| {
+            format!("dimension {i} is {d}, above the wire-format limit of 4294967295 (each dimension is a 32-bit integer)")
+        })?;
+        out.extend_from_slice(&d.to_le_bytes());
+    }
+    if opts.alignment != DEFAULT_ALIGNMENT {
+        out.push(opts.alignment.trailing_zeros() as u8);
+    }
+    let pad = (opts.alignment - out.len() as u64 % opts.alignment) % opts.alignment;
+    out.resize(out.len() + pad as usize, 0);
+    Ok(out)
+}
+
+/// The integrity footer of a dense packet whose body is fed in pieces: after [`update`] with
+/// every piece of the body in order, [`finish`] gives the 8 bytes [`wire::encode_parts`] puts
+/// in `footer` (XXH3-64 of the body, little-endian, by [`tensorlane_core::hash`]).
+///
+/// [`update`]: BodyHash::update
+/// [`finish`]: BodyHash::finish
+#[derive(Clone)]
+pub struct BodyHash(tensorlane_core::hash::Xxh3);
+
+impl Default for BodyHash {
+    fn default() -> Self {
+        BodyHash(tensorlane_core::hash::Xxh3::new())
+    }
+}
+
+impl std::fmt::Debug for BodyHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BodyHash")
+    }
+}
+
+impl BodyHash {
+    /// A hash of no bytes yet.
+    pub fn new() -> BodyHash {
+        BodyHash::default()
+    }
+
+    /// Feeds the next piece of the body.
+    pub fn update(&mut self, piece: &[u8]) {
+        self.0.update(piece);
+    }
+
+    /// The footer for the pieces fed so far.
+    pub fn finish(&self) -> [u8; 8] {
+        self.0.digest().to_le_bytes()
+    }
+}
 
 /// The bytes the packet's payloads take (bodies, scales, string offsets), plus a generous
 /// allowance for headers and alignment: a capacity that an encode nearly never outgrows.
@@ -56,6 +158,44 @@ mod tests {
 
     fn body(n: usize) -> Vec<u8> {
         (0..n).map(|i| (i ^ (i >> 9)) as u8).collect()
+    }
+
+    #[test]
+    fn dense_head_and_body_hash_match_encode_parts_byte_for_byte() {
+        let shapes: [&[u64]; 5] = [&[], &[3], &[2, 5], &[1, 1, 7], &[4, 0, 2]];
+        let dtypes = [DType::F32, DType::U8, DType::F16, DType::C128, DType::Bool, DType::I64];
+        for shape in shapes {
+            for dtype in dtypes {
+                let n: u64 = shape.iter().product();
+                let data = body(n as usize * dtype.itemsize());
+                let t = Tensor::new(dtype, shape.to_vec(), &data[..]).unwrap();
+                for alignment in [1u64, 8, 64, 4096] {
+                    for integrity in [false, true] {
+                        let opts = EncodeOptions {
+                            alignment,
+                            integrity,
+                            ..EncodeOptions::default()
+                        };
+                        let parts = wire::encode_parts(&t, &opts).unwrap();
+                        assert_eq!(dense_head(dtype, shape, &opts).unwrap(), parts.head, "{dtype:?} {shape:?} {alignment}");
+                        let mut h = BodyHash::new();
+                        for piece in data.chunks(5) {
+                            h.update(piece);
+                        }
+                        if integrity {
+                            assert_eq!(&h.finish()[..], &parts.footer[..]);
+                        }
+                    }
+                }
+            }
+        }
+        let compress = EncodeOptions {
+            compress: true,
+            ..EncodeOptions::default()
+        };
+        assert!(dense_head(DType::U8, &[4], &compress).unwrap_err().contains("compression"));
+        assert!(dense_head(DType::U8, &[1 << 33], &EncodeOptions::default()).is_err());
+        assert!(dense_head(DType::U8, &[1 << 20, 1 << 20], &EncodeOptions::default()).unwrap_err().contains("elements"));
     }
 
     #[test]

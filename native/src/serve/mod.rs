@@ -106,7 +106,21 @@ pub struct Config {
     pub token: Option<String>,
     /// The most connections served at once (default 512).
     pub max_connections: usize,
+    /// The most bytes of tensor data `/tensors/` and `/ws` hold in memory at once, all requests
+    /// together (default [`DEFAULT_MAX_MEMORY`], 1 GiB): a streamed packet takes 1.5 MiB of it, a
+    /// packet held whole (a WebSocket message) its size. A request that does not fit waits up to
+    /// 20 s for others to finish, then is answered `503` with `Retry-After`; one that never could
+    /// is answered `413`.
+    pub max_memory: u64,
+    /// The most bytes one tensor may take where it must be held whole (a WebSocket message, a
+    /// storage that cannot be read in pieces): over it, `413` (default
+    /// [`tensorlane_core::formats::DEFAULT_MAX_TENSOR_BYTES`], 4 GiB). Streamed packets are not
+    /// limited by it.
+    pub max_tensor_bytes: u64,
 }
+
+/// [`Config::max_memory`]'s default: 1 GiB.
+pub const DEFAULT_MAX_MEMORY: u64 = 1 << 30;
 
 impl Default for Config {
     fn default() -> Self {
@@ -117,6 +131,8 @@ impl Default for Config {
             assets: &[],
             token: None,
             max_connections: 512,
+            max_memory: DEFAULT_MAX_MEMORY,
+            max_tensor_bytes: tensorlane_core::formats::DEFAULT_MAX_TENSOR_BYTES,
         }
     }
 }
@@ -161,6 +177,8 @@ struct Shared {
     token: Option<String>,
     /// Models opened so far, by canonical path, with the (size, mtime) they were opened at.
     models: Mutex<HashMap<PathBuf, (files::Stamp, Arc<crate::model::Model>)>>,
+    /// [`Config::max_memory`] and [`Config::max_tensor_bytes`].
+    limits: models::Limits,
 }
 
 /// A bound server, ready to [`run`](Server::run).
@@ -241,6 +259,7 @@ impl Server {
                 assets: config.assets,
                 token: config.token.filter(|t| !t.is_empty()),
                 models: Mutex::new(HashMap::new()),
+                limits: models::Limits::new(config.max_memory, config.max_tensor_bytes),
             }),
             max_connections: config.max_connections.max(1),
             api: None,

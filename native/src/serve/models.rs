@@ -18,24 +18,33 @@
 //! `{"done": true, "sent", "failed"}`. Each message is sent only once the one before it has been
 //! flushed to the socket, so a slow reader slows the server instead of filling its memory.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::Json;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::body::{Body, Bytes};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Query, Request, State as AxState};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use http_body::{Frame, SizeHint};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tensorlane_core::formats::{ElementType, Storage, TensorInfo};
-use tensorlane_core::wire::{self, EncodeOptions};
+use tensorlane_core::DType;
+use tensorlane_core::formats::ggml::{self, GgmlType};
+use tensorlane_core::formats::{Codec, ElementType, ReadLimits, Storage, TensorInfo};
+use tensorlane_core::wire::EncodeOptions;
 use tensorlane_core::zt::format::LogicalType;
-use tensorlane_core::{DType, Tensor};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::files::{self, Refusal, Stamp};
 use super::{Mount, Shared};
 use crate::model::{Model, ModelOptions};
+use crate::wire::{self, BodyHash};
 
 /// The most files looked at below one served folder, and how deep.
 const MAX_FILES: usize = 100_000;
@@ -91,28 +100,70 @@ fn candidates(m: &Mount) -> Vec<(String, PathBuf)> {
     out
 }
 
+/// The most files the models kept open for `/tensors/` and `/ws` hold open in all (one descriptor
+/// each: the model file, its shards and companions). Past it, models no request is using are
+/// closed first.
+const MAX_OPEN_FILES: usize = 64;
+
 impl Shared {
-    /// The model at canonical `path`, opened once per version of the file.
+    /// Opens the model at canonical `path` with `pread` (not a map: a served file may be
+    /// truncated or rewritten while the server runs, which must be an error for that request,
+    /// not SIGBUS for the process), under the whole-tensor limit.
+    fn open_model(&self, path: &Path) -> Result<Model, String> {
+        let options = ModelOptions {
+            mmap: false,
+            limits: ReadLimits {
+                max_tensor_bytes: self.limits.max_tensor_bytes,
+            },
+        };
+        Model::open_with(path, &options).map_err(|e| e.to_string())
+    }
+
+    /// The cached model of `path` when it was opened at `stamp`.
+    fn cached(&self, path: &Path, stamp: Stamp) -> Option<Arc<Model>> {
+        let cache = self.models.lock().ok()?;
+        let (s, m) = cache.get(path)?;
+        (*s == stamp).then(|| m.clone())
+    }
+
+    /// The model at canonical `path`, opened once per version of the file and kept open for the
+    /// next request (at most [`MAX_OPEN_FILES`] files held open by the cache).
     fn model(&self, path: &Path) -> Result<Arc<Model>, String> {
         let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let stamp = Stamp::of(&meta);
-        if let Ok(cache) = self.models.lock()
-            && let Some((s, m)) = cache.get(path)
-            && *s == stamp
-        {
-            return Ok(m.clone());
+        if let Some(m) = self.cached(path, stamp) {
+            return Ok(m);
         }
-        // pread, not a map: a served file may be truncated or rewritten while the server runs,
-        // which must be an error for that request, not SIGBUS for the process.
-        let options = ModelOptions {
-            mmap: false,
-            ..ModelOptions::default()
-        };
-        let m = Arc::new(Model::open_with(path, &options).map_err(|e| e.to_string())?);
+        let m = Arc::new(self.open_model(path)?);
         if let Ok(mut cache) = self.models.lock() {
             cache.insert(path.to_path_buf(), (stamp, m.clone()));
+            let files = |c: &HashMap<PathBuf, (Stamp, Arc<Model>)>| {
+                c.values().map(|(_, m)| m.sources().count()).sum::<usize>()
+            };
+            while files(&cache) > MAX_OPEN_FILES && cache.len() > 1 {
+                // Idle models first (only the cache holds them), never the one just opened.
+                let victim = cache
+                    .iter()
+                    .filter(|(p, _)| p.as_path() != path)
+                    .min_by_key(|(_, (_, m))| Arc::strong_count(m))
+                    .map(|(p, _)| p.clone());
+                match victim {
+                    Some(v) => cache.remove(&v),
+                    None => break,
+                };
+            }
         }
         Ok(m)
+    }
+
+    /// The model at canonical `path` for a listing: the cached one when it is current, else
+    /// opened, read and closed again (a listing of many models never holds their files open).
+    fn listed_model(&self, path: &Path) -> Result<Arc<Model>, String> {
+        let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Some(m) = self.cached(path, Stamp::of(&meta)) {
+            return Ok(m);
+        }
+        Ok(Arc::new(self.open_model(path)?))
     }
 
     /// The URL of canonical file `path`, if a mount serves it.
@@ -244,7 +295,7 @@ pub(super) async fn list(AxState(s): AxState<Arc<Shared>>) -> Response {
         let mut errors = Vec::new();
         for m in &s.mounts {
             for (id, path) in candidates(m) {
-                match s.model(&path) {
+                match s.listed_model(&path) {
                     Ok(model) => {
                         let urls: Vec<Option<String>> = model.sources().map(|(p, _)| s.url_of(p)).collect();
                         let sources: Vec<Value> = model
@@ -304,16 +355,264 @@ fn dequantize_option(v: Option<&str>) -> Result<Option<DType>, String> {
     }
 }
 
-/// Tensor `name` of `model` as one Tenso packet: (status, bytes or message).
-fn packet(model: &Model, id: &str, name: &str, opts: PacketOptions) -> Result<Vec<u8>, (StatusCode, String)> {
-    let Some(t) = model.catalog().tensors.iter().find(|t| t.name == name) else {
-        return Err((
+/// The piece size packets are read, hashed and sent in.
+const CHUNK: usize = 256 << 10;
+/// What one streamed response holds at most, counted against the budget: the piece being read,
+/// the pieces queued for the connection ([`QUEUED`]) and the one being written, with room to spare.
+const STREAM_BYTES: u64 = 6 * CHUNK as u64;
+/// Pieces queued between the reading thread and the connection.
+const QUEUED: usize = 2;
+/// Stored ggml bytes dequantized at a time (a whole number of blocks below it).
+const DEQUANTIZE_CHUNK: u64 = 64 << 10;
+/// How long a request waits for its share of [`Config::max_memory`](super::Config::max_memory)
+/// before it is answered 503.
+const BUDGET_WAIT: Duration = Duration::from_secs(20);
+
+/// The memory budget of `/tensors` and `/ws` ([`Config::max_memory`](super::Config::max_memory))
+/// and the whole-tensor limit ([`Config::max_tensor_bytes`](super::Config::max_tensor_bytes)).
+///
+/// Every packet request reserves what it will hold before it reads anything: a streamed
+/// response [`STREAM_BYTES`], a packet that must be whole in memory (a WebSocket message, a
+/// tensor whose storage cannot be read in pieces) its bytes. A request that does not fit waits
+/// (at most [`BUDGET_WAIT`], then 503 with `Retry-After`) for others to finish; one that could
+/// never fit is refused (413).
+#[derive(Debug)]
+pub(super) struct Limits {
+    /// Permits are KiB.
+    budget: Arc<Semaphore>,
+    /// The budget in bytes.
+    max_memory: u64,
+    /// The most bytes one tensor held whole may take.
+    max_tensor_bytes: u64,
+}
+
+/// A share of the budget, given back when dropped.
+struct Reserved(#[allow(dead_code)] Option<OwnedSemaphorePermit>);
+
+impl Limits {
+    /// A budget of `max_memory` bytes (at least 1 MiB) and the whole-tensor limit.
+    pub(super) fn new(max_memory: u64, max_tensor_bytes: u64) -> Limits {
+        let max_memory = max_memory.max(1 << 20);
+        let kib = (max_memory >> 10).min(Semaphore::MAX_PERMITS as u64).min(u64::from(u32::MAX));
+        Limits {
+            budget: Arc::new(Semaphore::new(kib as usize)),
+            max_memory: kib << 10,
+            max_tensor_bytes,
+        }
+    }
+
+    /// Reserves `bytes` of the budget for `what`: waits for it at most [`BUDGET_WAIT`].
+    async fn reserve(&self, bytes: u64, what: &str) -> Result<Reserved, Failure> {
+        if bytes > self.max_memory {
+            return Err(Failure::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "{what}: needs {bytes} bytes in memory at once, over this server's --max-memory of {} bytes; \
+                     read it from the file URL with Range requests, or start the server with a larger --max-memory",
+                    self.max_memory
+                ),
+            ));
+        }
+        let kib = bytes.div_ceil(1024).max(1) as u32;
+        match tokio::time::timeout(BUDGET_WAIT, self.budget.clone().acquire_many_owned(kib)).await {
+            Ok(Ok(p)) => Ok(Reserved(Some(p))),
+            Ok(Err(_)) | Err(_) => Err(Failure::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "{what}: the server's --max-memory ({} bytes) is taken by other requests; retry shortly",
+                    self.max_memory
+                ),
+            )),
+        }
+    }
+}
+
+/// An answer other than a packet: a status and a message.
+#[derive(Debug)]
+struct Failure {
+    status: StatusCode,
+    message: String,
+}
+
+impl Failure {
+    fn new(status: StatusCode, message: String) -> Failure {
+        Failure { status, message }
+    }
+
+    fn into_response(self) -> Response {
+        let mut r = (self.status, self.message + "\n").into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        r
+    }
+}
+
+impl From<Refusal> for Failure {
+    fn from(r: Refusal) -> Failure {
+        match r {
+            Refusal::Bad(m) => Failure::new(StatusCode::BAD_REQUEST, m),
+            Refusal::NotFound(m) => Failure::new(StatusCode::NOT_FOUND, m),
+        }
+    }
+}
+
+/// How a packet's body is made.
+#[derive(Clone, Copy, Debug)]
+enum BodyKind {
+    /// The tensor's bytes as [`Model::read_chunks`] gives them.
+    Stored,
+    /// ggml blocks of type `.0` dequantized to `.1` (F32 or F16), a few blocks at a time.
+    Dequantized(GgmlType, DType),
+}
+
+/// A packet ready to be produced: everything checked, nothing read yet.
+struct Plan {
+    model: Arc<Model>,
+    /// Index of the tensor in the model's catalog.
+    index: usize,
+    /// `model id: tensor name`, for messages.
+    what: String,
+    head: Vec<u8>,
+    body_len: u64,
+    kind: BodyKind,
+    integrity: bool,
+    /// Whether the storage can only be read whole (the reader holds `stored` bytes at once).
+    whole: bool,
+    /// The tensor's stored bytes.
+    stored: u64,
+}
+
+impl Plan {
+    /// The packet's length.
+    fn len(&self) -> u64 {
+        self.head.len() as u64 + self.body_len + if self.integrity { 8 } else { 0 }
+    }
+
+    fn tensor(&self) -> &TensorInfo {
+        &self.model.catalog().tensors[self.index]
+    }
+
+    /// What the reading holds whole besides the pieces in flight: the stored bytes when the storage
+    /// cannot be read in pieces.
+    fn held_whole(&self) -> u64 {
+        if self.whole { self.stored } else { 0 }
+    }
+
+    /// Produces the body in pieces (each at most about [`CHUNK`] bytes) for `sink`, then checks
+    /// that no file of the model changed while it was read. Runs on a blocking thread.
+    fn body(&self, sink: &mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<(), String> {
+        let t = self.tensor();
+        let mut stop: Option<String> = None;
+        let mut feed = |p: &[u8]| -> Result<(), tensorlane_core::formats::FormatError> {
+            sink(p).map_err(|e| {
+                stop = Some(e.clone());
+                tensorlane_core::formats::FormatError::new("serve", tensorlane_core::formats::ErrorKind::Io, e)
+            })
+        };
+        let read = match self.kind {
+            BodyKind::Stored => self.model.read_chunks(t, CHUNK, &mut feed),
+            BodyKind::Dequantized(g, to) => {
+                let (block, size) = (g.block_size().unwrap_or(1).max(1), g.type_size().unwrap_or(1).max(1));
+                let per = (DEQUANTIZE_CHUNK / size).max(1) * size;
+                let mut pending: Vec<u8> = Vec::with_capacity(per as usize);
+                let mut values: Vec<f32> = Vec::new();
+                let mut out: Vec<u8> = Vec::new();
+                let mut convert = |blocks: &[u8],
+                                   feed: &mut dyn FnMut(&[u8]) -> Result<(), tensorlane_core::formats::FormatError>|
+                 -> Result<(), tensorlane_core::formats::FormatError> {
+                    let n = (blocks.len() as u64 / size * block) as usize;
+                    values.resize(n, 0.0);
+                    ggml::dequantize_into(g, blocks, &mut values)?;
+                    out.clear();
+                    if to == DType::F16 {
+                        out.extend(values.iter().flat_map(|&v| half::f16::from_f32(v).to_bits().to_le_bytes()));
+                    } else {
+                        out.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+                    }
+                    feed(&out)
+                };
+                let r = self.model.read_chunks(t, per as usize, &mut |p| {
+                    let mut p = p;
+                    while !p.is_empty() {
+                        let take = (per as usize - pending.len()).min(p.len());
+                        pending.extend_from_slice(&p[..take]);
+                        p = &p[take..];
+                        if pending.len() == per as usize {
+                            convert(&pending, &mut feed)?;
+                            pending.clear();
+                        }
+                    }
+                    Ok(())
+                });
+                match r {
+                    Ok(()) if !pending.is_empty() => convert(&pending, &mut feed).map_err(crate::Error::from),
+                    other => other,
+                }
+            }
+        };
+        if let Some(e) = stop {
+            return Err(e);
+        }
+        read.map_err(|e| format!("{}: {e}", self.what))?;
+        self.model.check_unchanged().map_err(|e| format!("{}: {e}", self.what))
+    }
+
+    /// The whole packet in one buffer (a WebSocket message).
+    fn whole(&self) -> Result<Vec<u8>, String> {
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.len() as usize)
+            .map_err(|e| format!("{}: cannot hold its {} bytes: {e}", self.what, self.len()))?;
+        out.extend_from_slice(&self.head);
+        let mut hash = BodyHash::new();
+        self.body(&mut |p| {
+            if self.integrity {
+                hash.update(p);
+            }
+            out.extend_from_slice(p);
+            Ok(())
+        })?;
+        if out.len() as u64 != self.head.len() as u64 + self.body_len {
+            return Err(format!(
+                "{}: {} body bytes were read where {} were expected",
+                self.what,
+                out.len() - self.head.len(),
+                self.body_len
+            ));
+        }
+        if self.integrity {
+            out.extend_from_slice(&hash.finish());
+        }
+        Ok(out)
+    }
+}
+
+/// Whether [`Model::read_chunks`] reads `t` in bounded pieces (ranges, deflated zip members,
+/// `.zt` zstd-seekable parts) rather than whole.
+fn read_in_pieces(t: &TensorInfo) -> bool {
+    t.arrangement.view.is_none()
+        && matches!(
+            t.storage,
+            Storage::Range { .. }
+                | Storage::Deflate { .. }
+                | Storage::Encoded {
+                    codec: Codec::ZstdSeekable,
+                    ..
+                }
+        )
+}
+
+/// Checks tensor `name` of `model` and says how its packet is made, without reading it.
+fn plan(model: Arc<Model>, id: &str, name: &str, opts: PacketOptions, limits: &Limits) -> Result<Plan, Failure> {
+    let Some(index) = model.catalog().tensors.iter().position(|t| t.name == name) else {
+        return Err(Failure::new(
             StatusCode::NOT_FOUND,
             format!("{id}: no tensor named {name:?} (see /models)"),
         ));
     };
-    let fail = |e: crate::Error| (StatusCode::INTERNAL_SERVER_ERROR, format!("{id}: {name}: {e}"));
-    let refuse = |m: String| (StatusCode::UNPROCESSABLE_ENTITY, format!("{id}: {name}: {m}"));
+    let t = &model.catalog().tensors[index];
+    let what = format!("{id}: {name}");
+    let refuse = |m: String| Failure::new(StatusCode::UNPROCESSABLE_ENTITY, format!("{what}: {m}"));
     if let Storage::Parts(p) = &t.storage {
         let names: Vec<&str> = p.parts.iter().map(|x| x.name.as_str()).collect();
         return Err(refuse(format!(
@@ -323,20 +622,17 @@ fn packet(model: &Model, id: &str, name: &str, opts: PacketOptions) -> Result<Ve
             names.join(", ")
         )));
     }
-    let shape = t.shape.clone();
-    let tensor: Tensor<'_> = match (t.ty, opts.dequantize) {
-        (ElementType::Ggml(_), Some(to)) => {
-            let values = model.dequantize(t).map_err(fail)?;
-            let r = if to == DType::F16 {
-                let bits: Vec<u8> = values
-                    .iter()
-                    .flat_map(|&v| half::f16::from_f32(v).to_bits().to_le_bytes())
-                    .collect();
-                Tensor::new(DType::F16, shape, bits)
-            } else {
-                Tensor::from_values(shape, &values)
-            };
-            r.map_err(|e| refuse(e.to_string()))?
+    let numel = t.numel().ok_or_else(|| refuse("its element count overflows 64 bits".into()))?;
+    let stored = t.nbytes().ok_or_else(|| refuse("its size overflows 64 bits".into()))?;
+    let (dtype, kind) = match (t.ty, opts.dequantize) {
+        (ElementType::Ggml(g), Some(to)) => {
+            if !ggml::can_dequantize(g) {
+                return Err(refuse(format!(
+                    "{} blocks cannot be dequantized: read the raw blocks from the file URL with a Range request",
+                    g.name()
+                )));
+            }
+            (to, BodyKind::Dequantized(g, to))
         }
         (ElementType::Ggml(g), None) => {
             return Err(refuse(format!(
@@ -359,23 +655,130 @@ fn packet(model: &Model, id: &str, name: &str, opts: PacketOptions) -> Result<Ve
                     )));
                 }
             };
-            let bytes = model.read(t).map_err(fail)?;
-            Tensor::new(dtype, shape, bytes).map_err(|e| refuse(e.to_string()))?
+            (dtype, BodyKind::Stored)
         }
     };
+    let body_len = numel
+        .checked_mul(dtype.itemsize() as u64)
+        .ok_or_else(|| refuse("its size overflows 64 bits".into()))?;
+    if matches!(kind, BodyKind::Stored) && body_len != stored {
+        return Err(refuse(format!(
+            "{} bytes are stored where {numel} {dtype:?} elements take {body_len}",
+            stored
+        )));
+    }
     let eo = EncodeOptions {
         integrity: opts.integrity,
         ..EncodeOptions::default()
     };
-    let parts = wire::encode_parts(&tensor, &eo).map_err(|e| refuse(format!("cannot encode: {e}")))?;
-    let mut out = Vec::with_capacity(parts.len());
-    out.extend_from_slice(&parts.head);
-    out.extend_from_slice(&parts.body);
-    out.extend_from_slice(&parts.footer);
-    Ok(out)
+    let head = wire::dense_head(dtype, &t.shape, &eo).map_err(|e| refuse(format!("cannot encode: {e}")))?;
+    let whole = !read_in_pieces(t);
+    if whole && stored > limits.max_tensor_bytes {
+        return Err(Failure::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{what}: its storage can only be read whole ({stored} bytes), over this server's --max-tensor-bytes of \
+                 {} bytes; read it from the file URL with Range requests, or raise --max-tensor-bytes",
+                limits.max_tensor_bytes
+            ),
+        ));
+    }
+    Ok(Plan {
+        model,
+        index,
+        what,
+        head,
+        body_len,
+        kind,
+        integrity: opts.integrity,
+        whole,
+        stored,
+    })
 }
 
-/// `GET /tensors/{model}/{name}`.
+/// A streamed packet: pieces from the reading thread, the budget share held until the body
+/// is dropped. An error from the reader ends the body early: the connection is closed before
+/// `Content-Length` bytes were sent, which every client reports as a short body.
+struct Streamed {
+    rx: mpsc::Receiver<Result<Bytes, std::io::Error>>,
+    remaining: u64,
+    _reserved: Reserved,
+}
+
+impl http_body::Body for Streamed {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        if self.remaining == 0 {
+            return Poll::Ready(None);
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(Ok(b))) => {
+                self.remaining = self.remaining.saturating_sub(b.len() as u64);
+                Poll::Ready(Some(Ok(Frame::data(b))))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
+            Poll::Ready(None) => Poll::Ready(Some(Err(std::io::Error::other(
+                "the packet ended before its length",
+            )))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining)
+    }
+}
+
+/// Starts producing `plan`'s packet on a blocking thread: head, the body in pieces, footer.
+fn stream(plan: Plan, reserved: Reserved) -> Streamed {
+    let (tx, rx) = mpsc::channel(QUEUED);
+    let remaining = plan.len();
+    tokio::task::spawn_blocking(move || {
+        let send = |b: Bytes| tx.blocking_send(Ok(b)).map_err(|_| "the client went away".to_string());
+        let run = || -> Result<(), String> {
+            send(Bytes::from(plan.head.clone()))?;
+            let mut hash = BodyHash::new();
+            let mut sent = 0u64;
+            plan.body(&mut |p| {
+                if plan.integrity {
+                    hash.update(p);
+                }
+                sent += p.len() as u64;
+                send(Bytes::copy_from_slice(p))
+            })?;
+            if sent != plan.body_len {
+                return Err(format!(
+                    "{}: {sent} body bytes were read where {} were expected",
+                    plan.what, plan.body_len
+                ));
+            }
+            if plan.integrity {
+                send(Bytes::copy_from_slice(&hash.finish()))?;
+            }
+            Ok(())
+        };
+        if let Err(e) = run() {
+            let _ = tx.blocking_send(Err(std::io::Error::other(e)));
+        }
+    });
+    Streamed {
+        rx,
+        remaining,
+        _reserved: reserved,
+    }
+}
+
+/// `GET /tensors/{model}/{name}`: the packet streamed (head, the body read from the file in
+/// pieces, footer) under the server's memory budget.
 pub(super) async fn tensor(AxState(s): AxState<Arc<Shared>>, Query(q): Query<PacketQuery>, req: Request) -> Response {
     let rest = req.uri().path().strip_prefix("/tensors/").unwrap_or("").to_string();
     let dequantize = match dequantize_option(q.dequantize.as_deref()) {
@@ -386,25 +789,35 @@ pub(super) async fn tensor(AxState(s): AxState<Arc<Shared>>, Query(q): Query<Pac
         dequantize,
         integrity: matches!(q.integrity.as_deref(), Some("1" | "true" | "yes")),
     };
-    let done = tokio::task::spawn_blocking(move || {
-        let (id, model, name) = s.find(&rest).map_err(|r| Box::new(r.into_response()))?;
-        packet(&model, &id, &name, opts).map_err(|(st, m)| Box::new((st, m + "\n").into_response()))
+    let s2 = s.clone();
+    let planned = tokio::task::spawn_blocking(move || {
+        let (id, model, name) = s2.find(&rest)?;
+        plan(model, &id, &name, opts, &s2.limits)
     })
-    .await;
-    match done {
-        Ok(Ok(bytes)) => {
-            let mut r = bytes.into_response();
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            );
-            r.headers_mut()
-                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-            r
-        }
-        Ok(Err(r)) => *r,
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("encoding failed: {e}\n")).into_response(),
-    }
+    .await
+    .unwrap_or_else(|e| {
+        Err(Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("encoding failed: {e}"),
+        ))
+    });
+    let plan = match planned {
+        Ok(p) => p,
+        Err(f) => return f.into_response(),
+    };
+    // A budget smaller than the pieces in flight still lets one stream through at a time.
+    let need = STREAM_BYTES.min(s.limits.max_memory) + plan.held_whole();
+    let reserved = match s.limits.reserve(need, &plan.what).await {
+        Ok(r) => r,
+        Err(f) => return f.into_response(),
+    };
+    let len = plan.len();
+    let mut r = Response::new(Body::new(stream(plan, reserved)));
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    r
 }
 
 /// A WebSocket request (see the module docs).
@@ -426,6 +839,36 @@ enum WsItem {
     Full { model: String, name: String },
 }
 
+/// One WebSocket answer: the whole packet (a message is sent whole), its bytes held under the
+/// budget until it was sent, and under `--max-tensor-bytes`.
+async fn build_message(s: Arc<Shared>, rest: String, opts: PacketOptions) -> Result<(Vec<u8>, Reserved), Failure> {
+    let s2 = s.clone();
+    let plan = tokio::task::spawn_blocking(move || {
+        let (id, model, name) = s2.find(&rest)?;
+        plan(model, &id, &name, opts, &s2.limits)
+    })
+    .await
+    .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding failed: {e}")))??;
+    if plan.body_len > s.limits.max_tensor_bytes {
+        return Err(Failure::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{}: a WebSocket message holds the whole packet ({} bytes), over this server's --max-tensor-bytes of {} \
+                 bytes; fetch it from /tensors/ (streamed) or the file URL, or raise --max-tensor-bytes",
+                plan.what,
+                plan.len(),
+                s.limits.max_tensor_bytes
+            ),
+        ));
+    }
+    let reserved = s.limits.reserve(plan.len() + plan.held_whole(), &plan.what).await?;
+    let bytes = tokio::task::spawn_blocking(move || plan.whole())
+        .await
+        .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding failed: {e}")))?
+        .map_err(|m| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, m))?;
+    Ok((bytes, reserved))
+}
+
 /// `GET /ws`.
 pub(super) async fn websocket(AxState(s): AxState<Arc<Shared>>, ws: WebSocketUpgrade) -> Response {
     ws.max_message_size(1 << 20)
@@ -437,8 +880,42 @@ async fn send_json(socket: &mut WebSocket, v: Value) -> bool {
     socket.send(Message::Text(v.to_string().into())).await.is_ok()
 }
 
+/// The close code for a failed read of the peer's messages: 1009 for a message over the limit,
+/// 1002 for a protocol error (a reserved bit, a bad opcode, an unmasked frame, …), 1007 for text
+/// that is not UTF-8; `None` when the connection itself failed (nothing can be sent).
+fn close_for(e: axum::Error) -> Option<(u16, String)> {
+    use tungstenite::Error as E;
+    let inner = e.into_inner();
+    let e = inner.downcast_ref::<E>()?;
+    match e {
+        E::Capacity(c) => Some((close_code::SIZE, format!("{c}: requests are at most 1 MiB"))),
+        E::Protocol(p) => Some((close_code::PROTOCOL, p.to_string())),
+        E::Utf8(m) => Some((close_code::INVALID, format!("a text message is not UTF-8: {m}"))),
+        _ => None,
+    }
+}
+
 async fn session(s: Arc<Shared>, mut socket: WebSocket) {
-    while let Some(Ok(msg)) = socket.recv().await {
+    loop {
+        let msg = match socket.recv().await {
+            None => return,
+            Some(Ok(m)) => m,
+            Some(Err(e)) => {
+                if let Some((code, reason)) = close_for(e) {
+                    // A close reason is at most 123 bytes.
+                    let mut reason = reason;
+                    while reason.len() > 123 {
+                        reason.pop();
+                    }
+                    let frame = CloseFrame {
+                        code,
+                        reason: reason.into(),
+                    };
+                    let _ = socket.send(Message::Close(Some(frame))).await;
+                }
+                return;
+            }
+        };
         let text = match msg {
             Message::Text(t) => t,
             Message::Close(_) => return,
@@ -484,17 +961,9 @@ async fn session(s: Arc<Shared>, mut socket: WebSocket) {
             };
             let s2 = s.clone();
             let rest = format!("{}/{}", files::encode_path(&model), files::encode_path(&name));
-            let built = tokio::task::spawn_blocking(move || {
-                let (id, m, n) = s2.find(&rest).map_err(|r| match r {
-                    Refusal::Bad(m) => (StatusCode::BAD_REQUEST, m),
-                    Refusal::NotFound(m) => (StatusCode::NOT_FOUND, m),
-                })?;
-                packet(&m, &id, &n, opts)
-            })
-            .await
-            .unwrap_or_else(|e| Err((StatusCode::INTERNAL_SERVER_ERROR, format!("encoding failed: {e}"))));
+            let built = build_message(s2, rest, opts).await;
             let ok = match built {
-                Ok(bytes) => {
+                Ok((bytes, _reserved)) => {
                     sent += 1;
                     send_json(
                         &mut socket,
@@ -503,11 +972,11 @@ async fn session(s: Arc<Shared>, mut socket: WebSocket) {
                     .await
                         && socket.send(Message::Binary(bytes.into())).await.is_ok()
                 }
-                Err((status, m)) => {
+                Err(f) => {
                     failed += 1;
                     send_json(
                         &mut socket,
-                        json!({ "index": index, "model": model, "name": name, "status": status.as_u16(), "error": m }),
+                        json!({ "index": index, "model": model, "name": name, "status": f.status.as_u16(), "error": f.message }),
                     )
                     .await
                 }
