@@ -10,9 +10,10 @@
 //! else the current folder or one above it that holds `web-demo/index.html`. Without either the
 //! server still serves `/models`, `/files/`, `/tensors/` and `/ws`, and says so.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
 use tensorlane::serve::{Config, Server};
@@ -30,10 +31,14 @@ pub struct ServeArgs {
     /// everything below it; a file with the companion files its model names (shards, splits,
     /// external data).
     pub paths: Vec<PathBuf>,
-    /// The address to listen on. Anything but loopback exposes the files to the network: use
-    /// --token with it.
+    /// The address to listen on. Anything but loopback (127.0.0.0/8, ::1) exposes the files to
+    /// the network, and is refused unless --token or --public is given too.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
+    /// Serve on a non-loopback --bind without a token: anyone who reaches the address reads the
+    /// files.
+    #[arg(long)]
+    pub public: bool,
     /// A tensorlane checkout whose web-demo/, js/, wasm/pkg/ and tests/data/ hold the inspector,
     /// served instead of the one compiled into the binary (for working on the pages).
     #[arg(long, value_name = "DIR")]
@@ -42,9 +47,17 @@ pub struct ServeArgs {
     /// `?token=TOKEN`).
     #[arg(long, env = "TENSORLANE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// The most connections served at once.
+    /// The most connections served at once; one more is answered 503 with Retry-After at once.
     #[arg(long, default_value_t = 512)]
     pub max_connections: usize,
+    /// How long a connection may take to send a request's head (from its accept, or from the
+    /// first byte of a later request) before it is closed: `10s`, `500ms`, `2m`; `0` for no limit.
+    #[arg(long, value_name = "TIME", default_value = "10s", value_parser = parse_duration)]
+    pub header_timeout: Duration,
+    /// How long a kept-alive connection may be idle between requests, and a client may take
+    /// none of a response, before it is closed; `0` for no limit.
+    #[arg(long, value_name = "TIME", default_value = "30s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
     /// The most bytes of tensor data /tensors/ and /ws hold in memory at once, all requests
     /// together (e.g. 512MiB, 4GiB): a streamed packet takes 1.5 MiB of it, a WebSocket message
     /// its whole size. A request that does not fit waits up to 20 s, then gets 503 (Retry-After);
@@ -54,6 +67,47 @@ pub struct ServeArgs {
     /// Text generation: `--model` adds the OpenAI-compatible API (crate::serve_llm).
     #[command(flatten)]
     pub llm: crate::serve_llm::ModelArgs,
+}
+
+/// A duration as `--header-timeout` takes it: a whole number with `ms`, `s` or `m` (a bare
+/// number is seconds); `0` means no limit.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration: give a whole number and a unit, as 10s, 500ms or 2m"))?;
+    match unit.trim() {
+        "ms" => Ok(Duration::from_millis(n)),
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "m" => n
+            .checked_mul(60)
+            .map(Duration::from_secs)
+            .ok_or_else(|| format!("{s:?} is too long")),
+        u => Err(format!("{s:?}: unknown unit {u:?}; use ms, s or m (as 10s)")),
+    }
+}
+
+/// Whether `ip` reaches only this machine (127.0.0.0/8, ::1, or an IPv4-mapped loopback).
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+    }
+}
+
+/// The refusal of a non-loopback `--bind` with neither a token nor `--public`, or `None` when
+/// the bind is allowed.
+fn public_refusal(bind: SocketAddr, has_token: bool, public: bool) -> Option<String> {
+    if is_loopback(bind.ip()) || has_token || public {
+        return None;
+    }
+    Some(format!(
+        "--bind {bind} is not a loopback address, so anyone who can reach it could read the served files: \
+         add --token TOKEN (or set TENSORLANE_TOKEN) to require a token, or --public to serve them to \
+         everyone without one"
+    ))
 }
 
 /// Whether `dir` holds the inspector page.
@@ -128,6 +182,11 @@ fn write_sample(dir: &Path) -> Result<(), tensorlane::Error> {
 
 /// Runs `tensorlane serve`.
 pub fn run(args: ServeArgs) -> ExitCode {
+    let has_token = args.token.as_deref().is_some_and(|t| !t.is_empty());
+    if let Some(why) = public_refusal(args.bind, has_token, args.public) {
+        eprintln!("error: {why}");
+        return ExitCode::from(2);
+    }
     let web = match find_web(args.web) {
         Ok(w) => w,
         Err(e) => {
@@ -168,10 +227,11 @@ pub fn run(args: ServeArgs) -> ExitCode {
         assets: inspector::ASSETS,
         token: args.token,
         max_connections: args.max_connections,
+        header_timeout: Some(args.header_timeout).filter(|d| !d.is_zero()),
+        idle_timeout: Some(args.idle_timeout).filter(|d| !d.is_zero()),
         max_memory: args.max_memory,
         max_tensor_bytes: crate::limits::max_tensor_bytes(),
     };
-    let has_token = config.token.is_some();
     let api_line = llm.as_ref().map(|l| {
         format!(
             "model {} ({} positions per request{}, chat {}): ",
@@ -210,6 +270,8 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
         if has_token {
             eprintln!("a token is required: Authorization: Bearer TOKEN, or ?token=TOKEN");
+        } else if !is_loopback(server.local_addr().ip()) {
+            eprintln!("--public: serving to anyone who can reach {} without a token", server.local_addr());
         }
         eprintln!("models: {base}/models");
         if let Some(line) = &api_line {
@@ -234,6 +296,39 @@ pub fn run(args: ServeArgs) -> ExitCode {
         Err(e) => {
             eprintln!("error: serve: {e}");
             ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("10h").is_err());
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("99999999999999999999m").is_err());
+    }
+
+    #[test]
+    fn public_binds() {
+        let at = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert!(public_refusal(at("127.0.0.1:1"), false, false).is_none());
+        assert!(public_refusal(at("127.9.9.9:1"), false, false).is_none());
+        assert!(public_refusal(at("[::1]:1"), false, false).is_none());
+        assert!(public_refusal(at("[::ffff:127.0.0.1]:1"), false, false).is_none());
+        for open in ["0.0.0.0:1", "[::]:1", "192.168.1.2:1", "[::ffff:10.0.0.1]:1"] {
+            let why = public_refusal(at(open), false, false).expect("refused");
+            assert!(why.contains("--token") && why.contains("--public"), "{why}");
+            assert!(public_refusal(at(open), true, false).is_none());
+            assert!(public_refusal(at(open), false, true).is_none());
         }
     }
 }

@@ -23,6 +23,7 @@ use http_body::{Frame, SizeHint};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
 use super::Shared;
+use crate::source::FileId;
 
 /// What identifies one version of a file: its size and modification time (ns since the epoch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,15 +46,45 @@ impl Stamp {
         }
     }
 
-    /// A strong entity tag: `"size-mtime"` in hex.
-    fn etag(&self) -> String {
-        format!("\"{:x}-{:x}\"", self.len, self.mtime_ns)
-    }
+}
 
-    /// The modification time, whole seconds (what HTTP dates carry).
-    fn modified(&self) -> SystemTime {
-        UNIX_EPOCH + std::time::Duration::from_secs((self.mtime_ns / 1_000_000_000) as u64)
-    }
+/// A strong entity tag for one version of a file, from its identity ([`FileId`]: size,
+/// modification time, inode and status-change time) in hex: a file rewritten in place (new
+/// mtime and ctime) or replaced by another (new inode) gets a new one, even at the same size and
+/// with its old modification time put back.
+fn etag_of(id: &FileId) -> String {
+    format!(
+        "\"{:x}-{:x}-{:x}-{:x}\"",
+        id.len,
+        id.mtime_ns.max(0),
+        id.ino,
+        id.ctime_ns.max(0)
+    )
+}
+
+/// The modification time of `id`, whole seconds (what HTTP dates carry), within what an HTTP date
+/// can say (1970 to the end of 9999).
+fn modified_of(id: &FileId) -> SystemTime {
+    /// 9999-12-31T23:59:59Z.
+    const LAST: i128 = 253_402_300_799;
+    let secs = (id.mtime_ns / 1_000_000_000).clamp(0, LAST) as u64;
+    UNIX_EPOCH + std::time::Duration::from_secs(secs)
+}
+
+/// The error for a file whose identity is no longer `was`: it was rewritten or replaced while
+/// it was read.
+fn changed(was: &FileId, now: &FileId) -> std::io::Error {
+    let why = match was.check(now) {
+        Err(e) => e.to_string(),
+        Ok(()) => "the file changed while it was read".into(),
+    };
+    std::io::Error::other(why)
+}
+
+/// Checks that `file` is still the version `id` describes (an `fstat`).
+fn unchanged(file: &File, id: &FileId) -> std::io::Result<()> {
+    let now = FileId::of(file)?;
+    if now == *id { Ok(()) } else { Err(changed(id, &now)) }
 }
 
 /// The characters kept as they are in a URL path segment.
@@ -245,7 +276,7 @@ pub(super) async fn mounted(AxState(s): AxState<Arc<Shared>>, req: Request) -> R
         None => open_under(&mount.root, mount.dir.as_ref(), rest, &shown()),
     };
     match opened {
-        Ok((file, path)) => send_file(file, &path, req.method(), req.headers()).await,
+        Ok((file, path)) => send_file(file, &path, &shown(), req.method(), req.headers()).await,
         Err(r) => r.into_response(),
     }
 }
@@ -296,7 +327,7 @@ pub(super) async fn web(AxState(s): AxState<Arc<Shared>>, req: Request) -> Respo
             Err(r) => return r.into_response(),
         };
     }
-    send_file(file, &path, req.method(), req.headers()).await
+    send_file(file, &path, &raw, req.method(), req.headers()).await
 }
 
 /// The inspector compiled into the program: `raw` (a request path) looked up in `assets` (paths
@@ -589,33 +620,40 @@ enum Started {
 /// Reads `len` bytes of `file` at `offset` with `pread` (never a map: a file truncated meanwhile
 /// is an error, not SIGBUS). What the page cache holds is read at once on this thread; the rest
 /// (bytes on disk) on tokio's blocking pool, so a cold file does not stall the other connections.
-fn start_read(file: &Arc<File>, offset: u64, len: usize) -> std::io::Result<Started> {
+/// After the read the file's identity must still be `id` (else an error: the bytes may mix two
+/// versions).
+fn start_read(file: &Arc<File>, id: FileId, offset: u64, len: usize) -> std::io::Result<Started> {
     let mut buf = Pooled::take(len);
     let got = read_cached(file, offset, buf.space())?;
     if got == len {
+        unchanged(file, &id)?;
         return Ok(Started::Done(Bytes::from_owner(buf)));
     }
     let file = file.clone();
     Ok(Started::Pending(tokio::task::spawn_blocking(move || {
         read_blocking(&file, offset + got as u64, &mut buf.space()[got..])?;
+        unchanged(&file, &id)?;
         Ok(Bytes::from_owner(buf))
     })))
 }
 
 /// [`start_read`] to the end.
-async fn read_range(file: &Arc<File>, offset: u64, len: usize) -> std::io::Result<Bytes> {
-    match start_read(file, offset, len)? {
+async fn read_range(file: &Arc<File>, id: FileId, offset: u64, len: usize) -> std::io::Result<Bytes> {
+    match start_read(file, id, offset, len)? {
         Started::Done(b) => Ok(b),
         Started::Pending(task) => task.await.map_err(std::io::Error::other)?,
     }
 }
 
 /// A response body read from an open file [`CHUNK`] bytes at a time ([`start_read`]), the next
-/// chunk read when the socket has taken the last. A read error or a short read (the file was
-/// truncated) ends the body with an error, which makes the server abort the connection: the
-/// client sees fewer bytes than `Content-Length` said, and the server goes on.
+/// chunk read when the socket has taken the last. A read error, a short read (the file was
+/// truncated) or a changed identity (the file was rewritten in place) ends the body with an
+/// error, which makes the server abort the connection: the client sees fewer bytes than
+/// `Content-Length` said, never a clean end, and the server goes on.
 struct FileBody {
     file: Arc<File>,
+    /// The file's identity when the response started (its `ETag`).
+    id: FileId,
     /// The next byte to read.
     pos: u64,
     /// One past the last byte to send.
@@ -658,7 +696,7 @@ impl HttpBody for FileBody {
             return Poll::Ready(None);
         }
         let len = (this.end - this.pos).min(CHUNK as u64) as usize;
-        match start_read(&this.file, this.pos, len) {
+        match start_read(&this.file, this.id, this.pos, len) {
             Ok(Started::Done(b)) => Poll::Ready(this.frame(Ok(b))),
             Err(e) => Poll::Ready(this.frame(Err(e))),
             Ok(Started::Pending(mut task)) => match Pin::new(&mut task).poll(cx) {
@@ -737,21 +775,27 @@ fn decide(
     }
 }
 
-/// The open file `file` (reached by `path`) as a response to `method` with request headers `h`.
-pub(super) async fn send_file(file: File, path: &Path, method: &Method, h: &HeaderMap) -> Response {
-    let shown = || path.display().to_string();
+/// The open file `file` (reached by `path`, which gives its media type; asked for as `shown`, the
+/// URL path that error bodies name) as a response to `method` with request headers `h`.
+///
+/// The validators come from the file's identity at this open ([`FileId`]); every chunk read
+/// checks it again, and a file that changed is a `503` (before the answer starts) or an aborted
+/// body (after).
+pub(super) async fn send_file(file: File, path: &Path, shown: &str, method: &Method, h: &HeaderMap) -> Response {
     // One open file for the metadata and the reads: the validators describe the bytes sent.
-    let meta = match file.metadata() {
-        Ok(m) if m.is_file() => m,
-        Ok(_) => return Refusal::NotFound(format!("{}: not a file", shown())).into_response(),
-        Err(e) => return Refusal::NotFound(format!("{}: {e}", shown())).into_response(),
+    let id = match file.metadata() {
+        Ok(m) if m.is_file() => match FileId::of(&file) {
+            Ok(id) => id,
+            Err(e) => return Refusal::NotFound(format!("{shown}: {e}")).into_response(),
+        },
+        Ok(_) => return Refusal::NotFound(format!("{shown}: not a file")).into_response(),
+        Err(e) => return Refusal::NotFound(format!("{shown}: {e}")).into_response(),
     };
-    let stamp = Stamp::of(&meta);
-    let etag = stamp.etag();
-    let modified = httpdate::fmt_http_date(stamp.modified());
-    let size = stamp.len;
+    let etag = etag_of(&id);
+    let modified = httpdate::fmt_http_date(modified_of(&id));
+    let size = id.len;
 
-    let (status, start, end) = match decide(method, h, &etag, Some((&modified, stamp.modified())), size) {
+    let (status, start, end) = match decide(method, h, &etag, Some((&modified, modified_of(&id))), size) {
         Ok(d) => d,
         Err(r) => return *r,
     };
@@ -759,13 +803,14 @@ pub(super) async fn send_file(file: File, path: &Path, method: &Method, h: &Head
     let body = if *method == Method::HEAD || len == 0 {
         Body::empty()
     } else if len <= CHUNK as u64 {
-        // Small: one read now, so that a file that shrank since its metadata is a clean 503.
-        match read_range(&Arc::new(file), start, len as usize).await {
+        // Small: one read now, so that a file that shrank or changed since its metadata is a
+        // clean 503.
+        match read_range(&Arc::new(file), id, start, len as usize).await {
             Ok(b) => Body::from(b),
             Err(e) => {
                 return (
                     StatusCode::SERVICE_UNAVAILABLE,
-                    format!("{}: the file changed while it was read ({e}); retry\n", shown()),
+                    format!("{shown}: the file changed while it was read ({e}); retry\n"),
                 )
                     .into_response();
             }
@@ -773,6 +818,7 @@ pub(super) async fn send_file(file: File, path: &Path, method: &Method, h: &Head
     } else {
         Body::new(FileBody {
             file: Arc::new(file),
+            id,
             pos: start,
             end,
             pending: None,

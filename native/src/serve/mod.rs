@@ -56,8 +56,26 @@
 //! lie inside its mount (else 404, as for a missing file). An optional bearer token
 //! ([`Config::token`]) guards everything but the inspector's own code (`/`, `/web-demo/`, `/js/`,
 //! `/wasm/`): `Authorization: Bearer TOKEN`, or `?token=TOKEN` where a header cannot be set (a
-//! browser's WebSocket). At most [`Config::max_connections`] connections are served at once;
-//! further ones wait in the kernel's backlog.
+//! browser's WebSocket); the scheme is matched without regard to case (`bearer` works), and the
+//! token is compared as SHA-256 digests in constant time, so neither its bytes nor its length
+//! show in the answer's timing.
+//!
+//! # Connections
+//!
+//! At most [`Config::max_connections`] connections are served at once; one more is answered at
+//! once with `503 Service Unavailable` and `Retry-After: 1`, then closed (never left waiting in
+//! the kernel's backlog). A connection that holds a slot without using it is closed:
+//! - a new connection must send its first request head within [`Config::header_timeout`]
+//!   (default 10 s), and a later request its head within that of its first byte;
+//! - a kept-alive connection with no request in flight is closed after
+//!   [`Config::idle_timeout`] (default 30 s) of silence, as is one whose client takes none of
+//!   the response for that long.
+//!
+//! A request in flight (its handler runs, or its body is being sent to a client that reads it)
+//! is never cut by these, and a WebSocket has neither.
+//!
+//! Error bodies name what was asked by its URL path (`/files/models/a.safetensors`), never by
+//! the server's own path to it.
 //!
 //! ```no_run
 //! # async fn f() -> Result<(), tensorlane::Error> {
@@ -104,8 +122,14 @@ pub struct Config {
     pub assets: &'static [Asset],
     /// A bearer token every data request must carry, or `None` for none.
     pub token: Option<String>,
-    /// The most connections served at once (default 512).
+    /// The most connections served at once (default 512); one more is answered `503` at once.
     pub max_connections: usize,
+    /// How long a connection may take to send a request head (default 10 s; `None`: no limit).
+    /// See the module docs, *Connections*.
+    pub header_timeout: Option<std::time::Duration>,
+    /// How long a kept-alive connection may stay idle between requests, and a client may take
+    /// none of a response (default 30 s; `None`: no limit).
+    pub idle_timeout: Option<std::time::Duration>,
     /// The most bytes of tensor data `/tensors/` and `/ws` hold in memory at once, all requests
     /// together (default [`DEFAULT_MAX_MEMORY`], 1 GiB): a streamed packet takes 1.5 MiB of it, a
     /// packet held whole (a WebSocket message) its size. A request that does not fit waits up to
@@ -122,6 +146,12 @@ pub struct Config {
 /// [`Config::max_memory`]'s default: 1 GiB.
 pub const DEFAULT_MAX_MEMORY: u64 = 1 << 30;
 
+/// [`Config::header_timeout`]'s default.
+pub const DEFAULT_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// [`Config::idle_timeout`]'s default.
+pub const DEFAULT_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -131,6 +161,8 @@ impl Default for Config {
             assets: &[],
             token: None,
             max_connections: 512,
+            header_timeout: Some(DEFAULT_HEADER_TIMEOUT),
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             max_memory: DEFAULT_MAX_MEMORY,
             max_tensor_bytes: tensorlane_core::formats::DEFAULT_MAX_TENSOR_BYTES,
         }
@@ -174,7 +206,8 @@ struct Shared {
     web_dir: Option<std::fs::File>,
     /// [`Config::assets`].
     assets: &'static [Asset],
-    token: Option<String>,
+    /// The SHA-256 of [`Config::token`].
+    token: Option<[u8; 32]>,
     /// Models opened so far, by canonical path, with the (size, mtime) they were opened at.
     models: Mutex<HashMap<PathBuf, (files::Stamp, Arc<crate::model::Model>)>>,
     /// [`Config::max_memory`] and [`Config::max_tensor_bytes`].
@@ -187,6 +220,7 @@ pub struct Server {
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
     max_connections: usize,
+    timeouts: listener::Timeouts,
     /// [`Server::with_api`]'s routes.
     api: Option<Router>,
 }
@@ -257,11 +291,15 @@ impl Server {
                 web_dir: web.as_ref().and_then(|w| std::fs::File::open(w).ok()),
                 web,
                 assets: config.assets,
-                token: config.token.filter(|t| !t.is_empty()),
+                token: config.token.filter(|t| !t.is_empty()).map(|t| digest(t.as_bytes())),
                 models: Mutex::new(HashMap::new()),
                 limits: models::Limits::new(config.max_memory, config.max_tensor_bytes),
             }),
             max_connections: config.max_connections.max(1),
+            timeouts: listener::Timeouts {
+                header: config.header_timeout.filter(|d| !d.is_zero()),
+                idle: config.idle_timeout.filter(|d| !d.is_zero()),
+            },
             api: None,
         })
     }
@@ -295,7 +333,10 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), Error> {
         let addr = self.local_addr();
         let app = router(self.shared, self.api);
-        let listener = listener::Bounded::new(self.listener, self.max_connections);
+        let listener = listener::Bounded::new(self.listener, self.max_connections, self.timeouts);
+        let app = app
+            .layer(middleware::from_fn(track))
+            .into_make_service_with_connect_info::<Tracked>();
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
             .await
@@ -371,9 +412,78 @@ fn is_public(path: &str) -> bool {
     path == "/" || ["/web-demo/", "/js/", "/wasm/"].iter().any(|p| path.starts_with(p)) || path == "/web-demo"
 }
 
-/// Byte-wise equality in time independent of where the strings differ.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// The SHA-256 of `bytes`.
+fn digest(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}
+
+/// Whether `given` is the token whose digest is `token`: the digests are compared in time
+/// independent of where they differ, and hashing `given` takes time that depends on `given` alone,
+/// so the token's length does not show either.
+fn same_secret(given: &[u8], token: &[u8; 32]) -> bool {
+    digest(given).iter().zip(token).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The credentials of an `Authorization: Bearer TOKEN` header, the scheme in any case (RFC 9110
+/// §11.1).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+}
+
+/// The connection a request came on (`ConnectInfo`), for [`track`].
+#[derive(Clone, Debug)]
+struct Tracked(Arc<listener::Track>);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, listener::Bounded>> for Tracked {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, listener::Bounded>) -> Tracked {
+        Tracked(stream.io().track())
+    }
+}
+
+/// A response body that ends its request's [`listener::Busy`] when it is dropped (sent whole,
+/// or abandoned).
+struct TrackedBody {
+    inner: axum::body::Body,
+    _busy: listener::Busy,
+}
+
+impl http_body::Body for TrackedBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Tells the request's connection that a request is in flight until its response body is
+/// dropped (the connection's header and idle deadlines are off meanwhile), and that it switched
+/// protocols on a `101`.
+async fn track(req: Request, next: Next) -> Response {
+    let Some(conn) = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<Tracked>>()
+        .map(|c| c.0.0.clone())
+    else {
+        return next.run(req).await;
+    };
+    let busy = conn.begin();
+    let r = next.run(req).await;
+    if r.status() == StatusCode::SWITCHING_PROTOCOLS {
+        conn.upgraded();
+    }
+    r.map(|inner| axum::body::Body::new(TrackedBody { inner, _busy: busy }))
 }
 
 /// Refuses methods other than GET/HEAD/OPTIONS (405; `POST` passes under `/v1/` when
@@ -395,19 +505,18 @@ async fn guard(AxState((s, writable)): AxState<(Arc<Shared>, bool)>, req: Reques
         && m != Method::OPTIONS
         && !is_public(req.uri().path())
     {
-        let bearer = req
+        let sent = req
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+            .and_then(bearer);
         let query = req.uri().query().and_then(|q| {
             q.split('&')
                 .find_map(|kv| kv.strip_prefix("token="))
                 .map(|v| percent_encoding::percent_decode_str(v).decode_utf8_lossy().into_owned())
         });
-        let ok = bearer.is_some_and(|b| same_secret(b.as_bytes(), token.as_bytes()))
-            || query.is_some_and(|q| same_secret(q.as_bytes(), token.as_bytes()));
+        let ok = sent.is_some_and(|b| same_secret(b.as_bytes(), token))
+            || query.is_some_and(|q| same_secret(q.as_bytes(), token));
         if !ok {
             let mut r = (
                 StatusCode::UNAUTHORIZED,
