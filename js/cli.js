@@ -13,8 +13,9 @@
 //                            sources, tensors}], errors})
 //   /tensors/, /ws           501: tensors as Tenso packets are the Rust server's (cargo install tensorlane-cli)
 //
-// Files: GET and HEAD with Accept-Ranges, Content-Length, a strong ETag ("size-mtime_ns" in hex, as
-// the Rust server makes it), Last-Modified and Cache-Control: no-cache; If-Match /
+// Files: GET and HEAD with Accept-Ranges, Content-Length, a strong ETag (the file's identity,
+// "size-mtime_ns-inode-ctime_ns" in hex, as the Rust server makes it), Last-Modified and
+// Cache-Control: no-cache; If-Match /
 // If-Unmodified-Since (412), If-None-Match / If-Modified-Since (304), then one Range (a-b, a-, -n)
 // with If-Range: 206, or 416 with `Content-Range: bytes */size`; several ranges or a malformed
 // header get the whole file (200). Paths are percent-decoded once; `.`/`..` components,
@@ -170,7 +171,8 @@ function sendFile(req, res, path, headers) {
   const st = statSync(path, { bigint: true });
   if (!st.isFile()) throw new HttpError(404, `${req.url}: not a file`);
   const size = Number(st.size);
-  const etag = `"${st.size.toString(16)}-${st.mtimeNs.toString(16)}"`;
+  const hex = (n) => (n > 0n ? n : 0n).toString(16);
+  const etag = `"${hex(st.size)}-${hex(st.mtimeNs)}-${hex(st.ino)}-${hex(st.ctimeNs)}"`;
   const mtime = new Date(Number(st.mtimeNs / 1_000_000_000n) * 1000);
   const modified = mtime.toUTCString();
   const h = req.headers;

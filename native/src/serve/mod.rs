@@ -20,8 +20,10 @@
 //!
 //! # Files
 //!
-//! `GET` and `HEAD` with `Accept-Ranges: bytes`, `Content-Length`, a strong `ETag` (size and
-//! modification time) and `Last-Modified`. Conditions are evaluated in RFC 9110 §13.2.2 order:
+//! `GET` and `HEAD` with `Accept-Ranges: bytes`, `Content-Length`, a strong `ETag` (the file's
+//! identity, [`crate::source::FileId`]: size, modification time, inode and status-change time, so
+//! that a file rewritten in place or replaced gets a new one even at the same size) and
+//! `Last-Modified`. Conditions are evaluated in RFC 9110 §13.2.2 order:
 //! `If-Match` / `If-Unmodified-Since` (412), `If-None-Match` / `If-Modified-Since` (304), then
 //! `Range` with `If-Range` (an `If-Range` that does not match the current ETag or date sends the
 //! whole file with 200). `Range` accepts one range: `bytes=a-b`, open-ended `bytes=a-` and suffix
@@ -35,7 +37,12 @@
 //! go before the response starts (a file that shrank meanwhile is answered 503, retry); a longer
 //! one is streamed in 256 KiB chunks, one chunk in memory per response, and a file that shrinks
 //! under it ends that response early: the connection is closed before `Content-Length` bytes were
-//! sent, which every HTTP client reports as a short body. Bytes the page cache holds are read on
+//! sent, which every HTTP client reports as a short body. Every chunk read checks the file's
+//! identity again, so a file rewritten in place while its body is sent (same size, new
+//! modification or status-change time) is cut off the same way, never finished under its old
+//! `ETag` with a mix of both versions (a short range that changed before the answer started is
+//! a `503`, retry). A rewrite within the file system's timestamp tick that keeps the size is not
+//! detectable. Bytes the page cache holds are read on
 //! the connection's own thread (on Linux `preadv2` with `RWF_NOWAIT`, which never waits for the
 //! disk); the rest on tokio's blocking pool, so a cold file does not stall other connections.
 //! Chunk buffers are reused (at most 8 MiB of them are kept).
