@@ -125,11 +125,13 @@ pub fn zt_write_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Buffer> {
 /// Reads the file at `path` into an owned Buffer with positioned reads (`pread`), in pieces of
 /// 16 MiB: what JS opens by path unless it asks for a mapping (`{mmap: true}`). A file over
 /// `max_bytes` is refused before anything is allocated, naming the file and the options; a file
-/// truncated while it is read is an error saying so, never SIGBUS (nothing is mapped).
+/// truncated while it is read is an error saying so, never SIGBUS (nothing is mapped), and so is
+/// one written in place meanwhile (its identity — size, modification and status-change times,
+/// inode — at the end is not the one at open: [`tensorlane::source::Source::check_unchanged`]).
 #[napi(js_name = "readFile")]
 pub fn read_file(path: String, max_bytes: f64) -> Result<Buffer> {
     use tensorlane_core::source::{ReadAt as _, SourceError};
-    let src = tensorlane::source::FileSource::open(&path).map_err(|e| err(format!("cannot open {path}: {e}")))?;
+    let src = tensorlane::source::Source::open_local(&path, false).map_err(|e| err(format!("cannot open {path}: {e}")))?;
     let len = src.size();
     if len as f64 > max_bytes {
         return Err(err(format!(
@@ -146,6 +148,10 @@ pub fn read_file(path: String, max_bytes: f64) -> Result<Buffer> {
         )),
         SourceError::OutOfBounds { .. } => err(format!("Limit: {path} is {len} bytes, too large to read here")),
         other => err(format!("cannot read {path}: {other}")),
+    })?;
+    src.check_unchanged().map_err(|e| match e {
+        SourceError::Io(m) => err(format!("{path}: {m}")),
+        other => err(format!("{path}: {other}")),
     })?;
     Ok(Buffer::from(data))
 }
@@ -359,6 +365,15 @@ pub struct ModelFile {
 }
 
 impl ModelFile {
+    /// After a pass that read the model: an error naming the first file of the model that is no
+    /// longer what it was at open (written in place, truncated, extended:
+    /// [`Model::check_unchanged`]), so that a result read from a mix of two versions is never
+    /// returned. The identity at open is the "before"; a rewrite within the file system's
+    /// timestamp granularity that keeps the size is not detectable.
+    fn unchanged(m: &Model) -> Result<()> {
+        m.check_unchanged().map_err(|e| model_err(&e))
+    }
+
     fn model(&self) -> Result<&Model> {
         self.model.as_ref().ok_or_else(|| {
             format_err(&FormatError::new(
@@ -426,8 +441,9 @@ impl ModelFile {
             m.set_limits(read_limits(max_tensor_bytes));
         }
         let (m, t) = self.tensor(index)?;
-        let bytes = m.read(t).map_err(|e| model_err(&e))?;
-        Ok(Buffer::from(bytes.into_owned()))
+        let bytes = m.read(t).map_err(|e| model_err(&e))?.into_owned();
+        ModelFile::unchanged(m)?;
+        Ok(Buffer::from(bytes))
     }
 
     /// The bytes of part `part` of tensor `index` (a tensor stored as parts: a `.zt` sparse or
@@ -438,8 +454,9 @@ impl ModelFile {
             m.set_limits(read_limits(max_tensor_bytes));
         }
         let (m, t) = self.tensor(index)?;
-        let bytes = m.read_part(t, &part).map_err(|e| model_err(&e))?;
-        Ok(Buffer::from(bytes.into_owned()))
+        let bytes = m.read_part(t, &part).map_err(|e| model_err(&e))?.into_owned();
+        ModelFile::unchanged(m)?;
+        Ok(Buffer::from(bytes))
     }
 
     /// Verifies the file as `FormatSession.verify` does: a `.zt` v2 file by the container's deep
@@ -463,11 +480,16 @@ impl ModelFile {
                 .filter_map(|(i, name)| m.source(i + 1).map(|s| (name, s)))
                 .collect();
             let reader = formats::zt_with_shards(root, shards).map_err(|e| format_err(&e))?;
-            return formats::zt_verify_json(&reader, n)
+            let report = formats::zt_verify_json(&reader, n)
                 .map(|j| j.to_string())
                 .map_err(|e| format_err(&e));
+            // A file changed while it was verified: that, not what the mix looked like.
+            ModelFile::unchanged(m)?;
+            return report;
         }
-        let v = m.verify(&mut |_, _| {}).map_err(|e| model_err(&e))?;
+        let v = m.verify(&mut |_, _| {});
+        ModelFile::unchanged(m)?;
+        let v = v.map_err(|e| model_err(&e))?;
         Ok(format!(
             r#"{{"format":"{}","checks":{},"tensors":{}}}"#,
             m.format().name(),
@@ -521,7 +543,9 @@ impl ModelFile {
                 failed = f.call(FnArgs::from((done as f64, total as f64))).err();
             }
         };
-        let s = m.stats(t, &opts, &mut report).map_err(|e| model_err(&e))?;
+        let s = m.stats(t, &opts, &mut report);
+        ModelFile::unchanged(m)?;
+        let s = s.map_err(|e| model_err(&e))?;
         if let Some(e) = failed {
             return Err(e);
         }

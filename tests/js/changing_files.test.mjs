@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync, copyFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync, copyFileSync, openSync, writeSync, closeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -75,7 +75,7 @@ test('a path read whole is bounded by maxTensorBytes; {mmap: true} maps it inste
   assert.equal(m.buffer.byteLength, readFileSync(p).length, 'a view on the whole mapped file');
 });
 
-test('a path cut while it is read whole: the error says the file changed (child process, stopped mid-read)', { skip, timeout: 120_000 }, async () => {
+for (const how of ['cut', 'rewritten in place']) test(`a path ${how} while it is read whole: the error says the file changed (child process, stopped mid-read)`, { skip, timeout: 120_000 }, async () => {
   const dir = scratch();
   try {
     const p = join(dir, 'big.npy');
@@ -105,7 +105,9 @@ test('a path cut while it is read whole: the error says the file changed (child 
       while (!exited && rchar() < 64 * 2 ** 20) await new Promise((r) => setTimeout(r, 1));
       if (exited) continue;
       process.kill(child.pid, 'SIGSTOP');
-      truncateSync(p, 2 ** 20);
+      // Cut to 1 MiB, or the same size with bytes past the read so far written over.
+      if (how === 'cut') truncateSync(p, 2 ** 20);
+      else rewriteInPlace(p, header.length + n - 4096, Buffer.alloc(4096, 0x55));
       process.kill(child.pid, 'SIGCONT');
       const { code, signal } = await done;
       if (code === 0) continue; // read before the cut: try again
@@ -114,8 +116,75 @@ test('a path cut while it is read whole: the error says the file changed (child 
     assert.ok(outcome, 'the read finished before the cut three times');
     assert.equal(outcome.signal, null, `killed by ${outcome.signal}: ${outcome.stderr}`);
     assert.equal(outcome.code, 2, outcome.stderr);
-    assert.match(outcome.stderr, /changed while it was read: 1048576 bytes now/);
+    assert.match(outcome.stderr, how === 'cut' ? /changed while it was read: 1048576 bytes now/ : /changed while it was read \(written in place/);
     assert.ok(outcome.stderr.includes(p), outcome.stderr);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** A safetensors file of one float32 tensor `w` of `n` elements (values i % 1000); its data offset. */
+function safetensorsF32(path, n) {
+  let header = JSON.stringify({ w: { dtype: 'F32', shape: [n], data_offsets: [0, 4 * n] } });
+  header += ' '.repeat((8 - ((header.length + 8) % 8)) % 8);
+  const data = new Float32Array(n).map((_, i) => i % 1000);
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(header.length));
+  writeFileSync(path, Buffer.concat([len, Buffer.from(header), Buffer.from(data.buffer)]));
+  return 8 + header.length;
+}
+
+/** Writes `bytes` over the file at `offset` in place (same size, new modification time). */
+function rewriteInPlace(path, offset, bytes) {
+  const fd = openSync(path, 'r+');
+  try {
+    writeSync(fd, bytes, 0, bytes.length, offset);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const changedError = (p) => (e) => e instanceof api.TensorlaneError && /changed while it was read/.test(e.message) && e.message.includes(p);
+
+test('a model rewritten in place (same size) while stats() reads it: stats throws a TensorlaneError naming the file', { skip }, () => {
+  const dir = scratch();
+  try {
+    const p = join(dir, 'm.safetensors');
+    const n = 4 * 2 ** 20;
+    const base = safetensorsF32(p, n);
+    const r = api.open(p);
+    const want = r.stats('w', { chunkBytes: 2 ** 20 });
+    let rewritten = false;
+    const onProgress = ({ bytesDone }) => {
+      // Mid-read: half way through the first pass, the second half of the data becomes 1e30.
+      if (!rewritten && bytesDone >= 2 * n) {
+        rewritten = true;
+        rewriteInPlace(p, base + 2 * n, Buffer.from(new Float32Array(n / 2).fill(1e30).buffer));
+      }
+    };
+    assert.throws(() => r.stats('w', { chunkBytes: 2 ** 20, onProgress }), changedError(p));
+    assert.ok(rewritten, 'the file was rewritten mid-read');
+    // Opened again, the new version is read (and differs from the old).
+    const now = api.open(p).stats('w', { chunkBytes: 2 ** 20 });
+    assert.equal(now.max, Math.fround(1e30));
+    assert.equal(want.max, 999);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a model rewritten in place (same size) after open(): tensor() and verify() throw a TensorlaneError naming the file', { skip }, () => {
+  const dir = scratch();
+  try {
+    const p = join(dir, 'm.safetensors');
+    const base = safetensorsF32(p, 1024);
+    const r = api.open(p);
+    assert.equal(r.tensor('w')[999], 999);
+    assert.equal(r.verify().tensors, 1);
+    rewriteInPlace(p, base, Buffer.from(new Float32Array([7]).buffer));
+    assert.throws(() => r.tensor('w'), changedError(p));
+    assert.throws(() => r.verify(), changedError(p));
+    assert.equal(api.open(p).tensor('w')[0], 7);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
