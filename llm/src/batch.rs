@@ -1,12 +1,13 @@
 //! Continuous batching: one engine thread owns a model's CPU executor and decodes every active
 //! sequence together, one token each per step, so each weight is read (and, under a budget,
-//! streamed) once per step whatever the number of sequences. Requests join between steps (their
-//! prompt is evaluated on its own, then they decode with the others) and leave as soon as they
-//! finish or their receiver is dropped (a client that went away).
+//! streamed) once per step whatever the number of sequences. Requests join at a step (their
+//! prompts are evaluated in that step's forward pass, beside the decode rows, so joining costs no
+//! extra pass over the weights), then decode with the others, and leave as soon as they finish or
+//! their receiver is dropped (a client that went away).
 //!
 //! Greedy output is exactly [`Session::generate`](crate::Session::generate)'s: a prompt is
 //! evaluated as a session evaluates it, and a batched decode step gives each sequence the logits
-//! its own step would (see `Cpu::decode_batch`).
+//! its own step would (see `Cpu::step`).
 //!
 //! ```no_run
 //! use tensorlane::model::Model;
@@ -188,9 +189,14 @@ pub struct Metrics {
     pub steps: u64,
     /// Tokens those steps decoded (the sum of the batch sizes).
     pub decoded_tokens: u64,
+    /// Forward passes over the weights: the decode steps, and the passes that only evaluated
+    /// prompts (with nothing decoding). The prompts of requests that join while others decode
+    /// are evaluated in the step's own pass, so under a budget the weights are streamed
+    /// `passes` times in all.
+    pub passes: u64,
     /// Prompt tokens evaluated.
     pub prompt_tokens: u64,
-    /// Weight bytes streamed by the last decode step (0 without a budget).
+    /// Weight bytes streamed by the last forward pass (0 without a budget).
     pub streamed_last: u64,
     /// Sequences running now.
     pub active: usize,
@@ -209,6 +215,7 @@ struct Shared {
     active: AtomicUsize,
     steps: AtomicU64,
     decoded: AtomicU64,
+    passes: AtomicU64,
     prompt: AtomicU64,
     streamed_last: AtomicU64,
 }
@@ -315,6 +322,7 @@ impl Engine {
         Metrics {
             steps: s.steps.load(Ordering::Relaxed),
             decoded_tokens: s.decoded.load(Ordering::Relaxed),
+            passes: s.passes.load(Ordering::Relaxed),
             prompt_tokens: s.prompt.load(Ordering::Relaxed),
             streamed_last: s.streamed_last.load(Ordering::Relaxed),
             active: s.active.load(Ordering::Relaxed),
@@ -457,50 +465,59 @@ fn run(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mpsc:
             }
             keep
         });
-        while active.len() < info.max_batch {
+        // Requests joining now: their prompts are evaluated in the same forward pass as the
+        // decode step, so a join costs no extra pass over (or stream of) the weights.
+        let mut joining: Vec<(Job, KvCache)> = Vec::new();
+        while active.len() + joining.len() < info.max_batch {
             let Some(job) = waiting.pop_front() else { break };
             if job.tx.is_closed() {
                 shared.release();
                 continue;
             }
             shared.prompt.fetch_add(job.req.prompt.len() as u64, Ordering::Relaxed);
-            if let Some(seq) = prefill(cpu, tokenizer, job, info.context, shared) {
+            joining.push((job, cpu.new_cache()));
+        }
+        shared.active.store(active.len() + joining.len(), Ordering::Relaxed);
+        if active.is_empty() && joining.is_empty() {
+            continue;
+        }
+        let mut logits = {
+            let mut batch: Vec<(u32, &mut KvCache)> = active.iter_mut().map(|s| (s.last, &mut s.cache)).collect();
+            let mut prompts: Vec<(&[u32], &mut KvCache)> =
+                joining.iter_mut().map(|(j, c)| (&j.req.prompt[..], c)).collect();
+            cpu.step(&mut batch, &mut prompts)
+        }
+        .into_iter();
+        shared.passes.fetch_add(1, Ordering::Relaxed);
+        shared.streamed_last.store(cpu.streamed_last, Ordering::Relaxed);
+        if !active.is_empty() {
+            shared.steps.fetch_add(1, Ordering::Relaxed);
+            shared.decoded.fetch_add(active.len() as u64, Ordering::Relaxed);
+        }
+        active.retain_mut(|s| {
+            let l = logits.next().unwrap_or_default();
+            emit(s, &l, tokenizer, info.context, shared)
+        });
+        for (job, cache) in joining {
+            let l = logits.next().unwrap_or_default();
+            if let Some(seq) = joined(job, cache, &l, tokenizer, info.context, shared) {
                 active.push(seq);
             }
         }
         shared.active.store(active.len(), Ordering::Relaxed);
-        if active.is_empty() {
-            continue;
-        }
-        let logits = {
-            let mut batch: Vec<(u32, &mut KvCache)> = active.iter_mut().map(|s| (s.last, &mut s.cache)).collect();
-            cpu.decode_batch(&mut batch)
-        };
-        shared.steps.fetch_add(1, Ordering::Relaxed);
-        shared.decoded.fetch_add(active.len() as u64, Ordering::Relaxed);
-        shared.streamed_last.store(cpu.streamed_last, Ordering::Relaxed);
-        let mut k = 0;
-        active.retain_mut(|s| {
-            let l = &logits[k];
-            k += 1;
-            emit(s, l, tokenizer, info.context, shared)
-        });
     }
 }
 
-/// Evaluates a job's prompt and emits its first token; `None` when the sequence has already
-/// ended (one token asked for, an end-of-generation token, a failure, a receiver gone) and its
-/// place is free.
-fn prefill(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, job: Job, context: usize, shared: &Shared) -> Option<Seq> {
+/// A job whose prompt was evaluated (into `cache`, giving `logits` for its last position):
+/// emits its first token; `None` when the sequence has already ended (one token asked for, an
+/// end-of-generation token, a failure, a receiver gone) and its place is free.
+fn joined(job: Job, cache: KvCache, logits: &[f32], tokenizer: &Tokenizer, context: usize, shared: &Shared) -> Option<Seq> {
     let Job { req, tx } = job;
-    let mut cache = cpu.new_cache();
-    let n = req.prompt.len();
-    let mut logits = cpu.forward(&req.prompt, &mut cache, &|i| i + 1 == n);
-    let Some(l) = logits.pop() else {
+    if logits.is_empty() {
         shared.release();
         let _ = tx.send(Event::Failed(Error::Options("the prompt gave no logits".into())));
         return None;
-    };
+    }
     let mut seq = Seq {
         tx,
         cache,
@@ -508,10 +525,10 @@ fn prefill(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, job: Job, context: usize, s
         last: 0,
         generated: 0,
         max_tokens: req.max_tokens,
-        prompt_tokens: n,
+        prompt_tokens: req.prompt.len(),
         logprobs: req.logprobs,
     };
-    emit(&mut seq, &l, tokenizer, context, shared).then_some(seq)
+    emit(&mut seq, logits, tokenizer, context, shared).then_some(seq)
 }
 
 /// Picks `seq`'s next token from `logits` and sends it (and `Done` when the sequence ends);

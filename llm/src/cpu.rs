@@ -317,36 +317,49 @@ impl<'m> Cpu<'m> {
         cache: &mut KvCache,
         want: &dyn Fn(usize) -> bool,
     ) -> Vec<Vec<f32>> {
-        self.forward_many(&mut [(tokens, cache)], &|_, i| want(i), false)
+        self.forward_many(&mut [(tokens, cache)], &|_, i| want(i), 0)
     }
 
-    /// One decode step of several sequences together: `batch[s]` is sequence `s`'s next token and
-    /// its own KV cache. Every weight is staged and read once for all of them (one matrix product
-    /// over all rows), and each sequence's logits are bit for bit what [`forward`](Self::forward)
-    /// of its token alone gives (the products are taken per row as for one row; attention reads
-    /// only the sequence's own cache). Returns one `n_vocab` row per sequence, in order. The
-    /// caller has checked the token ids and the contexts.
-    pub(crate) fn decode_batch(&mut self, batch: &mut [(u32, &mut KvCache)]) -> Vec<Vec<f32>> {
-        let tokens: Vec<[u32; 1]> = batch.iter().map(|(t, _)| [*t]).collect();
+    /// One step of a continuous batch in one forward pass, each weight staged (streamed, under a
+    /// budget) once for all of it: a decode step of several sequences (`decode[s]` is sequence
+    /// `s`'s next token and its own KV cache) and the prompts of sequences joining the batch
+    /// (each with its own new cache; only its last position's logits are kept). Each sequence's
+    /// logits are bit for bit what [`forward`](Self::forward) of its tokens alone gives: the
+    /// decode rows go through each product together but row by row as for one row
+    /// ([`Matrix::matmul_each`]), each prompt's rows through the tiled product on their own, as
+    /// `forward` takes them; attention reads only the sequence's own cache. Returns one `n_vocab`
+    /// row per decode sequence, then one per prompt, in order. The caller has checked the token
+    /// ids and the contexts.
+    pub(crate) fn step(
+        &mut self,
+        decode: &mut [(u32, &mut KvCache)],
+        prompts: &mut [(&[u32], &mut KvCache)],
+    ) -> Vec<Vec<f32>> {
+        let tokens: Vec<[u32; 1]> = decode.iter().map(|(t, _)| [*t]).collect();
+        let n = decode.len();
         let mut seqs: Vec<(&[u32], &mut KvCache)> = tokens
             .iter()
-            .zip(batch.iter_mut())
+            .zip(decode.iter_mut())
             .map(|(t, (_, c))| (&t[..], &mut **c))
+            .chain(prompts.iter_mut().map(|(t, c)| (*t, &mut **c)))
             .collect();
-        self.forward_many(&mut seqs, &|_, _| true, true)
+        let lens: Vec<usize> = seqs.iter().map(|(t, _)| t.len()).collect();
+        self.forward_many(&mut seqs, &|s, i| s < n || i + 1 == lens[s], n)
     }
 
     /// The forward pass of several sequences at once: `seqs[s]` holds tokens run at positions
     /// `cache.len..` of that sequence's cache (their keys and values are appended to it). The
     /// rows of all sequences go through each matrix product together (each weight staged once);
-    /// attention of a row reads its own sequence's cache. `per_row`: take each product row by row
-    /// as for a single row ([`Matrix::matmul_each`]) instead of the tiled product of a prompt.
-    /// Returns the logits of the rows `want(s, i)` selects, sequence by sequence, in order.
+    /// attention of a row reads its own sequence's cache. The first `per_row` sequences are
+    /// decode rows, taken together row by row as for a single row ([`Matrix::matmul_each`]);
+    /// every later sequence's rows are taken on their own by the tiled product of a prompt
+    /// ([`Matrix::matmul`]), as if it ran alone. Returns the logits of the rows `want(s, i)`
+    /// selects, sequence by sequence, in order.
     fn forward_many(
         &mut self,
         seqs: &mut [(&[u32], &mut KvCache)],
         want: &dyn Fn(usize, usize) -> bool,
-        per_row: bool,
+        per_row: usize,
     ) -> Vec<Vec<f32>> {
         // Row r is token i of sequence s at position pos0[s] + i.
         let rows: Vec<(usize, usize)> = seqs
@@ -364,13 +377,37 @@ impl<'m> Cpu<'m> {
         let kv_dim = h.n_head_kv * hd;
         let group = h.n_head / h.n_head_kv;
         let pool = &self.pool;
-        let matmul = |m: &Matrix<'_>, x: &[f32], out: &mut [f32]| {
-            if per_row {
-                m.matmul_each(x, out, pool)
-            } else {
-                m.matmul(x, out, pool)
+        // Row ranges taken by one product each: the decode rows together, then each prompt.
+        let segments = |lens: &mut dyn Iterator<Item = usize>| {
+            let mut segs: Vec<(usize, usize, bool)> = Vec::new();
+            let mut r0 = 0;
+            for (s, len) in lens.enumerate() {
+                match segs.last_mut() {
+                    Some(last) if s < per_row && last.2 => last.1 += len,
+                    _ => segs.push((r0, r0 + len, s < per_row)),
+                }
+                r0 += len;
+            }
+            segs.retain(|&(a, b, _)| b > a);
+            segs
+        };
+        let segs = segments(&mut seqs.iter().map(|(t, _)| t.len()));
+        let product = |m: &Matrix<'_>, x: &[f32], out: &mut [f32], segs: &[(usize, usize, bool)]| {
+            let rows = segs.last().map_or(0, |s| s.1);
+            if rows == 0 {
+                return;
+            }
+            let (cin, cout) = (x.len() / rows, out.len() / rows);
+            for &(r0, r1, each) in segs {
+                let (x, out) = (&x[r0 * cin..r1 * cin], &mut out[r0 * cout..r1 * cout]);
+                if each {
+                    m.matmul_each(x, out, pool)
+                } else {
+                    m.matmul(x, out, pool)
+                }
             }
         };
+        let matmul = |m: &Matrix<'_>, x: &[f32], out: &mut [f32]| product(m, x, out, &segs);
 
         let mut streamed = self.w.token_embd.stage();
         let mut x = vec![0f32; n * d];
@@ -513,11 +550,10 @@ impl<'m> Cpu<'m> {
         }
         let out = self.w.output();
         let mut logits = vec![0f32; picked.len() * out.rows];
-        if per_row {
-            out.matmul_each(&xo, &mut logits, &self.pool);
-        } else {
-            out.matmul(&xo, &mut logits, &self.pool);
-        }
+        let picked_segs = segments(
+            &mut (0..seqs.len()).map(|s| picked.iter().filter(|&&r| rows[r].0 == s).count()),
+        );
+        product(out, &xo, &mut logits, &picked_segs);
         if let Some(o) = self.w.output.as_mut() {
             o.unstage();
         }

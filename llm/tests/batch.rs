@@ -3,7 +3,9 @@
 //! of different prompt lengths decoded together, joining and leaving the batch at different
 //! steps, each get exactly the greedy tokens [`Session::generate`] gives them alone; seeded
 //! sampling is reproducible; log-probabilities equal the log-softmax of [`Session::logits`];
-//! a dropped receiver frees its place; a full queue is refused; bad requests are refused.
+//! a dropped receiver frees its place; a full queue is refused; bad requests are refused; under
+//! a budget a step streams the same bytes for one sequence or four, and joining prompts share the
+//! step's pass.
 //!
 //! Needs tests/.venv-serve (`scripts/setup.sh`, or `bash tests/python/setup_serve_venv.sh`).
 
@@ -272,7 +274,14 @@ fn under_a_budget_each_step_streams_the_same_bytes_for_the_whole_batch() {
             "budgeted batch vs a resident session"
         );
     }
-    assert_eq!(eng.metrics().streamed_last, per_step);
+    let m = eng.metrics();
+    assert_eq!(m.streamed_last, per_step);
     assert_eq!(alone.len(), 6);
+    // The prompts of requests that join share a pass with the others' decode rows: fewer passes
+    // over (streams of) the weights than one per decode step plus one per prompt.
+    assert!(
+        m.passes < m.steps + 5,
+        "every prompt had a pass of its own: {m:?}"
+    );
     eprintln!("budget {min} bytes: {per_step} bytes streamed per step, for 1 or 4 sequences");
 }
