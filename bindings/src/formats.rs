@@ -469,6 +469,12 @@ impl Session {
         }
     }
 
+    /// The opened catalog (`None` until [`Session::open`] has returned it): what runtimes built
+    /// on the reader describe the model from (the browser's text generation, `tensorlane-wasm`).
+    pub fn opened_catalog(&self) -> Option<&Catalog> {
+        self.catalog.as_ref()
+    }
+
     /// The opened catalog.
     fn catalog(&self) -> Result<&Catalog, FormatError> {
         self.catalog

@@ -36,6 +36,9 @@ use wasm_bindgen::prelude::*;
 use tensorlane_bindings::{formats, packets, stats, write};
 use tensorlane_core::formats::ReadLimits;
 
+/// Text generation's host side: architecture, tensors, offload plan and tokenizer (`LlmModel`).
+pub mod llm;
+
 /// Bytes of each (sub-)packet read to parse its header: 10 (v4 header) + 32 * 4 (shape) + 1
 /// (alignment exponent) = 139 at most for a dense packet.
 const PREFIX: usize = 256;
