@@ -157,10 +157,18 @@ fn scratch(tag: &str) -> PathBuf {
 
 /// Writes a safetensors file of one tensor `name` (`dtype`, `shape`) whose data is `data` (or,
 /// when `data` is `None`, `len` bytes of a sparse hole with `marks` written at their offsets).
-fn safetensors(path: &Path, name: &str, dtype: &str, shape: &[u64], len: u64, data: Option<&[u8]>, marks: &[(u64, &[u8])]) {
+fn safetensors(
+    path: &Path,
+    name: &str,
+    dtype: &str,
+    shape: &[u64],
+    len: u64,
+    data: Option<&[u8]>,
+    marks: &[(u64, &[u8])],
+) {
     let header = serde_json::json!({ name: { "dtype": dtype, "shape": shape, "data_offsets": [0, len] } }).to_string();
     let mut h = header.into_bytes();
-    while (h.len() + 8) % 8 != 0 {
+    while !(h.len() + 8).is_multiple_of(8) {
         h.push(b' ');
     }
     let mut f = std::fs::File::create(path).unwrap();
@@ -187,7 +195,15 @@ fn models_listing_closes_its_files_under_a_low_descriptor_limit() {
     std::fs::create_dir_all(&models).unwrap();
     for i in 0..300u32 {
         let data: Vec<u8> = (0..16u32).flat_map(|k| (i * 16 + k).to_le_bytes()).collect();
-        safetensors(&models.join(format!("m{i:03}.safetensors")), "w", "U32", &[16], 64, Some(&data), &[]);
+        safetensors(
+            &models.join(format!("m{i:03}.safetensors")),
+            "w",
+            "U32",
+            &[16],
+            64,
+            Some(&data),
+            &[],
+        );
     }
     let mut s = Served::start("-n 128", &[models.to_str().unwrap()]);
     for round in 0..4 {
@@ -199,7 +215,12 @@ fn models_listing_closes_its_files_under_a_low_descriptor_limit() {
         // Packets from many models in between (each model is opened and cached, the cache bounded).
         for i in (round * 75..round * 75 + 75).step_by(3) {
             let p = get(s.addr, &format!("/tensors/many/m{i:03}.safetensors/w"));
-            assert_eq!(p.status, 200, "/tensors of model {i}: {}", String::from_utf8_lossy(&p.body));
+            assert_eq!(
+                p.status,
+                200,
+                "/tensors of model {i}: {}",
+                String::from_utf8_lossy(&p.body)
+            );
             let d = wire::decode(&p.body).unwrap();
             let Packet::Dense(t) = d else { panic!("a dense packet") };
             let file = std::fs::read(models.join(format!("m{i:03}.safetensors"))).unwrap();
@@ -288,10 +309,14 @@ fn parallel_large_tensors_stream_under_an_address_space_limit() {
 /// A `.npy` header for `descr` and `shape` (version 1.0, padded to 64 bytes).
 fn npy_header(descr: &str, fortran: bool, shape: &[u64]) -> Vec<u8> {
     let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
-    let tuple = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
+    let tuple = if dims.len() == 1 {
+        format!("({},)", dims[0])
+    } else {
+        format!("({})", dims.join(", "))
+    };
     let order = if fortran { "True" } else { "False" };
     let mut dict = format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {tuple}, }}");
-    while (10 + dict.len() + 1) % 64 != 0 {
+    while !(10 + dict.len() + 1).is_multiple_of(64) {
         dict.push(' ');
     }
     dict.push('\n');
@@ -309,7 +334,15 @@ fn npy_header(descr: &str, fortran: bool, shape: &[u64]) -> Vec<u8> {
 fn whole_tensors_over_the_limits_are_refused_with_413() {
     let dir = scratch("limits");
     let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
-    safetensors(&dir.join("four.safetensors"), "w", "U8", &[4 << 20], 4 << 20, Some(&data), &[]);
+    safetensors(
+        &dir.join("four.safetensors"),
+        "w",
+        "U8",
+        &[4 << 20],
+        4 << 20,
+        Some(&data),
+        &[],
+    );
     let mut npy = npy_header("<f4", true, &[1024, 1024]);
     npy.extend_from_slice(&data);
     std::fs::write(dir.join("fortran.npy"), &npy).unwrap();
@@ -318,12 +351,17 @@ fn whole_tensors_over_the_limits_are_refused_with_413() {
     let streamed = get(s.addr, &format!("/tensors/{mount}/four.safetensors/w"));
     assert_eq!(streamed.status, 200);
     assert_eq!(streamed.headers["content-length"], streamed.body.len().to_string());
-    let Packet::Dense(t) = wire::decode(&streamed.body).unwrap() else { panic!("dense") };
+    let Packet::Dense(t) = wire::decode(&streamed.body).unwrap() else {
+        panic!("dense")
+    };
     assert_eq!(t.data(), &data[..]);
     let whole = get(s.addr, &format!("/tensors/{mount}/fortran.npy/array"));
     let msg = String::from_utf8_lossy(&whole.body);
     assert_eq!(whole.status, 413, "{msg}");
-    assert!(msg.contains("--max-tensor-bytes") && msg.contains("fortran.npy"), "{msg}");
+    assert!(
+        msg.contains("--max-tensor-bytes") && msg.contains("fortran.npy"),
+        "{msg}"
+    );
     let mut ws = Ws::connect(s.addr);
     ws.send_text(&serde_json::json!({ "model": format!("{mount}/four.safetensors"), "tensors": ["w"] }).to_string());
     let (op, answer) = ws.read();
@@ -360,10 +398,15 @@ fn streamed_packets_are_the_encoders_bytes() {
             let bodies: Vec<(String, DType, Vec<u8>)> = match info.ty {
                 ElementType::Ggml(_) => {
                     let Ok(values) = local.dequantize(info) else { continue };
-                    let f16: Vec<u8> =
-                        values.iter().flat_map(|&x| half::f16::from_f32(x).to_bits().to_le_bytes()).collect();
+                    let f16: Vec<u8> = values
+                        .iter()
+                        .flat_map(|&x| half::f16::from_f32(x).to_bits().to_le_bytes())
+                        .collect();
                     let f32: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
-                    vec![("dequantize=f32".into(), DType::F32, f32), ("dequantize=f16".into(), DType::F16, f16)]
+                    vec![
+                        ("dequantize=f32".into(), DType::F32, f32),
+                        ("dequantize=f16".into(), DType::F16, f16),
+                    ]
                 }
                 ElementType::Dense(d) => match local.read(info) {
                     Ok(b) => vec![(String::new(), d, b.into_owned())],
@@ -373,7 +416,9 @@ fn streamed_packets_are_the_encoders_bytes() {
             };
             for (query, dtype, body) in bodies {
                 for integrity in [false, true] {
-                    let Ok(t) = Tensor::new(dtype, info.shape.clone(), &body[..]) else { continue };
+                    let Ok(t) = Tensor::new(dtype, info.shape.clone(), &body[..]) else {
+                        continue;
+                    };
                     let want = wire::encode(
                         &Packet::Dense(t),
                         &EncodeOptions {
@@ -501,4 +546,43 @@ fn websocket_errors_get_close_codes() {
     ws.send_text(r#"{"model": "fixtures/sample.safetensors", "tensors": ["no.such"]}"#);
     let v: Value = serde_json::from_slice(&ws.read().1).unwrap();
     assert_eq!(v["status"], 404, "{v}");
+}
+
+/// A file rewritten in place (same size) while its tensor is streamed: the response is cut short
+/// (the connection closes before `Content-Length` bytes), never a clean 200 of a mix of both
+/// versions. The client pauses after 1 MiB, so the server has read at most a few MiB of 64.
+#[test]
+fn a_file_rewritten_while_its_tensor_is_streamed_cuts_the_response_short() {
+    const LEN: u64 = 64 << 20;
+    let dir = scratch("rewrite");
+    let path = dir.join("t.safetensors");
+    safetensors(&path, "t", "U8", &[LEN], LEN, None, &[(0, b"before..")]);
+    let mount = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let s = Served::start("-n 1024", &[dir.to_str().unwrap()]);
+    let (mut got, mut rewritten) = (0u64, false);
+    let r = get_with(s.addr, &format!("/tensors/{mount}/t.safetensors/t"), &mut |p| {
+        got += p.len() as u64;
+        if !rewritten && got >= 1 << 20 {
+            rewritten = true;
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            f.write_all_at(b"changed.", std::fs::metadata(&path).unwrap().len() - 8)
+                .unwrap();
+        }
+    });
+    assert!(rewritten);
+    match r {
+        Err(e) => assert!(
+            e.to_string().contains("short") || e.kind() == std::io::ErrorKind::ConnectionReset,
+            "{e}"
+        ),
+        Ok(a) => panic!("a clean {} of {got} bytes from a file rewritten meanwhile", a.status),
+    }
+    assert!(got < LEN, "{got} bytes");
+    // Asked again, the new version is served whole.
+    let again = get(s.addr, &format!("/tensors/{mount}/t.safetensors/t"));
+    assert_eq!(again.status, 200);
+    assert_eq!(&again.body[again.body.len() - 8..], b"changed.");
+    drop(s);
+    let _ = std::fs::remove_dir_all(dir);
 }

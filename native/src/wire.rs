@@ -63,7 +63,9 @@ pub fn dense_head(dtype: DType, shape: &[u64], opts: &EncodeOptions) -> std::res
     out.push(0);
     for (i, &d) in shape.iter().enumerate() {
         let d = u32::try_from(d).map_err(|_| {
-            format!("dimension {i} is {d}, above the wire-format limit of 4294967295 (each dimension is a 32-bit integer)")
+            format!(
+                "dimension {i} is {d}, above the wire-format limit of 4294967295 (each dimension is a 32-bit integer)"
+            )
         })?;
         out.extend_from_slice(&d.to_le_bytes());
     }
@@ -177,7 +179,11 @@ mod tests {
                             ..EncodeOptions::default()
                         };
                         let parts = wire::encode_parts(&t, &opts).unwrap();
-                        assert_eq!(dense_head(dtype, shape, &opts).unwrap(), parts.head, "{dtype:?} {shape:?} {alignment}");
+                        assert_eq!(
+                            dense_head(dtype, shape, &opts).unwrap(),
+                            parts.head,
+                            "{dtype:?} {shape:?} {alignment}"
+                        );
                         let mut h = BodyHash::new();
                         for piece in data.chunks(5) {
                             h.update(piece);
@@ -193,9 +199,17 @@ mod tests {
             compress: true,
             ..EncodeOptions::default()
         };
-        assert!(dense_head(DType::U8, &[4], &compress).unwrap_err().contains("compression"));
+        assert!(
+            dense_head(DType::U8, &[4], &compress)
+                .unwrap_err()
+                .contains("compression")
+        );
         assert!(dense_head(DType::U8, &[1 << 33], &EncodeOptions::default()).is_err());
-        assert!(dense_head(DType::U8, &[1 << 20, 1 << 20], &EncodeOptions::default()).unwrap_err().contains("elements"));
+        assert!(
+            dense_head(DType::U8, &[1 << 20, 1 << 20], &EncodeOptions::default())
+                .unwrap_err()
+                .contains("elements")
+        );
     }
 
     #[test]

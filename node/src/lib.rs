@@ -131,7 +131,8 @@ pub fn zt_write_raw(plan: String, bufs: Vec<Uint8Array>) -> Result<Buffer> {
 #[napi(js_name = "readFile")]
 pub fn read_file(path: String, max_bytes: f64) -> Result<Buffer> {
     use tensorlane_core::source::{ReadAt as _, SourceError};
-    let src = tensorlane::source::Source::open_local(&path, false).map_err(|e| err(format!("cannot open {path}: {e}")))?;
+    let src =
+        tensorlane::source::Source::open_local(&path, false).map_err(|e| err(format!("cannot open {path}: {e}")))?;
     let len = src.size();
     if len as f64 > max_bytes {
         return Err(err(format!(

@@ -137,9 +137,8 @@ impl Shared {
         let m = Arc::new(self.open_model(path)?);
         if let Ok(mut cache) = self.models.lock() {
             cache.insert(path.to_path_buf(), (stamp, m.clone()));
-            let files = |c: &HashMap<PathBuf, (Stamp, Arc<Model>)>| {
-                c.values().map(|(_, m)| m.sources().count()).sum::<usize>()
-            };
+            let files =
+                |c: &HashMap<PathBuf, (Stamp, Arc<Model>)>| c.values().map(|(_, m)| m.sources().count()).sum::<usize>();
             while files(&cache) > MAX_OPEN_FILES && cache.len() > 1 {
                 // Idle models first (only the cache holds them), never the one just opened.
                 let victim = cache
@@ -358,7 +357,8 @@ fn dequantize_option(v: Option<&str>) -> Result<Option<DType>, String> {
 /// The piece size packets are read, hashed and sent in.
 const CHUNK: usize = 256 << 10;
 /// What one streamed response holds at most, counted against the budget: the piece being read,
-/// the pieces queued for the connection ([`QUEUED`]) and the one being written, with room to spare.
+/// the one held back until the next is read, the pieces queued for the connection ([`QUEUED`])
+/// and the one being written, with room to spare.
 const STREAM_BYTES: u64 = 6 * CHUNK as u64;
 /// Pieces queued between the reading thread and the connection.
 const QUEUED: usize = 2;
@@ -393,7 +393,9 @@ impl Limits {
     /// A budget of `max_memory` bytes (at least 1 MiB) and the whole-tensor limit.
     pub(super) fn new(max_memory: u64, max_tensor_bytes: u64) -> Limits {
         let max_memory = max_memory.max(1 << 20);
-        let kib = (max_memory >> 10).min(Semaphore::MAX_PERMITS as u64).min(u64::from(u32::MAX));
+        let kib = (max_memory >> 10)
+            .min(Semaphore::MAX_PERMITS as u64)
+            .min(u64::from(u32::MAX));
         Limits {
             budget: Arc::new(Semaphore::new(kib as usize)),
             max_memory: kib << 10,
@@ -442,7 +444,8 @@ impl Failure {
     fn into_response(self) -> Response {
         let mut r = (self.status, self.message + "\n").into_response();
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         r
     }
@@ -526,7 +529,11 @@ impl Plan {
                     ggml::dequantize_into(g, blocks, &mut values)?;
                     out.clear();
                     if to == DType::F16 {
-                        out.extend(values.iter().flat_map(|&v| half::f16::from_f32(v).to_bits().to_le_bytes()));
+                        out.extend(
+                            values
+                                .iter()
+                                .flat_map(|&v| half::f16::from_f32(v).to_bits().to_le_bytes()),
+                        );
                     } else {
                         out.extend(values.iter().flat_map(|v| v.to_le_bytes()));
                     }
@@ -622,7 +629,9 @@ fn plan(model: Arc<Model>, id: &str, name: &str, opts: PacketOptions, limits: &L
             names.join(", ")
         )));
     }
-    let numel = t.numel().ok_or_else(|| refuse("its element count overflows 64 bits".into()))?;
+    let numel = t
+        .numel()
+        .ok_or_else(|| refuse("its element count overflows 64 bits".into()))?;
     let stored = t.nbytes().ok_or_else(|| refuse("its size overflows 64 bits".into()))?;
     let (dtype, kind) = match (t.ty, opts.dequantize) {
         (ElementType::Ggml(g), Some(to)) => {
@@ -722,9 +731,7 @@ impl http_body::Body for Streamed {
                 Poll::Ready(Some(Ok(Frame::data(b))))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
-            Poll::Ready(None) => Poll::Ready(Some(Err(std::io::Error::other(
-                "the packet ended before its length",
-            )))),
+            Poll::Ready(None) => Poll::Ready(Some(Err(std::io::Error::other("the packet ended before its length")))),
             Poll::Pending => Poll::Pending,
         }
     }
@@ -748,18 +755,27 @@ fn stream(plan: Plan, reserved: Reserved) -> Streamed {
             send(Bytes::from(plan.head.clone()))?;
             let mut hash = BodyHash::new();
             let mut sent = 0u64;
+            // Each piece is sent once the next one was read, and the last only after the check
+            // that the files did not change: a change found at the end still cuts the body short.
+            let mut held: Option<Bytes> = None;
             plan.body(&mut |p| {
                 if plan.integrity {
                     hash.update(p);
                 }
                 sent += p.len() as u64;
-                send(Bytes::copy_from_slice(p))
+                match held.replace(Bytes::copy_from_slice(p)) {
+                    Some(b) => send(b),
+                    None => Ok(()),
+                }
             })?;
             if sent != plan.body_len {
                 return Err(format!(
                     "{}: {sent} body bytes were read where {} were expected",
                     plan.what, plan.body_len
                 ));
+            }
+            if let Some(b) = held {
+                send(b)?;
             }
             if plan.integrity {
                 send(Bytes::copy_from_slice(&hash.finish()))?;
@@ -814,7 +830,10 @@ pub(super) async fn tensor(AxState(s): AxState<Arc<Shared>>, Query(q): Query<Pac
     let len = plan.len();
     let mut r = Response::new(Body::new(stream(plan, reserved)));
     let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     r
