@@ -480,3 +480,33 @@ fn etag_follows_the_file_identity() {
     let third = etag();
     assert_ne!(third, second, "a file rewritten in place with its mtime put back kept its ETag");
 }
+
+/// A client that asks for a large body and takes none of it is closed after the idle timeout:
+/// it reads what the socket buffers held, then the end, well short of `Content-Length`.
+#[test]
+fn a_client_that_stops_reading_is_closed() {
+    let dir = scratch("stall");
+    let size: u64 = 48 << 20;
+    std::fs::File::create(dir.join("big.bin")).unwrap().set_len(size).unwrap();
+    let served = Served::dir(&dir, &["--idle-timeout", "1s", "--max-connections", "1"]);
+    let mut c = BufReader::new(served.connect());
+    send(c.get_mut(), "GET", &url(&dir, "big.bin"), &[]);
+    let head = read_head(&mut c);
+    assert_eq!((head.status, head.len() as u64), (200, size));
+    std::thread::sleep(Duration::from_secs(3));
+    let mut got = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n as u64,
+        }
+        assert!(got < size, "a client that read nothing for 3 s got the whole body");
+    }
+    // Its slot (the only one) is free again (the permit goes a moment after the socket).
+    let t = Instant::now();
+    while once(&served, "HEAD", &url(&dir, "big.bin"), &[]).0.status != 200 {
+        assert!(t.elapsed() < Duration::from_secs(3), "the stalled client's slot was not freed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

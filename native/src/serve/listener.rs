@@ -181,10 +181,35 @@ pub(super) struct Conn {
     _permit: OwnedSemaphorePermit,
     track: Arc<Track>,
     timeouts: Timeouts,
-    /// The armed read deadline.
-    read_timer: Option<Pin<Box<Sleep>>>,
-    /// Since when writes have made no progress, and the timer for it.
-    write_stall: Option<Pin<Box<Sleep>>>,
+    /// The timer for the read deadline (see [`Lazy`]).
+    read_timer: Lazy,
+    /// The timer for a write that makes no progress.
+    write_timer: Lazy,
+    /// When writes stopped making progress, while they have.
+    stalled_since: Option<Instant>,
+}
+
+/// A timer armed lazily: it is only moved earlier, never later, so that a deadline that moves
+/// forward with every request (the idle one) costs no timer update per request. When it fires
+/// before the deadline now asked for, it is re-armed then.
+#[derive(Default)]
+struct Lazy(Option<Pin<Box<Sleep>>>);
+
+impl Lazy {
+    /// Whether `deadline` has passed; if not, the timer wakes the task at or before it.
+    fn expired(&mut self, deadline: Instant, cx: &mut Context<'_>) -> bool {
+        let t = self.0.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if t.deadline() > deadline {
+            t.as_mut().reset(deadline);
+        }
+        while t.as_mut().poll(cx).is_ready() {
+            if Instant::now() >= deadline {
+                return true;
+            }
+            t.as_mut().reset(deadline);
+        }
+        false
+    }
 }
 
 impl Conn {
@@ -193,19 +218,16 @@ impl Conn {
         self.track.clone()
     }
 
-    /// After a write that returned `poll`: progress clears the stall timer, `Pending` arms it;
-    /// a stall past the idle timeout is an error.
+    /// After a write that returned `poll`: progress ends a stall, `Pending` starts one (or goes
+    /// on with it); a stall past the idle timeout is an error.
     fn after_write<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
         match poll {
             Poll::Pending => {
                 let Some(idle) = self.timeouts.idle else {
                     return Poll::Pending;
                 };
-                let t = self
-                    .write_stall
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
-                if t.as_mut().poll(cx).is_ready() {
-                    self.write_stall = None;
+                let since = *self.stalled_since.get_or_insert_with(Instant::now);
+                if self.write_timer.expired(since + idle, cx) {
                     return Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::TimedOut,
                         "closed: the client took nothing for the idle timeout",
@@ -214,7 +236,7 @@ impl Conn {
                 Poll::Pending
             }
             done => {
-                self.write_stall = None;
+                self.stalled_since = None;
                 done
             }
         }
@@ -245,8 +267,9 @@ impl axum::serve::Listener for Bounded {
                         _permit: permit,
                         track: Arc::new(Track::new(Instant::now())),
                         timeouts: self.timeouts,
-                        read_timer: None,
-                        write_stall: None,
+                        read_timer: Lazy::default(),
+                        write_timer: Lazy::default(),
+                        stalled_since: None,
                     };
                     return (conn, addr);
                 }
@@ -311,18 +334,12 @@ impl AsyncRead for Conn {
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => {
+                // No deadline (a request in flight): the timer is left as it is; if it fires, the
+                // task is woken once for nothing.
                 let Some((deadline, why)) = this.track.read_deadline(&this.timeouts, cx.waker()) else {
-                    this.read_timer = None;
                     return Poll::Pending;
                 };
-                let t = this
-                    .read_timer
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-                if t.deadline() != deadline {
-                    t.as_mut().reset(deadline);
-                }
-                if t.as_mut().poll(cx).is_ready() {
-                    this.read_timer = None;
+                if this.read_timer.expired(deadline, cx) {
                     return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, format!("closed: {why}"))));
                 }
                 Poll::Pending
