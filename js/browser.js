@@ -19,3 +19,4 @@ export const version = glue.version();
 /** The wasm instance's WebAssembly.Memory. */
 export const wasmMemory = () => exports.memory;
 export default api;
+export { run, RunError } from './run.js';

@@ -801,3 +801,111 @@ export declare function writeZt(
   entries: Record<string, ZtEntry> | Map<string, ZtEntry> | [string, ZtEntry][],
   options?: { canonical?: boolean; attributes?: Record<string, unknown> },
 ): Uint8Array;
+
+/** Progress of `run()` while it reads the resident weights onto the device. */
+export interface RunProgress {
+  phase: 'load';
+  /** Bytes read so far. */
+  loaded: number;
+  /** Bytes to read before generation can start (vectors, embedding, resident rows). */
+  total: number;
+}
+
+/** Options of `run()`. */
+export interface RunOptions {
+  /** Device bytes for the weights, KV cache, norms and activations (absent: every weight resident). Below the plan's minimum: a RunError with code 'budget' and `minimum`. */
+  budget?: number;
+  /** KV cache positions (default: the model's training context, at most 4096). */
+  context?: number;
+  /** Offload policy under a budget: 'scheduler' (default), 'all-resident', 'sync-jit', 'full-offload', 'flexgen-like'. */
+  policy?: string;
+  /** 'webgpu' in the browser (the default; the only device there). */
+  device?: 'webgpu';
+  onProgress?: (p: RunProgress) => void;
+}
+
+/** Sampling of `RunSession.generate()`; greedy by default (the same sampler as `tensorlane run`). */
+export interface RunSampling {
+  /** 0 (default): greedy. */
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  seed?: number;
+  /** Tokens to generate at most (default 64). */
+  maxTokens?: number;
+  /** Stop after an end-of-generation token (default true; the token is still yielded). */
+  stopAtEog?: boolean;
+}
+
+/** One generated token. */
+export interface RunToken {
+  id: number;
+  /** The token's bytes (possibly part of a UTF-8 character). */
+  piece: Uint8Array;
+  /** The text completed by this token (a streaming UTF-8 decode of the pieces). */
+  text: string;
+}
+
+/** The figures of the last `generate()`. */
+export interface RunStats {
+  promptTokens: number[];
+  tokens: number[];
+  text: string;
+  prefillTokens: number;
+  prefillS: number;
+  prefillTokensPerS: number;
+  decodeTokens: number;
+  decodeS: number;
+  decodeTokensPerS: number;
+  /** Forward passes (a prefill of more than 32 tokens takes several). */
+  passes: number;
+  /** Weight bytes written into the ring: passes x the plan's streamed bytes. */
+  streamedBytes: number;
+  /** Bytes fetched from the source during generation (network bytes for a URL). */
+  fetchedBytes: number;
+  /** Seconds spent recording passes on the CPU (waits for streamed weights included). */
+  encodeS: number;
+  /** Seconds spent waiting for the device to finish passes. */
+  deviceWaitS: number;
+  cancelled: boolean;
+}
+
+/** A model opened by `run()`. */
+export interface RunSession {
+  /** The architecture, the plan (null without a budget), budget figures and the adapter's limits. */
+  info: {
+    spec: Record<string, unknown>;
+    context: number;
+    weightBytes: number;
+    workingSet: number;
+    fileBytes: number;
+    minimumBudget: number | null;
+    plan: null | { policy: string; budget_bytes: number; resident_bytes: number; device_resident_bytes: number; streamed_bytes: number; ring_bytes: number; tensors: { name: string; bytes: number; resident_bytes: number; streamed_bytes: number; gather: boolean }[]; chunks: { tensor: string; tensor_offset: number; bytes: number; slot: number }[] };
+    headerBytes: number;
+    residentRead: number;
+    streamedPerForward: number;
+    loadFetched: number;
+    adapter: { maxStorageBufferBindingSize: number; maxBufferSize: number; features: string[] };
+  };
+  stats: RunStats | null;
+  /** Generates from text (tokenized with BOS) or token ids, one token at a time. */
+  generate(prompt: string | number[] | Uint32Array, sampling?: RunSampling): AsyncGenerator<RunToken, void, void>;
+  /** Stops the generation under way (no further fetch or pass). */
+  cancel(): void;
+  /** Ends the worker. */
+  close(): void;
+}
+
+/** Why `run()` or `generate()` failed. */
+export declare class RunError extends Error {
+  code: 'no-webgpu' | 'budget' | 'unsupported' | 'cancelled' | 'error';
+  /** With code 'budget': the smallest budget that works, in bytes. */
+  minimum?: number;
+}
+
+/**
+ * Runs a GGUF language model (llama, mistral, qwen2) in the browser on WebGPU, in a module
+ * Worker, its weights streamed from a File (slices) or a URL (HTTP Range) into a device arena
+ * sized by `budget`. Browser builds only (Node: use `tensorlane run`).
+ */
+export declare function run(source: Blob | File | URL | string | Uint8Array, options?: RunOptions): Promise<RunSession>;

@@ -87,3 +87,5 @@ export const addonLoadError = loadError;
 /** The wasm instance's memory when the wasm backend is in use. */
 export const wasmMemory = memory;
 export default api;
+/** run() needs a browser's WebGPU and Workers; in Node it rejects with a RunError saying so (use `tensorlane run`). */
+export { run, RunError } from './run.js';

@@ -32,7 +32,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let so = (i * p.n_head + head) * p.ctx;
     let len = p.pos0 + i + 1u;
 
-    var m = -3.4028235e38;
+    var m = bitcast<f32>(0xff7fffffu); // -f32::MAX (the literal -3.4028235e38 rounds to it, which Tint refuses)
     for (var s = t; s < len; s += 64u) {
         var d = 0.0;
         for (var e = 0u; e < hd; e++) {

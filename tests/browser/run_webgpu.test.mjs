@@ -1,0 +1,151 @@
+// run() in headless Chromium on WebGPU (SwiftShader: no GPU, no shader-f16, 1 GiB buffer
+// limits): greedy tokens must be the native CPU executor's (`tensorlane run --json`, at test
+// time) for random-weight GGUFs of several weight types (tests/python/llm_gen.py), everything
+// resident and under a budget whose weight arena is below half the model, from a File and by URL
+// (HTTP Range). The bytes the server sent after loading must be the plan's streamed bytes per
+// forward pass times the passes, and loading must fetch the header and resident bytes once.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { serve } from '../../web-demo/serve.mjs';
+import { ARGS, CHROMIUM, CI, chromium, missing as chromiumMissing } from './_chromium.mjs';
+import '../../js/wasm-node.js';
+import { glue } from '../../js/wasm-backend.js';
+import { byteSource, prepareModel } from '../../js/run-model.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const BIN = process.env.TENSORLANE_BIN ?? join(ROOT, 'target/debug/tensorlane');
+const PY = join(ROOT, 'tests/.venv-formats/bin/python');
+const WGSL = join(ROOT, 'wasm/pkg/llm_wgsl.js');
+let missing = chromiumMissing;
+if (!missing && !existsSync(BIN)) {
+  // Built as other browser suites build it, when cargo is there.
+  const r = spawnSync('cargo', ['build', '-q', '-p', 'tensorlane-cli'], { cwd: ROOT, stdio: 'inherit' });
+  if (r.status !== 0 || !existsSync(BIN)) missing = `${BIN} not built (cargo build -p tensorlane-cli)`;
+}
+missing ??= !existsSync(PY) ? `${PY} missing (scripts/setup.sh)` : !existsSync(WGSL) ? `${WGSL} missing (scripts/build-js.sh)` : null;
+if (missing && CI) throw new Error(`${missing} (CI=true: failing, not skipping)`);
+
+const CONTEXT = 64;
+const PROMPT = [1, 300, 45, 120, 77];
+/** SwiftShader takes about a second per pass over these models: a few tokens each. */
+const MAX = 4;
+
+function native(path, budget) {
+  const args = ['run', path, '--tokens', PROMPT.join(','), '--max-new-tokens', String(MAX), '--context', String(CONTEXT), '--json'];
+  if (budget) args.push('--budget', String(budget));
+  const r = spawnSync(BIN, args, { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
+  let M, server, url, browser, page;
+  const log = [];
+  before(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tl-run-'));
+    const out = JSON.parse(execFileSync(PY, [join(ROOT, 'tests/python/llm_gen.py'), dir, '11'], { encoding: 'utf8' }));
+    M = Object.fromEntries(out.models.map((m) => [m.name, m.path]));
+    M.broken = out.broken;
+    const generated = new Map(Object.entries(M).filter(([, p]) => typeof p === 'string').map(([n, p]) => [`${n}.gguf`, { path: p }]));
+    generated.set('bad-arch.gguf', { path: out.broken['bad-arch'] });
+    ({ server, url } = await serve({ generated, log }));
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: [...ARGS.filter((a) => a !== '--disable-gpu'), '--enable-unsafe-webgpu'] });
+    page = await browser.newPage();
+    page.on('console', (m) => m.type() === 'error' && console.log('page:', m.text()));
+    await page.goto(`${url}/tests/browser/harness/view.html`);
+  });
+  after(async () => {
+    await browser?.close();
+    server?.close();
+  });
+
+  /** Runs in the page: run() from a File (fetched whole first) or a URL; tokens, info and stats back. */
+  async function inPage(name, budget, how) {
+    return page.evaluate(
+      async ({ name, budget, how, CONTEXT, PROMPT, MAX }) => {
+        const { run } = await import('/js/run.js');
+        let source = `/gen/${name}.gguf`;
+        if (how === 'file') source = new File([await (await fetch(source)).blob()], `${name}.gguf`);
+        try {
+          const s = await run(source, { budget, context: CONTEXT });
+          const tokens = [];
+          for await (const t of s.generate(PROMPT, { maxTokens: MAX })) tokens.push(t.id);
+          const r = { tokens, info: { ...s.info, tensors: undefined }, stats: s.stats };
+          s.close();
+          return r;
+        } catch (e) {
+          return { error: e.message, code: e.code, minimum: e.minimum };
+        }
+      },
+      { name, budget, how, CONTEXT, PROMPT, MAX },
+    );
+  }
+
+  /** The plan's figures for `name` (the wasm LlmModel in Node: the same compiler the page runs). */
+  async function figures(name) {
+    const { model } = await prepareModel(glue, byteSource(new Uint8Array(readFileSync(M[name])), `${name}.gguf`));
+    try {
+      return { minimum: model.minimumBudget(CONTEXT, ''), weights: model.weightBytes(), workingSet: model.workingSet(CONTEXT) };
+    } finally {
+      model.free();
+    }
+  }
+
+  // Weight types x (everything resident | a weight arena of 40% of the weights) x (File | URL).
+  const CASES = [
+    ['llama-Q8_0', 'resident', 'file'],
+    ['llama-Q8_0', 'budget', 'url'],
+    ['llama-Q4_K', 'budget', 'file'],
+    ['llama-F16', 'budget', 'url'],
+  ];
+  for (const [name, mode, how] of CASES) {
+    it(`${name}, ${mode === 'budget' ? 'a budget below half the model' : 'everything resident'}, from a ${how}: greedy tokens equal the native CPU executor\'s${how === 'url' ? ', and the server sends the plan\'s streamed bytes per pass' : ''}`, { timeout: 60000 }, async () => {
+      const want = native(M[name]).tokens;
+      assert.equal(want.length, MAX, name);
+      let budget;
+      if (mode === 'budget') {
+        const f = await figures(name);
+        budget = f.workingSet + Math.floor(f.weights * 0.4);
+        assert.ok(budget >= f.minimum, `${name}: 40% of the weights is above the plan's minimum`);
+        const n = native(M[name], budget);
+        assert.deepEqual(n.tokens, want, `${name}: the CLI gives the same tokens under --budget ${budget}`);
+        assert.ok(n.stats.plan_streamed_bytes_per_token > n.stats.weight_bytes / 2, `${name}: more than half of the weights streamed`);
+      }
+      const start = log.length;
+      const got = await inPage(name, budget, how);
+      assert.ok(!got.error, `${name} ${how}: ${got.error}`);
+      assert.deepEqual(got.tokens, want, `${name} ${mode}, from a ${how}`);
+      assert.equal(got.stats.passes, MAX, 'one pass for the prompt, one per further token');
+      if (mode === 'budget') {
+        assert.ok(got.info.plan.streamed_bytes > got.info.weightBytes / 2);
+        assert.equal(got.info.streamedPerForward, got.info.plan.streamed_bytes, `${name}: the runner streams what the plan says`);
+        assert.equal(got.stats.streamedBytes, got.stats.passes * got.info.plan.streamed_bytes, `${name}: streamed bytes = passes x plan`);
+      } else {
+        assert.equal(got.info.plan, null);
+        assert.equal(got.stats.streamedBytes, 0);
+      }
+      assert.equal(got.stats.fetchedBytes, got.stats.streamedBytes, `${name}: after loading, only the plan's streamed bytes are read`);
+      if (how === 'url') {
+        const served = log.slice(start).filter((e) => e.path === `/gen/${name}.gguf`).reduce((a, e) => a + e.bytes, 0);
+        assert.equal(served, got.info.loadFetched + got.stats.fetchedBytes, `${name}: the server sent what the runner counted`);
+        assert.ok(got.info.loadFetched <= got.info.headerBytes + got.info.residentRead + 64 * 1024, `${name}: loading fetches the header and the resident bytes once`);
+      }
+    });
+  }
+
+  it('a budget below the minimum and an unsupported architecture are explained, not thrown at the page', { timeout: 30000 }, async () => {
+    const min = (await figures('llama-Q8_0')).minimum;
+    const small = await inPage('llama-Q8_0', min - 1000, 'url');
+    assert.equal(small.code, 'budget');
+    assert.equal(small.minimum, min);
+    assert.match(small.error, new RegExp(`smallest budget the scheduler policy accepts is ${min} bytes`));
+    const bad = await inPage('bad-arch', undefined, 'url');
+    assert.equal(bad.code, 'unsupported');
+    assert.match(bad.error, /unsupported architecture 'gptj'/);
+  });
+});
