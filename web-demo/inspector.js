@@ -217,6 +217,7 @@ function renderChips() {
   $('tabs').querySelector('[data-view=tensors]').disabled = !models[active] || models[active].failed;
   $('tabs').querySelector('[data-view=graph]').disabled = !(models[active]?.format === 'onnx');
   $('tabs').querySelector('[data-view=arch]').disabled = !archOf(models[active]);
+  $('tabs').querySelector('[data-view=run]').disabled = !(models[active]?.format === 'gguf'); // run-view.js
 }
 
 function activate(i) {
@@ -227,8 +228,8 @@ function activate(i) {
   renderOverview(m);
   renderTensors(m);
   renderChips();
-  if ((view === 'compare' || view === 'graph' || view === 'arch') && $('tabs').querySelector(`[data-view=${view}]`).disabled) switchView('overview');
-  else if (view === 'compare' || view === 'graph') mountView(view);
+  if ((view === 'compare' || view === 'graph' || view === 'arch' || view === 'run') && $('tabs').querySelector(`[data-view=${view}]`).disabled) switchView('overview');
+  else if (view === 'compare' || view === 'graph' || view === 'run') mountView(view);
   else if (view === 'arch') renderArch();
 }
 function renderEmpty() {
@@ -1009,14 +1010,14 @@ function switchView(v) {
   for (const p of document.querySelectorAll('.panel')) p.classList.toggle('active', p.id === `view-${v}`);
   setParam('view', v === 'overview' ? null : v);
   if (v === 'tensors') requestAnimationFrame(drawRows);
-  if (v === 'compare' || v === 'graph') mountView(v);
+  if (v === 'compare' || v === 'graph' || v === 'run') mountView(v);
   if (v === 'arch') renderArch();
 }
 $('tabs').addEventListener('click', (ev) => {
   const b = ev.target.closest('button');
   if (b && !b.disabled) switchView(b.dataset.view);
 });
-const mounted = { compare: null, graph: null };
+const mounted = { compare: null, graph: null, run: null };
 async function mountView(v) {
   const host = $(`${v}-host`);
   mounted[v]?.unmount?.();
@@ -1027,7 +1028,7 @@ async function mountView(v) {
   host.textContent = '';
   let mod;
   try {
-    mod = v === 'compare' ? await import('./compare-view.js') : await import('./graph-view.js');
+    mod = v === 'compare' ? await import('./compare-view.js') : v === 'run' ? await import('./run-view.js') : await import('./graph-view.js');
   } catch (e) {
     host.innerHTML = `<div class="na" data-available="false">The ${v} view is not available in this build (${esc(e.message)}).</div>`;
     return;

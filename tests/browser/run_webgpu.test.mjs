@@ -7,7 +7,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -137,6 +137,30 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
       }
     });
   }
+
+  it('the inspector\'s Run view runs ?view=run&tokens=..&max=..&budget=.. on load: the same tokens, the plan drawn; a budget below the minimum explained with its minimum (screenshots in tests/out/)', { timeout: 60000 }, async () => {
+    const name = 'llama-Q4_K';
+    const f = await figures(name);
+    const budget = f.workingSet + Math.floor(f.weights * 0.4);
+    const want = native(M[name], budget).tokens;
+    const view = await browser.newPage({ viewport: { width: 1100, height: 800 } });
+    try {
+      await view.goto(`${url}/web-demo/index.html?url=/gen/${name}.gguf&view=run&tokens=${PROMPT.join(',')}&max=${MAX}&budget=${budget}&context=${CONTEXT}`);
+      await view.waitForSelector('.run-view[data-run-state=done], .run-view[data-run-state=error]', { timeout: 50000 });
+      assert.equal(await view.getAttribute('.run-view', 'data-run-state'), 'done', await view.textContent('.run-view .rv-msg'));
+      assert.deepEqual(JSON.parse(await view.textContent('[data-run-tokens]')), want);
+      assert.match(await view.textContent('.run-view .rv-stats'), /tok\/s/);
+      assert.equal(await view.locator('.run-view .rv-plan svg').count(), 1);
+      mkdirSync(join(ROOT, 'tests/out'), { recursive: true });
+      await view.screenshot({ path: join(ROOT, 'tests/out/run-view.png'), fullPage: true });
+      await view.goto(`${url}/web-demo/index.html?url=/gen/${name}.gguf&view=run&tokens=1,2&max=2&budget=${f.minimum - 1000}&context=${CONTEXT}`);
+      await view.waitForSelector('.run-view[data-run-state=error]', { timeout: 20000 });
+      assert.match(await view.textContent('.run-view .rv-msg'), new RegExp(`Budget too small \\(minimum .*, ${f.minimum} bytes\\)`));
+      await view.screenshot({ path: join(ROOT, 'tests/out/run-view-budget.png'), fullPage: true });
+    } finally {
+      await view.close();
+    }
+  });
 
   it('a budget below the minimum and an unsupported architecture are explained, not thrown at the page', { timeout: 30000 }, async () => {
     const min = (await figures('llama-Q8_0')).minimum;
