@@ -162,6 +162,33 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
     }
   });
 
+  it('cancel() stops computing and fetching: at most the pass under way finishes, nothing is read past it', { timeout: 30000 }, async () => {
+    const name = 'llama-Q8_0';
+    const f = await figures(name);
+    const budget = f.workingSet + Math.floor(f.weights * 0.4);
+    const r = await page.evaluate(
+      async ({ name, budget, CONTEXT, PROMPT }) => {
+        const { run } = await import('/js/run.js');
+        const s = await run(`/gen/${name}.gguf`, { budget, context: CONTEXT });
+        const tokens = [];
+        for await (const t of s.generate(PROMPT, { maxTokens: 48, stopAtEog: false })) {
+          tokens.push(t.id);
+          if (tokens.length === 2) s.cancel();
+        }
+        const out = { tokens, stats: s.stats, streamed: s.info.plan.streamed_bytes };
+        s.close();
+        return out;
+      },
+      { name, budget, CONTEXT, PROMPT },
+    );
+    assert.equal(r.stats.cancelled, true);
+    assert.ok(r.tokens.length <= 4, `stopped after ${r.tokens.length} tokens of 48`);
+    assert.ok(r.stats.passes <= r.tokens.length + 1, `${r.stats.passes} passes for ${r.tokens.length} tokens`);
+    assert.equal(r.stats.streamedBytes, r.stats.passes * r.streamed);
+    // What was read ahead for a pass that never ran is at most the next two weights.
+    assert.ok(r.stats.fetchedBytes - r.stats.streamedBytes <= r.streamed, `${r.stats.fetchedBytes - r.stats.streamedBytes} bytes read past the last pass`);
+  });
+
   it('a budget below the minimum and an unsupported architecture are explained, not thrown at the page', { timeout: 30000 }, async () => {
     const min = (await figures('llama-Q8_0')).minimum;
     const small = await inPage('llama-Q8_0', min - 1000, 'url');
