@@ -145,6 +145,23 @@ def alloc_table(tl_rows):
     return "\n".join(lines)
 
 
+def limit_table(tl_rows, limit_rows):
+    """The integrity pass against XXH3 alone over the same body (the bar: >= 0.9x the fastest)."""
+    lim = {r["size"]: r for r in limit_rows}
+    lines = ["| size | decode (aligned) with integrity | XXH3 alone: `tensorlane_core::hash` | XXH3 alone: xxhash-rust, "
+             "baseline build | memcpy of the body | fastest XXH3 / verify |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in tl_rows:
+        if r.get("config") != "integrity" or r["size"] not in lim:
+            continue
+        m = lim[r["size"]]
+        fastest = min(m["xxh3_s"], m["xxh3_baseline_s"])
+        lines.append(f"| {fmt_size(r['size'])} | {fmt_t(r['decode_aligned_s'])} | {fmt_t(m['xxh3_s'])} | "
+                     f"{fmt_t(m['xxh3_baseline_s'])} | {fmt_t(m['memcpy_s'])} | {fastest / r['decode_aligned_s']:.2f}× |")
+    impl = next((m["xxh3_impl"] for m in lim.values()), "?")
+    return "\n".join(lines) + f"\n\n`tensorlane_core::hash` here is {impl}."
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=20)
@@ -161,6 +178,8 @@ def main():
     env_desc = machine()
     print("tensorlane (release build)...", file=sys.stderr)
     tl_rows = tensorlane_times(sizes, configs, args.runs, args.warmup)
+    limit_rows = [r for r in tl_rows if r["config"] == "limit"]
+    tl_rows = [r for r in tl_rows if r["config"] != "limit"]
     print("tenso 0.24.0 (a fresh process per case)...", file=sys.stderr)
     tenso_rows = tenso_times(py, sizes, configs, args.runs, args.warmup)
     versions = subprocess.run([py, "-c", "import sys, numpy, tenso; from importlib.metadata import version; "
@@ -192,7 +211,8 @@ def main():
     ]
     text = "\n".join([SECTION, "", "Reproduce: `python3 scripts/bench_tenso.py --write-md BENCHMARKS.md` "
                       "(or without `--write-md` to print only).", "", tbl, ""] + [f"* {n}" for n in notes]
-                     + ["", "tensorlane's fresh outputs, same run:", "", alloc_table(tl_rows)]) + "\n"
+                     + ["", "tensorlane's fresh outputs, same run:", "", alloc_table(tl_rows)]
+                     + ["", "The integrity pass against XXH3 alone, same run:", "", limit_table(tl_rows, limit_rows)]) + "\n"
     print(text)
     if args.write_md:
         path = args.write_md

@@ -159,6 +159,25 @@ fn main() {
                 encoded.len()
             ));
         }
+        // The limits an integrity pass cannot beat: XXH3 alone over the body (the core's
+        // run-time-dispatched hash and xxhash-rust built for the target's baseline), and one
+        // memcpy of it.
+        let xxh3 = time(runs, warmup, || {
+            black_box(tensorlane_core::hash::xxh3_64(black_box(&data)));
+        });
+        let xxh3_baseline = time(runs, warmup, || {
+            black_box(xxhash_rust::xxh3::xxh3_64(black_box(&data)));
+        });
+        let mut dst = vec![0u8; data.len()];
+        let memcpy = time(runs, warmup, || {
+            dst.copy_from_slice(black_box(&data));
+            black_box(&dst);
+        });
+        rows.push(format!(
+            "{{\"size\": {size}, \"config\": \"limit\", \"xxh3_s\": {xxh3:e}, \"xxh3_baseline_s\": {xxh3_baseline:e}, \
+             \"memcpy_s\": {memcpy:e}, \"xxh3_impl\": \"{}\"}}",
+            tensorlane_core::hash::IMPLEMENTATION
+        ));
     }
     println!(
         "{{\"implementation\": \"tensorlane-core {}\", \"results\": [\n  {}\n]}}",
