@@ -271,7 +271,10 @@ pub fn run(args: ServeArgs) -> ExitCode {
         if has_token {
             eprintln!("a token is required: Authorization: Bearer TOKEN, or ?token=TOKEN");
         } else if !is_loopback(server.local_addr().ip()) {
-            eprintln!("--public: serving to anyone who can reach {} without a token", server.local_addr());
+            eprintln!(
+                "--public: serving to anyone who can reach {} without a token",
+                server.local_addr()
+            );
         }
         eprintln!("models: {base}/models");
         if let Some(line) = &api_line {

@@ -235,11 +235,17 @@ fn idle_timeout_closes_kept_alive_connections_but_not_slow_downloads() {
     assert_eq!(head.status, 200);
     std::thread::sleep(Duration::from_millis(400));
     let (head, _) = request(&mut c, "GET", &url(&dir, "small.bin"), &[]);
-    assert_eq!(head.status, 200, "a connection idle for less than the timeout still serves");
+    assert_eq!(
+        head.status, 200,
+        "a connection idle for less than the timeout still serves"
+    );
     let t = Instant::now();
     let gone = closed_within(c.get_mut(), Duration::from_secs(5)).map(|_| t.elapsed());
     let gone = gone.expect("a kept-alive connection is still open 5 s past a 1 s idle timeout");
-    assert!(gone >= Duration::from_millis(900), "closed after {gone:?}, with a 1 s idle timeout");
+    assert!(
+        gone >= Duration::from_millis(900),
+        "closed after {gone:?}, with a 1 s idle timeout"
+    );
 
     // 24 MiB read 256 KiB every 40 ms: about 4 s, longer than both timeouts.
     let mut d = BufReader::new(served.connect());
@@ -257,7 +263,11 @@ fn idle_timeout_closes_kept_alive_connections_but_not_slow_downloads() {
         }
         got.extend_from_slice(&buf[..want]);
     }
-    assert!(t.elapsed() > Duration::from_secs(2), "the download was not slow: {:?}", t.elapsed());
+    assert!(
+        t.elapsed() > Duration::from_secs(2),
+        "the download was not slow: {:?}",
+        t.elapsed()
+    );
     assert!(got == big, "the slow download's bytes differ");
 }
 
@@ -306,7 +316,10 @@ fn past_max_connections_a_fast_503() {
             break;
         }
         assert_eq!(head.status, 503);
-        assert!(t.elapsed() < Duration::from_secs(5), "a freed slot was not served again within 5 s");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "a freed slot was not served again within 5 s"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -363,10 +376,25 @@ fn bearer_scheme_in_any_case() {
     let served = Served::dir(&dir, &["--token", "s3cret"]);
     let path = url(&dir, "small.bin");
     for ok in ["Bearer s3cret", "bearer s3cret", "BEARER  s3cret"] {
-        assert_eq!(once(&served, "GET", &path, &[("Authorization", ok)]).0.status, 200, "{ok}");
+        assert_eq!(
+            once(&served, "GET", &path, &[("Authorization", ok)]).0.status,
+            200,
+            "{ok}"
+        );
     }
-    for bad in ["Bearer s3cre", "Bearer s3crett", "Bearer S3CRET", "Basic s3cret", "bearers3cret", ""] {
-        assert_eq!(once(&served, "GET", &path, &[("Authorization", bad)]).0.status, 401, "{bad:?}");
+    for bad in [
+        "Bearer s3cre",
+        "Bearer s3crett",
+        "Bearer S3CRET",
+        "Basic s3cret",
+        "bearers3cret",
+        "",
+    ] {
+        assert_eq!(
+            once(&served, "GET", &path, &[("Authorization", bad)]).0.status,
+            401,
+            "{bad:?}"
+        );
     }
 }
 
@@ -376,7 +404,11 @@ fn error_bodies_show_no_server_paths() {
     let dir = small_dir("paths");
     let served = Served::dir(&dir, &[]);
     let abs = dir.canonicalize().unwrap();
-    for (path, status) in [(url(&dir, "sub"), 404), (url(&dir, "nope.bin"), 404), (url(&dir, "%2e%2e/x"), 400)] {
+    for (path, status) in [
+        (url(&dir, "sub"), 404),
+        (url(&dir, "nope.bin"), 404),
+        (url(&dir, "%2e%2e/x"), 400),
+    ] {
         let (head, body) = once(&served, "GET", &path, &[]);
         let text = String::from_utf8_lossy(&body);
         assert_eq!(head.status, status, "{path}: {text}");
@@ -465,7 +497,10 @@ fn etag_follows_the_file_identity() {
         .unwrap();
     std::fs::rename(&next, &file).unwrap();
     let second = etag();
-    assert_ne!(second, first, "a file replaced by one of the same size and mtime got the old ETag");
+    assert_ne!(
+        second, first,
+        "a file replaced by one of the same size and mtime got the old ETag"
+    );
     let (head, body) = once(&served, "GET", &path, &[("If-None-Match", &first)]);
     assert_eq!((head.status, body), (200, vec![7u8; 1000]));
 
@@ -478,7 +513,10 @@ fn etag_follows_the_file_identity() {
         f.set_modified(mtime).unwrap();
     }
     let third = etag();
-    assert_ne!(third, second, "a file rewritten in place with its mtime put back kept its ETag");
+    assert_ne!(
+        third, second,
+        "a file rewritten in place with its mtime put back kept its ETag"
+    );
 }
 
 /// A client that asks for a large body and takes none of it is closed after the idle timeout:
@@ -487,7 +525,10 @@ fn etag_follows_the_file_identity() {
 fn a_client_that_stops_reading_is_closed() {
     let dir = scratch("stall");
     let size: u64 = 48 << 20;
-    std::fs::File::create(dir.join("big.bin")).unwrap().set_len(size).unwrap();
+    std::fs::File::create(dir.join("big.bin"))
+        .unwrap()
+        .set_len(size)
+        .unwrap();
     let served = Served::dir(&dir, &["--idle-timeout", "1s", "--max-connections", "1"]);
     let mut c = BufReader::new(served.connect());
     send(c.get_mut(), "GET", &url(&dir, "big.bin"), &[]);
@@ -506,7 +547,10 @@ fn a_client_that_stops_reading_is_closed() {
     // Its slot (the only one) is free again (the permit goes a moment after the socket).
     let t = Instant::now();
     while once(&served, "HEAD", &url(&dir, "big.bin"), &[]).0.status != 200 {
-        assert!(t.elapsed() < Duration::from_secs(3), "the stalled client's slot was not freed");
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "the stalled client's slot was not freed"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -45,7 +45,6 @@ impl Stamp {
             mtime_ns,
         }
     }
-
 }
 
 /// A strong entity tag for one version of a file, from its identity ([`FileId`]: size,

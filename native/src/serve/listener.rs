@@ -145,7 +145,9 @@ impl Track {
             return None;
         }
         match s.head_since {
-            Some(h) => t.header.map(|d| (h + d, "its request head did not arrive within the header timeout")),
+            Some(h) => t
+                .header
+                .map(|d| (h + d, "its request head did not arrive within the header timeout")),
             None => t.idle.map(|d| (s.idle_since + d, "it was idle for the idle timeout")),
         }
     }
@@ -198,7 +200,9 @@ struct Lazy(Option<Pin<Box<Sleep>>>);
 impl Lazy {
     /// Whether `deadline` has passed; if not, the timer wakes the task at or before it.
     fn expired(&mut self, deadline: Instant, cx: &mut Context<'_>) -> bool {
-        let t = self.0.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        let t = self
+            .0
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
         if t.deadline() > deadline {
             t.as_mut().reset(deadline);
         }
