@@ -116,7 +116,9 @@ use crate::Error;
 /// What to serve and how.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// The address to listen on (default `127.0.0.1:8080`; port 0 picks a free port).
+    /// The address to listen on (default `127.0.0.1:8080`; port 0 picks a free port). The library
+    /// binds what it is given; `tensorlane serve` refuses a non-loopback address unless a token
+    /// or `--public` is given.
     pub bind: SocketAddr,
     /// Model files and folders to serve (see the module docs for their URLs).
     pub paths: Vec<PathBuf>,
@@ -131,11 +133,11 @@ pub struct Config {
     pub token: Option<String>,
     /// The most connections served at once (default 512); one more is answered `503` at once.
     pub max_connections: usize,
-    /// How long a connection may take to send a request head (default 10 s; `None`: no limit).
-    /// See the module docs, *Connections*.
+    /// How long a connection may take to send a request head (default 10 s; `None` or zero: no
+    /// limit). See the module docs, *Connections*.
     pub header_timeout: Option<std::time::Duration>,
     /// How long a kept-alive connection may stay idle between requests, and a client may take
-    /// none of a response (default 30 s; `None`: no limit).
+    /// none of a response (default 30 s; `None` or zero: no limit).
     pub idle_timeout: Option<std::time::Duration>,
     /// The most bytes of tensor data `/tensors/` and `/ws` hold in memory at once, all requests
     /// together (default [`DEFAULT_MAX_MEMORY`], 1 GiB): a streamed packet takes 1.5 MiB of it, a
