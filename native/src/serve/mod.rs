@@ -587,3 +587,27 @@ async fn stop_signal() {
         () = term => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_scheme_in_any_case() {
+        assert_eq!(bearer("Bearer abc"), Some("abc"));
+        assert_eq!(bearer("bearer abc"), Some("abc"));
+        assert_eq!(bearer("BeArEr   abc  "), Some("abc"));
+        assert_eq!(bearer("Basic abc"), None);
+        assert_eq!(bearer("Bearerabc"), None);
+        assert_eq!(bearer("Bearer"), None);
+    }
+
+    #[test]
+    fn secrets_compare_by_digest() {
+        let token = digest(b"s3cret");
+        assert!(same_secret(b"s3cret", &token));
+        for other in [&b"s3cre"[..], b"s3crett", b"S3CRET", b""] {
+            assert!(!same_secret(other, &token), "{other:?}");
+        }
+    }
+}
