@@ -822,6 +822,8 @@ export interface RunOptions {
   /** 'webgpu' in the browser (the default; the only device there). */
   device?: 'webgpu';
   onProgress?: (p: RunProgress) => void;
+  /** Bind each weight in parts of at most this many bytes (default and ceiling: the adapter's maxStorageBufferBindingSize, the limit a weight over it is split by). */
+  bindLimit?: number;
 }
 
 /** Sampling of `RunSession.generate()`; greedy by default (the same sampler as `tensorlane run`). */
@@ -884,6 +886,8 @@ export interface RunSession {
     headerBytes: number;
     residentRead: number;
     streamedPerForward: number;
+    /** Weights on the device and the bindings they take (more than one for a weight over the binding limit). */
+    bindings: { weights: number; parts: number; limit: number };
     loadFetched: number;
     adapter: { maxStorageBufferBindingSize: number; maxBufferSize: number; features: string[] };
   };

@@ -120,9 +120,10 @@ export class GpuRunner {
   /**
    * Builds the executor. `prep`: `prepareModel`'s `{model, spec, tensors}`; `plan`: the parsed
    * `LlmModel.plan()` JSON or null (everything resident); `wgsl`: the bundled sources;
+   * `bindLimit`: bind weights in parts of at most this many bytes (default: the adapter's limit);
    * `onProgress({phase, loaded, total})` while resident weights are read.
    */
-  static async create({ device, glue, source, prep, plan, context, wgsl, onProgress = () => {} }) {
+  static async create({ device, glue, source, prep, plan, context, wgsl, bindLimit, onProgress = () => {} }) {
     const r = new GpuRunner();
     r.device = device;
     r.glue = glue;
@@ -131,7 +132,8 @@ export class GpuRunner {
     r.context = context;
     r.plan = plan;
     const limits = device.limits;
-    r.maxBind = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
+    // `bindLimit` lowers the binding size below the adapter's (tests split weights with it).
+    r.maxBind = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize, bindLimit ?? Infinity);
     r.align = Math.max(4, limits.minStorageBufferOffsetAlignment);
     await r.pipelines(wgsl);
     const h = r.spec;
@@ -164,6 +166,8 @@ export class GpuRunner {
     const embd = get('token_embd');
     r.embd = embd;
     r.embdBytes = await read(embd.offset, embd.bytes);
+    /** Weights on the device and the bindings they take (more parts than weights: some are split). */
+    r.bindings = { weights: 0, parts: 0, limit: r.maxBind };
     r.streamOrder = [];
     const gmat = async (t, fromHost) => {
       const p = planT.get(t.name);
@@ -202,6 +206,8 @@ export class GpuRunner {
         g.stream = { slot, len: (t.rows - residentRows) * rowBytes };
         r.streamOrder.push({ m: t.name, offset: t.offset + resBytes, len: g.stream.len });
       }
+      r.bindings.parts += g.parts.length;
+      r.bindings.weights += 1;
       return g;
     };
     r.layers = [];

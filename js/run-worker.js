@@ -61,12 +61,13 @@ async function open(input, options) {
     plan,
     adapter: { maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize, maxBufferSize: device.limits.maxBufferSize, features: [...adapter.features] },
   };
-  const runner = await GpuRunner.create({ device, glue, source: src, prep, plan, context, wgsl: WGSL, onProgress: (p) => post({ op: 'progress', ...p }) });
+  const runner = await GpuRunner.create({ device, glue, source: src, prep, plan, context, wgsl: WGSL, bindLimit: options.bindLimit, onProgress: (p) => post({ op: 'progress', ...p }) });
   const loadFetched = remote ? remote.bytesFetched : src.bytesRead;
   state = { model, runner, src, remote, info, loadFetched };
   info.headerBytes = prep.headerBytes;
   info.residentRead = runner.residentRead;
   info.streamedPerForward = runner.streamedPerForward;
+  info.bindings = runner.bindings;
   info.loadFetched = loadFetched;
   return info;
 }

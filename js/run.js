@@ -17,10 +17,11 @@ export class RunError extends Error {
  * `budget` (device bytes for weights, KV cache and activations; absent: everything resident),
  * `context` (KV cache positions; default the model's, at most 4096), `policy` (offload policy,
  * default 'scheduler'), `device` ('webgpu', the only one in the browser), `onProgress({phase,
- * loaded, total})`. Resolves to a `RunSession` once the resident weights are on the device.
+ * loaded, total})`, `bindLimit` (bind weights in parts of at most this many bytes, below the
+ * adapter's `maxStorageBufferBindingSize`: what a weight over the limit gets). Resolves to a `RunSession` once the resident weights are on the device.
  */
 export async function run(source, options = {}) {
-  const { budget, context, policy, device = 'webgpu', onProgress } = options;
+  const { budget, context, policy, device = 'webgpu', onProgress, bindLimit } = options;
   if (device !== 'webgpu') throw new RunError(`device '${device}' is not available in the browser (only 'webgpu')`, 'unsupported');
   if (typeof Worker === 'undefined') throw new RunError('run() needs a browser with module Workers and WebGPU', 'no-webgpu');
   if (budget != null && !(Number.isFinite(budget) && budget > 0)) throw new RunError(`budget ${budget}: not a number of bytes`);
@@ -28,7 +29,7 @@ export async function run(source, options = {}) {
   const session = new RunSession(worker);
   const input = source instanceof URL ? source.href : source;
   try {
-    session.info = await session.request({ op: 'open', input, options: { budget, context, policy } }, 'ready', (m) => onProgress?.(m));
+    session.info = await session.request({ op: 'open', input, options: { budget, context, policy, bindLimit } }, 'ready', (m) => onProgress?.(m));
   } catch (e) {
     worker.terminate();
     throw e;

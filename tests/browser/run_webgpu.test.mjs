@@ -65,14 +65,14 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
   });
 
   /** Runs in the page: run() from a File (fetched whole first) or a URL; tokens, info and stats back. */
-  async function inPage(name, budget, how) {
+  async function inPage(name, budget, how, bindLimit) {
     return page.evaluate(
-      async ({ name, budget, how, CONTEXT, PROMPT, MAX }) => {
+      async ({ name, budget, how, CONTEXT, PROMPT, MAX, bindLimit }) => {
         const { run } = await import('/js/run.js');
         let source = `/gen/${name}.gguf`;
         if (how === 'file') source = new File([await (await fetch(source)).blob()], `${name}.gguf`);
         try {
-          const s = await run(source, { budget, context: CONTEXT });
+          const s = await run(source, { budget, context: CONTEXT, bindLimit });
           const tokens = [];
           for await (const t of s.generate(PROMPT, { maxTokens: MAX })) tokens.push(t.id);
           const r = { tokens, info: { ...s.info, tensors: undefined }, stats: s.stats };
@@ -82,7 +82,7 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
           return { error: e.message, code: e.code, minimum: e.minimum };
         }
       },
-      { name, budget, how, CONTEXT, PROMPT, MAX },
+      { name, budget, how, CONTEXT, PROMPT, MAX, bindLimit },
     );
   }
 
@@ -96,15 +96,18 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
     }
   }
 
-  // Weight types x (everything resident | a weight arena of 40% of the weights) x (File | URL).
+  // Weight types x (everything resident | a weight arena of 40% of the weights) x (File | URL);
+  // one with bindings of at most 64 KiB, so the larger weights (resident and streamed) are bound
+  // in parts of whole rows, as a weight over the adapter's limit is.
+  const SPLIT = 64 << 10;
   const CASES = [
     ['llama-Q8_0', 'resident', 'file'],
-    ['llama-Q8_0', 'budget', 'url'],
+    ['llama-Q8_0', 'budget', 'url', SPLIT],
     ['llama-Q4_K', 'budget', 'file'],
     ['llama-F16', 'budget', 'url'],
   ];
-  for (const [name, mode, how] of CASES) {
-    it(`${name}, ${mode === 'budget' ? 'a budget below half the model' : 'everything resident'}, from a ${how}: greedy tokens equal the native CPU executor\'s${how === 'url' ? ', and the server sends the plan\'s streamed bytes per pass' : ''}`, { timeout: 60000 }, async () => {
+  for (const [name, mode, how, bindLimit] of CASES) {
+    it(`${name}, ${mode === 'budget' ? 'a budget below half the model' : 'everything resident'}, from a ${how}${bindLimit ? ', weights bound in parts of 64 KiB' : ''}: greedy tokens equal the native CPU executor\'s${how === 'url' ? ', and the server sends the plan\'s streamed bytes per pass' : ''}`, { timeout: 60000 }, async () => {
       const want = native(M[name]).tokens;
       assert.equal(want.length, MAX, name);
       let budget;
@@ -117,8 +120,10 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
         assert.ok(n.stats.plan_streamed_bytes_per_token > n.stats.weight_bytes / 2, `${name}: more than half of the weights streamed`);
       }
       const start = log.length;
-      const got = await inPage(name, budget, how);
+      const got = await inPage(name, budget, how, bindLimit);
       assert.ok(!got.error, `${name} ${how}: ${got.error}`);
+      if (bindLimit) assert.ok(got.info.bindings.parts > got.info.bindings.weights, `weights split into parts: ${JSON.stringify(got.info.bindings)}`);
+      else assert.equal(got.info.bindings.parts, got.info.bindings.weights, 'one binding per weight');
       assert.deepEqual(got.tokens, want, `${name} ${mode}, from a ${how}`);
       assert.equal(got.stats.passes, MAX, 'one pass for the prompt, one per further token');
       if (mode === 'budget') {
