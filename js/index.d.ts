@@ -837,6 +837,8 @@ export interface RunSampling {
   maxTokens?: number;
   /** Stop after an end-of-generation token (default true; the token is still yielded). */
   stopAtEog?: boolean;
+  /** Called as each streamed weight is written into its slot of the plan's ring (`slot`: byte offset in the ring). */
+  onStream?: (s: { tensor: string; slot: number; bytes: number }) => void;
 }
 
 /** One generated token. */

@@ -121,15 +121,17 @@ export class GpuRunner {
    * Builds the executor. `prep`: `prepareModel`'s `{model, spec, tensors}`; `plan`: the parsed
    * `LlmModel.plan()` JSON or null (everything resident); `wgsl`: the bundled sources;
    * `bindLimit`: bind weights in parts of at most this many bytes (default: the adapter's limit);
+   * `onStream({tensor, slot, bytes})` as each streamed weight is written into its ring slot;
    * `onProgress({phase, loaded, total})` while resident weights are read.
    */
-  static async create({ device, glue, source, prep, plan, context, wgsl, bindLimit, onProgress = () => {} }) {
+  static async create({ device, glue, source, prep, plan, context, wgsl, bindLimit, onProgress = () => {}, onStream = () => {} }) {
     const r = new GpuRunner();
     r.device = device;
     r.glue = glue;
     r.source = source;
     r.spec = prep.spec;
     r.context = context;
+    r.onStream = onStream;
     r.plan = plan;
     const limits = device.limits;
     // `bindLimit` lowers the binding size below the adapter's (tests split weights with it).
@@ -343,6 +345,7 @@ export class GpuRunner {
     }
     p.bytes += bytes.byteLength;
     p.written.push(region);
+    this.onStream({ tensor: w.name, slot: w.stream.slot, bytes: bytes.byteLength });
   }
 
   async matmul(p, w, x, y, n) {

@@ -61,7 +61,7 @@ async function open(input, options) {
     plan,
     adapter: { maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize, maxBufferSize: device.limits.maxBufferSize, features: [...adapter.features] },
   };
-  const runner = await GpuRunner.create({ device, glue, source: src, prep, plan, context, wgsl: WGSL, bindLimit: options.bindLimit, onProgress: (p) => post({ op: 'progress', ...p }) });
+  const runner = await GpuRunner.create({ device, glue, source: src, prep, plan, context, wgsl: WGSL, bindLimit: options.bindLimit, onProgress: (p) => post({ op: 'progress', ...p }), onStream: (m) => post({ op: 'stream', ...m }) });
   const loadFetched = remote ? remote.bytesFetched : src.bytesRead;
   state = { model, runner, src, remote, info, loadFetched };
   info.headerBytes = prep.headerBytes;

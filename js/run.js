@@ -66,7 +66,8 @@ export class RunSession {
   /**
    * Generates from `prompt` (text, tokenized with BOS, or an array of token ids): yields
    * `{id, piece (Uint8Array), text}` per token. `sampling`: `{temperature, topK, topP, seed,
-   * maxTokens (default 64), stopAtEog (default true)}`; greedy by default.
+   * maxTokens (default 64), stopAtEog (default true), onStream({tensor, slot, bytes}) (each
+ * streamed weight as it enters its ring slot)}`; greedy by default.
    */
   async *generate(prompt, sampling = {}) {
     if (this.#busy) throw new RunError('this session is already generating (await it or cancel() first)');
@@ -74,11 +75,11 @@ export class RunSession {
     const queue = [];
     let wake = null;
     let end = null;
-    const done = this.request({ op: 'generate', prompt: typeof prompt === 'string' ? prompt : Array.from(prompt), sampling, max: sampling.maxTokens ?? 64 }, 'done', (m) => {
+    const done = this.request({ op: 'generate', prompt: typeof prompt === 'string' ? prompt : Array.from(prompt), sampling: { ...sampling, onStream: undefined }, max: sampling.maxTokens ?? 64 }, 'done', (m) => {
       if (m.op === 'token') {
         queue.push(m);
         wake?.();
-      }
+      } else if (m.op === 'stream') sampling.onStream?.(m);
     }).then(
       (stats) => {
         this.stats = stats;

@@ -93,14 +93,36 @@ export function mount(host, ctx) {
       x += scale(b);
       return r;
     });
+    // Where the ring is drawn: the live marker of the slot being filled moves in it.
+    ringAt = { x: scale(resident), w: scale(ring), bytes: ring };
     // Per tensor: the share of its bytes that stays resident.
     const ts = (plan?.tensors ?? []).filter((t) => !t.gather);
     const tw = ts.length ? W / ts.length : 0;
     const strip = ts.map((t, i) => `<rect x="${i * tw}" y="58" width="${Math.max(1, tw - 1)}" height="14" fill="#e8a33d"><title>${esc(t.name)}: ${fmtBytes(t.resident_bytes)} resident, ${fmtBytes(t.streamed_bytes)} streamed</title></rect><rect x="${i * tw}" y="${58 + 14 * (1 - t.resident_bytes / Math.max(1, t.bytes))}" width="${Math.max(1, tw - 1)}" height="${14 * (t.resident_bytes / Math.max(1, t.bytes))}" fill="#3b7dd8"/>`).join('');
     q('.rv-plan').innerHTML = `<svg width="${W}" height="${ts.length ? 90 : 50}" role="img" aria-label="the offload plan">
       <text x="0" y="12">device budget ${fmtBytes(budget)} · weights ${fmtBytes(weights)} · <tspan fill="#3b7dd8">resident</tspan> · <tspan fill="#c07a10">ring</tspan> · <tspan fill="#6b7682">working set</tspan></text>
-      ${rects.join('')}${ts.length ? `<text x="0" y="54">each weight: resident share (blue) of its rows; the rest streams through the ring</text>${strip}` : ''}
-    </svg><div>streamed per token: <b>${fmtBytes(streamedPerToken ?? (plan?.streamed_bytes ?? 0))}</b> · the plan's floor: ${fmtBytes(plan?.streamed_bytes ?? 0)}</div>`;
+      ${rects.join('')}<rect class="rv-slot" x="0" y="16" width="0" height="26" fill="none" stroke="#b3261e" stroke-width="2"/>${ts.length ? `<text x="0" y="54">each weight: resident share (blue) of its rows; the rest streams through the ring</text>${strip}` : ''}
+    </svg><div>streamed per token: <b>${fmtBytes(streamedPerToken ?? (plan?.streamed_bytes ?? 0))}</b> · the plan's floor: ${fmtBytes(plan?.streamed_bytes ?? 0)} <span class="rv-now"></span></div>`;
+    placeSlot();
+  }
+
+  // The ring slot being filled, drawn once per frame however many weights stream in between.
+  let ringAt = null;
+  let lastStream = null;
+  let frame = 0;
+  function onStream(m) {
+    lastStream = m;
+    frame ||= requestAnimationFrame(() => {
+      frame = 0;
+      placeSlot();
+    });
+  }
+  function placeSlot() {
+    const r = q('.rv-slot');
+    if (!r || !ringAt || !lastStream || !ringAt.bytes) return;
+    r.setAttribute('x', ringAt.x + (lastStream.slot / ringAt.bytes) * ringAt.w);
+    r.setAttribute('width', Math.max(2, (lastStream.bytes / ringAt.bytes) * ringAt.w));
+    q('.rv-now').textContent = `· last streamed: ${lastStream.tensor} (${fmtBytes(lastStream.bytes)}) into the ring at ${fmtBytes(lastStream.slot)}`;
   }
 
   function showStats(s, info) {
@@ -157,7 +179,7 @@ export function mount(host, ctx) {
       if (!alive) return;
       setState('running');
       q('.rv-phase').textContent = 'generating…';
-      for await (const t of session.generate(prompt, { maxTokens: max })) {
+      for await (const t of session.generate(prompt, { maxTokens: max, onStream })) {
         tokens.push(t.id);
         q('.rv-out').textContent += t.text;
         q('[data-run-tokens]').textContent = JSON.stringify(tokens);

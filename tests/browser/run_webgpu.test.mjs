@@ -156,6 +156,8 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
       assert.deepEqual(JSON.parse(await view.textContent('[data-run-tokens]')), want);
       assert.match(await view.textContent('.run-view .rv-stats'), /tok\/s/);
       assert.equal(await view.locator('.run-view .rv-plan svg').count(), 1);
+      assert.ok(Number(await view.getAttribute('.run-view .rv-slot', 'width')) > 0, 'the ring slot being filled is drawn');
+      assert.match(await view.textContent('.run-view .rv-now'), /last streamed: \S+\.weight/);
       mkdirSync(join(ROOT, 'tests/out'), { recursive: true });
       await view.screenshot({ path: join(ROOT, 'tests/out/run-view.png'), fullPage: true });
       await view.goto(`${url}/web-demo/index.html?url=/gen/${name}.gguf&view=run&tokens=1,2&max=2&budget=${f.minimum - 1000}&context=${CONTEXT}`);
