@@ -431,8 +431,15 @@ struct Seq {
     logprobs: Option<usize>,
 }
 
-/// The engine loop: admit waiting jobs (evaluating their prompts), then one batched decode step
-/// over every active sequence; until every [`Engine`] handle is dropped and nothing runs.
+/// The most prompt tokens evaluated in one step beside the decode rows (a longer prompt joins
+/// alone): short prompts arriving together share a pass over the weights (under a budget, one
+/// stream of them), while the decoding sequences wait for at most about this many prompt rows a
+/// step and the first of several joiners gets its first token without waiting for all their
+/// prompts.
+const JOIN_TOKENS: usize = 64;
+
+/// The engine loop: admit waiting jobs, then one forward pass: a decode step over every active
+/// sequence and the joining prompts; until every [`Engine`] handle is dropped and nothing runs.
 fn run(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mpsc::Receiver<Job>, shared: &Shared) {
     let mut waiting: VecDeque<Job> = VecDeque::new();
     let mut active: Vec<Seq> = Vec::new();
@@ -466,14 +473,21 @@ fn run(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mpsc:
             keep
         });
         // Requests joining now: their prompts are evaluated in the same forward pass as the
-        // decode step, so a join costs no extra pass over (or stream of) the weights.
+        // decode step, so a join costs no extra pass over (or stream of) the weights. At least
+        // one prompt a step, more while their tokens stay within JOIN_TOKENS.
         let mut joining: Vec<(Job, KvCache)> = Vec::new();
+        let mut join_tokens = 0;
         while active.len() + joining.len() < info.max_batch {
             let Some(job) = waiting.pop_front() else { break };
             if job.tx.is_closed() {
                 shared.release();
                 continue;
             }
+            if !joining.is_empty() && join_tokens + job.req.prompt.len() > JOIN_TOKENS {
+                waiting.push_front(job);
+                break;
+            }
+            join_tokens += job.req.prompt.len();
             shared.prompt.fetch_add(job.req.prompt.len() as u64, Ordering::Relaxed);
             joining.push((job, cpu.new_cache()));
         }
