@@ -580,3 +580,59 @@ fn a_file_rewritten_while_its_tensor_is_streamed_cuts_the_response_short() {
     drop(s);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `--max-memory 2MiB` holds one streamed packet at a time (each takes 1.5 MiB of it): while a
+/// client that stopped reading holds the budget, a second request waits (no answer yet, no
+/// error), and it is answered 200 as soon as the first one is read to its end.
+#[test]
+fn a_request_over_the_memory_budget_waits_for_it() {
+    const LEN: u64 = 64 << 20;
+    let dir = scratch("budget");
+    safetensors(&dir.join("big.safetensors"), "t", "U8", &[LEN], LEN, None, &[]);
+    let small: Vec<u8> = (0..64u8).collect();
+    safetensors(&dir.join("small.safetensors"), "s", "U8", &[64], 64, Some(&small), &[]);
+    let mount = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let s = Served::start("-n 1024", &["--max-memory", "2MiB", dir.to_str().unwrap()]);
+    // The first client reads 1 MiB of its packet, then stops reading.
+    let mut first = TcpStream::connect(s.addr).unwrap();
+    first.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        first,
+        "GET /tensors/{mount}/big.safetensors/t HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut got = 0usize;
+    while got < 1 << 20 {
+        got += first.read(&mut buf).unwrap();
+    }
+    let (tx, rx) = mpsc::channel();
+    let (addr, url) = (s.addr, format!("/tensors/{mount}/small.safetensors/s"));
+    std::thread::spawn(move || {
+        let _ = tx.send(get(addr, &url));
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(1500)).is_err(),
+        "the second request was answered while the first held the budget"
+    );
+    // The first one read to its end gives its share back.
+    let mut rest = 0u64;
+    loop {
+        let n = first.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        rest += n as u64;
+    }
+    assert!(got as u64 + rest > LEN, "the first packet arrived whole");
+    let second = rx
+        .recv_timeout(Duration::from_secs(15))
+        .expect("answered once the budget was free");
+    assert_eq!(second.status, 200);
+    let Packet::Dense(t) = wire::decode(&second.body).unwrap() else {
+        panic!("dense")
+    };
+    assert_eq!(t.data(), &small[..]);
+    drop(s);
+    let _ = std::fs::remove_dir_all(dir);
+}
