@@ -19,7 +19,8 @@
 // `data-made="all"` once all are); `?node=NAME` selects a node once drawn.
 //
 // mount(el, ctx) -> { unmount() }; ctx = { sources, selectTensor, params, setParam }.
-import { analyze, boxSize, displayGraph, opFamily, shapeText } from './graph-model.js';
+import { boxSize, displayGraph, opFamily, shapeText } from './graph-model.js';
+import { valuesText } from './graph-constants.js';
 import { architecture } from './arch-view.js';
 
 const STYLE_ID = 'tl-graph-style';
@@ -218,7 +219,10 @@ export function mount(el, ctx) {
   worker = new Worker(new URL('./graph-worker.js', import.meta.url), { type: 'module' });
   worker.onerror = (e) => fail(`the graph worker failed to start: ${e.message ?? e}`);
   worker.onmessage = ({ data }) => {
-    if (data.type === 'ready') worker.postMessage({ cmd: 'graph', source: { name: src.name, file: src.file, url: src.url }, companions: src.companions });
+    // `?blocks=off`: the true flat graph, every node a box (no blocks, no segments). The Worker
+    // analyses the graph too (a 100k-node graph's blocks take seconds: never on this thread).
+    const flat = ctx.params?.get('blocks') === 'off';
+    if (data.type === 'ready') worker.postMessage({ cmd: 'graph', source: { name: src.name, file: src.file, url: src.url }, companions: src.companions, analyze: { blocks: !flat, segments: !flat } });
     else if (data.type === 'error') {
       fail(data.error.message);
       worker.terminate();
@@ -229,10 +233,11 @@ export function mount(el, ctx) {
     }
   };
 
-  function show({ graph, tensors, bytesRead, ms }) {
-    // `?blocks=off`: the true flat graph, every node a box (no blocks, no segments).
-    const flat = ctx.params?.get('blocks') === 'off';
-    const a = analyze(graph, { blocks: !flat, segments: !flat });
+  function show({ graph, analysis: a, constants, tensors, bytesRead, ms, analyzeMs }) {
+    root.dataset.analyzeMs = analyzeMs.toFixed(0);
+    // Small constants drawn in their nodes: initializers by name, Constant nodes by index.
+    const constInit = new Map(Object.entries(constants?.initializers ?? {}));
+    const constNode = new Map(constants?.nodes ?? []);
     const tensorInfo = new Map(tensors.map((t) => [t.name, t]));
     const byId = new Map(a.nodes.map((n) => [n.id, n]));
     const expanded = new Map();
@@ -379,9 +384,13 @@ export function mount(el, ctx) {
         if (!v || !a.initializers.has(v)) continue;
         const t = tensorInfo.get(v);
         const short = v.split(/[./]/).filter(Boolean).slice(-2).join('.');
-        parts.push(`${short} ${t ? shapeText(t.shape) : ''}`.trim());
+        const c = constInit.get(v);
+        parts.push(c ? `${short} = ${valuesText(c.values, c.shape)}` : `${short} ${t ? shapeText(t.shape) : ''}`.trim());
       }
-      if (n.op_type === 'Constant') for (const x of n.attributes) parts.push(`${x.name} = ${x.summary}`);
+      if (n.op_type === 'Constant') {
+        const c = constNode.get(n.index);
+        for (const x of n.attributes) parts.push(`${x.name} = ${x.name === 'value' && c ? valuesText(c.values, c.shape) : x.summary}`);
+      }
       return parts.length ? parts.join(', ') : undefined;
     }
 
@@ -631,7 +640,7 @@ export function mount(el, ctx) {
       const li = h('li', {});
       if (a.initializers.has(v)) {
         const t = tensorInfo.get(v);
-        li.append(link(v, () => ctx.selectTensor?.(si, v), 'open this tensor'), h('span', { class: 'tl-g-tag' }, 'initializer'), t ? ` ${t.dtype} ${shapeText(t.shape)}` : '', ' · ', link(plural(a.consumers.get(v)?.length ?? 0, 'consumer'), () => showValue(v), 'show its consumers'));
+        li.append(link(v, () => ctx.selectTensor?.(si, v), 'open this tensor'), h('span', { class: 'tl-g-tag' }, 'initializer'), t ? ` ${t.dtype} ${shapeText(t.shape)}` : '', constInit.has(v) ? h('code', { class: 'tl-g-const' }, ` = ${valuesText(constInit.get(v).values, constInit.get(v).shape)}`) : '', ' · ', link(plural(a.consumers.get(v)?.length ?? 0, 'consumer'), () => showValue(v), 'show its consumers'));
       } else {
         const p = a.producer.get(v);
         li.append(link(v, () => showValue(v), 'show producer and consumers'));
@@ -654,7 +663,7 @@ export function mount(el, ctx) {
         h('div', {}, h('b', {}, 'Outputs')),
         h('ul', {}, ...n.outputs.map(valueItem)),
         n.attributes.length ? h('div', {}, h('b', {}, 'Attributes')) : null,
-        n.attributes.length ? h('ul', {}, ...n.attributes.map((x) => h('li', {}, h('code', {}, x.name), ` (${x.kind}) = `, h('code', {}, x.summary)))) : null,
+        n.attributes.length ? h('ul', {}, ...n.attributes.map((x) => h('li', {}, h('code', {}, x.name), ` (${x.kind}) = `, h('code', {}, x.summary), x.name === 'value' && constNode.has(n.index) ? h('code', { class: 'tl-g-const' }, ` = ${valuesText(constNode.get(n.index).values, constNode.get(n.index).shape)}`) : null))) : null,
         h('div', {}, h('b', {}, `Consumers (${consumersOf.length})`)),
         h('ul', {}, ...consumersOf.slice(0, 200).map((k) => h('li', {}, link(`${a.nodes[k].op_type} ${a.nodes[k].id}`, () => select(a.nodes[k].id, true))))),
         ].filter(Boolean),

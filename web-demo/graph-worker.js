@@ -1,9 +1,49 @@
 // Web Worker of the graph view (graph-view.js): opens the model with the package's open() and
 // reads its ONNX graph (reader.graph(): the core's onnx_graph reader over the header bytes of a
 // File, never the weights), then posts it with timings. The layout runs in another Worker
-// (elkjs's own, web-demo/vendor/elkjs/elk-worker.min.js).
+// (elkjs's own, web-demo/vendor/elkjs/elk-worker.min.js). Small constants (initializers and
+// Constant nodes of at most 8 values) are read too, to be drawn inside their nodes
+// (graph-constants.js); the graph is analysed here (graph-model.js's analyze: producers,
+// consumers, repeated blocks), so the page's thread only draws.
 import * as tensorlane from '../js/browser.js';
+import { RemoteFile } from '../js/http.js';
+import { constantNodes, MAX_VALUES } from './graph-constants.js';
+import { analyze } from './graph-model.js';
 import { errorMessage, openSource } from './open-source.js';
+
+/** `(offset, length) -> Uint8Array` of a File or URL source. */
+async function byteReader(source) {
+  if (source.file) return { size: source.file.size, read: async (o, n) => new Uint8Array(await source.file.slice(o, o + n).arrayBuffer()) };
+  const remote = await RemoteFile.open(source.url);
+  return { size: remote.size, read: (o, n) => remote.read(o, n) };
+}
+
+/**
+ * Values of the small constants: `{initializers: {name: {shape, values}}, nodes: [[index,
+ * {dtype, shape, values}]]}`. A constant that cannot be read is left out (the node then shows its
+ * type and shape only), and why is in `problems`.
+ */
+async function constantsOf(reader, source) {
+  const initializers = {};
+  const problems = [];
+  for (const t of reader.tensors) {
+    const numel = t.shape.reduce((a, b) => a * Number(b), 1);
+    if (numel > MAX_VALUES) continue;
+    try {
+      initializers[t.name] = { shape: t.shape.map(Number), values: Array.from(await reader.values(t.name), Number) };
+    } catch (e) {
+      problems.push(`${t.name}: ${e?.message ?? e}`);
+    }
+  }
+  let nodes = [];
+  try {
+    const { size, read } = await byteReader(source);
+    nodes = [...(await constantNodes(read, size))];
+  } catch (e) {
+    problems.push(`Constant nodes: ${e?.message ?? e}`);
+  }
+  return { initializers, nodes, problems };
+}
 
 self.onmessage = async ({ data }) => {
   if (data.cmd !== 'graph') return;
@@ -14,8 +54,12 @@ self.onmessage = async ({ data }) => {
     const graph = await reader.graph();
     const tensors = reader.tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape, nbytes: t.nbytes }));
     const bytesRead = reader.bytesRead;
+    const constants = await constantsOf(reader, data.source);
     reader.close();
-    self.postMessage({ type: 'done', graph, tensors, bytesRead, ms: performance.now() - t0 });
+    const ms = performance.now() - t0;
+    const t1 = performance.now();
+    const analysis = analyze(graph, data.analyze);
+    self.postMessage({ type: 'done', graph, analysis, tensors, constants, bytesRead, ms, analyzeMs: performance.now() - t1 });
   } catch (e) {
     self.postMessage({ type: 'error', error: errorMessage(e) });
   }

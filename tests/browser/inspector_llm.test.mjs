@@ -38,7 +38,7 @@ import { serve } from '../../web-demo/serve.mjs';
 import { CI, launch, missing } from './_chromium.mjs';
 import { LLM, PARAMS, llamaGguf, llamaSafetensors } from '../js/_llm_files.mjs';
 import { safetensorsFile } from '../js/_model_files.mjs';
-import { mixedNamesGraph } from '../js/_graph_compare_reference.mjs';
+import { bigGraph, mixedNamesGraph } from '../js/_graph_compare_reference.mjs';
 import * as tensorlane from '../../js/node.js';
 import { serve as npmServe } from '../../js/cli.js';
 
@@ -575,6 +575,31 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
     assert.ok(where.zoom >= 0.8, 'readable after centring');
     if (lazy) await page.waitForFunction(() => document.querySelector('#graph-host [data-graph-state]').dataset.made === 'all', null, { timeout: 30000 });
     else await page.screenshot({ path: shot('graph-flat-search'), fullPage: true });
+    assert.deepEqual(problems, []);
+  });
+
+  it('small constants are drawn in their nodes: initializers and Constant nodes of <= 8 values, by value', { timeout: 60000 }, async () => {
+    // tests/python/onnx_graph_ref.py: Div by the initializer /model/sqrt2 (2**0.5), Add of /model/one,
+    // Reshape to /model/shape_2d ([-1, 16]) and a Constant node of arange(6) as 2×3.
+    generated.set('consts.onnx', new Uint8Array(readFileSync(bigGraph(2).path)));
+    await fresh('?url=/gen/consts.onnx&view=graph&blocks=off');
+    await page.waitForSelector('#graph-host [data-graph-state="done"]', { timeout: 30000 });
+    const extra = (node) => page.$eval(`#graph-host svg [data-node="${node}"] text.tl-g-extra`, (e) => e.textContent);
+    assert.equal(await extra('/model/layers.0/gelu/Div'), 'model.sqrt2 = 1.414');
+    assert.equal(await extra('/model/layers.1/gelu/Add'), 'model.one = 1');
+    assert.equal(await extra('/model/layers.0/Reshape'), 'model.shape_2d = [-1, 16]');
+    assert.equal(await extra('/head/Constant'), 'value = [[0, 1, 2], [3, 4, 5]]');
+    // A large initializer still shows its shape, not values.
+    assert.match(await extra('/model/layers.0/mlp/MatMul'), /^mlp\.weight \[16, 16\]$/);
+    // The details panel says the same.
+    await page.click('#graph-host svg [data-node="/head/Constant"]');
+    const details = await page.$eval('#graph-host [data-selected]', (e) => e.textContent);
+    // Centred on the Div (the search row), at a readable zoom: what the screenshot shows.
+    await page.fill('#graph-host input[type=search]', '/model/layers.0/gelu/Div');
+    await page.click('#graph-host .tl-g-row[data-node="/model/layers.0/gelu/Div"]');
+    await page.waitForTimeout(100);
+    await page.screenshot({ path: shot('graph-constants'), fullPage: true });
+    assert.match(details, /value \(tensor\) = tensor FLOAT \[2, 3\] = \[\[0, 1, 2\], \[3, 4, 5\]\]/);
     assert.deepEqual(problems, []);
   });
 
