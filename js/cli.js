@@ -23,12 +23,29 @@
 // mount is not found (404). CORS: any origin, GET/HEAD/OPTIONS, Range and the conditionals
 // allowed, Content-Range/Content-Length/ETag/Accept-Ranges/Last-Modified/Content-Type exposed.
 // Read-only (405 otherwise). `--token TOKEN` (or TENSORLANE_TOKEN) guards everything but the
-// inspector's own files: `Authorization: Bearer TOKEN` or `?token=TOKEN` (401 otherwise).
+// inspector's own files: `Authorization: Bearer TOKEN` (the scheme in any case) or `?token=TOKEN`
+// (401 otherwise); the token is compared as SHA-256 digests in constant time, so neither its bytes
+// nor its length show in the answer's timing. Error bodies name the URL path asked for, never the
+// server's own path to a file.
+//
+// Connections, as the Rust server's (native/src/serve/listener.rs): at most `maxConnections` at
+// once, one more answered at once with `503` + `Retry-After: 1` + `Connection: close` (never left
+// waiting); a connection must send a request head within `headerTimeout` (from its accept, or from
+// the first byte of a later request), and a kept-alive one with no request in flight, or a client
+// that takes none of a response, is closed after `idleTimeout`; 0 turns either off. A request in
+// flight (a long answer to a client that reads) is never cut. Node's own settings do the work:
+// headersTimeout/requestTimeout (the head, checked every connectionsCheckingInterval),
+// keepAliveTimeout (between requests) and the socket's inactivity timeout (a stalled write).
+//
+// The command (`main`) refuses a `--bind` outside loopback (127.0.0.0/8, ::1, IPv4-mapped
+// loopback) without a token or `--public` (exit 2), with the Rust command's message.
 import { createServer } from 'node:http';
+import { BlockList, isIP } from 'node:net';
+import { lookup } from 'node:dns/promises';
 import { createReadStream, readdirSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 
 /** The package's folder: the inspector is its web-demo/, js/ and wasm/pkg/. */
 const PACKAGE = fileURLToPath(new URL('..', import.meta.url));
@@ -57,6 +74,18 @@ const PREFLIGHT = {
 };
 /** What the Rust server's `format_from_name` knows (tensorlane-core detect.rs). */
 const MODEL_NAME = /(\.safetensors\.index\.json|\.(safetensors|gguf|pt|pth|bin|ckpt|npy|npz|onnx|h5|hdf5|zt|tenso))$/i;
+
+/** The defaults of the Rust server (native/src/serve/mod.rs, cli/src/serve.rs). */
+export const DEFAULT_HEADER_TIMEOUT_MS = 10_000;
+export const DEFAULT_IDLE_TIMEOUT_MS = 30_000;
+export const DEFAULT_MAX_CONNECTIONS = 512;
+/** The most `503` answers being written at once; a connection over both limits is closed unanswered. */
+const REFUSING = 64;
+/** The answer to a connection over the limit: the Rust server's bytes (listener.rs BUSY). */
+const BUSY = Buffer.from(
+  'HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 71\r\nConnection: close\r\n\r\n' +
+    'this server is serving its most connections (--max-connections); retry\n',
+);
 
 class HttpError extends Error {
   constructor(status, message) {
@@ -166,10 +195,18 @@ export async function mountsOf(paths, open) {
   return mounts;
 }
 
-/** Sends the file `path` (canonical) for `req`, with the validators, conditionals and ranges. */
-function sendFile(req, res, path, headers) {
-  const st = statSync(path, { bigint: true });
-  if (!st.isFile()) throw new HttpError(404, `${req.url}: not a file`);
+/**
+ * Sends the file `path` (canonical) for `req`, with the validators, conditionals and ranges;
+ * `shown` (the URL path asked for) is what error bodies name.
+ */
+function sendFile(req, res, path, shown, headers) {
+  let st;
+  try {
+    st = statSync(path, { bigint: true });
+  } catch (e) {
+    throw new HttpError(404, `${shown}: not found (${e.code ?? 'unreadable'})`);
+  }
+  if (!st.isFile()) throw new HttpError(404, `${shown}: not a file`);
   const size = Number(st.size);
   const hex = (n) => (n > 0n ? n : 0n).toString(16);
   const etag = `"${hex(st.size)}-${hex(st.mtimeNs)}-${hex(st.ino)}-${hex(st.ctimeNs)}"`;
@@ -275,11 +312,153 @@ function listModels(mounts, open) {
         });
         model.close?.();
       } catch (e) {
-        errors.push({ id, error: e.message });
+        errors.push({ id, error: hidePaths(e.message, mounts) });
       }
     }
   }
   return { models, errors };
+}
+
+/** The SHA-256 of `text` (UTF-8). */
+const sha256 = (text) => createHash('sha256').update(text).digest();
+
+/**
+ * The credentials of an `Authorization: Bearer TOKEN` header, the scheme in any case (RFC 9110
+ * §11.1), or null — as the Rust server's `bearer`.
+ */
+export function bearer(value) {
+  if (typeof value !== 'string') return null;
+  const v = value.trimStart();
+  const at = v.indexOf(' ');
+  if (at < 0 || v.slice(0, at).toLowerCase() !== 'bearer') return null;
+  return v.slice(at + 1).trim();
+}
+
+/**
+ * The first `token=` of a URL's query (`search`, with or without its `?`), percent-decoded once
+ * with invalid UTF-8 replaced, `+` kept — as the Rust server reads it; null when there is none.
+ */
+function queryToken(search) {
+  const kv = search.replace(/^\?/, '').split('&').find((p) => p.startsWith('token='));
+  if (kv === undefined) return null;
+  const v = kv.slice(6);
+  const bytes = [];
+  for (let i = 0; i < v.length; i++) {
+    if (v[i] === '%' && /^[0-9a-fA-F]{2}$/.test(v.slice(i + 1, i + 3))) {
+      bytes.push(parseInt(v.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else bytes.push(...Buffer.from(v[i]));
+  }
+  return Buffer.from(bytes).toString('utf8');
+}
+
+/**
+ * `text` (an error's message) with the server's own paths put as URLs: a mount's folder as its
+ * `/files/{mount}` and the package's folder as `/`, so that no answer shows where files live.
+ */
+function hidePaths(text, mounts) {
+  let out = String(text);
+  const roots = [...mounts.map((m) => [m.root, `/files/${encodeURIComponent(m.name)}`]), [PACKAGE.replace(/[\\/]+$/, ''), '']];
+  // The longest first: a mount inside the package's folder is named by its mount.
+  roots.sort((a, b) => b[0].length - a[0].length);
+  for (const [root, url] of roots) if (root) out = out.split(root).join(url);
+  return out;
+}
+
+/** The largest timeout Node's timers take (2^31 - 1 ms, about 24.8 days). */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/**
+ * How often Node checks the connections still receiving a request against the header timeout
+ * (`ms`): a quarter of it, between 50 ms and 1 s, so that a slow head is closed within about a
+ * quarter past the timeout (Node's default of 30 s would let it run long past).
+ */
+const checkEvery = (ms) => (ms > 0 ? Math.min(1000, Math.max(50, Math.floor(ms / 4))) : 30_000);
+
+/**
+ * Serves at most `max` connections of `server` at once: one more is answered at once with the
+ * Rust server's `503` (BUSY), then closed; nothing waits in the kernel's backlog. Node's own
+ * `server.maxConnections` drops the extra connection without an answer, so the accepted sockets
+ * are counted here, in front of the HTTP server's own connection listener (the one listener
+ * http.Server registers for 'connection').
+ */
+function bound(server, max) {
+  const http = server.listeners('connection');
+  if (http.length !== 1) throw new Error(`this Node's http.Server has ${http.length} connection listeners where one was expected; the connection limit cannot be put in front of it`);
+  server.removeListener('connection', http[0]);
+  let open = 0;
+  let refusing = 0;
+  server.on('connection', (socket) => {
+    if (open < max) {
+      open++;
+      socket.once('close', () => open--);
+      return http[0].call(server, socket);
+    }
+    if (refusing >= REFUSING) return socket.destroy();
+    refusing++;
+    socket.once('close', () => refusing--);
+    refuse(socket);
+  });
+}
+
+/**
+ * Writes BUSY to `socket`, ends the sending side and reads what the client sent (at most 64 KiB,
+ * at most a second) before closing, so that its unread request does not turn the close into a
+ * reset that loses the answer (as the Rust server's `refuse`).
+ */
+function refuse(socket) {
+  socket.setNoDelay(true);
+  const done = () => {
+    clearTimeout(timer);
+    socket.destroy();
+  };
+  const timer = setTimeout(done, 1000);
+  let read = 0;
+  socket.on('error', done);
+  socket.on('end', done);
+  socket.on('data', (d) => {
+    read += d.length;
+    if (read >= 64 << 10) done();
+  });
+  socket.end(BUSY);
+}
+
+/** Loopback addresses: 127.0.0.0/8, ::1 and IPv4-mapped 127.0.0.0/8. */
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+LOOPBACK.addSubnet('::ffff:127.0.0.0', 104, 'ipv6');
+
+/** Whether IP address `ip` (v4 or v6, no brackets) reaches only this machine. */
+export function isLoopback(ip) {
+  const family = isIP(ip);
+  return family !== 0 && LOOPBACK.check(ip, family === 4 ? 'ipv4' : 'ipv6');
+}
+
+/**
+ * The refusal of a non-loopback `--bind` (`shown` as given, `ip` the address it listens on) with
+ * neither a token nor `--public`, or null when the bind is allowed: the Rust command's message.
+ */
+function publicRefusal(shown, ip, hasToken, isPublicBind) {
+  if (isLoopback(ip) || hasToken || isPublicBind) return null;
+  return `--bind ${shown} is not a loopback address, so anyone who can reach it could read the served files: add --token TOKEN (or set TENSORLANE_TOKEN) to require a token, or --public to serve them to everyone without one`;
+}
+
+/**
+ * A duration as `--header-timeout` takes it, in milliseconds: a whole number with `ms`, `s` or
+ * `m` (a bare number is seconds); `0` means no limit (the Rust command's parse_duration). Throws
+ * on anything else, and past what Node's timers take.
+ */
+export function parseDuration(text) {
+  const t = String(text).trim();
+  const m = /^([0-9]*)(.*)$/s.exec(t);
+  if (!m[1]) throw new Error(`${JSON.stringify(text)} is not a duration: give a whole number and a unit, as 10s, 500ms or 2m`);
+  const unit = m[2].trim();
+  const scale = new Map([['ms', 1n], ['', 1000n], ['s', 1000n], ['m', 60_000n]]).get(unit);
+  if (scale === undefined) throw new Error(`${JSON.stringify(text)}: unknown unit ${JSON.stringify(unit)}; use ms, s or m (as 10s)`);
+  const ms = BigInt(m[1]) * scale;
+  if (ms > BigInt(MAX_TIMEOUT_MS)) throw new Error(`${JSON.stringify(text)} is too long: at most ${MAX_TIMEOUT_MS}ms (about 24 days); 0 turns the limit off`);
+  return Number(ms);
 }
 
 /** Whether `path` is the inspector's own code, which the token does not guard. */
@@ -287,66 +466,101 @@ const isPublic = (path) => path === '/' || path === '/web-demo' || ['/web-demo/'
 
 /**
  * Starts the server: `paths` (model files and folders), `host`, `port` (0: a free one), `token`
- * (or null), `open` (the package's open(), for companions and /models). Resolves to
- * { server, url, mounts }.
+ * (or null), `open` (the package's open(), for companions and /models), `maxConnections`
+ * (default 512; 0 counts as 1), `headerTimeout` and `idleTimeout` (milliseconds, default 10 s
+ * and 30 s; 0: no limit). It binds what it is given: the loopback rule is the command's. Resolves
+ * to { server, url, mounts }.
  */
-export async function serve({ paths, host = '127.0.0.1', port = 8080, token = null, open }) {
+export async function serve({
+  paths,
+  host = '127.0.0.1',
+  port = 8080,
+  token = null,
+  open,
+  maxConnections = DEFAULT_MAX_CONNECTIONS,
+  headerTimeout = DEFAULT_HEADER_TIMEOUT_MS,
+  idleTimeout = DEFAULT_IDLE_TIMEOUT_MS,
+}) {
+  for (const [name, v] of [['headerTimeout', headerTimeout], ['idleTimeout', idleTimeout]]) {
+    if (!Number.isInteger(v) || v < 0 || v > MAX_TIMEOUT_MS) throw new RangeError(`${name} ${v}: give whole milliseconds from 0 (no limit) to ${MAX_TIMEOUT_MS}`);
+  }
+  if (!Number.isInteger(maxConnections) || maxConnections < 0) throw new RangeError(`maxConnections ${maxConnections}: give a whole number (0 counts as 1)`);
   const mounts = await mountsOf(paths, open);
-  const secret = token ? Buffer.from(token) : null;
-  const server = createServer((req, res) => {
-    const url = new URL(req.url, 'http://x');
-    const raw = url.pathname;
-    const reply = (status, body, headers = {}) => {
-      res.writeHead(status, { ...CORS, 'content-type': 'text/plain; charset=utf-8', ...headers });
-      res.end(req.method === 'HEAD' ? undefined : body);
-    };
-    try {
-      if (req.method === 'OPTIONS') {
-        res.writeHead(200, { ...CORS, ...PREFLIGHT, 'content-length': '0' });
-        return res.end();
-      }
-      if (req.method !== 'GET' && req.method !== 'HEAD') return reply(405, 'this server is read-only: GET, HEAD and OPTIONS only\n', { allow: 'GET, HEAD, OPTIONS' });
-      if (secret && !isPublic(raw)) {
-        const bearer = req.headers.authorization?.startsWith('Bearer ') ? req.headers.authorization.slice(7).trim() : null;
-        const same = (s) => s !== null && s !== undefined && Buffer.from(s).length === secret.length && timingSafeEqual(Buffer.from(s), secret);
-        if (!same(bearer) && !same(url.searchParams.get('token'))) {
-          return reply(401, 'this server needs its token: send `Authorization: Bearer TOKEN` (or ?token=TOKEN)\n', { 'www-authenticate': 'Bearer' });
+  const secret = token ? sha256(token) : null;
+  const server = createServer(
+    {
+      // The head of a request within headerTimeout of the accept (or of the request's first
+      // byte); Node wants requestTimeout >= headersTimeout, and for GET/HEAD the request is its
+      // head. Both are checked for connections still receiving a request only.
+      headersTimeout: headerTimeout,
+      requestTimeout: headerTimeout,
+      connectionsCheckingInterval: checkEvery(headerTimeout),
+      // Between requests on a kept-alive connection (0: kept for good).
+      keepAliveTimeout: idleTimeout,
+      // Small answers (headers, 304s, 416s) at once, as the Rust server's set_nodelay.
+      noDelay: true,
+    },
+    (req, res) => {
+      // A client that takes none of the response (nor sends anything) for idleTimeout is closed;
+      // one that reads resets it with every write. Node turns it off between requests (the
+      // keep-alive timeout is on then), so it is set again for each request.
+      req.socket.setTimeout(idleTimeout);
+      const url = new URL(req.url, 'http://x');
+      // The path as sent (as the Rust server reads it): a WHATWG URL would resolve `.`, `..` and
+      // their percent-encoded forms before components() could refuse them.
+      const raw = req.url.startsWith('/') ? req.url.replace(/[?#].*$/s, '') : url.pathname;
+      const reply = (status, body, headers = {}) => {
+        res.writeHead(status, { ...CORS, 'content-type': 'text/plain; charset=utf-8', 'content-length': String(Buffer.byteLength(body)), ...headers });
+        res.end(req.method === 'HEAD' ? undefined : body);
+      };
+      try {
+        if (req.method === 'OPTIONS') {
+          res.writeHead(200, { ...CORS, ...PREFLIGHT, 'content-length': '0' });
+          return res.end();
         }
+        if (req.method !== 'GET' && req.method !== 'HEAD') return reply(405, 'this server is read-only: GET, HEAD and OPTIONS only\n', { allow: 'GET, HEAD, OPTIONS' });
+        if (secret && !isPublic(raw)) {
+          const same = (s) => s !== null && timingSafeEqual(sha256(s), secret);
+          if (!same(bearer(req.headers.authorization)) && !same(queryToken(url.search))) {
+            return reply(401, 'this server needs its token: send `Authorization: Bearer TOKEN` (or ?token=TOKEN)\n', { 'www-authenticate': 'Bearer' });
+          }
+        }
+        if (raw === '/') return reply(307, '', { location: `/web-demo/${url.search}` });
+        if (raw === '/web-demo') return reply(308, '', { location: `/web-demo/${url.search}` });
+        if (raw === '/models') {
+          const body = JSON.stringify(listModels(mounts, open));
+          return reply(200, body, { 'content-type': 'application/json' });
+        }
+        if (raw === '/ws' || raw.startsWith('/tensors/')) {
+          return reply(501, `${raw}: tensors as Tenso packets (/tensors/, /ws) are served by the Rust tensorlane serve (cargo install tensorlane-cli); this Node server has the inspector, /files/ and /models\n`);
+        }
+        if (raw.startsWith('/files/')) {
+          const comps = components(raw.slice(7));
+          if (!comps.length) throw new HttpError(404, '/files/: name a mount and a file (see /models)');
+          const m = mounts.find((x) => x.name === comps[0]);
+          if (!m) throw new HttpError(404, `${raw}: no mount named "${comps[0]}" (see /models)`);
+          const path = locate(m.root, comps.slice(1), raw);
+          if (m.only && !m.only.includes(path)) throw new HttpError(404, `${raw}: not found (this mount serves one model's files)`);
+          return sendFile(req, res, path, raw, CORS);
+        }
+        const comps = components(raw);
+        if (!INSPECTOR.includes(comps[0]) || (comps[0] === 'wasm' && comps[1] !== 'pkg')) {
+          throw new HttpError(404, `${raw}: not found (this server has /web-demo/, /js/, /wasm/pkg/, /files/ and /models)`);
+        }
+        let path = locate(PACKAGE, comps, raw);
+        if (statSync(path).isDirectory()) {
+          if (!raw.endsWith('/')) return reply(308, '', { location: `${raw}/` });
+          path = locate(PACKAGE, [...comps, 'index.html'], raw);
+        }
+        return sendFile(req, res, path, raw, CORS);
+      } catch (e) {
+        if (res.headersSent) return res.destroy();
+        if (e instanceof HttpError) return reply(e.status, `${e.message}\n`);
+        return reply(500, `${raw}: ${hidePaths(e.message, mounts)}\n`);
       }
-      if (raw === '/') return reply(307, '', { location: `/web-demo/${url.search}` });
-      if (raw === '/web-demo') return reply(308, '', { location: `/web-demo/${url.search}` });
-      if (raw === '/models') {
-        const body = JSON.stringify(listModels(mounts, open));
-        return reply(200, body, { 'content-type': 'application/json' });
-      }
-      if (raw === '/ws' || raw.startsWith('/tensors/')) {
-        return reply(501, `${raw}: tensors as Tenso packets (/tensors/, /ws) are served by the Rust tensorlane serve (cargo install tensorlane-cli); this Node server has the inspector, /files/ and /models\n`);
-      }
-      if (raw.startsWith('/files/')) {
-        const comps = components(raw.slice(7));
-        if (!comps.length) throw new HttpError(404, '/files/: name a mount and a file (see /models)');
-        const m = mounts.find((x) => x.name === comps[0]);
-        if (!m) throw new HttpError(404, `${raw}: no mount named "${comps[0]}" (see /models)`);
-        const path = locate(m.root, comps.slice(1), raw);
-        if (m.only && !m.only.includes(path)) throw new HttpError(404, `${raw}: not found (this mount serves one model's files)`);
-        return sendFile(req, res, path, CORS);
-      }
-      const comps = components(raw);
-      if (!INSPECTOR.includes(comps[0]) || (comps[0] === 'wasm' && comps[1] !== 'pkg')) {
-        throw new HttpError(404, `${raw}: not found (this server has /web-demo/, /js/, /wasm/pkg/, /files/ and /models)`);
-      }
-      let path = locate(PACKAGE, comps, raw);
-      if (statSync(path).isDirectory()) {
-        if (!raw.endsWith('/')) return reply(308, '', { location: `${raw}/` });
-        path = locate(PACKAGE, [...comps, 'index.html'], raw);
-      }
-      return sendFile(req, res, path, CORS);
-    } catch (e) {
-      if (res.headersSent) return res.destroy();
-      if (e instanceof HttpError) return reply(e.status, `${e.message}\n`);
-      return reply(500, `${raw}: ${e.message}\n`);
-    }
-  });
+    },
+  );
+  bound(server, Math.max(1, maxConnections));
   await new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, resolve);
@@ -356,13 +570,38 @@ export async function serve({ paths, host = '127.0.0.1', port = 8080, token = nu
   return { server, url: `http://${shownHost}:${a.port}`, mounts };
 }
 
-const USAGE = `usage: tensorlane serve PATH... [--bind HOST:PORT] [--token TOKEN]
+const USAGE = `usage: tensorlane serve PATH... [--bind HOST:PORT] [--token TOKEN | --public]
   Serves the web inspector and the model files or folders PATH... (a folder with everything below
   it; a file with its companion files) with HTTP Range, ETag and CORS, read-only.
-  --bind HOST:PORT   the address to listen on (default 127.0.0.1:8080; port 0 picks a free one).
-                     Anything but loopback exposes the files to the network: use --token with it.
-  --token TOKEN      a bearer token every data request must carry (default: $TENSORLANE_TOKEN)
-  tensorlane --version   prints the version`;
+  --bind HOST:PORT        the address to listen on (default 127.0.0.1:8080; port 0 picks a free one).
+                          Anything but loopback (127.0.0.0/8, ::1) exposes the files to the network,
+                          and is refused unless --token or --public is given too.
+  --token TOKEN           a bearer token every data request must carry (default: $TENSORLANE_TOKEN)
+  --public                serve on a non-loopback --bind without a token: anyone who reaches the
+                          address reads the files
+  --max-connections N     the most connections served at once; one more is answered 503 with
+                          Retry-After at once (default 512)
+  --header-timeout TIME   how long a connection may take to send a request's head (from its accept,
+                          or from the first byte of a later request): 10s, 500ms, 2m; 0 for no limit
+                          (default 10s)
+  --idle-timeout TIME     how long a kept-alive connection may be idle between requests, and a client
+                          may take none of a response, before it is closed; 0 for no limit (default 30s)
+  tensorlane --version    prints the version`;
+
+/**
+ * `host` and `port` as the Rust command shows a socket address: an IPv6 address in brackets,
+ * compressed (RFC 5952, as WHATWG URLs write it), an IPv4-mapped one with its IPv4 part dotted.
+ */
+function shownBind(host, port) {
+  if (isIP(host) !== 6) return `${host}:${port}`;
+  let ip = new URL(`http://[${host}]/`).hostname.slice(1, -1);
+  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(ip);
+  if (mapped) {
+    const [hi, lo] = [parseInt(mapped[1], 16), parseInt(mapped[2], 16)];
+    ip = `::ffff:${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  }
+  return `[${ip}]:${port}`;
+}
 
 /** Runs the command line `argv` (without node and the script). */
 async function main(argv) {
@@ -377,27 +616,62 @@ async function main(argv) {
   const paths = [];
   let bind = '127.0.0.1:8080';
   let token = process.env.TENSORLANE_TOKEN || null;
+  let isPublicBind = false;
+  let maxConnections = DEFAULT_MAX_CONNECTIONS;
+  let headerTimeout = DEFAULT_HEADER_TIMEOUT_MS;
+  let idleTimeout = DEFAULT_IDLE_TIMEOUT_MS;
+  const duration = (flag, v) => {
+    try {
+      return parseDuration(v);
+    } catch (e) {
+      throw new Error(`${flag} ${v}: ${e.message}`);
+    }
+  };
+  const count = (flag, v) => {
+    if (!/^[0-9]+$/.test(v.trim())) throw new Error(`${flag} ${v}: give a whole number of connections, as 512`);
+    return Number(v.trim());
+  };
   for (let i = 1; i < argv.length; i++) {
-    const a = argv[i];
+    let a = argv[i];
+    let inline = null;
+    const eq = a.indexOf('=');
+    if (a.startsWith('--') && eq > 0) [a, inline] = [a.slice(0, eq), a.slice(eq + 1)];
     const value = () => {
+      if (inline !== null) return inline;
       if (argv[i + 1] === undefined) throw new Error(`${a} needs a value`);
       return argv[++i];
     };
     if (a === '--bind') bind = value();
-    else if (a.startsWith('--bind=')) bind = a.slice(7);
     else if (a === '--token') token = value();
-    else if (a.startsWith('--token=')) token = a.slice(8);
+    else if (a === '--public' && inline === null) isPublicBind = true;
+    else if (a === '--max-connections') maxConnections = count(a, value());
+    else if (a === '--header-timeout') headerTimeout = duration(a, value());
+    else if (a === '--idle-timeout') idleTimeout = duration(a, value());
     else if (a === '--help' || a === '-h') return console.log(USAGE);
-    else if (a.startsWith('-')) throw new Error(`unknown option ${a}`);
+    else if (a.startsWith('-')) throw new Error(`unknown option ${argv[i]}`);
     else paths.push(a);
   }
   if (!paths.length) throw new Error('name the model files or folders to serve: tensorlane serve MODEL...');
   const m = /^(.*):(\d+)$/.exec(bind);
   if (!m) throw new Error(`--bind ${bind}: give HOST:PORT, e.g. 127.0.0.1:8080`);
-  const { url, mounts } = await serve({ paths, host: m[1].replace(/^\[|\]$/g, ''), port: Number(m[2]), token, open: (p) => open(p) });
+  const host = m[1].replace(/^\[(.*)\]$/, '$1');
+  // The address listen() takes: an IP as it is, a name as the first address it resolves to.
+  let ip = host;
+  if (!isIP(host)) {
+    try {
+      ip = (await lookup(host)).address;
+    } catch (e) {
+      throw new Error(`--bind ${bind}: cannot resolve ${host} (${e.code ?? e.message}); give an IP address, e.g. 127.0.0.1:8080`);
+    }
+  }
+  const hasToken = !!token;
+  const why = publicRefusal(shownBind(host, Number(m[2])), ip, hasToken, isPublicBind);
+  if (why) throw new Error(why);
+  const { server, url, mounts } = await serve({ paths, host, port: Number(m[2]), token: token || null, open: (p) => open(p), maxConnections, headerTimeout, idleTimeout });
   for (const mount of mounts) console.error(`serving ${mount.only ? mount.only[0] : mount.root} at ${url}/files/${encodeURIComponent(mount.name)}/`);
   console.error(`web inspector: this package's (${version}, ${PACKAGE})`);
-  if (token) console.error('a token is required: Authorization: Bearer TOKEN, or ?token=TOKEN');
+  if (hasToken) console.error('a token is required: Authorization: Bearer TOKEN, or ?token=TOKEN');
+  else if (!isLoopback(server.address().address)) console.error(`--public: serving to anyone who can reach ${shownBind(server.address().address, server.address().port)} without a token`);
   console.error(`models: ${url}/models`);
   console.error('press Ctrl-C to stop');
   // The URL to open, alone on stdout (scripts and tests read it).
