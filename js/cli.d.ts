@@ -28,12 +28,19 @@ export interface ServeOptions {
   token?: string | null;
   /** The package's `open` (from `tensorlane`): finds a model file's companions and lists `/models`. */
   open: (path: string) => { format: string; sources: string[]; tensors: { name: string; dtype: string; shape: number[] }[]; close?: () => void };
+  /** The most connections served at once (default 512; 0 counts as 1); one more is answered `503` with `Retry-After: 1` and `Connection: close` at once. */
+  maxConnections?: number;
+  /** Milliseconds a connection may take to send a request head, from its accept or from the first byte of a later request (default 10000; 0: no limit). */
+  headerTimeout?: number;
+  /** Milliseconds a kept-alive connection may stay idle between requests, and a client may take none of a response, before it is closed (default 30000; 0: no limit). A request in flight to a client that reads is never cut. */
+  idleTimeout?: number;
 }
 
 /**
  * Starts the server of `npx tensorlane serve`: the package's inspector at /web-demo/, the files at
  * /files/{mount}/{path} with Range, ETag, conditionals and CORS as the Rust `tensorlane serve`, and
- * /models. Resolves once it listens.
+ * /models. It binds the `host` it is given: refusing a non-loopback address without a token is the
+ * command's rule (see `isLoopback`). Resolves once it listens.
  */
 export declare function serve(options: ServeOptions): Promise<{ server: HttpServer; url: string; mounts: Mount[] }>;
 
@@ -45,3 +52,19 @@ export declare function components(raw: string): string[];
 
 /** The mounts `serve` makes of `paths`. */
 export declare function mountsOf(paths: string[], open: ServeOptions['open']): Promise<Mount[]>;
+
+/** `serve`'s `headerTimeout` default, as the Rust server's: 10000 (10 s). */
+export declare const DEFAULT_HEADER_TIMEOUT_MS: number;
+/** `serve`'s `idleTimeout` default, as the Rust server's: 30000 (30 s). */
+export declare const DEFAULT_IDLE_TIMEOUT_MS: number;
+/** `serve`'s `maxConnections` default, as the Rust server's: 512. */
+export declare const DEFAULT_MAX_CONNECTIONS: number;
+
+/** Whether an IP address (no brackets) reaches only this machine: 127.0.0.0/8, ::1 or an IPv4-mapped 127.0.0.0/8 address. */
+export declare function isLoopback(ip: string): boolean;
+
+/** The credentials of an `Authorization: Bearer TOKEN` header value, the scheme in any case, or null. */
+export declare function bearer(value: string | undefined): string | null;
+
+/** A duration as `--header-timeout` takes it (`10s`, `500ms`, `2m`; a bare number is seconds; `0`: no limit), in milliseconds; throws on anything else. */
+export declare function parseDuration(text: string): number;

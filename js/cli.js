@@ -75,9 +75,11 @@ const PREFLIGHT = {
 /** What the Rust server's `format_from_name` knows (tensorlane-core detect.rs). */
 const MODEL_NAME = /(\.safetensors\.index\.json|\.(safetensors|gguf|pt|pth|bin|ckpt|npy|npz|onnx|h5|hdf5|zt|tenso))$/i;
 
-/** The defaults of the Rust server (native/src/serve/mod.rs, cli/src/serve.rs). */
+/** `serve`'s `headerTimeout` default (ms), the Rust server's (native/src/serve/mod.rs). */
 export const DEFAULT_HEADER_TIMEOUT_MS = 10_000;
+/** `serve`'s `idleTimeout` default (ms), the Rust server's. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 30_000;
+/** `serve`'s `maxConnections` default, the Rust command's (cli/src/serve.rs). */
 export const DEFAULT_MAX_CONNECTIONS = 512;
 /** The most `503` answers being written at once; a connection over both limits is closed unanswered. */
 const REFUSING = 64;
