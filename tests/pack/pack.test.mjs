@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { CI, launch, missing } from '../browser/_chromium.mjs';
 import { inspectServed } from '../browser/_served_inspector.mjs';
-import { startServe, missing as noRustBinary } from '../js/_serve.mjs';
+import { BIN as RUST_BIN, startServe, missing as noRustBinary } from '../js/_serve.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DATA = join(ROOT, 'tests/data');
@@ -223,6 +223,17 @@ describe('the packed npm package, installed in a fresh project', () => {
       } finally {
         await browser.close();
       }
+    });
+
+    it('a non-loopback --bind without a token is refused (exit 2) with the Rust server\'s message', () => {
+      const env = { ...process.env, TENSORLANE_TOKEN: '' };
+      const n = spawnSync('npx', ['--no-install', 'tensorlane', 'serve', FIXTURE, '--bind', '0.0.0.0:0'], { cwd: app, encoding: 'utf8', env, timeout: 60000 });
+      assert.equal(n.status, 2, n.stderr);
+      assert.match(n.stderr, /error: --bind 0\.0\.0\.0:0 is not a loopback address.*--token.*--public/);
+      if (noRustBinary) return;
+      const r = spawnSync(RUST_BIN, ['serve', FIXTURE, '--bind', '0.0.0.0:0'], { encoding: 'utf8', env, timeout: 60000 });
+      assert.equal(r.status, 2, r.stderr);
+      assert.ok(n.stderr.includes(r.stderr.trim()), `npx: ${n.stderr}\nrust: ${r.stderr}`);
     });
 
     /** One raw request (no URL normalisation, any method): { status, headers, body }. */
