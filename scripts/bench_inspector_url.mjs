@@ -9,6 +9,11 @@
 //     pan/zoom frame times (wheel and drag events, one per animation frame) on the flat drawing,
 //     fitted (the outline bitmap) and at scale 1 (the boxes in view): p50, p95 and max of the
 //     frame intervals, and the longest main-thread task.
+//  3. A 100k-node synthetic graph (onnx_graph_ref.py gen 8333: 100,004 nodes) opened collapsed
+//     and flat: the longest main-thread task (PerformanceObserver 'longtask', installed before
+//     the page's scripts) from navigation to drawn and through 60 pan/zoom frames, and where the
+//     analysis ran (the graph Worker: data-analyze-ms).
+// BENCH_PARTS=stats,graph,big (the default: all) picks the parts.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +23,7 @@ import { safetensorsFile } from '../tests/js/_model_files.mjs';
 import { bigGraph } from '../tests/js/_graph_compare_reference.mjs';
 
 if (missing) throw new Error(missing);
+const PARTS = new Set((process.env.BENCH_PARTS ?? 'stats,graph,big').split(','));
 const dir = mkdtempSync(join(tmpdir(), 'tensorlane-bench26-'));
 const rows = [];
 try {
@@ -28,6 +34,7 @@ try {
   writeFileSync(file, safetensorsFile([['embed', { dtype: 'F32', shape: [n / 2048, 2048], data: new Uint8Array(values.buffer) }]]));
   const g = bigGraph(420, dir);
   const generated = new Map([['embed.safetensors', { path: file }], ['graph.onnx', new Uint8Array(readFileSync(g.path))]]);
+  if (PARTS.has('big')) generated.set('graph100k.onnx', new Uint8Array(readFileSync(bigGraph(8333, dir).path)));
   const log = [];
   const { server, url } = await serve({ generated, log });
   const browser = await launch();
@@ -51,7 +58,12 @@ try {
         }),
     );
   };
-  for (const workers of [1, undefined]) {
+  // Long tasks from the first script on (buffered entries are not kept for 'longtask').
+  await page.addInitScript(() => {
+    window.__longest = 0;
+    new PerformanceObserver((l) => l.getEntries().forEach((e) => (window.__longest = Math.max(window.__longest, e.duration)))).observe({ type: 'longtask' });
+  });
+  for (const workers of PARTS.has('stats') ? [1, undefined] : []) {
     await ready('?url=/gen/embed.safetensors&view=tensors');
     log.length = 0;
     const byUrl = await statsMs(workers);
@@ -63,7 +75,7 @@ try {
     rows.push([`statistics of a 125 MiB float32 tensor, ${workers === 1 ? 'one Worker' : 'default spans'}`, `URL ${byUrl.toFixed(0)} ms, File ${byFile.toFixed(0)} ms (URL/File ${(byUrl / byFile).toFixed(2)}x)`, `${(sent / (125 << 20)).toFixed(3)} B of Range per tensor byte (counted at the server until the statistics were done)`]);
   }
   // 2. The graph.
-  for (const q of ['', '&blocks=off']) {
+  for (const q of PARTS.has('graph') ? ['', '&blocks=off'] : []) {
     const t0 = Date.now();
     await ready(`?url=/gen/graph.onnx&view=graph${q}`);
     await page.waitForSelector('#graph-host [data-graph-state="done"]', { timeout: 120000 });
@@ -114,6 +126,38 @@ try {
       }
     }
     rows.push([`graph of a 5,046-node ONNX model, ${q ? 'flat (?blocks=off)' : 'collapsed'}`, `drawn ${ms} ms after navigation`, `${d.drawnBoxes} boxes, ${d.layout} layout ${d.layoutMs} ms${frames}`]);
+  }
+  // 3. The 100k-node graph: the longest main-thread task while it opens and pans.
+  for (const q of PARTS.has('big') ? ['', '&blocks=off'] : []) {
+    const t0 = Date.now();
+    await ready(`?url=/gen/graph100k.onnx&view=graph${q}`);
+    await page.waitForSelector('#graph-host [data-graph-state="done"]', { timeout: 300000 });
+    const ms = Date.now() - t0;
+    const opened = await page.evaluate(() => window.__longest);
+    const d = await page.$eval('#graph-host [data-graph-state]', (e) => ({ ...e.dataset }));
+    const panned = await page.evaluate(async () => {
+      window.__longest = 0;
+      const svg = document.querySelector('#graph-host svg');
+      const r = svg.getBoundingClientRect();
+      let max = 0;
+      let last = performance.now();
+      for (let i = 0; i < 60; i++) {
+        if (i % 2) svg.dispatchEvent(new WheelEvent('wheel', { deltaY: i % 4 === 1 ? -300 : 300, clientX: r.left + r.width / 2, clientY: r.top + r.height / 2, bubbles: true, cancelable: true }));
+        else {
+          const sign = i % 4 === 0 ? 1 : -1;
+          svg.dispatchEvent(new PointerEvent('pointerdown', { clientX: 400, clientY: 400, pointerId: 1, bubbles: true }));
+          svg.dispatchEvent(new PointerEvent('pointermove', { clientX: 400 + sign * 30, clientY: 400 - sign * 200, pointerId: 1, bubbles: true }));
+          svg.dispatchEvent(new PointerEvent('pointerup', { clientX: 400 + sign * 30, clientY: 400 - sign * 200, pointerId: 1, bubbles: true }));
+        }
+        await new Promise((res) => requestAnimationFrame(res));
+        const now = performance.now();
+        max = Math.max(max, now - last);
+        last = now;
+      }
+      await new Promise((res) => setTimeout(res, 200));
+      return { longest: window.__longest, frame: max };
+    });
+    rows.push([`graph of a 100,004-node ONNX model, ${q ? 'flat (?blocks=off)' : 'collapsed'}`, `drawn ${ms} ms after navigation`, `${d.drawnBoxes} boxes, analysis ${d.analyzeMs} ms in the graph Worker, ${d.layout} layout ${d.layoutMs} ms; longest main-thread task ${opened.toFixed(0)} ms while opening, ${panned.longest.toFixed(0)} ms over 60 pan/zoom frames (longest frame ${panned.frame.toFixed(0)} ms)`]);
   }
   await browser.close();
   server.closeAllConnections();

@@ -1,6 +1,7 @@
 // The ONNX graph view of the model inspector: the model (ctx.sources[i], i = ?gsrc= or 0) is
-// read in a Worker (graph-worker.js: reader.graph()), analysed (graph-model.js: op-type counts,
-// producers and consumers, repeated blocks), and drawn: repeated blocks (`/layers.N/`) collapsed
+// read in a Worker (graph-worker.js: reader.graph()), analysed there too (graph-model.js: op-type
+// counts, producers and consumers, repeated blocks, the boxes to draw for the opened blocks; small
+// constants' values), and drawn here: repeated blocks (`/layers.N/`) collapsed
 // to one box, laid out by elkjs (layered) in its own Worker (web-demo/vendor/elkjs, copied there
 // by scripts/build-js.sh from the npm devDependency), drawn as SVG with pan (drag) and zoom
 // (wheel). Beside it: op-type counts, a searchable node list (virtualised), and the selected
@@ -19,9 +20,8 @@
 // `data-made="all"` once all are); `?node=NAME` selects a node once drawn.
 //
 // mount(el, ctx) -> { unmount() }; ctx = { sources, selectTensor, params, setParam }.
-import { boxSize, displayGraph, opFamily, shapeText } from './graph-model.js';
+import { boxSize, opFamily, shapeText } from './graph-model.js';
 import { valuesText } from './graph-constants.js';
-import { architecture } from './arch-view.js';
 
 const STYLE_ID = 'tl-graph-style';
 const ELK_WORKER = new URL('./vendor/elkjs/elk-worker.min.js', import.meta.url);
@@ -226,14 +226,36 @@ export function mount(el, ctx) {
     else if (data.type === 'error') {
       fail(data.error.message);
       worker.terminate();
+    } else if (data.type === 'piece') {
+      pieces.nodes.push(...data.nodes);
+      for (const [k, v] of data.producer) pieces.producer.set(k, v);
+      for (const [k, v] of data.consumers) pieces.consumers.set(k, v);
+    } else if (data.type === 'display') {
+      const p = displays.get(data.id);
+      displays.delete(data.id);
+      if (data.error) p?.reject(new Error(data.error.message));
+      else p?.resolve(data.display);
     } else if (data.type === 'done') {
-      worker.terminate();
-      worker = null;
+      // The Worker stays: it keeps the analysis and answers which boxes to draw (displayIn).
+      Object.assign(data.analysis, pieces);
       if (!dead) show(data);
     }
   };
+  // The analysis's nodes, producers and consumers, as they come (graph-worker.js sends them in pieces).
+  const pieces = { nodes: [], producer: new Map(), consumers: new Map() };
+  const displays = new Map();
+  let nextDisplay = 1;
+  /** graph-model.js's displayGraph(analysis, expanded), run in the graph Worker. */
+  const displayIn = (expanded) =>
+    new Promise((resolve, reject) => {
+      const id = nextDisplay++;
+      displays.set(id, { resolve, reject });
+      worker.postMessage({ cmd: 'display', id, expanded });
+    });
+  /** Lets the page's thread draw and take input between the steps of a large graph's first draw. */
+  const breathe = () => new Promise((r) => setTimeout(r, 0));
 
-  function show({ graph, analysis: a, constants, tensors, bytesRead, ms, analyzeMs }) {
+  async function show({ graph, analysis: a, arch, constants, tensors, bytesRead, ms, analyzeMs }) {
     root.dataset.analyzeMs = analyzeMs.toFixed(0);
     // Small constants drawn in their nodes: initializers by name, Constant nodes by index.
     const constInit = new Map(Object.entries(constants?.initializers ?? {}));
@@ -400,7 +422,14 @@ export function mount(el, ctx) {
       const seq = ++layoutSeq;
       setState('layout');
       const t1 = performance.now();
-      const d = displayGraph(a, expanded);
+      let d;
+      try {
+        d = await displayIn(expanded);
+      } catch (e) {
+        if (seq === layoutSeq) fail(e.message);
+        return;
+      }
+      if (seq !== layoutSeq || dead) return;
       for (const n of d.nodes) if (n.kind === 'node') n.extra = inline(a.nodes[n.node]);
       status.textContent = `laying out ${d.nodes.length} boxes…`;
       const g = {
@@ -724,8 +753,8 @@ export function mount(el, ctx) {
       apply();
     }
 
-    // The architecture beside the graph, from the initializers' names (as the Architecture tab).
-    const arch = architecture(tensors.map((t) => ({ ...t, numel: t.shape.reduce((x, y) => x * Number(y), 1) })));
+    // The architecture beside the graph, from the initializers' names (as the Architecture tab;
+    // found in graph-worker.js).
     const fmtN = (n) => (n >= 1e9 ? `${(n / 1e9).toFixed(2)} B` : n >= 1e6 ? `${(n / 1e6).toFixed(2)} M` : n >= 1e4 ? `${(n / 1e3).toFixed(1)} k` : String(n));
     const archBox = arch
       ? h(
@@ -745,7 +774,11 @@ export function mount(el, ctx) {
       detail,
     );
     root.append(canvas, side);
+    await breathe();
+    if (dead) return;
     filterList();
+    await breathe();
+    if (dead) return;
     relayout().then(() => {
       const want = ctx.params?.get('node');
       if (want && byId.has(want)) select(want, true);

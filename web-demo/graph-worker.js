@@ -8,7 +8,12 @@
 import * as tensorlane from '../js/browser.js';
 import { RemoteFile } from '../js/http.js';
 import { constantNodes, MAX_VALUES } from './graph-constants.js';
-import { analyze } from './graph-model.js';
+import { analyze, displayGraph } from './graph-model.js';
+import { architecture } from './arch-view.js';
+
+/** Nodes (and producer/consumer entries) per message: each message is parsed on the page's thread
+ * as one task, so a 100k-node graph comes in pieces of a few tens of milliseconds each. */
+const PIECE = 5000;
 import { errorMessage, openSource } from './open-source.js';
 
 /** `(offset, length) -> Uint8Array` of a File or URL source. */
@@ -45,7 +50,20 @@ async function constantsOf(reader, source) {
   return { initializers, nodes, problems };
 }
 
+/** The last graph's analysis, for the page's `display` requests (which boxes, given the opened blocks). */
+let analysed = null;
+
 self.onmessage = async ({ data }) => {
+  if (data.cmd === 'display') {
+    // graph-model.js's displayGraph: the boxes and edges to lay out with `expanded` blocks open.
+    try {
+      if (!analysed) throw new Error('no graph has been read yet');
+      self.postMessage({ type: 'display', id: data.id, display: displayGraph(analysed, data.expanded) });
+    } catch (e) {
+      self.postMessage({ type: 'display', id: data.id, error: errorMessage(e) });
+    }
+    return;
+  }
   if (data.cmd !== 'graph') return;
   const t0 = performance.now();
   try {
@@ -59,7 +77,17 @@ self.onmessage = async ({ data }) => {
     const ms = performance.now() - t0;
     const t1 = performance.now();
     const analysis = analyze(graph, data.analyze);
-    self.postMessage({ type: 'done', graph, analysis, tensors, constants, bytesRead, ms, analyzeMs: performance.now() - t1 });
+    analysed = analysis;
+    const arch = architecture(tensors.map((t) => ({ ...t, numel: t.shape.reduce((x, y) => x * Number(y), 1) })));
+    const analyzeMs = performance.now() - t1;
+    // The big parts in pieces (the page puts them together); the analysis's nodes stand for the graph's.
+    const { nodes, producer, consumers, ...rest } = analysis;
+    const prod = [...producer];
+    const cons = [...consumers];
+    for (let i = 0; i < Math.max(nodes.length, prod.length, cons.length); i += PIECE) {
+      self.postMessage({ type: 'piece', nodes: nodes.slice(i, i + PIECE), producer: prod.slice(i, i + PIECE), consumers: cons.slice(i, i + PIECE) });
+    }
+    self.postMessage({ type: 'done', graph: { ...graph, nodes: [] }, analysis: rest, arch, tensors, constants, bytesRead, ms, analyzeMs });
   } catch (e) {
     self.postMessage({ type: 'error', error: errorMessage(e) });
   }

@@ -14,6 +14,7 @@
 //   part     {model, open, name, span, summary?, bins} -> a span's StatsPart numbers (no summary)
 //            or its histogram (with the merged summary); `open` says how to open the model
 import * as tensorlane from '../js/browser.js';
+import { architecture } from './arch-view.js';
 
 /** Bytes read per slice while streaming statistics, heatmaps and exports (bounded memory, no 2 GiB read). */
 const CHUNK_BYTES = 4 << 20;
@@ -40,6 +41,50 @@ const PARALLEL_MIN_BYTES = 64 << 20;
 const STATS_WORKERS = Math.max(4, Math.min(8, self.navigator?.hardwareConcurrency ?? 4));
 /** A tensor that cannot be read by element range (inflated, gathered, a .zt part) is read whole only up to this. */
 const WHOLE_LIMIT = 512 << 20;
+
+/**
+ * `fetch` through this Worker's fetch Worker (fetch-worker.js, started on first use): the body is
+ * read there, so it keeps arriving while this Worker computes, and comes back as one transferred
+ * ArrayBuffer. Answers what RemoteFile reads of a Response (status, headers, arrayBuffer(),
+ * body.cancel()); a network error is a TypeError and an abort an AbortError, as fetch's.
+ */
+let net = null;
+let nextFetch = 1;
+const fetching = new Map();
+function netFetch(url, init = {}) {
+  if (!net) {
+    net = new Worker(new URL('./fetch-worker.js', import.meta.url), { name: 'tensorlane fetch' });
+    net.onmessage = ({ data }) => {
+      const p = fetching.get(data.id);
+      if (!p) return;
+      fetching.delete(data.id);
+      if (data.error) return p.reject(data.error.name === 'AbortError' ? new DOMException(data.error.message, 'AbortError') : new TypeError(data.error.message));
+      const body = data.body;
+      p.resolve({ status: data.status, ok: data.status >= 200 && data.status < 300, headers: new Headers(data.headers), arrayBuffer: async () => body ?? new ArrayBuffer(0), body: { cancel: async () => {} } });
+    };
+    net.onerror = (e) => {
+      const err = new TypeError(`the fetch Worker failed: ${e.message ?? e}`);
+      for (const p of fetching.values()) p.reject(err);
+      fetching.clear();
+      net = null;
+    };
+  }
+  const signal = init.signal;
+  if (signal?.aborted) return Promise.reject(signal.reason ?? new DOMException('aborted', 'AbortError'));
+  const id = nextFetch++;
+  const w = net;
+  return new Promise((resolve, reject) => {
+    const abort = () => {
+      w.postMessage({ cancel: id });
+      fetching.delete(id);
+      reject(signal.reason ?? new DOMException('aborted', 'AbortError'));
+    };
+    signal?.addEventListener('abort', abort, { once: true });
+    const done = (f) => (x) => (signal?.removeEventListener('abort', abort), f(x));
+    fetching.set(id, { resolve: done(resolve), reject: done(reject) });
+    w.postMessage({ id, url: String(url), init: { headers: init.headers, cache: init.cache, credentials: init.credentials } });
+  });
+}
 
 const models = new Map();
 let nextModel = 1;
@@ -110,13 +155,17 @@ function entryOf(t) {
 /** What the page lists about a reader. */
 function describe(model, name, size, reader, openMs) {
   const tensors = reader.tensors.map(entryOf);
+  const metadata = metadataRows(reader);
   return {
     model,
     name,
     size,
     format: reader.format,
     tensors,
-    metadata: metadataRows(reader),
+    metadata,
+    // The Architecture tab's (arch-view.js), found here: for a 100k-tensor model it takes
+    // a long task's time, which the page's thread would not answer input in.
+    arch: architecture(tensors, metadata),
     skipped: reader.skipped ?? [],
     sources: reader.sources ?? [''],
     bytesRead: reader.bytesRead ?? null,
@@ -166,13 +215,13 @@ async function openUrl(url) {
   const t0 = performance.now();
   const abs = new URL(url, self.location.href).href;
   // The file's length from the first answer's Content-Range, and the requests made (for the overview).
-  const net = { requests: 0, size: null };
+  const seen = { requests: 0, size: null };
   const counted = async (u, init) => {
-    net.requests++;
-    const r = await fetch(u, init);
-    if (net.size === null && u === abs) {
+    seen.requests++;
+    const r = await netFetch(u, init);
+    if (seen.size === null && u === abs) {
       const m = /\/(\d+)\s*$/.exec(r.headers.get('content-range') ?? '');
-      net.size = m ? Number(m[1]) : r.status === 200 ? Number(r.headers.get('content-length')) : null;
+      seen.size = m ? Number(m[1]) : r.status === 200 ? Number(r.headers.get('content-length')) : null;
     }
     return r;
   };
@@ -181,9 +230,9 @@ async function openUrl(url) {
     const id = nextModel++;
     models.set(id, { id, reader, cache: null, how: { url: abs } });
     const name = decodeURIComponent(new URL(url, self.location.href).pathname.split('/').pop());
-    const d = describe(id, name, net.size, reader, performance.now() - t0);
+    const d = describe(id, name, seen.size, reader, performance.now() - t0);
     d.url = url;
-    d.requests = net.requests;
+    d.requests = seen.requests;
     return [d];
   } catch (e) {
     return [{ name: url, url, error: errorOf(e) }];
@@ -329,7 +378,7 @@ const opened = new Map();
 async function part(msg, signal, progress) {
   let reader = opened.get(msg.model);
   if (!reader) {
-    reader = msg.open.url ? tensorlane.open(msg.open.url) : tensorlane.open(msg.open.file, { companions: msg.open.companions });
+    reader = msg.open.url ? tensorlane.open(msg.open.url, { fetch: netFetch }) : tensorlane.open(msg.open.file, { companions: msg.open.companions });
     opened.set(msg.model, reader);
     reader.catch(() => opened.delete(msg.model)); // a failed open is tried again by the next part
   }
