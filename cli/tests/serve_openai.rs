@@ -464,8 +464,8 @@ fn check_busy(r: &Reply) -> Result<Outcome, String> {
 fn load_request(addr: SocketAddr, case: &Case, mode: usize) -> Result<Outcome, String> {
     use std::io::Read;
     let stream = mode == 0 || mode >= 4;
-    let body = json!({"prompt": case.prompt, "max_tokens": case.max_tokens, "temperature": 0, "stream": stream})
-        .to_string();
+    let body =
+        json!({"prompt": case.prompt, "max_tokens": case.max_tokens, "temperature": 0, "stream": stream}).to_string();
     let mut s = send_post(addr, "/v1/completions", &body).map_err(|e| format!("connect/send: {e}"))?;
     if mode == 1 {
         return Ok(Outcome::LeftEarly);
@@ -492,9 +492,16 @@ fn load_request(addr: SocketAddr, case: &Case, mode: usize) -> Result<Outcome, S
     if !stream {
         let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("body is not JSON: {e}"))?;
         let c = &v["choices"][0];
-        let want_finish = if case.generated < case.max_tokens { "stop" } else { "length" };
+        let want_finish = if case.generated < case.max_tokens {
+            "stop"
+        } else {
+            "length"
+        };
         if v["object"] != "text_completion" || c["text"] != case.text.as_str() || c["finish_reason"] != want_finish {
-            return bad(format!("answer {v} is not the solo greedy {:?} ({want_finish})", case.text));
+            return bad(format!(
+                "answer {v} is not the solo greedy {:?} ({want_finish})",
+                case.text
+            ));
         }
         let u = &v["usage"];
         if u["prompt_tokens"] != case.prompt_tokens || u["completion_tokens"] != case.generated {
@@ -502,7 +509,10 @@ fn load_request(addr: SocketAddr, case: &Case, mode: usize) -> Result<Outcome, S
         }
         return Ok(Outcome::Complete);
     }
-    if !r.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")) {
+    if !r
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("text/event-stream"))
+    {
         return bad(format!("streamed with content-type {:?}", r.header("content-type")));
     }
     let text = String::from_utf8(r.body).map_err(|e| format!("events are not UTF-8: {e}"))?;
@@ -535,9 +545,16 @@ fn load_request(addr: SocketAddr, case: &Case, mode: usize) -> Result<Outcome, S
             finish = Some(c["finish_reason"].clone());
         }
     }
-    let want_finish = if case.generated < case.max_tokens { "stop" } else { "length" };
+    let want_finish = if case.generated < case.max_tokens {
+        "stop"
+    } else {
+        "length"
+    };
     if got != case.text || finish != Some(json!(want_finish)) {
-        return bad(format!("streamed {got:?} ({finish:?}), not the solo greedy {:?} ({want_finish})", case.text));
+        return bad(format!(
+            "streamed {got:?} ({finish:?}), not the solo greedy {:?} ({want_finish})",
+            case.text
+        ));
     }
     Ok(Outcome::Complete)
 }
@@ -577,7 +594,12 @@ fn thirty_two_clients_for_a_while() {
     let served = Served::start(
         &path,
         CONTEXT,
-        &["--max-batch", &MAX_BATCH.to_string(), "--max-queue", &MAX_QUEUE.to_string()],
+        &[
+            "--max-batch",
+            &MAX_BATCH.to_string(),
+            "--max-queue",
+            &MAX_QUEUE.to_string(),
+        ],
     );
     let addr = served.addr;
 
@@ -619,7 +641,12 @@ fn thirty_two_clients_for_a_while() {
         }
     }
     let ran = start.elapsed().as_secs_f64();
-    assert!(failures.is_empty(), "{} bad answers, the first: {:#?}", failures.len(), &failures[..failures.len().min(5)]);
+    assert!(
+        failures.is_empty(),
+        "{} bad answers, the first: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
     let n = |o| tally.get(&o).copied().unwrap_or(0);
     eprintln!(
         "{CLIENTS} clients for {ran:.1} s: {} complete, {} answered 429, {} left mid-stream, {} left right after sending",
@@ -629,7 +656,10 @@ fn thirty_two_clients_for_a_while() {
         n(Outcome::LeftEarly)
     );
     assert!(n(Outcome::Complete) >= CLIENTS, "too few complete answers: {tally:?}");
-    assert!(n(Outcome::Busy) > 0, "32 clients against 4 slots and 8 queue places got no 429: {tally:?}");
+    assert!(
+        n(Outcome::Busy) > 0,
+        "32 clients against 4 slots and 8 queue places got no 429: {tally:?}"
+    );
     assert!(n(Outcome::LeftMidStream) > 0, "no client left mid-stream: {tally:?}");
 
     // Every place is free again (the clients that left hold none): max_batch + max_queue

@@ -525,7 +525,14 @@ fn run(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mpsc:
 /// A job whose prompt was evaluated (into `cache`, giving `logits` for its last position):
 /// emits its first token; `None` when the sequence has already ended (one token asked for, an
 /// end-of-generation token, a failure, a receiver gone) and its place is free.
-fn joined(job: Job, cache: KvCache, logits: &[f32], tokenizer: &Tokenizer, context: usize, shared: &Shared) -> Option<Seq> {
+fn joined(
+    job: Job,
+    cache: KvCache,
+    logits: &[f32],
+    tokenizer: &Tokenizer,
+    context: usize,
+    shared: &Shared,
+) -> Option<Seq> {
     let Job { req, tx } = job;
     if logits.is_empty() {
         shared.release();

@@ -550,9 +550,7 @@ impl<'m> Cpu<'m> {
         }
         let out = self.w.output();
         let mut logits = vec![0f32; picked.len() * out.rows];
-        let picked_segs = segments(
-            &mut (0..seqs.len()).map(|s| picked.iter().filter(|&&r| rows[r].0 == s).count()),
-        );
+        let picked_segs = segments(&mut (0..seqs.len()).map(|s| picked.iter().filter(|&&r| rows[r].0 == s).count()));
         product(out, &xo, &mut logits, &picked_segs);
         if let Some(o) = self.w.output.as_mut() {
             o.unstage();

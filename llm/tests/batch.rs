@@ -279,9 +279,6 @@ fn under_a_budget_each_step_streams_the_same_bytes_for_the_whole_batch() {
     assert_eq!(alone.len(), 6);
     // The prompts of requests that join share a pass with the others' decode rows: fewer passes
     // over (streams of) the weights than one per decode step plus one per prompt.
-    assert!(
-        m.passes < m.steps + 5,
-        "every prompt had a pass of its own: {m:?}"
-    );
+    assert!(m.passes < m.steps + 5, "every prompt had a pass of its own: {m:?}");
     eprintln!("budget {min} bytes: {per_step} bytes streamed per step, for 1 or 4 sequences");
 }
