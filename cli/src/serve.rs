@@ -59,9 +59,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "TIME", default_value = "30s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
     /// The most bytes of tensor data /tensors/ and /ws hold in memory at once, all requests
-    /// together (e.g. 512MiB, 4GiB): a streamed packet takes 1.5 MiB of it, a WebSocket message
-    /// its whole size. A request that does not fit waits up to 20 s, then gets 503 (Retry-After);
-    /// one that never could gets 413. (--max-tensor-bytes limits a tensor held whole.)
+    /// together (e.g. 512MiB, 4GiB): a streamed packet (/tensors/, or a /ws message sent in
+    /// frames) takes 1.5 MiB of it, plus the tensor when its storage can only be read whole. A
+    /// request that does not fit waits up to 20 s, then gets 503 (Retry-After); one that never
+    /// could gets 413. (--max-tensor-bytes limits a tensor held whole.)
     #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = crate::limits::parse_size)]
     pub max_memory: u64,
     /// Text generation: `--model` adds the OpenAI-compatible API (crate::serve_llm).

@@ -320,10 +320,11 @@ fn npy_header(descr: &str, fortran: bool, shape: &[u64]) -> Vec<u8> {
     h
 }
 
-/// `--max-tensor-bytes 1MiB`: a 4 MiB tensor is still streamed by `/tensors/` (never held whole),
-/// but where it must be held whole it is refused with 413 and a message naming the option: a
-/// Fortran-order `.npy` (whose elements are gathered in memory) and a WebSocket message.
-/// `--max-memory 1MiB`: a WebSocket message of 4 MiB could never fit, 413 naming that option.
+/// `--max-tensor-bytes 1MiB`: a 4 MiB tensor is still streamed by `/tensors/` and `/ws` (never
+/// held whole; over `/ws` one message in frames of 256 KiB), but one whose storage must be read
+/// whole (a Fortran-order `.npy`, whose elements are gathered in memory) is refused with 413 and
+/// a message naming the option, over HTTP and WebSocket alike. `--max-memory 1MiB`: the same
+/// tensor could never be held, 413 naming that option; streamed ones still pass.
 #[test]
 fn whole_tensors_over_the_limits_are_refused_with_413() {
     let dir = scratch("limits");
@@ -357,19 +358,32 @@ fn whole_tensors_over_the_limits_are_refused_with_413() {
         "{msg}"
     );
     let mut ws = Ws::connect(s.addr);
-    ws.send_text(&serde_json::json!({ "model": format!("{mount}/four.safetensors"), "tensors": ["w"] }).to_string());
-    let (op, answer) = ws.read();
-    assert_eq!(op, 1);
-    let v: Value = serde_json::from_slice(&answer).unwrap();
+    let ask = |model: &str, name: &str| {
+        serde_json::json!({ "model": format!("{mount}/{model}"), "tensors": [name] }).to_string()
+    };
+    ws.send_text(&ask("four.safetensors", "w"));
+    let v: Value = serde_json::from_slice(&ws.read().1).unwrap();
+    assert_eq!(v["bytes"], streamed.body.len(), "{v}");
+    let (op, packet, frames) = ws.message();
+    assert_eq!(op, 2);
+    assert_eq!(packet, streamed.body, "the WebSocket packet is the HTTP one");
+    assert!(frames >= 16, "{frames} frames: streamed in pieces");
+    ws.read(); // done
+    ws.send_text(&ask("fortran.npy", "array"));
+    let v: Value = serde_json::from_slice(&ws.read().1).unwrap();
     assert_eq!(v["status"], 413, "{v}");
     assert!(v["error"].as_str().unwrap().contains("--max-tensor-bytes"), "{v}");
     drop(s);
     let s = Served::start("-n 1024", &["--max-memory", "1MiB", dir.to_str().unwrap()]);
     let mut ws = Ws::connect(s.addr);
-    ws.send_text(&serde_json::json!({ "model": format!("{mount}/four.safetensors"), "tensors": ["w"] }).to_string());
+    ws.send_text(&ask("fortran.npy", "array"));
     let v: Value = serde_json::from_slice(&ws.read().1).unwrap();
     assert_eq!(v["status"], 413, "{v}");
     assert!(v["error"].as_str().unwrap().contains("--max-memory"), "{v}");
+    ws.read(); // done
+    ws.send_text(&ask("four.safetensors", "w"));
+    ws.read();
+    assert_eq!(ws.read().1, streamed.body);
     // Streamed, the same tensor fits in the same budget.
     assert_eq!(get(s.addr, &format!("/tensors/{mount}/four.safetensors/w")).status, 200);
     drop(s);
@@ -488,8 +502,8 @@ impl Ws {
         self.frame(0x81, text.as_bytes());
     }
 
-    /// The next frame: (opcode, payload).
-    fn read(&mut self) -> (u8, Vec<u8>) {
+    /// The next frame: (FIN, opcode, payload).
+    fn frame_in(&mut self) -> (bool, u8, Vec<u8>) {
         let mut h = [0u8; 2];
         self.s.read_exact(&mut h).expect("a frame from the server");
         let len = match h[1] & 0x7f {
@@ -507,7 +521,31 @@ impl Ws {
         };
         let mut p = vec![0u8; len as usize];
         self.s.read_exact(&mut p).unwrap();
-        (h[0] & 0x0f, p)
+        (h[0] & 0x80 != 0, h[0] & 0x0f, p)
+    }
+
+    /// The next message, its frames joined: (opcode, payload, frames); a close frame is returned
+    /// as it comes, even in the middle of a message.
+    fn message(&mut self) -> (u8, Vec<u8>, usize) {
+        let (mut fin, op, mut all) = self.frame_in();
+        let mut frames = 1;
+        while !fin {
+            let (f, o, p) = self.frame_in();
+            if o == 8 {
+                return (8, p, frames + 1);
+            }
+            assert_eq!(o, 0, "a continuation frame");
+            all.extend_from_slice(&p);
+            fin = f;
+            frames += 1;
+        }
+        (op, all, frames)
+    }
+
+    /// The next message: (opcode, payload).
+    fn read(&mut self) -> (u8, Vec<u8>) {
+        let (op, p, _) = self.message();
+        (op, p)
     }
 
     /// Reads frames until a close frame: its status code.

@@ -140,13 +140,13 @@ pub struct Config {
     /// none of a response (default 30 s; `None` or zero: no limit).
     pub idle_timeout: Option<std::time::Duration>,
     /// The most bytes of tensor data `/tensors/` and `/ws` hold in memory at once, all requests
-    /// together (default [`DEFAULT_MAX_MEMORY`], 1 GiB): a streamed packet takes 1.5 MiB of it, a
-    /// packet held whole (a WebSocket message) its size. A request that does not fit waits up to
-    /// 20 s for others to finish, then is answered `503` with `Retry-After`; one that never could
-    /// is answered `413`.
+    /// together (default [`DEFAULT_MAX_MEMORY`], 1 GiB): a streamed packet (`/tensors/`, or a
+    /// `/ws` message sent in frames) takes 1.5 MiB of it, plus the tensor's bytes when its storage
+    /// can only be read whole. A request that does not fit waits up to 20 s for others to finish,
+    /// then is answered `503` with `Retry-After`; one that never could is answered `413`.
     pub max_memory: u64,
-    /// The most bytes one tensor may take where it must be held whole (a WebSocket message, a
-    /// storage that cannot be read in pieces): over it, `413` (default
+    /// The most bytes one tensor may take where it must be held whole (a storage that cannot be
+    /// read in pieces, such as a strided or gathered layout): over it, `413` (default
     /// [`tensorlane_core::formats::DEFAULT_MAX_TENSOR_BYTES`], 4 GiB). Streamed packets are not
     /// limited by it.
     pub max_tensor_bytes: u64,

@@ -16,7 +16,11 @@
 //! a text message `{"index", "model", "name", "bytes"}` followed by one binary message, the Tenso
 //! packet, or a text message `{"index", "model", "name", "status", "error"}`; then
 //! `{"done": true, "sent", "failed"}`. Each message is sent only once the one before it has been
-//! flushed to the socket, so a slow reader slows the server instead of filling its memory.
+//! flushed to the socket, so a slow reader slows the server instead of filling its memory. A
+//! packet is one binary message sent in frames of up to 256 KiB as it is read from the file (as
+//! `/tensors/` streams it); a read that fails midway (the file changed) closes the WebSocket with
+//! 1011 and the reason. A request over 1 MiB is answered with close 1009, a protocol error with
+//! 1002.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,11 +31,12 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Query, Request, State as AxState};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use http_body::{Frame, SizeHint};
+use futures::{SinkExt, StreamExt};
+use http_body::{Frame as BodyFrame, SizeHint};
+use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tensorlane_core::DType;
@@ -40,6 +45,12 @@ use tensorlane_core::formats::{Codec, ElementType, ReadLimits, Storage, TensorIn
 use tensorlane_core::wire::EncodeOptions;
 use tensorlane_core::zt::format::LogicalType;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio_tungstenite::WebSocketStream;
+use tungstenite::Message;
+use tungstenite::handshake::derive_accept_key;
+use tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
+use tungstenite::protocol::frame::{CloseFrame, Frame};
+use tungstenite::protocol::{Role, WebSocketConfig};
 
 use super::files::{self, Refusal, Stamp};
 use super::{Mount, Shared};
@@ -372,8 +383,8 @@ const BUDGET_WAIT: Duration = Duration::from_secs(20);
 /// and the whole-tensor limit ([`Config::max_tensor_bytes`](super::Config::max_tensor_bytes)).
 ///
 /// Every packet request reserves what it will hold before it reads anything: a streamed
-/// response [`STREAM_BYTES`], a packet that must be whole in memory (a WebSocket message, a
-/// tensor whose storage cannot be read in pieces) its bytes. A request that does not fit waits
+/// response or WebSocket message [`STREAM_BYTES`], plus the tensor's bytes when its storage
+/// cannot be read in pieces (a strided or gathered layout is read whole). A request that does not fit waits
 /// (at most [`BUDGET_WAIT`], then 503 with `Retry-After`) for others to finish; one that could
 /// never fit is refused (413).
 #[derive(Debug)]
@@ -564,34 +575,6 @@ impl Plan {
         read.map_err(|e| format!("{}: {e}", self.what))?;
         self.model.check_unchanged().map_err(|e| format!("{}: {e}", self.what))
     }
-
-    /// The whole packet in one buffer (a WebSocket message).
-    fn whole(&self) -> Result<Vec<u8>, String> {
-        let mut out = Vec::new();
-        out.try_reserve_exact(self.len() as usize)
-            .map_err(|e| format!("{}: cannot hold its {} bytes: {e}", self.what, self.len()))?;
-        out.extend_from_slice(&self.head);
-        let mut hash = BodyHash::new();
-        self.body(&mut |p| {
-            if self.integrity {
-                hash.update(p);
-            }
-            out.extend_from_slice(p);
-            Ok(())
-        })?;
-        if out.len() as u64 != self.head.len() as u64 + self.body_len {
-            return Err(format!(
-                "{}: {} body bytes were read where {} were expected",
-                self.what,
-                out.len() - self.head.len(),
-                self.body_len
-            ));
-        }
-        if self.integrity {
-            out.extend_from_slice(&hash.finish());
-        }
-        Ok(out)
-    }
 }
 
 /// Whether [`Model::read_chunks`] reads `t` in bounded pieces (ranges, deflated zip members,
@@ -721,14 +704,14 @@ impl http_body::Body for Streamed {
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+    ) -> Poll<Option<Result<BodyFrame<Bytes>, std::io::Error>>> {
         if self.remaining == 0 {
             return Poll::Ready(None);
         }
         match self.rx.poll_recv(cx) {
             Poll::Ready(Some(Ok(b))) => {
                 self.remaining = self.remaining.saturating_sub(b.len() as u64);
-                Poll::Ready(Some(Ok(Frame::data(b))))
+                Poll::Ready(Some(Ok(BodyFrame::data(b))))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
             Poll::Ready(None) => Poll::Ready(Some(Err(std::io::Error::other("the packet ended before its length")))),
@@ -858,9 +841,9 @@ enum WsItem {
     Full { model: String, name: String },
 }
 
-/// One WebSocket answer: the whole packet (a message is sent whole), its bytes held under the
-/// budget until it was sent, and under `--max-tensor-bytes`.
-async fn build_message(s: Arc<Shared>, rest: String, opts: PacketOptions) -> Result<(Vec<u8>, Reserved), Failure> {
+/// Plans one WebSocket answer and reserves its share of the budget: [`STREAM_BYTES`] (the
+/// packet is streamed as one fragmented message) plus, for a storage read whole, its bytes.
+async fn plan_message(s: &Arc<Shared>, rest: String, opts: PacketOptions) -> Result<(Plan, Reserved), Failure> {
     let s2 = s.clone();
     let plan = tokio::task::spawn_blocking(move || {
         let (id, model, name) = s2.find(&rest)?;
@@ -868,69 +851,148 @@ async fn build_message(s: Arc<Shared>, rest: String, opts: PacketOptions) -> Res
     })
     .await
     .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding failed: {e}")))??;
-    if plan.body_len > s.limits.max_tensor_bytes {
-        return Err(Failure::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "{}: a WebSocket message holds the whole packet ({} bytes), over this server's --max-tensor-bytes of {} \
-                 bytes; fetch it from /tensors/ (streamed) or the file URL, or raise --max-tensor-bytes",
-                plan.what,
-                plan.len(),
-                s.limits.max_tensor_bytes
-            ),
-        ));
-    }
-    let reserved = s.limits.reserve(plan.len() + plan.held_whole(), &plan.what).await?;
-    let bytes = tokio::task::spawn_blocking(move || plan.whole())
-        .await
-        .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding failed: {e}")))?
-        .map_err(|m| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, m))?;
-    Ok((bytes, reserved))
+    let need = STREAM_BYTES.min(s.limits.max_memory) + plan.held_whole();
+    let reserved = s.limits.reserve(need, &plan.what).await?;
+    Ok((plan, reserved))
 }
 
-/// `GET /ws`.
-pub(super) async fn websocket(AxState(s): AxState<Arc<Shared>>, ws: WebSocketUpgrade) -> Response {
-    ws.max_message_size(1 << 20)
-        .on_upgrade(move |socket| session(s, socket))
+/// The server's side of an upgraded connection.
+type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+
+/// Whether header `name` lists `token` (comma-separated, any case).
+fn lists(h: &axum::http::HeaderMap, name: header::HeaderName, token: &str) -> bool {
+    h.get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
 }
+
+/// `GET /ws`: the WebSocket handshake (RFC 6455 §4.2), done here rather than by axum's
+/// extractor so that a packet can be sent as one message in several frames (a piece of the
+/// file each) instead of one frame that holds it whole.
+pub(super) async fn websocket(AxState(s): AxState<Arc<Shared>>, mut req: Request) -> Response {
+    let h = req.headers();
+    let bad = |m: &str| (StatusCode::BAD_REQUEST, format!("/ws: {m}\n")).into_response();
+    if !lists(h, header::UPGRADE, "websocket") {
+        return bad("not a WebSocket handshake: send `Upgrade: websocket` (a WebSocket client does)");
+    }
+    if !lists(h, header::CONNECTION, "upgrade") {
+        return bad("not a WebSocket handshake: send `Connection: Upgrade`");
+    }
+    if h.get(header::SEC_WEBSOCKET_VERSION).and_then(|v| v.to_str().ok()) != Some("13") {
+        let mut r = bad("WebSocket version 13 only (Sec-WebSocket-Version: 13)");
+        r.headers_mut()
+            .insert(header::SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
+        return r;
+    }
+    let Some(key) = h
+        .get(header::SEC_WEBSOCKET_KEY)
+        .map(|k| derive_accept_key(k.as_bytes()))
+    else {
+        return bad("the handshake has no Sec-WebSocket-Key");
+    };
+    let Some(on_upgrade) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
+        return (
+            StatusCode::UPGRADE_REQUIRED,
+            "/ws: this connection cannot be upgraded (HTTP/1.1 only)\n",
+        )
+            .into_response();
+    };
+    tokio::spawn(async move {
+        let Ok(upgraded) = on_upgrade.await else { return };
+        let mut config = WebSocketConfig::default();
+        config.max_message_size = Some(MAX_REQUEST);
+        config.max_frame_size = Some(MAX_REQUEST);
+        let socket = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
+        session(s, socket).await;
+    });
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = r.headers_mut();
+    h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    if let Ok(v) = HeaderValue::from_str(&key) {
+        h.insert(header::SEC_WEBSOCKET_ACCEPT, v);
+    }
+    r
+}
+
+/// The largest request message (and frame) a WebSocket client may send.
+const MAX_REQUEST: usize = 1 << 20;
 
 /// Sends a JSON text message; `false` when the peer is gone.
-async fn send_json(socket: &mut WebSocket, v: Value) -> bool {
-    socket.send(Message::Text(v.to_string().into())).await.is_ok()
+async fn send_json(socket: &mut Socket, v: Value) -> bool {
+    socket.send(Message::text(v.to_string())).await.is_ok()
+}
+
+/// Sends a close frame with `code` and `reason` (cut to the 123 bytes a close frame carries).
+async fn close(socket: &mut Socket, code: CloseCode, reason: &str) {
+    let mut reason = reason.to_string();
+    while reason.len() > 123 {
+        reason.pop();
+    }
+    let _ = socket
+        .send(Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        })))
+        .await;
+}
+
+/// Sends `plan`'s packet as one binary message in frames of a piece each: `false` when the peer
+/// is gone, or when reading failed (a file changed, a read error), which closes the connection
+/// with 1011 and the reason in the middle of the message (a client sees the message cut off).
+async fn send_packet(socket: &mut Socket, plan: Plan, reserved: Reserved) -> bool {
+    let mut body = stream(plan, reserved);
+    let mut first = true;
+    loop {
+        match body.rx.recv().await {
+            Some(Ok(b)) => {
+                body.remaining = body.remaining.saturating_sub(b.len() as u64);
+                let fin = body.remaining == 0;
+                let op = OpCode::Data(if first { Data::Binary } else { Data::Continue });
+                first = false;
+                if socket.send(Message::Frame(Frame::message(b, op, fin))).await.is_err() {
+                    return false;
+                }
+                if fin {
+                    return true;
+                }
+            }
+            Some(Err(e)) => {
+                close(socket, CloseCode::Error, &e.to_string()).await;
+                return false;
+            }
+            None => {
+                close(socket, CloseCode::Error, "the packet ended before its length").await;
+                return false;
+            }
+        }
+    }
 }
 
 /// The close code for a failed read of the peer's messages: 1009 for a message over the limit,
 /// 1002 for a protocol error (a reserved bit, a bad opcode, an unmasked frame, …), 1007 for text
 /// that is not UTF-8; `None` when the connection itself failed (nothing can be sent).
-fn close_for(e: axum::Error) -> Option<(u16, String)> {
+fn close_for(e: &tungstenite::Error) -> Option<(CloseCode, String)> {
     use tungstenite::Error as E;
-    let inner = e.into_inner();
-    let e = inner.downcast_ref::<E>()?;
     match e {
-        E::Capacity(c) => Some((close_code::SIZE, format!("{c}: requests are at most 1 MiB"))),
-        E::Protocol(p) => Some((close_code::PROTOCOL, p.to_string())),
-        E::Utf8(m) => Some((close_code::INVALID, format!("a text message is not UTF-8: {m}"))),
+        E::Capacity(c) => Some((CloseCode::Size, format!("{c}: requests are at most 1 MiB"))),
+        E::Protocol(p) => Some((CloseCode::Protocol, p.to_string())),
+        E::Utf8(m) => Some((CloseCode::Invalid, format!("a text message is not UTF-8: {m}"))),
         _ => None,
     }
 }
 
-async fn session(s: Arc<Shared>, mut socket: WebSocket) {
+/// Answers the requests of one WebSocket, one after the other.
+async fn session(s: Arc<Shared>, mut socket: Socket) {
     loop {
-        let msg = match socket.recv().await {
+        let msg = match socket.next().await {
             None => return,
             Some(Ok(m)) => m,
             Some(Err(e)) => {
-                if let Some((code, reason)) = close_for(e) {
-                    // A close reason is at most 123 bytes.
-                    let mut reason = reason;
-                    while reason.len() > 123 {
-                        reason.pop();
-                    }
-                    let frame = CloseFrame {
-                        code,
-                        reason: reason.into(),
-                    };
-                    let _ = socket.send(Message::Close(Some(frame))).await;
+                if let Some((code, reason)) = close_for(&e) {
+                    close(&mut socket, code, &reason).await;
                 }
                 return;
             }
@@ -978,18 +1040,16 @@ async fn session(s: Arc<Shared>, mut socket: WebSocket) {
                 WsItem::Full { model, name } => (model, name),
                 WsItem::Name(name) => (req.model.clone().unwrap_or_default(), name),
             };
-            let s2 = s.clone();
             let rest = format!("{}/{}", files::encode_path(&model), files::encode_path(&name));
-            let built = build_message(s2, rest, opts).await;
-            let ok = match built {
-                Ok((bytes, _reserved)) => {
+            let ok = match plan_message(&s, rest, opts).await {
+                Ok((plan, reserved)) => {
                     sent += 1;
                     send_json(
                         &mut socket,
-                        json!({ "index": index, "model": model, "name": name, "bytes": bytes.len() }),
+                        json!({ "index": index, "model": model, "name": name, "bytes": plan.len() }),
                     )
                     .await
-                        && socket.send(Message::Binary(bytes.into())).await.is_ok()
+                        && send_packet(&mut socket, plan, reserved).await
                 }
                 Err(f) => {
                     failed += 1;
