@@ -18,7 +18,10 @@
 // Cache-Control: no-cache; If-Match /
 // If-Unmodified-Since (412), If-None-Match / If-Modified-Since (304), then one Range (a-b, a-, -n)
 // with If-Range: 206, or 416 with `Content-Range: bytes */size`; several ranges or a malformed
-// header get the whole file (200). Paths are percent-decoded once; `.`/`..` components,
+// header get the whole file (200). The body is read from the one open file the ETag describes,
+// its identity checked after every 256 KiB piece: a file rewritten in place, truncated or
+// extended meanwhile is a 503 before the answer starts, or a body cut off after (never a clean
+// end with bytes of two versions). Paths are percent-decoded once; `.`/`..` components,
 // backslashes and NULs are refused (400); a file reached through a symlink leading out of its
 // mount is not found (404). CORS: any origin, GET/HEAD/OPTIONS, Range and the conditionals
 // allowed, Content-Range/Content-Length/ETag/Accept-Ranges/Last-Modified/Content-Type exposed.
@@ -42,7 +45,7 @@
 import { createServer } from 'node:http';
 import { BlockList, isIP } from 'node:net';
 import { lookup } from 'node:dns/promises';
-import { createReadStream, readdirSync, realpathSync, statSync } from 'node:fs';
+import { close, closeSync, fstat, fstatSync, openSync, read, readSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -197,56 +200,139 @@ export async function mountsOf(paths, open) {
   return mounts;
 }
 
+/** The most bytes of a file read at once for a body (the Rust server's CHUNK). */
+const CHUNK = 256 << 10;
+
+/** Whether two `fstat`s (bigint) describe the same version of a file: size, mtime, inode, ctime. */
+const sameVersion = (a, b) => a.size === b.size && a.mtimeNs === b.mtimeNs && a.ino === b.ino && a.ctimeNs === b.ctimeNs;
+
 /**
  * Sends the file `path` (canonical) for `req`, with the validators, conditionals and ranges;
  * `shown` (the URL path asked for) is what error bodies name.
+ *
+ * One open file gives the validators and the bytes. Every piece read is followed by an `fstat`:
+ * a file written in place, truncated or extended since its identity (the ETag) was taken is a
+ * `503` before the answer starts (a body of at most CHUNK bytes is read before it), or a body cut
+ * off (fewer bytes than Content-Length, then the connection ends) after — as the Rust server does.
  */
 function sendFile(req, res, path, shown, headers) {
-  let st;
+  let fd;
   try {
-    st = statSync(path, { bigint: true });
+    // Only a regular file is opened (opening a FIFO would wait for a writer).
+    if (!statSync(path).isFile()) throw new HttpError(404, `${shown}: not a file`);
+    fd = openSync(path, 'r');
   } catch (e) {
+    if (e instanceof HttpError) throw e;
     throw new HttpError(404, `${shown}: not found (${e.code ?? 'unreadable'})`);
   }
-  if (!st.isFile()) throw new HttpError(404, `${shown}: not a file`);
-  const size = Number(st.size);
-  const hex = (n) => (n > 0n ? n : 0n).toString(16);
-  const etag = `"${hex(st.size)}-${hex(st.mtimeNs)}-${hex(st.ino)}-${hex(st.ctimeNs)}"`;
-  const mtime = new Date(Number(st.mtimeNs / 1_000_000_000n) * 1000);
-  const modified = mtime.toUTCString();
-  const h = req.headers;
-  const base = { ...headers, etag, 'last-modified': modified, 'accept-ranges': 'bytes' };
-  const bare = (status, extra = {}) => {
-    res.writeHead(status, { ...base, ...extra });
-    res.end();
-  };
-  const date = (s) => {
-    const t = Date.parse(s ?? '');
-    return Number.isNaN(t) ? null : t;
-  };
-  if (h['if-match'] !== undefined) {
-    if (!tagListed(h['if-match'], etag, false)) return bare(412);
-  } else if (date(h['if-unmodified-since']) !== null && mtime.getTime() > date(h['if-unmodified-since'])) {
-    return bare(412);
+  let handedOver = false;
+  try {
+    const st = fstatSync(fd, { bigint: true });
+    if (!st.isFile()) throw new HttpError(404, `${shown}: not a file`);
+    const size = Number(st.size);
+    const hex = (n) => (n > 0n ? n : 0n).toString(16);
+    const etag = `"${hex(st.size)}-${hex(st.mtimeNs)}-${hex(st.ino)}-${hex(st.ctimeNs)}"`;
+    const mtime = new Date(Number(st.mtimeNs / 1_000_000_000n) * 1000);
+    const modified = mtime.toUTCString();
+    const h = req.headers;
+    const base = { ...headers, etag, 'last-modified': modified, 'accept-ranges': 'bytes' };
+    const bare = (status, extra = {}) => {
+      res.writeHead(status, { ...base, ...extra });
+      res.end();
+    };
+    const date = (s) => {
+      const t = Date.parse(s ?? '');
+      return Number.isNaN(t) ? null : t;
+    };
+    if (h['if-match'] !== undefined) {
+      if (!tagListed(h['if-match'], etag, false)) return bare(412);
+    } else if (date(h['if-unmodified-since']) !== null && mtime.getTime() > date(h['if-unmodified-since'])) {
+      return bare(412);
+    }
+    if (h['if-none-match'] !== undefined) {
+      if (tagListed(h['if-none-match'], etag, true)) return bare(304);
+    } else if (date(h['if-modified-since']) !== null && mtime.getTime() <= date(h['if-modified-since'])) {
+      return bare(304);
+    }
+    const ifRange = h['if-range'];
+    const applies = req.method === 'GET' && (ifRange === undefined || (ifRange.startsWith('"') || ifRange.startsWith('W/') ? ifRange === etag : ifRange === modified));
+    const range = applies && h.range !== undefined ? parseRange(h.range, size) : null;
+    if (range === 'unsatisfiable') return bare(416, { 'content-range': `bytes */${size}`, 'content-length': '0' });
+    const [start, end] = range ?? [0, size];
+    const out = { ...base, 'content-type': contentType(basename(path)), 'content-length': String(end - start), 'cache-control': 'no-cache' };
+    if (range) out['content-range'] = `bytes ${start}-${end - 1}/${size}`;
+    if (req.method === 'HEAD' || end === start) {
+      res.writeHead(range ? 206 : 200, out);
+      return res.end();
+    }
+    if (end - start <= CHUNK) {
+      // Small: read now, so that a file that shrank or changed since its identity is a clean 503.
+      const buf = Buffer.allocUnsafe(end - start);
+      let why = null;
+      try {
+        const got = readSync(fd, buf, 0, buf.length, start);
+        if (got !== buf.length) why = `${got} of ${buf.length} bytes: it was truncated`;
+        else if (!sameVersion(st, fstatSync(fd, { bigint: true }))) why = 'it was written or replaced';
+      } catch (e) {
+        why = e.code ?? 'unreadable';
+      }
+      if (why) throw new HttpError(503, `${shown}: the file changed while it was read (${why}); retry`);
+      res.writeHead(range ? 206 : 200, out);
+      return res.end(buf);
+    }
+    res.writeHead(range ? 206 : 200, out);
+    handedOver = true;
+    pump(fd, st, start, end, res);
+  } finally {
+    if (!handedOver) closeSync(fd);
   }
-  if (h['if-none-match'] !== undefined) {
-    if (tagListed(h['if-none-match'], etag, true)) return bare(304);
-  } else if (date(h['if-modified-since']) !== null && mtime.getTime() <= date(h['if-modified-since'])) {
-    return bare(304);
-  }
-  const ifRange = h['if-range'];
-  const applies = req.method === 'GET' && (ifRange === undefined || (ifRange.startsWith('"') || ifRange.startsWith('W/') ? ifRange === etag : ifRange === modified));
-  const range = applies && h.range !== undefined ? parseRange(h.range, size) : null;
-  if (range === 'unsatisfiable') return bare(416, { 'content-range': `bytes */${size}`, 'content-length': '0' });
-  const [start, end] = range ?? [0, size];
-  const out = { ...base, 'content-type': contentType(basename(path)), 'content-length': String(end - start), 'cache-control': 'no-cache' };
-  if (range) out['content-range'] = `bytes ${start}-${end - 1}/${size}`;
-  res.writeHead(range ? 206 : 200, out);
-  if (req.method === 'HEAD' || end === start) return res.end();
-  // A file that shrinks meanwhile ends the stream early: the client sees a short body.
-  const stream = createReadStream(path, { start, end: end - 1 });
-  stream.on('error', () => res.destroy());
-  stream.pipe(res);
+}
+
+/**
+ * Writes bytes [start, end) of the open file `fd` (whose identity was `id`) to `res`, CHUNK
+ * bytes at a time, the next read when the socket has taken the last; each read is followed by an
+ * `fstat`, and a short read, an error or a changed identity cuts the response off. Closes `fd`.
+ */
+function pump(fd, id, start, end, res) {
+  let pos = start;
+  let reading = false;
+  let over = false;
+  const closeFd = () => {
+    // Not while a read is in flight: the descriptor could be reused under it.
+    if (!reading && fd !== null) {
+      close(fd, () => {});
+      fd = null;
+    }
+  };
+  const stop = (cut) => {
+    over = true;
+    closeFd();
+    if (cut) res.destroy();
+  };
+  res.once('close', () => stop(false));
+  const next = () => {
+    if (over) return closeFd();
+    if (pos >= end) {
+      stop(false);
+      return res.end();
+    }
+    const buf = Buffer.allocUnsafe(Math.min(CHUNK, end - pos));
+    reading = true;
+    read(fd, buf, 0, buf.length, pos, (err, got) => {
+      if (err || got !== buf.length || over) {
+        reading = false;
+        return stop(!over);
+      }
+      fstat(fd, { bigint: true }, (e2, now) => {
+        reading = false;
+        if (e2 || !sameVersion(id, now) || over) return stop(!over);
+        pos += got;
+        if (res.write(buf)) next();
+        else res.once('drain', next);
+      });
+    });
+  };
+  next();
 }
 
 /** `comps` under `root` (canonical), symlinks followed, which must stay inside it (else 404). */

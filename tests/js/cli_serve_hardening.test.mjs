@@ -2,13 +2,14 @@
 // in the servers: the public-bind rule (same exit code and message), the bearer scheme in any case
 // and tokens of other lengths refused, error bodies without server paths, the header and idle
 // timeouts (0: off; a slow download to a client that reads is not cut; a client that stops reading
-// is closed), and the immediate 503 past --max-connections (byte for byte the same answer).
+// is closed), the immediate 503 past --max-connections (byte for byte the same answer), and a body
+// cut off when its file is rewritten in place while it is sent (the ETag follows the identity).
 // Each check runs js/cli.js as a process and, where target/debug/tensorlane is built, the Rust
 // binary with the same arguments, side by side. The timing checks run concurrently (~6 s in all).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, truncateSync, writeFileSync, openSync, writeSync, closeSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, realpathSync, renameSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync, writeSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -438,6 +439,58 @@ describe('npx tensorlane serve (js/cli.js) hardened as the Rust tensorlane serve
       }
     });
     if (answers.rust) assert.equal(answers.node, answers.rust, 'the 503 differs from the Rust server\'s');
+  });
+
+  it('a file rewritten in place while it is sent: the body is cut off; the ETag follows the file identity', async () => {
+    await both(async (kind) => {
+      // Each server its own files: one rewrites them under the other.
+      const own = join(work, `identity-${kind}`);
+      mkdirSync(own, { recursive: true });
+      const big = join(own, 'big.bin');
+      const size = 64 << 20;
+      writeFileSync(big, '');
+      truncateSync(big, size); // sparse: zeros
+      const small = join(own, 'small.bin');
+      writeFileSync(small, Buffer.alloc(1000, 1));
+      const s = await start(kind, [own, '--bind', '127.0.0.1:0']);
+      try {
+        const c = open(s.port);
+        c.send('GET', `/files/identity-${kind}/big.bin`);
+        const head = await c.head();
+        assert.deepEqual([head.status, Number(head.headers['content-length'])], [200, size]);
+        await c.body(2 << 20);
+        // Let the server fill the socket buffers and wait, then rewrite a range in place in a
+        // later timestamp tick.
+        c.s.pause();
+        await sleep(300);
+        const fd = openSync(big, 'r+');
+        writeSync(fd, Buffer.alloc(4096, 0xab), 0, 4096, size - (8 << 20));
+        closeSync(fd);
+        let got = (2 << 20) + c.length;
+        c.s.on('data', (d) => (got += d.length));
+        c.s.resume();
+        await c.until(() => got >= size, 20000);
+        assert.ok(got < size, `a body of a file rewritten while it was sent came through whole (${got} bytes)`);
+        assert.ok(c.closedAt !== null, `the body neither ended nor was cut within 20 s (${got} of ${size} bytes)`);
+
+        // Same size and modification time, another inode (a rename over it): a new ETag.
+        const path = `/files/identity-${kind}/small.bin`;
+        const etag = async () => (await once(s.port, 'HEAD', path)).headers.etag;
+        const first = await etag();
+        assert.equal(await etag(), first, 'an unchanged file keeps its ETag');
+        const { mtime } = statSync(small);
+        const next = join(own, 'small.next');
+        writeFileSync(next, Buffer.alloc(1000, 7));
+        utimesSync(next, mtime, mtime);
+        renameSync(next, small);
+        const second = await etag();
+        assert.notEqual(second, first, 'a file replaced by one of the same size and mtime got the old ETag');
+        const r = await once(s.port, 'GET', path, { 'If-None-Match': first });
+        assert.deepEqual([r.status, r.body], [200, Buffer.alloc(1000, 7)]);
+      } finally {
+        s.stop();
+      }
+    });
   });
 
   it('bad flag values are refused with what to give (exit 2)', async () => {
