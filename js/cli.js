@@ -272,7 +272,7 @@ function sendFile(req, res, path, shown, headers) {
       try {
         const got = readSync(fd, buf, 0, buf.length, start);
         if (got !== buf.length) why = `${got} of ${buf.length} bytes: it was truncated`;
-        else if (!sameVersion(st, fstatSync(fd, { bigint: true }))) why = 'it was written or replaced';
+        else if (!sameVersion(st, fstatSync(fd, { bigint: true }))) why = 'it was written in place';
       } catch (e) {
         why = e.code ?? 'unreadable';
       }
