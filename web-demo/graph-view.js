@@ -256,12 +256,17 @@ export function mount(el, ctx) {
   const breathe = () => new Promise((r) => setTimeout(r, 0));
 
   async function show({ graph, analysis: a, arch, constants, tensors, bytesRead, ms, analyzeMs }) {
+    // A task of its own (the message that brought the graph was one).
+    await breathe();
+    if (dead) return;
     root.dataset.analyzeMs = analyzeMs.toFixed(0);
     // Small constants drawn in their nodes: initializers by name, Constant nodes by index.
     const constInit = new Map(Object.entries(constants?.initializers ?? {}));
     const constNode = new Map(constants?.nodes ?? []);
     const tensorInfo = new Map(tensors.map((t) => [t.name, t]));
     const byId = new Map(a.nodes.map((n) => [n.id, n]));
+    await breathe();
+    if (dead) return;
     const expanded = new Map();
     let selected = null;
     let opFilter = '';

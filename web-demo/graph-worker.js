@@ -80,14 +80,15 @@ self.onmessage = async ({ data }) => {
     analysed = analysis;
     const arch = architecture(tensors.map((t) => ({ ...t, numel: t.shape.reduce((x, y) => x * Number(y), 1) })));
     const analyzeMs = performance.now() - t1;
-    // The big parts in pieces (the page puts them together); the analysis's nodes stand for the graph's.
+    // The big parts in pieces (the page puts them together); the analysis's nodes and initializers
+    // stand for the graph's.
     const { nodes, producer, consumers, ...rest } = analysis;
     const prod = [...producer];
     const cons = [...consumers];
     for (let i = 0; i < Math.max(nodes.length, prod.length, cons.length); i += PIECE) {
       self.postMessage({ type: 'piece', nodes: nodes.slice(i, i + PIECE), producer: prod.slice(i, i + PIECE), consumers: cons.slice(i, i + PIECE) });
     }
-    self.postMessage({ type: 'done', graph: { ...graph, nodes: [] }, analysis: rest, arch, tensors, constants, bytesRead, ms, analyzeMs });
+    self.postMessage({ type: 'done', graph: { ...graph, nodes: [], initializers: [] }, analysis: rest, arch, tensors, constants, bytesRead, ms, analyzeMs });
   } catch (e) {
     self.postMessage({ type: 'error', error: errorMessage(e) });
   }
