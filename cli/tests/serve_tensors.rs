@@ -615,6 +615,32 @@ fn a_file_rewritten_while_its_tensor_is_streamed_cuts_the_response_short() {
     let again = get(s.addr, &format!("/tensors/{mount}/t.safetensors/t"));
     assert_eq!(again.status, 200);
     assert_eq!(&again.body[again.body.len() - 8..], b"changed.");
+    // Over /ws: the message is cut off by a close frame 1011 whose reason names no server path.
+    let mut ws = Ws::connect(s.addr);
+    ws.send_text(&serde_json::json!({ "model": format!("{mount}/t.safetensors"), "tensors": ["t"] }).to_string());
+    ws.read(); // {index, bytes}
+    let (mut read, mut n) = (0usize, 0);
+    loop {
+        let (_, op, p) = ws.frame_in();
+        if op == 8 {
+            let code = u16::from_be_bytes([p[0], p[1]]);
+            let reason = String::from_utf8_lossy(&p[2..]).into_owned();
+            assert_eq!(code, 1011, "{reason}");
+            assert!(!reason.contains(dir.to_str().unwrap()), "{reason}");
+            break;
+        }
+        read += p.len();
+        n += 1;
+        if n == 4 {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            f.write_all_at(b"again...", 8 + 64).unwrap();
+        }
+        assert!(
+            (read as u64) < LEN,
+            "the whole message arrived from a file rewritten meanwhile"
+        );
+    }
     drop(s);
     let _ = std::fs::remove_dir_all(dir);
 }

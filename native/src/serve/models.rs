@@ -176,6 +176,20 @@ impl Shared {
         Ok(Arc::new(self.open_model(path)?))
     }
 
+    /// `message` with each served folder's path on this machine replaced by its URL
+    /// (`/files/{mount}`): what is sent to a client names files by their URLs, never by the
+    /// server's own paths.
+    fn scrub(&self, message: &str) -> String {
+        let mut out = message.to_string();
+        for m in &self.mounts {
+            let root = m.root.to_string_lossy();
+            if root.len() > 1 {
+                out = out.replace(root.as_ref(), &format!("/files/{}", files::encode_segment(&m.name)));
+            }
+        }
+        out
+    }
+
     /// The URL of canonical file `path`, if a mount serves it.
     fn url_of(&self, path: &Path) -> Option<String> {
         self.mounts.iter().find_map(|m| {
@@ -230,7 +244,7 @@ impl Shared {
                     .join("/");
                 let model = self
                     .model(&canon)
-                    .map_err(|e| Refusal::NotFound(format!("{id}: cannot be opened as a model: {e}")))?;
+                    .map_err(|e| Refusal::NotFound(format!("{id}: cannot be opened as a model: {}", self.scrub(&e))))?;
                 return Ok((id, model, name));
             }
         }
@@ -328,7 +342,7 @@ pub(super) async fn list(AxState(s): AxState<Arc<Shared>>) -> Response {
                             "tensors": tensors,
                         }));
                     }
-                    Err(e) => errors.push(json!({ "id": id, "error": e })),
+                    Err(e) => errors.push(json!({ "id": id, "error": s.scrub(&e) })),
                 }
             }
         }
@@ -942,7 +956,7 @@ async fn close(socket: &mut Socket, code: CloseCode, reason: &str) {
 /// Sends `plan`'s packet as one binary message in frames of a piece each: `false` when the peer
 /// is gone, or when reading failed (a file changed, a read error), which closes the connection
 /// with 1011 and the reason in the middle of the message (a client sees the message cut off).
-async fn send_packet(socket: &mut Socket, plan: Plan, reserved: Reserved) -> bool {
+async fn send_packet(s: &Shared, socket: &mut Socket, plan: Plan, reserved: Reserved) -> bool {
     let mut body = stream(plan, reserved);
     let mut first = true;
     loop {
@@ -960,7 +974,7 @@ async fn send_packet(socket: &mut Socket, plan: Plan, reserved: Reserved) -> boo
                 }
             }
             Some(Err(e)) => {
-                close(socket, CloseCode::Error, &e.to_string()).await;
+                close(socket, CloseCode::Error, &s.scrub(&e.to_string())).await;
                 return false;
             }
             None => {
@@ -1049,7 +1063,7 @@ async fn session(s: Arc<Shared>, mut socket: Socket) {
                         json!({ "index": index, "model": model, "name": name, "bytes": plan.len() }),
                     )
                     .await
-                        && send_packet(&mut socket, plan, reserved).await
+                        && send_packet(&s, &mut socket, plan, reserved).await
                 }
                 Err(f) => {
                     failed += 1;
