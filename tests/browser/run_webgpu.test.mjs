@@ -33,7 +33,7 @@ if (missing && CI) throw new Error(`${missing} (CI=true: failing, not skipping)`
 const CONTEXT = 64;
 const PROMPT = [1, 300, 45, 120, 77];
 /** SwiftShader takes about a second per pass over these models: a few tokens each. */
-const MAX = 4;
+const MAX = 3;
 
 function native(path, budget) {
   const args = ['run', path, '--tokens', PROMPT.join(','), '--max-new-tokens', String(MAX), '--context', String(CONTEXT), '--json'];
@@ -180,7 +180,7 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
         const tokens = [];
         for await (const t of s.generate(PROMPT, { maxTokens: 48, stopAtEog: false })) {
           tokens.push(t.id);
-          if (tokens.length === 2) s.cancel();
+          if (tokens.length === 1) s.cancel();
         }
         const out = { tokens, stats: s.stats, streamed: s.info.plan.streamed_bytes };
         s.close();
@@ -189,7 +189,7 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
       { name, budget, CONTEXT, PROMPT },
     );
     assert.equal(r.stats.cancelled, true);
-    assert.ok(r.tokens.length <= 4, `stopped after ${r.tokens.length} tokens of 48`);
+    assert.ok(r.tokens.length <= 3, `stopped after ${r.tokens.length} tokens of 48`);
     assert.ok(r.stats.passes <= r.tokens.length + 1, `${r.stats.passes} passes for ${r.tokens.length} tokens`);
     assert.equal(r.stats.streamedBytes, r.stats.passes * r.streamed);
     // What was read ahead for a pass that never ran is at most the next two weights.
