@@ -164,6 +164,11 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
       await view.waitForSelector('.run-view[data-run-state=error]', { timeout: 20000 });
       assert.match(await view.textContent('.run-view .rv-msg'), new RegExp(`Budget too small \\(minimum .*, ${f.minimum} bytes\\)`));
       await view.screenshot({ path: join(ROOT, 'tests/out/run-view-budget.png'), fullPage: true });
+      // The page keeps working: "Use the minimum" runs at the minimum budget.
+      await view.click('.run-view .rv-use-min');
+      await view.waitForSelector('.run-view[data-run-state=done], .run-view[data-run-state=error]', { timeout: 30000 });
+      assert.equal(await view.getAttribute('.run-view', 'data-run-state'), 'done', await view.textContent('.run-view .rv-msg'));
+      assert.equal(JSON.parse(await view.textContent('[data-run-tokens]')).length, 2);
     } finally {
       await view.close();
     }
