@@ -431,11 +431,12 @@ struct Seq {
     logprobs: Option<usize>,
 }
 
-/// The most prompt tokens evaluated in one step beside the decode rows (a longer prompt joins
-/// alone): short prompts arriving together share a pass over the weights (under a budget, one
-/// stream of them), while the decoding sequences wait for at most about this many prompt rows a
-/// step and the first of several joiners gets its first token without waiting for all their
-/// prompts.
+/// Under a budget, the most prompt tokens evaluated in one step beside the decode rows (a longer
+/// prompt joins alone): short prompts arriving together share a pass, so one stream of the
+/// weights, while the decoding sequences wait for at most about this many prompt rows a step and
+/// the first of several joiners gets its first token without waiting for all their prompts. With
+/// every weight resident there is no stream to share and one prompt joins a step (each joiner's
+/// first token comes as soon as its own prompt is evaluated).
 const JOIN_TOKENS: usize = 64;
 
 /// The engine loop: admit waiting jobs, then one forward pass: a decode step over every active
@@ -444,6 +445,7 @@ fn run(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mpsc:
     let mut waiting: VecDeque<Job> = VecDeque::new();
     let mut active: Vec<Seq> = Vec::new();
     let mut open = true;
+    let join_limit = if info.streamed_bytes > 0 { JOIN_TOKENS } else { 0 };
     loop {
         if active.is_empty() && waiting.is_empty() {
             if !open {
@@ -474,7 +476,7 @@ fn run(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mpsc:
         });
         // Requests joining now: their prompts are evaluated in the same forward pass as the
         // decode step, so a join costs no extra pass over (or stream of) the weights. At least
-        // one prompt a step, more while their tokens stay within JOIN_TOKENS.
+        // one prompt a step, more while their tokens stay within `join_limit`.
         let mut joining: Vec<(Job, KvCache)> = Vec::new();
         let mut join_tokens = 0;
         while active.len() + joining.len() < info.max_batch {
@@ -483,7 +485,7 @@ fn run(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mpsc:
                 shared.release();
                 continue;
             }
-            if !joining.is_empty() && join_tokens + job.req.prompt.len() > JOIN_TOKENS {
+            if !joining.is_empty() && join_tokens + job.req.prompt.len() > join_limit {
                 waiting.push_front(job);
                 break;
             }
