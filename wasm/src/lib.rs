@@ -181,7 +181,7 @@ impl Walker<'_> {
         let (body, nbytes) = (body as usize, nbytes as usize);
         if foot != 0 {
             if self.opts.verify_integrity {
-                let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+                let mut hasher = tensorlane_core::hash::Xxh3::new();
                 let mut scratch = vec![0u8; nbytes.min(HASH_CHUNK)];
                 let mut at = 0;
                 while at < nbytes {
