@@ -13,7 +13,7 @@ import { architecture } from './arch-view.js';
 
 /** Nodes (and producer/consumer entries) per message: each message is parsed on the page's thread
  * as one task, so a 100k-node graph comes in pieces of a few tens of milliseconds each. */
-const PIECE = 5000;
+const PIECE = 2000;
 import { errorMessage, openSource } from './open-source.js';
 
 /** `(offset, length) -> Uint8Array` of a File or URL source. */

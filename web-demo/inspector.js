@@ -226,7 +226,11 @@ function activate(i) {
   const m = models[i];
   m.filter ??= firstFilter();
   renderOverview(m);
-  renderTensors(m);
+  // Under the graph the table is not seen: a 100k-node graph's 16k initializers are listed after
+  // the first draw's tasks, not in the same one (issue 26: no main-thread task over 200 ms).
+  const later = (f) => setTimeout(() => models[active] === m && f(), 0);
+  if ((view === 'graph' || params.get('view') === 'graph') && !params.get('tensor')) later(() => ((m.tree ??= buildTree(m.tensors)), later(() => renderTensors(m))));
+  else renderTensors(m);
   renderChips();
   if ((view === 'compare' || view === 'graph' || view === 'arch' || view === 'run') && $('tabs').querySelector(`[data-view=${view}]`).disabled) switchView('overview');
   else if (view === 'compare' || view === 'graph' || view === 'run') mountView(view);
