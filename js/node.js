@@ -11,7 +11,11 @@
 // No top-level await: this module (and js/wasm-node.js) can be loaded by require() (js/node.cjs),
 // which is what Node >= 20.19 / 22.12 allow for ES modules without top-level await.
 import { createRequire } from 'node:module';
-import { basename } from 'node:path';
+import { basename, join } from 'node:path';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { nodeRun, RunError } from './run.js';
 import { makeApi } from './common.js';
 import { companionPath, makeFormats, memorySource, MAX_TENSOR_BYTES } from './formats.js';
 import { platformName } from './platform.js';
@@ -87,5 +91,40 @@ export const addonLoadError = loadError;
 /** The wasm instance's memory when the wasm backend is in use. */
 export const wasmMemory = memory;
 export default api;
-/** run() needs a browser's WebGPU and Workers; in Node it rejects with a RunError saying so (use `tensorlane run`). */
-export { run, RunError } from './run.js';
+/**
+ * run() in Node: the addon's CPU executor on a thread of its own (js/run.js nodeRun), the same
+ * API as the browser's WebGPU run(). Without the addon (the wasm fallback) it rejects with a
+ * RunError saying why.
+ */
+export const run = addon
+  ? nodeRun(addon, runSource)
+  : async () => {
+      throw new RunError(`run() in Node needs the N-API addon, which did not load (${loadError?.message ?? 'TENSORLANE_BACKEND=wasm'}); the wasm build has no CPU executor`, 'unsupported');
+    };
+export { RunError };
+
+/** run()'s source as a path the addon opens: `{path, done()}`, done() removing a temporary copy. */
+async function runSource(source) {
+  const none = async () => {};
+  if (typeof source === 'string' && !/^(https?|file):\/\//i.test(source)) return { path: source, done: none };
+  const url = source instanceof URL ? source : typeof source === 'string' ? new URL(source) : null;
+  if (url?.protocol === 'file:') return { path: fileURLToPath(url), done: none };
+  let bytes;
+  if (url) {
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new RunError(`run(): ${url.href}: only file:, http: and https: URLs can be read`);
+    const res = await fetch(url).catch((e) => {
+      throw new RunError(`run(): ${url.href}: ${e.cause?.message ?? e.message}`);
+    });
+    if (!res.ok) throw new RunError(`run(): ${url.href}: HTTP ${res.status} ${res.statusText}`);
+    bytes = new Uint8Array(await res.arrayBuffer());
+  } else if (source instanceof Uint8Array) bytes = source;
+  else if (source instanceof ArrayBuffer) bytes = new Uint8Array(source);
+  else if (typeof Blob !== 'undefined' && source instanceof Blob) bytes = new Uint8Array(await source.arrayBuffer());
+  else throw new RunError('run(): the source is neither a path, a URL, a Blob nor bytes (Uint8Array)');
+  // The addon maps models from files: bytes go to a private temporary file, removed once the
+  // session has opened it (the mapping stays valid on POSIX).
+  const dir = await mkdtemp(join(tmpdir(), 'tensorlane-run-'));
+  const path = join(dir, 'model.gguf');
+  await writeFile(path, bytes);
+  return { path, done: () => rm(dir, { recursive: true, force: true }).catch(() => {}) };
+}

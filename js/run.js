@@ -121,3 +121,112 @@ export class RunSession {
     this.#worker.terminate();
   }
 }
+
+/**
+ * `run()` for Node on the N-API addon's CPU executor: the same options, session and errors as the
+ * browser's, the model opened and generated on a Rust thread of the addon (`addon.LlmSession`),
+ * whose events each resolve a promise, so Node's event loop is never held by a forward pass.
+ * `resolveSource(source)` (js/node.js) turns the source into `{path, done()}`: a path or file:
+ * URL as is; bytes, a Blob or an http(s) URL written to a temporary file, removed by `done()`.
+ */
+export function nodeRun(addon, resolveSource) {
+  return async function run(source, options = {}) {
+    const { budget, context, policy, device = 'cpu', onProgress, threads } = options;
+    if (device !== 'cpu') throw new RunError(`device '${device}' is not available in Node (only 'cpu', the addon's CPU executor; 'webgpu' is the browser's)`, 'unsupported');
+    if (budget != null && !(Number.isFinite(budget) && budget > 0)) throw new RunError(`budget ${budget}: not a number of bytes`);
+    for (const [k, v] of [['context', context], ['threads', threads]]) {
+      if (v != null && !(Number.isInteger(v) && v > 0 && v < 2 ** 32)) throw new RunError(`${k} ${v}: not a positive integer`);
+    }
+    const { path, done } = await resolveSource(source);
+    let native;
+    try {
+      native = new addon.LlmSession(path, { budget: budget == null ? undefined : Math.round(budget), context, policy: policy ?? undefined, threads });
+      for (;;) {
+        const ev = await native.next();
+        if (ev.op === 'progress') onProgress?.({ phase: 'load', loaded: ev.loaded, total: ev.total });
+        else if (ev.op === 'ready') return new NodeRunSession(native, JSON.parse(ev.json));
+        else if (ev.op === 'error') throw new RunError(ev.message, ev.code, ev.minimum ?? undefined);
+        else throw new RunError(`the session ended while opening ${path}`);
+      }
+    } catch (e) {
+      native?.close();
+      throw e instanceof RunError ? e : new RunError(e.message);
+    } finally {
+      await done();
+    }
+  };
+}
+
+/** A model opened by `run()` in Node: `generate()` streams tokens, `cancel()` stops, `close()` ends its thread. */
+export class NodeRunSession {
+  #native;
+  #busy = false;
+  constructor(native, info) {
+    this.#native = native;
+    /** The architecture, context, weight/resident/streamed bytes, policy and threads. */
+    this.info = info;
+    /** The last generation's figures (set when it ends). */
+    this.stats = null;
+  }
+
+  /**
+   * Generates from `prompt` (text, tokenized with BOS, or token ids): yields `{id, piece, text}`
+   * per token, as the browser's session does. `sampling`: `{temperature, topK, topP, seed,
+   * maxTokens (default 64), stopAtEog (default true)}`; greedy by default.
+   */
+  async *generate(prompt, sampling = {}) {
+    if (this.#busy) throw new RunError('this session is already generating (await it or cancel() first)');
+    const { temperature, topK, topP, seed, maxTokens = 64, stopAtEog } = sampling;
+    if (!(Number.isInteger(maxTokens) && maxTokens >= 0 && maxTokens < 2 ** 32)) throw new RunError(`maxTokens ${maxTokens}: not a count of tokens`);
+    const ids = typeof prompt === 'string' ? prompt : Array.from(prompt);
+    if (typeof ids !== 'string' && !ids.every((t) => Number.isInteger(t) && t >= 0 && t < 2 ** 32)) throw new RunError('the prompt is neither text nor an array of token ids (integers 0..2^32)');
+    try {
+      this.#native.generate(ids, { temperature, topK, topP, seed, stopAtEog, maxTokens });
+    } catch (e) {
+      throw new RunError(e.message);
+    }
+    this.#busy = true;
+    const decoder = new TextDecoder();
+    let finished = false;
+    try {
+      for (;;) {
+        const ev = await this.#native.next();
+        if (ev.op === 'token') {
+          const piece = new Uint8Array(ev.piece);
+          yield { id: ev.id, piece, text: decoder.decode(piece, { stream: true }) };
+        } else if (ev.op === 'done') {
+          finished = true;
+          this.stats = JSON.parse(ev.json);
+          return;
+        } else if (ev.op === 'error') {
+          finished = true;
+          throw new RunError(ev.message, ev.code, ev.minimum ?? undefined);
+        } else if (ev.op === 'closed') {
+          finished = true;
+          throw new RunError('the session was closed while generating', 'cancelled');
+        }
+      }
+    } finally {
+      if (!finished) {
+        // The loop was left early (break, return, a throw in its body): stop and read to the end.
+        this.#native.cancel();
+        for (;;) {
+          const ev = await this.#native.next();
+          if (ev.op === 'done') this.stats = JSON.parse(ev.json);
+          if (ev.op === 'done' || ev.op === 'error' || ev.op === 'closed') break;
+        }
+      }
+      this.#busy = false;
+    }
+  }
+
+  /** Stops the generation under way after the token being computed (its stats say `cancelled`). */
+  cancel() {
+    this.#native.cancel();
+  }
+
+  /** Ends the session's thread (after the token being computed); the model is unmapped. */
+  close() {
+    this.#native.close();
+  }
+}

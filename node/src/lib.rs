@@ -17,6 +17,8 @@
 
 #![deny(clippy::all)]
 
+mod llm;
+
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tensorlane_core::wire::{self, StreamDecoder};
