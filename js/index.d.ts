@@ -819,11 +819,13 @@ export interface RunOptions {
   context?: number;
   /** Offload policy under a budget: 'scheduler' (default), 'all-resident', 'sync-jit', 'full-offload', 'flexgen-like'. */
   policy?: string;
-  /** 'webgpu' in the browser (the default; the only device there). */
-  device?: 'webgpu';
+  /** 'webgpu' in the browser (the default; the only device there); 'cpu' in Node (the default; the addon's CPU executor, the only device there). */
+  device?: 'webgpu' | 'cpu';
   onProgress?: (p: RunProgress) => void;
-  /** Bind each weight in parts of at most this many bytes (default and ceiling: the adapter's maxStorageBufferBindingSize, the limit a weight over it is split by). */
+  /** Bind each weight in parts of at most this many bytes (default and ceiling: the adapter's maxStorageBufferBindingSize, the limit a weight over it is split by). Browser only. */
   bindLimit?: number;
+  /** Worker threads of the CPU executor (default: the available parallelism). Node only. */
+  threads?: number;
 }
 
 /** Sampling of `RunSession.generate()`; greedy by default (the same sampler as `tensorlane run`). */
@@ -837,7 +839,7 @@ export interface RunSampling {
   maxTokens?: number;
   /** Stop after an end-of-generation token (default true; the token is still yielded). */
   stopAtEog?: boolean;
-  /** Called as each streamed weight is written into its slot of the plan's ring (`slot`: byte offset in the ring). */
+  /** Called as each streamed weight is written into its slot of the plan's ring (`slot`: byte offset in the ring). Browser only. */
   onStream?: (s: { tensor: string; slot: number; bytes: number }) => void;
 }
 
@@ -865,40 +867,73 @@ export interface RunStats {
   passes: number;
   /** Weight bytes written into the ring: passes x the plan's streamed bytes. */
   streamedBytes: number;
-  /** Bytes fetched from the source during generation (network bytes for a URL). */
+  /** Bytes fetched from the source during generation (network bytes for a URL; in Node the streamed bytes, copied from the model's mapped pages). */
   fetchedBytes: number;
-  /** Seconds spent recording passes on the CPU (waits for streamed weights included). */
-  encodeS: number;
-  /** Seconds spent waiting for the device to finish passes. */
-  deviceWaitS: number;
+  /** Seconds spent recording passes on the CPU (waits for streamed weights included). Browser only. */
+  encodeS?: number;
+  /** Seconds spent waiting for the device to finish passes. Browser only. */
+  deviceWaitS?: number;
+  /** The plan's streamed bytes per forward pass (0 without a budget). Node only. */
+  planStreamedBytes?: number;
+  /** Seconds spent copying streamed weights in. Node only. */
+  copyS?: number;
+  /** CPU executor threads. Node only. */
+  threads?: number;
   cancelled: boolean;
+}
+
+/** `RunSession.info` in the browser (WebGPU). */
+export interface RunInfoWebGpu {
+  spec: Record<string, unknown>;
+  context: number;
+  weightBytes: number;
+  workingSet: number;
+  fileBytes: number;
+  minimumBudget: number | null;
+  plan: null | { policy: string; budget_bytes: number; resident_bytes: number; device_resident_bytes: number; streamed_bytes: number; ring_bytes: number; tensors: { name: string; bytes: number; resident_bytes: number; streamed_bytes: number; gather: boolean }[]; chunks: { tensor: string; tensor_offset: number; bytes: number; slot: number }[] };
+  headerBytes: number;
+  residentRead: number;
+  streamedPerForward: number;
+  /** Weights on the device and the bindings they take (more than one for a weight over the binding limit). */
+  bindings: { weights: number; parts: number; limit: number };
+  loadFetched: number;
+  adapter: { maxStorageBufferBindingSize: number; maxBufferSize: number; features: string[] };
+}
+
+/** `RunSession.info` in Node (the addon's CPU executor; the figures `tensorlane run --json` reports). */
+export interface RunInfoCpu {
+  device: 'cpu';
+  /** 'llama', 'mistral', 'qwen2', ... */
+  architecture: string;
+  spec: { n_layer: number; n_embd: number; n_head: number; n_head_kv: number; head_dim: number; n_ff: number; n_vocab: number; n_ctx_train: number };
+  context: number;
+  /** Stored bytes of the weight matrices. */
+  weightBytes: number;
+  /** Of them, resident (all without a budget). */
+  residentBytes: number;
+  /** Weight bytes the plan streams per forward pass (0 without a budget). */
+  streamedPerForward: number;
+  /** KV cache, vectors and activations under a budget (0 without one). */
+  workingSet: number;
+  /** The smallest budget for this context and policy (null without a budget). */
+  minimumBudget: number | null;
+  /** The offload policy (null without a budget). */
+  policy: string | null;
+  threads: number;
+  /** The measured copy rate from the model's pages under a budget, GB/s (0 without one). */
+  linkGbps: number;
 }
 
 /** A model opened by `run()`. */
 export interface RunSession {
-  /** The architecture, the plan (null without a budget), budget figures and the adapter's limits. */
-  info: {
-    spec: Record<string, unknown>;
-    context: number;
-    weightBytes: number;
-    workingSet: number;
-    fileBytes: number;
-    minimumBudget: number | null;
-    plan: null | { policy: string; budget_bytes: number; resident_bytes: number; device_resident_bytes: number; streamed_bytes: number; ring_bytes: number; tensors: { name: string; bytes: number; resident_bytes: number; streamed_bytes: number; gather: boolean }[]; chunks: { tensor: string; tensor_offset: number; bytes: number; slot: number }[] };
-    headerBytes: number;
-    residentRead: number;
-    streamedPerForward: number;
-    /** Weights on the device and the bindings they take (more than one for a weight over the binding limit). */
-    bindings: { weights: number; parts: number; limit: number };
-    loadFetched: number;
-    adapter: { maxStorageBufferBindingSize: number; maxBufferSize: number; features: string[] };
-  };
+  /** Browser: the architecture, the plan (null without a budget), budget figures and the adapter's limits. Node (`device: 'cpu'`): the architecture and the executor's figures. */
+  info: RunInfoWebGpu | RunInfoCpu;
   stats: RunStats | null;
   /** Generates from text (tokenized with BOS) or token ids, one token at a time. */
   generate(prompt: string | number[] | Uint32Array, sampling?: RunSampling): AsyncGenerator<RunToken, void, void>;
-  /** Stops the generation under way (no further fetch or pass). */
+  /** Stops the generation under way (no further fetch or pass; in Node, after the token being computed). */
   cancel(): void;
-  /** Ends the worker. */
+  /** Ends the worker (Node: the session's thread; the model is unmapped). */
   close(): void;
 }
 
@@ -910,8 +945,12 @@ export declare class RunError extends Error {
 }
 
 /**
- * Runs a GGUF language model (llama, mistral, qwen2) in the browser on WebGPU, in a module
+ * Runs a GGUF language model (llama, mistral, qwen2). In the browser on WebGPU, in a module
  * Worker, its weights streamed from a File (slices) or a URL (HTTP Range) into a device arena
- * sized by `budget`. Browser builds only (Node: use `tensorlane run`).
+ * sized by `budget`. In Node on the N-API addon's CPU executor (that of `tensorlane run`) on a
+ * thread of its own, so the event loop keeps running: `source` a path or file: URL (mapped), or
+ * bytes, a Blob or an http(s) URL (read whole into a temporary file); under a budget the
+ * streamed rows are copied from the mapped file each pass. Without the addon (the wasm
+ * fallback) it rejects with code 'unsupported'.
  */
 export declare function run(source: Blob | File | URL | string | Uint8Array, options?: RunOptions): Promise<RunSession>;

@@ -1,5 +1,5 @@
 // TypeScript consumer, checked with `tsc --strict --noEmit` against the shipped .d.ts only.
-import { decode, encode, open, stats, backendName, type Decoded, type ModelBlobReader } from 'tensorlane';
+import { decode, encode, open, stats, backendName, run, RunError, type Decoded, type ModelBlobReader } from 'tensorlane';
 import tensorlaneWasm from 'tensorlane/esbuild';
 
 const bytes: Uint8Array = encode({ dtype: 'float32', shape: [2], data: new Float32Array([1, 2]) }, { integrity: true });
@@ -18,6 +18,21 @@ export async function lazy(file: Blob): Promise<number> {
   }
   return 0;
 }
+// run(): one definition for the browser (WebGPU) and Node (the addon's CPU executor).
+export async function generateIds(path: string): Promise<number[]> {
+  const session = await run(path, { budget: 1 << 20, context: 64, device: 'cpu', threads: 2, onProgress: (p) => console.log(p.loaded, p.total) });
+  const ids: number[] = [];
+  try {
+    for await (const t of session.generate([1, 2, 3], { maxTokens: 4, stopAtEog: false })) ids.push(t.id);
+  } catch (e) {
+    if (e instanceof RunError && e.code === 'budget') console.log(e.minimum);
+  }
+  const info = session.info;
+  if ('device' in info) console.log(info.residentBytes, info.streamedPerForward);
+  else console.log(info.adapter.maxBufferSize);
+  session.close();
+  return ids;
+}
 stats({ dtype: 'float32', shape: [2], data: new Float32Array([1, 2]) });
 const plugin: { name: string } = tensorlaneWasm();
 console.log(backend, plugin.name);
@@ -27,5 +42,7 @@ console.log(backend, plugin.name);
 encode({ dtype: 'float33', shape: [1], data: new Float32Array(1) });
 // @ts-expect-error decode takes bytes
 decode('not bytes');
+// @ts-expect-error run() has no 'cuda' device
+run('m.gguf', { device: 'cuda' });
 // @ts-expect-error backendName is a string union
 const n: number = backendName;
