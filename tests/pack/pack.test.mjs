@@ -151,6 +151,8 @@ describe('the packed npm package, installed in a fresh project', () => {
         assert.deepEqual(result.problems, []);
         assert.equal(result.backend, 'wasm');
         assert.equal(result.tensors, 3);
+        // run() started its bundled Worker, which answered: no WebGPU in this Chromium, or a token.
+        assert.match(result.run, /^(no-webgpu: |ran 1$)/, `${tool}: run() in the bundle`);
       });
     }
   });
