@@ -4,11 +4,13 @@
 //! The thread owns the model and the session. JavaScript sends it commands (generate, cancel,
 //! close) and reads its events (load progress, ready, each token, done, error) one at a time with
 //! [`LlmSession::next`], an [`AsyncTask`] whose `compute` blocks on the event channel in libuv's
-//! thread pool and resolves a promise per event. `js/run.js` turns the events into the same
+//! thread pool and resolves a promise per event. The event channel has no buffer: the thread hands
+//! each token over when JavaScript asks for the next one, so it is at most one token ahead (the
+//! one being computed) and `cancel()` stops after it. `js/run.js` turns the events into the same
 //! `RunSession` as the browser's WebGPU runner.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::*;
@@ -140,7 +142,7 @@ fn event_of(e: &LlmError) -> Event {
 #[napi(js_name = "LlmSession")]
 pub struct LlmSession {
     commands: Mutex<Option<Sender<Command>>>,
-    events: Arc<Mutex<Receiver<Event>>>,
+    events: Arc<Mutex<Option<Receiver<Event>>>>,
     cancel: Arc<AtomicBool>,
 }
 
@@ -177,19 +179,19 @@ impl LlmSession {
             ..Options::default()
         };
         let (cmd_tx, cmd_rx) = channel::<Command>();
-        let (ev_tx, ev_rx) = channel::<Event>();
+        let (ev_tx, ev_rx) = sync_channel::<Event>(0);
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();
         std::thread::Builder::new()
             .name("tensorlane-run".into())
             .spawn(move || {
                 serve(&path, opts, &cmd_rx, &ev_tx, &flag);
-                let _ = ev_tx.send(Event::Closed);
+                let _ = ev_tx.try_send(Event::Closed);
             })
             .map_err(|e| Error::from_reason(format!("could not start the session's thread: {e}")))?;
         Ok(LlmSession {
             commands: Mutex::new(Some(cmd_tx)),
-            events: Arc::new(Mutex::new(ev_rx)),
+            events: Arc::new(Mutex::new(Some(ev_rx))),
             cancel,
         })
     }
@@ -246,12 +248,17 @@ impl LlmSession {
         if let Ok(mut c) = self.commands.lock() {
             c.take();
         }
+        // Dropping the receiver frees a thread waiting to hand over an event nobody will read.
+        // When a next() is waiting on it instead, that one gets the thread's last events.
+        if let Ok(mut e) = self.events.try_lock() {
+            e.take();
+        }
     }
 }
 
 /// The task behind [`LlmSession::next`].
 pub struct NextEvent {
-    events: Arc<Mutex<Receiver<Event>>>,
+    events: Arc<Mutex<Option<Receiver<Event>>>>,
 }
 
 impl Task for NextEvent {
@@ -263,7 +270,7 @@ impl Task for NextEvent {
             .events
             .lock()
             .map_err(|_| Error::from_reason("the session's lock is poisoned"))?;
-        Ok(rx.recv().unwrap_or(Event::Closed))
+        Ok(rx.as_ref().and_then(|rx| rx.recv().ok()).unwrap_or(Event::Closed))
     }
 
     fn resolve(&mut self, _env: Env, e: Event) -> Result<LlmEvent> {
@@ -311,7 +318,7 @@ impl Task for NextEvent {
 }
 
 /// The session's thread: open, then generate on each command until the commands' sender is dropped.
-fn serve(path: &str, options: Options, commands: &Receiver<Command>, events: &Sender<Event>, cancel: &AtomicBool) {
+fn serve(path: &str, options: Options, commands: &Receiver<Command>, events: &SyncSender<Event>, cancel: &AtomicBool) {
     let model = match Model::open(path) {
         Ok(m) => m,
         Err(e) => {
@@ -362,7 +369,9 @@ fn serve(path: &str, options: Options, commands: &Receiver<Command>, events: &Se
         "threads": st.threads,
         "linkGbps": st.link_gbps,
     });
-    let _ = events.send(Event::Ready(info.to_string()));
+    if events.send(Event::Ready(info.to_string())).is_err() {
+        return;
+    }
     while let Ok(Command::Generate { prompt, sampling, max }) = commands.recv() {
         let ids = match prompt {
             Either::A(text) => session.tokenizer().encode(&text, true),
@@ -388,16 +397,22 @@ fn serve(path: &str, options: Options, commands: &Receiver<Command>, events: &Se
                     Some(Ok(t)) => {
                         tokens.push(t.id);
                         bytes.extend_from_slice(&t.piece);
-                        let _ = events.send(Event::Token {
+                        let sent = events.send(Event::Token {
                             id: t.id,
                             piece: t.piece,
                         });
+                        if sent.is_err() {
+                            // close(): nobody reads the events any more
+                            return;
+                        }
                     }
                 }
             }
         }
         if let Some(e) = failed {
-            let _ = events.send(event_of(&e));
+            if events.send(event_of(&e)).is_err() {
+                return;
+            }
             continue;
         }
         let s = session.stats();
@@ -420,6 +435,8 @@ fn serve(path: &str, options: Options, commands: &Receiver<Command>, events: &Se
             "threads": s.threads,
             "cancelled": cancelled,
         });
-        let _ = events.send(Event::Done(stats.to_string()));
+        if events.send(Event::Done(stats.to_string())).is_err() {
+            return;
+        }
     }
 }
