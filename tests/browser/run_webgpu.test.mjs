@@ -2,14 +2,17 @@
 // limits): greedy tokens must be the native CPU executor's (`tensorlane run --json`, at test
 // time) for random-weight GGUFs of several weight types (tests/python/llm_gen.py), everything
 // resident and under a budget whose weight arena is below half the model, from a File and by URL
-// (HTTP Range). The bytes the server sent after loading must be the plan's streamed bytes per
-// forward pass times the passes, and loading must fetch the header and resident bytes once.
+// (HTTP Range: from the test's web-demo/serve.mjs, and from the real `tensorlane serve`, whose
+// bytes a proxy in front of it counts, the page loaded through it). The bytes the server sent
+// after loading must be the plan's streamed bytes per forward pass times the passes, and loading
+// must fetch the header and resident bytes once.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
+import { createServer, request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { serve } from '../../web-demo/serve.mjs';
 import { ARGS, CHROMIUM, CI, chromium, missing as chromiumMissing } from './_chromium.mjs';
@@ -43,6 +46,54 @@ function native(path, budget) {
   return JSON.parse(r.stdout);
 }
 
+/**
+ * `tensorlane serve FILE --web ROOT` on a free loopback port behind a proxy of this process that
+ * forwards every request and appends `{path, bytes}` (the response body's bytes) to `log`:
+ * `{ base, mount, stop }`, `base` the proxy's origin, `mount` the file's URL path.
+ */
+async function tensorlaneServe(file, log) {
+  const child = spawn(BIN, ['serve', file, '--bind', '127.0.0.1:0', '--web', ROOT], { stdio: ['ignore', 'pipe', 'pipe'], env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'TENSORLANE_TOKEN')) });
+  let stderr = '';
+  child.stderr.on('data', (c) => (stderr += c));
+  const origin = await new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => {
+      child.kill();
+      reject(new Error(`tensorlane serve printed no URL within 30 s:\n${stderr}`));
+    }, 30000);
+    child.on('exit', (code) => reject(new Error(`tensorlane serve exited (${code}):\n${stderr}`)));
+    child.stdout.on('data', (c) => {
+      out += c;
+      const line = /^(http:\/\/[^/\s]+)\//m.exec(out);
+      if (line) {
+        clearTimeout(timer);
+        resolve(new URL(line[1]));
+      }
+    });
+  });
+  const proxy = createServer((req, res) => {
+    const entry = { method: req.method, path: decodeURIComponent(new URL(req.url, 'http://x').pathname), bytes: 0 };
+    log.push(entry);
+    const up = request({ host: origin.hostname, port: origin.port, method: req.method, path: req.url, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode, r.headers);
+      r.on('data', (c) => (entry.bytes += c.length));
+      r.pipe(res);
+    });
+    up.on('error', (e) => res.destroy(e));
+    req.pipe(up);
+  });
+  await new Promise((r) => proxy.listen(0, '127.0.0.1', r));
+  return {
+    base: `http://127.0.0.1:${proxy.address().port}`,
+    mount: `/files/${basename(dirname(file))}/${basename(file)}`,
+    stop: () => {
+      proxy.closeAllConnections();
+      proxy.close();
+      child.kill();
+    },
+  };
+}
+
 describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
   let M, server, url, browser, page;
   const log = [];
@@ -65,11 +116,11 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
   });
 
   /** Runs in the page: run() from a File (fetched whole first) or a URL; tokens, info and stats back. */
-  async function inPage(name, budget, how, bindLimit) {
-    return page.evaluate(
-      async ({ name, budget, how, CONTEXT, PROMPT, MAX, bindLimit }) => {
+  async function inPage(name, budget, how, bindLimit, on = page, src = `/gen/${name}.gguf`) {
+    return on.evaluate(
+      async ({ name, budget, how, CONTEXT, PROMPT, MAX, bindLimit, src }) => {
         const { run } = await import('/js/run.js');
-        let source = `/gen/${name}.gguf`;
+        let source = src;
         if (how === 'file') source = new File([await (await fetch(source)).blob()], `${name}.gguf`);
         try {
           const s = await run(source, { budget, context: CONTEXT, bindLimit });
@@ -82,7 +133,7 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
           return { error: e.message, code: e.code, minimum: e.minimum };
         }
       },
-      { name, budget, how, CONTEXT, PROMPT, MAX, bindLimit },
+      { name, budget, how, CONTEXT, PROMPT, MAX, bindLimit, src },
     );
   }
 
@@ -105,9 +156,14 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
     ['llama-Q8_0', 'budget', 'url', SPLIT],
     ['llama-Q4_K', 'budget', 'file'],
     ['llama-F16', 'budget', 'url'],
+    ['llama-F32', 'resident', 'url'],
+    ['llama-BF16', 'budget', 'file'],
+    ['llama-Q4_0', 'resident', 'file'],
+    // By URL from the real `tensorlane serve` (the page loaded from it, through a counting proxy).
+    ['llama-Q6_K', 'budget', 'serve'],
   ];
   for (const [name, mode, how, bindLimit] of CASES) {
-    it(`${name}, ${mode === 'budget' ? 'a budget below half the model' : 'everything resident'}, from a ${how}${bindLimit ? ', weights bound in parts of 64 KiB' : ''}: greedy tokens equal the native CPU executor\'s${how === 'url' ? ', and the server sends the plan\'s streamed bytes per pass' : ''}`, { timeout: 60000 }, async () => {
+    it(`${name}, ${mode === 'budget' ? 'a budget below half the model' : 'everything resident'}, from ${how === 'serve' ? 'tensorlane serve by URL' : `a ${how}`}${bindLimit ? ', weights bound in parts of 64 KiB' : ''}: greedy tokens equal the native CPU executor\'s${how !== 'file' ? ', and the server sends the plan\'s streamed bytes per pass' : ''}`, { timeout: 60000 }, async () => {
       const want = native(M[name]).tokens;
       assert.equal(want.length, MAX, name);
       let budget;
@@ -119,8 +175,26 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
         assert.deepEqual(n.tokens, want, `${name}: the CLI gives the same tokens under --budget ${budget}`);
         assert.ok(n.stats.plan_streamed_bytes_per_token > n.stats.weight_bytes / 2, `${name}: more than half of the weights streamed`);
       }
-      const start = log.length;
-      const got = await inPage(name, budget, how, bindLimit);
+      let start = log.length;
+      let got, served;
+      if (how === 'serve') {
+        const sent = [];
+        const srv = await tensorlaneServe(M[name], sent);
+        const p = await browser.newPage();
+        try {
+          p.on('console', (m) => m.type() === 'error' && console.log('page:', m.text()));
+          await p.goto(`${srv.base}/models`);
+          start = sent.length;
+          got = await inPage(name, budget, 'url', bindLimit, p, srv.mount);
+          served = sent.slice(start).filter((e) => e.path === srv.mount).reduce((a, e) => a + e.bytes, 0);
+        } finally {
+          await p.close();
+          srv.stop();
+        }
+      } else {
+        got = await inPage(name, budget, how, bindLimit);
+        served = log.slice(start).filter((e) => e.path === `/gen/${name}.gguf`).reduce((a, e) => a + e.bytes, 0);
+      }
       assert.ok(!got.error, `${name} ${how}: ${got.error}`);
       if (bindLimit) assert.ok(got.info.bindings.parts > got.info.bindings.weights, `weights split into parts: ${JSON.stringify(got.info.bindings)}`);
       else assert.equal(got.info.bindings.parts, got.info.bindings.weights, 'one binding per weight');
@@ -135,8 +209,7 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
         assert.equal(got.stats.streamedBytes, 0);
       }
       assert.equal(got.stats.fetchedBytes, got.stats.streamedBytes, `${name}: after loading, only the plan's streamed bytes are read`);
-      if (how === 'url') {
-        const served = log.slice(start).filter((e) => e.path === `/gen/${name}.gguf`).reduce((a, e) => a + e.bytes, 0);
+      if (how !== 'file') {
         assert.equal(served, got.info.loadFetched + got.stats.fetchedBytes, `${name}: the server sent what the runner counted`);
         assert.ok(got.info.loadFetched <= got.info.headerBytes + got.info.residentRead + 64 * 1024, `${name}: loading fetches the header and the resident bytes once`);
       }
