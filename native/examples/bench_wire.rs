@@ -31,16 +31,25 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// The median time of one call of `f` over `runs` samples. A sample times enough calls to last
+/// at least 200 µs and divides: timing a 100 ns call on its own would mostly measure the clock
+/// (a clock read costs tens of ns on a VM).
 fn time<F: FnMut()>(runs: usize, warmup: usize, mut f: F) -> f64 {
     for _ in 0..warmup {
         f();
     }
+    let t = Instant::now();
+    f();
+    let once = t.elapsed().as_secs_f64().max(1e-9);
+    let calls = ((200e-6 / once).ceil() as usize).clamp(1, 1_000_000);
     median(
         (0..runs)
             .map(|_| {
                 let t = Instant::now();
-                f();
-                t.elapsed().as_secs_f64()
+                for _ in 0..calls {
+                    f();
+                }
+                t.elapsed().as_secs_f64() / calls as f64
             })
             .collect(),
     )
