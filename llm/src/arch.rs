@@ -329,6 +329,46 @@ fn layer_specs(
 }
 
 impl Spec {
+    /// The rope table as the CPU executor computes it (ggml's `rope_cache_init`, in f32): `(cos,
+    /// sin)` per position and pair, `context` positions, with the model's frequency factors
+    /// (`rope_freqs.weight`) when it has them. The device executors (wgpu, CUDA, the browser's
+    /// WebGPU runner) upload this table, so every executor rotates by the same angles.
+    pub fn rope_table(&self, context: usize, freqs: Option<&[f32]>) -> Result<Vec<f32>> {
+        let h = &self.hparams;
+        let pairs = h.rope_dim / 2;
+        if let Some(f) = freqs
+            && (f.len() < pairs || f.iter().any(|&x| !(x.is_finite() && x > 0.0)))
+        {
+            return Err(Error::Metadata {
+                key: self.rope_freqs.name.clone(),
+                message: format!("rope frequency factors must be {pairs} positive numbers"),
+            });
+        }
+        let mut table = Vec::with_capacity(context * pairs * 2);
+        for pos in 0..context {
+            self.rope_row(pos, freqs, |c, s| table.extend([c, s]));
+        }
+        Ok(table)
+    }
+
+    /// Gives `(cos, sin)` of each rope pair at position `pos`, in pair order, as ggml's
+    /// `rope_cache_init` computes them: the angle of pair `i` is `pos · base^(-2i/rope_dim)`, the
+    /// power taken by repeated multiplication in f32, divided by the frequency factor `freqs[i]`
+    /// (1 without), times the linear scale. `freqs`, when given, has at least `rope_dim / 2`
+    /// values (the tensor's shape is checked when the model is bound; [`Spec::rope_table`]
+    /// checks it too).
+    pub fn rope_row(&self, pos: usize, freqs: Option<&[f32]>, mut pair: impl FnMut(f32, f32)) {
+        let h = &self.hparams;
+        let theta_scale = h.rope_base.powf(-2.0 / h.rope_dim as f32);
+        let mut theta = pos as f32;
+        for i in 0..h.rope_dim / 2 {
+            let ff = freqs.map_or(1.0, |f| f[i]);
+            let t = h.rope_freq_scale * (theta / ff);
+            pair(t.cos(), t.sin());
+            theta *= theta_scale;
+        }
+    }
+
     /// Reads the architecture of a Hugging Face checkpoint from its `config.json` (`model_type`,
     /// `num_hidden_layers`, `hidden_size`, `num_attention_heads`, `num_key_value_heads`,
     /// `intermediate_size`, `vocab_size`, `max_position_embeddings`, `rms_norm_eps`,
@@ -598,5 +638,47 @@ impl Spec {
             rope_freqs: TensorSpec::new("rope_freqs.weight", &[rope_dim / 2]),
             layers,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> Spec {
+        Spec::from_hf_config(&serde_json::json!({
+            "model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64,
+            "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 128,
+            "vocab_size": 32, "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0
+        }))
+        .unwrap()
+    }
+
+    /// The table every device executor uploads is the CPU executor's rows, position by position;
+    /// position 0 is the identity and pair 0 turns by one radian a position; bad frequency
+    /// factors are refused naming the tensor.
+    #[test]
+    fn rope_table_is_the_rows_and_checks_frequency_factors() {
+        let s = spec();
+        let pairs = s.hparams.rope_dim / 2;
+        let freqs: Vec<f32> = (0..pairs).map(|i| 1.0 + i as f32 / 4.0).collect();
+        for f in [None, Some(&freqs[..])] {
+            let t = s.rope_table(5, f).unwrap();
+            assert_eq!(t.len(), 5 * pairs * 2);
+            for pos in 0..5 {
+                let mut row = Vec::new();
+                s.rope_row(pos, f, |c, sn| row.extend([c, sn]));
+                assert_eq!(&t[pos * pairs * 2..(pos + 1) * pairs * 2], &row[..]);
+            }
+            assert!(t[..pairs * 2].chunks(2).all(|p| p == [1.0, 0.0]));
+        }
+        let t = s.rope_table(2, None).unwrap();
+        assert_eq!([t[pairs * 2], t[pairs * 2 + 1]], [1f32.cos(), 1f32.sin()]);
+        for bad in [&freqs[..pairs - 1], &[0.0; 64][..pairs], &[f32::NAN; 64][..pairs]] {
+            match s.rope_table(2, Some(bad)) {
+                Err(Error::Metadata { key, .. }) => assert_eq!(key, s.rope_freqs.name),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 }

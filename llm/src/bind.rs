@@ -51,32 +51,10 @@ pub(crate) fn vector(model: &Model, spec: &TensorSpec) -> Result<Option<Vec<f32>
     Ok(Some(v))
 }
 
-/// The rope table as the CPU executor computes it (ggml's rope_cache_init): `(cos, sin)` per
-/// position and pair, `context` positions, with the model's frequency factors when it has them.
+/// The rope table of `context` positions ([`Spec::rope_table`]) with the model's frequency
+/// factors when it has them.
 pub(crate) fn rope_table(model: &Model, spec: &Spec, context: usize) -> Result<Vec<f32>> {
-    let h = &spec.hparams;
-    let freqs = vector(model, &spec.rope_freqs)?;
-    if let Some(v) = &freqs
-        && v.iter().any(|&x| !(x.is_finite() && x > 0.0))
-    {
-        return Err(Error::Metadata {
-            key: spec.rope_freqs.name.clone(),
-            message: "rope frequency factors must be positive numbers".into(),
-        });
-    }
-    let pairs = h.rope_dim / 2;
-    let theta_scale = h.rope_base.powf(-2.0 / h.rope_dim as f32);
-    let mut table = Vec::with_capacity(context * pairs * 2);
-    for pos in 0..context {
-        let mut theta = pos as f32;
-        for i in 0..pairs {
-            let ff = freqs.as_ref().map_or(1.0, |f| f[i]);
-            let t = h.rope_freq_scale * (theta / ff);
-            table.extend([t.cos(), t.sin()]);
-            theta *= theta_scale;
-        }
-    }
-    Ok(table)
+    spec.rope_table(context, vector(model, &spec.rope_freqs)?.as_deref())
 }
 
 /// The matrix-product kernels' code for `m`'s element type (`matmul.wgsl`, `kernels.cu`: 0 F32,

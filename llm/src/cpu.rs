@@ -263,22 +263,13 @@ impl<'m> Cpu<'m> {
         }
     }
 
-    /// The rope table up to `positions`, computed as ggml's `rope_cache_init` does: the angle of
-    /// pair `i` is `pos · base^(-2i/rope_dim)` with the power taken by repeated multiplication
-    /// in f32, divided by the frequency factor, times the linear scale.
+    /// The rope table up to `positions` ([`Spec::rope_row`], ggml's `rope_cache_init`), grown a
+    /// position at a time.
     fn grow_rope(&mut self, positions: usize) {
-        let h = &self.spec.hparams;
-        let pairs = h.rope_dim / 2;
-        let theta_scale = h.rope_base.powf(-2.0 / h.rope_dim as f32);
+        let freqs = self.w.rope_freqs.as_deref();
         while self.rope_positions < positions {
-            let p = self.rope_positions;
-            let mut theta = p as f32;
-            for i in 0..pairs {
-                let ff = self.w.rope_freqs.as_ref().map_or(1.0, |f| f[i]);
-                let t = h.rope_freq_scale * (theta / ff);
-                self.rope.push((t.cos(), t.sin()));
-                theta *= theta_scale;
-            }
+            let rope = &mut self.rope;
+            self.spec.rope_row(self.rope_positions, freqs, |c, s| rope.push((c, s)));
             self.rope_positions += 1;
         }
     }

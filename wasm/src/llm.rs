@@ -388,28 +388,9 @@ impl LlmModel {
     /// factors `freqs` (`rope_freqs.weight`) when it has them.
     #[wasm_bindgen(js_name = ropeTable)]
     pub fn rope_table(&self, context: u32, freqs: Option<Vec<f32>>) -> Result<Vec<f32>, JsError> {
-        let h = &self.spec.hparams;
-        let pairs = h.rope_dim / 2;
-        if let Some(f) = &freqs
-            && (f.len() < pairs || f.iter().any(|&x| !(x.is_finite() && x > 0.0)))
-        {
-            return Err(JsError::new(&format!(
-                "{}: rope frequency factors must be {pairs} positive numbers",
-                self.spec.rope_freqs.name
-            )));
-        }
-        let theta_scale = h.rope_base.powf(-2.0 / h.rope_dim as f32);
-        let mut table = Vec::with_capacity(context as usize * pairs * 2);
-        for pos in 0..context {
-            let mut theta = pos as f32;
-            for i in 0..pairs {
-                let ff = freqs.as_ref().map_or(1.0, |f| f[i]);
-                let t = h.rope_freq_scale * (theta / ff);
-                table.extend([t.cos(), t.sin()]);
-                theta *= theta_scale;
-            }
-        }
-        Ok(table)
+        self.spec
+            .rope_table(context as usize, freqs.as_deref())
+            .map_err(|e| JsError::new(&e.to_string()))
     }
 
     /// Token ids of `text` (with the BOS token first when `add_bos` and the vocabulary has one).
