@@ -9,7 +9,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -43,29 +42,8 @@ impl Served {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().expect("the binary starts");
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(out).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) => l,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("tensorlane serve printed no URL within 60 s");
-            }
-        };
-        let url = line.trim();
-        let host = url
-            .strip_prefix("http://")
-            .and_then(|r| r.split('/').next())
-            .unwrap_or_else(|| panic!("unexpected first line {url:?}"));
-        Served {
-            child,
-            addr: host.parse().unwrap(),
-        }
+        let addr = common::servers::served_addr(&mut child, "tensorlane serve");
+        Served { child, addr }
     }
 
     fn url(&self, path: &str) -> String {

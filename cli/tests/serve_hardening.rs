@@ -10,7 +10,6 @@ use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use tensorlane_testkit as common;
@@ -35,29 +34,7 @@ impl Served {
             .stderr(Stdio::null())
             .spawn()
             .expect("the binary starts");
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(out).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) => l,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("tensorlane serve {args:?} printed no URL within 60 s");
-            }
-        };
-        let url = line.trim();
-        let host = url
-            .strip_prefix("http://")
-            .and_then(|r| r.split('/').next())
-            .unwrap_or_else(|| panic!("unexpected first line {url:?}"));
-        let mut addr: SocketAddr = host.parse().unwrap();
-        if addr.ip().is_unspecified() {
-            addr.set_ip([127, 0, 0, 1].into());
-        }
+        let addr = tensorlane_testkit::servers::served_addr(&mut child, &format!("tensorlane serve {args:?}"));
         Served { child, addr }
     }
 

@@ -21,7 +21,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Barrier, Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -72,27 +72,8 @@ impl Served {
             .stderr(Stdio::null())
             .spawn()
             .expect("the binary starts");
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(out).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let Ok(line) = rx.recv_timeout(Duration::from_secs(60)) else {
-            let _ = child.kill();
-            panic!("tensorlane serve --model printed no URL within 60 s");
-        };
-        let host = line
-            .trim()
-            .strip_prefix("http://")
-            .and_then(|r| r.split('/').next())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
-        Served {
-            child,
-            addr: host.parse().unwrap(),
-        }
+        let addr = tensorlane_testkit::servers::served_addr(&mut child, "tensorlane serve --model");
+        Served { child, addr }
     }
 }
 

@@ -50,29 +50,8 @@ impl Served {
             .stderr(Stdio::null())
             .spawn()
             .expect("sh starts");
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(out).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) => l,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("tensorlane serve printed no URL within 60 s");
-            }
-        };
-        let host = line
-            .trim()
-            .strip_prefix("http://")
-            .and_then(|r| r.split('/').next())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        Served {
-            child,
-            addr: host.parse().unwrap(),
-        }
+        let addr = tensorlane_testkit::servers::served_addr(&mut child, "tensorlane serve");
+        Served { child, addr }
     }
 
     /// Whether the server process is still running.

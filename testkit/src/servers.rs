@@ -7,6 +7,34 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The address a `tensorlane serve` child (stdout piped) prints as its first line
+/// (`http://HOST:PORT/...`), waited for at most 60 s; an unspecified host (`0.0.0.0`, `[::]`)
+/// becomes 127.0.0.1. Kills the child and panics naming `what` when no URL comes.
+pub fn served_addr(child: &mut Child, what: &str) -> SocketAddr {
+    use std::io::{BufRead, BufReader};
+    let out = child.stdout.take().expect("the child's stdout is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(out).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let Ok(line) = rx.recv_timeout(Duration::from_secs(60)) else {
+        let _ = child.kill();
+        panic!("{what} printed no URL within 60 s");
+    };
+    let url = line.trim();
+    let host = url
+        .strip_prefix("http://")
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("{what}: unexpected first line {url:?}"));
+    let mut addr: SocketAddr = host.parse().unwrap_or_else(|e| panic!("{what}: {host:?}: {e}"));
+    if addr.ip().is_unspecified() {
+        addr.set_ip([127, 0, 0, 1].into());
+    }
+    addr
+}
+
 /// A port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
