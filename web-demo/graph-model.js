@@ -1,6 +1,9 @@
 // What the graph view derives from reader.graph() (an ONNX graph, see js/index.d.ts OnnxGraph):
 // op-type counts, each value's producer and consumers, initializers, repeated blocks, and the
-// collapsed graph that is drawn. Pure functions (no DOM), run in the graph Worker and in Node tests.
+// collapsed graph that is drawn, its layout packed into typed arrays with a grid index of where
+// each box and edge lies (packLayout: what a page culls by). Pure functions (no DOM), run in the
+// graph Worker and in Node tests.
+import { valuesText } from './graph-constants.js';
 
 /**
  * Where a node name has a block number: the first run of digits that follows letters (and an
@@ -448,3 +451,343 @@ export function layeredLayout(d, { gapX = 18, gapY = 28 } = {}) {
   return { children, edges, width: Math.max(1, width), height: Math.max(1, top - gapY) };
 }
 
+
+/**
+ * A node's third line: its initializers' shapes (weights) and small constants' values
+ * (`model.sqrt2 = 1.414`, `mlp.weight [16, 16]`, a Constant's `value = [[0, 1, 2], [3, 4, 5]]`),
+ * or undefined. `c`: `{initializers: Set, tensorInfo: Map(name -> {shape}), constInit:
+ * Map(name -> {values, shape}), constNode: Map(node index -> {values, shape})}`.
+ */
+export function inlineText(n, c) {
+  const parts = [];
+  for (const v of n.inputs) {
+    if (!v || !c.initializers.has(v)) continue;
+    const t = c.tensorInfo.get(v);
+    const short = v.split(/[./]/).filter(Boolean).slice(-2).join('.');
+    const k = c.constInit.get(v);
+    parts.push(k ? `${short} = ${valuesText(k.values, k.shape)}` : `${short} ${t ? shapeText(t.shape) : ''}`.trim());
+  }
+  if (n.op_type === 'Constant') {
+    const k = c.constNode.get(n.index);
+    for (const x of n.attributes) parts.push(`${x.name} = ${x.name === 'value' && k ? valuesText(k.values, k.shape) : x.summary}`);
+  }
+  return parts.length ? parts.join(', ') : undefined;
+}
+
+/** Box kinds in a packed layout's `kind` array. */
+export const KINDS = ['node', 'block', 'input', 'output'];
+
+/**
+ * A laid-out display graph (displayGraph's `d`, its nodes sized; `out`: elkjs's or layeredLayout's
+ * result) as typed arrays, cheap to post between threads (transferable: no per-box objects to
+ * clone) and to cull by:
+ * - boxes `0..boxes-1`: `rect` (x, y, width, height each), `kind` (index into KINDS), `node` (the
+ *   analysis's node index of a `node` box, else -1); `others`: `[[box, {id, kind, label, sub,
+ *   family, instance}]]` for the boxes that are not nodes (blocks, graph inputs and outputs);
+ * - edge sections `0..sections-1` (one polyline each): `from`/`to` (box indices), `ptStart` (into
+ *   `pts`, x y pairs; `ptStart[sections]` ends the last), the values each carries in `values`
+ *   (one string, `valStart` offsets, values separated by `\n`);
+ * - `grid`: `{cell, cols, rows, start, items, wide}`: the items (box `i`, section `boxes + j`)
+ *   whose bounds meet each cell (CSR: cell `c`'s are `items[start[c]..start[c+1]]`); an item over
+ *   more than WIDE_CELLS cells is in `wide` instead, looked at every time;
+ * - `bbox`: per item, x0 y0 x1 y1; `width`, `height`.
+ * `transfer()` lists the buffers to transfer.
+ */
+export function packLayout(d, out) {
+  const B = d.nodes.length;
+  const at = new Map((out.children ?? []).map((c) => [c.id, c]));
+  const boxIndex = new Map(d.nodes.map((n, i) => [n.id, i]));
+  const rect = new Float32Array(4 * B);
+  const kind = new Uint8Array(B);
+  const node = new Int32Array(B).fill(-1);
+  const others = [];
+  d.nodes.forEach((n, i) => {
+    const c = at.get(n.id) ?? { x: 0, y: 0, width: n.width ?? 0, height: n.height ?? 0 };
+    rect.set([c.x, c.y, c.width, c.height], 4 * i);
+    kind[i] = Math.max(0, KINDS.indexOf(n.kind));
+    if (n.kind === 'node') node[i] = n.node;
+    else others.push([i, { id: n.id, kind: n.kind, label: n.label, sub: n.sub, family: n.family, instance: n.instance }]);
+  });
+  const valuesOf = new Map(d.edges.map((e) => [e.id, e]));
+  let S = 0;
+  let P = 0;
+  for (const e of out.edges ?? []) for (const sec of e.sections ?? []) (S++, (P += 2 + (sec.bendPoints?.length ?? 0)));
+  const from = new Uint32Array(S);
+  const to = new Uint32Array(S);
+  const ptStart = new Uint32Array(S + 1);
+  const pts = new Float32Array(2 * P);
+  const valStart = new Uint32Array(S + 1);
+  const texts = [];
+  let j = 0;
+  let p = 0;
+  let chars = 0;
+  for (const e of out.edges ?? []) {
+    const de = valuesOf.get(e.id);
+    const text = (de?.values ?? []).join('\n');
+    for (const sec of e.sections ?? []) {
+      from[j] = boxIndex.get(de?.source) ?? 0;
+      to[j] = boxIndex.get(de?.target) ?? 0;
+      ptStart[j] = p;
+      for (const q of [sec.startPoint, ...(sec.bendPoints ?? []), sec.endPoint]) (pts[2 * p] = q.x), (pts[2 * p + 1] = q.y), p++;
+      valStart[j] = chars;
+      texts.push(text);
+      chars += text.length;
+      j++;
+    }
+  }
+  ptStart[S] = p;
+  valStart[S] = chars;
+  const width = Math.max(1, out.width ?? 1);
+  const height = Math.max(1, out.height ?? 1);
+  const bbox = new Float32Array(4 * (B + S));
+  for (let i = 0; i < B; i++) bbox.set([rect[4 * i], rect[4 * i + 1], rect[4 * i] + rect[4 * i + 2], rect[4 * i + 1] + rect[4 * i + 3]], 4 * i);
+  for (let k = 0; k < S; k++) {
+    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    for (let q = ptStart[k]; q < ptStart[k + 1]; q++) {
+      x0 = Math.min(x0, pts[2 * q]), x1 = Math.max(x1, pts[2 * q]);
+      y0 = Math.min(y0, pts[2 * q + 1]), y1 = Math.max(y1, pts[2 * q + 1]);
+    }
+    bbox.set([x0, y0, x1, y1], 4 * (B + k));
+  }
+  const grid = gridIndex(bbox, B + S, width, height);
+  const packed = { boxes: B, rect, kind, node, others, sections: S, from, to, ptStart, pts, values: texts.join(''), valStart, bbox, grid, width, height };
+  return packed;
+}
+
+/** An item over more cells than this is kept in the grid's `wide` list (looked at every time). */
+export const WIDE_CELLS = 64;
+
+/** The grid index of packLayout: `n` items' bounds (`bbox`, x0 y0 x1 y1 each) in a `width` × `height` world. */
+export function gridIndex(bbox, n, width, height) {
+  // About 4 items a cell, at least 256 units a side.
+  const cell = Math.max(256, Math.sqrt((width * height) / Math.max(1, n / 4)));
+  const cols = Math.max(1, Math.ceil(width / cell));
+  const rows = Math.max(1, Math.ceil(height / cell));
+  const span = (i) => {
+    const cx0 = Math.min(cols - 1, Math.max(0, Math.floor(bbox[4 * i] / cell)));
+    const cy0 = Math.min(rows - 1, Math.max(0, Math.floor(bbox[4 * i + 1] / cell)));
+    const cx1 = Math.min(cols - 1, Math.max(0, Math.floor(bbox[4 * i + 2] / cell)));
+    const cy1 = Math.min(rows - 1, Math.max(0, Math.floor(bbox[4 * i + 3] / cell)));
+    return [cx0, cy0, cx1, cy1];
+  };
+  const start = new Uint32Array(cols * rows + 1);
+  const wide = [];
+  for (let i = 0; i < n; i++) {
+    const [cx0, cy0, cx1, cy1] = span(i);
+    if ((cx1 - cx0 + 1) * (cy1 - cy0 + 1) > WIDE_CELLS) continue;
+    for (let cy = cy0; cy <= cy1; cy++) for (let cx = cx0; cx <= cx1; cx++) start[cy * cols + cx + 1]++;
+  }
+  for (let c = 0; c < cols * rows; c++) start[c + 1] += start[c];
+  const items = new Uint32Array(start[cols * rows]);
+  const fill = start.slice(0, cols * rows);
+  for (let i = 0; i < n; i++) {
+    const [cx0, cy0, cx1, cy1] = span(i);
+    if ((cx1 - cx0 + 1) * (cy1 - cy0 + 1) > WIDE_CELLS) {
+      wide.push(i);
+      continue;
+    }
+    for (let cy = cy0; cy <= cy1; cy++) for (let cx = cx0; cx <= cx1; cx++) items[fill[cy * cols + cx]++] = i;
+  }
+  return { cell, cols, rows, start, items, wide: Uint32Array.from(wide) };
+}
+
+/**
+ * The items of a packed layout (packLayout) whose bounds meet the rectangle x0 y0 x1 y1, boxes and
+ * edge sections apart: `{boxes: [i], sections: [j]}`, each item once. `stamp`: a Uint32Array of
+ * one entry an item, and `mark` a number not used before with it (dedupes without clearing).
+ */
+export function itemsIn(P, x0, y0, x1, y1, stamp, mark) {
+  const { cell, cols, rows, start, items, wide } = P.grid;
+  const boxes = [];
+  const sections = [];
+  const take = (i) => {
+    if (stamp[i] === mark) return;
+    stamp[i] = mark;
+    const b = 4 * i;
+    if (P.bbox[b + 2] < x0 || P.bbox[b] > x1 || P.bbox[b + 3] < y0 || P.bbox[b + 1] > y1) return;
+    if (i < P.boxes) boxes.push(i);
+    else sections.push(i - P.boxes);
+  };
+  const cx0 = Math.max(0, Math.floor(x0 / cell));
+  const cy0 = Math.max(0, Math.floor(y0 / cell));
+  const cx1 = Math.min(cols - 1, Math.floor(x1 / cell));
+  const cy1 = Math.min(rows - 1, Math.floor(y1 / cell));
+  for (let cy = cy0; cy <= cy1; cy++) for (let cx = cx0; cx <= cx1; cx++) for (let k = start[cy * cols + cx]; k < start[cy * cols + cx + 1]; k++) take(items[k]);
+  for (const i of wide) take(i);
+  return { boxes, sections };
+}
+
+/** The ArrayBuffers of a packed layout, to transfer with postMessage. */
+export function packedBuffers(P) {
+  return [P.rect, P.kind, P.node, P.from, P.to, P.ptStart, P.pts, P.valStart, P.bbox, P.grid.start, P.grid.items, P.grid.wide].map((a) => a.buffer);
+}
+
+/**
+ * An analysis's nodes, producers and consumers as one string and typed arrays (posted from the
+ * graph Worker to the page: a 100k-node graph as a dozen buffers instead of a million objects to
+ * clone and keep, which the page's garbage collector then walked in pauses of hundreds of
+ * milliseconds). Every distinct string once in `text` (`strStart` offsets, string ids `sid`);
+ * per node `id`, `name`, `op`, `domain` (sids), `family`, `instance`; inputs, outputs and
+ * attributes (name, kind, summary: 3 sids each) as CSR (`inStart`/`ins`, ...; an omitted input is
+ * the sid of ''); per string `producer` (node index or -1) and consumers (`consStart`/`cons`).
+ * Read it with NodeTable.
+ */
+export function packNodes(nodes, producer, consumers) {
+  const sids = new Map();
+  const parts = [];
+  const sid = (t) => {
+    let k = sids.get(t);
+    if (k === undefined) sids.set(t, (k = parts.length)), parts.push(t);
+    return k;
+  };
+  sid('');
+  const N = nodes.length;
+  const id = new Int32Array(N);
+  const name = new Int32Array(N);
+  const op = new Int32Array(N);
+  const domain = new Int32Array(N);
+  const family = new Int32Array(N);
+  const instance = new Int32Array(N);
+  const inStart = new Uint32Array(N + 1);
+  const outStart = new Uint32Array(N + 1);
+  const attrStart = new Uint32Array(N + 1);
+  const ins = [];
+  const outs = [];
+  const attrs = [];
+  for (let i = 0; i < N; i++) {
+    const n = nodes[i];
+    id[i] = sid(n.id);
+    name[i] = sid(n.name ?? '');
+    op[i] = sid(n.op_type);
+    domain[i] = sid(n.domain ?? '');
+    family[i] = n.family ?? -1;
+    instance[i] = n.instance ?? -1;
+    inStart[i] = ins.length;
+    for (const v of n.inputs) ins.push(sid(v ?? ''));
+    outStart[i] = outs.length;
+    for (const v of n.outputs) outs.push(sid(v ?? ''));
+    attrStart[i] = attrs.length / 3;
+    for (const x of n.attributes ?? []) attrs.push(sid(x.name), sid(x.kind), sid(x.summary));
+  }
+  inStart[N] = ins.length;
+  outStart[N] = outs.length;
+  attrStart[N] = attrs.length / 3;
+  const S = parts.length;
+  const prod = new Int32Array(S).fill(-1);
+  for (const [v, p] of producer) if (sids.has(v)) prod[sids.get(v)] = p;
+  const consStart = new Uint32Array(S + 1);
+  for (const [v, list] of consumers) if (sids.has(v)) consStart[sids.get(v) + 1] = list.length;
+  for (let k = 0; k < S; k++) consStart[k + 1] += consStart[k];
+  const cons = new Int32Array(consStart[S]);
+  for (const [v, list] of consumers) if (sids.has(v)) cons.set(list, consStart[sids.get(v)]);
+  const strStart = new Uint32Array(S + 1);
+  for (let k = 0; k < S; k++) strStart[k + 1] = strStart[k] + parts[k].length;
+  return { count: N, text: parts.join(''), strStart, id, name, op, domain, family, instance, inStart, ins: Int32Array.from(ins), outStart, outs: Int32Array.from(outs), attrStart, attrs: Int32Array.from(attrs), producer: prod, consStart, cons };
+}
+
+/** The ArrayBuffers of packNodes's result, to transfer with postMessage. */
+export function nodeBuffers(T) {
+  return [T.strStart, T.id, T.name, T.op, T.domain, T.family, T.instance, T.inStart, T.ins, T.outStart, T.outs, T.attrStart, T.attrs, T.producer, T.consStart, T.cons].map((a) => a.buffer);
+}
+
+/**
+ * Reads packNodes's tables: `get(i)` makes node `i`'s object (`{index, id, name, op_type, domain,
+ * inputs, outputs, attributes, family, instance}`, fresh each time: nothing kept), `indexOf(id)`
+ * and `sidOf(value)` find by name, `producerOf(value)` and `consumersOf(value)` (node indices),
+ * `search(q, op)` the nodes whose id, op type, inputs or outputs contain `q` (case-insensitive)
+ * and whose op (`domain.op_type` or `op_type`) is `op` when given.
+ */
+export class NodeTable {
+  constructor(T) {
+    Object.assign(this, T);
+    this.length = T.count;
+    this.bySid = null;
+    this.lower = null;
+  }
+  str(k) {
+    return this.text.slice(this.strStart[k], this.strStart[k + 1]);
+  }
+  /** Whether string `k` equals `t`, without making a string. */
+  is(k, t) {
+    return this.strStart[k + 1] - this.strStart[k] === t.length && this.text.startsWith(t, this.strStart[k]);
+  }
+  idOf(i) {
+    return this.str(this.id[i]);
+  }
+  opOf(i) {
+    return this.str(this.op[i]);
+  }
+  /** `domain.op_type`, or `op_type` in the default domain (the op-type counts' key). */
+  opKey(i) {
+    // sid 0 is ''.
+    return this.domain[i] ? `${this.str(this.domain[i])}.${this.opOf(i)}` : this.opOf(i);
+  }
+  get(i) {
+    if (!(i >= 0 && i < this.length)) return undefined;
+    const list = (start, arr) => Array.from(arr.subarray(start[i], start[i + 1]), (k) => this.str(k));
+    const attributes = [];
+    for (let k = this.attrStart[i]; k < this.attrStart[i + 1]; k++) attributes.push({ name: this.str(this.attrs[3 * k]), kind: this.str(this.attrs[3 * k + 1]), summary: this.str(this.attrs[3 * k + 2]) });
+    return { index: i, id: this.idOf(i), name: this.str(this.name[i]), op_type: this.opOf(i), domain: this.str(this.domain[i]), inputs: list(this.inStart, this.ins), outputs: list(this.outStart, this.outs), attributes, family: this.family[i], instance: this.instance[i] };
+  }
+  /** The index of the node with this id, or -1 (a scan without making strings). */
+  indexOf(id) {
+    for (let i = 0; i < this.length; i++) if (this.is(this.id[i], id)) return i;
+    return -1;
+  }
+  /** The string id of a value name, or undefined (the first call indexes every string). */
+  sidOf(v) {
+    if (!this.bySid) {
+      this.bySid = new Map();
+      for (let k = 0; k + 1 < this.strStart.length; k++) this.bySid.set(this.str(k), k);
+    }
+    return this.bySid.get(v);
+  }
+  producerOf(v) {
+    const k = this.sidOf(v);
+    return k === undefined || this.producer[k] < 0 ? undefined : this.producer[k];
+  }
+  consumersOf(v) {
+    const k = this.sidOf(v);
+    return k === undefined ? [] : Array.from(this.cons.subarray(this.consStart[k], this.consStart[k + 1]));
+  }
+  hasConsumers(v) {
+    const k = this.sidOf(v);
+    return k !== undefined && this.consStart[k + 1] > this.consStart[k];
+  }
+  search(q, op) {
+    const out = [];
+    let hit = null;
+    if (q) {
+      // Every string that contains q, from one pass over all the text (lowercased once).
+      this.lower ??= this.text.toLowerCase();
+      const S = this.strStart.length - 1;
+      hit = new Uint8Array(S);
+      const ql = q.toLowerCase();
+      if (this.lower.length === this.text.length) {
+        for (let at = this.lower.indexOf(ql); at >= 0; ) {
+          // The string at `at` (binary search), if q lies inside it; then on from the next string.
+          let lo = 0;
+          let hi = S - 1;
+          while (lo < hi) {
+            const mid = (lo + hi + 1) >> 1;
+            if (this.strStart[mid] <= at) lo = mid;
+            else hi = mid - 1;
+          }
+          const inside = at + ql.length <= this.strStart[lo + 1];
+          if (inside) hit[lo] = 1;
+          at = this.lower.indexOf(ql, inside ? Math.max(at + 1, this.strStart[lo + 1]) : at + 1);
+        }
+      } else for (let k = 0; k < S; k++) hit[k] = this.str(k).toLowerCase().includes(ql) ? 1 : 0;
+    }
+    const any = (start, arr, i) => {
+      for (let k = start[i]; k < start[i + 1]; k++) if (hit[arr[k]]) return true;
+      return false;
+    };
+    for (let i = 0; i < this.length; i++) {
+      if (op && this.opKey(i) !== op) continue;
+      if (hit && !(hit[this.id[i]] || hit[this.op[i]] || any(this.inStart, this.ins, i) || any(this.outStart, this.outs, i))) continue;
+      out.push(i);
+    }
+    return out;
+  }
+}

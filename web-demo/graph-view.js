@@ -14,13 +14,15 @@
 // `data-segment="K"`); the details panel `data-selected="NAME"`.
 //
 // `?blocks=off` draws every node (no blocks, no segments: the true flat graph; past 400 boxes laid
-// out by graph-model.js's linear-time layeredLayout in graph-layout-worker.js, root
-// `data-layout="layered"`, else `elk`; past 400 boxes only those in view are in the DOM, past
-// 20,000 (`?glazy=N`: N) their elements are made when first needed or in idle time, root
+// out by graph-model.js's linear-time layeredLayout in the graph Worker, which sends the layout as
+// typed arrays with a grid index (packLayout) and the outline as a PNG, root
+// `data-layout="layered"`, else `elk`; past 400 boxes only those in view are in the DOM (found
+// through the grid index, root `data-in-dom` = how many), far out the outline bitmap; past 20,000
+// (`?glazy=N`: N) their elements are made when first needed or in idle time, root
 // `data-made="all"` once all are); `?node=NAME` selects a node once drawn.
 //
 // mount(el, ctx) -> { unmount() }; ctx = { sources, selectTensor, params, setParam }.
-import { boxSize, opFamily, shapeText } from './graph-model.js';
+import { boxSize, inlineText, itemsIn, NodeTable, opFamily, packLayout, shapeText } from './graph-model.js';
 import { valuesText } from './graph-constants.js';
 
 const STYLE_ID = 'tl-graph-style';
@@ -156,36 +158,6 @@ const CULL_MIN_BOXES = 400;
 /** More boxes than this make their SVG elements when first needed (see draw). */
 const LAZY_MIN_BOXES = 20000;
 
-/** The linear-time layered layout (graph-layout-worker.js) in a Worker: layout({nodes, edges}). */
-class FastLayout {
-  constructor() {
-    this.worker = new Worker(new URL('./graph-layout-worker.js', import.meta.url), { type: 'module' });
-    this.next = 0;
-    this.pending = new Map();
-    this.worker.onmessage = ({ data }) => {
-      const p = this.pending.get(data.id);
-      if (!p) return;
-      this.pending.delete(data.id);
-      if (data.error) p.reject(new Error(`layout failed: ${data.error.message}`));
-      else p.resolve(data.data);
-    };
-    this.worker.onerror = (e) => {
-      for (const p of this.pending.values()) p.reject(new Error(`the layout worker failed: ${e.message}`));
-      this.pending.clear();
-    };
-  }
-  layout(graph) {
-    const id = this.next++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ id, graph });
-    });
-  }
-  terminate() {
-    this.worker.terminate();
-  }
-}
-
 /** Mounts the graph view in `el`. */
 export function mount(el, ctx) {
   injectStyle();
@@ -202,13 +174,11 @@ export function mount(el, ctx) {
   };
   let worker = null;
   let elk = null;
-  let fast = null;
   let dead = false;
   const cleanup = () => {
     dead = true;
     worker?.terminate();
     elk?.terminate();
-    fast?.terminate();
   };
   if (!src) {
     fail('Open an ONNX model to see its graph.');
@@ -219,6 +189,7 @@ export function mount(el, ctx) {
   worker = new Worker(new URL('./graph-worker.js', import.meta.url), { type: 'module' });
   worker.onerror = (e) => fail(`the graph worker failed to start: ${e.message ?? e}`);
   worker.onmessage = ({ data }) => {
+    if (dead) return;
     // `?blocks=off`: the true flat graph, every node a box (no blocks, no segments). The Worker
     // analyses the graph too (a 100k-node graph's blocks take seconds: never on this thread).
     const flat = ctx.params?.get('blocks') === 'off';
@@ -226,31 +197,31 @@ export function mount(el, ctx) {
     else if (data.type === 'error') {
       fail(data.error.message);
       worker.terminate();
-    } else if (data.type === 'piece') {
-      pieces.nodes.push(...data.nodes);
-      for (const [k, v] of data.producer) pieces.producer.set(k, v);
-      for (const [k, v] of data.consumers) pieces.consumers.set(k, v);
+    } else if (data.type === 'nodes') {
+      nodes = new NodeTable(data.table);
     } else if (data.type === 'display') {
       const p = displays.get(data.id);
       displays.delete(data.id);
       if (data.error) p?.reject(new Error(data.error.message));
-      else p?.resolve(data.display);
+      else p?.resolve(data);
     } else if (data.type === 'done') {
       // The Worker stays: it keeps the analysis and answers which boxes to draw (displayIn).
-      Object.assign(data.analysis, pieces);
       if (!dead) show(data);
     }
   };
-  // The analysis's nodes, producers and consumers, as they come (graph-worker.js sends them in pieces).
-  const pieces = { nodes: [], producer: new Map(), consumers: new Map() };
+  // The analysis's nodes, producers and consumers (graph-model.js's NodeTable over the typed arrays graph-worker.js sends).
+  let nodes = null;
   const displays = new Map();
   let nextDisplay = 1;
-  /** graph-model.js's displayGraph(analysis, expanded), run in the graph Worker. */
+  /**
+   * graph-model.js's displayGraph(analysis, expanded), run in the graph Worker: `{display}` (sized
+   * boxes, for elkjs), or past ELK_MAX_BOXES boxes laid out there: `{packed, outline}`.
+   */
   const displayIn = (expanded) =>
     new Promise((resolve, reject) => {
       const id = nextDisplay++;
       displays.set(id, { resolve, reject });
-      worker.postMessage({ cmd: 'display', id, expanded });
+      worker.postMessage({ cmd: 'display', id, expanded, elkMax: ELK_MAX_BOXES });
     });
   /** Lets the page's thread draw and take input between the steps of a large graph's first draw. */
   const breathe = () => new Promise((r) => setTimeout(r, 0));
@@ -264,7 +235,8 @@ export function mount(el, ctx) {
     const constInit = new Map(Object.entries(constants?.initializers ?? {}));
     const constNode = new Map(constants?.nodes ?? []);
     const tensorInfo = new Map(tensors.map((t) => [t.name, t]));
-    const byId = new Map(a.nodes.map((n) => [n.id, n]));
+    const T = nodes;
+    const inlineCtx = { initializers: a.initializers, tensorInfo, constInit, constNode };
     await breathe();
     if (dead) return;
     const expanded = new Map();
@@ -274,7 +246,7 @@ export function mount(el, ctx) {
     const timing = { readMs: ms, bytesRead };
     const meta = h('span', { class: 'tl-g-muted' });
     const opsets = Object.entries(graph.opset_import).map(([d, v]) => `${d} ${v}`).join(', ');
-    meta.textContent = `${a.nodes.length.toLocaleString()} nodes · ${a.initializers.size.toLocaleString()} initializers · ${a.families.length} repeated block${a.families.length === 1 ? '' : 's'} · opset ${opsets || '?'}${graph.producer_name ? ` · ${graph.producer_name} ${graph.producer_version}` : ''} · read ${(bytesRead / 1024).toFixed(0)} KiB in ${ms.toFixed(0)} ms`;
+    meta.textContent = `${T.length.toLocaleString()} nodes · ${a.initializers.size.toLocaleString()} initializers · ${a.families.length} repeated block${a.families.length === 1 ? '' : 's'} · opset ${opsets || '?'}${graph.producer_name ? ` · ${graph.producer_name} ${graph.producer_version}` : ''} · read ${(bytesRead / 1024).toFixed(0)} KiB in ${ms.toFixed(0)} ms`;
     head.replaceChildren(head.firstChild, meta);
 
     // --- the drawing
@@ -289,11 +261,16 @@ export function mount(el, ctx) {
     let view = { x: 0, y: 0, k: 1 };
     let bounds = { w: 1, h: 1 };
     // Level of detail: labels at 12 px are unreadable below about half scale.
-    let items = [];
-    /** Node id -> its box's position (centre() needs it before its element is made). */
-    let nodeAt = new Map();
+    /** The drawing (graph-model.js's packLayout) and its elements, made when first needed (index: box i, section boxes + j). */
+    let P = null;
+    let els = [];
+    /** Node index -> its box (centre() needs the position before the element is made), or -1. */
+    let boxOfNode = new Int32Array(0);
+    let stamp = new Uint32Array(0);
+    let mark = 0;
     let culling = false;
     let overview = null;
+    let outlineUrl = null;
     let cullFrame = 0;
     const apply = () => {
       world.setAttribute('transform', `translate(${view.x},${view.y}) scale(${view.k})`);
@@ -307,7 +284,7 @@ export function mount(el, ctx) {
       cullFrame = 0;
       if (!culling) return;
       const r = svg.getBoundingClientRect();
-      if (view.k < 0.3) {
+      if (view.k < 0.3 && overview) {
         if (world.firstChild !== overview[0]) world.replaceChildren(...overview);
         root.dataset.inDom = '0';
         return;
@@ -317,16 +294,13 @@ export function mount(el, ctx) {
       const y0 = -view.y / view.k - m;
       const x1 = (r.width - view.x) / view.k + m;
       const y1 = (r.height - view.y) / view.k + m;
+      // The grid index gives the items near the view (not a walk over all of them); edges first, boxes over them.
+      const { boxes, sections } = itemsIn(P, x0, y0, x1, y1, stamp, ++mark);
       const frag = document.createDocumentFragment();
-      let n = 0;
-      for (const it of items) {
-        if (it.x1 < x0 || it.x0 > x1 || it.y1 < y0 || it.y0 > y1) continue;
-        it.els ??= it.make();
-        for (const e of it.els) frag.append(e);
-        n++;
-      }
+      for (const j of sections) frag.append(...(els[P.boxes + j] ??= makeSection(j)));
+      for (const i of boxes) frag.append(...(els[i] ??= makeBox(i)));
       world.replaceChildren(frag);
-      root.dataset.inDom = String(n);
+      root.dataset.inDom = String(boxes.length + sections.length);
     }
     function fit() {
       const r = svg.getBoundingClientRect();
@@ -404,203 +378,164 @@ export function mount(el, ctx) {
       }
     }
 
-    /** A node's third line: its initializers' shapes (weights) and a Constant's value summary. */
-    function inline(n) {
-      const parts = [];
-      for (const v of n.inputs) {
-        if (!v || !a.initializers.has(v)) continue;
-        const t = tensorInfo.get(v);
-        const short = v.split(/[./]/).filter(Boolean).slice(-2).join('.');
-        const c = constInit.get(v);
-        parts.push(c ? `${short} = ${valuesText(c.values, c.shape)}` : `${short} ${t ? shapeText(t.shape) : ''}`.trim());
-      }
-      if (n.op_type === 'Constant') {
-        const c = constNode.get(n.index);
-        for (const x of n.attributes) parts.push(`${x.name} = ${x.name === 'value' && c ? valuesText(c.values, c.shape) : x.summary}`);
-      }
-      return parts.length ? parts.join(', ') : undefined;
-    }
-
     let layoutSeq = 0;
     let drawnNodes = new Map();
     async function relayout() {
       const seq = ++layoutSeq;
       setState('layout');
       const t1 = performance.now();
-      let d;
+      let r;
       try {
-        d = await displayIn(expanded);
+        r = await displayIn(expanded);
       } catch (e) {
         if (seq === layoutSeq) fail(e.message);
         return;
       }
       if (seq !== layoutSeq || dead) return;
-      for (const n of d.nodes) if (n.kind === 'node') n.extra = inline(a.nodes[n.node]);
-      status.textContent = `laying out ${d.nodes.length} boxes…`;
-      const g = {
-        id: 'root',
-        layoutOptions: {
-          'elk.algorithm': 'layered',
-          'elk.direction': 'DOWN',
-          'elk.spacing.nodeNode': '18',
-          'elk.layered.spacing.nodeNodeBetweenLayers': '28',
-          'elk.edgeRouting': 'POLYLINE',
-          'elk.layered.thoroughness': d.nodes.length > 100 ? '1' : '3',
-        },
-        children: d.nodes.map((n) => ({ id: n.id, ...boxSize(n) })),
-        edges: d.edges.map((e) => ({ id: e.id, sources: [e.source], targets: [e.target] })),
-      };
-      let out;
-      try {
-        if (d.nodes.length > ELK_MAX_BOXES) {
-          // Thousands of boxes: the linear-time layered layout, in its own Worker (elkjs would take minutes).
-          g.children.forEach((c, i) => Object.assign(d.nodes[i], { width: c.width, height: c.height }));
-          fast ??= new FastLayout();
-          out = await fast.layout({ nodes: d.nodes.map(({ id, width, height }) => ({ id, width, height })), edges: d.edges.map(({ id, source, target }) => ({ id, source, target })) });
-          root.dataset.layout = 'layered';
-        } else {
+      let packed = r.packed;
+      if (packed) root.dataset.layout = 'layered';
+      else {
+        // A few hundred boxes at most: elkjs's layered layout, in its own Worker.
+        const d = r.display;
+        status.textContent = `laying out ${d.nodes.length} boxes…`;
+        const g = {
+          id: 'root',
+          layoutOptions: {
+            'elk.algorithm': 'layered',
+            'elk.direction': 'DOWN',
+            'elk.spacing.nodeNode': '18',
+            'elk.layered.spacing.nodeNodeBetweenLayers': '28',
+            'elk.edgeRouting': 'POLYLINE',
+            'elk.layered.thoroughness': d.nodes.length > 100 ? '1' : '3',
+          },
+          children: d.nodes.map((n) => ({ id: n.id, ...boxSize(n) })),
+          edges: d.edges.map((e) => ({ id: e.id, sources: [e.source], targets: [e.target] })),
+        };
+        try {
           elk ??= new ElkClient(ELK_WORKER);
-          out = await elk.layout(g);
-          root.dataset.layout = 'elk';
+          packed = packLayout(d, await elk.layout(g));
+        } catch (e) {
+          if (seq === layoutSeq) fail(e.message);
+          return;
         }
-      } catch (e) {
-        if (seq === layoutSeq) fail(e.message);
-        return;
+        if (seq !== layoutSeq || dead) return;
+        root.dataset.layout = 'elk';
       }
-      if (seq !== layoutSeq || dead) return;
-      draw(d, out);
+      draw(packed, r.outline);
       timing.layoutMs = performance.now() - t1;
-      status.textContent = `${d.nodes.length} boxes · layout ${timing.layoutMs.toFixed(0)} ms`;
+      status.textContent = `${packed.boxes} boxes · layout ${timing.layoutMs.toFixed(0)} ms`;
       root.dataset.layoutMs = String(Math.round(timing.layoutMs));
       root.dataset.totalMs = String(Math.round(performance.now() - t0));
-      root.dataset.drawnBoxes = String(d.nodes.length);
+      root.dataset.drawnBoxes = String(packed.boxes);
       setState('done');
     }
 
-    function draw(d, out) {
-      const pos = new Map(out.children.map((c) => [c.id, c]));
-      items = [];
+    /** Box `i` of the drawing as displayGraph gave it: `{id, kind, label, sub, extra?, node?, family?, instance?}`. */
+    let othersOf = new Map();
+    function boxInfo(i) {
+      if (P.node[i] < 0) return othersOf.get(i);
+      const nd = T.get(P.node[i]);
+      return { id: `node:${nd.id}`, kind: 'node', node: nd.index, label: nd.op_type, sub: nd.name, extra: inlineText(nd, inlineCtx) };
+    }
+    const boxId = (i) => (P.node[i] < 0 ? othersOf.get(i).id : `node:${T.idOf(P.node[i])}`);
+    /** The elements of edge section `j`: a wide transparent path to hover (its title names the values carried) and the line. */
+    function makeSection(j) {
+      const pts = [];
+      for (let q = P.ptStart[j]; q < P.ptStart[j + 1]; q++) pts.push(`${P.pts[2 * q].toFixed(1)},${P.pts[2 * q + 1].toFixed(1)}`);
+      const path = `M${pts.join(' L')}`;
+      const carried = P.values.slice(P.valStart[j], P.valStart[j + 1]).split('\n').filter(Boolean);
+      const id = `${boxId(P.from[j])}->${boxId(P.to[j])}`;
+      const hit = s('path', { class: 'tl-g-hit', d: path, dataset: { edge: id, values: carried.join(' ') } });
+      const title = s('title');
+      // Hovering an edge names the values it carries, with their shapes where the file says them.
+      title.textContent = carried.map((v) => `${v}${valueShape(v)}`).join('\n') || id;
+      hit.append(title);
+      return [hit, s('path', { class: 'tl-g-e', d: path })];
+    }
+    /** The elements of box `i`: a group with its rectangle, op-family band and up to three lines. */
+    function makeBox(i) {
+      const n = boxInfo(i);
+      const p = { x: P.rect[4 * i], y: P.rect[4 * i + 1], width: P.rect[4 * i + 2], height: P.rect[4 * i + 3] };
+      const cls = n.kind === 'block' ? 'tl-g-n tl-g-block' : n.kind === 'node' ? 'tl-g-n' : 'tl-g-n tl-g-io';
+      const attrs = { class: cls, transform: `translate(${p.x},${p.y})` };
+      const ds = {};
+      if (n.kind === 'node') Object.assign(ds, { node: T.idOf(n.node), opFamily: opFamily(n.label) });
+      if (n.kind === 'block') Object.assign(ds, { block: a.families[n.family].template, family: String(n.family), rest: n.id.endsWith(':rest') ? '1' : '0' }, n.instance !== undefined ? { segment: String(n.instance) } : {});
+      if (n.kind === 'input' || n.kind === 'output') ds.value = n.label;
+      const g = s('g', { ...attrs, dataset: ds });
+      const title = s('title');
+      title.textContent = n.kind === 'block' ? `${n.label} ${n.sub}: click to ${n.id.endsWith(':rest') ? 'collapse' : n.instance !== undefined ? 'open this segment' : 'expand one block'}` : `${n.label} ${n.sub ?? ''}`;
+      g.append(title, s('rect', { width: p.width, height: p.height }));
+      if (ds.opFamily) g.append(s('rect', { class: `tl-g-band ${ds.opFamily}`, x: 0, y: 0, width: 4, height: p.height }));
+      const label = s('text', { x: 8, y: n.sub ? 15 : 17 });
+      label.textContent = n.kind === 'block' ? `▣ ${clip(n.label, 48)}` : clip(n.label, 48);
+      g.append(label);
+      if (n.sub) {
+        const sub = s('text', { class: 'tl-g-sub', x: 8, y: 30 });
+        sub.textContent = clip(n.sub, 52);
+        g.append(sub);
+      }
+      if (n.extra) {
+        const extra = s('text', { class: 'tl-g-extra', x: 8, y: 45 });
+        extra.textContent = clip(n.extra, 52);
+        g.append(extra);
+      }
+      if (ds.node) {
+        drawnNodes.set(ds.node, g);
+        if (ds.node === selected) g.classList.add('tl-g-sel');
+      }
+      return [g];
+    }
+
+    /** Shows a packed layout (graph-model.js's packLayout); `outlinePng`, the Worker's bitmap of it. */
+    function draw(packed, outlinePng) {
+      P = packed;
+      const total = P.boxes + P.sections;
+      els = new Array(total);
+      stamp = new Uint32Array(total);
+      othersOf = new Map(P.others);
+      drawnNodes = new Map();
+      boxOfNode = new Int32Array(T.length).fill(-1);
+      for (let i = 0; i < P.boxes; i++) if (P.node[i] >= 0) boxOfNode[P.node[i]] = i;
       // Tens of thousands of boxes: their elements are made when first in view or in idle time,
       // not all at once (a long task); below that, at once (panning then only moves them: a
       // 5,049-box graph made lazily panned at p95 40 ms, made at once 18 ms).
-      const lazy = d.nodes.length > (Number(ctx.params?.get('glazy')) || LAZY_MIN_BOXES);
-      const frag = document.createDocumentFragment();
-      const valuesOf = new Map(d.edges.map((e) => [e.id, e.values ?? []]));
-      for (const e of out.edges ?? []) {
-        // Hovering an edge names the values it carries, with their shapes where the file says them.
-        const carried = valuesOf.get(e.id) ?? [];
-        const text = carried.map((v) => `${v}${valueShape(v)}`).join('\n');
-        for (const sec of e.sections ?? []) {
-          const pts = [sec.startPoint, ...(sec.bendPoints ?? []), sec.endPoint];
-          const make = () => {
-            const path = `M${pts.map((p) => `${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(' L')}`;
-            const hit = s('path', { class: 'tl-g-hit', d: path, dataset: { edge: e.id, values: carried.join(' ') } });
-            const title = s('title');
-            title.textContent = text || e.id;
-            hit.append(title);
-            return [hit, s('path', { class: 'tl-g-e', d: path })];
-          };
-          const xs = pts.map((q) => q.x);
-          const ys = pts.map((q) => q.y);
-          const it = { make, x0: Math.min(...xs), y0: Math.min(...ys), x1: Math.max(...xs), y1: Math.max(...ys) };
-          if (!lazy) frag.append(...(it.els = make()));
-          items.push(it);
-        }
-      }
-      drawnNodes = new Map();
-      nodeAt = new Map();
-      for (const n of d.nodes) {
-        const p = pos.get(n.id);
-        if (!p) continue;
-        const make = () => {
-        const cls = n.kind === 'block' ? 'tl-g-n tl-g-block' : n.kind === 'node' ? 'tl-g-n' : 'tl-g-n tl-g-io';
-        const attrs = { class: cls, transform: `translate(${p.x},${p.y})` };
-        const ds = {};
-        if (n.kind === 'node') Object.assign(ds, { node: a.nodes[n.node].id, opFamily: opFamily(a.nodes[n.node].op_type) });
-        if (n.kind === 'block') Object.assign(ds, { block: a.families[n.family].template, family: String(n.family), rest: n.id.endsWith(':rest') ? '1' : '0' }, n.instance !== undefined ? { segment: String(n.instance) } : {});
-        if (n.kind === 'input' || n.kind === 'output') ds.value = n.label;
-        const g = s('g', { ...attrs, dataset: ds });
-        const title = s('title');
-        title.textContent = n.kind === 'block' ? `${n.label} ${n.sub}: click to ${n.id.endsWith(':rest') ? 'collapse' : n.instance !== undefined ? 'open this segment' : 'expand one block'}` : `${n.label} ${n.sub ?? ''}`;
-        g.append(title, s('rect', { width: p.width, height: p.height }));
-        if (ds.opFamily) g.append(s('rect', { class: `tl-g-band ${ds.opFamily}`, x: 0, y: 0, width: 4, height: p.height }));
-        const label = s('text', { x: 8, y: n.sub ? 15 : 17 });
-        label.textContent = n.kind === 'block' ? `▣ ${clip(n.label, 48)}` : clip(n.label, 48);
-        g.append(label);
-        if (n.sub) {
-          const sub = s('text', { class: 'tl-g-sub', x: 8, y: 30 });
-          sub.textContent = clip(n.sub, 52);
-          g.append(sub);
-        }
-        if (n.extra) {
-          const extra = s('text', { class: 'tl-g-extra', x: 8, y: 45 });
-          extra.textContent = clip(n.extra, 52);
-          g.append(extra);
-        }
-        if (ds.node) {
-          drawnNodes.set(ds.node, g);
-          if (ds.node === selected) g.classList.add('tl-g-sel');
-        }
-        return [g];
-        };
-        if (n.kind === 'node') nodeAt.set(a.nodes[n.node].id, p);
-        const it = { make, x0: p.x, y0: p.y, x1: p.x + p.width, y1: p.y + p.height, box: true };
-        if (!lazy) frag.append(...(it.els = make()));
-        items.push(it);
-      }
-      culling = d.nodes.length > CULL_MIN_BOXES;
+      const lazy = P.boxes > (Number(ctx.params?.get('glazy')) || LAZY_MIN_BOXES);
+      if (!lazy) for (let k = 0; k < total; k++) els[k] = k < P.boxes ? makeBox(k) : makeSection(k - P.boxes);
+      culling = P.boxes > CULL_MIN_BOXES;
       overview = null;
+      if (outlineUrl) URL.revokeObjectURL(outlineUrl);
+      outlineUrl = null;
       if (culling) {
         // Thousands of boxes: only what the view shows is in the DOM (cull), and far out the whole
-        // graph is two paths (its boxes and its edges), the shape of the model.
-        // The outline is a bitmap drawn once (a canvas, as an SVG image): panning and zooming a
-        // picture costs a blit, a path of thousands of boxes a rasterisation every frame.
-        const W = Math.max(1, out.width ?? 1);
-        const H = Math.max(1, out.height ?? 1);
-        const sc = Math.min(1, 4096 / Math.max(W, H));
-        const cv = document.createElement('canvas');
-        cv.width = Math.max(1, Math.round(W * sc));
-        cv.height = Math.max(1, Math.round(H * sc));
-        const c2 = cv.getContext('2d');
-        c2.scale(sc, sc);
-        c2.strokeStyle = '#98a2b6';
-        c2.lineWidth = 1 / sc;
-        c2.beginPath();
-        for (const e of out.edges ?? []) {
-          for (const sec of e.sections ?? []) {
-            const pts = [sec.startPoint, ...(sec.bendPoints ?? []), sec.endPoint];
-            c2.moveTo(pts[0].x, pts[0].y);
-            for (const q of pts.slice(1)) c2.lineTo(q.x, q.y);
-          }
+        // graph is one bitmap (drawn by the graph Worker): panning and zooming a picture costs a
+        // blit, thousands of elements a rasterisation every frame.
+        if (outlinePng) {
+          outlineUrl = URL.createObjectURL(outlinePng);
+          overview = [s('image', { href: outlineUrl, x: 0, y: 0, width: P.width, height: P.height, preserveAspectRatio: 'none', class: 'tl-g-outline' })];
         }
-        c2.stroke();
-        c2.fillStyle = '#dbe4f7';
-        c2.strokeStyle = '#6d7fa6';
-        for (const it of items) {
-          if (!it.box) continue;
-          c2.fillRect(it.x0, it.y0, it.x1 - it.x0, it.y1 - it.y0);
-          c2.strokeRect(it.x0, it.y0, it.x1 - it.x0, it.y1 - it.y0);
-        }
-        overview = [s('image', { href: cv.toDataURL('image/png'), x: 0, y: 0, width: W, height: H, preserveAspectRatio: 'none', class: 'tl-g-outline' })];
         world.replaceChildren();
         root.dataset.culled = 'true';
         // The elements not yet made are made in idle time, a few hundred at a time, so a later pan
         // only moves them in and out of the DOM.
-        const mine = items;
+        const mine = P;
         let at = 0;
         const idle = window.requestIdleCallback ?? ((f) => setTimeout(() => f({ timeRemaining: () => 8 }), 16));
         const work = (deadline) => {
-          if (items !== mine || dead) return;
-          for (let k = 0; at < mine.length && (k < 50 || deadline.timeRemaining() > 2); k++, at++) mine[at].els ??= mine[at].make();
-          if (at < mine.length) idle(work);
+          if (P !== mine || dead) return;
+          for (let k = 0; at < total && (k < 50 || deadline.timeRemaining() > 2); k++, at++) els[at] ??= at < P.boxes ? makeBox(at) : makeSection(at - P.boxes);
+          if (at < total) idle(work);
           else root.dataset.made = 'all';
         };
         idle(work);
       } else {
+        const frag = document.createDocumentFragment();
+        for (let j = 0; j < P.sections; j++) frag.append(...els[P.boxes + j]);
+        for (let i = 0; i < P.boxes; i++) frag.append(...els[i]);
         world.replaceChildren(frag);
         delete root.dataset.culled;
       }
-      bounds = { w: Math.max(1, out.width ?? 1), h: Math.max(1, out.height ?? 1) };
+      bounds = { w: P.width, h: P.height };
       fit();
       markSelected();
     }
@@ -623,17 +558,13 @@ export function mount(el, ctx) {
     const scroll = h('div', { class: 'tl-g-scroll', tabindex: '0' });
     const spacer = h('div', { style: 'position:relative' });
     scroll.append(spacer);
-    let listed = a.nodes;
+    /** The node indices the list shows. */
+    let listed = [];
     const listCount = h('span', { class: 'tl-g-muted' });
     function filterList() {
       const q = query.toLowerCase();
-      listed = a.nodes.filter((n) => {
-        const op = n.domain ? `${n.domain}.${n.op_type}` : n.op_type;
-        if (opFilter && op !== opFilter) return false;
-        if (!q) return true;
-        return n.id.toLowerCase().includes(q) || n.op_type.toLowerCase().includes(q) || n.inputs.some((v) => v.toLowerCase().includes(q)) || n.outputs.some((v) => v.toLowerCase().includes(q));
-      });
-      listCount.textContent = ` ${listed.length.toLocaleString()} of ${a.nodes.length.toLocaleString()}`;
+      listed = T.search(query, opFilter);
+      listCount.textContent = ` ${listed.length.toLocaleString()} of ${T.length.toLocaleString()}`;
       spacer.style.height = `${listed.length * ROW}px`;
       scroll.scrollTop = 0;
       paintRows();
@@ -644,7 +575,7 @@ export function mount(el, ctx) {
       const last = Math.min(listed.length, first + Math.ceil((scroll.clientHeight || 400) / ROW) + 10);
       const frag = document.createDocumentFragment();
       for (let i = first; i < last; i++) {
-        const n = listed[i];
+        const n = T.get(listed[i]);
         const row = h('div', { class: `tl-g-row${selected === n.id ? ' tl-g-on' : ''}`, style: `top:${i * ROW}px`, dataset: { node: n.id }, title: n.id }, h('b', {}, n.op_type), n.name || h('span', { class: 'tl-g-muted' }, `(unnamed #${n.index})`));
         frag.append(row);
       }
@@ -662,7 +593,7 @@ export function mount(el, ctx) {
         query = search.value.trim();
         filterList();
         const v = query;
-        if (a.initializers.has(v) || a.consumers.has(v)) showValue(v);
+        if (a.initializers.has(v) || T.hasConsumers(v)) showValue(v);
       }, 120);
     });
 
@@ -674,18 +605,18 @@ export function mount(el, ctx) {
       const li = h('li', {});
       if (a.initializers.has(v)) {
         const t = tensorInfo.get(v);
-        li.append(link(v, () => ctx.selectTensor?.(si, v), 'open this tensor'), h('span', { class: 'tl-g-tag' }, 'initializer'), t ? ` ${t.dtype} ${shapeText(t.shape)}` : '', constInit.has(v) ? h('code', { class: 'tl-g-const' }, ` = ${valuesText(constInit.get(v).values, constInit.get(v).shape)}`) : '', ' · ', link(plural(a.consumers.get(v)?.length ?? 0, 'consumer'), () => showValue(v), 'show its consumers'));
+        li.append(link(v, () => ctx.selectTensor?.(si, v), 'open this tensor'), h('span', { class: 'tl-g-tag' }, 'initializer'), t ? ` ${t.dtype} ${shapeText(t.shape)}` : '', constInit.has(v) ? h('code', { class: 'tl-g-const' }, ` = ${valuesText(constInit.get(v).values, constInit.get(v).shape)}`) : '', ' · ', link(plural(T.consumersOf(v).length, 'consumer'), () => showValue(v), 'show its consumers'));
       } else {
-        const p = a.producer.get(v);
+        const p = T.producerOf(v);
         li.append(link(v, () => showValue(v), 'show producer and consumers'));
-        if (p !== undefined) li.append(h('span', { class: 'tl-g-muted' }, ` ← ${a.nodes[p].op_type}`));
+        if (p !== undefined) li.append(h('span', { class: 'tl-g-muted' }, ` ← ${T.opOf(p)}`));
         else li.append(h('span', { class: 'tl-g-tag' }, 'graph input'));
       }
       return li;
     };
     function showNode(n) {
       detail.dataset.selected = n.id;
-      const consumersOf = n.outputs.flatMap((o) => a.consumers.get(o) ?? []);
+      const consumersOf = n.outputs.flatMap((o) => (o ? T.consumersOf(o) : []));
       const famNote = n.family >= 0 ? h('div', { class: 'tl-g-muted' }, `block ${n.instance} of ${a.families[n.family].label}`) : null;
       detail.replaceChildren(
         ...[
@@ -699,23 +630,23 @@ export function mount(el, ctx) {
         n.attributes.length ? h('div', {}, h('b', {}, 'Attributes')) : null,
         n.attributes.length ? h('ul', {}, ...n.attributes.map((x) => h('li', {}, h('code', {}, x.name), ` (${x.kind}) = `, h('code', {}, x.summary), x.name === 'value' && constNode.has(n.index) ? h('code', { class: 'tl-g-const' }, ` = ${valuesText(constNode.get(n.index).values, constNode.get(n.index).shape)}`) : null))) : null,
         h('div', {}, h('b', {}, `Consumers (${consumersOf.length})`)),
-        h('ul', {}, ...consumersOf.slice(0, 200).map((k) => h('li', {}, link(`${a.nodes[k].op_type} ${a.nodes[k].id}`, () => select(a.nodes[k].id, true))))),
+        h('ul', {}, ...consumersOf.slice(0, 200).map((k) => h('li', {}, link(`${T.opOf(k)} ${T.idOf(k)}`, () => select(T.idOf(k), true))))),
         ].filter(Boolean),
       );
     }
     function showValue(v) {
       detail.dataset.selected = v;
-      const cons = a.consumers.get(v) ?? [];
-      const p = a.producer.get(v);
+      const cons = T.consumersOf(v);
+      const p = T.producerOf(v);
       const t = tensorInfo.get(v);
       detail.replaceChildren(
         ...[
         h('h4', {}, a.initializers.has(v) ? 'Initializer' : 'Value'),
         h('div', {}, h('code', {}, v)),
         t ? h('div', {}, `${t.dtype} ${shapeText(t.shape)} · `, link('open tensor', () => ctx.selectTensor?.(si, v))) : null,
-        p !== undefined ? h('div', {}, 'produced by ', link(`${a.nodes[p].op_type} ${a.nodes[p].id}`, () => select(a.nodes[p].id, true))) : null,
+        p !== undefined ? h('div', {}, 'produced by ', link(`${T.opOf(p)} ${T.idOf(p)}`, () => select(T.idOf(p), true))) : null,
         h('div', {}, h('b', {}, `Consumers (${cons.length})`)),
-        h('ul', { dataset: { consumersOf: v } }, ...cons.slice(0, 500).map((k) => h('li', { dataset: { consumer: a.nodes[k].id } }, link(`${a.nodes[k].op_type} ${a.nodes[k].id}`, () => select(a.nodes[k].id, true))))),
+        h('ul', { dataset: { consumersOf: v } }, ...cons.slice(0, 500).map((k) => h('li', { dataset: { consumer: T.idOf(k) } }, link(`${T.opOf(k)} ${T.idOf(k)}`, () => select(T.idOf(k), true))))),
         ].filter(Boolean),
       );
     }
@@ -734,7 +665,7 @@ export function mount(el, ctx) {
     }
     /** Selects node `id`: details, list highlight, and (when `reveal`) expands its block and centres it. */
     function select(id, reveal) {
-      const n = byId.get(id);
+      const n = T.get(T.indexOf(id));
       if (!n) return;
       selected = id;
       ctx.setParam?.('node', id);
@@ -749,8 +680,9 @@ export function mount(el, ctx) {
       }
     }
     function centre(id) {
-      const p = nodeAt.get(id);
-      if (!p) return;
+      const b = boxOfNode[T.indexOf(id)] ?? -1;
+      if (b < 0 || !P) return;
+      const p = { x: P.rect[4 * b], y: P.rect[4 * b + 1], width: P.rect[4 * b + 2], height: P.rect[4 * b + 3] };
       const r = svg.getBoundingClientRect();
       view.k = Math.max(view.k, 0.8);
       view.x = r.width / 2 - (p.x + p.width / 2) * view.k;
@@ -786,7 +718,7 @@ export function mount(el, ctx) {
     if (dead) return;
     relayout().then(() => {
       const want = ctx.params?.get('node');
-      if (want && byId.has(want)) select(want, true);
+      if (want && T.indexOf(want) >= 0) select(want, true);
     });
   }
 

@@ -575,6 +575,16 @@ describe('Chromium: the inspector on LLM checkpoints (issue 26)', { skip: missin
     assert.ok(where.zoom >= 0.8, 'readable after centring');
     if (lazy) await page.waitForFunction(() => document.querySelector('#graph-host [data-graph-state]').dataset.made === 'all', null, { timeout: 30000 });
     else await page.screenshot({ path: shot('graph-flat-search'), fullPage: true });
+    // The drawing came from the graph Worker as typed arrays with a grid index: what is in the DOM
+    // is what the view meets (data-in-dom, a few dozen, not the 2,000+ boxes and edges), and
+    // fitted, far out, the Worker's outline bitmap (a blob: PNG) with no boxes at all.
+    const near = await page.$eval('#graph-host [data-graph-state]', (e) => Number(e.dataset.inDom));
+    assert.ok(near > 5 && near < 200, `${near} boxes and edges in the DOM`);
+    await page.click('#graph-host .tl-g-tools button');
+    await page.waitForFunction(() => document.querySelector('#graph-host [data-graph-state]').dataset.inDom === '0');
+    const far = await page.evaluate(() => ({ zoom: Number(document.querySelector('#graph-host [data-graph-state]').dataset.zoom), href: document.querySelector('#graph-host svg image.tl-g-outline')?.getAttribute('href'), boxes: document.querySelectorAll('#graph-host svg [data-node]').length }));
+    assert.ok(far.zoom < 0.3 && far.href?.startsWith('blob:') && far.boxes === 0, JSON.stringify(far));
+    if (!lazy) await page.screenshot({ path: shot('graph-flat-outline'), fullPage: true });
     assert.deepEqual(problems, []);
   });
 

@@ -5,11 +5,15 @@
 // without block names (the same model read with {blocks: false}) is drawn as segments; blocks are
 // found from the structure, not the names: a model whose norm nodes are named /model/layers/N/ln1/*
 // and the rest /model/layers.N/* (issue 26) is one block × 62, not segments; the true flat graph
-// (5,046 boxes) is laid out by layeredLayout in well under a second, every edge pointing down.
+// (5,046 boxes) is laid out by layeredLayout in well under a second, every edge pointing down;
+// the layout packed into typed arrays (packLayout) keeps every box and edge point, and its grid
+// index finds exactly the items a brute-force scan finds in any rectangle; the node table sent to
+// the page (packNodes/NodeTable) gives back every node, producer and consumer, and its search the
+// nodes the list's old filter over node objects gave.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as api from '../../js/node.js';
-import { analyze, boxSize, displayGraph, layeredLayout, MAX_BOXES } from '../../web-demo/graph-model.js';
+import { analyze, boxSize, displayGraph, inlineText, itemsIn, layeredLayout, MAX_BOXES, NodeTable, packLayout, packNodes } from '../../web-demo/graph-model.js';
 import { bigGraph, mixedNamesGraph, onnxReference } from './_graph_compare_reference.mjs';
 
 const big = bigGraph(420);
@@ -109,3 +113,78 @@ test('the true flat graph: every node a box, laid out in linear time, edges down
   assert.ok(at.get('in:input_ids_embeds').y < at.get('node:/head/If').y);
 });
 
+
+test('packLayout keeps every box and edge point, and its grid index finds what a scan finds', () => {
+  const a = analyze(graph, { blocks: false, segments: false });
+  const d = displayGraph(a);
+  const ctx = { initializers: a.initializers, tensorInfo: new Map(), constInit: new Map(), constNode: new Map() };
+  for (const n of d.nodes) {
+    if (n.kind === 'node') n.extra = inlineText(a.nodes[n.node], ctx);
+    Object.assign(n, boxSize(n));
+  }
+  const out = layeredLayout(d);
+  const P = packLayout(d, out);
+  assert.equal(P.boxes, d.nodes.length);
+  const at = new Map(out.children.map((c) => [c.id, c]));
+  d.nodes.forEach((n, i) => {
+    const c = at.get(n.id);
+    assert.deepEqual([...P.rect.subarray(4 * i, 4 * i + 4)], [c.x, c.y, c.width, c.height].map(Math.fround), n.id);
+    if (n.kind === 'node') assert.equal(P.node[i], n.node);
+    else assert.equal(new Map(P.others).get(i).id, n.id);
+  });
+  assert.equal(P.sections, out.edges.length);
+  out.edges.forEach((e, j) => {
+    const sec = e.sections[0];
+    const pts = [sec.startPoint, ...sec.bendPoints, sec.endPoint].flatMap((q) => [q.x, q.y]).map(Math.fround);
+    assert.deepEqual([...P.pts.subarray(2 * P.ptStart[j], 2 * P.ptStart[j + 1])], pts);
+    const de = d.edges.find((x) => x.id === e.id);
+    assert.equal(`${d.nodes[P.from[j]].id}->${d.nodes[P.to[j]].id}`, e.id);
+    assert.deepEqual(P.values.slice(P.valStart[j], P.valStart[j + 1]).split('\n').filter(Boolean), de.values);
+  });
+  // Rectangles over the drawing (and past its edges): the index's answer equals a scan's.
+  const stamp = new Uint32Array(P.boxes + P.sections);
+  let mark = 0;
+  let seen = 0;
+  for (let r = 0; r < 60; r++) {
+    const w = [50, 800, 5000][r % 3];
+    const x0 = ((r * 7919) % 1000) / 1000 * P.width - w / 2;
+    const y0 = ((r * 104729) % 1000) / 1000 * P.height - w / 2;
+    const got = itemsIn(P, x0, y0, x0 + w, y0 + w, stamp, ++mark);
+    const want = { boxes: [], sections: [] };
+    for (let i = 0; i < P.boxes + P.sections; i++) {
+      const b = P.bbox.subarray(4 * i, 4 * i + 4);
+      if (b[2] < x0 || b[0] > x0 + w || b[3] < y0 || b[1] > y0 + w) continue;
+      if (i < P.boxes) want.boxes.push(i);
+      else want.sections.push(i - P.boxes);
+    }
+    assert.deepEqual(got.boxes.sort((p, q) => p - q), want.boxes);
+    assert.deepEqual(got.sections.sort((p, q) => p - q), want.sections);
+    seen += want.boxes.length;
+  }
+  assert.ok(seen > 100, `the rectangles met ${seen} boxes`);
+});
+
+test('the node table gives back every node, producer and consumer, and searches as the list did', () => {
+  const a = analyze(graph);
+  const T = new NodeTable(structuredClone(packNodes(a.nodes, a.producer, a.consumers)));
+  assert.equal(T.length, a.nodes.length);
+  for (const n of a.nodes) {
+    const { index, id, name, op_type, domain, inputs, outputs, attributes, family, instance } = n;
+    assert.deepEqual(T.get(n.index), { index, id, name, op_type, domain: domain ?? '', inputs: inputs.map((v) => v ?? ''), outputs: outputs.map((v) => v ?? ''), attributes: attributes.map(({ name, kind, summary }) => ({ name, kind, summary })), family, instance });
+  }
+  assert.equal(T.indexOf(a.nodes[4000].id), 4000);
+  assert.equal(T.indexOf('no such node'), -1);
+  for (const [v, p] of a.producer) assert.equal(T.producerOf(v), p, v);
+  for (const [v, c] of a.consumers) assert.deepEqual(T.consumersOf(v), c, v);
+  assert.equal(T.producerOf('model.layers.7.mlp.weight'), undefined);
+  // The list's filter over the node objects, as graph-view.js had it.
+  const old = (q, op) =>
+    a.nodes.filter((n) => {
+      if (op && (n.domain ? `${n.domain}.${n.op_type}` : n.op_type) !== op) return false;
+      q = q.toLowerCase();
+      return !q || n.id.toLowerCase().includes(q) || n.op_type.toLowerCase().includes(q) || n.inputs.some((v) => v.toLowerCase().includes(q)) || n.outputs.some((v) => v.toLowerCase().includes(q));
+    }).map((n) => n.index);
+  for (const [q, op] of [['', ''], ['', 'MatMul'], ['layers.41/', ''], ['MLP', ''], ['s.1', 'Add'], ['/head/', ''], ['zzz', ''], ['a', '']]) {
+    assert.deepEqual(T.search(q, op), old(q, op), `${q} ${op}`);
+  }
+});
