@@ -1,13 +1,15 @@
-//! Continuous batching: one engine thread owns a model's CPU executor and decodes every active
-//! sequence together, one token each per step, so each weight is read (and, under a budget,
-//! streamed) once per step whatever the number of sequences. Requests join at a step (their
+//! Continuous batching: one engine thread owns a model's executor (the CPU one, or the wgpu one
+//! with [`Engine::start_on`]) and decodes every active sequence together, one token each per
+//! step, so each weight is read (and, under a budget, streamed) once per step whatever the
+//! number of sequences. Requests join at a step (their
 //! prompts are evaluated in that step's forward pass, beside the decode rows, so joining costs no
 //! extra pass over the weights), then decode with the others, and leave as soon as they finish or
 //! their receiver is dropped (a client that went away).
 //!
 //! Greedy output is exactly [`Session::generate`](crate::Session::generate)'s: a prompt is
 //! evaluated as a session evaluates it, and a batched decode step gives each sequence the logits
-//! its own step would (see `Cpu::step`).
+//! its own step would (see `Cpu::step`; on wgpu, `Wgpu::step`: each sequence's KV cache is one of
+//! `max_batch` slots on the device, and each kernel computes a row as for a sequence alone).
 //!
 //! ```no_run
 //! use tensorlane::model::Model;
@@ -36,6 +38,8 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::arch::Hparams;
 use crate::cpu::{Cpu, KvCache, Weights};
+use crate::exec::Exec;
+use crate::session::Device;
 use crate::sampling::Sampler;
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result, Sampling};
@@ -269,6 +273,17 @@ impl Engine {
     /// [`Session::open`](crate::Session::open) reads them, CPU executor) and starts its loop.
     /// Errors are those of `Session::open`, and options out of range.
     pub fn start(model: Model, options: EngineOptions) -> Result<Engine> {
+        Engine::start_on(model, options, Device::Cpu)
+    }
+
+    /// [`Engine::start`] on `device`: [`Device::Cpu`], or [`Device::Wgpu`] (crate feature
+    /// `wgpu`), where the engine allocates `max_batch` KV caches of `context` positions on the
+    /// device at the start (counted in the budget's plan as on the CPU) and each step runs the
+    /// rows of every sequence through each product together, up to
+    /// [`BATCH`](crate::plan::BATCH) rows a pass (each streamed weight written once a pass).
+    /// Errors: those of `start`; caches that do not fit the device (naming their sizes);
+    /// [`Device::Cuda`], which has no batched step yet; a device this build lacks.
+    pub fn start_on(model: Model, options: EngineOptions, device: Device) -> Result<Engine> {
         if options.max_batch == 0 {
             return Err(Error::Options("max_batch must be at least 1".into()));
         }
@@ -283,7 +298,7 @@ impl Engine {
             .name("tensorlane-batch".into())
             .spawn(move || {
                 let model = model;
-                let (mut cpu, tokenizer, info) = match open(&model, &options) {
+                let (mut exec, tokenizer, info) = match open(&model, &options, device) {
                     Ok(x) => x,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -292,7 +307,7 @@ impl Engine {
                 };
                 let _ = ready_tx.send(Ok((tokenizer.clone(), info.clone())));
                 drop(ready_tx);
-                run(&mut cpu, &tokenizer, &info, &jobs, &thread_shared);
+                run(&mut exec, &tokenizer, &info, &jobs, &thread_shared);
             })
             .map_err(|e| Error::Options(format!("cannot start the engine thread: {e}")))?;
         let (tokenizer, info) = ready
@@ -379,7 +394,14 @@ impl Engine {
 }
 
 /// Opens the executor on the engine thread.
-fn open<'m>(model: &'m Model, options: &EngineOptions) -> Result<(Cpu<'m>, Arc<Tokenizer>, EngineInfo)> {
+fn open<'m>(model: &'m Model, options: &EngineOptions, device: Device) -> Result<(Exec<'m>, Arc<Tokenizer>, EngineInfo)> {
+    if device == Device::Cuda {
+        return Err(Error::Device(
+            "the serving engine runs on the cpu and wgpu devices (batched decoding on cuda is not \
+             implemented); use the cpu or wgpu device, or a Session on cuda for one sequence"
+                .into(),
+        ));
+    }
     let (spec, tokenizer) = crate::session::spec_and_tokenizer(model)?;
     let context = options.context.unwrap_or(spec.hparams.n_ctx_train.min(4096));
     if context == 0 {
@@ -389,39 +411,81 @@ fn open<'m>(model: &'m Model, options: &EngineOptions) -> Result<(Cpu<'m>, Arc<T
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let mut weights = Weights::bind(model, &spec)?;
-    if let Some(budget) = options.budget {
-        // The working set holds max_batch KV caches: plan for that many positions.
-        let positions = context.saturating_mul(options.max_batch);
-        let plan = crate::plan::compile(
-            &model.path().display().to_string(),
-            &spec,
-            &weights.matrices(),
-            weights.vector_bytes(),
-            budget,
-            positions,
-            tensorlane_offload::Policy::Scheduler,
-        )?;
-        let resident = plan.resident();
-        weights.split(&|name| resident.get(name).copied());
-    }
+    let plan = match options.budget {
+        Some(budget) => {
+            // The working set holds max_batch KV caches: plan for that many positions.
+            let positions = context.saturating_mul(options.max_batch);
+            Some(crate::plan::compile(
+                &model.path().display().to_string(),
+                &spec,
+                &weights.matrices(),
+                weights.vector_bytes(),
+                budget,
+                positions,
+                tensorlane_offload::Policy::Scheduler,
+            )?)
+        }
+        None => None,
+    };
     let hparams = spec.hparams.clone();
-    let cpu = Cpu::new(spec, weights, threads)?;
+    let exec = match device {
+        Device::Wgpu => {
+            drop(weights);
+            wgpu_exec(model, spec, context, plan.as_ref(), options.max_batch)?
+        }
+        _ => {
+            if let Some(plan) = &plan {
+                let resident = plan.resident();
+                weights.split(&|name| resident.get(name).copied());
+            }
+            Exec::Cpu(Cpu::new(spec, weights, threads)?)
+        }
+    };
     let info = EngineInfo {
         hparams,
         context,
         max_batch: options.max_batch,
         max_queue: options.max_queue,
-        weight_bytes: cpu.stored_bytes(),
-        streamed_bytes: cpu.streamed_bytes(),
-        threads: cpu.threads(),
+        weight_bytes: exec.stored_bytes(),
+        streamed_bytes: exec.streamed_bytes(),
+        threads: exec.threads(),
     };
-    Ok((cpu, Arc::new(tokenizer), info))
+    Ok((exec, Arc::new(tokenizer), info))
+}
+
+/// The wgpu executor with `slots` KV caches.
+#[cfg(feature = "wgpu")]
+fn wgpu_exec<'m>(
+    model: &'m Model,
+    spec: crate::arch::Spec,
+    context: usize,
+    plan: Option<&crate::plan::Budgeted>,
+    slots: usize,
+) -> Result<Exec<'m>> {
+    Ok(Exec::Wgpu(Box::new(crate::wgpu::Wgpu::with_slots(
+        model, spec, context, plan, slots,
+    )?)))
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn wgpu_exec<'m>(
+    _: &'m Model,
+    _: crate::arch::Spec,
+    _: usize,
+    _: Option<&crate::plan::Budgeted>,
+    _: usize,
+) -> Result<Exec<'m>> {
+    Err(Error::Device(
+        "the wgpu device needs tensorlane-llm built with the `wgpu` feature".into(),
+    ))
 }
 
 /// A sequence in the batch.
 struct Seq {
     tx: UnboundedSender<Event>,
     cache: KvCache,
+    /// Its KV slot on a device executor (one of `max_batch`; unused on the CPU).
+    slot: usize,
     sampler: Sampler,
     /// The token to evaluate next.
     last: u32,
@@ -441,11 +505,14 @@ const JOIN_TOKENS: usize = 64;
 
 /// The engine loop: admit waiting jobs, then one forward pass: a decode step over every active
 /// sequence and the joining prompts; until every [`Engine`] handle is dropped and nothing runs.
-fn run(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mpsc::Receiver<Job>, shared: &Shared) {
+fn run(exec: &mut Exec<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mpsc::Receiver<Job>, shared: &Shared) {
     let mut waiting: VecDeque<Job> = VecDeque::new();
     let mut active: Vec<Seq> = Vec::new();
+    // The KV slots no sequence holds (a device executor's caches; the CPU ignores them).
+    let mut free: Vec<usize> = (0..info.max_batch).rev().collect();
     let mut open = true;
     let join_limit = if info.streamed_bytes > 0 { JOIN_TOKENS } else { 0 };
+    let rows_per_pass = exec.rows_per_pass();
     loop {
         if active.is_empty() && waiting.is_empty() {
             if !open {
@@ -471,13 +538,20 @@ fn run(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mpsc:
             let keep = !s.tx.is_closed();
             if !keep {
                 shared.release();
+                free.push(s.slot);
             }
             keep
         });
         // Requests joining now: their prompts are evaluated in the same forward pass as the
         // decode step, so a join costs no extra pass over (or stream of) the weights. At least
-        // one prompt a step, more while their tokens stay within `join_limit`.
-        let mut joining: Vec<(Job, KvCache)> = Vec::new();
+        // one prompt a step, more while their tokens stay within `join_limit` (and, on an
+        // executor whose pass takes at most so many rows, within the rows the decode step
+        // leaves free).
+        let limit = match rows_per_pass {
+            Some(rows) => join_limit.min(rows.saturating_sub(active.len())),
+            None => join_limit,
+        };
+        let mut joining: Vec<(Job, KvCache, usize)> = Vec::new();
         let mut join_tokens = 0;
         while active.len() + joining.len() < info.max_batch {
             let Some(job) = waiting.pop_front() else { break };
@@ -485,51 +559,80 @@ fn run(cpu: &mut Cpu<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mpsc:
                 shared.release();
                 continue;
             }
-            if !joining.is_empty() && join_tokens + job.req.prompt.len() > join_limit {
+            if !joining.is_empty() && join_tokens + job.req.prompt.len() > limit {
                 waiting.push_front(job);
                 break;
             }
+            let Some(slot) = free.pop() else {
+                waiting.push_front(job);
+                break;
+            };
             join_tokens += job.req.prompt.len();
             shared.prompt.fetch_add(job.req.prompt.len() as u64, Ordering::Relaxed);
-            joining.push((job, cpu.new_cache()));
+            joining.push((job, exec.new_cache(), slot));
         }
         shared.active.store(active.len() + joining.len(), Ordering::Relaxed);
         if active.is_empty() && joining.is_empty() {
             continue;
         }
-        let mut logits = {
-            let mut batch: Vec<(u32, &mut KvCache)> = active.iter_mut().map(|s| (s.last, &mut s.cache)).collect();
-            let mut prompts: Vec<(&[u32], &mut KvCache)> =
-                joining.iter_mut().map(|(j, c)| (&j.req.prompt[..], c)).collect();
-            cpu.step(&mut batch, &mut prompts)
-        }
-        .into_iter();
+        let stepped = {
+            let mut batch: Vec<(u32, &mut KvCache, usize)> =
+                active.iter_mut().map(|s| (s.last, &mut s.cache, s.slot)).collect();
+            let mut prompts: Vec<(&[u32], &mut KvCache, usize)> =
+                joining.iter_mut().map(|(j, c, slot)| (&j.req.prompt[..], c, *slot)).collect();
+            exec.step(&mut batch, &mut prompts)
+        };
+        let mut logits = match stepped {
+            Ok(l) => l.into_iter(),
+            Err(e) => {
+                // The device failed: every sequence of the step ends with the error.
+                let message = e.to_string();
+                for s in active.drain(..) {
+                    shared.release();
+                    free.push(s.slot);
+                    let _ = s.tx.send(Event::Failed(Error::Device(message.clone())));
+                }
+                for (job, _, slot) in joining {
+                    shared.release();
+                    free.push(slot);
+                    let _ = job.tx.send(Event::Failed(Error::Device(message.clone())));
+                }
+                shared.active.store(0, Ordering::Relaxed);
+                continue;
+            }
+        };
         shared.passes.fetch_add(1, Ordering::Relaxed);
-        shared.streamed_last.store(cpu.streamed_last, Ordering::Relaxed);
+        shared.streamed_last.store(exec.streamed_last(), Ordering::Relaxed);
         if !active.is_empty() {
             shared.steps.fetch_add(1, Ordering::Relaxed);
             shared.decoded.fetch_add(active.len() as u64, Ordering::Relaxed);
         }
         active.retain_mut(|s| {
             let l = logits.next().unwrap_or_default();
-            emit(s, &l, tokenizer, info.context, shared)
+            let keep = emit(s, &l, tokenizer, info.context, shared);
+            if !keep {
+                free.push(s.slot);
+            }
+            keep
         });
-        for (job, cache) in joining {
+        for (job, cache, slot) in joining {
             let l = logits.next().unwrap_or_default();
-            if let Some(seq) = joined(job, cache, &l, tokenizer, info.context, shared) {
-                active.push(seq);
+            match joined(job, cache, slot, &l, tokenizer, info.context, shared) {
+                Some(seq) => active.push(seq),
+                None => free.push(slot),
             }
         }
         shared.active.store(active.len(), Ordering::Relaxed);
     }
 }
 
-/// A job whose prompt was evaluated (into `cache`, giving `logits` for its last position):
-/// emits its first token; `None` when the sequence has already ended (one token asked for, an
-/// end-of-generation token, a failure, a receiver gone) and its place is free.
+/// A job whose prompt was evaluated (into `cache`, in KV slot `slot`, giving `logits` for its
+/// last position): emits its first token; `None` when the sequence has already ended (one token
+/// asked for, an end-of-generation token, a failure, a receiver gone) and its place is free.
 fn joined(
     job: Job,
     cache: KvCache,
+    slot: usize,
     logits: &[f32],
     tokenizer: &Tokenizer,
     context: usize,
@@ -544,6 +647,7 @@ fn joined(
     let mut seq = Seq {
         tx,
         cache,
+        slot,
         sampler: req.sampling.sampler(),
         last: 0,
         generated: 0,

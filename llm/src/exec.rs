@@ -117,6 +117,43 @@ impl Exec<'_> {
         }
     }
 
+    /// One step of a continuous batch ([`Cpu::step`]): `decode[s]` is sequence `s`'s next token,
+    /// its cache and its KV slot, `prompts` the joining sequences' prompts with theirs (the CPU
+    /// executor keeps each cache in its `KvCache` and ignores the slots; the wgpu executor's
+    /// caches live in its slots, [`crate::wgpu::Wgpu::step`]). One `n_vocab` row per decode
+    /// sequence, then one per prompt.
+    pub(crate) fn step(
+        &mut self,
+        decode: &mut [(u32, &mut KvCache, usize)],
+        prompts: &mut [(&[u32], &mut KvCache, usize)],
+    ) -> Result<Vec<Vec<f32>>> {
+        match self {
+            Exec::Cpu(c) => {
+                let mut d: Vec<(u32, &mut KvCache)> = decode.iter_mut().map(|(t, c, _)| (*t, &mut **c)).collect();
+                let mut p: Vec<(&[u32], &mut KvCache)> = prompts.iter_mut().map(|(t, c, _)| (*t, &mut **c)).collect();
+                Ok(c.step(&mut d, &mut p))
+            }
+            #[cfg(feature = "wgpu")]
+            Exec::Wgpu(g) => g.step(decode, prompts),
+            #[cfg(feature = "cuda")]
+            Exec::Cuda(_) => Err(crate::Error::Device(
+                "batched decoding on the cuda device is not implemented (use cpu or wgpu)".into(),
+            )),
+        }
+    }
+
+    /// The most rows one forward pass takes (`None`: any number, the CPU executor); a step with
+    /// more rows makes several passes, each streaming the weights.
+    pub(crate) fn rows_per_pass(&self) -> Option<usize> {
+        match self {
+            Exec::Cpu(_) => None,
+            #[cfg(feature = "wgpu")]
+            Exec::Wgpu(_) => Some(crate::plan::BATCH),
+            #[cfg(feature = "cuda")]
+            Exec::Cuda(_) => Some(crate::plan::BATCH),
+        }
+    }
+
     /// See [`Cpu::forward`].
     pub(crate) fn forward(
         &mut self,

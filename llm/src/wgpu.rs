@@ -10,6 +10,10 @@
 //! of each product are rounded as the CPU executor (and llama.cpp's CPU backend) rounds them,
 //! so both executors agree to float rounding. The token embedding is looked up on the CPU.
 //! The prompt is evaluated in batches of [`BATCH`] positions.
+//!
+//! For the continuous-batching engine ([`crate::batch`]) the executor holds several KV caches
+//! (slots, [`Wgpu::with_slots`]) and [`Wgpu::step`] runs the rows of several sequences through
+//! each product together, RoPE, the cache append and attention per sequence on its own slot.
 
 use std::borrow::Cow;
 
@@ -144,8 +148,9 @@ pub(crate) struct Wgpu<'m> {
     /// `(cos, sin)` per position and pair, `context` positions.
     rope: wgpu::Buffer,
     layers: Vec<GLayer<'m>>,
-    kc: Vec<wgpu::Buffer>,
-    vc: Vec<wgpu::Buffer>,
+    /// Keys and values per slot, then per layer: `context` positions of `kv_dim` floats each.
+    kc: Slots,
+    vc: Slots,
     acts: Acts,
     /// The plan's ring for streamed rows (none when every weight is resident).
     ring: Option<wgpu::Buffer>,
@@ -165,6 +170,23 @@ impl<'m> Wgpu<'m> {
     /// Under a plan, each matrix keeps its planned resident rows in buffers of its own and its
     /// streamed rows get their slot in one ring buffer of the plan's ring size.
     pub(crate) fn new(model: &'m Model, spec: Spec, context: usize, plan: Option<&Budgeted>) -> Result<Wgpu<'m>> {
+        Wgpu::with_slots(model, spec, context, plan, 1)
+    }
+
+    /// [`Wgpu::new`] with `slots` KV caches of `context` positions each (at least 1), one per
+    /// sequence [`Wgpu::step`] may run; [`Wgpu::forward`] uses slot 0. Caches that do not fit
+    /// the adapter (a buffer over its binding limit, or out of device memory) are an error
+    /// naming their sizes.
+    pub(crate) fn with_slots(
+        model: &'m Model,
+        spec: Spec,
+        context: usize,
+        plan: Option<&Budgeted>,
+        slots: usize,
+    ) -> Result<Wgpu<'m>> {
+        if slots == 0 {
+            return Err(device_err("at least one KV cache slot is needed"));
+        }
         let (_adapter, device, queue) =
             tensorlane_offload::device::wgpu::open_device("tensorlane-llm").map_err(|e| {
                 device_err(match e {
@@ -285,12 +307,7 @@ impl<'m> Wgpu<'m> {
             }))
         };
         let none = wgpu::BufferUsages::empty();
-        let mut kc = Vec::with_capacity(h.n_layer);
-        let mut vc = Vec::with_capacity(h.n_layer);
-        for _ in 0..spec.layers.len() {
-            kc.push(alloc("k cache", context * kv_dim, none)?);
-            vc.push(alloc("v cache", context * kv_dim, none)?);
-        }
+        let (kc, vc) = kv_slots(&device, max_bind, slots, spec.layers.len(), context, kv_dim)?;
         let widest = h.n_ff.max(q_dim).max(h.n_embd);
         let acts = Acts {
             x: alloc("x", BATCH * h.n_embd, none)?,
@@ -570,9 +587,9 @@ impl<'m> Wgpu<'m> {
         );
     }
 
-    /// Runs `tokens` at positions `cache.len..` (keys and values kept on the device) and returns
-    /// the logits of the positions `want(i)` selects, in order. The caller has checked the token
-    /// ids and the context.
+    /// Runs `tokens` at positions `cache.len..` (keys and values kept on the device, in slot 0)
+    /// and returns the logits of the positions `want(i)` selects, in order. The caller has
+    /// checked the token ids and the context.
     pub(crate) fn forward(
         &mut self,
         tokens: &[u32],
@@ -582,17 +599,105 @@ impl<'m> Wgpu<'m> {
         self.streamed_last = 0;
         self.copy_last = std::time::Duration::ZERO;
         bind::in_batches(tokens, cache, want, |chunk, pos, rows| {
-            self.forward_batch(chunk, pos, rows)
+            let seg = Segment {
+                slot: 0,
+                pos0: pos,
+                r0: 0,
+                len: chunk.len(),
+            };
+            self.forward_batch(chunk, &[seg], rows)
         })
     }
 
-    fn forward_batch(&mut self, tokens: &[u32], pos0: usize, rows: &[usize]) -> Result<Vec<Vec<f32>>> {
+    /// One step of a continuous batch, as [`Cpu::step`](crate::cpu::Cpu::step): a decode step
+    /// of several sequences (`decode[s]`: sequence `s`'s next token, its cache and its KV slot)
+    /// and the prompts of sequences joining the batch (each with its own new cache and slot;
+    /// only its last position's logits are kept). The rows of all sequences go through each
+    /// product together, so each streamed weight is written into the ring once for up to
+    /// [`BATCH`] rows; more rows (a long joining prompt, or more than `BATCH` sequences) are run
+    /// in passes of `BATCH` rows, in order. RoPE, the cache append and attention run per
+    /// sequence on its own slot at its own positions, and every kernel computes a row as it does
+    /// for a sequence alone, so each sequence's logits are what [`Wgpu::forward`] of its tokens
+    /// alone gives. Returns one `n_vocab` row per decode sequence, then one per prompt, in order.
+    /// The caller has checked the token ids; a slot out of range or used twice, or a sequence
+    /// past the context, is an error.
+    pub(crate) fn step(
+        &mut self,
+        decode: &mut [(u32, &mut KvCache, usize)],
+        prompts: &mut [(&[u32], &mut KvCache, usize)],
+    ) -> Result<Vec<Vec<f32>>> {
+        self.streamed_last = 0;
+        self.copy_last = std::time::Duration::ZERO;
+        let slots = self.kc.len();
+        let mut used = vec![false; slots];
+        let seqs = decode
+            .iter()
+            .map(|(_, c, slot)| (1, c.len, *slot))
+            .chain(prompts.iter().map(|(t, c, slot)| (t.len(), c.len, *slot)));
+        for (s, (len, pos0, slot)) in seqs.enumerate() {
+            if slot >= slots || used[slot] {
+                return Err(device_err(format!(
+                    "sequence {s} of the step uses KV slot {slot}, {} (the executor has {slots})",
+                    if slot >= slots { "out of range" } else { "already taken by another" }
+                )));
+            }
+            used[slot] = true;
+            if pos0 + len > self.context {
+                return Err(Error::Context {
+                    needed: pos0 + len,
+                    context: self.context,
+                });
+            }
+        }
+        // Every row: token, sequence, position, slot, whether its logits are returned.
+        let mut rows: Vec<(u32, usize, usize, usize, bool)> = Vec::new();
+        for (s, (t, c, slot)) in decode.iter().enumerate() {
+            rows.push((*t, s, c.len, *slot, true));
+        }
+        for (j, (tokens, c, slot)) in prompts.iter().enumerate() {
+            let s = decode.len() + j;
+            for (i, &t) in tokens.iter().enumerate() {
+                rows.push((t, s, c.len + i, *slot, i + 1 == tokens.len()));
+            }
+        }
+        let mut out = Vec::with_capacity(decode.len() + prompts.len());
+        for chunk in rows.chunks(BATCH) {
+            let tokens: Vec<u32> = chunk.iter().map(|r| r.0).collect();
+            let mut segs: Vec<Segment> = Vec::new();
+            for (r, &(_, s, pos, slot, _)) in chunk.iter().enumerate() {
+                match segs.last_mut() {
+                    Some(g) if chunk[r - 1].1 == s => g.len += 1,
+                    _ => segs.push(Segment {
+                        slot,
+                        pos0: pos,
+                        r0: r,
+                        len: 1,
+                    }),
+                }
+            }
+            let want: Vec<usize> = (0..chunk.len()).filter(|&r| chunk[r].4).collect();
+            out.extend(self.forward_batch(&tokens, &segs, &want)?);
+        }
+        for (_, c, _) in decode.iter_mut() {
+            c.len += 1;
+        }
+        for (t, c, _) in prompts.iter_mut() {
+            c.len += t.len();
+        }
+        Ok(out)
+    }
+
+    /// One pass over the weights for `tokens` (at most [`BATCH`]), made of the sequences'
+    /// segments `segs` (in row order, covering every row); returns the logits of the rows
+    /// `rows` (ascending) asks for. The output projection runs for at least one row whatever is
+    /// asked for, so every pass streams the same bytes.
+    fn forward_batch(&mut self, tokens: &[u32], segs: &[Segment], rows: &[usize]) -> Result<Vec<Vec<f32>>> {
         let h = self.spec.hparams.clone();
         let n = tokens.len();
         let (d, hd) = (h.n_embd, h.head_dim);
         let q_dim = h.n_head * hd;
         let kv_dim = h.n_head_kv * hd;
-        debug_assert!(pos0 + n <= self.context);
+        debug_assert!(n <= BATCH && segs.iter().all(|g| g.pos0 + g.len <= self.context));
         let mut x = vec![0f32; n * d];
         for (i, &t) in tokens.iter().enumerate() {
             self.embd.row_into(t as usize, &mut x[i * d..(i + 1) * d]);
@@ -608,6 +713,9 @@ impl<'m> Wgpu<'m> {
             copy: std::time::Duration::ZERO,
         };
         let p = &mut pending;
+        let row_copy = |enc: &mut wgpu::CommandEncoder, src: &wgpu::Buffer, dst: &wgpu::Buffer, width: usize, g: &Segment| {
+            enc.copy_buffer_to_buffer(src, (g.r0 * width * 4) as u64, dst, 0, (g.len * width * 4) as u64);
+        };
         for (li, l) in self.layers.iter().enumerate() {
             self.rms_norm(&mut p.enc, &a.x, &l.attn_norm, &a.xn, (0, n));
             self.matmul(p, &l.wq, &a.xn, &a.q_raw, n);
@@ -618,31 +726,47 @@ impl<'m> Wgpu<'m> {
                 self.elementwise(&mut p.enc, &self.p.add_rows, &a.k_raw, bk, n * kv_dim, kv_dim);
                 self.elementwise(&mut p.enc, &self.p.add_rows, &a.v_raw, bv, n * kv_dim, kv_dim);
             }
-            self.rope(&mut p.enc, &a.q_raw, &a.q, n, h.n_head, pos0, 0);
-            self.rope(&mut p.enc, &a.k_raw, &self.kc[li], n, h.n_head_kv, pos0, pos0);
-            p.enc.copy_buffer_to_buffer(
-                &a.v_raw,
-                0,
-                &self.vc[li],
-                (pos0 * kv_dim * 4) as u64,
-                (n * kv_dim * 4) as u64,
-            );
-            self.dispatch(
-                &mut p.enc,
-                &self.p.attention,
-                &[&a.q, &self.kc[li], &self.vc[li], &a.scores, &a.attn],
-                &[
-                    h.n_head as u32,
-                    hd as u32,
-                    kv_dim as u32,
-                    (h.n_head / h.n_head_kv) as u32,
-                    pos0 as u32,
-                    self.context as u32,
-                    (1.0 / (hd as f32).sqrt()).to_bits(),
-                    0,
-                ],
-                (h.n_head as u32, n as u32, 1),
-            );
+            // Per sequence: rope of its queries at its positions (a later segment's rows go
+            // through the free rounding buffer, the rope kernel reading from row 0), its keys
+            // roped into its own cache, its values copied there.
+            for g in segs {
+                let (kc, vc) = (&self.kc[g.slot][li], &self.vc[g.slot][li]);
+                if g.r0 == 0 {
+                    self.rope(&mut p.enc, &a.q_raw, &a.q, g.len, h.n_head, g.pos0, 0);
+                    self.rope(&mut p.enc, &a.k_raw, kc, g.len, h.n_head_kv, g.pos0, g.pos0);
+                } else {
+                    row_copy(&mut p.enc, &a.q_raw, &a.xr, q_dim, g);
+                    self.rope(&mut p.enc, &a.xr, &a.q, g.len, h.n_head, g.pos0, g.r0);
+                    row_copy(&mut p.enc, &a.k_raw, &a.xr, kv_dim, g);
+                    self.rope(&mut p.enc, &a.xr, kc, g.len, h.n_head_kv, g.pos0, g.pos0);
+                }
+                p.enc.copy_buffer_to_buffer(
+                    &a.v_raw,
+                    (g.r0 * kv_dim * 4) as u64,
+                    vc,
+                    (g.pos0 * kv_dim * 4) as u64,
+                    (g.len * kv_dim * 4) as u64,
+                );
+            }
+            for g in segs {
+                let (kc, vc) = (&self.kc[g.slot][li], &self.vc[g.slot][li]);
+                self.dispatch(
+                    &mut p.enc,
+                    &self.p.attention,
+                    &[&a.q, kc, vc, &a.scores, &a.attn],
+                    &[
+                        h.n_head as u32,
+                        hd as u32,
+                        kv_dim as u32,
+                        (h.n_head / h.n_head_kv) as u32,
+                        g.pos0 as u32,
+                        self.context as u32,
+                        (1.0 / (hd as f32).sqrt()).to_bits(),
+                        g.r0 as u32,
+                    ],
+                    (h.n_head as u32, g.len as u32, 1),
+                );
+            }
             self.matmul(p, &l.wo, &a.attn, &a.proj, n);
             self.elementwise(&mut p.enc, &self.p.add, &a.x, &a.proj, n * d, d);
             self.rms_norm(&mut p.enc, &a.x, &l.ffn_norm, &a.xn, (0, n));
@@ -652,12 +776,20 @@ impl<'m> Wgpu<'m> {
             self.matmul(p, &l.down, &a.g, &a.proj, n);
             self.elementwise(&mut p.enc, &self.p.add, &a.x, &a.proj, n * d, d);
         }
-        // The logits of rows r0..n (the rows asked for are all of them or the last one); the
-        // output projection runs whatever is asked for, so every forward streams the same bytes.
-        let r0 = rows.first().copied().unwrap_or(n - 1);
-        let m = n - r0;
+        // The logits of the rows asked for (the last row when none is); a run of rows is
+        // normalized in place, scattered rows are gathered into the free projection buffer
+        // first.
+        let picked: Vec<usize> = if rows.is_empty() { vec![n - 1] } else { rows.to_vec() };
+        let m = picked.len();
         let vocab = h.n_vocab;
-        self.rms_norm(&mut p.enc, &a.x, &self.output_norm, &a.xn, (r0, m));
+        if picked.windows(2).all(|w| w[1] == w[0] + 1) {
+            self.rms_norm(&mut p.enc, &a.x, &self.output_norm, &a.xn, (picked[0], m));
+        } else {
+            for (j, &r) in picked.iter().enumerate() {
+                p.enc.copy_buffer_to_buffer(&a.x, (r * d * 4) as u64, &a.proj, (j * d * 4) as u64, (d * 4) as u64);
+            }
+            self.rms_norm(&mut p.enc, &a.proj, &self.output_norm, &a.xn, (0, m));
+        }
         self.matmul(p, &self.output, &a.xn, &a.logits, m);
         let bytes = (m * vocab * 4) as u64;
         p.enc.copy_buffer_to_buffer(&a.logits, 0, &a.readback, 0, bytes);
@@ -690,11 +822,79 @@ impl<'m> Wgpu<'m> {
                 .collect()
         };
         a.readback.unmap();
-        Ok(rows
-            .iter()
-            .map(|&r| all[(r - r0) * vocab..(r - r0 + 1) * vocab].to_vec())
-            .collect())
+        Ok(all.chunks_exact(vocab.max(1)).map(<[f32]>::to_vec).collect())
     }
+}
+
+/// Rows `r0..r0 + len` of a pass: one sequence's tokens at positions `pos0..`, its keys and
+/// values in KV slot `slot`.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    slot: usize,
+    pos0: usize,
+    r0: usize,
+    len: usize,
+}
+
+/// Per slot, per layer: a KV cache buffer.
+type Slots = Vec<Vec<wgpu::Buffer>>;
+
+/// The KV caches of `slots` sequences: per slot, per layer, a key and a value buffer of
+/// `context` positions of `kv_dim` floats. An error names the sizes and what to lower when a
+/// buffer is over the adapter's binding limit or the device runs out of memory.
+fn kv_slots(
+    device: &wgpu::Device,
+    max_bind: u64,
+    slots: usize,
+    layers: usize,
+    context: usize,
+    kv_dim: usize,
+) -> Result<(Slots, Slots)> {
+    let each = (context.max(1) as u64).saturating_mul((kv_dim.max(1) * 4) as u64);
+    let total = each.saturating_mul(2 * layers as u64).saturating_mul(slots as u64);
+    let what = || {
+        format!(
+            "the KV caches of {slots} sequence{} ({slots} x {layers} layers x keys and values x {context} \
+             positions x {kv_dim} floats = {total} bytes)",
+            if slots == 1 { "" } else { "s" }
+        )
+    };
+    if each > max_bind {
+        return Err(device_err(format!(
+            "{}: one layer's keys of one sequence take {each} bytes, over the adapter's \
+             max_storage_buffer_binding_size {max_bind} (lower the context, --context)",
+            what()
+        )));
+    }
+    let scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let buffer = |label: &str| {
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: each,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        })
+    };
+    let mut kc = Vec::with_capacity(slots);
+    let mut vc = Vec::with_capacity(slots);
+    for _ in 0..slots {
+        kc.push((0..layers).map(|_| buffer("k cache")).collect());
+        vc.push((0..layers).map(|_| buffer("v cache")).collect());
+    }
+    // On native backends the scope's future is ready at once.
+    let mut popped = std::pin::pin!(scope.pop());
+    let polled = std::future::Future::poll(
+        popped.as_mut(),
+        &mut std::task::Context::from_waker(std::task::Waker::noop()),
+    );
+    if let std::task::Poll::Ready(Some(e)) = polled {
+        return Err(device_err(format!(
+            "{} do not fit the device ({e}): lower the number of sequences decoded together \
+             (--max-batch) or the context (--context)",
+            what()
+        )));
+    }
+    Ok((kc, vc))
 }
 
 fn f32_buffer(device: &wgpu::Device, label: &str, v: &[f32]) -> wgpu::Buffer {

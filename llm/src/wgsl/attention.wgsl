@@ -1,6 +1,8 @@
 // Grouped-query attention with a causal mask over the KV cache: one workgroup per (head,
-// position). Query i (at position pos0 + i) attends to cache positions 0..=pos0 + i of its KV
-// head (head / group). scores is scratch: ctx floats per (position, head).
+// position). Query i (at position pos0 + i, in row row0 + i of q and out) attends to cache
+// positions 0..=pos0 + i of its KV head (head / group). scores is scratch: ctx floats per
+// (row, head). row0 lets a batch of several sequences run each sequence's rows against its own
+// cache (0 for a single sequence).
 
 struct Params {
     n_head: u32,
@@ -10,7 +12,7 @@ struct Params {
     pos0: u32,
     ctx: u32,
     scale: f32,
-    _pad: u32,
+    row0: u32,
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
@@ -28,8 +30,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let i = wid.y;
     let hd = p.head_dim;
     let kvo = (head / p.group) * hd;
-    let qo = (i * p.n_head + head) * hd;
-    let so = (i * p.n_head + head) * p.ctx;
+    let qo = ((p.row0 + i) * p.n_head + head) * hd;
+    let so = ((p.row0 + i) * p.n_head + head) * p.ctx;
     let len = p.pos0 + i + 1u;
 
     var m = bitcast<f32>(0xff7fffffu); // -f32::MAX (the literal -3.4028235e38 rounds to it, which Tint refuses)

@@ -1,0 +1,231 @@
+//! Continuous batching on the wgpu executor ([`Engine::start_on`] with [`Device::Wgpu`]) against
+//! each sequence alone on wgpu ([`Session::generate`]), on the random-weight llama Q8_0 model
+//! tests/python/llm_gen.py writes (its product inputs rounded to Q8_0 blocks, its 34-byte blocks
+//! streamed with padded queue writes). Few tokens: a pass costs about a second on lavapipe.
+//!
+//! - sequences with prompts of different lengths join at different steps (a short prompt beside
+//!   a decode row, so the logits rows are gathered; a 40-token prompt beside two decode rows, so
+//!   the step takes two passes of `BATCH` rows and the prompt continues in the second), one
+//!   waits for a place and takes the KV slot another left: every sequence gets exactly its solo
+//!   greedy tokens;
+//! - under a budget below the model's size, a step streams the same bytes for one sequence or
+//!   four, and the tokens are still the solo ones.
+//!
+//! Runs on whatever adapter exists (Mesa lavapipe on CPU-only machines). Without an adapter the
+//! test skips with a message, except under `CI=true`, where that fails. Needs
+//! tests/.venv-formats (`scripts/setup.sh`).
+#![cfg(feature = "wgpu")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use tensorlane::model::Model;
+use tensorlane_llm::batch::{Engine, EngineOptions, Event, Request};
+use tensorlane_llm::{Device, Error, Options, Sampling, Session};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+const CONTEXT: usize = 96;
+/// The budget test's context: short, so that the KV caches of four sequences leave the smallest
+/// budget below the model's size.
+const BUDGET_CONTEXT: usize = 32;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The path of llm_gen.py's model `name` (the models written once per test binary run).
+fn path(name: &str) -> String {
+    static MODELS: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    let models = MODELS.get_or_init(|| {
+        let python = root().join("tests/.venv-formats/bin/python");
+        assert!(
+            python.exists(),
+            "{} is missing: run scripts/setup.sh (or bash tests/python/setup_formats_venv.sh)",
+            python.display()
+        );
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("llm_wgpu_batch");
+        let o = Command::new(python)
+            .arg(root().join("tests/python/llm_gen.py"))
+            .arg(&out)
+            .arg("11")
+            .output()
+            .expect("run tests/python/llm_gen.py");
+        assert!(o.status.success(), "llm_gen.py failed: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).expect("llm_gen.py prints JSON")
+    });
+    models["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .and_then(|m| m["path"].as_str())
+        .unwrap_or_else(|| panic!("llm_gen.py wrote no {name}"))
+        .to_string()
+}
+
+/// The engine on wgpu; `None` (the test skips) when there is no adapter, outside CI.
+fn engine(name: &str, context: usize, max_batch: usize, budget: Option<u64>) -> Option<Result<Engine, Error>> {
+    let started = Engine::start_on(
+        Model::open(path(name)).unwrap(),
+        EngineOptions {
+            context: Some(context),
+            threads: None,
+            max_batch,
+            max_queue: 8,
+            budget,
+        },
+        Device::Wgpu,
+    );
+    match started {
+        Err(Error::Device(e)) if e.contains("no adapter") => {
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!("CI=true and no wgpu adapter: {e}");
+            }
+            eprintln!("skip: {e}");
+            None
+        }
+        other => Some(other),
+    }
+}
+
+/// The greedy tokens of each prompt alone on wgpu (one session, its cache cleared per prompt).
+fn solo(name: &str, prompts: &[(Vec<u32>, usize)]) -> Vec<Vec<u32>> {
+    let model = Model::open(path(name)).unwrap();
+    let options = Options {
+        device: Device::Wgpu,
+        context: Some(CONTEXT),
+        ..Options::default()
+    };
+    let mut s = Session::open(&model, options).unwrap();
+    prompts
+        .iter()
+        .map(|(p, n)| s.generate(p, &Sampling::default()).take(*n).map(|t| t.unwrap().id).collect())
+        .collect()
+}
+
+/// The next token of `rx` (panics on anything else).
+fn next_token(rx: &mut UnboundedReceiver<Event>) -> u32 {
+    match rx.blocking_recv() {
+        Some(Event::Token(t)) => t.id,
+        other => panic!("expected a token, got {other:?}"),
+    }
+}
+
+/// The remaining tokens of `rx`, after `got`, up to its `Done`.
+fn drain(rx: &mut UnboundedReceiver<Event>, mut got: Vec<u32>) -> Vec<u32> {
+    while let Some(e) = rx.blocking_recv() {
+        match e {
+            Event::Token(t) => got.push(t.id),
+            Event::Done(d) => {
+                assert_eq!(d.completion_tokens, got.len());
+                return got;
+            }
+            Event::Failed(e) => panic!("sequence failed: {e}"),
+        }
+    }
+    panic!("the receiver closed without Done");
+}
+
+/// Token-id prompts of `len` tokens, different per `seed`.
+fn prompt(vocab: usize, len: usize, seed: u32) -> Vec<u32> {
+    (0..len as u32).map(|i| (i * 37 + seed * 11 + 5) % vocab as u32).collect()
+}
+
+#[test]
+fn batched_greedy_on_wgpu_equals_each_sequence_alone() {
+    {
+        let name = "llama-Q8_0";
+        let t = std::time::Instant::now();
+        let Some(eng) = engine(name, CONTEXT, 3, None) else { return };
+        let eng = eng.unwrap();
+        let started = t.elapsed().as_secs_f64();
+        let vocab = eng.info().hparams.n_vocab;
+        // (prompt, max_tokens): a 40-token prompt (over one pass of 32 rows with the decode
+        // rows beside it), short ones, and a fourth that waits for a place.
+        let reqs: Vec<(Vec<u32>, usize)> = vec![
+            (prompt(vocab, 5, 0), 6),
+            (prompt(vocab, 12, 1), 3),
+            (prompt(vocab, 40, 2), 4),
+            (prompt(vocab, 3, 3), 4),
+        ];
+        let submit = |i: usize| eng.submit(Request::new(reqs[i].0.clone(), reqs[i].1)).unwrap();
+        let mut rx0 = submit(0);
+        let a = vec![next_token(&mut rx0)];
+        // Joins beside sequence 0's decode row (the logits of rows 0 and 12 gathered).
+        let mut rx1 = submit(1);
+        let b = vec![next_token(&mut rx1)];
+        // Joins beside two decode rows: 42 rows, two passes.
+        let mut rx2 = submit(2);
+        let c = vec![next_token(&mut rx2)];
+        // The batch holds three: this one takes the KV slot of one that left (sequence 1, after
+        // its three tokens), waiting for it if need be.
+        let mut rx3 = submit(3);
+        let got = [
+            drain(&mut rx0, a),
+            drain(&mut rx1, b),
+            drain(&mut rx2, c),
+            drain(&mut rx3, Vec::new()),
+        ];
+        let m = eng.metrics();
+        drop(eng);
+        let batched = t.elapsed().as_secs_f64();
+        let want = solo(name, &reqs);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "{name}: sequence {i} (prompt of {} tokens)", reqs[i].0.len());
+        }
+        assert!(m.steps > 0 && m.decoded_tokens > m.steps, "{name}: never decoded together: {m:?}");
+        eprintln!(
+            "{name}: 4 sequences on wgpu, {} steps, {} passes, tokens equal solo (engine start {started:.1} s, \
+             batch {:.1} s, solo sessions {:.1} s)",
+            m.steps,
+            m.passes,
+            batched - started,
+            t.elapsed().as_secs_f64() - batched
+        );
+    }
+}
+
+#[test]
+fn under_a_budget_a_wgpu_step_streams_the_same_bytes_for_one_sequence_or_four() {
+    let name = "llama-Q8_0";
+    let t = std::time::Instant::now();
+    // A budget too small names the smallest that works (the plan counts four KV caches).
+    let Some(err) = engine(name, BUDGET_CONTEXT, 4, Some(1)) else { return };
+    let err = err.unwrap_err().to_string();
+    let min: u64 = err
+        .split("accepts is ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no minimum in {err:?}"));
+    let eng = engine(name, BUDGET_CONTEXT, 4, Some(min)).unwrap().unwrap();
+    let info = eng.info().clone();
+    let per_step = info.streamed_bytes;
+    assert!(
+        per_step > 0 && min < info.weight_bytes,
+        "budget {min} of a {}-byte model streams {per_step}",
+        info.weight_bytes
+    );
+    let reqs: Vec<(Vec<u32>, usize)> = (0..4).map(|i| (prompt(info.hparams.n_vocab, 4 + 5 * i, i as u32), 3)).collect();
+    let alone = drain(&mut eng.submit(Request::new(reqs[0].0.clone(), 3)).unwrap(), Vec::new());
+    assert_eq!(eng.metrics().streamed_last, per_step, "one sequence");
+    let mut rxs: Vec<_> = reqs
+        .iter()
+        .map(|(p, n)| eng.submit(Request::new(p.clone(), *n)).unwrap())
+        .collect();
+    let got: Vec<Vec<u32>> = rxs.iter_mut().map(|rx| drain(rx, Vec::new())).collect();
+    let m = eng.metrics();
+    assert_eq!(m.streamed_last, per_step, "four sequences");
+    drop(eng);
+    let want = solo(name, &reqs);
+    assert_eq!(alone, want[0], "alone under the budget vs resident");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "sequence {i} under the budget vs resident");
+    }
+    eprintln!(
+        "budget {min} bytes (model {} bytes): {per_step} bytes streamed per step for 1 or 4 sequences ({:.1} s)",
+        info.weight_bytes,
+        t.elapsed().as_secs_f64()
+    );
+}
