@@ -50,7 +50,8 @@ pub struct EngineOptions {
     /// Positions each sequence's KV cache may hold (prompt and generated tokens together).
     /// `None`: the model's training context, at most 4096.
     pub context: Option<usize>,
-    /// Worker threads of the executor (`None`: the available parallelism).
+    /// Worker threads of the CPU executor (`None`: the available parallelism; the wgpu executor
+    /// is driven by the engine thread alone).
     pub threads: Option<usize>,
     /// The most sequences decoded together (at least 1).
     pub max_batch: usize,
@@ -196,11 +197,13 @@ pub struct Metrics {
     /// Forward passes over the weights: the decode steps, and the passes that only evaluated
     /// prompts (with nothing decoding). The prompts of requests that join while others decode
     /// are evaluated in the step's own pass, so under a budget the weights are streamed
-    /// `passes` times in all.
+    /// `passes` times in all. (On wgpu a step of more than [`BATCH`](crate::plan::BATCH) rows,
+    /// a long joining prompt, makes a pass per `BATCH` rows, each counted.)
     pub passes: u64,
     /// Prompt tokens evaluated.
     pub prompt_tokens: u64,
-    /// Weight bytes streamed by the last forward pass (0 without a budget).
+    /// Weight bytes streamed by the last step (0 without a budget): one pass's, or on wgpu, a
+    /// step of more than [`BATCH`](crate::plan::BATCH) rows, every pass's.
     pub streamed_last: u64,
     /// Sequences running now.
     pub active: usize,
@@ -601,7 +604,7 @@ fn run(exec: &mut Exec<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mps
                 continue;
             }
         };
-        shared.passes.fetch_add(1, Ordering::Relaxed);
+        shared.passes.fetch_add(exec.passes_last(), Ordering::Relaxed);
         shared.streamed_last.store(exec.streamed_last(), Ordering::Relaxed);
         if !active.is_empty() {
             shared.steps.fetch_add(1, Ordering::Relaxed);

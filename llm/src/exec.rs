@@ -69,6 +69,18 @@ impl Exec<'_> {
         }
     }
 
+    /// Passes over the weights the last [`Exec::step`] made: 1, or on an executor that takes at
+    /// most [`Exec::rows_per_pass`] rows a pass, one per that many rows.
+    pub(crate) fn passes_last(&self) -> u64 {
+        match self {
+            Exec::Cpu(_) => 1,
+            #[cfg(feature = "wgpu")]
+            Exec::Wgpu(g) => g.passes_last,
+            #[cfg(feature = "cuda")]
+            Exec::Cuda(_) => 1,
+        }
+    }
+
     /// Time the last forward pass spent copying its streamed bytes in.
     pub(crate) fn copy_last(&self) -> std::time::Duration {
         match self {

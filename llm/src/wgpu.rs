@@ -159,6 +159,8 @@ pub(crate) struct Wgpu<'m> {
     streamed: u64,
     /// Weight bytes the last forward pass streamed.
     pub(crate) streamed_last: u64,
+    /// Passes over the weights the last [`Wgpu::step`] made (one per [`BATCH`] rows).
+    pub(crate) passes_last: u64,
     /// Time it spent handing them to the queue.
     pub(crate) copy_last: std::time::Duration,
 }
@@ -348,6 +350,7 @@ impl<'m> Wgpu<'m> {
             stored: stored.get(),
             streamed: streamed.get(),
             streamed_last: 0,
+            passes_last: 0,
             copy_last: std::time::Duration::ZERO,
         })
     }
@@ -661,6 +664,7 @@ impl<'m> Wgpu<'m> {
             }
         }
         let mut out = Vec::with_capacity(decode.len() + prompts.len());
+        self.passes_last = rows.len().div_ceil(BATCH) as u64;
         for chunk in rows.chunks(BATCH) {
             let tokens: Vec<u32> = chunk.iter().map(|r| r.0).collect();
             let mut segs: Vec<Segment> = Vec::new();

@@ -175,6 +175,8 @@ fn batched_greedy_on_wgpu_equals_each_sequence_alone() {
             assert_eq!(g, w, "{name}: sequence {i} (prompt of {} tokens)", reqs[i].0.len());
         }
         assert!(m.steps > 0 && m.decoded_tokens > m.steps, "{name}: never decoded together: {m:?}");
+        // Sequence 0's prompt alone, and the 40-token prompt's step in two passes.
+        assert!(m.passes >= m.steps + 2, "{name}: the long prompt's step made one pass: {m:?}");
         eprintln!(
             "{name}: 4 sequences on wgpu, {} steps, {} passes, tokens equal solo (engine start {started:.1} s, \
              batch {:.1} s, solo sessions {:.1} s)",
