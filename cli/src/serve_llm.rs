@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 use tensorlane::model::Model;
 use tensorlane_llm::batch::{Engine, EngineOptions};
+use tensorlane_llm::Device;
 use tensorlane_llm::openai::{ApiConfig, chat_template, router};
 
 /// The generation flags of `tensorlane serve`.
@@ -22,7 +23,9 @@ pub struct ModelArgs {
     /// decode step, once for the whole batch. A budget too small names the smallest that works.
     #[arg(long, value_name = "SIZE", value_parser = crate::limits::parse_size, requires = "model")]
     pub budget: Option<u64>,
-    /// Where generation runs (only cpu serves batches so far).
+    /// Where generation runs: cpu, or wgpu (a build with the `wgpu` feature: every request's KV
+    /// cache on the device, --max-batch of them allocated at the start). cuda does not serve
+    /// batches yet.
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "wgpu", "cuda"], requires = "model")]
     pub device: String,
     /// The most requests decoded together in one step.
@@ -58,14 +61,24 @@ pub struct Started {
 /// to print (naming the flag or the file).
 pub fn start(args: &ModelArgs) -> Result<Option<Started>, String> {
     let Some(path) = &args.model else { return Ok(None) };
-    if args.device != "cpu" {
-        return Err(format!(
-            "--device {}: the serving engine runs on the cpu only so far (batched decoding on wgpu \
-             and cuda is not implemented); use --device cpu, or `tensorlane run --device {}` for \
-             one prompt",
-            args.device, args.device
-        ));
-    }
+    let device = match args.device.as_str() {
+        "cpu" => Device::Cpu,
+        "wgpu" if cfg!(feature = "wgpu") => Device::Wgpu,
+        "wgpu" => {
+            return Err(
+                "--device wgpu: this tensorlane was built without the `wgpu` feature (cargo build -p \
+                 tensorlane-cli --features wgpu); use --device cpu"
+                    .into(),
+            );
+        }
+        other => {
+            return Err(format!(
+                "--device {other}: the serving engine runs on cpu and wgpu only so far (batched \
+                 decoding on {other} is not implemented); use --device cpu or wgpu, or `tensorlane \
+                 run --device {other}` for one prompt"
+            ));
+        }
+    };
     if args.max_batch == 0 {
         return Err("--max-batch must be at least 1".into());
     }
@@ -74,7 +87,7 @@ pub fn start(args: &ModelArgs) -> Result<Option<Started>, String> {
     let model_id = path
         .file_name()
         .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-    let engine = Engine::start(
+    let engine = Engine::start_on(
         model,
         EngineOptions {
             context: args.context,
@@ -83,6 +96,7 @@ pub fn start(args: &ModelArgs) -> Result<Option<Started>, String> {
             max_queue: args.max_queue,
             budget: args.budget,
         },
+        device,
     )
     .map_err(|e| match (&e, args.budget) {
         (tensorlane_llm::Error::Budget(_), Some(b)) => format!("--budget {b}: {e}"),
