@@ -28,10 +28,12 @@ cargo build -q -p tensorlane-core --no-default-features --target thumbv7em-none-
 step "Rust tests (workspace)"
 cargo test --workspace --no-fail-fast
 
-step "device transfer: wgpu on lavapipe (CI=true: no adapter fails; tensorlane-llm on wgpu vs the CPU), CUDA build, error paths and the llm kernels through NVRTC"
+step "device transfer: wgpu on lavapipe (CI=true: no adapter fails; tensorlane-llm on wgpu vs the CPU, batched serving on wgpu), CUDA build, error paths and the llm kernels through NVRTC"
 cargo test -p tensorlane-offload --features wgpu --test device_wgpu --test offload_wgpu
-cargo test -p tensorlane-llm --features wgpu --test wgpu
-cargo build -p tensorlane-cli --features cuda
+cargo test -p tensorlane-llm --features wgpu --test wgpu --test wgpu_batch
+# The CLI built once with both device features: serve --device wgpu vs run --device wgpu on
+# lavapipe, and the CUDA build checked.
+cargo test -p tensorlane-cli --features wgpu,cuda --test serve_wgpu
 cargo test -p tensorlane-offload --features cuda --test device_cuda
 LD_LIBRARY_PATH="$PWD/tests/.nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
   cargo test -p tensorlane-llm --features cuda --test cuda
