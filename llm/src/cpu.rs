@@ -491,9 +491,7 @@ impl<'m> Cpu<'m> {
                         for (t, &p) in scores.iter().enumerate() {
                             let p = p * inv;
                             let vt = &vc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
-                            for (o, &vv) in out.iter_mut().zip(vt) {
-                                *o += p * vv;
-                            }
+                            crate::kernels::add_scaled(out, p, vt);
                         }
                     },
                 )

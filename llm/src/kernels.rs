@@ -290,13 +290,14 @@ impl<'m> Matrix<'m> {
         let rows_per = self.rows.div_ceil(threads * 4).max(1);
         let mut t = vec![0f32; n * self.rows];
         if let Some(q) = QuantX::new(self.kind, x, cols) {
+            let dt = &q.scales_by_block();
             pool.install(|| {
                 t.par_chunks_mut(rows_per * n).enumerate().for_each(|(ci, o)| {
                     for j in 0..o.len() / n {
                         let w = self.row(ci * rows_per + j);
                         let mut i = 0;
                         while i + 4 <= n {
-                            o[j * n + i..j * n + i + 4].copy_from_slice(&q.dot4_exact(self.kind, w, i));
+                            o[j * n + i..j * n + i + 4].copy_from_slice(&q.dot4_exact(self.kind, w, i, dt));
                             i += 4;
                         }
                         for i in i..n {
@@ -524,6 +525,14 @@ impl QuantX {
         let mut sums = Vec::new();
         for (b, qb) in x.chunks_exact(block).zip(q.chunks_exact_mut(block)) {
             if block == 32 {
+                #[cfg(target_arch = "x86_64")]
+                if simd() {
+                    // SAFETY: simd() checked AVX2 and FMA; b and qb are 32 long (chunks_exact).
+                    if let Some(amax) = unsafe { x86::quantize_q8_0(b, qb) } {
+                        d.push(t[half::f16::from_f32(amax / 127.0).to_bits() as usize]);
+                        continue;
+                    }
+                }
                 let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
                 d.push(t[half::f16::from_f32(amax / 127.0).to_bits() as usize]);
                 let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
@@ -581,18 +590,31 @@ impl QuantX {
         [0, 1, 2, 3].map(|k| self.dot(kind, row, i + k))
     }
 
-    /// [`dot`](Self::dot) of a row with inputs `i..i + 4`, each bit for bit `dot`'s.
+    /// The scales block by block: element `b * n + i` is input `i`'s scale of block `b` (`n`
+    /// inputs), the layout [`dot4_exact`](Self::dot4_exact) reads.
+    fn scales_by_block(&self) -> Vec<f32> {
+        let (n, nb) = (self.vectors(), self.cols / self.block);
+        let mut dt = vec![0f32; self.d.len()];
+        for (i, d) in self.d.chunks_exact(nb.max(1)).enumerate() {
+            for (b, &v) in d.iter().enumerate() {
+                dt[b * n + i] = v;
+            }
+        }
+        dt
+    }
+
+    /// [`dot`](Self::dot) of a row with inputs `i..i + 4`, each bit for bit `dot`'s; `dt` is
+    /// [`scales_by_block`](Self::scales_by_block).
     #[inline]
-    fn dot4_exact(&self, kind: Kind, row: &[u8], i: usize) -> [f32; 4] {
+    fn dot4_exact(&self, kind: Kind, row: &[u8], i: usize, dt: &[f32]) -> [f32; 4] {
         #[cfg(target_arch = "x86_64")]
         if kind == Kind::Q8_0 && simd() {
-            let nb = self.cols / self.block;
-            let d = [0, 1, 2, 3].map(|k| &self.d[(i + k) * nb..(i + k + 1) * nb]);
-            let q = [0, 1, 2, 3].map(|k| &self.q[(i + k) * self.cols..(i + k + 1) * self.cols]);
-            // SAFETY: simd() checked AVX2 and FMA; each input has nb scales and nb * 32 values and
-            // the row nb blocks (QuantX::new and Matrix::new checked the sizes).
-            return unsafe { x86::dot_q8_0_x4_exact(row, d, q) };
+            let q = &self.q[i * self.cols..(i + 4) * self.cols];
+            // SAFETY: simd() checked AVX2 and FMA; the kernel checks the sizes (each input has
+            // nb * 32 values, dt from input i on holds n * (nb - 1) + 4 scales as i + 4 <= n).
+            return unsafe { x86::dot_q8_0_x4_exact(row, &dt[i..], self.vectors(), q, self.cols) };
         }
+        let _ = dt;
         [0, 1, 2, 3].map(|k| self.dot(kind, row, i + k))
     }
 
@@ -747,6 +769,22 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     dot_portable(a, b)
 }
 
+/// `out[i] += p * v[i]` over the shorter of the two, each product rounded and then the sum (no
+/// fused multiply-add, so every value is what the scalar loop gives), 8 at a time with AVX
+/// where the CPU has it: attention's weighted sum of values (the scalar loop compiled to SSE
+/// was about a tenth of a batched decode step).
+#[inline]
+pub(crate) fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if simd() {
+        // SAFETY: simd() checked AVX2 and FMA, which x86::add_scaled is compiled for.
+        return unsafe { x86::add_scaled(out, p, v) };
+    }
+    for (o, &x) in out.iter_mut().zip(v) {
+        *o += p * x;
+    }
+}
+
 /// Four rows (`w` holds them back to back) times `x`: `x` is read once for the four.
 #[inline]
 fn dot4(w: &[f32], x: &[f32]) -> [f32; 4] {
@@ -829,6 +867,29 @@ mod x86 {
         s
     }
 
+    /// [`super::add_scaled`] with AVX: a multiply, then an add (not fused).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
+        let n = out.len().min(v.len());
+        let (po, pv) = (out.as_mut_ptr(), v.as_ptr());
+        let pp = _mm256_set1_ps(p);
+        let mut i = 0;
+        // SAFETY: each step reads and writes 8 floats at i with i + 8 <= n, inside both slices.
+        unsafe {
+            while i + 8 <= n {
+                let prod = _mm256_mul_ps(pp, _mm256_loadu_ps(pv.add(i)));
+                _mm256_storeu_ps(po.add(i), _mm256_add_ps(_mm256_loadu_ps(po.add(i)), prod));
+                i += 8;
+            }
+        }
+        for j in i..n {
+            out[j] += p * v[j];
+        }
+    }
+
     /// 32 signed weights times 32 signed activations, summed in 8 i32 lanes, as f32 (llama.cpp's
     /// `mul_sum_i8_pairs`: |w| as unsigned times x with w's sign; no pair saturates, |w| <= 128
     /// and |x| <= 127).
@@ -866,29 +927,74 @@ mod x86 {
         hsum(_mm256_add_ps(a0, a1))
     }
 
-    /// [`dot_q8_0`] of one row with four inputs (`d[k]`, `q[k]`), each result bit for bit
-    /// `dot_q8_0`'s (the same two accumulators per input, alternating by block, and the same
-    /// products): the row's blocks are loaded once for the four. The batched decode step's
-    /// kernel ([`super::Matrix::matmul_each`]).
+    /// [`dot_q8_0`] of one row with four inputs, each result bit for bit `dot_q8_0`'s (the same
+    /// two accumulators per input, even and odd blocks, and the same products and scales): the
+    /// row's blocks are loaded once for the four. `q[k]` is input `k`'s values; `dt` holds the
+    /// inputs' scales block by block, `dt[b * stride + k]` input `k`'s scale of block `b`, so one
+    /// vector multiply gives the four products of the weight's scale with them. The batched
+    /// decode step's kernel ([`super::Matrix::matmul_each`]).
+    ///
+    /// `q` holds the four inputs' values back to back, `cols` each.
     ///
     /// # Safety
-    /// As [`dot_q8_0`], for each of the four inputs.
+    /// The CPU must have AVX2 and FMA. Sizes are checked (a panic, not undefined behaviour):
+    /// with `nb = row.len() / 34` blocks, `cols >= 32 * nb`, `q` holds `4 * cols` values and
+    /// `dt` `stride * (nb - 1) + 4` scales.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn dot_q8_0_x4_exact(row: &[u8], d: [&[f32]; 4], q: [&[i8]; 4]) -> [f32; 4] {
-        let t = super::f16_table();
-        let mut a = [[_mm256_setzero_ps(); 2]; 4];
-        for (b, blk) in row.chunks_exact(34).enumerate() {
-            // SAFETY: blk has 34 bytes (32 after the scale); each q[k] has 32 values at 32b.
-            let w = unsafe { _mm256_loadu_si256(blk.as_ptr().add(2) as *const __m256i) };
-            let dw = super::f16_at(t, blk, 0);
-            for k in 0..4 {
-                // SAFETY: as above.
-                let x = unsafe { _mm256_loadu_si256(q[k].as_ptr().add(32 * b) as *const __m256i) };
-                let s = _mm256_set1_ps(dw * d[k][b]);
-                a[k][b % 2] = _mm256_fmadd_ps(s, isum32(w, x), a[k][b % 2]);
-            }
+    pub(super) unsafe fn dot_q8_0_x4_exact(row: &[u8], dt: &[f32], stride: usize, q: &[i8], cols: usize) -> [f32; 4] {
+        let nb = row.len() / 34;
+        if nb == 0 {
+            return [0.0; 4];
         }
-        a.map(|[a0, a1]| hsum(_mm256_add_ps(a0, a1)))
+        assert!(cols >= 32 * nb && q.len() >= 4 * cols && stride >= 4 && dt.len() >= stride * (nb - 1) + 4);
+        let t = super::f16_table();
+        let (rp, dp) = (row.as_ptr(), dt.as_ptr());
+        // SAFETY: 3 * cols < q.len() (asserted).
+        let [q0, q1, q2, q3] = [0, 1, 2, 3].map(|k| unsafe { q.as_ptr().add(k * cols) });
+        let ones = _mm256_set1_epi16(1);
+        let lane = [0, 1, 2, 3].map(|k| _mm256_set1_epi32(k));
+        let sum = |aw: __m256i, w: __m256i, x: __m256i| {
+            _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), ones))
+        };
+        let zero = _mm256_setzero_ps();
+        // even blocks into e*, odd into o*, as dot_q8_0's a0 and a1 (named: an array of them is
+        // kept on the stack)
+        let (mut e0, mut e1, mut e2, mut e3) = (zero, zero, zero, zero);
+        let (mut o0, mut o1, mut o2, mut o3) = (zero, zero, zero, zero);
+        macro_rules! block {
+            ($b:expr, $a0:ident, $a1:ident, $a2:ident, $a3:ident) => {{
+                let b = $b;
+                // SAFETY: b < nb: the block's 34 bytes are in `row`, 32 values at 32b in each q[k]
+                // and 4 scales at stride * b in dt (asserted above); the table has every u16.
+                unsafe {
+                    let blk = rp.add(34 * b);
+                    let w = _mm256_loadu_si256(blk.add(2) as *const __m256i);
+                    let dw = *t.get_unchecked(u16::from_le_bytes([*blk, *blk.add(1)]) as usize);
+                    let s = _mm256_castps128_ps256(_mm_mul_ps(_mm_set1_ps(dw), _mm_loadu_ps(dp.add(stride * b))));
+                    let aw = _mm256_sign_epi8(w, w);
+                    let x = |p: *const i8| _mm256_loadu_si256(p.add(32 * b) as *const __m256i);
+                    $a0 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(s, lane[0]), sum(aw, w, x(q0)), $a0);
+                    $a1 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(s, lane[1]), sum(aw, w, x(q1)), $a1);
+                    $a2 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(s, lane[2]), sum(aw, w, x(q2)), $a2);
+                    $a3 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(s, lane[3]), sum(aw, w, x(q3)), $a3);
+                }
+            }};
+        }
+        let mut b = 0;
+        while b + 2 <= nb {
+            block!(b, e0, e1, e2, e3);
+            block!(b + 1, o0, o1, o2, o3);
+            b += 2;
+        }
+        if b < nb {
+            block!(b, e0, e1, e2, e3);
+        }
+        [
+            hsum(_mm256_add_ps(e0, o0)),
+            hsum(_mm256_add_ps(e1, o1)),
+            hsum(_mm256_add_ps(e2, o2)),
+            hsum(_mm256_add_ps(e3, o3)),
+        ]
     }
 
     /// [`dot_q8_0`] of one row with four inputs (`d[k]`, `q[k]`): the row's blocks are loaded
@@ -931,6 +1037,43 @@ mod x86 {
             a3 = _mm256_fmadd_ps(_mm256_set1_ps(dw * d[3][b]), sum(x3), a3);
         }
         [hsum(a0), hsum(a1), hsum(a2), hsum(a3)]
+    }
+
+    /// One block of 32 activations quantized as [`super::QuantX::new`] does (the same values:
+    /// the same largest magnitude, the same `v * (127 / amax)` rounded half to even), into `q`;
+    /// returns that magnitude, or `None` with `q` untouched where a value is infinite or NaN
+    /// (the scalar code's casts and `max` decide those). The scalar loop called `rintf` per
+    /// value: about 10% of a batched decode step's time.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. `x` and `q` must hold 32 values (checked).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn quantize_q8_0(x: &[f32], q: &mut [i8]) -> Option<f32> {
+        let (x, q): (&[f32; 32], &mut [i8; 32]) = (x.try_into().ok()?, q.try_into().ok()?);
+        // SAFETY: x holds 32 floats, read 8 at a time at 0, 8, 16 and 24.
+        let v = [0, 8, 16, 24].map(|k| unsafe { _mm256_loadu_ps(x.as_ptr().add(k)) });
+        let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+        let a = v.map(|v| _mm256_and_ps(v, abs));
+        let inf = _mm256_set1_ps(f32::INFINITY);
+        // not (|v| < inf): infinite or NaN
+        let bad = a.iter().fold(0, |m, &a| m | _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_NLT_UQ>(a, inf)));
+        if bad != 0 {
+            return None;
+        }
+        let m = _mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3]));
+        let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps::<1>(m, m)));
+        let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
+        // |v * id| <= 127 (to rounding), so the rounded values convert and pack exactly
+        let r = v.map(|v| {
+            _mm256_cvtps_epi32(_mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(v, id)))
+        });
+        let p = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+        let p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        // SAFETY: q holds 32 bytes.
+        unsafe { _mm256_storeu_si256(q.as_mut_ptr() as *mut __m256i, p) };
+        Some(amax)
     }
 
     /// [`super::dot_q4_0`] with AVX2.
@@ -1342,6 +1485,106 @@ mod tests {
                 assert!((f64::from(got) - want).abs() < 1e-4, "{kind:?} n={n}: {got} vs {want}");
                 assert!((f64::from(dot(&w, &x)) - want).abs() < 1e-4, "dot n={n}");
             }
+        }
+    }
+
+    /// A `rows x cols` Q8_0 matrix of random blocks (scales varied, so products differ).
+    fn q8_0_matrix(rows: usize, cols: usize) -> Matrix<'static> {
+        let mut data = blocks(Kind::Q8_0, rows * cols / 32, 7);
+        for (i, blk) in data.chunks_exact_mut(34).enumerate() {
+            let d = half::f16::from_f32(0.001 + (i % 13) as f32 * 0.0007).to_bits();
+            blk[..2].copy_from_slice(&d.to_le_bytes());
+        }
+        let len = data.len();
+        Matrix {
+            name: "w".into(),
+            kind: Kind::Q8_0,
+            rows,
+            cols,
+            row_bytes: cols / 32 * 34,
+            data: Cow::Owned(data),
+            split: len,
+            resident: None,
+            staged: Vec::new(),
+            boundary: Vec::new(),
+            staged_in: std::time::Duration::ZERO,
+        }
+    }
+
+    /// The batched decode step's product gives each input exactly (bit for bit) what the
+    /// product of that input alone gives, for batch sizes around the 4-input kernel's groups
+    /// and an odd and an even number of blocks per row (the kernel's two accumulators).
+    #[test]
+    fn matmul_each_is_matmul_of_each_input_alone() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        for (rows, cols) in [(37, 96), (20, 128)] {
+            let m = q8_0_matrix(rows, cols);
+            for n in [2usize, 3, 4, 5, 8, 9] {
+                let x: Vec<f32> = (0..n * cols)
+                    .map(|i| ((i * 7919 % 1013) as f32 / 506.0 - 1.0) * (1.0 + (i / cols) as f32))
+                    .collect();
+                let mut all = vec![0f32; n * rows];
+                m.matmul_each(&x, &mut all, &pool);
+                for i in 0..n {
+                    let mut one = vec![0f32; rows];
+                    m.matmul(&x[i * cols..(i + 1) * cols], &mut one, &pool);
+                    for r in 0..rows {
+                        assert_eq!(
+                            all[i * rows + r].to_bits(),
+                            one[r].to_bits(),
+                            "{rows}x{cols}, {n} inputs: input {i} row {r}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Q8_0 activation blocks (vectorized where the CPU allows) are llama.cpp's
+    /// `quantize_row_q8_0` written out: the largest magnitude, an f16 scale, values rounded half
+    /// to even; blocks with exact halves, zeros, one large value, and infinities or NaN.
+    #[test]
+    fn activation_blocks_quantize_as_the_reference() {
+        let mut x: Vec<f32> = (0..32 * 6).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
+        x[32..64].fill(0.0);
+        for (j, v) in x[64..96].iter_mut().enumerate() {
+            *v = j as f32 - 15.5; // amax 16: v * 127/16 has exact halves at j = 15, 16 (±0.5 * 127/16)...
+        }
+        x[64] = 127.0; // ...and with amax 127, integer-and-a-half values round half to even
+        x[65] = 2.5;
+        x[66] = -3.5;
+        x[100] = 1e30;
+        x[130] = f32::INFINITY;
+        x[170] = f32::NAN;
+        let q = QuantX::new(Kind::Q8_0, &x, 32 * 6).unwrap();
+        let t = f16_table();
+        for (b, xb) in x.chunks_exact(32).enumerate() {
+            let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let d = t[half::f16::from_f32(amax / 127.0).to_bits() as usize];
+            let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+            assert_eq!(q.d[b].to_bits(), d.to_bits(), "block {b} scale");
+            for (j, v) in xb.iter().enumerate() {
+                assert_eq!(q.q[32 * b + j], (v * id).round_ties_even() as i8, "block {b} value {j}");
+            }
+        }
+        assert_eq!(&q.q[64..67], &[127, 2, -4]);
+    }
+
+    /// `add_scaled` is the scalar loop, bit for bit, for every length remainder.
+    #[test]
+    fn add_scaled_is_the_scalar_loop() {
+        for n in [1usize, 7, 8, 13, 64, 67] {
+            let v: Vec<f32> = (0..n).map(|i| (i as f32 * 0.731).sin() * 3.7).collect();
+            let mut got: Vec<f32> = (0..n).map(|i| (i as f32 * 0.29).cos()).collect();
+            let mut want = got.clone();
+            for p in [0.123_456_79f32, -7.77, 1e-3] {
+                add_scaled(&mut got, p, &v);
+                for (o, &x) in want.iter_mut().zip(&v) {
+                    *o += p * x;
+                }
+            }
+            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "n={n}");
         }
     }
 
