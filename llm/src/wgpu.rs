@@ -202,6 +202,15 @@ impl<'m> Wgpu<'m> {
         let p = Pipelines::new(&device);
 
         let h = spec.hparams.clone();
+        // The KV caches first: when they do not fit, say so before uploading anything.
+        let (kc, vc) = kv_slots(
+            &device,
+            max_bind,
+            slots,
+            spec.layers.len(),
+            context,
+            h.n_head_kv * h.head_dim,
+        )?;
         let ring = match plan {
             Some(b) if b.plan.ring.len > 0 => {
                 let len = b.plan.ring.len;
@@ -309,7 +318,6 @@ impl<'m> Wgpu<'m> {
             }))
         };
         let none = wgpu::BufferUsages::empty();
-        let (kc, vc) = kv_slots(&device, max_bind, slots, spec.layers.len(), context, kv_dim)?;
         let widest = h.n_ff.max(q_dim).max(h.n_embd);
         let acts = Acts {
             x: alloc("x", BATCH * h.n_embd, none)?,
