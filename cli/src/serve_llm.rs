@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use tensorlane::model::Model;
-use tensorlane_llm::batch::{Engine, EngineOptions};
 use tensorlane_llm::Device;
+use tensorlane_llm::batch::{Engine, EngineOptions};
 use tensorlane_llm::openai::{ApiConfig, chat_template, router};
 
 /// The generation flags of `tensorlane serve`.

@@ -39,7 +39,11 @@ fn model() -> String {
         .arg("11")
         .output()
         .expect("run tests/python/llm_gen.py");
-    assert!(o.status.success(), "llm_gen.py failed: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "llm_gen.py failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let models: Value = serde_json::from_slice(&o.stdout).expect("llm_gen.py prints JSON");
     models["models"]
         .as_array()
@@ -119,7 +123,10 @@ fn serve_on_wgpu_answers_what_run_on_wgpu_prints() {
         }
         assert!(run.status.success(), "tensorlane run --device wgpu: {stderr}");
         let run: Value = serde_json::from_slice(&run.stdout).unwrap();
-        assert!(run["text"].as_str().is_some_and(|t| !t.is_empty()), "{p:?}: no text: {run}");
+        assert!(
+            run["text"].as_str().is_some_and(|t| !t.is_empty()),
+            "{p:?}: no text: {run}"
+        );
         want.push(run["text"].clone());
     }
     let run_s = t.elapsed().as_secs_f64();
@@ -148,7 +155,10 @@ fn serve_on_wgpu_answers_what_run_on_wgpu_prints() {
     });
     for ((answer, want), p) in answers.iter().zip(&want).zip(prompts) {
         assert_eq!(&answer["choices"][0]["text"], want, "{p:?}: {answer}");
-        assert!(answer["usage"]["completion_tokens"].as_u64().is_some_and(|n| n >= 1), "{answer}");
+        assert!(
+            answer["usage"]["completion_tokens"].as_u64().is_some_and(|n| n >= 1),
+            "{answer}"
+        );
     }
     eprintln!(
         "serve --device wgpu: 2 concurrent completions equal tensorlane run --device wgpu (run {run_s:.1} s, serve {:.1} s)",

@@ -39,8 +39,8 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use crate::arch::Hparams;
 use crate::cpu::{Cpu, KvCache, Weights};
 use crate::exec::Exec;
-use crate::session::Device;
 use crate::sampling::Sampler;
+use crate::session::Device;
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result, Sampling};
 
@@ -397,7 +397,11 @@ impl Engine {
 }
 
 /// Opens the executor on the engine thread.
-fn open<'m>(model: &'m Model, options: &EngineOptions, device: Device) -> Result<(Exec<'m>, Arc<Tokenizer>, EngineInfo)> {
+fn open<'m>(
+    model: &'m Model,
+    options: &EngineOptions,
+    device: Device,
+) -> Result<(Exec<'m>, Arc<Tokenizer>, EngineInfo)> {
     if device == Device::Cuda {
         return Err(Error::Device(
             "the serving engine runs on the cpu and wgpu devices (batched decoding on cuda is not \
@@ -581,8 +585,10 @@ fn run(exec: &mut Exec<'_>, tokenizer: &Tokenizer, info: &EngineInfo, jobs: &mps
         let stepped = {
             let mut batch: Vec<(u32, &mut KvCache, usize)> =
                 active.iter_mut().map(|s| (s.last, &mut s.cache, s.slot)).collect();
-            let mut prompts: Vec<(&[u32], &mut KvCache, usize)> =
-                joining.iter_mut().map(|(j, c, slot)| (&j.req.prompt[..], c, *slot)).collect();
+            let mut prompts: Vec<(&[u32], &mut KvCache, usize)> = joining
+                .iter_mut()
+                .map(|(j, c, slot)| (&j.req.prompt[..], c, *slot))
+                .collect();
             exec.step(&mut batch, &mut prompts)
         };
         let mut logits = match stepped {

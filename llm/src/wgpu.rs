@@ -649,7 +649,11 @@ impl<'m> Wgpu<'m> {
             if slot >= slots || used[slot] {
                 return Err(device_err(format!(
                     "sequence {s} of the step uses KV slot {slot}, {} (the executor has {slots})",
-                    if slot >= slots { "out of range" } else { "already taken by another" }
+                    if slot >= slots {
+                        "out of range"
+                    } else {
+                        "already taken by another"
+                    }
                 )));
             }
             used[slot] = true;
@@ -725,9 +729,10 @@ impl<'m> Wgpu<'m> {
             copy: std::time::Duration::ZERO,
         };
         let p = &mut pending;
-        let row_copy = |enc: &mut wgpu::CommandEncoder, src: &wgpu::Buffer, dst: &wgpu::Buffer, width: usize, g: &Segment| {
-            enc.copy_buffer_to_buffer(src, (g.r0 * width * 4) as u64, dst, 0, (g.len * width * 4) as u64);
-        };
+        let row_copy =
+            |enc: &mut wgpu::CommandEncoder, src: &wgpu::Buffer, dst: &wgpu::Buffer, width: usize, g: &Segment| {
+                enc.copy_buffer_to_buffer(src, (g.r0 * width * 4) as u64, dst, 0, (g.len * width * 4) as u64);
+            };
         for (li, l) in self.layers.iter().enumerate() {
             self.rms_norm(&mut p.enc, &a.x, &l.attn_norm, &a.xn, (0, n));
             self.matmul(p, &l.wq, &a.xn, &a.q_raw, n);
@@ -798,7 +803,8 @@ impl<'m> Wgpu<'m> {
             self.rms_norm(&mut p.enc, &a.x, &self.output_norm, &a.xn, (picked[0], m));
         } else {
             for (j, &r) in picked.iter().enumerate() {
-                p.enc.copy_buffer_to_buffer(&a.x, (r * d * 4) as u64, &a.proj, (j * d * 4) as u64, (d * 4) as u64);
+                p.enc
+                    .copy_buffer_to_buffer(&a.x, (r * d * 4) as u64, &a.proj, (j * d * 4) as u64, (d * 4) as u64);
             }
             self.rms_norm(&mut p.enc, &a.proj, &self.output_norm, &a.xn, (0, m));
         }

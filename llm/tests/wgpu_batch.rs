@@ -51,7 +51,11 @@ fn path(name: &str) -> String {
             .arg("11")
             .output()
             .expect("run tests/python/llm_gen.py");
-        assert!(o.status.success(), "llm_gen.py failed: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "llm_gen.py failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         serde_json::from_slice(&o.stdout).expect("llm_gen.py prints JSON")
     });
     models["models"]
@@ -100,7 +104,12 @@ fn solo(name: &str, prompts: &[(Vec<u32>, usize)]) -> Vec<Vec<u32>> {
     let mut s = Session::open(&model, options).unwrap();
     prompts
         .iter()
-        .map(|(p, n)| s.generate(p, &Sampling::default()).take(*n).map(|t| t.unwrap().id).collect())
+        .map(|(p, n)| {
+            s.generate(p, &Sampling::default())
+                .take(*n)
+                .map(|t| t.unwrap().id)
+                .collect()
+        })
         .collect()
 }
 
@@ -129,14 +138,18 @@ fn drain(rx: &mut UnboundedReceiver<Event>, mut got: Vec<u32>) -> Vec<u32> {
 
 /// Token-id prompts of `len` tokens, different per `seed`.
 fn prompt(vocab: usize, len: usize, seed: u32) -> Vec<u32> {
-    (0..len as u32).map(|i| (i * 37 + seed * 11 + 5) % vocab as u32).collect()
+    (0..len as u32)
+        .map(|i| (i * 37 + seed * 11 + 5) % vocab as u32)
+        .collect()
 }
 
 #[test]
 fn batched_greedy_on_wgpu_equals_each_sequence_alone_resident_and_under_a_budget() {
     let name = "llama-Q8_0";
     let t = std::time::Instant::now();
-    let Some(eng) = engine(name, CONTEXT, 3, None) else { return };
+    let Some(eng) = engine(name, CONTEXT, 3, None) else {
+        return;
+    };
     let eng = eng.unwrap();
     let vocab = eng.info().hparams.n_vocab;
     // (prompt, max_tokens): a 40-token prompt (over one pass of 32 rows with the decode rows
@@ -168,7 +181,10 @@ fn batched_greedy_on_wgpu_equals_each_sequence_alone_resident_and_under_a_budget
     let m = eng.metrics();
     drop(eng);
     let resident_s = t.elapsed().as_secs_f64();
-    assert!(m.steps > 0 && m.decoded_tokens > m.steps, "never decoded together: {m:?}");
+    assert!(
+        m.steps > 0 && m.decoded_tokens > m.steps,
+        "never decoded together: {m:?}"
+    );
     // Sequence 0's prompt alone, and the 40-token prompt's step in two passes.
     assert!(m.passes >= m.steps + 2, "the long prompt's step made one pass: {m:?}");
 
@@ -176,7 +192,10 @@ fn batched_greedy_on_wgpu_equals_each_sequence_alone_resident_and_under_a_budget
     // caches leave room): the short prompts (one twice) with at most 3 tokens each.
     let t_budget = std::time::Instant::now();
     // A budget too small names the smallest that works (the plan counts four KV caches).
-    let err = engine(name, BUDGET_CONTEXT, 4, Some(1)).unwrap().unwrap_err().to_string();
+    let err = engine(name, BUDGET_CONTEXT, 4, Some(1))
+        .unwrap()
+        .unwrap_err()
+        .to_string();
     let min: u64 = err
         .split("accepts is ")
         .nth(1)
@@ -211,7 +230,11 @@ fn batched_greedy_on_wgpu_equals_each_sequence_alone_resident_and_under_a_budget
     let first3 = |i: usize| want[i].iter().take(3).copied().collect::<Vec<u32>>();
     assert_eq!(alone, first3(0), "alone under the budget vs a resident session");
     for (g, &i) in got_budget.iter().zip(&budgeted) {
-        assert_eq!(g, &first3(i), "prompt {i} batched under the budget vs a resident session");
+        assert_eq!(
+            g,
+            &first3(i),
+            "prompt {i} batched under the budget vs a resident session"
+        );
     }
     eprintln!(
         "{name}: 4 sequences on wgpu, {} steps, {} passes: tokens equal solo ({resident_s:.1} s); budget {min} \
@@ -228,9 +251,16 @@ fn batched_greedy_on_wgpu_equals_each_sequence_alone_resident_and_under_a_budget
 fn kv_caches_that_cannot_fit_the_adapter_are_a_clear_error() {
     // 2^24 positions: one layer's keys of one sequence take 8 GiB, over any adapter's binding
     // limit (a u32): refused before any weight is uploaded, naming the sizes and the flags.
-    let Some(started) = engine("llama-Q8_0", 1 << 24, 2, None) else { return };
+    let Some(started) = engine("llama-Q8_0", 1 << 24, 2, None) else {
+        return;
+    };
     let err = started.unwrap_err().to_string();
-    for part in ["KV caches of 2 sequences", "16777216 positions", "max_storage_buffer_binding_size", "--context"] {
+    for part in [
+        "KV caches of 2 sequences",
+        "16777216 positions",
+        "max_storage_buffer_binding_size",
+        "--context",
+    ] {
         assert!(err.contains(part), "{part:?} not in {err:?}");
     }
 }
