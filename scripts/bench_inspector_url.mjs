@@ -4,6 +4,8 @@
 //  1. Statistics of a 125 MiB float32 tensor in the inspector, by URL (web-demo/serve.mjs, HTTP
 //     Range, bytes counted at the server) and from a File: wall time from openTensor to
 //     data-stats-state=done, in one Worker and in the default spans; Range bytes per tensor byte.
+//     Beside them the floor of each path, same page, same run: a bare Worker fetching the file by
+//     URL (one GET, arrayBuffer()) and reading the File (32 MiB Blob slices), and curl on the URL.
 //  2. The graph view of a 5,046-node ONNX model (tests/python/onnx_graph_ref.py gen 420): first
 //     draw collapsed (blocks found from the structure) and flat (`?blocks=off`, every node), and
 //     pan/zoom frame times (wheel and drag events, one per animation frame) on the flat drawing,
@@ -16,6 +18,7 @@
 // BENCH_PARTS=stats,graph,big (the default: all) picks the parts.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { serve } from '../web-demo/serve.mjs';
 import { launch, missing } from '../tests/browser/_chromium.mjs';
@@ -72,6 +75,24 @@ try {
     await page.setInputFiles('#files', file);
     await page.waitForFunction(() => window.inspector.models.length === 1 && document.body.dataset.state === 'ready');
     const byFile = await statsMs(workers);
+    if (workers === 1) {
+      // The floor: bytes alone, no statistics, in a Worker of this page; curl on the same URL.
+      const [fetchMs, blobMs] = await page.evaluate(async (u) => {
+        const code = `onmessage = async ({ data }) => {
+          const t0 = performance.now();
+          await (await fetch(data.u)).arrayBuffer();
+          const t1 = performance.now();
+          for (let o = 0; o < data.file.size; o += 32 << 20) await data.file.slice(o, o + (32 << 20)).arrayBuffer();
+          postMessage([t1 - t0, performance.now() - t1]);
+        };`;
+        const w = new Worker(URL.createObjectURL(new Blob([code], { type: 'text/javascript' })));
+        const file = document.getElementById('files').files[0];
+        return new Promise((res) => (w.onmessage = (e) => (w.terminate(), res(e.data))) && w.postMessage({ u, file }));
+      }, `${url}/gen/embed.safetensors`);
+      const curl = await new Promise((res) => execFile('curl', ['-s', '-o', '/dev/null', '-w', '%{time_total}', `${url}/gen/embed.safetensors`], (e, out) => res(e ? NaN : Number(out) * 1000)));
+      const mbs = (ms) => `${((125 << 20) / 1e3 / ms).toFixed(0)} MB/s`;
+      rows.push(['the bytes alone (125 MiB), no statistics', `Chromium fetch ${fetchMs.toFixed(0)} ms (${mbs(fetchMs)}), File ${blobMs.toFixed(0)} ms (${mbs(blobMs)}); curl ${curl.toFixed(0)} ms (${mbs(curl)})`, 'a Worker of the same page: one GET read by arrayBuffer(), and 32 MiB Blob slices of the File; curl on the same URL of web-demo/serve.mjs']);
+    }
     rows.push([`statistics of a 125 MiB float32 tensor, ${workers === 1 ? 'one Worker' : 'default spans'}`, `URL ${byUrl.toFixed(0)} ms, File ${byFile.toFixed(0)} ms (URL/File ${(byUrl / byFile).toFixed(2)}x)`, `${(sent / (125 << 20)).toFixed(3)} B of Range per tensor byte (counted at the server until the statistics were done)`]);
   }
   // 2. The graph.
