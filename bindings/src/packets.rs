@@ -305,13 +305,13 @@ pub fn packet<'b>(v: &Value, bufs: &[&'b [u8]], depth: usize) -> Result<Packet<'
                 .as_array()
                 .filter(|c| c.len() == 3)
                 .ok_or("sparse needs three components")?;
-            Packet::Sparse(Sparse {
+            Packet::from(Sparse {
                 format,
                 shape: shape_of(v)?,
                 components: [dense(&c[0], bufs)?, dense(&c[1], bufs)?, dense(&c[2], bufs)?],
             })
         }
-        "quantized" => Packet::Quantized(quantized(v, bufs)?),
+        "quantized" => Packet::from(quantized(v, bufs)?),
         "string" => {
             let payload = buf(v, "b", bufs)?;
             let mut items: Vec<&[u8]> = Vec::new();

@@ -39,8 +39,8 @@ pub fn sample_packet() -> Packet<'static> {
         Bundle::new()
             .with("weight", Packet::Dense(weight))
             .with("bias", Packet::Dense(bias))
-            .with("weight_q", Packet::Quantized(q))
-            .with("adjacency", Packet::Sparse(adjacency))
+            .with("weight_q", Packet::from(q))
+            .with("adjacency", Packet::from(adjacency))
             .with("labels", Packet::Strings(labels))
             .with("meta", Packet::Bundle(Bundle::new().with("step", Packet::Dense(step)))),
     )

@@ -51,6 +51,135 @@ pub fn numel(shape: &[u64]) -> Option<u64> {
     shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
 }
 
+/// How many dimensions a [`Tensor`] keeps in place before its shape goes to the heap.
+pub(crate) const INLINE_DIMS: usize = 4;
+
+/// A tensor's dimensions: up to [`INLINE_DIMS`] in place (no allocation, which is most of the
+/// cost of decoding a small packet), more in a `Vec`. Two `Dims` are equal when their dimensions
+/// are, wherever they are kept.
+#[derive(Clone)]
+pub(crate) enum Dims {
+    /// `dims[..len]` are the dimensions.
+    Inline { len: Rank, dims: [u64; INLINE_DIMS] },
+    /// More dimensions than fit in place (or a `Vec` the caller handed over).
+    Heap(Vec<u64>),
+}
+
+/// The rank of an inline shape. A word-sized enum rather than a `u8`: it is written with one
+/// full-width store (a byte store read back by a wider load, as every move of a `Tensor` does,
+/// stalls the CPU's store forwarding for ~10 cycles), and its unused values hold the tag of
+/// [`Dims`], which therefore stays 40 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub(crate) enum Rank {
+    R0 = 0,
+    R1 = 1,
+    R2 = 2,
+    R3 = 3,
+    R4 = 4,
+}
+
+impl Rank {
+    /// `n` as a rank; anything above [`INLINE_DIMS`] is clamped (callers check first).
+    #[inline]
+    fn new(n: usize) -> Rank {
+        match n {
+            0 => Rank::R0,
+            1 => Rank::R1,
+            2 => Rank::R2,
+            3 => Rank::R3,
+            _ => Rank::R4,
+        }
+    }
+}
+
+impl Dims {
+    /// The dimensions, outermost first.
+    #[inline]
+    pub(crate) fn as_slice(&self) -> &[u64] {
+        match self {
+            Dims::Inline { len, dims } => &dims[..*len as usize],
+            Dims::Heap(v) => v,
+        }
+    }
+
+    /// The first `len` of `dims` (at most [`INLINE_DIMS`]), kept in place.
+    #[inline]
+    pub(crate) fn inline(len: usize, dims: [u64; INLINE_DIMS]) -> Dims {
+        debug_assert!(len <= INLINE_DIMS);
+        Dims::Inline {
+            len: Rank::new(len),
+            dims,
+        }
+    }
+
+    /// Dimensions read from `n` little-endian `u32`s at the start of `bytes` (the wire's shape
+    /// field); the caller has checked that `bytes` holds them.
+    #[inline]
+    pub(crate) fn from_le_u32s(bytes: &[u8], n: usize) -> Dims {
+        let words = bytes[..4 * n]
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64);
+        if n <= INLINE_DIMS {
+            let mut dims = [0u64; INLINE_DIMS];
+            for (d, w) in dims.iter_mut().zip(words) {
+                *d = w;
+            }
+            Dims::Inline {
+                len: Rank::new(n),
+                dims,
+            }
+        } else {
+            Dims::Heap(words.collect())
+        }
+    }
+}
+
+impl fmt::Debug for Dims {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.as_slice().fmt(f)
+    }
+}
+
+impl PartialEq for Dims {
+    fn eq(&self, other: &Dims) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+/// Declares [`DTypeWord`] with one variant per [`DType`] variant, and the conversions.
+macro_rules! dtype_word {
+    ($($v:ident),* $(,)?) => {
+        /// A [`DType`] kept in a full word inside [`Tensor`], for the reason given at [`Rank`]
+        /// (`DType` itself is a byte). Same variants; converting either way compiles to nothing.
+        #[derive(Clone, Copy, PartialEq, Eq)]
+        #[repr(usize)]
+        enum DTypeWord {
+            $($v = DType::$v as usize),*
+        }
+
+        impl DTypeWord {
+            #[inline]
+            fn new(d: DType) -> DTypeWord {
+                match d {
+                    $(DType::$v => DTypeWord::$v),*
+                }
+            }
+
+            #[inline]
+            fn get(self) -> DType {
+                match self {
+                    $(DTypeWord::$v => DType::$v),*
+                }
+            }
+        }
+    };
+}
+
+dtype_word!(
+    F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64, Bool, C64, C128
+);
+
 /// A dense tensor: dtype, shape (outermost first) and C-order little-endian element bytes.
 ///
 /// The bytes are either borrowed from the caller (a *view*: decoding an uncompressed packet costs
@@ -58,16 +187,16 @@ pub fn numel(shape: &[u64]) -> Option<u64> {
 /// [`Tensor::is_view`] says which.
 #[derive(Clone, PartialEq)]
 pub struct Tensor<'a> {
-    dtype: DType,
-    shape: Vec<u64>,
+    dtype: DTypeWord,
+    shape: Dims,
     data: Cow<'a, [u8]>,
 }
 
 impl fmt::Debug for Tensor<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tensor")
-            .field("dtype", &self.dtype)
-            .field("shape", &self.shape)
+            .field("dtype", &self.dtype())
+            .field("shape", &self.shape())
             .field("nbytes", &self.data.len())
             .field("is_view", &self.is_view())
             .finish()
@@ -89,7 +218,11 @@ impl<'a> Tensor<'a> {
                 actual: data.len(),
             });
         }
-        Ok(Tensor { dtype, shape, data })
+        Ok(Tensor {
+            dtype: DTypeWord::new(dtype),
+            shape: Dims::Heap(shape),
+            data,
+        })
     }
 
     /// Builds a tensor from element bytes in the given byte order. Big-endian input is swapped
@@ -123,36 +256,48 @@ impl<'a> Tensor<'a> {
         Tensor::new(T::DTYPE, shape, bytes)
     }
 
-    pub(crate) fn from_parts_unchecked(dtype: DType, shape: Vec<u64>, data: Cow<'a, [u8]>) -> Self {
-        Tensor { dtype, shape, data }
+    /// A tensor from parts the caller has already checked against each other.
+    #[inline]
+    pub(crate) fn from_parts_unchecked(dtype: DType, shape: Dims, data: Cow<'a, [u8]>) -> Self {
+        Tensor {
+            dtype: DTypeWord::new(dtype),
+            shape,
+            data,
+        }
     }
 
     /// The element dtype.
+    #[inline]
     pub fn dtype(&self) -> DType {
-        self.dtype
+        self.dtype.get()
     }
 
     /// The shape, outermost dimension first; empty for a 0-d scalar.
+    #[inline]
     pub fn shape(&self) -> &[u64] {
-        &self.shape
+        self.shape.as_slice()
     }
 
     /// Number of elements (1 for a 0-d scalar).
+    #[inline]
     pub fn numel(&self) -> u64 {
-        (self.data.len() / self.dtype.itemsize()) as u64
+        (self.data.len() / self.dtype().itemsize()) as u64
     }
 
     /// The C-order little-endian element bytes.
+    #[inline]
     pub fn data(&self) -> &[u8] {
         &self.data
     }
 
     /// Number of data bytes.
+    #[inline]
     pub fn nbytes(&self) -> usize {
         self.data.len()
     }
 
     /// `true` when the bytes are borrowed from the input (no copy was made).
+    #[inline]
     pub fn is_view(&self) -> bool {
         matches!(self.data, Cow::Borrowed(_))
     }
@@ -185,7 +330,7 @@ impl<'a> Tensor<'a> {
     /// A typed, zero-copy view of the elements, or `None` when `T` does not fit the dtype
     /// (see [`Element`]), the bytes are not aligned in memory for `T`, or the host is big-endian.
     pub fn as_slice<T: Element>(&self) -> Option<&[T]> {
-        if !T::accepts(self.dtype) || cfg!(target_endian = "big") {
+        if !T::accepts(self.dtype()) || cfg!(target_endian = "big") {
             return None;
         }
         bytemuck::try_cast_slice(&self.data).ok()
@@ -194,7 +339,7 @@ impl<'a> Tensor<'a> {
     /// The elements as typed values: a view when possible, else a copy (misaligned memory or a
     /// big-endian host).
     pub fn to_values<T: Element>(&self) -> Option<Cow<'_, [T]>> {
-        if !T::accepts(self.dtype) {
+        if !T::accepts(self.dtype()) {
             return None;
         }
         if let Some(s) = self.as_slice::<T>() {
@@ -212,7 +357,7 @@ impl<'a> Tensor<'a> {
     /// (tenso accepts any byte; reinterpreting such bytes as Rust `bool` would be undefined
     /// behaviour, so tensorlane only exposes them as `u8` unless they validate).
     pub fn bool_values(&self) -> Option<Vec<bool>> {
-        if self.dtype != DType::Bool {
+        if self.dtype() != DType::Bool {
             return None;
         }
         self.data

@@ -65,8 +65,8 @@ fn csr() -> impl Strategy<Value = Sparse<'static>> {
 fn leaf() -> impl Strategy<Value = Packet<'static>> {
     prop_oneof![
         4 => dense().prop_map(Packet::Dense),
-        1 => quantized().prop_map(Packet::Quantized),
-        1 => csr().prop_map(Packet::Sparse),
+        1 => quantized().prop_map(Packet::from),
+        1 => csr().prop_map(Packet::from),
         1 => proptest::collection::vec(".{0,6}", 0..4).prop_map(|v| Packet::Strings(Strings::from_items(&v))),
     ]
 }
@@ -300,7 +300,7 @@ fn the_encoder_refuses_a_sparse_packet_the_decoder_would_refuse() {
     let bad_ptr: Vec<u8> = [0i64, 1, 2].iter().flat_map(|x| x.to_le_bytes()).collect();
     let good_ptr: Vec<u8> = [0i64, 2].iter().flat_map(|x| x.to_le_bytes()).collect();
     let csr = |ptr: &[u8]| {
-        Packet::Sparse(Sparse {
+        Packet::from(Sparse {
             format: SparseFormat::Csr,
             shape: vec![1, 3],
             components: [

@@ -127,8 +127,8 @@ fn strings(r: &mut Rng) -> Strings<'static> {
 fn leaf(r: &mut Rng) -> Packet<'static> {
     match r.below(5) {
         0 | 1 => Packet::Dense(dense(r, 300)),
-        2 => Packet::Sparse(sparse(r)),
-        3 => Packet::Quantized(quantized(r)),
+        2 => Packet::from(sparse(r)),
+        3 => Packet::from(quantized(r)),
         _ => Packet::Strings(strings(r)),
     }
 }
@@ -145,8 +145,8 @@ fn make(seed: u64, i: usize) -> (Packet<'static>, EncodeOptions) {
     }
     let p = match i % 10 {
         0..=3 => Packet::Dense(dense(&mut r, if i % 500 == 7 { 256 << 10 } else { 1024 })),
-        4 => Packet::Sparse(sparse(&mut r)),
-        5 => Packet::Quantized(quantized(&mut r)),
+        4 => Packet::from(sparse(&mut r)),
+        5 => Packet::from(quantized(&mut r)),
         6 => Packet::Strings(strings(&mut r)),
         _ => {
             // Bundles may compress their dense leaves: entries are length-prefixed, so they frame.

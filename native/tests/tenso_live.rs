@@ -246,10 +246,10 @@ fn tenso_packets_decode_in_tensorlane() {
             );
             match Quantized::quantize(&x, &shape, qd, params) {
                 Ok(q) => {
-                    let mine = wire::encode(&Packet::Quantized(q.clone()), &options(&qin["options"])).unwrap();
+                    let mine = wire::encode(&Packet::from(q.clone()), &options(&qin["options"])).unwrap();
                     if mine != bytes {
                         let mut why = Vec::new();
-                        check(case, &Packet::Quantized(q), "", &mut why);
+                        check(case, &Packet::from(q), "", &mut why);
                         quant_fail.push(format!(
                             "{name}: quantize() bytes differ from tenso's: {}",
                             why.join("; ")
@@ -563,7 +563,7 @@ fn gen_tensorlane_packets(out: &mut Out) {
                     "group_size": gs, "options": {"alignment": o.alignment, "integrity": o.integrity, "compress": false}});
                 out.add(
                     &name,
-                    &Packet::Quantized(q),
+                    &Packet::from(q),
                     &o,
                     json!({"quantize_input": qin, "byte_exact": true}),
                 );
@@ -575,7 +575,7 @@ fn gen_tensorlane_packets(out: &mut Out) {
             "group_size": 0, "options": {"alignment": 64, "integrity": false, "compress": false}});
         out.add(
             &format!("tl_quant_{}_const", qd.name()),
-            &Packet::Quantized(q),
+            &Packet::from(q),
             &opts(64, false, false),
             json!({"quantize_input": qin}),
         );
@@ -616,7 +616,7 @@ fn gen_tensorlane_packets(out: &mut Out) {
         let s = random_sparse(&mut rng, f, r, c, dt, idx);
         out.add(
             &format!("tl_sparse_{}_{}_{r}x{c}_{}", f.name(), dt.name(), idx.name()),
-            &Packet::Sparse(s),
+            &Packet::from(s),
             &opts(64, false, false),
             json!({}),
         );
@@ -647,7 +647,7 @@ fn gen_tensorlane_packets(out: &mut Out) {
             Packet::Bundle(
                 Bundle::new()
                     .with("inner", Packet::Bundle(inner))
-                    .with("quant", Packet::Quantized(q)),
+                    .with("quant", Packet::from(q)),
             ),
         )
         .with("", Packet::Dense(random_tensor(&mut rng, DType::I8, &[3], false)))
@@ -668,7 +668,7 @@ fn gen_tensorlane_packets(out: &mut Out) {
     let with_sparse = Bundle::new()
         .with(
             "m",
-            Packet::Sparse(random_sparse(&mut rng, SparseFormat::Csr, 4, 5, DType::F32, DType::I32)),
+            Packet::from(random_sparse(&mut rng, SparseFormat::Csr, 4, 5, DType::F32, DType::I32)),
         )
         .with("x", Packet::Dense(random_tensor(&mut rng, DType::U64, &[3], false)));
     out.add(
@@ -747,7 +747,7 @@ fn compressed_bundles_and_sparse_integrity() {
         )
         .with(
             "s",
-            Packet::Sparse(random_sparse(&mut rng, SparseFormat::Coo, 4, 4, DType::F32, DType::I32)),
+            Packet::from(random_sparse(&mut rng, SparseFormat::Coo, 4, 4, DType::F32, DType::I32)),
         );
     let p = Packet::Bundle(b);
 
@@ -792,7 +792,7 @@ fn compressed_bundles_and_sparse_integrity() {
         };
         let bytes = out.add(
             &format!("tl_sparse_{}_integrity", f.name()),
-            &Packet::Sparse(s),
+            &Packet::from(s),
             &o,
             json!({"probe": true}),
         );

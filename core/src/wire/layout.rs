@@ -9,6 +9,8 @@ use core::ops::Range;
 
 use super::error::{Error, ErrorKind};
 use super::{MAGIC, MAX_DEPTH, MAX_ELEMENTS, MAX_NDIM, dtype_from_code, flags, pad_to};
+use crate::dtype::DType;
+use crate::tensor::Dims;
 
 /// The fixed header of a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +70,7 @@ fn u32_at(bytes: &[u8], at: u64) -> PResult<u32> {
     Ok(u32::from_le_bytes([bytes[a], bytes[a + 1], bytes[a + 2], bytes[a + 3]]))
 }
 
+#[inline]
 pub(crate) fn u64_at(bytes: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&bytes[at..at + 8]);
@@ -88,6 +91,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header, Error> {
     })
 }
 
+#[inline]
 pub(crate) fn header(bytes: &[u8], allow_v2: bool) -> PResult<Header> {
     if bytes.len() < 8 {
         // A stream can refuse garbage as soon as it sees four bytes.
@@ -132,17 +136,22 @@ pub(crate) fn header(bytes: &[u8], allow_v2: bool) -> PResult<Header> {
     }
 }
 
+/// Where the pieces of a dense packet lie, relative to its first byte.
+#[derive(Clone, Debug)]
+pub(crate) struct DenseLayout {
+    /// The element dtype (its code already checked).
+    pub dtype: DType,
+    pub shape: Dims,
+    pub body: Range<usize>,
+    pub compressed: bool,
+    pub footer: Option<usize>,
+    pub end: usize,
+}
+
 /// Where the pieces of a packet lie, relative to its first byte.
 #[derive(Clone, Debug)]
 pub(crate) enum Layout {
-    Dense {
-        header: Header,
-        shape: Vec<u64>,
-        body: Range<usize>,
-        compressed: bool,
-        footer: Option<usize>,
-        end: usize,
-    },
+    Dense(DenseLayout),
     Quantized {
         header: Header,
         shape: Vec<u64>,
@@ -175,8 +184,8 @@ pub(crate) enum Layout {
 impl Layout {
     pub(crate) fn end(&self) -> usize {
         match self {
-            Layout::Dense { end, .. }
-            | Layout::Quantized { end, .. }
+            Layout::Dense(DenseLayout { end, .. }) => *end,
+            Layout::Quantized { end, .. }
             | Layout::Strings { end, .. }
             | Layout::Bundle { end, .. }
             | Layout::Sparse { end, .. } => *end,
@@ -249,6 +258,28 @@ fn add(a: usize, b: u64) -> PResult<usize> {
 
 pub(crate) fn layout(bytes: &[u8], ctx: Ctx, depth: usize) -> PResult<Layout> {
     let h = header(bytes, ctx.allow_v2)?;
+    if is_dense(&h) {
+        return dense_layout(bytes, h, ctx).map(Layout::Dense);
+    }
+    layout_after_header(bytes, h, ctx, depth)
+}
+
+/// Whether [`layout`] takes a packet with this header for a dense one (no container, string,
+/// GPU-reference or RAGGED flag, and no quantized dtype code): the decoder's fast path.
+#[inline]
+pub(crate) fn is_dense(h: &Header) -> bool {
+    const OTHER_KINDS: u16 = flags::GPU_IPC_REF
+        | flags::BUNDLE
+        | flags::SPARSE_COO
+        | flags::SPARSE_CSR
+        | flags::SPARSE_CSC
+        | flags::STRING
+        | flags::RAGGED;
+    h.flags & OTHER_KINDS == 0 && super::QDType::from_code(h.dtype_code).is_none()
+}
+
+/// [`layout`] once the header is read.
+pub(crate) fn layout_after_header(bytes: &[u8], h: Header, ctx: Ctx, depth: usize) -> PResult<Layout> {
     let f = h.flags;
     if f & flags::GPU_IPC_REF != 0 {
         return bad(
@@ -271,7 +302,7 @@ pub(crate) fn layout(bytes: &[u8], ctx: Ctx, depth: usize) -> PResult<Layout> {
     } else if let Some(q) = super::QDType::from_code(h.dtype_code) {
         quantized_layout(bytes, h, q)
     } else {
-        dense_layout(bytes, h, ctx)
+        dense_layout(bytes, h, ctx).map(Layout::Dense)
     }
 }
 
@@ -375,7 +406,8 @@ fn quantized_layout(bytes: &[u8], h: Header, q: super::QDType) -> PResult<Layout
 }
 
 /// A dense packet: its shape and its body, raw or (only where the buffer bounds it) compressed.
-fn dense_layout(bytes: &[u8], h: Header, ctx: Ctx) -> PResult<Layout> {
+#[inline]
+pub(crate) fn dense_layout(bytes: &[u8], h: Header, ctx: Ctx) -> PResult<DenseLayout> {
     let (base, ndim, integrity) = (h.len, h.ndim as usize, h.flags & flags::INTEGRITY != 0);
     let Some(dtype) = dtype_from_code(h.dtype_code) else {
         if h.dtype_code == 21 {
@@ -387,8 +419,9 @@ fn dense_layout(bytes: &[u8], h: Header, ctx: Ctx) -> PResult<Layout> {
         return bad(ErrorKind::UnknownDType(h.dtype_code), base - 3);
     };
     check_ndim(ndim, 8)?;
-    let shape = shape_at(bytes, base, ndim)?;
-    let n = check_elements(&shape, base)?;
+    need(bytes, (base + 4 * ndim) as u64)?;
+    let shape = Dims::from_le_u32s(&bytes[base..], ndim);
+    let n = check_elements(shape.as_slice(), base)?;
     let (align, pos) = alignment(bytes, &h, base + 4 * ndim)?;
     let body_start = padded(pos, align)?;
     let raw_len = n * dtype.itemsize() as u64;
@@ -405,8 +438,8 @@ fn dense_layout(bytes: &[u8], h: Header, ctx: Ctx) -> PResult<Layout> {
         need(bytes, body_start as u64 + foot)?;
         let body_end = bytes.len() - foot as usize;
         let footer = if integrity { Some(body_end) } else { None };
-        return Ok(Layout::Dense {
-            header: h,
+        return Ok(DenseLayout {
+            dtype,
             shape,
             body: body_start..body_end,
             compressed: true,
@@ -418,8 +451,8 @@ fn dense_layout(bytes: &[u8], h: Header, ctx: Ctx) -> PResult<Layout> {
     let end = add(body_end, foot)?;
     need(bytes, end as u64)?;
     let footer = if integrity { Some(body_end) } else { None };
-    Ok(Layout::Dense {
-        header: h,
+    Ok(DenseLayout {
+        dtype,
         shape,
         body: body_start..body_end,
         compressed: false,

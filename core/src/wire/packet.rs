@@ -1,6 +1,7 @@
 //! The decoded forms of every packet kind.
 
 use alloc::borrow::Cow;
+use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -9,16 +10,21 @@ use crate::dtype::DType;
 use crate::tensor::Tensor;
 
 /// One decoded packet (or one to encode).
+///
+/// The large, rarer kinds (sparse, quantized) are boxed so that a `Packet` stays the size of a
+/// [`Tensor`]: a packet is returned and moved by value, and decoding a small dense packet would
+/// otherwise spend more time copying a ~250-byte enum than parsing. Build them with
+/// `Packet::from(sparse)` / `quantized.into()` (or `Packet::Sparse(Box::new(sparse))`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Packet<'a> {
     /// A dense tensor.
     Dense(Tensor<'a>),
     /// A dict of packets.
     Bundle(Bundle<'a>),
-    /// A sparse COO/CSR/CSC matrix.
-    Sparse(Sparse<'a>),
-    /// A quantized tensor (qint8, quint8, qint4, quint4).
-    Quantized(Quantized<'a>),
+    /// A sparse COO/CSR/CSC matrix (boxed: see above).
+    Sparse(Box<Sparse<'a>>),
+    /// A quantized tensor (qint8, quint8, qint4, quint4), boxed: see above.
+    Quantized(Box<Quantized<'a>>),
     /// A tensor of variable-length strings.
     Strings(Strings<'a>),
 }
@@ -76,10 +82,14 @@ impl<'a> Packet<'a> {
                     .collect(),
             }),
             Packet::Sparse(s) => {
-                let [a, b, c] = s.components;
-                Packet::Sparse(Sparse {
-                    format: s.format,
-                    shape: s.shape,
+                let Sparse {
+                    format,
+                    shape,
+                    components: [a, b, c],
+                } = *s;
+                Packet::from(Sparse {
+                    format,
+                    shape,
                     components: [
                         a.into_owned_with(copy),
                         b.into_owned_with(copy),
@@ -87,15 +97,53 @@ impl<'a> Packet<'a> {
                     ],
                 })
             }
-            Packet::Quantized(q) => Packet::Quantized(Quantized {
-                data: own(q.data, copy),
-                ..q
-            }),
+            Packet::Quantized(q) => {
+                let q = *q;
+                Packet::from(Quantized {
+                    data: own(q.data, copy),
+                    ..q
+                })
+            }
             Packet::Strings(s) => Packet::Strings(Strings {
                 offsets: own(s.offsets, copy),
                 payload: own(s.payload, copy),
             }),
         }
+    }
+}
+
+impl<'a> From<Tensor<'a>> for Packet<'a> {
+    /// A dense packet.
+    fn from(t: Tensor<'a>) -> Self {
+        Packet::Dense(t)
+    }
+}
+
+impl<'a> From<Bundle<'a>> for Packet<'a> {
+    /// A bundle packet.
+    fn from(b: Bundle<'a>) -> Self {
+        Packet::Bundle(b)
+    }
+}
+
+impl<'a> From<Sparse<'a>> for Packet<'a> {
+    /// A sparse packet (boxed).
+    fn from(s: Sparse<'a>) -> Self {
+        Packet::Sparse(Box::new(s))
+    }
+}
+
+impl<'a> From<Quantized<'a>> for Packet<'a> {
+    /// A quantized packet (boxed).
+    fn from(q: Quantized<'a>) -> Self {
+        Packet::Quantized(Box::new(q))
+    }
+}
+
+impl<'a> From<Strings<'a>> for Packet<'a> {
+    /// A string packet.
+    fn from(s: Strings<'a>) -> Self {
+        Packet::Strings(s)
     }
 }
 
