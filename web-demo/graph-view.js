@@ -272,6 +272,8 @@ export function mount(el, ctx) {
     let overview = null;
     let outlineUrl = null;
     let cullFrame = 0;
+    /** The items cull() last put in the DOM, in order. */
+    let shown = [];
     const apply = () => {
       world.setAttribute('transform', `translate(${view.x},${view.y}) scale(${view.k})`);
       svg.classList.toggle('tl-g-far', view.k < 0.55);
@@ -296,11 +298,15 @@ export function mount(el, ctx) {
       const y1 = (r.height - view.y) / view.k + m;
       // The grid index gives the items near the view (not a walk over all of them); edges first, boxes over them.
       const { boxes, sections } = itemsIn(P, x0, y0, x1, y1, stamp, ++mark);
+      const ids = [...sections.map((j) => P.boxes + j), ...boxes];
+      // Most frames of a pan meet the same items: then the DOM is left as it is (no re-insertion,
+      // no style recalculation of what is already there).
+      if (world.firstChild !== overview?.[0] && ids.length === shown.length && ids.every((k, n) => k === shown[n])) return;
+      shown = ids;
       const frag = document.createDocumentFragment();
-      for (const j of sections) frag.append(...(els[P.boxes + j] ??= makeSection(j)));
-      for (const i of boxes) frag.append(...(els[i] ??= makeBox(i)));
+      for (const k of ids) frag.append(...(els[k] ??= k < P.boxes ? makeBox(k) : makeSection(k - P.boxes)));
       world.replaceChildren(frag);
-      root.dataset.inDom = String(boxes.length + sections.length);
+      root.dataset.inDom = String(ids.length);
     }
     function fit() {
       const r = svg.getBoundingClientRect();
@@ -490,6 +496,7 @@ export function mount(el, ctx) {
     /** Shows a packed layout (graph-model.js's packLayout); `outlinePng`, the Worker's bitmap of it. */
     function draw(packed, outlinePng) {
       P = packed;
+      shown = [];
       const total = P.boxes + P.sections;
       els = new Array(total);
       stamp = new Uint32Array(total);
