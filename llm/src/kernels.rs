@@ -954,7 +954,10 @@ mod x86 {
         let ones = _mm256_set1_epi16(1);
         let lane = [0, 1, 2, 3].map(|k| _mm256_set1_epi32(k));
         let sum = |aw: __m256i, w: __m256i, x: __m256i| {
-            _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), ones))
+            _mm256_cvtepi32_ps(_mm256_madd_epi16(
+                _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)),
+                ones,
+            ))
         };
         let zero = _mm256_setzero_ps();
         // even blocks into e*, odd into o*, as dot_q8_0's a0 and a1 (named: an array of them is
@@ -1056,7 +1059,9 @@ mod x86 {
         let a = v.map(|v| _mm256_and_ps(v, abs));
         let inf = _mm256_set1_ps(f32::INFINITY);
         // not (|v| < inf): infinite or NaN
-        let bad = a.iter().fold(0, |m, &a| m | _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_NLT_UQ>(a, inf)));
+        let bad = a
+            .iter()
+            .fold(0, |m, &a| m | _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_NLT_UQ>(a, inf)));
         if bad != 0 {
             return None;
         }
@@ -1067,7 +1072,9 @@ mod x86 {
         let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
         // |v * id| <= 127 (to rounding), so the rounded values convert and pack exactly
         let r = v.map(|v| {
-            _mm256_cvtps_epi32(_mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(v, id)))
+            _mm256_cvtps_epi32(_mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                _mm256_mul_ps(v, id),
+            ))
         });
         let p = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
         let p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
