@@ -227,10 +227,20 @@ function activate(i) {
   m.filter ??= firstFilter();
   renderOverview(m);
   // Under the graph the table is not seen: a 100k-node graph's 16k initializers are listed after
-  // the first draw's tasks, not in the same one (issue 26: no main-thread task over 200 ms).
+  // the first draw's tasks, not in the same one, and their tree is built in pieces (issue 26: no
+  // main-thread task over 200 ms). Whoever sets m.tree first renders the table.
   const later = (f) => setTimeout(() => models[active] === m && f(), 0);
-  if ((view === 'graph' || params.get('view') === 'graph') && !params.get('tensor')) later(() => ((m.tree ??= buildTree(m.tensors)), later(() => renderTensors(m))));
-  else renderTensors(m);
+  if (!((view === 'graph' || params.get('view') === 'graph') && !params.get('tensor'))) renderTensors(m);
+  else if (m.tree) later(() => renderTensors(m));
+  else {
+    later(() =>
+      buildTreeInPieces(m.tensors, 25, () => models.includes(m) && !m.tree).then((tree) => {
+        if (!tree || m.tree) return;
+        m.tree = tree;
+        later(() => renderTensors(m));
+      }),
+    );
+  }
   renderChips();
   if ((view === 'compare' || view === 'graph' || view === 'arch' || view === 'run') && $('tabs').querySelector(`[data-view=${view}]`).disabled) switchView('overview');
   else if (view === 'compare' || view === 'graph' || view === 'run') mountView(view);
@@ -472,51 +482,105 @@ $('search').addEventListener('input', () => {
 $('f-dtype').addEventListener('change', () => models[active] && ((models[active].filter.dtype = $('f-dtype').value), refilter(models[active])));
 $('f-size').addEventListener('change', () => models[active] && ((models[active].filter.size = Number($('f-size').value)), refilter(models[active])));
 
-/** A trie of dotted names: {label, path, params, tensors, kids: Map, sig, dtypes}. */
+/** No children: the leaves (most of a tree's nodes) share it rather than each making a Map. */
+const NO_KIDS = new Map();
+/**
+ * A trie of dotted names: {label, path, params, tensors, kids: Map, own}; `own`: the tensors named
+ * exactly `path` (usually none or one). A block's structure (`sigOf`) and dtypes (`dtypesOf`) are
+ * worked out only when its parent's children are shown: building the 16,669-initializer tree of a
+ * 100k-node graph took 270-420 ms in one task when every level kept its tensors' relative names
+ * and a Set of dtypes, mostly the garbage collector's (issue 26: no main-thread task over 200 ms).
+ */
 export function buildTree(tensors) {
-  const root = { label: '', path: '', params: 0, tensors: 0, kids: new Map(), sig: [], dtypes: new Set() };
-  for (const t of tensors) {
-    let n = root;
-    n.params += t.numel;
-    n.tensors++;
-    const parts = t.name.split('.');
-    let path = '';
-    for (const p of parts) {
-      path = path ? `${path}.${p}` : p;
-      let k = n.kids.get(p);
-      if (!k) {
-        k = { label: p, path, params: 0, tensors: 0, kids: new Map(), sig: [], dtypes: new Set() };
-        n.kids.set(p, k);
-      }
-      k.params += t.numel;
-      k.tensors++;
-      // The structure of a block: relative names and shapes (a quantized checkpoint may store one
-      // layer's tensor in another dtype, Q4_K_M's Q6_K layers; that is the same architecture).
-      k.sig.push(`${t.name.slice(path.length)}:${t.shape.join('x')}`);
-      k.dtypes.add(dtypeOf(t));
-      n = k;
+  const root = treeRoot();
+  for (const t of tensors) addToTree(root, t);
+  return root;
+}
+/**
+ * `buildTree` in pieces of about `sliceMs` each, yielding to the event loop between them, so a
+ * model of any number of tensors lists without a long task; resolves to the tree, or to null when
+ * `wanted()` turns false between pieces (the model was closed).
+ */
+export async function buildTreeInPieces(tensors, sliceMs = 25, wanted = () => true) {
+  const root = treeRoot();
+  let i = 0;
+  while (i < tensors.length) {
+    const t0 = performance.now();
+    do for (const end = Math.min(i + 256, tensors.length); i < end; i++) addToTree(root, tensors[i]);
+    while (i < tensors.length && performance.now() - t0 < sliceMs);
+    if (i < tensors.length) {
+      await new Promise((res) => setTimeout(res, 0));
+      if (!wanted()) return null;
     }
   }
   return root;
 }
+const treeRoot = () => ({ label: '', path: '', params: 0, tensors: 0, kids: NO_KIDS, own: null });
+function addToTree(root, t) {
+  let n = root;
+  n.params += t.numel;
+  n.tensors++;
+  for (const p of t.name.split('.')) {
+    let k = n.kids.get(p);
+    if (!k) {
+      k = { label: p, path: n.path ? `${n.path}.${p}` : p, params: 0, tensors: 0, kids: NO_KIDS, own: null };
+      if (n.kids === NO_KIDS) n.kids = new Map();
+      n.kids.set(p, k);
+    }
+    k.params += t.numel;
+    k.tensors++;
+    n = k;
+  }
+  (n.own ??= []).push(t);
+}
+/**
+ * The structure of a block, as a string equal for two nodes exactly when they hold the same
+ * relative names, in the order the names first appear, with the same shapes (a quantized
+ * checkpoint may store one layer's tensor in another dtype, Q4_K_M's Q6_K layers; that is the same
+ * architecture, so dtypes are not part of it). Kept on the node once worked out.
+ */
+export function sigOf(node) {
+  if (node.sig !== undefined) return node.sig;
+  let s = node.own ? `[${node.own.map((t) => t.shape.join('x')).join(';')}]` : '';
+  // Labels are length-prefixed, so no label can pass for another's brackets.
+  for (const k of node.kids.values()) s += `${k.label.length}:${k.label}{${sigOf(k)}}`;
+  node.sig = s;
+  return s;
+}
+/** The dtypes (quantization types where quantized) of the tensors under `node`, kept once worked out. */
+export function dtypesOf(node) {
+  if (node.dtypes) return node.dtypes;
+  const out = new Set(node.own?.map(dtypeOf));
+  for (const k of node.kids.values()) for (const d of dtypesOf(k)) out.add(d);
+  node.dtypes = out;
+  return out;
+}
 /**
  * A node's children for display: runs of numbered children (layers.0 … layers.N) with the same
- * structure (the same relative names and shapes) become one group that opens into its first
- * member, the representative, with the count of repeats.
+ * structure (`sigOf`: the same relative names and shapes) become one group that opens into its
+ * first member, the representative, with the count of repeats.
  */
 export function displayKids(node) {
   const kids = [...node.kids.values()];
   const out = [];
+  const num = (k) => /^\d+$/.test(k.label);
   for (let i = 0; i < kids.length; ) {
     const k = kids[i];
-    if (/^\d+$/.test(k.label)) {
-      const sig = k.sig.join('|');
+    if (num(k)) {
+      const sig = sigOf(k);
       let j = i + 1;
-      while (j < kids.length && /^\d+$/.test(kids[j].label) && kids[j].sig.join('|') === sig) j++;
+      while (j < kids.length && num(kids[j]) && sigOf(kids[j]) === sig) j++;
       if (j - i >= 2) {
         const run = kids.slice(i, j);
-        const dtypes = new Set(run.flatMap((x) => [...x.dtypes]));
-        out.push({ group: true, label: `${run[0].label}..${run[run.length - 1].label}`, repeat: run.length, members: run, rep: run[0], dtypes, params: run.reduce((n, x) => n + x.params, 0), tensors: run.reduce((n, x) => n + x.tensors, 0), path: node.path });
+        const dtypes = new Set();
+        let params = 0;
+        let tensors = 0;
+        for (const x of run) {
+          for (const d of dtypesOf(x)) dtypes.add(d);
+          params += x.params;
+          tensors += x.tensors;
+        }
+        out.push({ group: true, label: `${run[0].label}..${run[run.length - 1].label}`, repeat: run.length, members: run, rep: run[0], dtypes, params, tensors, path: node.path });
         i = j;
         continue;
       }
@@ -1013,6 +1077,8 @@ function switchView(v) {
   for (const b of $('tabs').querySelectorAll('button')) b.classList.toggle('active', b.dataset.view === v);
   for (const p of document.querySelectorAll('.panel')) p.classList.toggle('active', p.id === `view-${v}`);
   setParam('view', v === 'overview' ? null : v);
+  // A table whose tree is still being built in pieces (the page opened on the graph) is filled now.
+  if (v === 'tensors' && models[active] && !models[active].failed && !models[active].tree) renderTensors(models[active]);
   if (v === 'tensors') requestAnimationFrame(drawRows);
   if (v === 'compare' || v === 'graph' || v === 'run') mountView(v);
   if (v === 'arch') renderArch();
