@@ -927,7 +927,7 @@ impl Running {
         match d {
             Digest::Crc32(_) => Running::Crc32(crc32fast::Hasher::new()),
             Digest::Sha1(_) => Running::Sha1(sha1_smol::Sha1::new()),
-            Digest::Xxh3(_) => Running::Xxh3(Box::new(crate::hash::Xxh3::new())),
+            Digest::Xxh3(_) => Running::Xxh3(Box::default()),
             Digest::Sha256(_) => Running::Sha256(<sha2::Sha256 as sha2::Digest>::new()),
             Digest::Crc32c(_) => Running::Crc32c(CASTAGNOLI.digest()),
         }

@@ -245,7 +245,7 @@ impl DiffAccumulator {
     }
 
     /// Feeds the next bytes of both tensors at once: `a` and `b` should cover the same elements
-    /// (any boundaries are still accepted). They are fed in steps of [`LEAF`] values per side, so
+    /// (any boundaries are still accepted). They are fed in steps of `LEAF` values per side, so
     /// the decoded values of both sides are paired while they are in cache and the queues stay
     /// within a step: the fast way to feed large slices.
     pub fn push(&mut self, mut a: &[u8], mut b: &[u8]) {

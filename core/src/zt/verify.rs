@@ -41,7 +41,7 @@ impl Hasher {
     /// A hasher for `algo`, or `None` when this crate cannot compute it.
     pub fn new(algo: &str) -> Option<Hasher> {
         match algo {
-            "xxh3" => Some(Hasher::Xxh3(alloc::boxed::Box::new(crate::hash::Xxh3::new()))),
+            "xxh3" => Some(Hasher::Xxh3(alloc::boxed::Box::default())),
             "sha256" => Some(Hasher::Sha256(sha2::Sha256::new())),
             _ => None,
         }

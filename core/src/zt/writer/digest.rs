@@ -66,7 +66,7 @@ pub(super) enum Hasher {
 impl Hasher {
     pub(super) fn new(algo: DigestAlgo) -> Self {
         match algo {
-            DigestAlgo::Xxh3 => Hasher::Xxh3(alloc::boxed::Box::new(Xxh3::new())),
+            DigestAlgo::Xxh3 => Hasher::Xxh3(alloc::boxed::Box::default()),
             DigestAlgo::Sha256 => Hasher::Sha256(sha2::Sha256::new()),
         }
     }
