@@ -580,15 +580,31 @@ export function displayKids(node) {
       while (j < kids.length && num(kids[j]) && sigOf(kids[j]) === sig) j++;
       if (j - i >= 2) {
         const run = kids.slice(i, j);
-        const dtypes = new Set();
         let params = 0;
         let tensors = 0;
         for (const x of run) {
-          for (const d of dtypesOf(x)) dtypes.add(d);
           params += x.params;
           tensors += x.tensors;
         }
-        out.push({ group: true, label: `${run[0].label}..${run[run.length - 1].label}`, repeat: run.length, members: run, rep: run[0], dtypes, params, tensors, path: node.path });
+        let dtypes = null;
+        out.push({
+          group: true,
+          label: `${run[0].label}..${run[run.length - 1].label}`,
+          repeat: run.length,
+          members: run,
+          rep: run[0],
+          params,
+          tensors,
+          path: node.path,
+          // The dtypes of all members, worked out when the group is opened (not for every group shown).
+          get dtypes() {
+            if (!dtypes) {
+              dtypes = new Set();
+              for (const x of run) for (const d of dtypesOf(x)) dtypes.add(d);
+            }
+            return dtypes;
+          },
+        });
         i = j;
         continue;
       }
