@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n== %s\n' "$*"; }
+step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 
 step "install what is missing"
 bash scripts/setup.sh
@@ -46,3 +46,4 @@ node --test tests/js/ tests/browser/
 
 step "npm package: scripts/pack.sh, installed in a fresh project (ESM, CJS, tsc, esbuild, Vite, npx tensorlane serve vs the Rust server, wasm fallback)"
 node --test tests/pack/
+step "done"
