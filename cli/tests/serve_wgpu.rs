@@ -11,7 +11,7 @@
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
@@ -20,39 +20,11 @@ const BIN: &str = env!("CARGO_BIN_EXE_tensorlane");
 const CONTEXT: &str = "64";
 const TOKENS: usize = 4;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
 /// llm_gen.py's llama Q8_0 model.
 fn model() -> String {
-    let python = root().join("tests/.venv-formats/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup.sh (or bash tests/python/setup_formats_venv.sh)",
-        python.display()
-    );
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve_wgpu_models");
-    let o = Command::new(python)
-        .arg(root().join("tests/python/llm_gen.py"))
-        .arg(&out)
-        .arg("11")
-        .output()
-        .expect("run tests/python/llm_gen.py");
-    assert!(
-        o.status.success(),
-        "llm_gen.py failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let models: Value = serde_json::from_slice(&o.stdout).expect("llm_gen.py prints JSON");
-    models["models"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "llama-Q8_0")
-        .and_then(|m| m["path"].as_str())
-        .expect("llm_gen.py wrote llama-Q8_0")
-        .to_string()
+    let models =
+        tensorlane_testkit::llm::llm_models(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve_wgpu_models"), "11");
+    tensorlane_testkit::llm::llm_model(&models, "llama-Q8_0")
 }
 
 /// A `tensorlane serve` process, killed when dropped.

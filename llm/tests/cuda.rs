@@ -15,28 +15,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use serde_json::Value;
 use tensorlane::model::Model;
 use tensorlane_llm::{Device, Error, Options, Policy, Sampling, Session};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
 fn models() -> Value {
-    let python = root().join("tests/.venv-formats/bin/python");
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("llm_cuda");
-    let o = Command::new(python)
-        .arg(root().join("tests/python/llm_gen.py"))
-        .arg(&out)
-        .arg("11")
-        .output()
-        .expect("run tests/python/llm_gen.py (tests/.venv-formats: scripts/setup.sh)");
-    assert!(o.status.success(), "llm_gen.py: {}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
+    tensorlane_testkit::llm::llm_models(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("llm_cuda"), "11")
 }
 
 fn expect_cuda() -> bool {

@@ -13,16 +13,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use serde_json::Value;
 use tensorlane::model::Model;
 use tensorlane_llm::{Device, Error, Options, Sampling, Session};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
 
 /// Writes the models with tests/python/llm_gen.py (once per test binary run) and returns its
 /// JSON.
@@ -32,25 +27,7 @@ fn models() -> &'static Value {
 }
 
 fn generate() -> Value {
-    let python = root().join("tests/.venv-formats/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup.sh (or bash tests/python/setup_formats_venv.sh)",
-        python.display()
-    );
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("llm_wgpu");
-    let o = Command::new(python)
-        .arg(root().join("tests/python/llm_gen.py"))
-        .arg(&out)
-        .arg("11")
-        .output()
-        .expect("run tests/python/llm_gen.py");
-    assert!(
-        o.status.success(),
-        "llm_gen.py failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("llm_gen.py prints JSON")
+    tensorlane_testkit::llm::llm_models(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("llm_wgpu"), "11")
 }
 
 fn options(device: Device) -> Options {

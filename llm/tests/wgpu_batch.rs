@@ -16,8 +16,7 @@
 //! tests/.venv-formats (`scripts/setup.sh`).
 #![cfg(feature = "wgpu")]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use serde_json::Value;
 use tensorlane::model::Model;
@@ -30,42 +29,13 @@ const CONTEXT: usize = 96;
 /// budget below the model's size.
 const BUDGET_CONTEXT: usize = 32;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
 /// The path of llm_gen.py's model `name` (the models written once per test binary run).
 fn path(name: &str) -> String {
     static MODELS: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
     let models = MODELS.get_or_init(|| {
-        let python = root().join("tests/.venv-formats/bin/python");
-        assert!(
-            python.exists(),
-            "{} is missing: run scripts/setup.sh (or bash tests/python/setup_formats_venv.sh)",
-            python.display()
-        );
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("llm_wgpu_batch");
-        let o = Command::new(python)
-            .arg(root().join("tests/python/llm_gen.py"))
-            .arg(&out)
-            .arg("11")
-            .output()
-            .expect("run tests/python/llm_gen.py");
-        assert!(
-            o.status.success(),
-            "llm_gen.py failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        serde_json::from_slice(&o.stdout).expect("llm_gen.py prints JSON")
+        tensorlane_testkit::llm::llm_models(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("llm_wgpu_batch"), "11")
     });
-    models["models"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == name)
-        .and_then(|m| m["path"].as_str())
-        .unwrap_or_else(|| panic!("llm_gen.py wrote no {name}"))
-        .to_string()
+    tensorlane_testkit::llm::llm_model(models, name)
 }
 
 /// The engine on wgpu; `None` (the test skips) when there is no adapter, outside CI.

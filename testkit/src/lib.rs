@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod bombs;
+pub mod llm;
 pub mod servers;
 
 use std::collections::HashMap;

@@ -1,0 +1,35 @@
+//! The random-weight language models of `tests/python/llm_gen.py` (llama, mistral, qwen2 in
+//! every weight type the executors read), shared by the tests of `tensorlane-llm` and the CLI.
+
+use std::path::Path;
+
+use serde_json::Value as Json;
+
+/// Writes llm_gen.py's models with `seed` into `out` (with the formats venv, `tests/.venv-formats`)
+/// and returns the JSON it prints: `{"models": [{"name", "path", …}, …]}`. Panics, naming the set-up
+/// script, when the venv is missing, and with the generator's stderr when it fails.
+pub fn llm_models(out: &Path, seed: &str) -> Json {
+    let python = crate::root().join("tests/.venv-formats/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup.sh (or bash tests/python/setup_formats_venv.sh)",
+        python.display()
+    );
+    crate::run_json(
+        &python,
+        "llm_gen.py",
+        &[out.to_str().expect("a UTF-8 output path"), seed],
+    )
+}
+
+/// The path of model `name` in [`llm_models`]' JSON; panics when the generator wrote none.
+pub fn llm_model(models: &Json, name: &str) -> String {
+    models["models"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["name"] == name)
+        .and_then(|m| m["path"].as_str())
+        .unwrap_or_else(|| panic!("llm_gen.py wrote no {name}"))
+        .to_string()
+}
