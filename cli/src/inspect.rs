@@ -43,8 +43,9 @@ pub fn explain_tenso(path: &std::path::Path, e: CliError) -> CliError {
     }
 }
 
-/// Decodes every packet of `data` as tenso does: the first must decode; after it, bytes that
-/// start with the `TNSO` magic must be further packets, anything else ends the file.
+/// Checks every packet of `data` as tenso decodes them (`wire::verify`: decode's checks, no
+/// packet built): the first must decode; after it, bytes that start with the `TNSO` magic must be
+/// further packets, anything else ends the file.
 fn decode_all(data: &[u8]) -> Result<(), CliError> {
     let opts = crate::limits::decode_options();
     let (mut off, mut packet) = (0usize, 0usize);
@@ -53,8 +54,8 @@ fn decode_all(data: &[u8]) -> Result<(), CliError> {
         if packet > 0 && !rest.starts_with(&wire::MAGIC) {
             break;
         }
-        match wire::decode_with(rest, &opts) {
-            Ok(d) if d.len > 0 => off += d.len,
+        match wire::verify(rest, &opts) {
+            Ok(len) if len > 0 => off += len,
             Ok(_) => break,
             Err(error) => {
                 return Err(CliError::Tenso {

@@ -13,6 +13,9 @@
 //! `tensorlane::wire::decode_owned`). Beside them: `encode_core` and `decode_copy_core` (the
 //! no_std core's `wire::encode` and `decode(..).into_owned()`, a fresh `Vec` from the global
 //! allocator) and `encode_into_reused` (`wire::encode_into` a buffer kept across calls).
+//! Beside each size, the limits of an integrity pass: XXH3 alone over the body, a memcpy of it,
+//! and `wire::verify` (decode's checks with the footer, no packet built), each against XXH3 in
+//! alternating pairs.
 //! Data: uniform random float32 from a fixed seed.
 
 use std::hint::black_box;
@@ -183,19 +186,31 @@ fn main() {
         // compare those states, not the code). Median of the per-round ratios.
         let with_footer = wire::encode(&packet, &EncodeOptions { integrity: true, ..EncodeOptions::default() }).unwrap();
         let with_footer = Aligned::new(&with_footer);
-        let mut ratios: Vec<f64> = (0..runs.max(9))
-            .map(|_| {
-                let verify = time(1, 1, || {
-                    black_box(wire::decode(black_box(with_footer.get())).unwrap());
-                });
-                let hash = time(1, 1, || {
-                    black_box(tensorlane_core::hash::xxh3_64(black_box(&data)));
-                });
-                hash / verify
-            })
-            .collect();
-        ratios.sort_by(f64::total_cmp);
-        let paired_ratio = ratios[ratios.len() / 2];
+        // The same for `wire::verify`, the integrity check that builds no packet.
+        let opts = DecodeOptions::default();
+        let (mut ratios, mut verify_ratios) = (Vec::new(), Vec::new());
+        for _ in 0..runs.max(9) {
+            let decode = time(1, 1, || {
+                black_box(wire::decode(black_box(with_footer.get())).unwrap());
+            });
+            let hash = time(1, 1, || {
+                black_box(tensorlane_core::hash::xxh3_64(black_box(&data)));
+            });
+            let verify = time(1, 1, || {
+                black_box(wire::verify(black_box(with_footer.get()), &opts).unwrap());
+            });
+            ratios.push(hash / decode);
+            verify_ratios.push(hash / verify);
+        }
+        let median_of = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let paired_ratio = median_of(ratios);
+        let verify_paired_ratio = median_of(verify_ratios);
+        let verify = time(runs, warmup, || {
+            black_box(wire::verify(black_box(with_footer.get()), &opts).unwrap());
+        });
         let mut dst = vec![0u8; data.len()];
         let memcpy = time(runs, warmup, || {
             dst.copy_from_slice(black_box(&data));
@@ -203,7 +218,8 @@ fn main() {
         });
         rows.push(format!(
             "{{\"size\": {size}, \"config\": \"limit\", \"xxh3_s\": {xxh3:e}, \"xxh3_baseline_s\": {xxh3_baseline:e}, \
-             \"memcpy_s\": {memcpy:e}, \"xxh3_over_verify_paired\": {paired_ratio:.4}, \"xxh3_impl\": \"{}\"}}",
+             \"memcpy_s\": {memcpy:e}, \"xxh3_over_verify_paired\": {paired_ratio:.4}, \"wire_verify_s\": {verify:e}, \
+             \"xxh3_over_wire_verify_paired\": {verify_paired_ratio:.4}, \"xxh3_impl\": \"{}\"}}",
             tensorlane_core::hash::IMPLEMENTATION
         ));
     }

@@ -30,7 +30,7 @@ mod packet;
 mod quant;
 mod stream;
 
-pub use decode::{DecodeOptions, Decoded, decode, decode_with};
+pub use decode::{DecodeOptions, Decoded, decode, decode_with, verify};
 pub use encode::{EncodeOptions, MAX_ALIGNMENT, Parts, encode, encode_into, encode_parts};
 pub use error::{Error, ErrorKind, Result};
 pub use layout::{Header, Measure, measure, parse_header};
