@@ -15,18 +15,31 @@
 //     and flat: the longest main-thread task (PerformanceObserver 'longtask', installed before
 //     the page's scripts) from navigation to drawn and through 60 pan/zoom frames, and where the
 //     analysis ran (the graph Worker: data-analyze-ms).
-// BENCH_PARTS=stats,graph,big (the default: all) picks the parts.
+//  4. (part `quiet`) Statistics by URL and from a File again, in a Chromium that no DevTools
+//     client is attached to: playwright drives the browser over the DevTools protocol with its
+//     Network domain enabled, which reports every response to the client, and that alone slows
+//     Chromium's fetch by about 1.3x on this machine (a 125 MiB GET: 440-500 ms bare vs 600-640
+//     ms under playwright, after the first) while a File read is untouched. So here Chromium is
+//     started on a harness page (`stats-harness.html`, served beside the model) that opens the
+//     inspector in an iframe, times the same openTensor to data-stats-state=done by URL and from
+//     a File, alternately, ROUNDS times (default 3), and sends the times back in a request path
+//     the server logs. Its File is made from the model's bytes fetched into a Blob (a page
+//     cannot open a disk file without a person): a memory-backed File, read at least as fast as
+//     a disk one, so the URL/File ratio here errs against the URL.
+// BENCH_PARTS=stats,graph,big,quiet (the default: all) picks the parts.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { serve } from '../web-demo/serve.mjs';
-import { launch, missing } from '../tests/browser/_chromium.mjs';
+import { spawn } from 'node:child_process';
+import { ARGS, CHROMIUM, launch, missing } from '../tests/browser/_chromium.mjs';
 import { safetensorsFile } from '../tests/js/_model_files.mjs';
 import { bigGraph } from '../tests/js/_graph_compare_reference.mjs';
 
 if (missing) throw new Error(missing);
-const PARTS = new Set((process.env.BENCH_PARTS ?? 'stats,graph,big').split(','));
+const PARTS = new Set((process.env.BENCH_PARTS ?? 'stats,graph,big,quiet').split(','));
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const dir = mkdtempSync(join(tmpdir(), 'tensorlane-bench26-'));
 const rows = [];
 try {
@@ -181,6 +194,25 @@ try {
     rows.push([`graph of a 100,004-node ONNX model, ${q ? 'flat (?blocks=off)' : 'collapsed'}`, `drawn ${ms} ms after navigation`, `${d.drawnBoxes} boxes, analysis ${d.analyzeMs} ms in the graph Worker, ${d.layout} layout ${d.layoutMs} ms; longest main-thread task ${opened.toFixed(0)} ms while opening, ${panned.longest.toFixed(0)} ms over 60 pan/zoom frames (longest frame ${panned.frame.toFixed(0)} ms)`]);
   }
   await browser.close();
+  // 4. Statistics with no DevTools client attached (see the top of this file).
+  if (PARTS.has('quiet')) {
+    writeFileSync(join(dir, 'stats-harness.html'), statsHarness(ROUNDS));
+    generated.set('stats-harness.html', { path: join(dir, 'stats-harness.html') });
+    log.length = 0;
+    const chrome = spawn(CHROMIUM, [...ARGS, `--user-data-dir=${join(dir, 'profile')}`, `${url}/gen/stats-harness.html`], { stdio: 'ignore' });
+    let done = null;
+    for (const t0 = Date.now(); !done && Date.now() - t0 < 60000 * (1 + ROUNDS); ) {
+      await new Promise((res) => setTimeout(res, 200));
+      done = log.find((e) => e.path.startsWith('/gen/result/'));
+    }
+    chrome.kill();
+    await new Promise((res) => (chrome.exitCode === null ? chrome.once('exit', res) : res()));
+    if (!done) throw new Error('the stats harness sent no result in time');
+    for (const r of done.path.slice('/gen/result/'.length).split(',')) {
+      const [workers, byUrl, byFile, fetchMs] = r.split(':');
+      rows.push([`statistics of a 125 MiB float32 tensor, ${workers === '1' ? 'one Worker' : 'default spans'}, no DevTools attached`, `URL ${byUrl} ms, File ${byFile} ms (URL/File ${(byUrl / byFile).toFixed(2)}x)`, `the bytes alone: one fetch ${fetchMs} ms (${((125 << 20) / 1e3 / fetchMs).toFixed(0)} MB/s); the File a Blob in memory`]);
+    }
+  }
   server.closeAllConnections();
   server.close();
 } finally {
@@ -188,3 +220,47 @@ try {
 }
 console.log('| what | time | notes |\n|---|---|---|');
 for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+
+/** The page of part 4: the inspector in an iframe, statistics of 'embed' by URL and from a File
+ * (a Blob of the same bytes), one Worker and the default spans, `rounds` times; the times go
+ * back as the path of a last request (`workers:url ms:file ms:bare fetch ms`, comma-separated). */
+function statsHarness(rounds) {
+  return `<!doctype html><meta charset="utf-8"><title>stats harness</title><body><script type="module">
+const frame = (q) => new Promise((res) => {
+  const f = document.createElement('iframe');
+  f.style.cssText = 'width:1280px;height:900px';
+  f.src = '/web-demo/' + q;
+  f.onload = () => res(f);
+  document.body.replaceChildren(f);
+});
+const ready = async (f) => {
+  while (!f.contentWindow.inspector?.ready) await new Promise((r) => setTimeout(r, 20));
+  await f.contentWindow.inspector.ready;
+  return f.contentWindow;
+};
+const statsMs = (w) => new Promise((resolve) => {
+  const panel = w.document.getElementById('tensor');
+  const t0 = performance.now();
+  new w.MutationObserver((_, o) => {
+    if (['done', 'error'].includes(panel.dataset.statsState)) (o.disconnect(), resolve(performance.now() - t0));
+  }).observe(panel, { attributes: true, attributeFilter: ['data-stats-state'] });
+  w.inspector.openTensor('embed');
+});
+const blob = await (await fetch('/gen/embed.safetensors')).blob();
+const out = [];
+for (let r = 0; r < ${rounds}; r++) for (const workers of [1, undefined]) {
+  let w = await ready(await frame('?url=/gen/embed.safetensors&view=tensors'));
+  w.inspector.statsWorkers = workers;
+  const byUrl = await statsMs(w);
+  w = await ready(await frame('?view=tensors'));
+  w.inspector.statsWorkers = workers;
+  await w.inspector.openFiles([new File([blob], 'embed.safetensors')]);
+  while (!(w.inspector.models.length === 1 && w.document.body.dataset.state === 'ready')) await new Promise((r) => setTimeout(r, 20));
+  const byFile = await statsMs(w);
+  const t0 = performance.now();
+  await (await fetch('/gen/embed.safetensors', { cache: 'no-store' })).arrayBuffer();
+  out.push([workers ?? 'spans', byUrl, byFile, performance.now() - t0].map((x) => (typeof x === 'number' ? x.toFixed(0) : x)).join(':'));
+}
+await fetch('/gen/result/' + out.join(','));
+</script>`;
+}

@@ -97,6 +97,7 @@ export function serve({ port = 0, generated = new Map(), log = null, faults = nu
         if (g instanceof Uint8Array) mem = g;
         else if (g?.path) file = g.path;
         else throw Object.assign(new Error('missing'), { code: 'ENOENT' });
+        type = TYPES[extname(path)] ?? type;
       } else {
         file = normalize(join(ROOT, path.slice(1)));
         if (!file.startsWith(ROOT.endsWith(sep) ? ROOT : ROOT + sep) && file !== ROOT) throw Object.assign(new Error('outside'), { code: 'ENOENT' });
