@@ -29,14 +29,14 @@ step "Rust tests (workspace)"
 cargo test --workspace --no-fail-fast
 
 step "device transfer: wgpu on lavapipe (CI=true: no adapter fails; tensorlane-llm on wgpu vs the CPU, batched serving on wgpu), CUDA build, error paths and the llm kernels through NVRTC"
-cargo test -p tensorlane-offload --features wgpu --test device_wgpu --test offload_wgpu
-cargo test -p tensorlane-llm --features wgpu --test wgpu --test wgpu_batch
-# The CLI built once with both device features: serve --device wgpu vs run --device wgpu on
-# lavapipe, and the CUDA build checked.
-cargo test -p tensorlane-cli --features wgpu,cuda --test serve_wgpu
-cargo test -p tensorlane-offload --features cuda --test device_cuda
+# One build for every device test: the CLI's wgpu and cuda features turn on offload's and llm's, and
+# one cargo invocation resolves the features once (five invocations with five feature sets
+# rebuilt tensorlane-core, tensorlane, offload and llm five times: minutes of CI). The CLI's
+# serve_wgpu is serve --device wgpu vs run --device wgpu on lavapipe; NVRTC is found on
+# LD_LIBRARY_PATH (tests/.nvrtc, installed by setup.sh) for the llm kernels' compile check.
 LD_LIBRARY_PATH="$PWD/tests/.nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-  cargo test -p tensorlane-llm --features cuda --test cuda
+  cargo test -p tensorlane-offload -p tensorlane-llm -p tensorlane-cli --features tensorlane-cli/wgpu,tensorlane-cli/cuda \
+    --test device_wgpu --test offload_wgpu --test wgpu --test wgpu_batch --test serve_wgpu --test device_cuda --test cuda
 
 step "JavaScript builds (wasm + N-API addon)"
 scripts/build-js.sh
