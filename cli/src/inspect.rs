@@ -38,7 +38,7 @@ pub fn explain_tenso(path: &std::path::Path, e: CliError) -> CliError {
         return e;
     }
     match crate::identify::open_source(path).and_then(|src| whole(&src, "tenso")) {
-        Ok(bytes) => decode_all(&bytes).err().unwrap_or(e),
+        Ok(bytes) => verify_all(&bytes).err().unwrap_or(e),
         Err(_) => e,
     }
 }
@@ -46,7 +46,7 @@ pub fn explain_tenso(path: &std::path::Path, e: CliError) -> CliError {
 /// Checks every packet of `data` as tenso decodes them (`wire::verify`: decode's checks, no
 /// packet built): the first must decode; after it, bytes that start with the `TNSO` magic must be
 /// further packets, anything else ends the file.
-fn decode_all(data: &[u8]) -> Result<(), CliError> {
+fn verify_all(data: &[u8]) -> Result<(), CliError> {
     let opts = crate::limits::decode_options();
     let (mut off, mut packet) = (0usize, 0usize);
     while off < data.len() || packet == 0 {
@@ -77,17 +77,17 @@ mod tests {
     #[test]
     fn corrupt_reports_path_and_offset() {
         let b = crate::sample::sample_bytes();
-        assert!(decode_all(&b).is_ok());
+        assert!(verify_all(&b).is_ok());
         let mut bad = b.clone();
         let n = bad.len();
         bad[n - 12] ^= 0xff; // inside meta/step's body
-        let msg = decode_all(&bad).unwrap_err().to_string();
+        let msg = verify_all(&bad).unwrap_err().to_string();
         assert!(msg.contains("meta/step"), "{msg}");
         assert!(msg.contains("file byte"), "{msg}");
         // A second packet that does not decode is named by its index and offset.
         let mut two = b.clone();
         two.extend_from_slice(&bad);
-        let msg = decode_all(&two).unwrap_err().to_string();
+        let msg = verify_all(&two).unwrap_err().to_string();
         assert!(
             msg.contains("packet #1") && msg.contains(&format!("file byte {}", b.len())),
             "{msg}"
