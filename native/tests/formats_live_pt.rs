@@ -6,7 +6,7 @@
 //! It writes random nested checkpoints (every supported dtype, views at offsets, transposed and
 //! strided, shared storages, Parameters, plain values) at pickle protocols 1 to 5, in the zip and
 //! the legacy layout, little- and big-endian, and reports the expected C-order bytes (numpy).
-//! The real torch files are covered by the fixtures in `tests/data` (core/tests/fixtures_pt.rs).
+//! The real torch files are covered by the fixtures in `tests/data` (core/tests/all/fixtures_pt.rs).
 //!
 //! The venv comes from tests/python/setup_formats_venv.sh (numpy, ml_dtypes). The test skips only
 //! when `python3` is missing and `CI` is not `true`.

@@ -48,7 +48,7 @@
 //!
 //! Cost of listing: with an in-memory (mmap) source nothing is copied; otherwise each tensor
 //! costs one small window read (4 KiB) after its skipped payload, so listing a 2.5 GB model with
-//! embedded weights reads well under 1% of it (see `core/tests/fixtures_onnx.rs`).
+//! embedded weights reads well under 1% of it (see `core/tests/all/fixtures_onnx.rs`).
 
 use alloc::collections::BTreeSet;
 use alloc::format;

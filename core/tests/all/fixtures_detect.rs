@@ -1,7 +1,7 @@
 //! `detect` recognises every fixture of `tests/data/fixtures/` by its content (the file name is
 //! never consulted): the format the manifest names, for valid and hostile files alike.
 
-mod common;
+use crate::common;
 
 use tensorlane_core::detect::{HEAD_LEN, detect};
 

@@ -9,20 +9,13 @@
 //! * one named test per known attack (as safetensors keeps its `attacks/` folder);
 //! * proptests: random and mutated inputs never panic, generated files round-trip.
 
-mod common;
+use crate::common;
 
 use common::counting::largest_alloc;
 use std::path::Path;
 
 use proptest::prelude::*;
 use tensorlane_core::formats::{self, Catalog, ErrorKind, FormatError, Meta, safetensors};
-
-// ---------------------------------------------------------------------------------------------
-// The largest single allocation made by this thread (common::counting).
-
-crate::install_counting_allocator!();
-
-// ---------------------------------------------------------------------------------------------
 
 /// Opens an index with shards read from the files beside it; returns the catalog and the bytes of
 /// its sources in order.

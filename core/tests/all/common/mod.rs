@@ -162,8 +162,8 @@ pub fn expected_refusal(
 }
 
 /// A global allocator that records the largest single allocation of each thread, for "no
-/// allocation while opening a file is larger than the file" checks. A test binary installs it
-/// with `crate::install_counting_allocator!();`.
+/// allocation while opening a file is larger than the file" checks. The test binary installs it
+/// with `install_counting_allocator!();` (main.rs).
 #[allow(dead_code)]
 pub mod counting {
     use std::alloc::{GlobalAlloc, Layout, System};

@@ -1,7 +1,7 @@
 //! `.zt` v2 reader conformance: the 76-case corpus (spec §17), the v2 fixtures (§19.1) and a
 //! mutation pass over the valid files (§17.4). The data lives in `tests/data` (see its README).
 
-mod common;
+use crate::common;
 use common::{data, sha256_hex};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

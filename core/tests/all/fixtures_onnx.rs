@@ -2,7 +2,7 @@
 //! std::fs), the hostile fixtures, one named test per known attack (hand-built protobuf), a
 //! 2.5 GB model listed through a counting source, and property tests.
 
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! Legacy `.zt` v1.2 / v0.1: the reference fixtures, hostile variants, and a mutation loop.
 
-mod common;
+use crate::common;
 use common::{data, f32_bytes, sha256_hex};
 
 use ruzstd::encoding::{CompressionLevel, compress_to_vec};

@@ -9,7 +9,7 @@
 //!   versions 1–3) and `.npz` archives (stored and deflated) round-trip; random and mutated inputs
 //!   never panic.
 
-mod common;
+use crate::common;
 
 use common::attr;
 use common::counting::largest_alloc;
@@ -17,13 +17,6 @@ use std::borrow::Cow;
 
 use proptest::prelude::*;
 use tensorlane_core::formats::{self, Catalog, ErrorKind, FormatError, Meta, Storage, npy};
-
-// ---------------------------------------------------------------------------------------------
-// The largest single allocation made by this thread (common::counting).
-
-crate::install_counting_allocator!();
-
-// ---------------------------------------------------------------------------------------------
 
 fn open_any(bytes: &[u8], npz: bool) -> Result<Catalog, FormatError> {
     if npz { npy::open_npz(bytes) } else { npy::open(bytes) }

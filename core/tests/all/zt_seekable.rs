@@ -1,6 +1,6 @@
 //! `zt.zstd-seekable/1`: round trips, random access, hostile seek tables, and the reference fixture.
 
-mod common;
+use crate::common;
 use common::data;
 
 use ruzstd::encoding::{CompressionLevel, compress_to_vec};

@@ -10,7 +10,7 @@
 //! * Properties: mutated valid files never panic; generated files round-trip; random blocks of
 //!   every ggml type dequantize without panicking.
 
-mod common;
+use crate::common;
 
 use common::{f32_bytes, sha256_hex};
 use proptest::prelude::*;

@@ -4,7 +4,7 @@
 //! torch itself is too large to install for a live cross-check; the fixtures are the proof
 //! against real data (each was read back with `torch.load(weights_only=True)` when it was made).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 

@@ -1,7 +1,7 @@
 //! HDF5 reader against the fixtures in `tests/data` (h5py-written, libver earliest and latest), hand-built
 //! hostile files (one named test per attack), and property tests (mutated fixtures never panic).
 
-mod common;
+use crate::common;
 
 use common::{check_catalog, fixtures, meta_json};
 use tensorlane_core::formats::{self, Catalog, ErrorKind, hdf5};

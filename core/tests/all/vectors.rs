@@ -2,7 +2,7 @@
 //! its sidecar's expectation, every case tenso wrote re-encodes to identical bytes, and every
 //! `invalid/` case is refused (except tenso's own compressed bundle, which tensorlane reads).
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

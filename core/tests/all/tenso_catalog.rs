@@ -2,7 +2,7 @@
 //! (`wire::decode`): over the golden vectors (`tests/data/vectors/tenso`), every truncation of
 //! them, flipped bytes under an XXH3 footer, and random files of several packets.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
