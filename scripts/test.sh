@@ -25,6 +25,12 @@ cargo build -q -p tensorlane-llm --no-default-features --target wasm32-unknown-u
 step "no_std core for thumbv7em-none-eabihf (bare metal, no std at all)"
 cargo build -q -p tensorlane-core --no-default-features --target thumbv7em-none-eabihf
 
+# Before the Rust tests: cli/build.rs embeds the inspector (web-demo/, js/, the wasm this builds)
+# into the tensorlane binary those builds make, so target/debug/tensorlane is the binary a user
+# would install (the Node step runs it as the installed one).
+step "JavaScript builds (wasm + N-API addon)"
+scripts/build-js.sh
+
 step "Rust tests (workspace)"
 cargo test --workspace --no-fail-fast
 
@@ -38,11 +44,13 @@ LD_LIBRARY_PATH="$PWD/tests/.nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
   cargo test -p tensorlane-offload -p tensorlane-llm -p tensorlane-cli --features tensorlane-cli/wgpu,tensorlane-cli/cuda \
     --test device_wgpu --test offload_wgpu --test wgpu --test wgpu_batch --test serve_wgpu --test device_cuda --test cuda
 
-step "JavaScript builds (wasm + N-API addon)"
-scripts/build-js.sh
-
-step "Node and Chromium tests (tests/browser/installed.test.mjs: cargo install --path cli --debug into target/, the binary run outside the checkout serves its built-in inspector)"
-node --test tests/js/ tests/browser/
+step "Node and Chromium tests (tests/browser/installed.test.mjs: the CLI binary run outside the checkout serves its built-in inspector)"
+# The installed-binary test runs target/debug/tensorlane (built by the device step, inspector
+# embedded) rather than `cargo install --path cli --debug`: the install resolves features for the
+# CLI alone, so it reused nothing of the builds above and recompiled the core, native, llm and
+# CLI crates (56-79 s of CI).
+TENSORLANE_INSTALLED_BIN="${TENSORLANE_INSTALLED_BIN:-$PWD/target/debug/tensorlane}" \
+  node --test tests/js/ tests/browser/
 
 step "npm package: scripts/pack.sh, installed in a fresh project (ESM, CJS, tsc, esbuild, Vite, npx tensorlane serve vs the Rust server, wasm fallback)"
 node --test tests/pack/
