@@ -14,6 +14,8 @@
 export const BATCH = 32;
 /** Most workgroups along x in one dispatch (the rest along y), as llm/src/wgpu.rs. */
 const GRID_X = 65535;
+/** Inputs one matmul workgroup takes for a batch (JPER in llm/src/wgsl/matmul.wgsl). */
+const MATMUL_INPUTS_PER_GROUP = 8;
 
 function grid(count) {
   const c = Math.max(1, count);
@@ -279,14 +281,17 @@ export class GpuRunner {
 
   async pipelines(wgsl) {
     const d = this.device;
-    const make = async (src, entry) => {
+    const make = async (src, entry, constants = {}) => {
       const module = d.createShaderModule({ label: entry, code: src });
       const errors = (await module.getCompilationInfo()).messages.filter((m) => m.type === 'error');
       if (errors.length) throw new Error(`the WGSL kernel for ${entry} does not compile on this WebGPU: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ')}`);
-      return d.createComputePipelineAsync({ label: entry, layout: 'auto', compute: { module, entryPoint: entry } });
+      return d.createComputePipelineAsync({ label: entry, layout: 'auto', compute: { module, entryPoint: entry, constants } });
     };
     this.p = {
-      matmul: await make(wgsl.matmul, 'main'),
+      // A batch: MATMUL_INPUTS_PER_GROUP inputs per workgroup; one input (decode): the kernel
+      // specialised to one (llm/src/wgpu.rs does the same).
+      matmul: await make(wgsl.matmul, 'main', { JPER: MATMUL_INPUTS_PER_GROUP }),
+      matmul_one: await make(wgsl.matmul, 'main', { JPER: 1 }),
       round: await make(wgsl.round, 'main'),
       rms_norm: await make(wgsl.rms_norm, 'main'),
       rope: await make(wgsl.rope, 'main'),
@@ -358,9 +363,10 @@ export class GpuRunner {
       this.dispatch(p.enc, this.p.round, [x, this.acts.xr], [len, w.kind, gx, 0], [gx, gy, 1]);
       input = this.acts.xr;
     }
+    const perGroup = n === 1 ? 1 : MATMUL_INPUTS_PER_GROUP;
     for (const part of w.parts) {
       const [gx, gy] = grid(part.rows);
-      this.dispatch(p.enc, this.p.matmul, [{ buffer: part.buf, offset: part.offset, size: part.size }, input, y], [part.rows, w.cols, w.rowBytes, w.kind, w.rows, part.row0, gx, 0], [gx, gy, n]);
+      this.dispatch(p.enc, n === 1 ? this.p.matmul_one : this.p.matmul, [{ buffer: part.buf, offset: part.offset, size: part.size }, input, y], [part.rows, w.cols, w.rowBytes, w.kind, w.rows, part.row0, gx, n], [gx, gy, Math.ceil(n / perGroup)]);
     }
   }
 

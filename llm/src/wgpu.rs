@@ -31,6 +31,9 @@ use crate::{Error, Result};
 const GRID_X: u32 = 32768;
 
 const MATMUL_WGSL: &str = include_str!("wgsl/matmul.wgsl");
+/// Inputs one matmul workgroup takes for a batch (`JPER` in `matmul.wgsl`): each weight row is read
+/// once per this many inputs. One input (decode) runs the kernel specialised to `JPER = 1`.
+const MATMUL_INPUTS_PER_GROUP: u32 = 8;
 const ROUND_WGSL: &str = include_str!("wgsl/round.wgsl");
 const RMS_NORM_WGSL: &str = include_str!("wgsl/rms_norm.wgsl");
 const ROPE_WGSL: &str = include_str!("wgsl/rope.wgsl");
@@ -105,7 +108,10 @@ struct GLayer<'m> {
 }
 
 struct Pipelines {
+    /// The product for a batch: [`MATMUL_INPUTS_PER_GROUP`] inputs per workgroup.
     matmul: wgpu::ComputePipeline,
+    /// The product for one input (decode): one input per workgroup.
+    matmul_one: wgpu::ComputePipeline,
     round: wgpu::ComputePipeline,
     rms_norm: wgpu::ComputePipeline,
     rope: wgpu::ComputePipeline,
@@ -506,6 +512,11 @@ impl<'m> Wgpu<'m> {
             );
             &self.acts.xr
         };
+        let (pipeline, per_group) = if n == 1 {
+            (&self.p.matmul_one, 1)
+        } else {
+            (&self.p.matmul, MATMUL_INPUTS_PER_GROUP)
+        };
         for part in &w.parts {
             let (gx, gy) = grid(part.rows);
             let weights = wgpu::BindingResource::Buffer(wgpu::BufferBinding {
@@ -515,7 +526,7 @@ impl<'m> Wgpu<'m> {
             });
             self.dispatch_bound(
                 enc,
-                &self.p.matmul,
+                pipeline,
                 vec![weights, input.as_entire_binding(), y.as_entire_binding()],
                 &[
                     part.rows as u32,
@@ -525,9 +536,9 @@ impl<'m> Wgpu<'m> {
                     w.rows as u32,
                     part.row0 as u32,
                     gx,
-                    0,
+                    n as u32,
                 ],
-                (gx, gy, n as u32),
+                (gx, gy, (n as u32).div_ceil(per_group)),
             );
         }
     }
@@ -1037,7 +1048,7 @@ fn gcd(a: u64, b: u64) -> u64 {
 
 impl Pipelines {
     fn new(device: &wgpu::Device) -> Pipelines {
-        let make = |src: &str, entry: &str| {
+        let make_with = |src: &str, entry: &str, constants: &[(&str, f64)]| {
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(entry),
                 source: wgpu::ShaderSource::Wgsl(src.into()),
@@ -1047,12 +1058,17 @@ impl Pipelines {
                 layout: None,
                 module: &module,
                 entry_point: Some(entry),
-                compilation_options: Default::default(),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants,
+                    ..Default::default()
+                },
                 cache: None,
             })
         };
+        let make = |src: &str, entry: &str| make_with(src, entry, &[]);
         Pipelines {
-            matmul: make(MATMUL_WGSL, "main"),
+            matmul: make_with(MATMUL_WGSL, "main", &[("JPER", f64::from(MATMUL_INPUTS_PER_GROUP))]),
+            matmul_one: make_with(MATMUL_WGSL, "main", &[("JPER", 1.0)]),
             round: make(ROUND_WGSL, "main"),
             rms_norm: make(RMS_NORM_WGSL, "main"),
             rope: make(ROPE_WGSL, "main"),
