@@ -8,6 +8,14 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 
+# A full run from a fresh clone leaves about 6 GB here (target/ 4.3 GB, the venvs 1 GB,
+# node_modules): say so up front when the disk has less, rather than at a link step minutes in
+# ("No space left on device" ended a CI run that way).
+free_gb=$(df -Pk . | awk 'NR == 2 { print int($4 / 1048576) }')
+if (( free_gb < 7 )); then
+  echo "test.sh: warning: ${free_gb} GB free on this disk; a full run writes about 6 GB (target/, tests/.venv*, node_modules) and may fail with 'No space left on device'" >&2
+fi
+
 step "install what is missing"
 bash scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$PWD/node_modules/.bin:$PATH"
