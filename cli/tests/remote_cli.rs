@@ -38,9 +38,14 @@ fn cli_reads_urls_like_paths() {
         return;
     };
     let canon = fixtures.canonicalize().unwrap();
-    for rel in common::files_under(&fixtures) {
-        let rel = rel.to_str().unwrap().replace('\\', "/");
-        let local = fixtures.join(&rel);
+    let rels: Vec<String> = common::files_under(&fixtures)
+        .iter()
+        .map(|rel| rel.to_str().unwrap().replace('\\', "/"))
+        .collect();
+    // Four workers: each check is two CLI processes and a few requests, mostly waiting (one after
+    // another the files took 33 s of CI).
+    let check = |rel: &str| {
+        let local = fixtures.join(rel);
         let local = local.to_str().unwrap();
         let url = s3.url(&format!("fx/{rel}"));
         for cmd in [&["inspect", "--json", "--hash"][..], &["verify"], &["stats", "--json"]] {
@@ -55,7 +60,13 @@ fn cli_reads_urls_like_paths() {
                 assert_eq!(lo, ro, "{cmd:?} {rel}");
             }
         }
-    }
+    };
+    std::thread::scope(|scope| {
+        for worker in 0..4 {
+            let (rels, check) = (&rels, &check);
+            scope.spawn(move || rels.iter().skip(worker).step_by(4).for_each(|rel| check(rel)));
+        }
+    });
 }
 
 #[test]
