@@ -51,10 +51,10 @@ fn scale_min_k4(s: u32, j: u32) -> vec2<f32> {
     return vec2<f32>(f32(sc), f32(m));
 }
 
-// Unit u of the row at byte rb (32 weights of a quantized type): the weights' quantized values as
-// f32 into q (a function variable of the caller: a private one would be zeroed by every invocation
-// of every kind) (times the unit's own 6-bit scale for Q6_K), the scales to apply returned: (d) for
-// Q8_0, Q4_0 and Q6_K, (d * scale, dmin * min) for Q4_K.
+// Unit u of the row at byte rb (32 weights of a quantized type): writes the weights' quantized
+// values as f32 into q (for Q6_K times the unit's own 6-bit scale) and returns the scales still to
+// apply: (d) for Q8_0, Q4_0 and Q6_K, (d * scale, dmin * min) for Q4_K. q is the caller's function
+// variable: a module-scope private array would be zeroed by every invocation, of every kind.
 fn load_unit(q: ptr<function, array<f32, 32>>, rb: u32, u: u32) -> vec2<f32> {
     switch p.kind {
         case 3u: {
