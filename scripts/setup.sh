@@ -34,7 +34,7 @@ rustup target add thumbv7em-none-eabihf >/dev/null 2>&1 || rustup target add thu
 WBG=$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"$/\1/p' | head -n1)
 # The npm and PyPI installs below are independent of each other: they run side by side (160 s one
 # after another on a 2-core machine with warm caches, most of it pip resolving and unpacking),
-# each job's output kept in a log that is printed when all are done.
+# each job's output kept in a log that is printed, job by job, once that job is done.
 jobs_dir=$(mktemp -d)
 declare -A job_pid
 job() { local name=$1; shift; ("$@") >"$jobs_dir/$name.log" 2>&1 & job_pid[$name]=$!; }
@@ -78,8 +78,6 @@ job venv-s3 bash tests/python/setup_s3_venv.sh
 failed=()
 for name in $(printf '%s\n' "${!job_pid[@]}" | sort); do
   wait "${job_pid[$name]}" || failed+=("$name")
-done
-for name in $(printf '%s\n' "${!job_pid[@]}" | sort); do
   if [[ -s "$jobs_dir/$name.log" ]]; then echo "-- setup: $name"; cat "$jobs_dir/$name.log"; fi
 done
 rm -rf "$jobs_dir"

@@ -62,9 +62,9 @@ fn cli_reads_urls_like_paths() {
         }
     };
     std::thread::scope(|scope| {
-        for worker in 0..4 {
-            let (rels, check) = (&rels, &check);
-            scope.spawn(move || rels.iter().skip(worker).step_by(4).for_each(|rel| check(rel)));
+        for part in rels.chunks(rels.len().div_ceil(4).max(1)) {
+            let check = &check;
+            scope.spawn(move || part.iter().for_each(|rel| check(rel)));
         }
     });
 }
