@@ -428,7 +428,8 @@ impl<'m> Matrix<'m> {
 
 /// The activations as llama.cpp's CPU backend rounds them before a product with weights of
 /// `kind` (its `vec_dot_type`): to f16 for F16 weights, to bf16 for BF16, to 8-bit blocks of 32
-/// with an f16 scale (Q8_0) for the 32-element block types, to 8-bit blocks of 256 with an f32
+/// with an f16 scale (Q8_0, and Q8_1 for Q4_1 and Q5_1: the same values, plus each block's sum,
+/// which [`QuantX`] keeps) for the 32-element block types, to 8-bit blocks of 256 with an f32
 /// scale (Q8_K) for the K-quants; F32 and other types are left as they are. The product is then
 /// taken in f32 over the rounded values, so results agree with llama.cpp's to float rounding.
 pub(crate) fn round_activations(kind: Kind, x: &[f32]) -> Cow<'_, [f32]> {
@@ -492,9 +493,11 @@ pub(crate) fn round_activations(kind: Kind, x: &[f32]) -> Cow<'_, [f32]> {
 }
 
 /// Input vectors quantized the way llama.cpp's CPU backend quantizes activations for the block
-/// types with an integer dot product here: Q8_0 blocks (32 values, f16 scale) for Q8_0 and Q4_0
-/// weights, Q8_K blocks (256 values, f32 scale, sums of 32) for Q4_K and Q6_K. The same values
-/// as [`round_activations`]; kept as integers so each block's dot product is an exact integer sum.
+/// types with an integer dot product here: Q8_0 blocks (32 values, f16 scale) for Q8_0, Q4_0 and
+/// Q5_0 weights, Q8_1 blocks (Q8_0's values and scale, plus `s`, the block's f32 scale times the
+/// sum of its values, rounded to f16) for Q4_1 and Q5_1, Q8_K blocks (256 values, f32 scale, sums
+/// of 32) for Q4_K and Q6_K. The same values as [`round_activations`]; kept as integers so each
+/// block's dot product is an exact integer sum.
 pub(crate) struct QuantX {
     /// Values per input vector.
     cols: usize,
@@ -506,16 +509,20 @@ pub(crate) struct QuantX {
     q: Vec<i8>,
     /// Q8_K: the sum of each 32 quantized values.
     sums: Vec<i32>,
+    /// Q8_1 (Q4_1 and Q5_1 weights): each block's `s`, one per block as `d`; empty otherwise.
+    s: Vec<f32>,
 }
 
 impl QuantX {
     /// `None` for weight kinds without an integer kernel (or rows not of whole blocks).
     fn new(kind: Kind, x: &[f32], cols: usize) -> Option<QuantX> {
         let block = match kind {
-            Kind::Q8_0 | Kind::Q4_0 => 32,
+            Kind::Q8_0 | Kind::Q4_0 | Kind::Other(GgmlType(Q4_1 | Q5_0 | Q5_1)) => 32,
             Kind::Q4_K | Kind::Q6_K => 256,
             _ => return None,
         };
+        // llama.cpp's Q8_1 (quantize_row_q8_1): Q8_0's values and scale, and the sum
+        let q8_1 = matches!(kind, Kind::Other(GgmlType(Q4_1 | Q5_1)));
         if !cols.is_multiple_of(block) || !x.len().is_multiple_of(cols) {
             return None;
         }
@@ -523,21 +530,32 @@ impl QuantX {
         let mut d = Vec::with_capacity(x.len() / block);
         let mut q = vec![0i8; x.len()];
         let mut sums = Vec::new();
+        let mut s = Vec::with_capacity(if q8_1 { x.len() / block } else { 0 });
         for (b, qb) in x.chunks_exact(block).zip(q.chunks_exact_mut(block)) {
             if block == 32 {
+                // the block's largest magnitude where the vector code quantized it
                 #[cfg(target_arch = "x86_64")]
-                if simd() {
+                let vector = if simd() {
                     // SAFETY: simd() checked AVX2 and FMA; b and qb are 32 long (chunks_exact).
-                    if let Some(amax) = unsafe { x86::quantize_q8_0(b, qb) } {
-                        d.push(t[half::f16::from_f32(amax / 127.0).to_bits() as usize]);
-                        continue;
+                    unsafe { x86::quantize_q8_0(b, qb) }
+                } else {
+                    None
+                };
+                #[cfg(not(target_arch = "x86_64"))]
+                let vector = None;
+                let amax = vector.unwrap_or_else(|| {
+                    let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+                    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+                    for (o, v) in qb.iter_mut().zip(b) {
+                        *o = (v * id).round_ties_even() as i8;
                     }
-                }
-                let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+                    amax
+                });
                 d.push(t[half::f16::from_f32(amax / 127.0).to_bits() as usize]);
-                let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-                for (o, v) in qb.iter_mut().zip(b) {
-                    *o = (v * id).round_ties_even() as i8;
+                if q8_1 {
+                    // y.s = FP32_TO_FP16(d * sum) with d = amax / 127 in f32 (not the f16 scale)
+                    let sum: i32 = qb.iter().map(|&v| i32::from(v)).sum();
+                    s.push(t[half::f16::from_f32(amax / 127.0 * sum as f32).to_bits() as usize]);
                 }
             } else {
                 let (mut amax, mut max) = (0f32, 0f32);
@@ -568,6 +586,7 @@ impl QuantX {
             d,
             q,
             sums,
+            s,
         })
     }
 
@@ -624,6 +643,8 @@ impl QuantX {
         let nb = self.cols / self.block;
         let d = &self.d[i * nb..(i + 1) * nb];
         let q = &self.q[i * self.cols..(i + 1) * self.cols];
+        // Q8_1's sums (empty for the other kinds)
+        let s = self.s.get(i * nb..(i + 1) * nb).unwrap_or(&[]);
         #[cfg(target_arch = "x86_64")]
         if simd() {
             match kind {
@@ -632,12 +653,21 @@ impl QuantX {
                 Kind::Q8_0 => return unsafe { x86::dot_q8_0(row, d, q) },
                 // SAFETY: as above.
                 Kind::Q4_0 => return unsafe { x86::dot_q4_0(row, d, q) },
+                // SAFETY: as above (the kernels stop at the shortest of row, d and s).
+                Kind::Other(GgmlType(Q4_1)) => return unsafe { x86::dot_q4_1(row, d, s, q) },
+                // SAFETY: as above.
+                Kind::Other(GgmlType(Q5_0)) => return unsafe { x86::dot_q5_0(row, d, q) },
+                // SAFETY: as above.
+                Kind::Other(GgmlType(Q5_1)) => return unsafe { x86::dot_q5_1(row, d, s, q) },
                 _ => {}
             }
         }
         match kind {
             Kind::Q8_0 => dot_q8_0(row, d, q),
             Kind::Q4_0 => dot_q4_0(row, d, q),
+            Kind::Other(GgmlType(Q4_1)) => dot_q4_1(row, d, s, q),
+            Kind::Other(GgmlType(Q5_0)) => dot_q5_0(row, d, q),
+            Kind::Other(GgmlType(Q5_1)) => dot_q5_1(row, d, s, q),
             Kind::Q4_K => dot_q4_k(row, d, q, &self.sums[i * self.cols / 32..(i + 1) * self.cols / 32]),
             Kind::Q6_K => dot_q6_k(row, d, q),
             _ => f32::NAN,
@@ -677,6 +707,63 @@ fn dot_q4_0(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
             w[j + 16] = (blk[2 + j] >> 4) as i8 - 8;
         }
         sum += isum32(&w, qx) as f32 * (f16_at(t, blk, 0) * dx);
+    }
+    sum
+}
+
+/// ggml's type ids of the 32-element block types kept as [`Kind::Other`] with an integer kernel
+/// here (`bind.rs` names the device kernels' kinds, so these have no variant of their own).
+const Q4_1: u32 = 3;
+const Q5_0: u32 = 6;
+const Q5_1: u32 = 7;
+
+/// A Q5_0/Q5_1 block's 32 5-bit values, unsigned (0..32): low nibbles are values 0..16, high
+/// nibbles 16..32, bit `j` of the little-endian `qh` the fifth bit of value `j`.
+#[inline]
+fn q5_values(qh: &[u8], qs: &[u8]) -> [i8; 32] {
+    let h = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+    let mut w = [0i8; 32];
+    for j in 0..16 {
+        w[j] = ((qs[j] & 0xF) | (((h >> j) & 1) << 4) as u8) as i8;
+        w[j + 16] = ((qs[j] >> 4) | (((h >> (j + 16)) & 1) << 4) as u8) as i8;
+    }
+    w
+}
+
+/// llama.cpp's `ggml_vec_dot_q4_1_q8_1_generic`: `d_w d_x Σ w x + m s` per block, `s` the
+/// activations' Q8_1 sums.
+fn dot_q4_1(row: &[u8], d: &[f32], s: &[f32], q: &[i8]) -> f32 {
+    let t = f16_table();
+    let mut sum = 0f32;
+    for (((blk, &dx), &sx), qx) in row.chunks_exact(20).zip(d).zip(s).zip(q.chunks_exact(32)) {
+        let mut w = [0i8; 32];
+        for j in 0..16 {
+            w[j] = (blk[4 + j] & 0xF) as i8;
+            w[j + 16] = (blk[4 + j] >> 4) as i8;
+        }
+        sum += (f16_at(t, blk, 0) * dx) * isum32(&w, qx) as f32 + f16_at(t, blk, 2) * sx;
+    }
+    sum
+}
+
+/// llama.cpp's `ggml_vec_dot_q5_0_q8_0_generic`.
+fn dot_q5_0(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+    let t = f16_table();
+    let mut sum = 0f32;
+    for ((blk, &dx), qx) in row.chunks_exact(22).zip(d).zip(q.chunks_exact(32)) {
+        let w = q5_values(&blk[2..6], &blk[6..22]).map(|v| v - 16);
+        sum += (f16_at(t, blk, 0) * dx) * isum32(&w, qx) as f32;
+    }
+    sum
+}
+
+/// llama.cpp's `ggml_vec_dot_q5_1_q8_1_generic`.
+fn dot_q5_1(row: &[u8], d: &[f32], s: &[f32], q: &[i8]) -> f32 {
+    let t = f16_table();
+    let mut sum = 0f32;
+    for (((blk, &dx), &sx), qx) in row.chunks_exact(24).zip(d).zip(s).zip(q.chunks_exact(32)) {
+        let w = q5_values(&blk[4..8], &blk[8..24]);
+        sum += (f16_at(t, blk, 0) * dx) * isum32(&w, qx) as f32 + f16_at(t, blk, 2) * sx;
     }
     sum
 }
@@ -1110,6 +1197,116 @@ mod x86 {
         hsum(acc)
     }
 
+    /// 32 unsigned weights (0..32) times 32 signed activations, summed in 8 i32 lanes, as f32
+    /// (llama.cpp's `mul_sum_us8_pairs_float`; no pair saturates: 2 * 31 * 128 < 2^15).
+    #[target_feature(enable = "avx2,fma")]
+    fn usum32(w: __m256i, x: __m256i) -> __m256 {
+        let p = _mm256_maddubs_epi16(w, x);
+        _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)))
+    }
+
+    /// A block's 16 bytes of nibbles as 32 bytes 0..16: low nibbles are values 0..16, high
+    /// nibbles 16..32 (llama.cpp's `bytes_from_nibbles_32`).
+    ///
+    /// # Safety
+    /// `p` must point at 16 readable bytes.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn nibbles(p: *const u8) -> __m256i {
+        // SAFETY: 16 bytes at p (the caller).
+        let nib = unsafe { _mm_loadu_si128(p as *const __m128i) };
+        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(nib), nib), _mm256_set1_epi8(0xF))
+    }
+
+    /// Byte `j` all ones where bit `j` of the little-endian `qh` is set, else zero (llama.cpp's
+    /// `bytes_from_bits_32`).
+    #[target_feature(enable = "avx2,fma")]
+    fn bits(qh: &[u8]) -> __m256i {
+        let h = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+        let shuf = _mm256_set_epi64x(0x0303_0303_0303_0303, 0x0202_0202_0202_0202, 0x0101_0101_0101_0101, 0);
+        let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(h as i32), shuf);
+        let bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe));
+        _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1))
+    }
+
+    /// [`super::dot_q4_1`] with AVX2, llama.cpp's `ggml_vec_dot_q4_1_q8_1` (the same products,
+    /// lanes and sums, so the same result bit for bit given the same activations).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `q` holds at least 32 values for each block of
+    /// `min(row.len() / 20, d.len(), s.len())`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_q4_1(row: &[u8], d: &[f32], s: &[f32], q: &[i8]) -> f32 {
+        let t = super::f16_table();
+        let mut acc = _mm256_setzero_ps();
+        let mut summs = 0f32;
+        for (b, ((blk, &dx), &sx)) in row.chunks_exact(20).zip(d).zip(s).enumerate() {
+            summs += super::f16_at(t, blk, 2) * sx;
+            // SAFETY: blk has 20 bytes (16 of nibbles at 4); q has 32 values at 32b (the caller).
+            let (w, x) = unsafe {
+                (
+                    nibbles(blk.as_ptr().add(4)),
+                    _mm256_loadu_si256(q.as_ptr().add(32 * b) as *const __m256i),
+                )
+            };
+            let dd = _mm256_set1_ps(super::f16_at(t, blk, 0) * dx);
+            acc = _mm256_fmadd_ps(dd, usum32(w, x), acc);
+        }
+        hsum(acc) + summs
+    }
+
+    /// [`super::dot_q5_0`] with AVX2, llama.cpp's `ggml_vec_dot_q5_0_q8_0`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `q` holds at least 32 values for each block of
+    /// `min(row.len() / 22, d.len())`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_q5_0(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+        let t = super::f16_table();
+        let mut acc = _mm256_setzero_ps();
+        let high = _mm256_set1_epi8(0xF0u8 as i8);
+        for (b, (blk, &dx)) in row.chunks_exact(22).zip(d).enumerate() {
+            // SAFETY: blk has 22 bytes (16 of nibbles at 6); q has 32 values at 32b (the caller).
+            let (w, x) = unsafe {
+                (
+                    nibbles(blk.as_ptr().add(6)),
+                    _mm256_loadu_si256(q.as_ptr().add(32 * b) as *const __m256i),
+                )
+            };
+            // fifth bit clear: the nibble minus 16 (its high bits all set), set: the nibble
+            let w = _mm256_or_si256(w, _mm256_andnot_si256(bits(&blk[2..6]), high));
+            let dd = _mm256_set1_ps(super::f16_at(t, blk, 0) * dx);
+            acc = _mm256_fmadd_ps(dd, isum32(w, x), acc);
+        }
+        hsum(acc)
+    }
+
+    /// [`super::dot_q5_1`] with AVX2, llama.cpp's `ggml_vec_dot_q5_1_q8_1`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `q` holds at least 32 values for each block of
+    /// `min(row.len() / 24, d.len(), s.len())`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_q5_1(row: &[u8], d: &[f32], s: &[f32], q: &[i8]) -> f32 {
+        let t = super::f16_table();
+        let mut acc = _mm256_setzero_ps();
+        let mut summs = 0f32;
+        let fifth = _mm256_set1_epi8(0x10);
+        for (b, ((blk, &dx), &sx)) in row.chunks_exact(24).zip(d).zip(s).enumerate() {
+            summs += super::f16_at(t, blk, 2) * sx;
+            // SAFETY: blk has 24 bytes (16 of nibbles at 8); q has 32 values at 32b (the caller).
+            let (w, x) = unsafe {
+                (
+                    nibbles(blk.as_ptr().add(8)),
+                    _mm256_loadu_si256(q.as_ptr().add(32 * b) as *const __m256i),
+                )
+            };
+            let w = _mm256_or_si256(w, _mm256_and_si256(bits(&blk[4..8]), fifth));
+            let dd = _mm256_mul_ps(_mm256_set1_ps(super::f16_at(t, blk, 0)), _mm256_set1_ps(dx));
+            acc = _mm256_fmadd_ps(usum32(w, x), dd, acc);
+        }
+        hsum(acc) + summs
+    }
+
     /// Four rows of `c = w.len() / 4` values times `x` (at least `c` long).
     ///
     /// # Safety
@@ -1403,6 +1600,11 @@ mod tests {
                     blk[2..4].copy_from_slice(&d);
                 }
                 Kind::Q6_K => blk[208..210].copy_from_slice(&d),
+                Kind::Other(GgmlType(Q5_0)) => blk[..2].copy_from_slice(&d),
+                Kind::Other(GgmlType(Q4_1 | Q5_1)) => {
+                    blk[..2].copy_from_slice(&d);
+                    blk[2..4].copy_from_slice(&half::f16::from_f32(-0.07).to_bits().to_le_bytes());
+                }
                 _ => {}
             }
         }
@@ -1428,10 +1630,20 @@ mod tests {
     }
 
     /// The integer kernels give what the float path gives: the dequantized row times the rounded
-    /// activations.
+    /// activations (for Q4_1 and Q5_1, to the rounding of Q8_1's sums to f16: see
+    /// [`s_allowance`]).
     #[test]
     fn integer_kernels_match_the_float_path() {
-        for (kind, id) in [(Kind::Q8_0, 8u64), (Kind::Q4_0, 2), (Kind::Q4_K, 12), (Kind::Q6_K, 14)] {
+        let o = |id: u32| Kind::Other(GgmlType(id));
+        for (kind, id) in [
+            (Kind::Q8_0, 8u64),
+            (Kind::Q4_0, 2),
+            (Kind::Q4_K, 12),
+            (Kind::Q6_K, 14),
+            (o(Q4_1), 3),
+            (o(Q5_0), 6),
+            (o(Q5_1), 7),
+        ] {
             let (block, _) = kind.block();
             let cols = 512;
             let row = blocks(kind, cols / block, id + 100);
@@ -1462,11 +1674,163 @@ mod tests {
                     .zip(&xr[i * cols..])
                     .map(|(a, b)| f64::from((a * b).abs()))
                     .sum();
+                let allow = s_allowance(kind, &row, &xr[i * cols..(i + 1) * cols]);
                 assert!(
-                    (got - want).abs() <= 1e-5 * scale,
+                    (got - want).abs() <= 1e-5 * scale + allow,
                     "{kind:?} vector {i}: {got} vs {want}"
                 );
             }
+        }
+    }
+
+    /// How far Q4_1's and Q5_1's products may be from the float path's (zero for other kinds):
+    /// llama.cpp's Q8_1 sum `s` is the f32 scale (not the f16 one the values are rounded with)
+    /// times the values' sum, rounded to f16, so each block's `m · s` may differ from `m` times
+    /// the sum of the rounded activations by 2^-11 for each of the two roundings (and f16's
+    /// smallest step, 2^-24, where `s` is subnormal).
+    fn s_allowance(kind: Kind, row: &[u8], xr: &[f32]) -> f64 {
+        let Kind::Other(GgmlType(Q4_1 | Q5_1)) = kind else {
+            return 0.0;
+        };
+        let (_, size) = kind.block();
+        let t = f16_table();
+        row.chunks_exact(size)
+            .zip(xr.chunks_exact(32))
+            .map(|(blk, x)| {
+                let sum: f64 = x.iter().map(|&v| f64::from(v)).sum();
+                f64::from(f16_at(t, blk, 2)).abs() * (sum.abs() * 2f64.powi(-9) + 2f64.powi(-23))
+            })
+            .sum()
+    }
+
+    /// One block of `kind` (Q4_1, Q5_0 or Q5_1) from its scale, min (ignored by Q5_0), the fifth
+    /// bits and the 16 bytes of nibbles.
+    fn block_of(kind: Kind, d: f32, m: f32, qh: u32, qs: [u8; 16]) -> Vec<u8> {
+        let f = |v: f32| half::f16::from_f32(v).to_bits().to_le_bytes();
+        let mut b = f(d).to_vec();
+        if kind != Kind::Other(GgmlType(Q5_0)) {
+            b.extend(f(m));
+        }
+        if kind != Kind::Other(GgmlType(Q4_1)) {
+            b.extend(qh.to_le_bytes());
+        }
+        b.extend(qs);
+        assert_eq!(b.len(), kind.block().1);
+        b
+    }
+
+    /// The portable kernel of `kind` (Q4_1, Q5_0 or Q5_1), whatever the CPU has.
+    fn portable(kind: Kind, q: &QuantX, row: &[u8], i: usize) -> f32 {
+        let nb = q.cols / 32;
+        let (d, x) = (&q.d[i * nb..(i + 1) * nb], &q.q[i * q.cols..(i + 1) * q.cols]);
+        match kind {
+            Kind::Other(GgmlType(Q4_1)) => dot_q4_1(row, d, &q.s[i * nb..(i + 1) * nb], x),
+            Kind::Other(GgmlType(Q5_0)) => dot_q5_0(row, d, x),
+            Kind::Other(GgmlType(Q5_1)) => dot_q5_1(row, d, &q.s[i * nb..(i + 1) * nb], x),
+            _ => unreachable!(),
+        }
+    }
+
+    /// Q4_1, Q5_0 and Q5_1 on blocks at the extremes (the largest and most negative f16 scales
+    /// and mins, zero blocks, every nibble 15 and every value 31, every fifth bit alone) and
+    /// random ones: the vector kernel (where the CPU has AVX2), the portable one and the
+    /// dequantized row times the rounded activations in f64 agree to float rounding (and the
+    /// rounding of Q8_1's sums, [`s_allowance`]).
+    #[test]
+    fn q4_1_q5_0_q5_1_kernels_on_extreme_blocks() {
+        for id in [Q4_1, Q5_0, Q5_1] {
+            let kind = Kind::Other(GgmlType(id));
+            let mut row = Vec::new();
+            let big = 65504f32;
+            for (d, m, qh, qs) in [
+                (big, big, u32::MAX, [0xFF; 16]),
+                (big, -big, 0, [0xFF; 16]),
+                (-big, big, u32::MAX, [0; 16]),
+                (0.0, 0.0, 0, [0; 16]),
+                (0.0, 0.0, u32::MAX, [0xFF; 16]),
+                (0.5, -8.0, 0x8000_0001, [0x0F; 16]),
+                (1e-7, 1e-7, 0x0001_0000, [0xF0; 16]),
+                (-0.03, 0.25, 0x5555_5555, [0x5A; 16]),
+            ] {
+                row.extend(block_of(kind, d, m, qh, qs));
+            }
+            row.extend(blocks(kind, 8, u64::from(id)));
+            let cols = 16 * 32;
+            let mut x: Vec<f32> = (0..3 * cols)
+                .map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 3.0)
+                .collect();
+            x[cols..cols + 32].fill(0.0); // a zero activation block against each weight block
+            x[2 * cols..2 * cols + 64].fill(-2.5); // all equal (all -127)
+            let q = QuantX::new(kind, &x, cols).unwrap();
+            let mut w = vec![0f32; cols];
+            dequantize_row(kind, &row, &mut w);
+            let xr = round_activations(kind, &x);
+            for i in 0..3 {
+                let xi = &xr[i * cols..(i + 1) * cols];
+                let want: f64 = w.iter().zip(xi).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+                let scale: f64 = w.iter().zip(xi).map(|(a, b)| f64::from((a * b).abs())).sum();
+                let allow = 1e-5 * scale + s_allowance(kind, &row, xi);
+                let (fast, slow) = (f64::from(q.dot(kind, &row, i)), f64::from(portable(kind, &q, &row, i)));
+                assert!((fast - want).abs() <= allow, "{kind:?} vector {i}: {fast} vs {want}");
+                assert!((slow - want).abs() <= allow, "{kind:?} portable {i}: {slow} vs {want}");
+                assert!((fast - slow).abs() <= 1e-5 * scale, "{kind:?} {i}: {fast} vs {slow}");
+            }
+        }
+    }
+
+    /// Where every product and sum is exact in f32 (power-of-two scales, activations whose
+    /// largest magnitude is 127 so their scale is 1, block sums within f16's integers), the
+    /// vector kernel, the portable one and the exact product agree bit for bit: the integer
+    /// parts (nibbles, fifth bits, offsets, mins) are llama.cpp's.
+    #[test]
+    fn q4_1_q5_0_q5_1_kernels_are_exact_where_f32_is() {
+        for id in [Q4_1, Q5_0, Q5_1] {
+            let kind = Kind::Other(GgmlType(id));
+            let nb = 12;
+            let mut row = Vec::new();
+            let mut r = u64::from(id) * 977;
+            let mut next = || {
+                r = r.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (r >> 33) as u32
+            };
+            for b in 0..nb {
+                let d = [0.25, 0.5, -1.0, 0.0][b % 4];
+                let m = [-2.0, 4.0, 0.125, 0.0][(b / 2) % 4];
+                let qh = [u32::MAX, 0, next()][b % 3];
+                let qs = if b % 5 == 0 {
+                    [0xFF; 16]
+                } else {
+                    [0; 16].map(|_| next() as u8)
+                };
+                row.extend(block_of(kind, d, m, qh, qs));
+            }
+            let cols = nb * 32;
+            let x: Vec<f32> = (0..cols)
+                .map(|c| match c % 32 {
+                    0 if c / 32 % 2 == 0 => 127.0,
+                    0 => -127.0,
+                    _ => (next() % 81) as f32 - 40.0,
+                })
+                .collect();
+            let q = QuantX::new(kind, &x, cols).unwrap();
+            assert!(q.d.iter().all(|&d| d == 1.0));
+            let mut w = vec![0f32; cols];
+            dequantize_row(kind, &row, &mut w);
+            let want: f64 = w.iter().zip(&x).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+            let want = want as f32;
+            assert_eq!(
+                f64::from(want),
+                w.iter()
+                    .zip(&x)
+                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                    .sum::<f64>()
+            );
+            assert_eq!(q.dot(kind, &row, 0).to_bits(), want.to_bits(), "{kind:?}");
+            assert_eq!(
+                portable(kind, &q, &row, 0).to_bits(),
+                want.to_bits(),
+                "{kind:?} portable"
+            );
         }
     }
 
@@ -1575,6 +1939,23 @@ mod tests {
             }
         }
         assert_eq!(&q.q[64..67], &[127, 2, -4]);
+        // Q8_1 (Q4_1, Q5_1): the same values and scales, and s = f16(amax / 127 * Σ q) in f32
+        for id in [Q4_1, Q5_1] {
+            let q1 = QuantX::new(Kind::Other(GgmlType(id)), &x, 32 * 6).unwrap();
+            assert_eq!((&q1.q, &q1.d), (&q.q, &q.d));
+            assert!(
+                QuantX::new(Kind::Other(GgmlType(Q5_0)), &x, 32 * 6)
+                    .unwrap()
+                    .s
+                    .is_empty()
+            );
+            for (b, xb) in x.chunks_exact(32).enumerate() {
+                let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+                let sum: i32 = q.q[32 * b..32 * b + 32].iter().map(|&v| i32::from(v)).sum();
+                let s = t[half::f16::from_f32(amax / 127.0 * sum as f32).to_bits() as usize];
+                assert_eq!(q1.s[b].to_bits(), s.to_bits(), "block {b} sum");
+            }
+        }
     }
 
     /// `add_scaled` is the scalar loop, bit for bit, for every length remainder.
