@@ -606,7 +606,36 @@ impl QuantX {
             // the row nb blocks (QuantX::new and Matrix::new checked the sizes).
             return unsafe { x86::dot_q8_0_x4(row, d, q) };
         }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(v) = self.dot4_q4_1_q5(kind, row, i) {
+            return v;
+        }
         [0, 1, 2, 3].map(|k| self.dot(kind, row, i + k))
+    }
+
+    /// Q4_1, Q5_0 and Q5_1 with inputs `i..i + 4`, each bit for bit [`dot`](Self::dot)'s, where
+    /// the CPU has AVX2; `None` for other kinds or CPUs.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    fn dot4_q4_1_q5(&self, kind: Kind, row: &[u8], i: usize) -> Option<[f32; 4]> {
+        let Kind::Other(GgmlType(id @ (Q4_1 | Q5_0 | Q5_1))) = kind else {
+            return None;
+        };
+        if !simd() {
+            return None;
+        }
+        let nb = self.cols / self.block;
+        let d = [0, 1, 2, 3].map(|k| &self.d[(i + k) * nb..(i + k + 1) * nb]);
+        let s = [0, 1, 2, 3].map(|k| self.s.get((i + k) * nb..(i + k + 1) * nb).unwrap_or(&[]));
+        let q = [0, 1, 2, 3].map(|k| &self.q[(i + k) * self.cols..(i + k + 1) * self.cols]);
+        // SAFETY: simd() checked AVX2 and FMA; the kernel checks the sizes.
+        Some(unsafe {
+            match id {
+                Q4_1 => x86::dot_q4_1_q5_x4::<Q4_1>(row, d, s, q),
+                Q5_0 => x86::dot_q4_1_q5_x4::<Q5_0>(row, d, s, q),
+                _ => x86::dot_q4_1_q5_x4::<Q5_1>(row, d, s, q),
+            }
+        })
     }
 
     /// The scales block by block: element `b * n + i` is input `i`'s scale of block `b` (`n`
@@ -632,6 +661,10 @@ impl QuantX {
             // SAFETY: simd() checked AVX2 and FMA; the kernel checks the sizes (each input has
             // nb * 32 values, dt from input i on holds n * (nb - 1) + 4 scales as i + 4 <= n).
             return unsafe { x86::dot_q8_0_x4_exact(row, &dt[i..], self.vectors(), q, self.cols) };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(v) = self.dot4_q4_1_q5(kind, row, i) {
+            return v;
         }
         let _ = dt;
         [0, 1, 2, 3].map(|k| self.dot(kind, row, i + k))
@@ -1307,6 +1340,87 @@ mod x86 {
         hsum(acc) + summs
     }
 
+    /// [`dot_q4_1`], [`dot_q5_0`] or [`dot_q5_1`] (ggml type `ID`) of one row with four inputs,
+    /// each result bit for bit that kernel's (the same products, lanes and sums per input): the
+    /// row's blocks are decoded once for the four. `s` is unused for Q5_0.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. Sizes are checked (a panic, not undefined behaviour): with
+    /// `nb` the blocks of `row`, each `d[k]` (and, but for Q5_0, `s[k]`) holds `nb` values and
+    /// each `q[k]` `32 * nb`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_q4_1_q5_x4<const ID: u32>(
+        row: &[u8],
+        d: [&[f32]; 4],
+        s: [&[f32]; 4],
+        q: [&[i8]; 4],
+    ) -> [f32; 4] {
+        use super::{Q4_1, Q5_0};
+        let size = match ID {
+            Q4_1 => 20,
+            Q5_0 => 22,
+            _ => 24,
+        };
+        let nb = row.len() / size;
+        assert!(
+            d.iter().all(|d| d.len() >= nb)
+                && (ID == Q5_0 || s.iter().all(|s| s.len() >= nb))
+                && q.iter().all(|q| q.len() >= 32 * nb)
+        );
+        let t = super::f16_table();
+        let (low, high, fifth) = (
+            _mm256_set1_epi8(0xF),
+            _mm256_set1_epi8(0xF0u8 as i8),
+            _mm256_set1_epi8(0x10),
+        );
+        let ones = _mm256_set1_epi16(1);
+        let zero = _mm256_setzero_ps();
+        // (named accumulators: an array of them is kept on the stack)
+        let (mut a0, mut a1, mut a2, mut a3) = (zero, zero, zero, zero);
+        let mut m = [0f32; 4];
+        for b in 0..nb {
+            let blk = &row[size * b..size * (b + 1)];
+            // SAFETY: the block's nibbles are its last 16 bytes.
+            let nib = unsafe { _mm_loadu_si128(blk.as_ptr().add(size - 16) as *const __m128i) };
+            let w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(nib), nib), low);
+            let w = match ID {
+                Q4_1 => w,
+                Q5_0 => _mm256_or_si256(w, _mm256_andnot_si256(bits(&blk[2..6]), high)),
+                _ => _mm256_or_si256(w, _mm256_and_si256(bits(&blk[4..8]), fifth)),
+            };
+            // Q5_0's signed weights as |w| and the activations given w's sign (isum32)
+            let aw = if ID == Q5_0 { _mm256_sign_epi8(w, w) } else { w };
+            let dw = super::f16_at(t, blk, 0);
+            if ID != Q5_0 {
+                let mw = super::f16_at(t, blk, 2);
+                for (mk, sk) in m.iter_mut().zip(s) {
+                    *mk += mw * sk[b];
+                }
+            }
+            let prod = |k: usize| {
+                // SAFETY: q[k] holds 32 values at 32b (asserted).
+                let x = unsafe { _mm256_loadu_si256(q[k].as_ptr().add(32 * b) as *const __m256i) };
+                let x = if ID == Q5_0 { _mm256_sign_epi8(x, w) } else { x };
+                let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(aw, x), ones));
+                (_mm256_set1_ps(dw * d[k][b]), p)
+            };
+            let (s0, p0) = prod(0);
+            a0 = _mm256_fmadd_ps(s0, p0, a0);
+            let (s1, p1) = prod(1);
+            a1 = _mm256_fmadd_ps(s1, p1, a1);
+            let (s2, p2) = prod(2);
+            a2 = _mm256_fmadd_ps(s2, p2, a2);
+            let (s3, p3) = prod(3);
+            a3 = _mm256_fmadd_ps(s3, p3, a3);
+        }
+        let sums = [hsum(a0), hsum(a1), hsum(a2), hsum(a3)];
+        if ID == Q5_0 {
+            sums
+        } else {
+            [0, 1, 2, 3].map(|k| sums[k] + m[k])
+        }
+    }
+
     /// Four rows of `c = w.len() / 4` values times `x` (at least `c` long).
     ///
     /// # Safety
@@ -1756,7 +1870,7 @@ mod tests {
             }
             row.extend(blocks(kind, 8, u64::from(id)));
             let cols = 16 * 32;
-            let mut x: Vec<f32> = (0..3 * cols)
+            let mut x: Vec<f32> = (0..4 * cols)
                 .map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 3.0)
                 .collect();
             x[cols..cols + 32].fill(0.0); // a zero activation block against each weight block
@@ -1765,7 +1879,7 @@ mod tests {
             let mut w = vec![0f32; cols];
             dequantize_row(kind, &row, &mut w);
             let xr = round_activations(kind, &x);
-            for i in 0..3 {
+            for i in 0..4 {
                 let xi = &xr[i * cols..(i + 1) * cols];
                 let want: f64 = w.iter().zip(xi).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
                 let scale: f64 = w.iter().zip(xi).map(|(a, b)| f64::from((a * b).abs())).sum();
@@ -1775,6 +1889,13 @@ mod tests {
                 assert!((slow - want).abs() <= allow, "{kind:?} portable {i}: {slow} vs {want}");
                 assert!((fast - slow).abs() <= 1e-5 * scale, "{kind:?} {i}: {fast} vs {slow}");
             }
+            // four inputs at once: each bit for bit the one-input kernel's
+            let four = q.dot4(kind, &row, 0).map(f32::to_bits);
+            assert_eq!(
+                four,
+                [0, 1, 2, 3].map(|i| q.dot(kind, &row, i).to_bits()),
+                "{kind:?} dot4"
+            );
         }
     }
 
