@@ -48,6 +48,8 @@ pub struct ServeArgs {
     #[arg(long, env = "TENSORLANE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// The most connections served at once; one more is answered 503 with Retry-After at once.
+    /// Lowered (with a warning) to what the open-file limit (ulimit -n, raised to its hard limit
+    /// when needed) leaves room for: a descriptor per connection, 64 kept for the rest.
     #[arg(long, default_value_t = 512)]
     pub max_connections: usize,
     /// How long a connection may take to send a request's head (from its accept, or from the
@@ -72,7 +74,7 @@ pub struct ServeArgs {
 
 /// A duration as `--header-timeout` takes it: a whole number with `ms`, `s` or `m` (a bare
 /// number is seconds); `0` means no limit.
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (n, unit) = t.split_at(split);
@@ -181,6 +183,60 @@ fn write_sample(dir: &Path) -> Result<(), tensorlane::Error> {
     Ok(())
 }
 
+/// File descriptors kept for what is not a connection: the files a request opens, the served
+/// folders and models, the runtime's own.
+const FD_MARGIN: u64 = 64;
+
+/// The most connections the open-file limit (`RLIMIT_NOFILE`) leaves room for, after raising its
+/// soft limit towards the hard one as far as `wanted` needs: `wanted`, or fewer with a warning
+/// to print. (A connection takes a descriptor; the margin is for the rest.)
+// `rlim_t` is u64 on some targets and not on others: the casts are for the others.
+#[allow(clippy::unnecessary_cast)]
+fn connection_limit(wanted: usize) -> (usize, Option<String>) {
+    #[cfg(unix)]
+    {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the struct it is given.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+            return (wanted, None);
+        }
+        let need = (wanted as u64).saturating_add(FD_MARGIN);
+        let cur = lim.rlim_cur as u64;
+        let max = lim.rlim_max as u64;
+        let mut soft = cur;
+        if cur < need && max > cur {
+            let raised = libc::rlimit {
+                rlim_cur: need.min(max) as libc::rlim_t,
+                rlim_max: lim.rlim_max,
+            };
+            // SAFETY: setrlimit reads the struct it is given.
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+                soft = need.min(max);
+            }
+        }
+        let fits = soft.saturating_sub(FD_MARGIN).max(1);
+        if (wanted as u64) > fits {
+            let fits = usize::try_from(fits).unwrap_or(usize::MAX);
+            return (
+                fits,
+                Some(format!(
+                    "warning: --max-connections {wanted} lowered to {fits}: the open-file limit \
+                     (ulimit -n) is {soft}, a file descriptor per connection and {FD_MARGIN} kept \
+                     for the rest; raise the limit (ulimit -n) to serve more"
+                )),
+            );
+        }
+        (wanted, None)
+    }
+    #[cfg(not(unix))]
+    {
+        (wanted, None)
+    }
+}
+
 /// Runs `tensorlane serve`.
 pub fn run(args: ServeArgs) -> ExitCode {
     let has_token = args.token.as_deref().is_some_and(|t| !t.is_empty());
@@ -221,17 +277,29 @@ pub fn run(args: ServeArgs) -> ExitCode {
     } else {
         args.paths
     };
+    let (max_connections, lowered) = connection_limit(args.max_connections);
+    if let Some(warning) = lowered {
+        eprintln!("{warning}");
+    }
     let config = Config {
         bind: args.bind,
         paths,
         web: web.clone(),
         assets: inspector::ASSETS,
         token: args.token,
-        max_connections: args.max_connections,
+        max_connections,
         header_timeout: Some(args.header_timeout).filter(|d| !d.is_zero()),
         idle_timeout: Some(args.idle_timeout).filter(|d| !d.is_zero()),
         max_memory: args.max_memory,
         max_tensor_bytes: crate::limits::max_tensor_bytes(),
+        api_origins: if args.llm.cors_origins.is_empty() {
+            tensorlane::serve::DEFAULT_API_ORIGINS
+                .iter()
+                .map(|o| o.to_string())
+                .collect()
+        } else {
+            args.llm.cors_origins.clone()
+        },
     };
     let api_line = llm.as_ref().map(|l| {
         format!(

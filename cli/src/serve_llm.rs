@@ -41,6 +41,40 @@ pub struct ModelArgs {
     /// Worker threads of the executor (default: every core).
     #[arg(long, requires = "model")]
     pub threads: Option<usize>,
+    /// How long a request's body may take to arrive after its head (`30s`, `500ms`, `2m`; a bare
+    /// number is seconds; `0` for no limit): a body that takes longer is answered 408 and the
+    /// connection closed. (A body over 1 MiB is answered 413 at once, when its Content-Length
+    /// says so before anything is read.)
+    #[arg(long, value_name = "TIME", default_value = "30s", value_parser = crate::serve::parse_duration, requires = "model")]
+    pub body_timeout: std::time::Duration,
+    /// An origin whose web pages may call the API under /v1/ (CORS), as `https://app.example`,
+    /// `http://host:*` (any port) or `*` (any page on the web; give it only for an API meant to
+    /// be public); repeat for several. Default: pages from loopback only (http://127.0.0.1:*,
+    /// http://localhost:*, http://[::1]:*) and this server's own. A request from another page is
+    /// refused with 403. The file routes stay open to every origin.
+    #[arg(long = "cors-origin", value_name = "ORIGIN", value_parser = parse_origin, requires = "model")]
+    pub cors_origins: Vec<String>,
+}
+
+/// An origin as `--cors-origin` takes it: `*`, or `http://` / `https://` and a host with an
+/// optional port (`:*` for any), nothing after it.
+fn parse_origin(s: &str) -> Result<String, String> {
+    if s == "*" {
+        return Ok(s.into());
+    }
+    let s = s.strip_suffix('/').unwrap_or(s);
+    let rest = s
+        .strip_prefix("http://")
+        .or_else(|| s.strip_prefix("https://"))
+        .ok_or_else(|| {
+            format!("{s:?} is not an origin: give scheme and host, as https://app.example or http://localhost:*, or *")
+        })?;
+    if rest.is_empty() || rest.contains(['/', '?', '#', ' ', '@']) {
+        return Err(format!(
+            "{s:?} is not an origin: scheme, host and port only (as https://app.example:8443), no path"
+        ));
+    }
+    Ok(s.into())
 }
 
 /// What `--model` started: the routes to mount and a line to print.
@@ -106,6 +140,7 @@ pub fn start(args: &ModelArgs) -> Result<Option<Started>, String> {
     let streamed = engine.info().streamed_bytes;
     let config = ApiConfig {
         chat_template: template.clone(),
+        body_timeout: Some(args.body_timeout).filter(|d| !d.is_zero()),
         ..ApiConfig::new(model_id.clone())
     };
     Ok(Some(Started {

@@ -140,7 +140,7 @@ fn status(addr: SocketAddr, method: &str, path: &str, headers: &str, body: &str)
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();

@@ -384,9 +384,12 @@ impl Engine {
         if req.max_tokens == 0 {
             return Err(Error::Options("max_tokens must be at least 1".into()));
         }
+        // As OpenAI counts: the prompt and every token it may generate within the context
+        // (`usage.total_tokens` at most the context). The last generated token is never
+        // evaluated, so one position stays unused; a client that asks for
+        // `context - prompt` tokens is served exactly that.
         let needed = req.prompt.len().saturating_add(req.max_tokens);
-        if req.prompt.len() >= context || needed > context + 1 {
-            // The last generated token is never evaluated: prompt + max_tokens - 1 positions.
+        if needed > context {
             return Err(Error::Context { needed, context });
         }
         if req.logprobs.is_some_and(|n| n > 20) {

@@ -21,14 +21,21 @@
 //! Chat templates come from the GGUF key `tokenizer.chat_template` or `tokenizer_config.json`
 //! beside a safetensors file ([`chat_template`]) and are rendered with minijinja (Python string
 //! methods of Hugging Face templates included) with `messages`, `add_generation_prompt`,
-//! `bos_token` and `eos_token`; special tokens written by the template are parsed as tokens. A
-//! model without a template answers chat requests with 400.
+//! `bos_token` and `eos_token`; special tokens written by the template are parsed as tokens, and
+//! none in the messages' text ([`mark_text`], [`chat_prompt`]): `</s>` in a message is those
+//! characters. A role must be a name (letters, digits, `_`, `-`). A model without a template
+//! answers chat requests with 400.
+//!
+//! A `POST` must be `Content-Type: application/json` (else 415) and its body arrive within
+//! [`ApiConfig::body_timeout`] (else 408, the connection closed). Response ids are `chatcmpl-` /
+//! `cmpl-` and 24 characters from the operating system's CSPRNG.
 //!
 //! Errors are OpenAI error objects, `{"error": {"message", "type", "param", "code"}}`: 400
 //! `invalid_request_error` for invalid JSON or parameters (`context_length_exceeded` for a prompt
-//! or `max_tokens` beyond the context), 404 `model_not_found` for another model name, 413 for a
-//! body over [`ApiConfig::max_body`], 429 `rate_limit_exceeded` when every batch slot is taken and
-//! the queue is full. A client that disconnects cancels its sequence at the next decode step.
+//! plus `max_tokens` beyond the context, which holds both), 404 `model_not_found` for another
+//! model name, 413 for a body over [`ApiConfig::max_body`], 429 `rate_limit_exceeded` (with
+//! `Retry-After`) when every batch slot is taken and the queue is full. A client that disconnects
+//! cancels its sequence at the next decode step.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -55,9 +62,16 @@ pub struct ApiConfig {
     pub model_id: String,
     /// The chat template (Jinja), or `None`: chat requests get 400.
     pub chat_template: Option<String>,
-    /// The largest request body accepted, in bytes (default 1 MiB); larger ones get 413.
+    /// The largest request body accepted, in bytes (default 1 MiB); larger ones get 413, at once
+    /// when their `Content-Length` says so.
     pub max_body: usize,
+    /// How long a request's body may take to arrive once its head has (default 30 s; `None`: no
+    /// limit); a body that takes longer is answered 408 and the connection closed.
+    pub body_timeout: Option<Duration>,
 }
+
+/// [`ApiConfig::body_timeout`]'s default.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl ApiConfig {
     /// A configuration for `model_id` with no chat template and a 1 MiB body limit.
@@ -66,6 +80,7 @@ impl ApiConfig {
             model_id: model_id.into(),
             chat_template: None,
             max_body: 1 << 20,
+            body_timeout: Some(DEFAULT_BODY_TIMEOUT),
         }
     }
 }
@@ -126,6 +141,7 @@ pub fn router(engine: Engine, config: ApiConfig) -> Router {
             .map_err(|e| format!("the model's chat template does not compile: {e}"))
     });
     let max_body = config.max_body;
+    let limits = (max_body, config.body_timeout.filter(|d| !d.is_zero()));
     let api = Arc::new(Api {
         engine,
         config,
@@ -138,7 +154,96 @@ pub fn router(engine: Engine, config: ApiConfig) -> Router {
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
         .layer(DefaultBodyLimit::max(max_body))
+        .route_layer(axum::middleware::from_fn_with_state(limits, read_body))
         .with_state(api)
+}
+
+/// A `POST`'s body, read before its handler runs: it must be `Content-Type: application/json`
+/// (else 415), at most `max_body` bytes (413, before anything is read when `Content-Length`
+/// says more) and all there within `timeout` of the head (else 408). 408 and 413 close the
+/// connection (the rest of the body is not read).
+async fn read_body(
+    State((max_body, timeout)): State<(usize, Option<Duration>)>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    use axum::http::{HeaderValue, Method, header};
+    if req.method() != Method::POST {
+        return next.run(req).await;
+    }
+    let closing = |e: ApiError| {
+        let mut r = e.into_response();
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
+    };
+    let too_large = || ApiError {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        message: format!("the request body is larger than this server takes ({max_body} bytes)"),
+        kind: "invalid_request_error",
+        param: None,
+        code: Some("request_too_large"),
+    };
+    let json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return closing(ApiError {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            message: "the request body must be JSON, sent with Content-Type: application/json".into(),
+            kind: "invalid_request_error",
+            param: None,
+            code: Some("unsupported_media_type"),
+        });
+    }
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max_body as u64) {
+        return closing(too_large());
+    }
+    let (parts, body) = req.into_parts();
+    let read = async {
+        use futures_util::StreamExt;
+        let mut data = Vec::new();
+        let mut stream = body.into_data_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| ApiError::invalid(format!("cannot read the request body: {e}"), None))?;
+            if data.len() + chunk.len() > max_body {
+                return Err(too_large());
+            }
+            data.extend_from_slice(&chunk);
+        }
+        Ok(data)
+    };
+    let data = match timeout {
+        Some(t) => match tokio::time::timeout(t, read).await {
+            Ok(r) => r,
+            Err(_) => Err(ApiError {
+                status: StatusCode::REQUEST_TIMEOUT,
+                message: format!(
+                    "the request body did not arrive within {} s (the server's body timeout)",
+                    t.as_secs_f32()
+                ),
+                kind: "invalid_request_error",
+                param: None,
+                code: Some("timeout"),
+            }),
+        },
+        None => read.await,
+    };
+    match data {
+        Ok(data) => {
+            next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(data)))
+                .await
+        }
+        Err(e) => closing(e),
+    }
 }
 
 fn now() -> u64 {
@@ -175,7 +280,14 @@ impl IntoResponse for ApiError {
             "param": self.param,
             "code": self.code,
         }});
-        (self.status, axum::Json(body)).into_response()
+        let mut r = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            r.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        r
     }
 }
 
@@ -391,9 +503,10 @@ fn params(api: &Api, m: &serde_json::Map<String, Value>, max_tokens_keys: &[&'st
     })
 }
 
-/// Positions left after the prompt (the default `max_tokens` of chat).
+/// Tokens left to generate after the prompt (the default `max_tokens` of chat): the context
+/// holds the prompt and all the generated tokens.
 fn room(api: &Api, prompt: usize) -> usize {
-    (api.engine.info().context + 1).saturating_sub(prompt).max(1)
+    api.engine.info().context.saturating_sub(prompt).max(1)
 }
 
 async fn completions(State(api): State<Arc<Api>>, body: std::result::Result<Bytes, BytesRejection>) -> Response {
@@ -485,6 +598,7 @@ fn chat_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -
     if messages.is_empty() {
         return Err(ApiError::invalid("messages must not be empty", Some("messages")));
     }
+    let tok = api.engine.tokenizer();
     let mut msgs = Vec::with_capacity(messages.len());
     for (i, msg) in messages.iter().enumerate() {
         let role = msg.get("role").and_then(Value::as_str);
@@ -503,7 +617,13 @@ fn chat_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -
             Some(_) => None,
         };
         match (role, content) {
-            (Some(role), Some(content)) => msgs.push(json!({"role": role, "content": content})),
+            (Some(role), _) if !valid_role(role) => {
+                return Err(ApiError::invalid(
+                    format!("messages[{i}].role must be 1 to 64 letters, digits, '_' or '-'"),
+                    Some("messages"),
+                ));
+            }
+            (Some(role), Some(content)) => msgs.push(json!({"role": role, "content": mark_text(tok, &content)})),
             _ => {
                 return Err(ApiError::invalid(
                     format!("messages[{i}] needs a string role and text content (a string or text parts)"),
@@ -512,7 +632,6 @@ fn chat_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -
             }
         }
     }
-    let tok = api.engine.tokenizer();
     let vocab = tok.vocab();
     let text_of = |id: Option<u32>| {
         id.and_then(|i| vocab.tokens.get(i as usize))
@@ -541,16 +660,79 @@ fn chat_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -
     start(api, prompt, max_tokens, p, Kind::Chat)
 }
 
-/// The tokens of a rendered chat: special tokens the template wrote are parsed as tokens, and
-/// BOS is added (when the vocabulary adds one) unless the template wrote it.
+/// The mark [`mark_text`] puts into a client's text before the chat template renders it, and
+/// [`chat_prompt`] takes out: no control token is parsed over one. (A noncharacter: it is dropped
+/// from the messages, where it means nothing.)
+pub const MARK: char = '\u{FDD0}';
+
+/// Whether `role` is a role name a template may be given: 1 to 64 ASCII letters, digits, `_`
+/// or `-` (so no markup of the template's language can come in through it).
+fn valid_role(role: &str) -> bool {
+    (1..=64).contains(&role.len())
+        && role
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// A client's message text made ready for the chat template: [`MARK`] after the first character
+/// of every control token's text in it (`</s>`, `<|im_end|>`, ...), and around it (inside any
+/// whitespace at either end, so a template that trims the text still does), so that
+/// [`chat_prompt`] keeps it text: a control token is parsed only where the template itself wrote
+/// it. `MARK`s already in `text` are dropped.
+pub fn mark_text(tok: &crate::tokenizer::Tokenizer, text: &str) -> String {
+    let text: std::borrow::Cow<'_, str> = if text.contains(MARK) {
+        text.replace(MARK, "").into()
+    } else {
+        text.into()
+    };
+    let core = text.trim();
+    if core.is_empty() {
+        return text.into_owned();
+    }
+    let start = core.as_ptr() as usize - text.as_ptr() as usize;
+    let end = start + core.len();
+    let mut at: Vec<usize> = vec![start, end];
+    for pat in tok.control_texts() {
+        let first = pat.chars().next().map_or(0, char::len_utf8);
+        if first == 0 || first == pat.len() {
+            continue;
+        }
+        at.extend(core.match_indices(pat).map(|(i, _)| start + i + first));
+    }
+    at.sort_unstable();
+    at.dedup();
+    let mut out = String::with_capacity(text.len() + at.len() * MARK.len_utf8());
+    let mut from = 0;
+    for i in at {
+        out.push_str(&text[from..i]);
+        out.push(MARK);
+        from = i;
+    }
+    out.push_str(&text[from..]);
+    out
+}
+
+/// The tokens of a rendered chat: special tokens the template wrote are parsed as tokens, but
+/// none over a [`MARK`] (the messages' text, [`mark_text`]); the marks are taken out. BOS is
+/// added (when the vocabulary adds one) unless the template wrote it.
 pub fn chat_prompt(tok: &crate::tokenizer::Tokenizer, rendered: &str) -> Vec<u32> {
+    let mut text = String::with_capacity(rendered.len());
+    let mut breaks = Vec::new();
+    for (i, part) in rendered.split(MARK).enumerate() {
+        if i > 0 {
+            breaks.push(text.len());
+        }
+        text.push_str(part);
+    }
     let vocab = tok.vocab();
     let bos_text = vocab
         .bos
         .and_then(|i| vocab.tokens.get(i as usize))
         .filter(|b| !b.is_empty());
-    let has_bos = bos_text.is_some_and(|b| rendered.as_bytes().starts_with(b));
-    tok.encode_special(rendered, !has_bos, true)
+    // The template's BOS: at the start, and no message's text over it.
+    let has_bos =
+        bos_text.is_some_and(|b| text.as_bytes().starts_with(b) && breaks.first().is_none_or(|&x| x >= b.len()));
+    tok.encode_special_except(&text, !has_bos, &breaks)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -562,17 +744,13 @@ enum Kind {
 /// Submits the request and answers it, streaming or not.
 fn start(api: Arc<Api>, prompt: Vec<u32>, max_tokens: usize, p: Params, kind: Kind) -> ApiResult<Started> {
     let prompt_tokens = prompt.len();
+    let id = response_id(if kind == Kind::Chat { "chatcmpl" } else { "cmpl" })?;
     let rx = api.engine.submit(Request {
         prompt,
         sampling: p.sampling.clone(),
         max_tokens,
         logprobs: p.logprobs,
     })?;
-    let id = format!(
-        "{}-{:016x}",
-        if kind == Kind::Chat { "chatcmpl" } else { "cmpl" },
-        p.sampling.seed ^ now().rotate_left(32) ^ (Arc::as_ptr(&api) as u64)
-    );
     let text = Text::new(p.stop.clone());
     let run = Run {
         api,
@@ -591,6 +769,28 @@ fn start(api: Arc<Api>, prompt: Vec<u32>, max_tokens: usize, p: Params, kind: Ki
         stream: p.stream,
         include_usage: p.include_usage,
     })
+}
+
+/// `{prefix}-` and 24 characters of `[A-Za-z0-9]` from the operating system's CSPRNG: unique per
+/// response whatever the request's `seed`, and telling nothing about the server (no address, no
+/// clock).
+fn response_id(prefix: &str) -> ApiResult<String> {
+    const ALPHABET: &[u8; 62] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut id = String::with_capacity(prefix.len() + 25);
+    id.push_str(prefix);
+    id.push('-');
+    let mut left = 24;
+    while left > 0 {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes)
+            .map_err(|e| server_error(format!("the system's random number generator failed: {e}")))?;
+        // Bytes below 248 (4 x 62) map to the alphabet without bias; the others are dropped.
+        for b in bytes.into_iter().filter(|&b| b < 248).take(left) {
+            id.push(ALPHABET[usize::from(b % 62)] as char);
+            left -= 1;
+        }
+    }
+    Ok(id)
 }
 
 /// A submitted request, to be answered.

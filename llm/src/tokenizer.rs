@@ -557,6 +557,15 @@ impl Tokenizer {
         self.to_id.get(text.as_bytes()).copied()
     }
 
+    /// The texts of the control tokens (`<s>`, `</s>`, `<|im_end|>`, ...): the ones
+    /// [`encode_special`](Self::encode_special) parses only when asked.
+    pub fn control_texts(&self) -> impl Iterator<Item = &str> + '_ {
+        self.specials
+            .iter()
+            .filter(|&&(_, control)| control)
+            .filter_map(|&(id, _)| std::str::from_utf8(&self.vocab.tokens[id as usize]).ok())
+    }
+
     /// Whether `id` ends generation (EOS, or a control token named like an end-of-turn).
     pub fn is_eog(&self, id: u32) -> bool {
         if Some(id) == self.vocab.eos {
@@ -580,11 +589,46 @@ impl Tokenizer {
     /// [`encode`](Self::encode), with control tokens written in the text (`<s>`,
     /// `<|im_start|>`, ...) parsed as those tokens when `parse_special`.
     pub fn encode_special(&self, text: &str, add_bos: bool, parse_special: bool) -> Vec<u32> {
-        // Fragments: Ok(text) to tokenize, Err(id) for a special token found in the text.
-        // (llama.cpp: empty text is no fragment at all, so not even the space prefix.)
-        let mut frags: Vec<std::result::Result<&str, u32>> = if text.is_empty() { Vec::new() } else { vec![Ok(text)] };
+        if parse_special {
+            self.encode_parsing(text, add_bos, Some(&|_, _| true))
+        } else {
+            self.encode_parsing(text, add_bos, None)
+        }
+    }
+
+    /// [`encode_special`](Self::encode_special) parsing control tokens, except a control token's
+    /// text that spans one of `breaks` (byte offsets into `text`, a break strictly inside the
+    /// match): that stays plain text. A chat prompt marks where each message's text begins and
+    /// ends, and every control token's text inside it, so that the template's own markup is
+    /// parsed as tokens while what a client wrote never is (`</s>` in a message is text, not EOS).
+    pub fn encode_special_except(&self, text: &str, add_bos: bool, breaks: &[usize]) -> Vec<u32> {
+        let mut breaks = breaks.to_vec();
+        breaks.sort_unstable();
+        self.encode_parsing(
+            text,
+            add_bos,
+            Some(&|start, end| {
+                // The first break after `start` decides.
+                let i = breaks.partition_point(|&b| b <= start);
+                breaks.get(i).is_none_or(|&b| b >= end)
+            }),
+        )
+    }
+
+    /// Tokenizes `text`, a control token's text at `[start, end)` parsed as that token when
+    /// `parse(start, end)` (never without `parse`); user-defined tokens are always split out (as
+    /// llama.cpp does).
+    fn encode_parsing(&self, text: &str, add_bos: bool, parse: Option<&dyn Fn(usize, usize) -> bool>) -> Vec<u32> {
+        // Fragments: Ok((offset, text)) to tokenize, Err(id) for a special token found in the
+        // text. (llama.cpp: empty text is no fragment at all, so not even the space prefix.)
+        type Frag<'a> = std::result::Result<(usize, &'a str), u32>;
+        let mut frags: Vec<Frag<'_>> = if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![Ok((0, text))]
+        };
         for &(id, control) in &self.specials {
-            if control && !parse_special {
+            if control && parse.is_none() {
                 continue;
             }
             let Ok(pat) = std::str::from_utf8(&self.vocab.tokens[id as usize]) else {
@@ -593,17 +637,25 @@ impl Tokenizer {
             let mut next = Vec::with_capacity(frags.len());
             for f in frags {
                 match f {
-                    Ok(s) => {
-                        let mut rest = s;
-                        while let Some(at) = rest.find(pat) {
-                            if at > 0 {
-                                next.push(Ok(&rest[..at]));
+                    Ok((base, s)) => {
+                        // `s[from..]` is left to search, `s[kept..]` not yet handed on.
+                        let (mut from, mut kept) = (0, 0);
+                        while let Some(rel) = s[from..].find(pat) {
+                            let at = from + rel;
+                            if control && parse.is_some_and(|p| !p(base + at, base + at + pat.len())) {
+                                // Plain text here: search on from the next character.
+                                from = at + s[at..].chars().next().map_or(1, char::len_utf8);
+                                continue;
+                            }
+                            if at > kept {
+                                next.push(Ok((base + kept, &s[kept..at])));
                             }
                             next.push(Err(id));
-                            rest = &rest[at + pat.len()..];
+                            kept = at + pat.len();
+                            from = kept;
                         }
-                        if !rest.is_empty() {
-                            next.push(Ok(rest));
+                        if kept < s.len() {
+                            next.push(Ok((base + kept, &s[kept..])));
                         }
                     }
                     special => next.push(special),
@@ -621,7 +673,7 @@ impl Tokenizer {
         let mut prev_special = true;
         for f in frags {
             match f {
-                Ok(s) => {
+                Ok((_, s)) => {
                     match self.vocab.model {
                         Model::Spm => {
                             let mut t = String::with_capacity(s.len() + 3);
@@ -968,6 +1020,40 @@ fn whitespace_run(text: &str, i: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_tokens_over_a_break_stay_text() {
+        // <unk>, <s>, </s> (control), then pieces
+        let pieces = ["<unk>", "<s>", "</s>", "▁", "h", "i", "<", "/", "s", ">", "▁h", "▁hi"];
+        let types = [2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1];
+        let scores = [
+            0.0, 0.0, 0.0, -10.0, -11.0, -12.0, -13.0, -14.0, -15.0, -16.0, -1.0, -2.0,
+        ];
+        let tok = Tokenizer::new(Vocab::spm(
+            pieces.iter().map(|p| p.as_bytes().to_vec()).collect(),
+            scores.to_vec(),
+            types.to_vec(),
+        ))
+        .unwrap();
+        assert_eq!(tok.control_texts().collect::<Vec<_>>(), ["<unk>", "</s>", "<s>"]);
+        let text = "hi</s>hi</s>";
+        let parsed = tok.encode_special(text, false, true);
+        assert_eq!(parsed, [11, 2, 11, 2]);
+        // no break: as encode_special; a break at a match's edge does not stop it
+        assert_eq!(tok.encode_special_except(text, false, &[]), parsed);
+        assert_eq!(tok.encode_special_except(text, false, &[2, 6, 12]), parsed);
+        // a break inside the first </s>: text there, the second still parsed
+        let ids = tok.encode_special_except(text, false, &[3]);
+        assert!(!ids[..ids.len() - 1].contains(&2), "{ids:?}");
+        assert_eq!(ids.last(), Some(&2));
+        assert_eq!(
+            ids,
+            tok.encode_special("hi</s>hi", false, false)
+                .into_iter()
+                .chain([2])
+                .collect::<Vec<_>>()
+        );
+    }
 
     #[test]
     fn gpt2_pre_split() {

@@ -54,7 +54,9 @@
 //!
 //! CORS: every origin may `GET`/`HEAD`, send `Range`, `If-Range`, `If-None-Match`,
 //! `If-Modified-Since` and `Authorization`, and read `Content-Range`, `Content-Length`, `ETag`,
-//! `Accept-Ranges` and `Last-Modified` (`Access-Control-Expose-Headers`).
+//! `Accept-Ranges` and `Last-Modified` (`Access-Control-Expose-Headers`). The `/v1/` API of
+//! [`Server::with_api`] admits the origins of [`Config::api_origins`] only (loopback pages by
+//! default), and answers every error under `/v1/` as an OpenAI error object (JSON).
 //!
 //! # Safety of the server
 //!
@@ -150,7 +152,17 @@ pub struct Config {
     /// [`tensorlane_core::formats::DEFAULT_MAX_TENSOR_BYTES`], 4 GiB). Streamed packets are not
     /// limited by it.
     pub max_tensor_bytes: u64,
+    /// The origins whose pages may call the `/v1/` API of [`Server::with_api`] (CORS): an exact
+    /// origin (`https://app.example`), one with any port (`http://localhost:*`, which also takes
+    /// none), or `*` for every origin. A request under `/v1/` from another origin is refused
+    /// with `403`, and its preflight too; a page of this server itself (an `Origin` that is
+    /// `http://` and the request's `Host`, an IP address) may always. Default
+    /// [`DEFAULT_API_ORIGINS`]: loopback pages only. The other routes stay open to every origin.
+    pub api_origins: Vec<String>,
 }
+
+/// [`Config::api_origins`]'s default: pages served from this machine's loopback addresses.
+pub const DEFAULT_API_ORIGINS: [&str; 3] = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"];
 
 /// [`Config::max_memory`]'s default: 1 GiB.
 pub const DEFAULT_MAX_MEMORY: u64 = 1 << 30;
@@ -174,6 +186,7 @@ impl Default for Config {
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             max_memory: DEFAULT_MAX_MEMORY,
             max_tensor_bytes: tensorlane_core::formats::DEFAULT_MAX_TENSOR_BYTES,
+            api_origins: DEFAULT_API_ORIGINS.iter().map(|o| o.to_string()).collect(),
         }
     }
 }
@@ -232,6 +245,8 @@ pub struct Server {
     timeouts: listener::Timeouts,
     /// [`Server::with_api`]'s routes.
     api: Option<Router>,
+    /// [`Config::api_origins`].
+    api_origins: Arc<Vec<String>>,
 }
 
 /// An I/O error on `path` doing `op`.
@@ -310,6 +325,7 @@ impl Server {
                 idle: config.idle_timeout.filter(|d| !d.is_zero()),
             },
             api: None,
+            api_origins: Arc::new(config.api_origins),
         })
     }
 
@@ -341,7 +357,7 @@ impl Server {
     /// finish.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), Error> {
         let addr = self.local_addr();
-        let app = router(self.shared, self.api);
+        let app = router(self.shared, self.api, self.api_origins);
         let listener = listener::Bounded::new(self.listener, self.max_connections, self.timeouts);
         let app = app
             .layer(middleware::from_fn(track))
@@ -355,8 +371,9 @@ impl Server {
 
 /// The routes (and `api`'s, under `/v1/`), the token check and CORS. Preflights allow `POST`
 /// and a `Content-Type` request header only with an `api` (a read-only server answers as
-/// `npx tensorlane serve` does).
-fn router(shared: Arc<Shared>, api: Option<Router>) -> Router {
+/// `npx tensorlane serve` does). With an `api`, `/v1/` is open to `api_origins` only
+/// ([`api_cors`]) and every error under it is an OpenAI error object ([`api_errors`]).
+fn router(shared: Arc<Shared>, api: Option<Router>, api_origins: Arc<Vec<String>>) -> Router {
     let mut methods = vec![Method::GET, Method::HEAD, Method::OPTIONS];
     let mut headers = vec![
         header::RANGE,
@@ -396,9 +413,155 @@ fn router(shared: Arc<Shared>, api: Option<Router>) -> Router {
     if let Some(api) = api {
         routes = routes.merge(api);
     }
-    routes
+    let routes = routes
         .layer(middleware::from_fn_with_state((shared, writable), guard))
-        .layer(cors)
+        .layer(cors);
+    if writable {
+        routes
+            .layer(middleware::from_fn_with_state(api_origins, api_cors))
+            .layer(middleware::from_fn(api_errors))
+    } else {
+        routes
+    }
+}
+
+/// Whether `path` is the API's (`/v1/…`).
+fn is_api(path: &str) -> bool {
+    path == "/v1" || path.starts_with("/v1/")
+}
+
+/// Whether `pattern` (an entry of [`Config::api_origins`]) admits `origin`: equal (ASCII case
+/// ignored), `*`, or `scheme://host:*` and `origin` that with any port or none.
+fn origin_matches(pattern: &str, origin: &str) -> bool {
+    if pattern == "*" || pattern.eq_ignore_ascii_case(origin) {
+        return true;
+    }
+    let Some(base) = pattern.strip_suffix(":*") else {
+        return false;
+    };
+    let (Some(head), Some(rest)) = (origin.get(..base.len()), origin.get(base.len()..)) else {
+        return false;
+    };
+    head.eq_ignore_ascii_case(base)
+        && (rest.is_empty()
+            || rest
+                .strip_prefix(':')
+                .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
+}
+
+/// Whether `origin` is this server's own page: `http://` and the request's `Host`, which names
+/// an IP address (a host name could be anyone's, rebound to this address).
+fn same_origin(origin: &str, host: Option<&str>) -> bool {
+    let Some(host) = host else { return false };
+    let Some(rest) = origin.strip_prefix("http://") else {
+        return false;
+    };
+    if !rest.eq_ignore_ascii_case(host) {
+        return false;
+    }
+    let name = match host.rsplit_once(':') {
+        Some((n, port)) if port.bytes().all(|b| b.is_ascii_digit()) && !n.ends_with(':') => n,
+        _ => host,
+    };
+    let name = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
+    name.parse::<std::net::IpAddr>().is_ok()
+}
+
+/// CORS of the `/v1/` API: a request whose `Origin` [`Config::api_origins`] does not admit (and
+/// that is not this server's own page) is answered `403`, preflight or not, before anything
+/// runs; an admitted one gets its origin back in `Access-Control-Allow-Origin` (with `Vary:
+/// Origin`) where the server-wide layer wrote `*`. Other paths pass untouched.
+async fn api_cors(AxState(origins): AxState<Arc<Vec<String>>>, req: Request, next: Next) -> Response {
+    if !is_api(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let any = origins.iter().any(|o| o == "*");
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .map(|o| o.to_str().map(str::to_string).unwrap_or_default());
+    if let Some(o) = &origin {
+        let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok());
+        if !origins.iter().any(|p| origin_matches(p, o)) && !same_origin(o, host) {
+            return (
+                StatusCode::FORBIDDEN,
+                format!(
+                    "pages from the origin {o:?} may not use this API (it admits {}): start the server \
+                     with --cors-origin {o} to allow them",
+                    origins.join(", ")
+                ),
+            )
+                .into_response();
+        }
+    }
+    let mut r = next.run(req).await;
+    if !any {
+        let h = r.headers_mut();
+        match origin.and_then(|o| HeaderValue::from_str(&o).ok()) {
+            Some(o) => {
+                h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, o);
+                h.append(header::VARY, HeaderValue::from_static("origin"));
+            }
+            None => {
+                h.remove(header::ACCESS_CONTROL_ALLOW_ORIGIN);
+            }
+        }
+    }
+    r
+}
+
+/// Every error under `/v1/` that is not JSON yet (the token guard's `401`, `403`, `404`, `405`,
+/// ...) as an OpenAI error object, `{"error": {"message", "type", "param", "code"}}`, its status
+/// and other headers (`WWW-Authenticate`, `Allow`, `Retry-After`) kept.
+async fn api_errors(req: Request, next: Next) -> Response {
+    if !is_api(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let (method, path) = (req.method().clone(), req.uri().path().to_string());
+    let r = next.run(req).await;
+    let status = r.status();
+    let json = r
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || json {
+        return r;
+    }
+    let (mut parts, body) = r.into_parts();
+    let text = axum::body::to_bytes(body, 64 << 10).await.unwrap_or_default();
+    let mut message = String::from_utf8_lossy(&text).trim().to_string();
+    let (kind, code) = match status {
+        StatusCode::UNAUTHORIZED => ("invalid_request_error", Some("invalid_api_key")),
+        StatusCode::FORBIDDEN => ("invalid_request_error", Some("origin_not_allowed")),
+        StatusCode::NOT_FOUND => ("invalid_request_error", Some("unknown_url")),
+        StatusCode::METHOD_NOT_ALLOWED => ("invalid_request_error", Some("method_not_allowed")),
+        StatusCode::REQUEST_TIMEOUT => ("invalid_request_error", Some("timeout")),
+        StatusCode::PAYLOAD_TOO_LARGE => ("invalid_request_error", Some("request_too_large")),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("invalid_request_error", Some("unsupported_media_type")),
+        StatusCode::TOO_MANY_REQUESTS => ("rate_limit_error", Some("rate_limit_exceeded")),
+        s if s.is_server_error() => ("server_error", None),
+        _ => ("invalid_request_error", None),
+    };
+    if status == StatusCode::NOT_FOUND {
+        message = format!(
+            "no such route: {method} {path} (this API serves /v1/models, /v1/completions and /v1/chat/completions)"
+        );
+    } else if message.is_empty() {
+        message = match status {
+            StatusCode::METHOD_NOT_ALLOWED => format!("{method} is not allowed on {path}"),
+            s => s.canonical_reason().unwrap_or("error").to_string(),
+        };
+    }
+    let body = serde_json::json!({"error": {"message": message, "type": kind, "param": null, "code": code}});
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    parts
+        .headers
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    parts
+        .headers
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// `/`: to the inspector (the query kept: a shared `/?url=…&tensor=…` link), or (without one) a
@@ -600,6 +763,33 @@ mod tests {
         assert_eq!(bearer("Basic abc"), None);
         assert_eq!(bearer("Bearerabc"), None);
         assert_eq!(bearer("Bearer"), None);
+    }
+
+    #[test]
+    fn api_origins() {
+        for (pattern, origin, ok) in [
+            ("http://localhost:*", "http://localhost:5173", true),
+            ("http://localhost:*", "http://localhost", true),
+            ("http://localhost:*", "HTTP://LOCALHOST:1", true),
+            ("http://localhost:*", "http://localhost:", false),
+            ("http://localhost:*", "http://localhost.evil.test", false),
+            ("http://localhost:*", "http://localhost:80.evil.test", false),
+            ("http://localhost:*", "https://localhost:443", false),
+            ("http://[::1]:*", "http://[::1]:8080", true),
+            ("https://app.example", "https://app.example", true),
+            ("https://app.example", "https://app.example:444", false),
+            ("*", "null", true),
+        ] {
+            assert_eq!(origin_matches(pattern, origin), ok, "{pattern} {origin}");
+        }
+        assert!(same_origin("http://192.168.1.5:8080", Some("192.168.1.5:8080")));
+        assert!(same_origin("http://[fe80::1]:8080", Some("[fe80::1]:8080")));
+        assert!(same_origin("http://10.0.0.1", Some("10.0.0.1")));
+        // a host name could be an attacker's, rebound to this address
+        assert!(!same_origin("http://evil.test:8080", Some("evil.test:8080")));
+        assert!(!same_origin("https://10.0.0.1:8080", Some("10.0.0.1:8080")));
+        assert!(!same_origin("http://10.0.0.1:8080", Some("10.0.0.2:8080")));
+        assert!(!same_origin("http://10.0.0.1:8080", None));
     }
 
     #[test]
