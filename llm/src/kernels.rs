@@ -1980,20 +1980,22 @@ mod tests {
         }
     }
 
-    /// A `rows x cols` Q8_0 matrix of random blocks (scales varied, so products differ).
-    fn q8_0_matrix(rows: usize, cols: usize) -> Matrix<'static> {
-        let mut data = blocks(Kind::Q8_0, rows * cols / 32, 7);
-        for (i, blk) in data.chunks_exact_mut(34).enumerate() {
+    /// A `rows x cols` matrix of random blocks of a 32-value kind with its scale first (Q8_0,
+    /// Q4_1, Q5_0, Q5_1), scales varied so products differ.
+    fn block_matrix(kind: Kind, rows: usize, cols: usize) -> Matrix<'static> {
+        let (_, size) = kind.block();
+        let mut data = blocks(kind, rows * cols / 32, 7);
+        for (i, blk) in data.chunks_exact_mut(size).enumerate() {
             let d = half::f16::from_f32(0.001 + (i % 13) as f32 * 0.0007).to_bits();
             blk[..2].copy_from_slice(&d.to_le_bytes());
         }
         let len = data.len();
         Matrix {
             name: "w".into(),
-            kind: Kind::Q8_0,
+            kind,
             rows,
             cols,
-            row_bytes: cols / 32 * 34,
+            row_bytes: cols / 32 * size,
             data: Cow::Owned(data),
             split: len,
             resident: None,
@@ -2005,18 +2007,25 @@ mod tests {
 
     /// The batched decode step's product gives each input exactly (bit for bit) what the
     /// product of that input alone gives, for batch sizes around the 4-input kernel's groups
-    /// and an odd and an even number of blocks per row (the kernel's two accumulators).
+    /// and an odd and an even number of blocks per row (Q8_0's kernel's two accumulators). For
+    /// Q4_1, Q5_0 and Q5_1 a prompt's product (`matmul` of all the inputs) does too.
     #[test]
     fn matmul_each_is_matmul_of_each_input_alone() {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        for (rows, cols) in [(37, 96), (20, 128)] {
-            let m = q8_0_matrix(rows, cols);
+        let o = |id: u32| Kind::Other(GgmlType(id));
+        for ((rows, cols), kind) in [(37, 96), (20, 128)]
+            .into_iter()
+            .flat_map(|s| [Kind::Q8_0, o(Q4_1), o(Q5_0), o(Q5_1)].map(|k| (s, k)))
+        {
+            let m = block_matrix(kind, rows, cols);
             for n in [2usize, 3, 4, 5, 8, 9] {
                 let x: Vec<f32> = (0..n * cols)
                     .map(|i| ((i * 7919 % 1013) as f32 / 506.0 - 1.0) * (1.0 + (i / cols) as f32))
                     .collect();
                 let mut all = vec![0f32; n * rows];
                 m.matmul_each(&x, &mut all, &pool);
+                let mut prompt = vec![0f32; n * rows];
+                m.matmul(&x, &mut prompt, &pool);
                 for i in 0..n {
                     let mut one = vec![0f32; rows];
                     m.matmul(&x[i * cols..(i + 1) * cols], &mut one, &pool);
@@ -2024,8 +2033,15 @@ mod tests {
                         assert_eq!(
                             all[i * rows + r].to_bits(),
                             one[r].to_bits(),
-                            "{rows}x{cols}, {n} inputs: input {i} row {r}"
+                            "{kind:?} {rows}x{cols}, {n} inputs: input {i} row {r}"
                         );
+                        if kind != Kind::Q8_0 {
+                            assert_eq!(
+                                prompt[i * rows + r].to_bits(),
+                                one[r].to_bits(),
+                                "{kind:?} {rows}x{cols}, prompt of {n}: input {i} row {r}"
+                            );
+                        }
                     }
                 }
             }
