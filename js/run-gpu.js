@@ -222,6 +222,8 @@ export class GpuRunner {
       layer.wk = await gmat(get('wk', l));
       layer.wv = await gmat(get('wv', l));
       layer.bias = bq ? [await vec(bq), await vec(get('bk', l)), await vec(get('bv', l))] : null;
+      const qn = get('q_norm', l);
+      layer.qkNorm = qn ? [await vec(qn), await vec(get('k_norm', l))] : null;
       layer.wo = await gmat(get('wo', l));
       layer.ffn_norm = await vec(get('ffn_norm', l));
       layer.gate = await gmat(get('gate', l));
@@ -370,9 +372,10 @@ export class GpuRunner {
     }
   }
 
-  rmsNorm(enc, x, w, y, row0, rows) {
+  /** RMSNorm of `rows` rows of `x` from `row0`, each `d` wide (default the embedding), into `y` from row 0. */
+  rmsNorm(enc, x, w, y, row0, rows, d = this.spec.n_embd) {
     const f = new Float32Array([this.spec.rms_eps]);
-    this.dispatch(enc, this.p.rms_norm, [x, w, y], [this.spec.n_embd, new Uint32Array(f.buffer)[0], row0, 0], [rows, 1, 1]);
+    this.dispatch(enc, this.p.rms_norm, [x, w, y], [d, new Uint32Array(f.buffer)[0], row0, 0], [rows, 1, 1]);
   }
 
   elementwise(enc, pipe, a, b, len, d) {
@@ -439,6 +442,14 @@ export class GpuRunner {
         this.elementwise(p.enc, this.p.add_rows, a.q_raw, l.bias[0], n * qDim, qDim);
         this.elementwise(p.enc, this.p.add_rows, a.k_raw, l.bias[1], n * kvDim, kvDim);
         this.elementwise(p.enc, this.p.add_rows, a.v_raw, l.bias[2], n * kvDim, kvDim);
+      }
+      // qwen3: each query and key head normed before rope, through the attention buffer (free
+      // until the attention writes it), as the native wgpu executor does.
+      if (l.qkNorm) {
+        for (const [raw, w, heads] of [[a.q_raw, l.qkNorm[0], h.n_head], [a.k_raw, l.qkNorm[1], h.n_head_kv]]) {
+          this.rmsNorm(p.enc, raw, w, a.attn, 0, n * heads, hd);
+          p.enc.copyBufferToBuffer(a.attn, 0, raw, 0, n * heads * hd * 4);
+        }
       }
       this.rope(p.enc, a.q_raw, a.q, n, h.n_head, pos0, 0);
       this.rope(p.enc, a.k_raw, this.kc[li], n, h.n_head_kv, pos0, pos0);

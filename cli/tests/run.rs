@@ -198,7 +198,7 @@ fn bad_input_is_a_clear_error() {
         (
             vec![&bad_arch, "--tokens", "1"],
             1,
-            &["gptj", "supported: llama, mistral, qwen2"],
+            &["gptj", "supported: llama, mistral, qwen2, qwen3"],
         ),
         (
             vec![&missing, "--tokens", "1"],

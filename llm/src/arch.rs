@@ -4,7 +4,8 @@
 //!
 //! GGUF names (llama.cpp's): `token_embd.weight` `[vocab, embd]`, per block `blk.N.attn_norm`,
 //! `attn_q` `[heads*head_dim, embd]`, `attn_k`/`attn_v` `[kv_heads*head_dim, embd]` (+ `.bias`
-//! for qwen2), `attn_output`, `ffn_norm`, `ffn_gate`/`ffn_up` `[ff, embd]`, `ffn_down` `[embd, ff]`,
+//! for qwen2), `attn_q_norm`/`attn_k_norm` `[head_dim]` (qwen3: an RMSNorm of each query and key
+//! head before rope), `attn_output`, `ffn_norm`, `ffn_gate`/`ffn_up` `[ff, embd]`, `ffn_down` `[embd, ff]`,
 //! then `output_norm.weight` and `output.weight` `[vocab, embd]` (absent: tied to the embedding).
 //! Shapes are row-major (a GGUF's `ne` reversed), so a weight is `[out, in]`, one row per output.
 //!
@@ -18,7 +19,7 @@ use tensorlane_core::formats::{Catalog, Meta};
 use crate::{Error, Result};
 
 /// The architectures [`Spec::from_catalog`] accepts (`general.architecture`).
-pub const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2"];
+pub const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2", "qwen3"];
 
 /// How rotary position embedding pairs the dimensions of a head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +41,10 @@ pub enum Family {
     Mistral,
     /// Qwen2: llama tensors plus Q/K/V biases, rotate-half rope.
     Qwen2,
+    /// Qwen3: llama tensors plus an RMSNorm over each query and key head (before rope),
+    /// rotate-half rope, a head size of its own (`attention.key_length`, often wider than
+    /// `embedding_length / head_count`).
+    Qwen3,
 }
 
 impl Family {
@@ -49,7 +54,24 @@ impl Family {
             Family::Llama => "llama",
             Family::Mistral => "mistral",
             Family::Qwen2 => "qwen2",
+            Family::Qwen3 => "qwen3",
         }
+    }
+
+    /// The family of a `general.architecture` (GGUF) or `model_type` (`config.json`) name.
+    pub fn from_name(name: &str) -> Result<Family> {
+        Ok(match name {
+            "llama" => Family::Llama,
+            "mistral" => Family::Mistral,
+            "qwen2" => Family::Qwen2,
+            "qwen3" => Family::Qwen3,
+            other => {
+                return Err(Error::UnsupportedArchitecture {
+                    found: other.into(),
+                    supported: SUPPORTED,
+                });
+            }
+        })
     }
 }
 
@@ -121,6 +143,9 @@ pub struct LayerSpec {
     pub biases: [TensorSpec; 3],
     /// Whether the biases must be present.
     pub biases_required: bool,
+    /// RMSNorm weights `[head_dim]` applied to each query head and each key head before rope
+    /// (qwen3), required when present here.
+    pub qk_norm: Option<[TensorSpec; 2]>,
     /// Attention output projection `[embd, heads*head_dim]`.
     pub wo: TensorSpec,
     /// RMSNorm weight before the feed-forward network `[embd]`.
@@ -249,10 +274,10 @@ fn cfg_f32(config: &serde_json::Value, key: &str, default: f32) -> Result<f32> {
 
 /// The names of one layer's tensors in a checkpoint's naming scheme: the prefix before the layer
 /// index, then the suffixes of attn_norm, q, k, v, q bias, k bias, v bias, o, ffn_norm, gate, up,
-/// down.
+/// down, q norm, k norm.
 struct LayerNames {
     prefix: &'static str,
-    suffixes: [&'static str; 12],
+    suffixes: [&'static str; 14],
 }
 
 /// llama.cpp's GGUF names (`blk.N.attn_q.weight`).
@@ -271,6 +296,8 @@ const GGUF_NAMES: LayerNames = LayerNames {
         "ffn_gate.weight",
         "ffn_up.weight",
         "ffn_down.weight",
+        "attn_q_norm.weight",
+        "attn_k_norm.weight",
     ],
 };
 
@@ -290,20 +317,22 @@ const HF_NAMES: LayerNames = LayerNames {
         "mlp.gate_proj.weight",
         "mlp.up_proj.weight",
         "mlp.down_proj.weight",
+        "self_attn.q_norm.weight",
+        "self_attn.k_norm.weight",
     ],
 };
 
 /// Every layer's tensors, by `names`, with the shapes the hyperparameters give (one description
-/// for both naming schemes).
+/// for both naming schemes); the last argument is (query heads, key/value heads, head size).
 fn layer_specs(
     names: &LayerNames,
     family: Family,
     n_layer: usize,
     n_embd: usize,
-    q_dim: usize,
-    kv_dim: usize,
     n_ff: usize,
+    (n_head, n_head_kv, head_dim): (usize, usize, usize),
 ) -> Vec<LayerSpec> {
+    let (q_dim, kv_dim) = (n_head * head_dim, n_head_kv * head_dim);
     (0..n_layer)
         .map(|i| {
             let n = |k: usize| format!("{}.{i}.{}", names.prefix, names.suffixes[k]);
@@ -323,6 +352,8 @@ fn layer_specs(
                 gate: TensorSpec::new(n(9), &[n_ff, n_embd]),
                 up: TensorSpec::new(n(10), &[n_ff, n_embd]),
                 down: TensorSpec::new(n(11), &[n_embd, n_ff]),
+                qk_norm: (family == Family::Qwen3)
+                    .then(|| [TensorSpec::new(n(12), &[head_dim]), TensorSpec::new(n(13), &[head_dim])]),
             }
         })
         .collect()
@@ -372,21 +403,11 @@ impl Spec {
     /// Reads the architecture of a Hugging Face checkpoint from its `config.json` (`model_type`,
     /// `num_hidden_layers`, `hidden_size`, `num_attention_heads`, `num_key_value_heads`,
     /// `intermediate_size`, `vocab_size`, `max_position_embeddings`, `rms_norm_eps`,
-    /// `rope_theta`, `head_dim`, `rope_scaling` (linear only)), with Hugging Face tensor names and
+    /// `rope_theta`, `head_dim`, `rope_scaling` (linear only)) for `model_type` llama, mistral,
+    /// qwen2 or qwen3, with Hugging Face tensor names and
     /// rotate-half rope. Refused like [`Spec::from_catalog`]; errors name the `config.json` key.
     pub fn from_hf_config(config: &serde_json::Value) -> Result<Spec> {
-        let arch = config.get("model_type").and_then(|v| v.as_str()).unwrap_or("<none>");
-        let family = match arch {
-            "llama" => Family::Llama,
-            "mistral" => Family::Mistral,
-            "qwen2" => Family::Qwen2,
-            other => {
-                return Err(Error::UnsupportedArchitecture {
-                    found: other.into(),
-                    supported: SUPPORTED,
-                });
-            }
-        };
+        let family = Family::from_name(config.get("model_type").and_then(|v| v.as_str()).unwrap_or("<none>"))?;
         let n_layer = cfg_required(config, "num_hidden_layers")?;
         let n_embd = cfg_required(config, "hidden_size")?;
         let n_head = cfg_required(config, "num_attention_heads")?;
@@ -440,9 +461,8 @@ impl Spec {
             family,
             n_layer,
             n_embd,
-            n_head * head_dim,
-            n_head_kv * head_dim,
             n_ff,
+            (n_head, n_head_kv, head_dim),
         );
         Ok(Spec {
             hparams: Hparams {
@@ -492,17 +512,7 @@ impl Spec {
             )));
         }
         let arch = meta_str(catalog, "general.architecture")?.unwrap_or("<none>");
-        let family = match arch {
-            "llama" => Family::Llama,
-            "mistral" => Family::Mistral,
-            "qwen2" => Family::Qwen2,
-            other => {
-                return Err(Error::UnsupportedArchitecture {
-                    found: other.into(),
-                    supported: SUPPORTED,
-                });
-            }
-        };
+        let family = Family::from_name(arch)?;
         let k = |s: &str| format!("{arch}.{s}");
         let n_layer = required(catalog, &k("block_count"))?;
         let n_embd = required(catalog, &k("embedding_length"))?;
@@ -588,7 +598,7 @@ impl Spec {
         };
         let rope_style = match family {
             Family::Llama | Family::Mistral => RopeStyle::Adjacent,
-            Family::Qwen2 => RopeStyle::Halves,
+            Family::Qwen2 | Family::Qwen3 => RopeStyle::Halves,
         };
         let n_vocab = match catalog.get("token_embd.weight") {
             Some(t) if t.shape.len() == 2 => positive("token_embd.weight rows", t.shape[0])?,
@@ -611,9 +621,8 @@ impl Spec {
             family,
             n_layer,
             n_embd,
-            n_head * head_dim,
-            n_head_kv * head_dim,
             n_ff,
+            (n_head, n_head_kv, head_dim),
         );
         Ok(Spec {
             hparams: Hparams {

@@ -16,6 +16,8 @@ struct Layer<'m> {
     wk: Matrix<'m>,
     wv: Matrix<'m>,
     bias: Option<[Vec<f32>; 3]>,
+    /// Per-head RMSNorm weights of the queries and keys (qwen3).
+    qk_norm: Option<[Vec<f32>; 2]>,
     wo: Matrix<'m>,
     ffn_norm: Vec<f32>,
     gate: Matrix<'m>,
@@ -91,6 +93,10 @@ impl<'m> Weights<'m> {
                 wk: matrix(model, &l.wk)?,
                 wv: matrix(model, &l.wv)?,
                 bias,
+                qk_norm: match &l.qk_norm {
+                    Some([q, k]) => Some([vector(model, q)?, vector(model, k)?]),
+                    None => None,
+                },
                 wo: matrix(model, &l.wo)?,
                 ffn_norm: vector(model, &l.ffn_norm)?,
                 gate: matrix(model, &l.gate)?,
@@ -147,6 +153,7 @@ impl<'m> Weights<'m> {
         let mut n = self.output_norm.len() + self.rope_freqs.as_ref().map_or(0, Vec::len);
         for l in &self.layers {
             n += l.attn_norm.len() + l.ffn_norm.len() + l.bias.as_ref().map_or(0, |b| b.iter().map(Vec::len).sum());
+            n += l.qk_norm.as_ref().map_or(0, |b| b.iter().map(Vec::len).sum::<usize>());
         }
         4 * n as u64
     }
@@ -195,6 +202,7 @@ impl KvCache {
         }
         self.len = 0;
     }
+
 }
 
 /// The CPU executor over bound weights.
@@ -446,6 +454,10 @@ impl<'m> Cpu<'m> {
                 add_rows(&mut k, bk);
                 add_rows(&mut v, bv);
             }
+            if let Some([nq, nk]) = &l.qk_norm {
+                rms_norm_rows(&mut q, nq, h.rms_eps);
+                rms_norm_rows(&mut k, nk, h.rms_eps);
+            }
             for (r, &(s, i)) in rows.iter().enumerate() {
                 self.apply_rope(&mut q[r * q_dim..(r + 1) * q_dim], h.n_head, pos0[s] + i);
                 self.apply_rope(&mut k[r * kv_dim..(r + 1) * kv_dim], h.n_head_kv, pos0[s] + i);
@@ -554,15 +566,30 @@ impl<'m> Cpu<'m> {
     }
 }
 
-/// `out[i] = x[i] / sqrt(mean(x[i]²) + eps) · w`, row by row (the sum of squares in f64, as ggml).
+/// The RMSNorm scale of a row: `1 / sqrt(mean(x²) + eps)`, the sum of squares in f64, as ggml.
+fn rms_scale(x: &[f32], eps: f32) -> f32 {
+    let sum: f64 = x.iter().map(|&a| f64::from(a * a)).sum();
+    let mean = (sum / x.len() as f64) as f32;
+    1.0 / (mean + eps).sqrt()
+}
+
+/// `out[i] = x[i] / sqrt(mean(x[i]²) + eps) · w`, row by row (rows of `w.len()`).
 fn rms_norm(x: &[f32], out: &mut [f32], w: &[f32], eps: f32) {
     let d = w.len();
     for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-        let sum: f64 = xr.iter().map(|&a| f64::from(a * a)).sum();
-        let mean = (sum / d as f64) as f32;
-        let s = 1.0 / (mean + eps).sqrt();
+        let s = rms_scale(xr, eps);
         for ((o, &a), &wi) in or.iter_mut().zip(xr).zip(w) {
             *o = a * s * wi;
+        }
+    }
+}
+
+/// [`rms_norm`] in place, over rows of `w.len()` (qwen3's per-head norm of queries and keys).
+fn rms_norm_rows(x: &mut [f32], w: &[f32], eps: f32) {
+    for xr in x.chunks_exact_mut(w.len()) {
+        let s = rms_scale(xr, eps);
+        for (a, &wi) in xr.iter_mut().zip(w) {
+            *a = *a * s * wi;
         }
     }
 }

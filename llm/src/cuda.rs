@@ -79,6 +79,8 @@ struct CLayer<'m> {
     wk: CMat<'m>,
     wv: CMat<'m>,
     bias: Option<[CudaSlice<f32>; 3]>,
+    /// Per-head RMSNorm weights of the queries and keys (qwen3).
+    qk_norm: Option<[CudaSlice<f32>; 2]>,
     wo: CMat<'m>,
     ffn_norm: CudaSlice<f32>,
     gate: CMat<'m>,
@@ -202,6 +204,10 @@ impl<'m> Cuda<'m> {
                 wk: upload(&l.wk, read(model, &l.wk)?)?,
                 wv: upload(&l.wv, read(model, &l.wv)?)?,
                 bias,
+                qk_norm: match &l.qk_norm {
+                    Some([q, k]) => Some([required(q)?, required(k)?]),
+                    None => None,
+                },
                 wo: upload(&l.wo, read(model, &l.wo)?)?,
                 ffn_norm: required(&l.ffn_norm)?,
                 gate: upload(&l.gate, read(model, &l.gate)?)?,
@@ -402,9 +408,16 @@ impl<'m> Cuda<'m> {
         }
     }
 
+    /// RMSNorm of `rows.1` rows of `x` from row `rows.0`, each `n_embd` wide, into `y` from row 0.
     fn rms_norm(&self, x: Buf, w: &CudaSlice<f32>, y: Buf, rows: (usize, usize)) -> Result<()> {
+        self.rms_norm_rows(x, w, y, self.spec.hparams.n_embd, rows)
+    }
+
+    /// RMSNorm over rows `d` wide (`w` has `d` values); `x` may be `y` (each thread reads and
+    /// writes the same elements of its row's block).
+    fn rms_norm_rows(&self, x: Buf, w: &CudaSlice<f32>, y: Buf, d: usize, rows: (usize, usize)) -> Result<()> {
         let h = &self.spec.hparams;
-        let (d, row0) = (h.n_embd as u32, rows.0 as u32);
+        let (d, row0) = (d as u32, rows.0 as u32);
         let mut b = self.stream.launch_builder(&self.k.rms_norm);
         b.arg(self.buf(x))
             .arg(w)
@@ -488,6 +501,11 @@ impl<'m> Cuda<'m> {
                 self.elementwise(&self.k.add_rows, Buf::QRaw, bq, n * q_dim, q_dim)?;
                 self.elementwise(&self.k.add_rows, Buf::KRaw, bk, n * kv_dim, kv_dim)?;
                 self.elementwise(&self.k.add_rows, Buf::VRaw, bv, n * kv_dim, kv_dim)?;
+            }
+            // qwen3: each query and key head normed before rope, in place.
+            if let Some([nq, nk]) = &self.layers[li].qk_norm {
+                self.rms_norm_rows(Buf::QRaw, nq, Buf::QRaw, hd, (0, n * h.n_head))?;
+                self.rms_norm_rows(Buf::KRaw, nk, Buf::KRaw, hd, (0, n * h.n_head_kv))?;
             }
             self.rope(Buf::QRaw, &self.acts.q, n, h.n_head, pos0, 0)?;
             self.rope(Buf::KRaw, &self.kc[li], n, h.n_head_kv, pos0, pos0)?;

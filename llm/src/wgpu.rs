@@ -100,6 +100,8 @@ struct GLayer<'m> {
     wk: GMat<'m>,
     wv: GMat<'m>,
     bias: Option<[wgpu::Buffer; 3]>,
+    /// Per-head RMSNorm weights of the queries and keys (qwen3).
+    qk_norm: Option<[wgpu::Buffer; 2]>,
     wo: GMat<'m>,
     ffn_norm: wgpu::Buffer,
     gate: GMat<'m>,
@@ -280,6 +282,13 @@ impl<'m> Wgpu<'m> {
                 wk: upload(&l.wk, read(model, &l.wk)?)?,
                 wv: upload(&l.wv, read(model, &l.wv)?)?,
                 bias,
+                qk_norm: match &l.qk_norm {
+                    Some([q, k]) => Some([
+                        vector(q, true)?.ok_or_else(|| missing(q))?,
+                        vector(k, true)?.ok_or_else(|| missing(k))?,
+                    ]),
+                    None => None,
+                },
                 wo: upload(&l.wo, read(model, &l.wo)?)?,
                 ffn_norm: vector(&l.ffn_norm, true)?.ok_or_else(|| missing(&l.ffn_norm))?,
                 gate: upload(&l.gate, read(model, &l.gate)?)?,
@@ -543,6 +552,7 @@ impl<'m> Wgpu<'m> {
         }
     }
 
+    /// RMSNorm of `rows.1` rows of `x` from row `rows.0`, each `n_embd` wide, into `y` from row 0.
     fn rms_norm(
         &self,
         enc: &mut wgpu::CommandEncoder,
@@ -551,12 +561,24 @@ impl<'m> Wgpu<'m> {
         y: &wgpu::Buffer,
         rows: (usize, usize),
     ) {
-        let h = &self.spec.hparams;
+        self.rms_norm_rows(enc, x, w, y, self.spec.hparams.n_embd, rows);
+    }
+
+    /// RMSNorm over rows `d` wide (`w` has `d` values).
+    fn rms_norm_rows(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        x: &wgpu::Buffer,
+        w: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        d: usize,
+        rows: (usize, usize),
+    ) {
         self.dispatch(
             enc,
             &self.p.rms_norm,
             &[x, w, y],
-            &[h.n_embd as u32, h.rms_eps.to_bits(), rows.0 as u32, 0],
+            &[d as u32, self.spec.hparams.rms_eps.to_bits(), rows.0 as u32, 0],
             (rows.1 as u32, 1, 1),
         );
     }
@@ -753,6 +775,15 @@ impl<'m> Wgpu<'m> {
                 self.elementwise(&mut p.enc, &self.p.add_rows, &a.q_raw, bq, n * q_dim, q_dim);
                 self.elementwise(&mut p.enc, &self.p.add_rows, &a.k_raw, bk, n * kv_dim, kv_dim);
                 self.elementwise(&mut p.enc, &self.p.add_rows, &a.v_raw, bv, n * kv_dim, kv_dim);
+            }
+            // qwen3: each query and key head normed before rope, through the attention
+            // buffer (free until the attention writes it; a kernel cannot read and write one
+            // buffer).
+            if let Some([nq, nk]) = &l.qk_norm {
+                for (raw, w, heads) in [(&a.q_raw, nq, h.n_head), (&a.k_raw, nk, h.n_head_kv)] {
+                    self.rms_norm_rows(&mut p.enc, raw, w, &a.attn, hd, (0, n * heads));
+                    p.enc.copy_buffer_to_buffer(&a.attn, 0, raw, 0, (n * heads * hd * 4) as u64);
+                }
             }
             // Per sequence: rope of its queries at its positions (a later segment's rows go
             // through the free rounding buffer, the rope kernel reading from row 0), its keys

@@ -1,6 +1,6 @@
 //! The wgpu executor against the CPU executor, on the random-weight models
 //! tests/python/llm_gen.py writes (llama in F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, tied
-//! embeddings, mistral, qwen2 with biases and rotate-half rope, byte-level BPE vocabularies, and
+//! embeddings, mistral, qwen2 with biases and rotate-half rope, qwen3 with per-head Q/K norms, byte-level BPE vocabularies, and
 //! the Hugging Face safetensors copies with rotate-half rope; the BPE models' GGUF copies are
 //! skipped, see below): per-position logits over a
 //! 40-token prompt (two batches of the device executor) within 1e-3 relative for F32 weights

@@ -1,4 +1,4 @@
-//! The random-weight language models of `tests/python/llm_gen.py` (llama, mistral, qwen2 in
+//! The random-weight language models of `tests/python/llm_gen.py` (llama, mistral, qwen2, qwen3 in
 //! every weight type the executors read), shared by the tests of `tensorlane-llm` and the CLI.
 
 use std::path::Path;

@@ -15,9 +15,12 @@ Models (name: architecture, weight type):
   llama-tied-F32 llama without output.weight (tied embeddings)
   mistral-<T>    llama tensors with Mistral's shapes (kv heads 2, rope base 1e6), T in F32 Q4_K
   qwen2-<T>      qwen2: Q/K/V biases, NeoX rope, T in F32 F16 Q8_0
+  qwen3-<T>      qwen3: per-head RMSNorm of Q and K before rope (attn_q_norm/attn_k_norm), NeoX
+                 rope, head size 64 (key_length: twice embedding / heads, as Qwen3-0.6B), T in F32
+                 F16 Q8_0
   qwen2-bpe-F32, llama-bpe-F32, gpt2-bpe-F32: a byte-level BPE vocabulary (tokenizer.ggml.model
                  gpt2, 41 merges) with the qwen2, llama-bpe (Llama 3) and gpt-2 pre-tokenizers
-llama-F32, llama-tied-F32 and qwen2-bpe-F32 also as Hugging Face checkpoints ("hf": the file to
+llama-F32, llama-tied-F32, qwen2-bpe-F32 and qwen3-F32 also as Hugging Face checkpoints ("hf": the file to
 open in a folder with model.safetensors, config.json and tokenizer.json; llama-tied-F32's is
 sharded: two shards and model.safetensors.index.json): the same weights, Q/K rows in HF order.
 Broken files for the error tests ("broken" in the JSON): bad-arch (gptj), missing-tensor (no
@@ -169,9 +172,9 @@ def stored(g: Gen, w: np.ndarray, qtype: Q):
 
 
 def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_base: float,
-                bias: bool, tied: bool, out_std: float, drop: str = "", narrow: str = "", bpe: str = ""):
+                bias: bool, tied: bool, out_std: float, drop: str = "", narrow: str = "", bpe: str = "",
+                head_dim: int = HIDDEN // 8, qk_norm: bool = False):
     heads = 8
-    head_dim = HIDDEN // heads
     if bpe:
         tokens, types, merges = bpe_vocab()
     else:
@@ -185,6 +188,9 @@ def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_
     w.add_feed_forward_length(FFN)
     w.add_head_count(heads)
     w.add_head_count_kv(kv_heads)
+    if head_dim != HIDDEN // heads:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(rope_base)
     w.add_file_type(int(qtype) if qtype != Q.F32 else 0)
@@ -230,14 +236,17 @@ def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_
     for i in range(LAYERS):
         p = f"blk.{i}"
         vec(f"{p}.attn_norm.weight", HIDDEN, 1.0, 0.1)
-        mat(f"{p}.attn_q.weight", HIDDEN, HIDDEN, 0.08)
+        mat(f"{p}.attn_q.weight", heads * head_dim, HIDDEN, 0.08)
         mat(f"{p}.attn_k.weight", kv_heads * head_dim, HIDDEN, 0.08)
         mat(f"{p}.attn_v.weight", kv_heads * head_dim, HIDDEN, 0.08)
         if bias:
-            vec(f"{p}.attn_q.bias", HIDDEN, 0.0, 0.2)
+            vec(f"{p}.attn_q.bias", heads * head_dim, 0.0, 0.2)
             vec(f"{p}.attn_k.bias", kv_heads * head_dim, 0.0, 0.2)
             vec(f"{p}.attn_v.bias", kv_heads * head_dim, 0.0, 0.2)
-        mat(f"{p}.attn_output.weight", HIDDEN, HIDDEN, 0.08)
+        if qk_norm:
+            vec(f"{p}.attn_q_norm.weight", head_dim, 1.0, 0.2)
+            vec(f"{p}.attn_k_norm.weight", head_dim, 1.0, 0.2)
+        mat(f"{p}.attn_output.weight", HIDDEN, heads * head_dim, 0.08)
         vec(f"{p}.ffn_norm.weight", HIDDEN, 1.0, 0.1)
         mat(f"{p}.ffn_gate.weight", FFN, HIDDEN, 0.1)
         mat(f"{p}.ffn_up.weight", FFN, HIDDEN, 0.1)
@@ -249,7 +258,7 @@ def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    return floats, dict(heads=heads, kv_heads=kv_heads, rope_base=rope_base, tied=tied, bias=bias)
+    return floats, dict(heads=heads, kv_heads=kv_heads, rope_base=rope_base, tied=tied, bias=bias, head_dim=head_dim)
 
 
 # Benchmark shapes: (layers, embedding, heads, kv heads, feed-forward, vocabulary).
@@ -346,7 +355,8 @@ def write_hf(folder: Path, arch: str, floats: dict, info: dict, bpe: str, sharde
              "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
              "attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
              "attn_v.bias": "self_attn.v_proj.bias", "ffn_gate.weight": "mlp.gate_proj.weight",
-             "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight"}
+             "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight",
+             "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight"}
     out = {}
     for name, f in floats.items():
         if name in names:
@@ -373,11 +383,12 @@ def write_hf(folder: Path, arch: str, floats: dict, info: dict, bpe: str, sharde
         save_file(out, str(root), metadata={"format": "pt"})
     n_vocab = floats["token_embd.weight"].shape[0]
     config = {
-        "architectures": ["Qwen2ForCausalLM" if arch == "qwen2" else "LlamaForCausalLM"],
+        "architectures": [{"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}.get(arch, "LlamaForCausalLM")],
         "model_type": arch, "hidden_size": HIDDEN, "intermediate_size": FFN, "num_hidden_layers": LAYERS,
         "num_attention_heads": info["heads"], "num_key_value_heads": info["kv_heads"],
         "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": info["rope_base"],
         "vocab_size": n_vocab, "tie_word_embeddings": info["tied"], "torch_dtype": "float32",
+        "head_dim": info["head_dim"],
         "bos_token_id": 1 if not bpe else n_vocab - 2, "eos_token_id": 2 if not bpe else n_vocab - 2,
     }
     (folder / "config.json").write_text(json.dumps(config, indent=1))
@@ -449,12 +460,15 @@ def main():
     specs += [("qwen2-bpe", "F32", dict(kv_heads=2, rope_base=1e6, bias=True, tied=False, bpe="qwen2")),
               ("llama-bpe", "F32", dict(kv_heads=4, rope_base=5e5, bias=False, tied=False, bpe="llama-bpe")),
               ("gpt2-bpe", "F32", dict(kv_heads=4, rope_base=1e4, bias=False, tied=False, bpe="gpt-2"))]
+    # Last, so the models above keep the bytes they had before these were added.
+    specs += [("qwen3", t, dict(kv_heads=4, rope_base=1e6, bias=False, tied=False, head_dim=2 * HIDDEN // 8, qk_norm=True))
+              for t in ("F32", "F16", "Q8_0")]
     for name, t, kw in specs:
-        arch = "qwen2" if name.startswith("qwen2") else "llama"
+        arch = next((a for a in ("qwen2", "qwen3") if name.startswith(a)), "llama")
         path = out / f"{name}-{t}.gguf"
         floats, info = write_model(path, g, arch, Q[t], out_std=0.6, **kw)
         entry = {"name": f"{name}-{t}", "arch": arch, "type": t, "path": str(path)}
-        if f"{name}-{t}" in ("llama-F32", "qwen2-bpe-F32", "llama-tied-F32"):
+        if f"{name}-{t}" in ("llama-F32", "qwen2-bpe-F32", "llama-tied-F32", "qwen3-F32"):
             hf = out / f"{name}-{t}-hf"
             # the tied one as a sharded checkpoint (two shards and an index)
             root = write_hf(hf, arch, floats, info, kw.get("bpe", ""), sharded=name == "llama-tied")

@@ -218,6 +218,10 @@ impl LlmModel {
                     return Err(missing(which.unwrap_or(&ls.biases[0])));
                 }
             }
+            if let Some([nq, nk]) = &ls.qk_norm {
+                vector("q_norm", l, need(nq)?, &mut tensors)?;
+                vector("k_norm", l, need(nk)?, &mut tensors)?;
+            }
             mat("wo", l, need(&ls.wo)?, &mut tensors)?;
             vector("ffn_norm", l, need(&ls.ffn_norm)?, &mut tensors)?;
             mat("gate", l, need(&ls.gate)?, &mut tensors)?;
