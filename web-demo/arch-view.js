@@ -14,7 +14,8 @@ const dtypeOf = (t) => t.quant ?? t.dtype;
 /** Which part of a block a tensor (its name relative to the block) belongs to. */
 export function blockPart(rel) {
   // The norm before the MLP belongs to the MLP, the one before attention to attention.
-  if (/post_attention_layernorm|ffn_norm|ln_?2|post_attn|pre_feedforward|mlp_norm/i.test(rel)) return 'mlp';
+  // Gemma's norms after the FFN (GGUF post_ffw_norm, HF post_feedforward_layernorm) close the MLP.
+  if (/post_attention_layernorm|ffn_norm|ln_?2|post_attn|pre_feedforward|post_feedforward|_ffw_norm|mlp_norm/i.test(rel)) return 'mlp';
   if (/input_layernorm|attn_norm|ln_?1|attention_norm/i.test(rel)) return 'attention';
   if (/attn|attention|q_proj|k_proj|v_proj|o_proj|qkv|query|key|value/i.test(rel)) return 'attention';
   if (/mlp|ffn|feed_forward|fc1|fc2|gate|up_proj|down_proj|experts|w1|w2|w3|dense_h_to_4h|dense_4h_to_h/i.test(rel)) return 'mlp';
@@ -99,7 +100,11 @@ export function architecture(tensors, metadata = []) {
   if (vocab !== null) hyper.push(['vocabulary', vocab]);
   if (heads !== null) hyper.push(['attention heads', heads]);
   if (kvHeads !== null) hyper.push(['KV heads', `${kvHeads}${heads ? ` (${heads / kvHeads} query heads share each)` : ''}`]);
-  if (heads && hidden) hyper.push(['head size', hidden / heads]);
+  // The file's own head size where it has one (Gemma, Qwen3: wider than hidden / heads), else the quotient.
+  const headSize = key('attention.key_length') ?? (heads && hidden ? hidden / heads : null);
+  if (headSize !== null) hyper.push(['head size', headSize]);
+  const vSize = key('attention.value_length');
+  if (vSize !== null && vSize !== headSize) hyper.push(['value head size', vSize]);
   const ctx = key('context_length');
   if (ctx !== null) hyper.push(['context length', ctx]);
   if (key('block_count') !== null && key('block_count') !== ids.length) notes.push(`the metadata says ${key('block_count')} blocks; the file has ${ids.length}`);

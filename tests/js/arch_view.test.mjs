@@ -51,3 +51,27 @@ test('no numbered blocks: no architecture; the word rules', () => {
   assert.equal(outerPart('output.weight'), 'head');
   assert.equal(outerPart('token_embd.weight'), 'embedding');
 });
+
+test('Gemma 3 GGUF names and metadata: the head size is attention.key_length, not hidden / heads; the norms after attention and after the FFN sit in their parts', () => {
+  // The shapes of the real Gemma 3 270M GGUF (640 wide, 4 heads of 256, 1 KV head, FFN 2048).
+  const list = [T('token_embd.weight', [262144, 640])];
+  for (let i = 0; i < 2; i++) {
+    for (const [n, s] of [
+      ['attn_norm.weight', [640]], ['attn_q.weight', [1024, 640]], ['attn_k.weight', [256, 640]], ['attn_v.weight', [256, 640]],
+      ['attn_q_norm.weight', [256]], ['attn_k_norm.weight', [256]], ['attn_output.weight', [640, 1024]], ['post_attention_norm.weight', [640]],
+      ['ffn_norm.weight', [640]], ['ffn_gate.weight', [2048, 640]], ['ffn_up.weight', [2048, 640]], ['ffn_down.weight', [640, 2048]], ['post_ffw_norm.weight', [640]],
+    ]) list.push(T(`blk.${i}.${n}`, s));
+  }
+  list.push(T('output_norm.weight', [640]));
+  const meta = [['general.architecture', '"gemma3"'], ['gemma3.embedding_length', '640'], ['gemma3.attention.head_count', '4'], ['gemma3.attention.head_count_kv', '1'], ['gemma3.attention.key_length', '256'], ['gemma3.attention.value_length', '256']].map(([key, value]) => ({ key, value }));
+  const a = architecture(list, meta);
+  const hyper = Object.fromEntries(a.hyper);
+  assert.equal(hyper['head size'], 256);
+  assert.equal(hyper['value head size'], undefined, 'the value head size is shown only where it differs');
+  const part = (id) => a.block.parts.find((p) => p.id === id)?.tensors.map((t) => t.name) ?? [];
+  assert.ok(part('attention').includes('attn_q_norm.weight') && part('attention').includes('post_attention_norm.weight'), part('attention').join());
+  assert.ok(part('mlp').includes('post_ffw_norm.weight'), part('mlp').join());
+  assert.deepEqual(part('other'), []);
+  assert.equal(blockPart('post_feedforward_layernorm.weight'), 'mlp');
+  assert.equal(blockPart('pre_feedforward_layernorm.weight'), 'mlp');
+});
