@@ -7,7 +7,7 @@
 //!    `inspector/` folder (`web-demo/`, `js/`, `wasm/pkg/`), which `scripts/stage-inspector.sh`
 //!    stages into `cli/inspector/` first: a published crate builds from its package alone, and a
 //!    package without it fails to build, saying so;
-//! 2. in a checkout: `../web-demo/`, the page's modules of `../js/` and `../wasm/pkg/`, once
+//! 2. in a checkout: `../web-demo/`, the page's modules of `../js/` and all of `../wasm/pkg/`, once
 //!    `scripts/build-js.sh` has built the wasm (a staged `cli/inspector/` is not used there: the
 //!    pages being worked on are);
 //! 3. else nothing: the binary then finds a checkout at run time (`tensorlane serve --web`).
@@ -42,18 +42,14 @@ fn collect(root: &Path, staged: bool) -> Vec<(String, PathBuf)> {
             }
         }
     };
-    if staged {
-        add_dir("web-demo", "web-demo", true, &mut out);
-        add_dir("js", "js", true, &mut out);
-        add_dir("wasm/pkg", "wasm/pkg", true, &mut out);
-    } else {
-        add_dir("web-demo", "web-demo", true, &mut out);
-        // The page's modules only: no addon, no type definitions.
-        add_dir("js", "js", false, &mut out);
-        for f in ["tensorlane_wasm.js", "tensorlane_wasm_bg.wasm"] {
-            out.push((format!("wasm/pkg/{f}"), root.join("wasm/pkg").join(f)));
-        }
-    }
+    add_dir("web-demo", "web-demo", true, &mut out);
+    // A checkout's js/ also holds the addon and type definitions: its modules only there.
+    add_dir("js", "js", staged, &mut out);
+    // wasm/pkg/ whole: the pages import more than the wasm and its glue (js/run-worker.js imports
+    // llm_wgsl.js, the WebGPU runner's kernels), and files picked by name here made a Run view
+    // that 404ed on the one not picked.
+    add_dir("wasm/pkg", "wasm/pkg", true, &mut out);
+    out.retain(|(u, _)| !(u.starts_with("wasm/pkg/") && (u.ends_with(".d.ts") || u.ends_with("/.gitignore"))));
     // Not the inspector: the checkout's development server and the package's Node-only modules.
     let not_served = [
         "web-demo/serve.mjs",
@@ -105,11 +101,9 @@ fn main() {
         println!("cargo::rerun-if-changed={}", checkout.join("web-demo").display());
         let wasm = checkout.join("wasm/pkg/tensorlane_wasm_bg.wasm");
         if wasm.is_file() && checkout.join("web-demo/index.html").is_file() {
-            println!("cargo::rerun-if-changed={}", wasm.display());
-            println!(
-                "cargo::rerun-if-changed={}",
-                checkout.join("wasm/pkg/tensorlane_wasm.js").display()
-            );
+            // A folder is watched file by file, recursively (llm_wgsl.js is rebuilt apart from
+            // the wasm, when a WGSL kernel changes).
+            println!("cargo::rerun-if-changed={}", checkout.join("wasm/pkg").display());
             files = collect(&checkout, false);
             source = "the checkout (web-demo/, js/, wasm/pkg/)".into();
         } else {

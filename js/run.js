@@ -13,6 +13,32 @@ export class RunError extends Error {
 }
 
 /**
+ * Why the module at `url` or one of its static imports does not load (`'PATH: HTTP 404 Not
+ * Found'`, a network error, a type that is not JavaScript), or null when each one does. What a
+ * failed module Worker's error event does not say.
+ */
+async function whyNotLoaded(url, seen = new Set()) {
+  if (seen.has(url.href)) return null;
+  seen.add(url.href);
+  let text;
+  try {
+    const r = await fetch(url, { cache: 'no-store' });
+    if (!r.ok) return `${url.pathname}: HTTP ${r.status} ${r.statusText}`.trimEnd();
+    const type = r.headers.get('content-type') ?? '';
+    if (!/javascript|ecmascript/i.test(type)) return `${url.pathname}: served as '${type}', which a browser does not run as a module`;
+    text = await r.text();
+  } catch (e) {
+    return `${url.pathname}: ${e.message}`;
+  }
+  for (const m of text.matchAll(/^\s*(?:import|export)\s(?:[^'";]*?\sfrom\s*)?['"]([^'"]+)['"]/gm)) {
+    if (!/^(\.{1,2})?\//.test(m[1])) continue;
+    const why = await whyNotLoaded(new URL(m[1], url), seen);
+    if (why) return why;
+  }
+  return null;
+}
+
+/**
  * Opens `source` (a File/Blob, a URL or URL string, or a Uint8Array) for generation. Options:
  * `budget` (device bytes for weights, KV cache and activations; absent: everything resident),
  * `context` (KV cache positions; default the model's, at most 4096), `policy` (offload policy,
@@ -25,6 +51,7 @@ export async function run(source, options = {}) {
   if (device !== 'webgpu') throw new RunError(`device '${device}' is not available in the browser (only 'webgpu')`, 'unsupported');
   if (typeof Worker === 'undefined') throw new RunError('run() needs a browser with module Workers and WebGPU', 'no-webgpu');
   if (budget != null && !(Number.isFinite(budget) && budget > 0)) throw new RunError(`budget ${budget}: not a number of bytes`);
+  // Inline, in the form bundlers (Vite, webpack) recognise as a worker entry.
   const worker = new Worker(new URL('./run-worker.js', import.meta.url), { type: 'module' });
   const session = new RunSession(worker);
   const input = source instanceof URL ? source.href : source;
@@ -58,7 +85,13 @@ export class RunSession {
         else if (m.op === 'error') reject(new RunError(m.message, m.code, m.minimum));
         else on(m);
       };
-      this.#worker.onerror = (ev) => reject(new RunError(`the run worker failed: ${ev.message ?? ev}`));
+      this.#worker.onerror = (ev) => {
+        ev.preventDefault?.();
+        // A script error carries its message and place; a module that did not load carries
+        // nothing (an Event): find which file of the worker's imports failed, and why.
+        if (ev.message) reject(new RunError(`the run worker failed: ${ev.message}${ev.filename ? ` (${ev.filename}:${ev.lineno})` : ''}`));
+        else whyNotLoaded(new URL('./run-worker.js', import.meta.url)).then((why) => reject(new RunError(`the run worker could not start: ${why ?? 'its modules load, so the browser refused the worker itself (a Content-Security-Policy, or module workers unsupported)'}`)));
+      };
       this.#worker.postMessage(msg);
     });
   }

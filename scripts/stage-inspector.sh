@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SKIP_ADDON=1 bash scripts/build-js.sh >&2
-for f in web-demo/index.html wasm/pkg/tensorlane_wasm.js wasm/pkg/tensorlane_wasm_bg.wasm web-demo/vendor/elkjs/elk-worker.min.js; do
+for f in web-demo/index.html wasm/pkg/tensorlane_wasm.js wasm/pkg/tensorlane_wasm_bg.wasm wasm/pkg/llm_wgsl.js web-demo/vendor/elkjs/elk-worker.min.js; do
   [[ -s "$f" ]] || { echo "stage-inspector.sh: $f is missing (npm ci, then bash scripts/build-js.sh)" >&2; exit 1; }
 done
 dst=cli/inspector
@@ -21,7 +21,8 @@ cp web-demo/vendor/elkjs/elk-worker.min.js web-demo/vendor/elkjs/LICENSE.md "$ds
 for f in js/*.js; do
   case "$(basename "$f")" in cli.js|node.js|wasm-node.js|esbuild.js) ;; *) cp "$f" "$dst.tmp/js/" ;; esac
 done
-cp wasm/pkg/tensorlane_wasm.js wasm/pkg/tensorlane_wasm_bg.wasm "$dst.tmp/wasm/pkg/"
+# Every module and wasm of the package (the Run view's worker imports llm_wgsl.js too).
+cp wasm/pkg/*.js wasm/pkg/*.wasm "$dst.tmp/wasm/pkg/"
 rm -rf "$dst"
 mv "$dst.tmp" "$dst"
 echo "stage-inspector: $(find "$dst" -type f | wc -l) files, $(du -sk "$dst" | cut -f1) KiB in $dst" >&2

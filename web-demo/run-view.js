@@ -17,6 +17,12 @@ export function parseSize(s) {
   const v = Number(m[1]) * (mul ?? NaN);
   return Number.isFinite(v) && v > 0 ? Math.round(v) : null;
 }
+/** `n` to three significant digits (0.036, 1.25, 118): a slow rate is not rounded to 0.0. */
+export function sig(n) {
+  if (!Number.isFinite(n)) return String(n);
+  return n >= 1000 ? n.toFixed(0) : String(Number(n.toPrecision(3)));
+}
+
 export function fmtBytes(n) {
   if (n == null) return '–';
   const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
@@ -128,8 +134,8 @@ export function mount(host, ctx) {
   function showStats(s, info) {
     const per = s.passes ? s.fetchedBytes / s.passes : 0;
     q('.rv-stats').innerHTML = [
-      ['prefill', `${s.prefillTokensPerS.toFixed(1)} tok/s`, `${s.prefillTokens} tokens in ${s.prefillS.toFixed(2)} s`],
-      ['decode', `${s.decodeTokensPerS.toFixed(1)} tok/s`, `${s.decodeTokens} tokens in ${s.decodeS.toFixed(2)} s`],
+      ['prefill', `${sig(s.prefillTokensPerS)} tok/s`, `${s.prefillTokens} tokens in ${sig(s.prefillS)} s`],
+      ['decode', `${sig(s.decodeTokensPerS)} tok/s`, `${s.decodeTokens} tokens in ${sig(s.decodeS)} s`],
       ['read per pass', fmtBytes(per), `plan: ${fmtBytes(info.plan?.streamed_bytes ?? 0)}`],
       ['loaded', fmtBytes(info.loadFetched), `of a ${fmtBytes(info.fileBytes)} file`],
     ].map(([k, v, t]) => `<div title="${esc(t)}">${esc(k)}<b>${esc(v)}</b>${esc(t)}</div>`).join('');

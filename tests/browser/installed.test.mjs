@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { launch, missing } from './_chromium.mjs';
+import { ARGS, CHROMIUM, chromium, launch, missing } from './_chromium.mjs';
 import { inspectServed } from './_served_inspector.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -30,7 +30,7 @@ const OUT = join(ROOT, 'tests/out');
 const canHide = spawnSync('unshare', ['-rm', 'true']).status === 0;
 
 describe('the installed tensorlane binary serves its built-in inspector, no checkout needed', { skip: missing ?? false }, () => {
-  let work, child, base;
+  let work, away, child, base;
   let stderr = '';
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'tensorlane-installed-'));
@@ -46,10 +46,11 @@ describe('the installed tensorlane binary serves its built-in inspector, no chec
       bin = join(work, 'root/bin/tensorlane');
     }
     // Outside the checkout: the binary and a model, in a temporary folder.
-    const away = join(work, 'away');
+    away = join(work, 'away');
     mkdirSync(join(away, 'models'), { recursive: true });
     copyFileSync(bin, join(away, 'tensorlane'));
     copyFileSync(join(ROOT, 'tests/data/fixtures/sample.safetensors'), join(away, 'models/sample.safetensors'));
+    copyFileSync(join(ROOT, 'tests/data/llm/tiny-llama-Q4_K.gguf'), join(away, 'models/tiny-llama-Q4_K.gguf'));
     const args = ['serve', join(away, 'models'), '--bind', '127.0.0.1:0'];
     if (canHide) {
       const empty = join(work, 'empty');
@@ -99,6 +100,30 @@ describe('the installed tensorlane binary serves its built-in inspector, no chec
       assert.equal(r.stats.max, 11);
       assert.equal(r.stats.mean, 5.5);
       assert.equal(r.version, `tensorlane ${VERSION}`);
+    } finally {
+      await browser.close();
+    }
+  });
+
+  it('the Run view generates with the served model on WebGPU: every module its worker imports is embedded, the tokens are `tensorlane run`\'s', { timeout: 120000 }, async () => {
+    const prompt = [1, 300, 45, 120];
+    const max = 3;
+    const model = join(away, 'models/tiny-llama-Q4_K.gguf');
+    const cli = spawnSync(join(away, 'tensorlane'), ['run', model, '--tokens', prompt.join(','), '--max-new-tokens', String(max), '--context', '64', '--json'], { encoding: 'utf8' });
+    assert.equal(cli.status, 0, cli.stderr);
+    const want = JSON.parse(cli.stdout).tokens;
+    const browser = await chromium.launch({ executablePath: CHROMIUM, args: [...ARGS.filter((a) => a !== '--disable-gpu'), '--enable-unsafe-webgpu'] });
+    try {
+      const page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
+      const failed = [];
+      page.on('response', (r) => r.status() >= 400 && failed.push(`${r.status()} ${r.url()}`));
+      await page.goto(`${base}/web-demo/?url=${encodeURIComponent(`${base}/files/models/tiny-llama-Q4_K.gguf`)}&view=run&tokens=${prompt.join(',')}&max=${max}&context=64`);
+      await page.waitForSelector('.run-view[data-run-state=done], .run-view[data-run-state=error]', { timeout: 90000 });
+      mkdirSync(OUT, { recursive: true });
+      await page.screenshot({ path: join(OUT, 'installed-run-view.png'), fullPage: true });
+      assert.equal(await page.getAttribute('.run-view', 'data-run-state'), 'done', await page.textContent('.run-view .rv-msg'));
+      assert.deepEqual(JSON.parse(await page.textContent('[data-run-tokens]')), want);
+      assert.deepEqual(failed, []);
     } finally {
       await browser.close();
     }
