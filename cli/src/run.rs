@@ -3,10 +3,15 @@
 //! URL ([`tensorlane_llm`]).
 //!
 //! ```text
-//! tensorlane run MODEL [--prompt TEXT | --tokens IDS] [--max-new-tokens N] [--temperature T]
-//!                [--top-k K] [--top-p P] [--seed S] [--context N] [--threads N]
+//! tensorlane run MODEL [--prompt TEXT | --tokens IDS] [--chat [--system TEXT]] [--max-new-tokens N]
+//!                [--temperature T] [--top-k K] [--top-p P] [--seed S] [--context N] [--threads N]
 //!                [--device cpu|wgpu] [--budget SIZE] [--policy P] [--json]
 //! ```
+//!
+//! `--chat` renders the conversation with the model's own chat template
+//! ([`tensorlane_llm::chat::Chat`]): one turn with `--prompt`, else a turn per line of standard
+//! input, the KV cache kept between turns ([`Session::generate_continued`]); `--json` then prints
+//! one object per turn.
 //!
 //! A progress bar while the resident weights load (models of 64 MiB and more, on a terminal);
 //! tokens are printed to stdout as they are generated, then a summary to stderr: prefill and
@@ -28,6 +33,7 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::json;
 use tensorlane::model::Model;
+use tensorlane_llm::chat::Chat;
 use tensorlane_llm::{Device, Error as LlmError, Options, Policy, Sampling, Session};
 
 use crate::error::CliError;
@@ -36,14 +42,26 @@ use crate::output::human_bytes;
 /// `tensorlane run` arguments.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The model (llama, mistral or qwen2 architecture), a path or a URL (s3://, gs://, az://,
+    /// The model (llama, mistral, qwen2 or qwen3 architecture), a path or a URL (s3://, gs://, az://,
     /// http(s)://): a GGUF file with its embedded vocabulary, a .zt converted from one, or a
     /// .safetensors file (single, or a sharded set's index) or .zt with config.json and
     /// tokenizer.json beside it.
     model: PathBuf,
-    /// The prompt text (tokenized with the model's vocabulary; BOS added when it says so).
+    /// The prompt text (tokenized with the model's vocabulary; BOS added when it says so). With
+    /// --chat: the user's message of a single turn.
     #[arg(long, conflicts_with = "tokens")]
     prompt: Option<String>,
+    /// Chat with the model through its own chat template (the GGUF's tokenizer.chat_template or
+    /// tokenizer_config.json beside the file): with --prompt, one turn; without it, turns are
+    /// read from standard input a line each (a `> ` prompt on a terminal; an empty line or
+    /// end of input ends the chat, `/reset` forgets the conversation), the KV cache kept
+    /// between turns so each one evaluates only its new messages. Special tokens are
+    /// recognised only where the template writes them, never in what you type.
+    #[arg(long, conflicts_with = "tokens")]
+    chat: bool,
+    /// With --chat: the system message that opens the conversation.
+    #[arg(long, requires = "chat")]
+    system: Option<String>,
     /// The prompt as token ids, comma- or space-separated (nothing is added).
     #[arg(long, value_name = "IDS")]
     tokens: Option<String>,
@@ -158,14 +176,6 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
         (e @ LlmError::Device(_), _) => CliError::Usage(format!("--device {}: {e}", args.device)),
         (e, _) => llm_error(e),
     })?;
-    let prompt = match (&args.prompt, &args.tokens) {
-        (_, Some(ids)) => parse_ids(ids)?,
-        (Some(text), None) => session.tokenizer().encode(text, true),
-        (None, None) => return Err(CliError::Usage("give --prompt TEXT or --tokens IDS".into())),
-    };
-    if prompt.is_empty() {
-        return Err(CliError::Usage("the prompt has no tokens".into()));
-    }
     let sampling = Sampling {
         temperature: args.temperature,
         top_k: args.top_k,
@@ -173,29 +183,32 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
         seed: args.seed,
         ..Sampling::default()
     };
+    let mut chat = None;
+    if args.chat {
+        let mut c = Chat::for_model(&model).map_err(|e| CliError::Usage(format!("--chat: {e}")))?;
+        if let Some(system) = &args.system {
+            c.push("system", system, session.tokenizer());
+        }
+        if args.prompt.is_none() {
+            return converse(args, &mut session, c, &sampling);
+        }
+        chat = Some(c);
+    }
+    let prompt = match (&args.prompt, &args.tokens, &mut chat) {
+        (Some(text), None, Some(c)) => {
+            c.push("user", text, session.tokenizer());
+            c.prompt(session.tokenizer()).map_err(llm_error)?
+        }
+        (_, Some(ids), _) => parse_ids(ids)?,
+        (Some(text), None, None) => session.tokenizer().encode(text, true),
+        (None, None, _) => return Err(CliError::Usage("give --prompt TEXT, --tokens IDS or --chat".into())),
+    };
+    if prompt.is_empty() {
+        return Err(CliError::Usage("the prompt has no tokens".into()));
+    }
 
     let mut out = std::io::stdout().lock();
-    let mut tokens = Vec::new();
-    let mut pending: Vec<u8> = Vec::new();
-    let mut bytes = Vec::new();
-    for t in session.generate(&prompt, &sampling).take(args.max_new_tokens) {
-        let t = t.map_err(llm_error)?;
-        tokens.push(t.id);
-        let piece = t.piece;
-        bytes.extend_from_slice(&piece);
-        if !args.json {
-            pending.extend_from_slice(&piece);
-            // print every complete character; keep a split one for the next token
-            let valid = match std::str::from_utf8(&pending) {
-                Ok(s) => s.len(),
-                Err(e) if e.error_len().is_none() => e.valid_up_to(),
-                Err(_) => pending.len(),
-            };
-            let _ = out.write_all(&pending[..valid]);
-            let _ = out.flush();
-            pending.drain(..valid);
-        }
-    }
+    let (tokens, bytes) = stream(&mut session, &prompt, &sampling, args.max_new_tokens, false, !args.json, &mut out)?;
     let stats = session.stats();
     let text = String::from_utf8_lossy(&bytes).into_owned();
     if args.json {
@@ -230,7 +243,6 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
         });
         let _ = writeln!(out, "{v}");
     } else {
-        let _ = out.write_all(&pending);
         let _ = writeln!(out);
         let _ = out.flush();
         let streaming = if stats.plan_streamed_bytes > 0 {
@@ -273,6 +285,116 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
                 1e3 * stats.sim_floor_s,
             );
         }
+    }
+    Ok(())
+}
+
+/// Generates up to `max` tokens after `prompt` ([`Session::generate_continued`] when
+/// `continued`: the KV cache's prefix of `prompt` is kept), writing each complete character to
+/// `out` as it comes when `print` (a character split over tokens waits for its last byte; what
+/// is left at the end is written then). Returns the tokens and the bytes they stand for.
+fn stream(
+    session: &mut Session<'_>,
+    prompt: &[u32],
+    sampling: &Sampling,
+    max: usize,
+    continued: bool,
+    print: bool,
+    out: &mut impl std::io::Write,
+) -> Result<(Vec<u32>, Vec<u8>), CliError> {
+    let mut tokens = Vec::new();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut bytes = Vec::new();
+    let generate = if continued {
+        session.generate_continued(prompt, sampling)
+    } else {
+        session.generate(prompt, sampling)
+    };
+    for t in generate.take(max) {
+        let t = t.map_err(llm_error)?;
+        tokens.push(t.id);
+        bytes.extend_from_slice(&t.piece);
+        if print {
+            pending.extend_from_slice(&t.piece);
+            let valid = match std::str::from_utf8(&pending) {
+                Ok(s) => s.len(),
+                Err(e) if e.error_len().is_none() => e.valid_up_to(),
+                Err(_) => pending.len(),
+            };
+            let _ = out.write_all(&pending[..valid]);
+            let _ = out.flush();
+            pending.drain(..valid);
+        }
+    }
+    let _ = out.write_all(&pending);
+    Ok((tokens, bytes))
+}
+
+/// `run --chat` without --prompt: a conversation, a user turn per line of standard input, each
+/// reply streamed to stdout; the KV cache keeps the conversation, so a turn evaluates only its
+/// new messages (the figures after each reply say how many). On a terminal a `> ` prompt is shown
+/// (on stderr); an empty line or the end of input ends it; `/reset` starts a new conversation.
+fn converse(args: &RunArgs, session: &mut Session<'_>, mut chat: Chat, sampling: &Sampling) -> Result<(), CliError> {
+    use std::io::{BufRead as _, IsTerminal as _};
+    let stdin = std::io::stdin();
+    let terminal = stdin.is_terminal();
+    let opening = chat.clone_messages();
+    if terminal {
+        eprintln!(
+            "chatting with {} (an empty line or Ctrl-D ends it; /reset starts over)",
+            args.model.display()
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    let mut turns = 0usize;
+    let mut lines = stdin.lock().lines();
+    loop {
+        if terminal {
+            eprint!("> ");
+        }
+        let Some(line) = lines.next() else { break };
+        let line = line.map_err(|e| CliError::Usage(format!("standard input: {e}")))?;
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() {
+            break;
+        }
+        if line.trim() == "/reset" {
+            chat.set_messages(opening.clone());
+            continue;
+        }
+        chat.push("user", line, session.tokenizer());
+        let prompt = chat.prompt(session.tokenizer()).map_err(llm_error)?;
+        let (tokens, bytes) = stream(session, &prompt, sampling, args.max_new_tokens, true, !args.json, &mut out)?;
+        let reply = String::from_utf8_lossy(&bytes).into_owned();
+        chat.push("assistant", reply.trim(), session.tokenizer());
+        let stats = session.stats();
+        if args.json {
+            let v = json!({
+                "user": line, "prompt_tokens": prompt.len(), "evaluated_prompt_tokens": stats.prefill_tokens,
+                "tokens": tokens, "text": reply, "decode_tokens_per_s": stats.decode_tokens_per_s(),
+            });
+            let _ = writeln!(out, "{v}");
+        } else {
+            let _ = writeln!(out);
+            let _ = out.flush();
+            eprintln!(
+                "[{} prompt tokens, {} evaluated ({} kept from the last turn); {} tokens at {:.1} tokens/s]",
+                prompt.len(),
+                stats.prefill_tokens,
+                prompt.len() - stats.prefill_tokens,
+                stats.decode_tokens + 1,
+                stats.decode_tokens_per_s(),
+            );
+        }
+        turns += 1;
+    }
+    if terminal {
+        eprintln!();
+    }
+    if turns == 0 && !terminal {
+        return Err(CliError::Usage(
+            "--chat read no message from standard input (give --prompt TEXT for one turn)".into(),
+        ));
     }
     Ok(())
 }

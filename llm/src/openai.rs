@@ -122,24 +122,7 @@ struct Api {
 
 /// The routes of the module docs over `engine`.
 pub fn router(engine: Engine, config: ApiConfig) -> Router {
-    let template = config.chat_template.clone().map(|t| {
-        let mut env = minijinja::Environment::new();
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_function(
-            "raise_exception",
-            |msg: String| -> std::result::Result<String, minijinja::Error> {
-                Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
-            },
-        );
-        env.add_function("strftime_now", |fmt: String| {
-            let _ = fmt;
-            // No clock formatting here: templates use it for a "today" line only.
-            String::from("01 Jan 2026")
-        });
-        env.add_template_owned("chat", t)
-            .map(|()| env)
-            .map_err(|e| format!("the model's chat template does not compile: {e}"))
-    });
+    let template = config.chat_template.clone().map(crate::chat::environment);
     let max_body = config.max_body;
     let limits = (max_body, config.body_timeout.filter(|d| !d.is_zero()));
     let api = Arc::new(Api {
@@ -632,29 +615,7 @@ fn chat_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -
             }
         }
     }
-    let vocab = tok.vocab();
-    let text_of = |id: Option<u32>| {
-        id.and_then(|i| vocab.tokens.get(i as usize))
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-            .unwrap_or_default()
-    };
-    let (bos, eos) = (text_of(vocab.bos), text_of(vocab.eos));
-    let rendered = env
-        .get_template("chat")
-        .and_then(|t| {
-            t.render(minijinja::context! {
-                messages => msgs,
-                add_generation_prompt => true,
-                bos_token => bos,
-                eos_token => eos,
-            })
-        })
-        .map_err(|e| {
-            ApiError::invalid(
-                format!("the chat template failed on these messages: {e}"),
-                Some("messages"),
-            )
-        })?;
+    let rendered = crate::chat::render(env, tok, &msgs, true).map_err(|e| ApiError::invalid(e, Some("messages")))?;
     let prompt = chat_prompt(tok, &rendered);
     let max_tokens = p.max_tokens.unwrap_or_else(|| room(&api, prompt.len()));
     start(api, prompt, max_tokens, p, Kind::Chat)

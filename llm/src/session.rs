@@ -214,6 +214,9 @@ pub struct Session<'m> {
     cpu: Exec<'m>,
     tokenizer: Tokenizer,
     cache: KvCache,
+    /// The tokens whose keys and values the cache holds, in order ([`Session::generate_continued`]
+    /// reuses their longest common prefix with a new prompt).
+    cached: Vec<u32>,
     context: usize,
     stats: Stats,
 }
@@ -319,6 +322,7 @@ impl<'m> Session<'m> {
             cpu,
             tokenizer,
             cache,
+            cached: Vec::new(),
             context,
             stats,
         })
@@ -386,6 +390,7 @@ impl<'m> Session<'m> {
     pub fn logits(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>> {
         self.check_tokens(tokens)?;
         self.cache.clear();
+        self.cached.clear();
         self.stats.restart();
         let start = Instant::now();
         let out = if tokens.is_empty() {
@@ -406,6 +411,22 @@ impl<'m> Session<'m> {
     /// sampling parameters) is the first item's error. Limit the count with
     /// [`Iterator::take`].
     pub fn generate<'s>(&'s mut self, prompt: &[u32], sampling: &Sampling) -> Generate<'s, 'm> {
+        self.generate_from(prompt, sampling, false)
+    }
+
+    /// As [`Session::generate`], but the KV cache is kept as far as it holds the start of
+    /// `prompt`: the longest common prefix of `prompt` and the tokens the cache holds (the last
+    /// call's prompt and the tokens it generated, less the last, which was never evaluated) is
+    /// not evaluated again, and only the rest of `prompt` is (at least its last token, whose
+    /// logits pick the first new one). What a chat does from turn to turn: each turn's prompt is
+    /// the whole conversation so far, and only the new messages cost a prefill
+    /// ([`Stats::prefill_tokens`] counts those). The logits are those of evaluating the rest
+    /// after the kept positions, as a decode of them would give.
+    pub fn generate_continued<'s>(&'s mut self, prompt: &[u32], sampling: &Sampling) -> Generate<'s, 'm> {
+        self.generate_from(prompt, sampling, true)
+    }
+
+    fn generate_from<'s>(&'s mut self, prompt: &[u32], sampling: &Sampling, reuse: bool) -> Generate<'s, 'm> {
         let error = if prompt.is_empty() {
             Some(Error::Options(
                 "the prompt is empty (a model needs at least one token)".into(),
@@ -420,6 +441,7 @@ impl<'m> Session<'m> {
             last: None,
             error,
             done: false,
+            reuse,
         }
     }
 }
@@ -575,6 +597,8 @@ pub struct Generate<'s, 'm> {
     last: Option<u32>,
     error: Option<Error>,
     done: bool,
+    /// Whether the prompt's prefix already in the cache is kept ([`Session::generate_continued`]).
+    reuse: bool,
 }
 
 impl std::fmt::Debug for Generate<'_, '_> {
@@ -607,13 +631,30 @@ impl Iterator for Generate<'_, '_> {
         let s = &mut *self.session;
         let logits = match self.last {
             None => {
-                s.cache.clear();
+                // Positions kept: the prompt's prefix the cache holds, all but its last token.
+                let keep = if self.reuse {
+                    let common = s.cached.iter().zip(&self.prompt).take_while(|(a, b)| a == b).count();
+                    common.min(self.prompt.len() - 1).min(s.cache.len)
+                } else {
+                    0
+                };
+                if keep == 0 {
+                    s.cache.clear();
+                } else {
+                    s.cache.truncate(keep);
+                }
+                s.cached.truncate(keep);
                 s.stats.restart();
                 let start = Instant::now();
-                let n = self.prompt.len();
-                let mut l = match s.cpu.forward(&self.prompt, &mut s.cache, &|i| i + 1 == n) {
+                let rest = &self.prompt[keep..];
+                let n = rest.len();
+                s.cached.extend_from_slice(rest);
+                let mut l = match s.cpu.forward(rest, &mut s.cache, &|i| i + 1 == n) {
                     Ok(l) => l,
                     Err(e) => {
+                        // What the cache holds is unknown now: the next call starts afresh.
+                        s.cache.clear();
+                        s.cached.clear();
                         self.done = true;
                         return Some(Err(e));
                     }
@@ -632,6 +673,7 @@ impl Iterator for Generate<'_, '_> {
                     }));
                 }
                 let start = Instant::now();
+                s.cached.push(t);
                 let mut l = match s.cpu.forward(&[t], &mut s.cache, &|_| true) {
                     Ok(l) => l,
                     Err(e) => {
