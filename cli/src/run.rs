@@ -34,7 +34,7 @@ use clap::Args;
 use serde_json::json;
 use tensorlane::model::Model;
 use tensorlane_llm::chat::Chat;
-use tensorlane_llm::{Device, Error as LlmError, Options, Policy, Sampling, Session};
+use tensorlane_llm::{CacheType, Device, Error as LlmError, Options, Policy, Sampling, Session};
 
 use crate::error::CliError;
 use crate::output::human_bytes;
@@ -97,6 +97,10 @@ pub struct RunArgs {
     /// resident). Below the policy's minimum: an error naming it.
     #[arg(long, value_name = "SIZE", value_parser = crate::limits::parse_size)]
     budget: Option<u64>,
+    /// How the KV cache stores keys and values: `f16` (the default on the cpu, as llama.cpp's:
+    /// half the memory of f32) or `f32` (exact; the only one of the wgpu and cuda devices so far).
+    #[arg(long, value_parser = ["f32", "f16"])]
+    cache_type: Option<String>,
     /// The offload policy under --budget: the scheduler, or a baseline (all-resident, sync-jit,
     /// full-offload, flexgen-like); the tokens are the same, the split and the speed differ.
     #[arg(long, default_value = "scheduler", requires = "budget",
@@ -164,6 +168,7 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
             budget: args.budget,
             device,
             policy: Policy::from_name(&args.policy),
+            cache_type: args.cache_type.as_deref().and_then(CacheType::from_name),
         },
         &mut |load| match &bar {
             Some(b) => b.set_position(load.loaded),

@@ -41,6 +41,10 @@ pub struct ModelArgs {
     /// Worker threads of the executor (default: every core).
     #[arg(long, requires = "model")]
     pub threads: Option<usize>,
+    /// How the KV caches store keys and values: f16 (the default on the cpu, as llama.cpp's: half
+    /// the memory) or f32 (exact; the only one on wgpu so far).
+    #[arg(long, value_parser = ["f32", "f16"], requires = "model")]
+    pub cache_type: Option<String>,
     /// How long a request's body may take to arrive after its head (`30s`, `500ms`, `2m`; a bare
     /// number is seconds; `0` for no limit): a body that takes longer is answered 408 and the
     /// connection closed. (A body over 1 MiB is answered 413 at once, when its Content-Length
@@ -129,6 +133,7 @@ pub fn start(args: &ModelArgs) -> Result<Option<Started>, String> {
             max_batch: args.max_batch,
             max_queue: args.max_queue,
             budget: args.budget,
+            cache_type: args.cache_type.as_deref().and_then(tensorlane_llm::CacheType::from_name),
         },
         device,
     )

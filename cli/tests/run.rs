@@ -330,7 +330,7 @@ fn the_readme_sample_runs_under_its_budget() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         serde_json::from_slice::<Value>(&o.stdout).unwrap()
     };
-    let (all, budgeted) = (args(None), args(Some("1900KiB")));
+    let (all, budgeted) = (args(None), args(Some("1300KiB")));
     assert_eq!(all["tokens"], budgeted["tokens"]);
     assert!(budgeted["stats"]["streamed_bytes_per_token"].as_u64().unwrap() > 0, "{budgeted}");
 }

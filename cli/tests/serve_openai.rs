@@ -65,7 +65,7 @@ impl Served {
         let mut child = Command::new(BIN)
             .args(["serve", "--model", model, "--bind", "127.0.0.1:0", "--context"])
             .arg(context.to_string())
-            .args(["--threads", "2"])
+            .args(["--threads", "2", "--cache-type", "f32"])
             .args(args)
             .env_remove("TENSORLANE_TOKEN")
             .stdout(Stdio::piped())
@@ -110,6 +110,9 @@ fn session(model: &Model) -> Session<'_> {
         Options {
             context: Some(CONTEXT),
             threads: Some(2),
+            // the servers below keep f32 caches too: their log-probabilities are checked against
+            // these to 1e-4, and an f16 cache rounds the two paths' last-bit differences on
+            cache_type: Some(tensorlane_llm::CacheType::F32),
             ..Options::default()
         },
     )
@@ -225,7 +228,7 @@ fn openai_clients_against_serve_model() {
 
     // `tensorlane run` prints the same tokens.
     let run = Command::new(BIN)
-        .args(["run", &chat_path, "--prompt", prompt_text, "--json", "--threads", "2"])
+        .args(["run", &chat_path, "--prompt", prompt_text, "--json", "--threads", "2", "--cache-type", "f32"])
         .args(["--max-new-tokens", &n.to_string(), "--context", &CONTEXT.to_string()])
         .output()
         .unwrap();

@@ -20,6 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             max_queue: 0,
             // BUDGET=bytes: stream what the offload plan does not keep resident.
             budget: std::env::var("BUDGET").ok().and_then(|b| b.parse().ok()),
+            cache_type: None,
         },
     )?;
     let prompt = engine.tokenizer().encode("the tensor data model", true);

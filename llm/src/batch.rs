@@ -63,6 +63,9 @@ pub struct EngineOptions {
     /// the offload plan (scheduler policy) keeps some bytes of each matrix resident and the rest
     /// is streamed at each decode step, once for the whole batch.
     pub budget: Option<u64>,
+    /// How the KV caches store keys and values (`None`: f16 on the CPU, f32 on wgpu), as
+    /// [`Options::cache_type`](crate::Options::cache_type).
+    pub cache_type: Option<crate::CacheType>,
 }
 
 impl Default for EngineOptions {
@@ -73,6 +76,7 @@ impl Default for EngineOptions {
             max_batch: 8,
             max_queue: 64,
             budget: None,
+            cache_type: None,
         }
     }
 }
@@ -421,6 +425,11 @@ fn open<'m>(
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let mut weights = Weights::bind(model, &spec)?;
+    let cache_type = crate::session::cache_type_of(&crate::Options {
+        device,
+        cache_type: options.cache_type,
+        ..crate::Options::default()
+    })?;
     let plan = match options.budget {
         Some(budget) => {
             // The working set holds max_batch KV caches: plan for that many positions.
@@ -432,6 +441,7 @@ fn open<'m>(
                 weights.vector_bytes(),
                 budget,
                 positions,
+                cache_type,
                 tensorlane_offload::Policy::Scheduler,
             )?)
         }
@@ -448,7 +458,7 @@ fn open<'m>(
                 let resident = plan.resident();
                 weights.split(&|name| resident.get(name).copied());
             }
-            Exec::Cpu(Cpu::new(spec, weights, threads)?)
+            Exec::Cpu(Cpu::new(spec, weights, threads, cache_type)?)
         }
     };
     let info = EngineInfo {

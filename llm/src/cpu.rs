@@ -6,6 +6,7 @@ use rayon::prelude::*;
 use tensorlane::model::Model;
 
 use crate::arch::{RopeStyle, Spec, TensorSpec};
+use crate::plan::CacheType;
 use crate::kernels::Matrix;
 use crate::{Error, Result};
 
@@ -186,11 +187,73 @@ impl<'m> Weights<'m> {
     }
 }
 
-/// Keys and values of every position so far, per layer: `[pos][kv_heads * head_dim]`.
+/// One layer's cached keys or values, `[pos][kv_heads * head_dim]`, as [`CacheType`] says.
+pub(crate) enum Rows {
+    F32(Vec<f32>),
+    F16(Vec<half::f16>),
+}
+
+impl Rows {
+    fn new(cache: CacheType) -> Rows {
+        match cache {
+            CacheType::F32 => Rows::F32(Vec::new()),
+            CacheType::F16 => Rows::F16(Vec::new()),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Rows::F32(v) => v.len(),
+            Rows::F16(v) => v.len(),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.truncate(0);
+    }
+
+    fn truncate(&mut self, n: usize) {
+        match self {
+            Rows::F32(v) => v.truncate(n),
+            Rows::F16(v) => v.truncate(n),
+        }
+    }
+
+    /// Appends `x`, rounded to f16 for an f16 cache.
+    fn extend(&mut self, x: &[f32]) {
+        match self {
+            Rows::F32(v) => v.extend_from_slice(x),
+            Rows::F16(v) => v.extend(x.iter().map(|&a| half::f16::from_f32(a))),
+        }
+    }
+
+    /// Values `at..at + buf.len()` as f32: a view of an f32 cache, or converted into `buf`.
+    fn get<'a>(&'a self, at: usize, buf: &'a mut [f32]) -> &'a [f32] {
+        use half::slice::HalfFloatSliceExt as _;
+        match self {
+            Rows::F32(v) => &v[at..at + buf.len()],
+            Rows::F16(v) => {
+                v[at..at + buf.len()].convert_to_f32_slice(buf);
+                buf
+            }
+        }
+    }
+}
+
+/// `x` as an f16 cache's attention takes it (llama.cpp converts the query and the softmax
+/// weights to f16 for its products with f16 keys and values), or `x` itself.
+fn round_for(cache: &Rows, x: f32) -> f32 {
+    match cache {
+        Rows::F32(_) => x,
+        Rows::F16(_) => half::f16::from_f32(x).to_f32(),
+    }
+}
+
+/// Keys and values of every position so far, per layer.
 #[derive(Default)]
 pub(crate) struct KvCache {
-    k: Vec<Vec<f32>>,
-    v: Vec<Vec<f32>>,
+    k: Vec<Rows>,
+    v: Vec<Rows>,
     /// Positions held.
     pub len: usize,
 }
@@ -220,6 +283,8 @@ impl KvCache {
 pub(crate) struct Cpu<'m> {
     spec: Spec,
     w: Weights<'m>,
+    /// How the KV caches it makes store keys and values.
+    cache: CacheType,
     pool: rayon::ThreadPool,
     /// Rope `(cos, sin)` per position, `rope_dim / 2` pairs each, grown on demand.
     rope: Vec<(f32, f32)>,
@@ -231,7 +296,7 @@ pub(crate) struct Cpu<'m> {
 }
 
 impl<'m> Cpu<'m> {
-    pub(crate) fn new(spec: Spec, w: Weights<'m>, threads: usize) -> Result<Cpu<'m>> {
+    pub(crate) fn new(spec: Spec, w: Weights<'m>, threads: usize, cache: CacheType) -> Result<Cpu<'m>> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("tensorlane-llm-{i}"))
@@ -248,6 +313,7 @@ impl<'m> Cpu<'m> {
         Ok(Cpu {
             spec,
             w,
+            cache,
             pool,
             rope: Vec::new(),
             rope_positions: 0,
@@ -276,8 +342,8 @@ impl<'m> Cpu<'m> {
     pub(crate) fn new_cache(&self) -> KvCache {
         let n = self.spec.layers.len();
         KvCache {
-            k: vec![Vec::new(); n],
-            v: vec![Vec::new(); n],
+            k: (0..n).map(|_| Rows::new(self.cache)).collect(),
+            v: (0..n).map(|_| Rows::new(self.cache)).collect(),
             len: 0,
         }
     }
@@ -476,30 +542,30 @@ impl<'m> Cpu<'m> {
             let mut r0 = 0;
             for (t, cache) in seqs.iter_mut() {
                 let r1 = r0 + t.len();
-                cache.k[li].extend_from_slice(&k[r0 * kv_dim..r1 * kv_dim]);
-                cache.v[li].extend_from_slice(&v[r0 * kv_dim..r1 * kv_dim]);
+                cache.k[li].extend(&k[r0 * kv_dim..r1 * kv_dim]);
+                cache.v[li].extend(&v[r0 * kv_dim..r1 * kv_dim]);
                 r0 = r1;
             }
-            let kv: Vec<(&[f32], &[f32])> = seqs
-                .iter()
-                .map(|(_, c)| (c.k[li].as_slice(), c.v[li].as_slice()))
-                .collect();
+            let kv: Vec<(&Rows, &Rows)> = seqs.iter().map(|(_, c)| (&c.k[li], &c.v[li])).collect();
             let (q, rows, pos0) = (&q, &rows, &pos0);
             // One task per (row, head): scores over positions 0..=pos, softmax, weighted sum.
             self.pool.install(|| {
                 attn.par_chunks_mut(hd).enumerate().for_each_init(
-                    || Vec::with_capacity(max_pos),
-                    |scores: &mut Vec<f32>, (idx, out)| {
+                    || (Vec::with_capacity(max_pos), vec![0f32; hd], vec![0f32; hd]),
+                    |(scores, qbuf, row): &mut (Vec<f32>, Vec<f32>, Vec<f32>), (idx, out)| {
                         let (r, head) = (idx / h.n_head, idx % h.n_head);
                         let (s, i) = rows[r];
                         let (kc, vc) = kv[s];
                         let kvh = head / group;
-                        let qh = &q[r * q_dim + head * hd..r * q_dim + (head + 1) * hd];
+                        for (b, &a) in qbuf.iter_mut().zip(&q[r * q_dim + head * hd..r * q_dim + (head + 1) * hd]) {
+                            *b = round_for(kc, a);
+                        }
+                        let qh = &qbuf[..];
                         let len = pos0[s] + i + 1;
                         scores.clear();
                         let mut max = f32::NEG_INFINITY;
                         for t in 0..len {
-                            let kt = &kc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
+                            let kt = kc.get(t * kv_dim + kvh * hd, row);
                             let s = crate::kernels::dot(qh, kt) * scale;
                             max = max.max(s);
                             scores.push(s);
@@ -512,8 +578,8 @@ impl<'m> Cpu<'m> {
                         let inv = (1.0 / sum) as f32;
                         out.fill(0.0);
                         for (t, &p) in scores.iter().enumerate() {
-                            let p = p * inv;
-                            let vt = &vc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
+                            let p = round_for(vc, p * inv);
+                            let vt = vc.get(t * kv_dim + kvh * hd, row);
                             crate::kernels::add_scaled(out, p, vt);
                         }
                     },

@@ -66,6 +66,7 @@ pub use sampling::{Sampler, Sampling};
 #[cfg(feature = "native")]
 pub use session::{Device, Generate, Load, Options, Session, Stats, Token};
 /// The offload policies [`Options::policy`] takes (re-exported from `tensorlane-offload`).
+pub use plan::CacheType;
 pub use tensorlane_offload::Policy;
 
 /// The CUDA executor's kernel source (`llm/src/cuda/kernels.cu`), for tools and tests that

@@ -20,15 +20,52 @@ use crate::{Error, Result};
 /// Positions evaluated in one batch by the executors (their activation buffers hold this many).
 pub const BATCH: usize = 32;
 
-/// Device bytes a session needs besides the weight matrices: the KV cache (f32 keys and
-/// values, `context` positions), the f32 vectors (norms, biases, rope factors) and the
-/// activations of one [`BATCH`] (hidden states, projections, attention scores over the
+/// How the KV cache stores keys and values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheType {
+    /// 4 bytes a value: exact.
+    F32,
+    /// 2 bytes a value (llama.cpp's default): half the memory. Attention takes the query and the
+    /// softmax weights rounded to f16 too, as llama.cpp's CPU path does with an f16 cache.
+    F16,
+}
+
+impl CacheType {
+    /// Bytes a cached value takes.
+    pub fn bytes(self) -> usize {
+        match self {
+            CacheType::F32 => 4,
+            CacheType::F16 => 2,
+        }
+    }
+
+    /// The name `--cache-type` takes (`f32`, `f16`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheType::F32 => "f32",
+            CacheType::F16 => "f16",
+        }
+    }
+
+    /// The type named `name` (`f32`, `f16`), or `None`.
+    pub fn from_name(name: &str) -> Option<CacheType> {
+        match name {
+            "f32" => Some(CacheType::F32),
+            "f16" => Some(CacheType::F16),
+            _ => None,
+        }
+    }
+}
+
+/// Device bytes a session needs besides the weight matrices: the KV cache (keys and values of
+/// `context` positions, `cache` bytes a value), the f32 vectors (norms, biases, rope factors) and
+/// the activations of one [`BATCH`] (hidden states, projections, attention scores over the
 /// context, logits).
-pub fn working_set(spec: &Spec, context: usize, vector_bytes: u64) -> u64 {
+pub fn working_set(spec: &Spec, context: usize, vector_bytes: u64, cache: CacheType) -> u64 {
     let h = &spec.hparams;
     let q_dim = h.n_head * h.head_dim;
     let kv_dim = h.n_head_kv * h.head_dim;
-    let kv = (context as u64).saturating_mul((2 * h.n_layer * kv_dim * 4) as u64);
+    let kv = (context as u64).saturating_mul((2 * h.n_layer * kv_dim * cache.bytes()) as u64);
     let widest = h.n_ff.max(q_dim).max(h.n_embd);
     let floats = BATCH as u64 * (3 * h.n_embd + 3 * q_dim + 2 * kv_dim + 2 * h.n_ff + widest + h.n_vocab) as u64
         + (BATCH * h.n_head) as u64 * context as u64;
@@ -166,6 +203,7 @@ impl Budgeted {
 /// A budget that cannot hold the working set, or that the policy cannot fit, is an error naming
 /// the smallest budget that works; a plan with a hazard finding is refused.
 #[cfg(feature = "native")]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn compile(
     name: &str,
     spec: &Spec,
@@ -173,16 +211,18 @@ pub(crate) fn compile(
     vector_bytes: u64,
     budget: u64,
     context: usize,
+    cache: CacheType,
     policy: Policy,
 ) -> Result<Budgeted> {
-    compile_described(name, spec, &described(mats), vector_bytes, budget, context, policy)
+    compile_described(name, spec, &described(mats), vector_bytes, budget, context, cache, policy)
 }
 
 /// The session's plan compiler over matrices given as `(name, rows, cols, stored bytes)` (in
 /// the order [`workload`] takes: the embedding, per layer q, k, v, o, gate, up, down, then the
-/// output unless it is tied) and the bytes of the f32 vectors (norms, biases, rope factors):
-/// what a session compiles for `budget`, with the same errors, for runtimes that hold the
-/// weights elsewhere (the browser's WebGPU executor).
+/// output unless it is tied) and the bytes of the f32 vectors (norms, biases, rope factors),
+/// with a KV cache of `cache`: what a session compiles for `budget`, with the same errors, for
+/// runtimes that hold the weights elsewhere (the browser's WebGPU executor).
+#[allow(clippy::too_many_arguments)]
 pub fn compile_described(
     name: &str,
     spec: &Spec,
@@ -190,18 +230,20 @@ pub fn compile_described(
     vector_bytes: u64,
     budget: u64,
     context: usize,
+    cache: CacheType,
     policy: Policy,
 ) -> Result<Budgeted> {
     let workload = workload(name, spec, mats, context);
-    let fixed = working_set(spec, context, vector_bytes);
+    let fixed = working_set(spec, context, vector_bytes, cache);
     try_compile(&workload, fixed, budget, policy).map_err(|why| {
         let minimum = match minimum_budget(&workload, fixed, policy) {
             Some(m) => format!("the smallest budget the {} policy accepts is {m} bytes", policy.name()),
             None => format!("the {} policy accepts no budget for this model", policy.name()),
         };
         Error::Budget(format!(
-            "budget {budget} bytes: {why}; {minimum} ({fixed} of them for the KV cache of {context} positions, \
-             the norm vectors and the activations)"
+            "budget {budget} bytes: {why}; {minimum} ({fixed} of them for the KV cache of {context} positions \
+             ({} values), the norm vectors and the activations)",
+            cache.name()
         ))
     })
 }
@@ -260,9 +302,10 @@ pub(crate) fn minimum(
     mats: &[&Matrix<'_>],
     vector_bytes: u64,
     context: usize,
+    cache: CacheType,
     policy: Policy,
 ) -> Option<u64> {
-    minimum_described(name, spec, &described(mats), vector_bytes, context, policy)
+    minimum_described(name, spec, &described(mats), vector_bytes, context, cache, policy)
 }
 
 /// The smallest budget [`compile_described`] accepts for these matrices (`None`: none).
@@ -272,11 +315,12 @@ pub fn minimum_described(
     mats: &[(&str, usize, usize, u64)],
     vector_bytes: u64,
     context: usize,
+    cache: CacheType,
     policy: Policy,
 ) -> Option<u64> {
     minimum_budget(
         &workload(name, spec, mats, context),
-        working_set(spec, context, vector_bytes),
+        working_set(spec, context, vector_bytes, cache),
         policy,
     )
 }

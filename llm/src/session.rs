@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use tensorlane::model::Model;
 
 use crate::arch::{Hparams, Spec};
+use crate::plan::CacheType;
 use tensorlane_offload::Policy;
 
 use crate::cpu::{Cpu, KvCache, Weights};
@@ -43,7 +44,7 @@ pub struct Options {
     /// Worker threads (`None`: the available parallelism).
     pub threads: Option<usize>,
     /// Device memory for everything, in bytes (`None`: every weight resident): the weight
-    /// matrices, the KV cache (f32, `context` positions), the norm vectors and the activations
+    /// matrices, the KV cache (`context` positions of [`Options::cache_type`]), the norm vectors and the activations
     /// of one batch. The offload plan of [`Options::policy`]
     /// ([`tensorlane_offload::compile_policy`] over the architecture's own op list, PCIe-4
     /// profile, hazard-checked) decides how many whole rows of each matrix stay resident (copied
@@ -57,6 +58,26 @@ pub struct Options {
     /// (all-resident, sync-jit, full-offload, flexgen-like) give the same tokens with other
     /// splits.
     pub policy: Option<Policy>,
+    /// How the KV cache stores keys and values (`None`: f16 on the CPU, as llama.cpp's default,
+    /// half the memory of f32; f32 on the wgpu and CUDA devices, whose kernels keep an f32 cache
+    /// and refuse f16 so far).
+    pub cache_type: Option<CacheType>,
+}
+
+/// The KV cache type `options` asks for on `device`, or why that device cannot keep it.
+pub(crate) fn cache_type_of(options: &Options) -> Result<CacheType> {
+    match (options.device, options.cache_type) {
+        (Device::Cpu, c) => Ok(c.unwrap_or(CacheType::F16)),
+        (_, None | Some(CacheType::F32)) => Ok(CacheType::F32),
+        (d, Some(c)) => Err(Error::Options(format!(
+            "the {} executor keeps an f32 KV cache (an {} cache runs on the cpu only, so far): use cache type f32",
+            match d {
+                Device::Wgpu => "wgpu",
+                _ => "cuda",
+            },
+            c.name()
+        ))),
+    }
 }
 
 /// How far [`Session::open_with_progress`] has read the resident weights.
@@ -254,6 +275,7 @@ impl<'m> Session<'m> {
     ) -> Result<Session<'m>> {
         let (spec, tokenizer) = spec_and_tokenizer(model)?;
         let context = context_of(&spec, &options)?;
+        let cache_type = cache_type_of(&options)?;
         let threads = match options.threads {
             Some(0) => return Err(Error::Options("threads must be at least 1".into())),
             Some(t) => t,
@@ -269,6 +291,7 @@ impl<'m> Session<'m> {
                 weights.vector_bytes(),
                 budget,
                 context,
+                cache_type,
                 policy,
             )?),
             None => None,
@@ -296,7 +319,7 @@ impl<'m> Session<'m> {
             weights.split(&resident_of);
         }
         let cpu = match options.device {
-            Device::Cpu => Exec::Cpu(Cpu::new(spec, weights, threads)?),
+            Device::Cpu => Exec::Cpu(Cpu::new(spec, weights, threads, cache_type)?),
             Device::Wgpu => wgpu_exec(model, spec, context, budgeted.as_ref())?,
             Device::Cuda => cuda_exec(model, spec, context, budgeted.as_ref())?,
         };
@@ -341,6 +364,7 @@ impl<'m> Session<'m> {
             &weights.matrices(),
             weights.vector_bytes(),
             context,
+            cache_type_of(options)?,
             options.policy.unwrap_or(Policy::Scheduler),
         ))
     }

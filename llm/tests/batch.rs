@@ -15,7 +15,7 @@ use std::process::Command;
 use serde_json::Value;
 use tensorlane::model::Model;
 use tensorlane_llm::batch::{Engine, EngineOptions, Event, Finish, Request, SubmitError};
-use tensorlane_llm::{Options, Sampling, Session};
+use tensorlane_llm::{CacheType, Options, Sampling, Session};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
@@ -62,6 +62,9 @@ fn engine(name: &str, max_batch: usize, max_queue: usize) -> Engine {
             max_batch,
             max_queue,
             budget: None,
+            // f32: the batching is checked against Session to 1e-4; an f16 cache rounds the
+            // products' last-bit differences between the two paths on
+            cache_type: Some(CacheType::F32),
         },
     )
     .unwrap()
@@ -74,6 +77,7 @@ fn solo(model: &Model, prompt: &[u32], n: usize, sampling: &Sampling) -> Vec<u32
         Options {
             context: Some(CONTEXT),
             threads: Some(2),
+            cache_type: Some(CacheType::F32),
             ..Options::default()
         },
     )
@@ -169,6 +173,7 @@ fn seeded_sampling_and_logprobs_match_a_session() {
         Options {
             context: Some(CONTEXT),
             threads: Some(2),
+            cache_type: Some(CacheType::F32),
             ..Options::default()
         },
     )
@@ -243,6 +248,7 @@ fn under_a_budget_each_step_streams_the_same_bytes_for_the_whole_batch() {
         max_batch: 4,
         max_queue: 4,
         budget: Some(budget),
+        cache_type: Some(CacheType::F32),
     };
     // A budget too small names the smallest that works.
     let err = Engine::start(Model::open(&model_path).unwrap(), options(1))

@@ -33,6 +33,8 @@ fn options(device: Device) -> Options {
     Options {
         device,
         context: Some(96),
+        // The devices keep f32 caches: the CPU side too, so only the kernels differ.
+        cache_type: Some(tensorlane_llm::CacheType::F32),
         ..Options::default()
     }
 }

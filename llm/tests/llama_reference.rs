@@ -24,7 +24,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 use tensorlane::model::Model;
-use tensorlane_llm::{Device, Error, Options, Sampling, Session};
+use tensorlane_llm::{CacheType, Device, Error, Options, Sampling, Session};
 
 const GENERATE: usize = 32;
 const SEED: &str = "7";
@@ -69,7 +69,10 @@ fn run_llama(job: &Value) -> Value {
         dir.join("node_modules/node-llama-cpp").exists(),
         "tests/llama/node_modules is missing: run scripts/setup.sh (npm ci --prefix tests/llama)"
     );
-    let job_path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("llm_reference_job.json");
+    // A file per call: the tests run side by side.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let job_path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("llm_reference_job_{}_{n}.json", std::process::id()));
     std::fs::write(&job_path, serde_json::to_vec(job).unwrap()).unwrap();
     let o = Command::new("node")
         .arg(dir.join("reference.mjs"))
@@ -318,6 +321,8 @@ fn matches_llama_cpp() {
             Options {
                 threads: Some(2),
                 context: Some(128),
+                // llama.cpp runs with an F32 KV cache here (f32_kv)
+                cache_type: Some(CacheType::F32),
                 ..Options::default()
             },
         )
@@ -448,6 +453,9 @@ fn safetensors_match_gguf() {
         let opts = Options {
             threads: Some(2),
             context: Some(64),
+            // f32: the checkpoints' Q/K rows are permuted, so products sum in another order, and
+            // an f16 cache would round those differences on
+            cache_type: Some(CacheType::F32),
             ..Options::default()
         };
         let mut a = Session::open(&gguf, opts.clone()).unwrap();
@@ -530,6 +538,7 @@ fn real_smollm2_matches_llama_cpp() {
         Options {
             threads: Some(2),
             context: Some(128),
+            cache_type: Some(CacheType::F32),
             ..Options::default()
         },
     )
@@ -579,5 +588,64 @@ fn real_smollm2_matches_llama_cpp() {
         "greedy tokens: ours {text:?}, llama.cpp's {:?}",
         session.tokenizer().decode(&want)
     );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The default KV cache, f16, against llama.cpp's default (also f16): keys, values, the query and
+/// the softmax weights rounded to f16 as llama.cpp's CPU path rounds them. Greedy tokens equal and
+/// |Δ log p| close to the f32 cache's on F32 and Q8_0 weights; the figures are printed.
+#[test]
+fn f16_kv_cache_matches_llama_cpp_default() {
+    let list = models()["models"].as_array().unwrap();
+    let picked: Vec<&Value> = list
+        .iter()
+        .filter(|m| ["llama-F32", "qwen2-F32", "qwen3-F32", "llama-Q8_0"].contains(&m["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(picked.len(), 4);
+    let prompts: Vec<Vec<u32>> = picked
+        .iter()
+        .map(|m| {
+            let model = Model::open(m["path"].as_str().unwrap()).unwrap();
+            tensorlane_llm::tokenizer::Tokenizer::from_catalog(model.catalog())
+                .unwrap()
+                .encode("Hello world, the tensor data model 123", true)
+        })
+        .collect();
+    let job = json!({
+        "threads": 1,
+        "models": picked.iter().zip(&prompts).map(|(m, prompt)| json!({
+            "name": m["name"], "path": m["path"], "prompt": prompt, "generate": GENERATE, "f32_kv": false,
+        })).collect::<Vec<_>>(),
+    });
+    let reference = run_llama(&job);
+    let mut failures = Vec::new();
+    let mut report = Vec::new();
+    for ((m, r), prompt) in picked.iter().zip(reference["models"].as_array().unwrap()).zip(&prompts) {
+        let name = m["name"].as_str().unwrap();
+        let model = Model::open(m["path"].as_str().unwrap()).unwrap();
+        let options = Options {
+            threads: Some(2),
+            context: Some(128),
+            ..Options::default()
+        };
+        let mut session = Session::open(&model, options).unwrap();
+        let (got, want) = greedy(&mut session, prompt, r);
+        if got != want {
+            failures.push(format!("{name} (f16 cache): greedy tokens differ\n  ours:  {got:?}\n  llama: {want:?}"));
+        }
+        let p = compare_positions(name, &mut session, r, &mut failures);
+        report.push(format!(
+            "{name:<12} f16 KV cache: max |Δ log p| {:.2e} (position {}), top-1 {}/{} where margin > 0.2, greedy {}",
+            p.max_d,
+            p.worst.0,
+            p.top1_ok,
+            p.top1_checked,
+            if got == want { "identical" } else { "DIFFERENT" }
+        ));
+        if p.max_d > 1e-2 {
+            failures.push(format!("{name} (f16 cache): max |Δ log p| {:.3e} over 1e-2", p.max_d));
+        }
+    }
+    eprintln!("{}", report.join("\n"));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -48,6 +48,7 @@ fn engine(name: &str, context: usize, max_batch: usize, budget: Option<u64>) -> 
             max_batch,
             max_queue: 8,
             budget,
+            cache_type: None,
         },
         Device::Wgpu,
     );

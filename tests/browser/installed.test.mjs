@@ -109,7 +109,7 @@ describe('the installed tensorlane binary serves its built-in inspector, no chec
     const prompt = [1, 300, 45, 120];
     const max = 3;
     const model = join(away, 'models/tiny-llama-Q4_K.gguf');
-    const cli = spawnSync(join(away, 'tensorlane'), ['run', model, '--tokens', prompt.join(','), '--max-new-tokens', String(max), '--context', '64', '--json'], { encoding: 'utf8' });
+    const cli = spawnSync(join(away, 'tensorlane'), ['run', model, '--tokens', prompt.join(','), '--max-new-tokens', String(max), '--context', '64', '--cache-type', 'f32', '--json'], { encoding: 'utf8' });
     assert.equal(cli.status, 0, cli.stderr);
     const want = JSON.parse(cli.stdout).tokens;
     const browser = await chromium.launch({ executablePath: CHROMIUM, args: [...ARGS.filter((a) => a !== '--disable-gpu'), '--enable-unsafe-webgpu'] });

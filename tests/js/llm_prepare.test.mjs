@@ -66,7 +66,8 @@ describe('llm prepare (wasm) against tensorlane run', { skip: missing ?? false }
         assert.ok(min > 0, name);
         for (const budget of [min, Math.round(min * 1.2), Math.round(model.weightBytes() * 2 + model.workingSet(64))]) {
           const plan = JSON.parse(model.plan(budget, 64, ''));
-          const n = native([M[name], '--tokens', '1,2,3', '--max-new-tokens', '1', '--context', '64', '--budget', String(budget)]);
+          // The wasm plans for the WebGPU runner's f32 KV cache: the CLI with the same cache.
+          const n = native([M[name], '--tokens', '1,2,3', '--max-new-tokens', '1', '--context', '64', '--cache-type', 'f32', '--budget', String(budget)]);
           assert.ok(!n.error, `${name} budget ${budget}: ${n.error}`);
           assert.equal(plan.streamed_bytes, n.stats.plan_streamed_bytes_per_token, `${name} budget ${budget}: streamed bytes`);
           assert.equal(plan.resident_bytes, n.stats.resident_bytes, `${name} budget ${budget}: resident bytes`);
@@ -74,7 +75,7 @@ describe('llm prepare (wasm) against tensorlane run', { skip: missing ?? false }
           assert.equal(plan.chunks.reduce((a, c) => a + c.bytes, 0), plan.streamed_bytes, `${name}: chunks add up to the streamed bytes`);
         }
         // One byte below the minimum: refused with the CLI's own words.
-        const n = native([M[name], '--tokens', '1', '--max-new-tokens', '1', '--context', '64', '--budget', String(min - 300)]);
+        const n = native([M[name], '--tokens', '1', '--max-new-tokens', '1', '--context', '64', '--cache-type', 'f32', '--budget', String(min - 300)]);
         assert.ok(n.error, `${name}: the CLI refused ${min - 300}`);
         assert.throws(() => model.plan(min - 300, 64, ''), (e) => {
           assert.match(e.message, new RegExp(`smallest budget the scheduler policy accepts is ${min} bytes`));

@@ -359,6 +359,8 @@ impl LlmModel {
             self.vector_bytes,
             budget as u64,
             context,
+            // the WebGPU runner's cache is f32
+            plan::CacheType::F32,
             policy,
         )
         .map_err(js_err)?;
@@ -376,6 +378,7 @@ impl LlmModel {
             &self.described(),
             self.vector_bytes,
             context,
+            plan::CacheType::F32,
             policy,
         )
         .map(|b| b as f64))
@@ -384,7 +387,7 @@ impl LlmModel {
     /// Device bytes besides the weights for `context` positions (KV cache, vectors, activations).
     #[wasm_bindgen(js_name = workingSet)]
     pub fn working_set(&self, context: u32) -> Result<f64, JsError> {
-        Ok(plan::working_set(&self.spec, self.context(context)?, self.vector_bytes) as f64)
+        Ok(plan::working_set(&self.spec, self.context(context)?, self.vector_bytes, plan::CacheType::F32) as f64)
     }
 
     /// The rope table of `context` positions as the native executors compute it (ggml's

@@ -19,6 +19,7 @@ pub fn sweep(name: &str, path: &str, device: Device, policies: &[Policy], budget
         context: Some(64),
         budget,
         policy,
+        cache_type: None,
     };
     let mut all = Session::open(&model, opts(None, None)).unwrap();
     let prompt = all.tokenizer().encode("Hello world, the tensor data model", true);
