@@ -141,9 +141,14 @@ pub fn router(engine: Engine, config: ApiConfig) -> Router {
         .with_state(api)
 }
 
+/// The largest body over the limit that is read (and dropped) before its 413, so that the
+/// client, still sending, is not reset before it reads the answer.
+const DRAIN_LIMIT: u64 = 16 << 20;
+
 /// A `POST`'s body, read before its handler runs: it must be `Content-Type: application/json`
-/// (else 415), at most `max_body` bytes (413, before anything is read when `Content-Length`
-/// says more) and all there within `timeout` of the head (else 408). 408 and 413 close the
+/// (else 415), at most `max_body` bytes (413 when `Content-Length` says more, after dropping a
+/// body of up to [`DRAIN_LIMIT`], at once for a larger one) and all there within `timeout` of
+/// the head (else 408). 408 and 413 close the
 /// connection (the rest of the body is not read).
 async fn read_body(
     State((max_body, timeout)): State<(usize, Option<Duration>)>,
@@ -187,7 +192,21 @@ async fn read_body(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max_body as u64) {
+    if let Some(n) = declared.filter(|&n| n > max_body as u64) {
+        // A connection closed while its client is still sending is reset, and the reset can
+        // take the 413 with it: a body of moderate size is read and dropped first (within the
+        // body timeout), so the client reads its answer; a huge one is answered at once.
+        if n <= DRAIN_LIMIT {
+            let drain = async {
+                use futures_util::StreamExt;
+                let mut stream = req.into_body().into_data_stream();
+                while let Some(Ok(_)) = stream.next().await {}
+            };
+            match timeout {
+                Some(t) => drop(tokio::time::timeout(t, drain).await),
+                None => drain.await,
+            }
+        }
         return closing(too_large());
     }
     let (parts, body) = req.into_parts();
