@@ -949,3 +949,58 @@ fn max_connections_held_to_the_open_file_limit() {
         "{err}"
     );
 }
+
+/// `logit_bias` is honoured (+100 on one token makes greedy decoding pick it every time, -100 on
+/// the greedy choice moves it elsewhere) and checked (ids outside the vocabulary, values outside
+/// [-100, 100]: 400 naming it); `tools`, `tool_choice`, `functions` and a `response_format` other
+/// than text are refused with a 400 that names them, never ignored.
+#[test]
+fn api_logit_bias_honoured_and_unimplemented_fields_refused() {
+    let served = serve_model(&sample_model(), &[]);
+    let complete = |extra: serde_json::Value| {
+        let mut body = serde_json::json!({"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0, "logprobs": 1});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        call(&served, "POST", "/v1/completions", &body.to_string(), &[])
+    };
+    let tokens = |body: &[u8]| -> Vec<String> {
+        json(body)["choices"][0]["logprobs"]["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_string())
+            .collect()
+    };
+    let (head, plain) = complete(serde_json::json!({}));
+    assert_eq!(head.status, 200, "{}", String::from_utf8_lossy(&plain));
+    let (head, forced) = complete(serde_json::json!({"logit_bias": {"300": 100}}));
+    assert_eq!(head.status, 200, "{}", String::from_utf8_lossy(&forced));
+    let forced = tokens(&forced);
+    assert_eq!(forced.len(), 4);
+    assert!(forced.iter().all(|t| *t == forced[0]), "one token, forced each time: {forced:?}");
+    assert_ne!(forced, tokens(&plain), "the bias changed the text");
+    for bad in [
+        serde_json::json!({"logit_bias": {"999999": 5}}),
+        serde_json::json!({"logit_bias": {"3": 101}}),
+        serde_json::json!({"logit_bias": {"x": 1}}),
+        serde_json::json!({"logit_bias": [1, 2]}),
+    ] {
+        let (head, body) = complete(bad.clone());
+        let v = assert_api_error(&head, &body, 400, &bad.to_string());
+        assert_eq!(v["error"]["param"], "logit_bias", "{v}");
+    }
+    let tool = serde_json::json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]);
+    for (extra, param) in [
+        (serde_json::json!({"tools": tool}), "tools"),
+        (serde_json::json!({"tool_choice": "required"}), "tool_choice"),
+        (serde_json::json!({"functions": [{"name": "f"}]}), "functions"),
+        (serde_json::json!({"response_format": {"type": "json_object"}}), "response_format"),
+    ] {
+        let (head, body) = complete(extra.clone());
+        let v = assert_api_error(&head, &body, 400, &extra.to_string());
+        assert_eq!(v["error"]["param"], param, "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("not supported"), "{v}");
+    }
+    // What changes nothing is accepted: no tools, tool_choice none, a text response format.
+    let (head, body) = complete(serde_json::json!({"tools": [], "tool_choice": "none", "response_format": {"type": "text"}}));
+    assert_eq!(head.status, 200, "{}", String::from_utf8_lossy(&body));
+}

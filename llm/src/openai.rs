@@ -483,6 +483,60 @@ fn params(api: &Api, m: &serde_json::Map<String, Value>, max_tokens_keys: &[&'st
             Some("stop"),
         ));
     }
+    // What this server does not do yet is refused, never ignored: an agent that asks for a tool
+    // call or a JSON reply and gets prose breaks in confusing ways.
+    let unsupported = |key: &'static str, what: &str| {
+        Err(ApiError {
+            code: Some("unsupported_parameter"),
+            ..ApiError::invalid(format!("{key}: {what} is not supported by this server yet"), Some(key))
+        })
+    };
+    match m.get("tools") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) if a.is_empty() => {}
+        Some(_) => return unsupported("tools", "tool calling"),
+    }
+    match m.get("tool_choice") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s == "none" || s == "auto" => {}
+        Some(_) => return unsupported("tool_choice", "tool calling"),
+    }
+    for key in ["functions", "function_call"] {
+        if !matches!(m.get(key), None | Some(Value::Null)) {
+            return unsupported(key, "function calling");
+        }
+    }
+    match m.get("response_format") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(o)) if o.get("type").and_then(Value::as_str) == Some("text") => {}
+        Some(_) => return unsupported("response_format", "structured output (JSON mode, JSON schema)"),
+    }
+    let n_vocab = api.engine.info().hparams.n_vocab;
+    let logit_bias = match m.get("logit_bias") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Object(o)) if o.len() <= 300 => o
+            .iter()
+            .map(|(k, v)| {
+                let id = k.parse::<u32>().ok().filter(|&id| (id as usize) < n_vocab);
+                let b = v.as_f64().filter(|b| (-100.0..=100.0).contains(b));
+                match (id, b) {
+                    (Some(id), Some(b)) => Ok((id, b as f32)),
+                    _ => Err(ApiError::invalid(
+                        format!(
+                            "logit_bias maps token ids (0..{n_vocab}) to numbers in [-100, 100]; '{k}': {v} is not one"
+                        ),
+                        Some("logit_bias"),
+                    )),
+                }
+            })
+            .collect::<ApiResult<Vec<_>>>()?,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "logit_bias must be an object of at most 300 token ids",
+                Some("logit_bias"),
+            ));
+        }
+    };
     let stream = get_bool(m, "stream")?;
     let ignore_eos = get_bool(m, "ignore_eos")?;
     let include_usage = match m.get("stream_options") {
@@ -498,6 +552,7 @@ fn params(api: &Api, m: &serde_json::Map<String, Value>, max_tokens_keys: &[&'st
             top_p,
             seed,
             stop_at_eog: !ignore_eos,
+            logit_bias,
             ..Sampling::default()
         },
         stop,

@@ -33,6 +33,9 @@ pub struct Sampling {
     pub seed: u64,
     /// Stop generating after an end-of-generation token (EOS; it is still yielded).
     pub stop_at_eog: bool,
+    /// Added to the logits of these token ids before anything else (OpenAI's `logit_bias`: -100
+    /// bans a token, 100 all but forces it); ids outside the vocabulary are ignored.
+    pub logit_bias: Vec<(u32, f32)>,
 }
 
 /// A [`Sampling`] with its random generator's state: each [`pick`](Sampler::pick) advances it.
@@ -50,6 +53,7 @@ impl Default for Sampling {
             top_p: 1.0,
             seed: 0,
             stop_at_eog: true,
+            logit_bias: Vec::new(),
         }
     }
 }
@@ -106,6 +110,18 @@ impl Sampler {
         if logits.is_empty() {
             return Err(Error::Options("no logits to sample from".into()));
         }
+        let biased: std::borrow::Cow<'_, [f32]> = if self.params.logit_bias.is_empty() {
+            logits.into()
+        } else {
+            let mut v = logits.to_vec();
+            for &(id, b) in &self.params.logit_bias {
+                if let Some(x) = v.get_mut(id as usize) {
+                    *x += b;
+                }
+            }
+            v.into()
+        };
+        let logits = &*biased;
         let argmax = || {
             let mut best = 0;
             for (i, &l) in logits.iter().enumerate() {
@@ -162,6 +178,25 @@ impl Sampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `logit_bias` moves the greedy choice (and a warm draw) and ignores ids past the logits.
+    #[test]
+    fn logit_bias_moves_the_choice() {
+        let logits = [0.5, 2.0, -1.0];
+        let ban = Sampling {
+            logit_bias: vec![(1, -100.0), (7, 100.0)],
+            ..Sampling::default()
+        };
+        assert_eq!(ban.sampler().pick(&logits).unwrap(), 0);
+        let force = Sampling {
+            logit_bias: vec![(2, 100.0)],
+            temperature: 1.0,
+            seed: 3,
+            ..Sampling::default()
+        };
+        let mut s = force.sampler();
+        assert!((0..20).all(|_| s.pick(&logits).unwrap() == 2));
+    }
 
     #[test]
     fn seeded_draws_repeat_and_follow_the_distribution() {

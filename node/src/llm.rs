@@ -214,6 +214,7 @@ impl LlmSession {
             top_p: sampling.top_p.unwrap_or(1.0) as f32,
             seed: sampling.seed.unwrap_or(0.0) as u64,
             stop_at_eog: sampling.stop_at_eog.unwrap_or(true),
+            ..Sampling::default()
         };
         self.cancel.store(false, Ordering::SeqCst);
         let commands = self
