@@ -227,27 +227,35 @@ impl Rows {
         }
     }
 
-    /// Values `at..at + buf.len()` as f32: a view of an f32 cache, or converted into `buf`.
-    fn get<'a>(&'a self, at: usize, buf: &'a mut [f32]) -> &'a [f32] {
+    /// Every value as f32: a view of an f32 cache, or an f16 one converted (exactly) once, so
+    /// that attention reads each cached row as f32 without converting it again for every query
+    /// row and head that reads it.
+    fn as_f32(&self) -> std::borrow::Cow<'_, [f32]> {
         use half::slice::HalfFloatSliceExt as _;
         match self {
-            Rows::F32(v) => &v[at..at + buf.len()],
+            Rows::F32(v) => v.as_slice().into(),
             Rows::F16(v) => {
-                v[at..at + buf.len()].convert_to_f32_slice(buf);
-                buf
+                let mut out = vec![0f32; v.len()];
+                v.convert_to_f32_slice(&mut out);
+                out.into()
             }
         }
     }
-}
 
-/// `x` as an f16 cache's attention takes it (llama.cpp converts the query and the softmax
-/// weights to f16 for its products with f16 keys and values), or `x` itself.
-fn round_for(cache: &Rows, x: f32) -> f32 {
-    match cache {
-        Rows::F32(_) => x,
-        Rows::F16(_) => half::f16::from_f32(x).to_f32(),
+    fn is_f16(&self) -> bool {
+        matches!(self, Rows::F16(_))
     }
 }
+
+/// `x` as attention over an f16 cache takes it (llama.cpp converts the query and the softmax
+/// weights to f16 for its products with f16 keys and values), or `x` itself.
+fn round_if(f16: bool, x: f32) -> f32 {
+    if f16 { half::f16::from_f32(x).to_f32() } else { x }
+}
+
+/// One sequence's keys and values of a layer as f32 ([`Rows::as_f32`]) and whether the cache
+/// holds them in f16.
+type LayerKv<'a> = (std::borrow::Cow<'a, [f32]>, std::borrow::Cow<'a, [f32]>, bool);
 
 /// Keys and values of every position so far, per layer.
 #[derive(Default)]
@@ -546,26 +554,32 @@ impl<'m> Cpu<'m> {
                 cache.v[li].extend(&v[r0 * kv_dim..r1 * kv_dim]);
                 r0 = r1;
             }
-            let kv: Vec<(&Rows, &Rows)> = seqs.iter().map(|(_, c)| (&c.k[li], &c.v[li])).collect();
+            // Each sequence's keys and values as f32 (an f16 cache converted once per layer) and
+            // whether they were f16.
+            let kv: Vec<LayerKv<'_>> = seqs
+                .iter()
+                .map(|(_, c)| (c.k[li].as_f32(), c.v[li].as_f32(), c.k[li].is_f16()))
+                .collect();
+            let kv = &kv;
             let (q, rows, pos0) = (&q, &rows, &pos0);
             // One task per (row, head): scores over positions 0..=pos, softmax, weighted sum.
             self.pool.install(|| {
                 attn.par_chunks_mut(hd).enumerate().for_each_init(
-                    || (Vec::with_capacity(max_pos), vec![0f32; hd], vec![0f32; hd]),
-                    |(scores, qbuf, row): &mut (Vec<f32>, Vec<f32>, Vec<f32>), (idx, out)| {
+                    || (Vec::with_capacity(max_pos), vec![0f32; hd]),
+                    |(scores, qbuf): &mut (Vec<f32>, Vec<f32>), (idx, out)| {
                         let (r, head) = (idx / h.n_head, idx % h.n_head);
                         let (s, i) = rows[r];
-                        let (kc, vc) = kv[s];
+                        let (kc, vc, f16) = (&kv[s].0, &kv[s].1, kv[s].2);
                         let kvh = head / group;
                         for (b, &a) in qbuf.iter_mut().zip(&q[r * q_dim + head * hd..r * q_dim + (head + 1) * hd]) {
-                            *b = round_for(kc, a);
+                            *b = round_if(f16, a);
                         }
                         let qh = &qbuf[..];
                         let len = pos0[s] + i + 1;
                         scores.clear();
                         let mut max = f32::NEG_INFINITY;
                         for t in 0..len {
-                            let kt = kc.get(t * kv_dim + kvh * hd, row);
+                            let kt = &kc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
                             let s = crate::kernels::dot(qh, kt) * scale;
                             max = max.max(s);
                             scores.push(s);
@@ -578,8 +592,8 @@ impl<'m> Cpu<'m> {
                         let inv = (1.0 / sum) as f32;
                         out.fill(0.0);
                         for (t, &p) in scores.iter().enumerate() {
-                            let p = round_for(vc, p * inv);
-                            let vt = vc.get(t * kv_dim + kvh * hd, row);
+                            let p = round_if(f16, p * inv);
+                            let vt = &vc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
                             crate::kernels::add_scaled(out, p, vt);
                         }
                     },
