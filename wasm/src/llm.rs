@@ -447,6 +447,7 @@ impl LlmSampler {
             top_p,
             seed: seed as u64,
             stop_at_eog: true,
+            ..tensorlane_llm::Sampling::default()
         };
         params.check().map_err(js_err)?;
         Ok(LlmSampler {
