@@ -158,6 +158,20 @@ fn tolerance(ty: &str) -> Option<f64> {
     }
 }
 
+/// A session as the comparisons with llama.cpp's F32 KV cache (`f32_kv`) need: 2 threads, 128
+/// positions, an f32 cache.
+fn f32_session(model: &Model) -> tensorlane_llm::Result<Session<'_>> {
+    Session::open(
+        model,
+        Options {
+            threads: Some(2),
+            context: Some(128),
+            cache_type: Some(CacheType::F32),
+            ..Options::default()
+        },
+    )
+}
+
 /// Our [`GENERATE`] greedy tokens after `prompt`, and llama.cpp's from its answer `r`.
 /// llama.cpp's generator ends at an end-of-generation token without yielding it; ours yields it,
 /// then ends: its list gets the EOS when it ended.
@@ -316,17 +330,7 @@ fn matches_llama_cpp() {
         let ty = m["type"].as_str().unwrap();
         assert_eq!(r["name"], m["name"]);
         let model = Model::open(m["path"].as_str().unwrap()).unwrap();
-        let mut session = Session::open(
-            &model,
-            Options {
-                threads: Some(2),
-                context: Some(128),
-                // llama.cpp runs with an F32 KV cache here (f32_kv)
-                cache_type: Some(CacheType::F32),
-                ..Options::default()
-            },
-        )
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut session = f32_session(&model).unwrap_or_else(|e| panic!("{name}: {e}"));
 
         // Greedy generation.
         let (got, want) = greedy(&mut session, prompt, r);
@@ -533,16 +537,7 @@ fn budgets_stream_the_plans_bytes_and_change_nothing() {
 fn real_smollm2_matches_llama_cpp() {
     let path = tensorlane_testkit::llm::smollm2();
     let model = Model::open(&path).unwrap();
-    let mut session = Session::open(
-        &model,
-        Options {
-            threads: Some(2),
-            context: Some(128),
-            cache_type: Some(CacheType::F32),
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let mut session = f32_session(&model).unwrap();
     let prompt = session
         .tokenizer()
         .encode("The capital of France is Paris. The capital of Germany is", true);
