@@ -99,6 +99,10 @@ fn cuda_matches_the_cpu_executor() {
             m["type"].as_str().unwrap(),
             m["path"].as_str().unwrap(),
         );
+        // (mixture-of-experts models are refused on the device executors: see wgpu.rs)
+        if ["qwen3moe-", "olmoe-", "mixtral-"].iter().any(|f| name.starts_with(f)) {
+            continue;
+        }
         let model = Model::open(path).unwrap();
         let mut gpu = match Session::open(&model, options(Device::Cuda)) {
             Ok(s) => s,

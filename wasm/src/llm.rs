@@ -165,6 +165,15 @@ impl LlmModel {
             )));
         }
         let spec = Spec::from_catalog(catalog)?;
+        if spec.hparams.n_expert > 0 {
+            return Err(tensorlane_llm::Error::UnsupportedFormat(format!(
+                "{} is a mixture-of-experts model ({} experts, {} per token): the browser's WebGPU runner does \
+                 not run experts yet (the native cpu executor does)",
+                spec.hparams.family.name(),
+                spec.hparams.n_expert,
+                spec.hparams.n_expert_used
+            )));
+        }
         let tokenizer = Tokenizer::from_catalog(catalog)?;
         if tokenizer.len() > spec.hparams.n_vocab {
             return Err(tensorlane_llm::Error::Metadata {
