@@ -7,6 +7,10 @@
 //! for qwen2), `attn_q_norm`/`attn_k_norm` `[head_dim]` (qwen3: an RMSNorm of each query and key
 //! head before rope), `attn_output`, `ffn_norm`, `ffn_gate`/`ffn_up` `[ff, embd]`, `ffn_down` `[embd, ff]`,
 //! then `output_norm.weight` and `output.weight` `[vocab, embd]` (absent: tied to the embedding).
+//! A mixture-of-experts layer (qwen3moe, olmoe, llama with `expert_count`: Mixtral) has, in place
+//! of `ffn_gate`/`ffn_up`/`ffn_down`, the router `ffn_gate_inp` `[n_expert, embd]` and the stacked
+//! experts `ffn_gate_exps`/`ffn_up_exps` `[n_expert, ff, embd]`, `ffn_down_exps` `[n_expert, embd,
+//! ff]` ([`MoeSpec`]).
 //! Shapes are row-major (a GGUF's `ne` reversed), so a weight is `[out, in]`, one row per output.
 //!
 //! Hugging Face checkpoints (safetensors with `config.json`, [`Spec::from_hf_config`]) name the
@@ -911,6 +915,50 @@ mod tests {
             match s.rope_table(2, Some(bad)) {
                 Err(Error::Metadata { key, .. }) => assert_eq!(key, s.rope_freqs.name),
                 other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    fn moe_config(model_type: &str, extra: serde_json::Value) -> serde_json::Value {
+        let mut c = serde_json::json!({
+            "model_type": model_type, "num_hidden_layers": 2, "hidden_size": 64,
+            "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 32,
+            "num_experts_per_tok": 2
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    }
+
+    /// config.json's experts: each family's count key, expert width and weight normalisation,
+    /// per-expert tensor names; counts out of range are refused naming the key.
+    #[test]
+    fn hf_mixture_of_experts() {
+        let s = Spec::from_hf_config(&moe_config("qwen3_moe", serde_json::json!({
+            "num_experts": 8, "moe_intermediate_size": 32, "norm_topk_prob": true
+        })))
+        .unwrap();
+        assert_eq!((s.hparams.family, s.hparams.n_expert, s.hparams.n_expert_used), (Family::Qwen3Moe, 8, 2));
+        let m = s.layers[1].moe.as_ref().unwrap();
+        assert_eq!((m.n_ff_exp, m.norm_weights), (32, true));
+        assert_eq!(m.router.name, "model.layers.1.mlp.gate.weight");
+        assert_eq!(m.expert_names(7)[2], "model.layers.1.mlp.experts.7.down_proj.weight");
+        let s = Spec::from_hf_config(&moe_config("mixtral", serde_json::json!({"num_local_experts": 4}))).unwrap();
+        let m = s.layers[0].moe.as_ref().unwrap();
+        assert_eq!((s.hparams.family, m.n_ff_exp, m.norm_weights), (Family::Llama, 128, true));
+        assert_eq!(m.expert_names(3)[0], "model.layers.0.block_sparse_moe.experts.3.w1.weight");
+        let s = Spec::from_hf_config(&moe_config("olmoe", serde_json::json!({"num_experts": 4}))).unwrap();
+        assert!(!s.layers[0].moe.as_ref().unwrap().norm_weights);
+        assert_eq!(s.layers[0].qk_norm.as_ref().unwrap()[0].shape, vec![64]);
+        for (ty, extra, key) in [
+            ("olmoe", serde_json::json!({"num_experts": 1}), "config.json num_experts_per_tok"),
+            ("olmoe", serde_json::json!({}), "config.json num_experts"),
+            ("mixtral", serde_json::json!({"num_local_experts": 100000}), "config.json num_local_experts"),
+        ] {
+            match Spec::from_hf_config(&moe_config(ty, extra)) {
+                Err(Error::Metadata { key: k, .. }) => assert_eq!(k, key),
+                other => panic!("{ty}: {other:?}"),
             }
         }
     }
