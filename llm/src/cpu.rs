@@ -61,6 +61,9 @@ impl<'m> Layer<'m> {
     }
 }
 
+/// A product of the executor's over its row segments: `out = W · x` for each row of `x`.
+type Product<'a> = dyn Fn(&Matrix<'_>, &[f32], &mut [f32]) + 'a;
+
 /// One layer's mixture of experts ([`MoeSpec`](crate::arch::MoeSpec)): the router and each
 /// expert's gate, up and down as a matrix of its own (a stacked tensor's experts are views of
 /// their contiguous blocks), so that only the routed experts' rows are read and, under a
@@ -136,7 +139,7 @@ impl<'m> Moe<'m> {
         &mut self,
         xn: &[f32],
         out: &mut [f32],
-        matmul: &dyn Fn(&Matrix<'_>, &[f32], &mut [f32]),
+        matmul: &Product<'_>,
         pool: &rayon::ThreadPool,
     ) -> (u64, Vec<usize>) {
         let n_expert = self.experts.len();
