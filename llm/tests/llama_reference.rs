@@ -3,7 +3,8 @@
 //! gguf-py (tests/.venv-formats): llama in F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, llama with
 //! tied embeddings, Mistral-shaped (kv heads 2, rope base 1e6) in F32 and Q4_K, qwen2 (biases,
 //! rotate-half rope) in F32, F16, Q8_0, qwen3 (per-head Q/K RMSNorm, head size wider than
-//! embedding / heads) in F32, F16, Q8_0.
+//! embedding / heads) in F32, F16, Q8_0; the mixtures of experts qwen3moe, olmoe and mixtral in
+//! F32, F16, Q8_0 (`moe_matches_llama_cpp`, `moe_budget_streams_the_routed_experts`).
 //!
 //! For each model: 32 greedy tokens identical to llama.cpp's; every position's log-probabilities
 //! over prompt + generated tokens within a tolerance of llama.cpp's (F32 weights with an F32 KV
