@@ -52,6 +52,8 @@ mod cuda;
 mod exec;
 #[cfg(feature = "native")]
 mod kernels;
+#[cfg(feature = "grammar")]
+pub mod grammar;
 #[cfg(feature = "serve")]
 pub mod openai;
 pub mod plan;

@@ -53,6 +53,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::batch::{Engine, Event, Finish, Request, SubmitError, TokenEvent};
+use crate::grammar::{Constraint, Grammars};
 use crate::{Error, Sampling};
 
 /// How [`router`] serves.
@@ -117,7 +118,19 @@ struct Api {
     config: ApiConfig,
     /// The template compiled, or why it does not compile.
     template: Option<std::result::Result<minijinja::Environment<'static>, String>>,
+    /// The grammar engine over the model's vocabulary, built at the first request that needs it.
+    grammars: std::sync::OnceLock<std::result::Result<Grammars, String>>,
     created: u64,
+}
+
+impl Api {
+    /// The grammar engine, or a 400-worthy reason why this vocabulary has none.
+    fn grammars(&self, param: &'static str) -> ApiResult<&Grammars> {
+        self.grammars
+            .get_or_init(|| Grammars::new(self.engine.tokenizer()).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| ApiError::invalid(format!("{param}: constrained decoding is unavailable: {e}"), Some(param)))
+    }
 }
 
 /// The routes of the module docs over `engine`.
@@ -129,6 +142,7 @@ pub fn router(engine: Engine, config: ApiConfig) -> Router {
         engine,
         config,
         template,
+        grammars: std::sync::OnceLock::new(),
         created: now(),
     });
     Router::new()
@@ -387,6 +401,8 @@ struct Params {
     sampling: Sampling,
     stop: Vec<String>,
     logprobs: Option<usize>,
+    /// `response_format`'s grammar.
+    grammar: Option<Constraint>,
 }
 
 fn get_f32(m: &serde_json::Map<String, Value>, key: &'static str) -> ApiResult<Option<f32>> {
@@ -506,11 +522,7 @@ fn params(api: &Api, m: &serde_json::Map<String, Value>, max_tokens_keys: &[&'st
             return unsupported(key, "function calling");
         }
     }
-    match m.get("response_format") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(o)) if o.get("type").and_then(Value::as_str) == Some("text") => {}
-        Some(_) => return unsupported("response_format", "structured output (JSON mode, JSON schema)"),
-    }
+    let grammar = response_format(api, m.get("response_format"))?;
     let n_vocab = api.engine.info().hparams.n_vocab;
     let logit_bias = match m.get("logit_bias") {
         None | Some(Value::Null) => Vec::new(),
@@ -557,7 +569,41 @@ fn params(api: &Api, m: &serde_json::Map<String, Value>, max_tokens_keys: &[&'st
         },
         stop,
         logprobs: None,
+        grammar,
     })
+}
+
+/// The grammar of `response_format`: none for `{"type": "text"}`, any JSON object for
+/// `{"type": "json_object"}`, the schema of `{"type": "json_schema", "json_schema": {"name",
+/// "schema", "strict"}}`.
+fn response_format(api: &Api, v: Option<&Value>) -> ApiResult<Option<Constraint>> {
+    const P: &str = "response_format";
+    let bad = |m: String| ApiError::invalid(m, Some(P));
+    let o = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(o)) => o,
+        Some(_) => return Err(bad("response_format must be an object with a type".into())),
+    };
+    let constraint = match o.get("type").and_then(Value::as_str) {
+        Some("text") => return Ok(None),
+        Some("json_object") => api.grammars(P)?.json_object(),
+        Some("json_schema") => {
+            let Some(Value::Object(js)) = o.get("json_schema") else {
+                return Err(bad(
+                    "response_format of type json_schema needs json_schema: {\"name\", \"schema\"}".into(),
+                ));
+            };
+            let schema = js.get("schema").cloned().unwrap_or_else(|| json!({}));
+            api.grammars(P)?.json_schema(&schema)
+        }
+        other => {
+            return Err(bad(format!(
+                "response_format.type must be text, json_object or json_schema, not {}",
+                other.map_or_else(|| "missing".to_string(), |t| format!("'{t}'"))
+            )));
+        }
+    };
+    constraint.map(Some).map_err(|e| bad(e.to_string()))
 }
 
 /// Tokens left to generate after the prompt (the default `max_tokens` of chat): the context
@@ -785,6 +831,7 @@ fn start(api: Arc<Api>, prompt: Vec<u32>, max_tokens: usize, p: Params, kind: Ki
         sampling: p.sampling.clone(),
         max_tokens,
         logprobs: p.logprobs,
+        grammar: p.grammar,
     })?;
     let text = Text::new(p.stop.clone());
     let run = Run {

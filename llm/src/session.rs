@@ -635,6 +635,17 @@ impl std::fmt::Debug for Generate<'_, '_> {
 }
 
 impl Generate<'_, '_> {
+    /// The same generation, its tokens picked by `sampler` (a
+    /// [constrained](crate::Sampler::constrained) one, say) instead of a fresh sampler of the
+    /// [`Sampling`] it was made with. Call it before the first token.
+    pub fn with_sampler(mut self, sampler: Sampler) -> Self {
+        if self.error.is_none() {
+            self.error = sampler.params().check().err();
+        }
+        self.sampling = sampler;
+        self
+    }
+
     /// The session's timings and byte counts so far (as [`Session::stats`]).
     pub fn stats(&self) -> Stats {
         self.session.stats
