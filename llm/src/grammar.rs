@@ -39,10 +39,9 @@ use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 
 /// A vocabulary as llguidance sees it: the trie of every token's bytes (control tokens marked
-/// special so that no text can produce them) and our tokenizer for the strings a grammar forces.
+/// special so that no text can produce them).
 struct Env {
     trie: TokTrie,
-    tokenizer: Tokenizer,
 }
 
 impl TokenizerEnv for Env {
@@ -51,9 +50,10 @@ impl TokenizerEnv for Env {
     }
 
     fn tokenize_bytes(&self, s: &[u8]) -> Vec<u32> {
-        // The longest valid UTF-8 prefix by the model's own tokenizer, bytes after it greedily.
-        self.trie
-            .tokenize_with_greedy_fallback(s, |text| self.tokenizer.encode(text, false))
+        // Longest match in the trie: the bytes a grammar forces are a continuation of text
+        // already written, where the model's own tokenizer would add SentencePiece's leading
+        // space (and no merge context exists anyway).
+        self.trie.greedy_tokenize(s)
     }
 }
 
@@ -106,10 +106,7 @@ impl Grammars {
         let eogs: Vec<u32> = (0..n as u32).filter(|&id| tokenizer.is_eog(id)).collect();
         let info = TokRxInfo::new(n as u32, eos);
         let trie = TokTrie::from(&info, &words).with_eos_tokens(&eogs);
-        let env: TokEnv = Arc::new(Env {
-            trie,
-            tokenizer: tokenizer.clone(),
-        });
+        let env: TokEnv = Arc::new(Env { trie });
         // No fast-forwarded or backtracked tokens: the executors append one sampled token a step.
         let caps = InferenceCapabilities {
             ff_tokens: false,

@@ -60,6 +60,8 @@ pub mod plan;
 mod sampling;
 #[cfg(feature = "native")]
 mod session;
+#[cfg(feature = "serve")]
+pub mod tools;
 pub mod tokenizer;
 #[cfg(feature = "wgpu")]
 mod wgpu;

@@ -16,7 +16,11 @@
 //! Completions take `logprobs` (0..=20: the sampled token's log-probability and the most likely
 //! alternatives, OpenAI's legacy shape); chat takes `logprobs` and `top_logprobs` (0..=20).
 //! Log-probabilities are the model's (the log-softmax of the raw logits, before temperature).
-//! Every response has `usage` (prompt, completion and total tokens).
+//! Every response has `usage` (prompt, completion and total tokens). Both take `logit_bias` and
+//! `response_format` (`text`, `json_object`, `json_schema`: sampling constrained by
+//! [`crate::grammar`], so the reply parses and follows the schema); chat takes `tools` and
+//! `tool_choice` ([`crate::tools`]: rendered by the template, the reply parsed into
+//! `tool_calls`, constrained when a call is required). The legacy `functions` is a 400.
 //!
 //! Chat templates come from the GGUF key `tokenizer.chat_template` or `tokenizer_config.json`
 //! beside a safetensors file ([`chat_template`]) and are rendered with minijinja (Python string
@@ -54,6 +58,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::batch::{Engine, Event, Finish, Request, SubmitError, TokenEvent};
 use crate::grammar::{Constraint, Grammars};
+use crate::tools::Tools;
 use crate::{Error, Sampling};
 
 /// How [`router`] serves.
@@ -401,8 +406,10 @@ struct Params {
     sampling: Sampling,
     stop: Vec<String>,
     logprobs: Option<usize>,
-    /// `response_format`'s grammar.
+    /// `response_format`'s grammar (or a required tool call's).
     grammar: Option<Constraint>,
+    /// The chat request's tools.
+    tools: Option<Tools>,
 }
 
 fn get_f32(m: &serde_json::Map<String, Value>, key: &'static str) -> ApiResult<Option<f32>> {
@@ -507,16 +514,6 @@ fn params(api: &Api, m: &serde_json::Map<String, Value>, max_tokens_keys: &[&'st
             ..ApiError::invalid(format!("{key}: {what} is not supported by this server yet"), Some(key))
         })
     };
-    match m.get("tools") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(a)) if a.is_empty() => {}
-        Some(_) => return unsupported("tools", "tool calling"),
-    }
-    match m.get("tool_choice") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(s)) if s == "none" || s == "auto" => {}
-        Some(_) => return unsupported("tool_choice", "tool calling"),
-    }
     for key in ["functions", "function_call"] {
         if !matches!(m.get(key), None | Some(Value::Null)) {
             return unsupported(key, "function calling");
@@ -570,6 +567,7 @@ fn params(api: &Api, m: &serde_json::Map<String, Value>, max_tokens_keys: &[&'st
         stop,
         logprobs: None,
         grammar,
+        tools: None,
     })
 }
 
@@ -621,6 +619,11 @@ async fn completions(State(api): State<Arc<Api>>, body: std::result::Result<Byte
 
 fn completions_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -> ApiResult<Started> {
     let m = parse_body(body)?;
+    for key in ["tools", "tool_choice"] {
+        if !matches!(m.get(key), None | Some(Value::Null) | Some(Value::Array(_))) || m.get(key).and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
+            return Err(ApiError::invalid(format!("{key}: only /v1/chat/completions takes tools"), Some(key)));
+        }
+    }
     let mut p = params(&api, &m, &["max_tokens"])?;
     if get_bool(&m, "echo")? {
         return Err(ApiError::invalid("echo is not supported", Some("echo")));
@@ -695,6 +698,20 @@ fn chat_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -
         Some(Err(e)) => return Err(ApiError::invalid(e.clone(), Some("messages"))),
         Some(Ok(env)) => env,
     };
+    let tools = Tools::from_request(m.get("tools"), m.get("tool_choice"), api.config.chat_template.as_deref())
+        .map_err(|(msg, param)| ApiError::invalid(msg, Some(param)))?;
+    if let Some(t) = &tools {
+        let g = t
+            .grammar(api.grammars("tool_choice")?, api.engine.tokenizer())
+            .map_err(|e| ApiError::invalid(e.to_string(), Some("tools")))?;
+        if g.is_some() && p.grammar.is_some() {
+            return Err(ApiError::invalid(
+                "response_format and a required tool call cannot both constrain one reply",
+                Some("response_format"),
+            ));
+        }
+        p.grammar = g.or(p.grammar.take());
+    }
     let Some(Value::Array(messages)) = m.get("messages") else {
         return Err(ApiError::invalid("messages must be a list", Some("messages")));
     };
@@ -726,7 +743,22 @@ fn chat_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -
                     Some("messages"),
                 ));
             }
-            (Some(role), Some(content)) => msgs.push(json!({"role": role, "content": mark_text(tok, &content)})),
+            (Some(role), Some(content)) => {
+                let mut msg = json!({"role": role, "content": mark_text(tok, &content)});
+                if let Some(Value::Array(calls)) = messages[i].get("tool_calls")
+                    && !calls.is_empty()
+                {
+                    let calls = crate::tools::calls_for_template(calls)
+                        .map_err(|e| ApiError::invalid(format!("messages[{i}].{e}"), Some("messages")))?;
+                    msg["tool_calls"] = Value::Array(calls);
+                }
+                for key in ["tool_call_id", "name"] {
+                    if let Some(Value::String(v)) = messages[i].get(key) {
+                        msg[key] = json!(mark_text(tok, v));
+                    }
+                }
+                msgs.push(msg)
+            }
             _ => {
                 return Err(ApiError::invalid(
                     format!("messages[{i}] needs a string role and text content (a string or text parts)"),
@@ -735,9 +767,11 @@ fn chat_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -
             }
         }
     }
-    let rendered = crate::chat::render(env, tok, &msgs, true).map_err(|e| ApiError::invalid(e, Some("messages")))?;
+    let rendered = crate::chat::render_with_tools(env, tok, &msgs, tools.as_ref().map(|t| &t.declared), true)
+        .map_err(|e| ApiError::invalid(e, Some("messages")))?;
     let prompt = chat_prompt(tok, &rendered);
     let max_tokens = p.max_tokens.unwrap_or_else(|| room(&api, prompt.len()));
+    p.tools = tools;
     start(api, prompt, max_tokens, p, Kind::Chat)
 }
 
@@ -845,6 +879,9 @@ fn start(api: Arc<Api>, prompt: Vec<u32>, max_tokens: usize, p: Params, kind: Ki
         completion_tokens: 0,
         logprobs: p.logprobs.is_some(),
         lp: Logprobs::default(),
+        tools: p.tools,
+        raw: String::new(),
+        calls: Vec::new(),
     };
     Ok(Started {
         run,
@@ -1005,6 +1042,12 @@ struct Run {
     completion_tokens: usize,
     logprobs: bool,
     lp: Logprobs,
+    /// The request's tools: the reply is held back and parsed for calls at the end.
+    tools: Option<Tools>,
+    /// With tools, the reply's text with the control tokens' texts kept (`[TOOL_CALLS]` …).
+    raw: String,
+    /// With tools, the calls found in the reply at the end: (id, name, arguments).
+    calls: Vec<(String, String, String)>,
 }
 
 /// What one engine event gives a response.
@@ -1031,11 +1074,23 @@ impl Run {
                     self.text.push(&piece)
                 };
                 let lp = (self.logprobs && !self.text.stopped).then(|| self.token_logprobs(&t, &piece, offset));
+                let tok = self.api.engine.tokenizer();
+                if self.tools.is_some() && !tok.is_eog(t.id) {
+                    match piece.is_empty() {
+                        // A control token (`[TOOL_CALLS]`): its text, for the parser.
+                        true => self.raw.push_str(&String::from_utf8_lossy(&tok.vocab().tokens[t.id as usize])),
+                        false => self.raw.push_str(&String::from_utf8_lossy(&piece)),
+                    }
+                }
                 if self.text.stopped {
                     // A stop string: the sequence ends here (dropping the receiver cancels it).
                     self.rx.close();
                     let rest = self.text.finish();
-                    return Step::End("stop", text + &rest);
+                    return self.end("stop", text + &rest);
+                }
+                // With tools, nothing is handed out before the end tells calls from prose.
+                if self.tools.is_some() {
+                    return Step::Text(String::new(), lp);
                 }
                 Step::Text(text, lp)
             }
@@ -1044,17 +1099,56 @@ impl Run {
                     Finish::Eog => "stop",
                     Finish::Length => "length",
                 };
-                Step::End(reason, self.text.finish())
+                let rest = self.text.finish();
+                self.end(reason, rest)
             }
             Some(Event::Failed(e)) => Step::Failed(e.to_string()),
             None => {
                 if self.text.stopped {
-                    Step::End("stop", self.text.finish())
+                    let rest = self.text.finish();
+                    self.end("stop", rest)
                 } else {
                     Step::Failed("the generation engine stopped".into())
                 }
             }
         }
+    }
+
+    /// The end of the reply, `rest` the text not yet handed out. With tools, the whole reply is
+    /// parsed: its calls go to [`Run::calls`] (the reason becomes `tool_calls`), and the text is
+    /// what is left around them.
+    fn end(&mut self, reason: &'static str, rest: String) -> Step {
+        let Some(tools) = &self.tools else {
+            return Step::End(reason, rest);
+        };
+        let (text, calls) = tools.extract(&self.raw);
+        if calls.is_empty() {
+            return Step::End(reason, self.text.all.clone());
+        }
+        for (name, args) in calls {
+            match response_id("call") {
+                Ok(id) => self.calls.push((id, name, args)),
+                Err(e) => return Step::Failed(e.message),
+            }
+        }
+        Step::End("tool_calls", text)
+    }
+
+    /// The calls as the `tool_calls` of a message (`stream`: as deltas, with their index).
+    fn tool_calls(&self, stream: bool) -> Value {
+        Value::Array(
+            self.calls
+                .iter()
+                .enumerate()
+                .map(|(i, (id, name, args))| {
+                    let mut c = json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}});
+                    if stream {
+                        c["index"] = json!(i);
+                    }
+                    c
+                })
+                .collect(),
+        )
     }
 
     /// A token's log-probabilities in the route's shape (and, for a non-streamed answer, kept).
@@ -1197,9 +1291,16 @@ async fn collect(mut run: Run) -> Response {
                     .map(|i| chat_logprob(&lp.tokens[i], lp.token_logprobs[i], &lp.bytes[i], &lp.top[i]))
                     .collect::<Vec<_>>()})
             });
+            let mut message = json!({"role": "assistant", "content": text});
+            if !run.calls.is_empty() {
+                message["tool_calls"] = run.tool_calls(false);
+                if text.is_empty() {
+                    message["content"] = Value::Null;
+                }
+            }
             json!({
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
+                "message": message,
                 "logprobs": logprobs,
                 "finish_reason": reason,
             })
@@ -1248,6 +1349,13 @@ fn stream(mut run: Run, include_usage: bool) -> Response {
                 Step::End(reason, t) => {
                     if !t.is_empty() && tx.send(send(run.chunk(Some(t), None, None, false))).await.is_err() {
                         return;
+                    }
+                    if !run.calls.is_empty() {
+                        let mut c = run.chunk(None, None, None, false);
+                        c["choices"][0]["delta"]["tool_calls"] = run.tool_calls(true);
+                        if tx.send(send(c)).await.is_err() {
+                            return;
+                        }
                     }
                     let mut last = run.chunk(None, None, Some(reason), false);
                     if run.kind == Kind::Completion {
