@@ -444,6 +444,10 @@ def write_hf(folder: Path, arch: str, floats: dict, info: dict, bpe: str, sharde
 
 
 def main():
+    if sys.argv[1] == "--bench-phi3":
+        # llm_gen.py --bench-phi3 SHAPE TYPE OUT.gguf
+        bench_phi3(Path(sys.argv[4]), sys.argv[2], Q[sys.argv[3]], 1)
+        return
     if sys.argv[1] == "--bench":
         # llm_gen.py --bench SHAPE TYPE OUT.gguf
         bench_model(Path(sys.argv[4]), sys.argv[2], Q[sys.argv[3]], 1)
@@ -489,6 +493,61 @@ def main():
         broken[name] = str(path)
     models += rope_scaling_models(out, seed)
     json.dump({"models": models, "broken": broken}, sys.stdout)
+
+
+def bench_phi3(path: Path, shape: str, qtype: Q, seed: int):
+    """bench_model's shape as phi3 (fused attn_qkv and ffn_up, long-RoPE factors chosen at any
+    context over 64, the converter's attention factor), to time the fused tensors against the
+    llama of the same shape: `llm_gen.py --bench-phi3 SHAPE TYPE OUT.gguf`."""
+    layers, embd, heads, kv, ff, n_vocab = BENCH_SHAPES[shape]
+    g = Gen(seed)
+    base, _, _ = vocab()
+    tokens = base + [f"<extra_{i}>" for i in range(n_vocab - len(base))]
+    types = [TokenType.CONTROL, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.BYTE] * 256
+    types += [TokenType.NORMAL] * (n_vocab - len(types))
+    hd = embd // heads
+    w = GGUFWriter(str(path), "phi3")
+    w.add_name("random-weight bench model")
+    w.add_block_count(layers)
+    w.add_context_length(2048)
+    w.add_rope_scaling_orig_ctx_len(64)
+    w.add_rope_scaling_attn_factors(float(np.sqrt(1 + np.log(2048 / 64) / np.log(64))))
+    w.add_embedding_length(embd)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_rope_dimension_count(hd)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(10000.0)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * n_vocab)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+
+    def mat(name, rows, cols, std):
+        arr, raw = stored(g, g.normal((rows, cols), std), qtype)
+        w.add_tensor(name, arr, raw_dtype=raw)
+
+    mat("token_embd.weight", n_vocab, embd, 1.0)
+    for i in range(layers):
+        p = f"blk.{i}"
+        w.add_tensor(f"{p}.attn_norm.weight", np.ones(embd, dtype=np.float32))
+        mat(f"{p}.attn_qkv.weight", embd + 2 * kv * hd, embd, 0.02)
+        mat(f"{p}.attn_output.weight", embd, embd, 0.02)
+        w.add_tensor(f"{p}.ffn_norm.weight", np.ones(embd, dtype=np.float32))
+        mat(f"{p}.ffn_up.weight", 2 * ff, embd, 0.02)
+        mat(f"{p}.ffn_down.weight", embd, ff, 0.02)
+    w.add_tensor("output_norm.weight", np.ones(embd, dtype=np.float32))
+    mat("output.weight", n_vocab, embd, 0.05)
+    w.add_tensor("rope_factors_long.weight", (1.0 + g.rng.uniform(0, 6, hd // 2)).astype(np.float32))
+    w.add_tensor("rope_factors_short.weight", (1.0 + g.rng.uniform(0, 0.5, hd // 2)).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def llama3_factors(rope_dim: int, base: float, factor: float, low: float, high: float, old_ctx: int) -> np.ndarray:
