@@ -794,3 +794,21 @@ fn phi3_budgets_stream_the_plans_bytes_and_change_nothing() {
     let checked = common::sweep("phi3-Q8_0", path, Device::Cpu, &tensorlane_llm::Policy::ALL, 3);
     assert!(checked >= 8, "phi3-Q8_0: only {checked} budgets checked");
 }
+
+/// A GGUF whose `rope.scaling.type` is one llama.cpp v0.4.0 does not know (`dynamic`; it
+/// asserts on it) is refused naming the key, the type and the supported ones, never run
+/// unscaled.
+#[test]
+fn unknown_rope_scaling_is_refused() {
+    let model = Model::open(models()["broken"]["rope-dynamic"].as_str().unwrap()).unwrap();
+    match Session::open(&model, Options::default()).map(|_| ()).unwrap_err() {
+        e @ Error::Metadata { .. } => {
+            let s = e.to_string();
+            assert!(
+                s.contains("llama.rope.scaling.type") && s.contains("'dynamic'") && s.contains("none, linear, yarn, longrope"),
+                "{s}"
+            );
+        }
+        e => panic!("{e}"),
+    }
+}

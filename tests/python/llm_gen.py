@@ -491,7 +491,7 @@ def main():
         path = out / f"{name}.gguf"
         write_model(path, g, arch, Q.F32, **base, **kw)
         broken[name] = str(path)
-    models += rope_scaling_models(out, seed)
+    models += rope_scaling_models(out, seed, broken)
     json.dump({"models": models, "broken": broken}, sys.stdout)
 
 
@@ -681,7 +681,7 @@ def write_hf_phi3(folder: Path, floats: dict, info: dict, config: dict) -> Path:
     return root
 
 
-def rope_scaling_models(out: Path, seed: int) -> list:
+def rope_scaling_models(out: Path, seed: int, broken: dict) -> list:
     """phi3 and rope-scaling models, from a generator of their own (the models above keep their
     bytes): phi3-<T> (T in F32 F16 Q8_0): fused QKV and gate/up, long-RoPE factors and the
     attention factor llama.cpp's converter writes for a 256-position model trained at 64
@@ -693,7 +693,9 @@ def rope_scaling_models(out: Path, seed: int) -> list:
     yarn_beta_fast/slow keys, which llama.cpp does not read for these families, and
     rope.scaling.attn_factor). llama3-F32: Llama 3's rope_freqs.weight from rope_scaling llama3
     (factor 8, low 1, high 4, original context 64), with its Hugging Face checkpoint ("hf_scaled":
-    config.json's rope_scaling, no rope_freqs tensor)."""
+    config.json's rope_scaling, no rope_freqs tensor). Adds to `broken`: rope-dynamic (a llama
+    with rope.scaling.type dynamic, which llama.cpp does not know either)."""
+    from types import SimpleNamespace
     from gguf import RopeScalingType
     g = Gen(seed + 1000)
     models = []
@@ -744,6 +746,10 @@ def rope_scaling_models(out: Path, seed: int) -> list:
     cfg["rope_scaling"] = rs
     (root.parent / "config.json").write_text(json.dumps(cfg, indent=1))
     models.append({"name": "llama3-F32", "arch": "llama", "type": "F32", "path": str(path), "hf_scaled": str(root)})
+    path = out / "rope-dynamic.gguf"
+    write_scaled(path, g, "llama", Q.F32, kv_heads=4, rope_base=1e4, ctx=256,
+                 kv={"add_rope_scaling_type": SimpleNamespace(value="dynamic"), "add_rope_scaling_factor": 2.0})
+    broken["rope-dynamic"] = str(path)
     return models
 
 
