@@ -780,7 +780,9 @@ impl Spec {
     /// Gives `(cos, sin)` of each rope pair at position `pos`, in pair order, as ggml's
     /// `rope_cache_init` computes them: the angle of pair `i` is `pos · base^(-2i/rope_dim)`, the
     /// power taken by repeated multiplication in f32, divided by the frequency factor `freqs[i]`
-    /// (1 without), times the linear scale. `freqs`, when given, has at least `rope_dim / 2`
+    /// (1 without), times the linear scale; under YaRN ([`RopeScaling::ext_factor`]) mixed with
+    /// the unscaled angle by ggml's ramp (`rope_yarn`); cos and sin multiplied by the attention
+    /// factor (and YaRN's `1 + 0.1 ln(1 / scale)`). `freqs`, when given, has at least `rope_dim / 2`
     /// values (the tensor's shape is checked when the model is bound; [`Spec::rope_table`]
     /// checks it too).
     pub fn rope_row(&self, pos: usize, freqs: Option<&[f32]>, mut pair: impl FnMut(f32, f32)) {
