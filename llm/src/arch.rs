@@ -19,7 +19,7 @@ use tensorlane_core::formats::{Catalog, Meta};
 use crate::{Error, Result};
 
 /// The architectures [`Spec::from_catalog`] accepts (`general.architecture`).
-pub const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2", "qwen3"];
+pub const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "phi3"];
 
 /// How rotary position embedding pairs the dimensions of a head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +45,12 @@ pub enum Family {
     /// rotate-half rope, a head size of its own (`attention.key_length`, often wider than
     /// `embedding_length / head_count`).
     Qwen3,
+    /// Phi-3 (and Phi-4-mini): one fused QKV tensor (`attn_qkv`) and one fused gate/up tensor
+    /// (`ffn_up`, gate rows first), rotate-half rope over `rope.dimension_count` dimensions,
+    /// Phi-3's long-RoPE frequency factors (`rope_factors_long`/`rope_factors_short`, chosen
+    /// by context length) and attention factor. Its sliding window is not applied (llama.cpp
+    /// disables it for phi3).
+    Phi3,
 }
 
 impl Family {
@@ -55,6 +61,7 @@ impl Family {
             Family::Mistral => "mistral",
             Family::Qwen2 => "qwen2",
             Family::Qwen3 => "qwen3",
+            Family::Phi3 => "phi3",
         }
     }
 
@@ -65,6 +72,7 @@ impl Family {
             "mistral" => Family::Mistral,
             "qwen2" => Family::Qwen2,
             "qwen3" => Family::Qwen3,
+            "phi3" => Family::Phi3,
             other => {
                 return Err(Error::UnsupportedArchitecture {
                     found: other.into(),
@@ -107,6 +115,65 @@ pub struct Hparams {
     pub rope_dim: usize,
     /// How rope pairs dimensions.
     pub rope_style: RopeStyle,
+    /// YaRN and the attention factor of the rope (llama.cpp's `ext_factor`, `attn_factor`,
+    /// `beta_fast`/`beta_slow`, `n_ctx_orig`); [`RopeScaling::NONE`] for unscaled rope.
+    pub rope_scaling: RopeScaling,
+}
+
+/// The rope parameters llama.cpp passes to `ggml_rope_ext` besides the base and the linear scale:
+/// with `ext_factor` 0 every angle is `freq_scale · θ` and cos/sin are multiplied by
+/// `attn_factor`; with `ext_factor` > 0 (YaRN) each pair mixes the interpolated and the
+/// extrapolated angle by ggml's ramp between the correction dimensions of `beta_fast` and
+/// `beta_slow`, and the magnitude is further scaled by `1 + 0.1 ln(1 / freq_scale)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RopeScaling {
+    /// YaRN's extrapolation mix (1 for `yarn`, else 0).
+    pub ext_factor: f32,
+    /// The magnitude cos and sin are multiplied by (llama.cpp's `cparams.yarn_attn_factor`).
+    pub attn_factor: f32,
+    /// YaRN's `beta_fast` (32 in llama.cpp for every family run here).
+    pub beta_fast: f32,
+    /// YaRN's `beta_slow` (1).
+    pub beta_slow: f32,
+    /// The context the model was trained with before scaling (`rope.scaling.original_context_length`,
+    /// default the training context): YaRN's correction dimensions, and Phi-3's long/short choice.
+    pub n_ctx_orig: usize,
+}
+
+impl RopeScaling {
+    /// No YaRN, an attention factor of 1 (the correction dimensions are then unused).
+    pub const NONE: RopeScaling = RopeScaling {
+        ext_factor: 0.0,
+        attn_factor: 1.0,
+        beta_fast: 32.0,
+        beta_slow: 1.0,
+        n_ctx_orig: 0,
+    };
+
+    /// YaRN as llama.cpp sets it up for a `yarn` model with scale `factor` (llama.cpp's
+    /// `llama_context` constructor): ext_factor 1 and an attention factor of
+    /// `mscale(factor) / (1 + 0.1 ln factor) · rope_attn_factor`, computed in f32 as it does
+    /// (ggml's rope multiplies `1 + 0.1 ln factor` back in).
+    pub fn yarn(factor: f32, rope_attn_factor: f32, n_ctx_orig: usize) -> RopeScaling {
+        let mscale = if factor <= 1.0 { 1.0 } else { 0.1f32 * 1.0 * factor.ln() + 1.0 };
+        let attn = mscale * (1.0f32 / (1.0 + 0.1 * factor.ln()));
+        RopeScaling {
+            ext_factor: 1.0,
+            attn_factor: attn * rope_attn_factor,
+            n_ctx_orig,
+            ..RopeScaling::NONE
+        }
+    }
+
+    /// ggml's `ggml_rope_yarn_corr_dims`: the first and last pair dimension of the ramp.
+    pub fn corr_dims(&self, rope_dim: usize, base: f32) -> [f32; 2] {
+        let dim = |beta: f32| {
+            rope_dim as f32 * (self.n_ctx_orig as f32 / (beta * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln())
+        };
+        let start = dim(self.beta_fast).floor();
+        let end = dim(self.beta_slow).ceil();
+        [start.max(0.0), end.min(rope_dim as f32 - 1.0)]
+    }
 }
 
 /// A tensor the architecture needs: its name and row-major shape.
@@ -116,6 +183,9 @@ pub struct TensorSpec {
     pub name: String,
     /// Its row-major shape (`[out, in]` for a weight matrix).
     pub shape: Vec<u64>,
+    /// `Some` when these are rows of a fused tensor (phi3): `name` is then the part's own name,
+    /// and the stored tensor is [`Part::tensor`].
+    pub part: Option<Part>,
 }
 
 impl TensorSpec {
@@ -123,8 +193,35 @@ impl TensorSpec {
         TensorSpec {
             name: name.into(),
             shape: shape.iter().map(|&d| d as u64).collect(),
+            part: None,
         }
     }
+
+    /// Rows `first..first + rows` of the fused tensor `tensor` (`[total, cols]`), named
+    /// `tensor[first..first + rows]`: phi3's Q, K, V in `attn_qkv` and gate, up in `ffn_up`.
+    /// Executors bind it as a tensor of its own, a view of the stored rows.
+    fn part(tensor: &str, total: usize, first: usize, rows: usize, cols: usize) -> TensorSpec {
+        TensorSpec {
+            name: format!("{tensor}[{first}..{}]", first + rows),
+            shape: vec![rows as u64, cols as u64],
+            part: Some(Part {
+                tensor: tensor.into(),
+                shape: vec![total as u64, cols as u64],
+                first_row: first as u64,
+            }),
+        }
+    }
+}
+
+/// Where a [`TensorSpec`] that is part of a fused tensor lies in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    /// The stored tensor's name (`blk.0.attn_qkv.weight`).
+    pub tensor: String,
+    /// Its row-major shape, checked when the model is bound.
+    pub shape: Vec<u64>,
+    /// Its first row that belongs to this part.
+    pub first_row: u64,
 }
 
 /// The tensors of one transformer block.
@@ -158,6 +255,15 @@ pub struct LayerSpec {
     pub down: TensorSpec,
 }
 
+/// Where a set of rope frequency factors comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RopeFactors {
+    /// A tensor of the model (`rope_factors_long.weight`), used when present.
+    Tensor(TensorSpec),
+    /// Values of `config.json` (`rope_scaling.long_factor`).
+    Values(Vec<f32>),
+}
+
 /// A model's architecture: hyperparameters and every tensor it needs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Spec {
@@ -171,6 +277,13 @@ pub struct Spec {
     pub output: TensorSpec,
     /// Per-dimension rope frequency factors `[rope_dim / 2]` (Llama 3.1), used when present.
     pub rope_freqs: TensorSpec,
+    /// Frequency factors given by `config.json` rather than a tensor (Hugging Face
+    /// `rope_scaling` of type `llama3`, computed as llama.cpp's converter computes
+    /// `rope_freqs.weight`; Phi-3's `long_factor`/`short_factor`); used instead of `rope_freqs`.
+    pub rope_freq_values: Option<Vec<f32>>,
+    /// Phi-3's two sets of factors, long and short: [`Spec::fit_context`] picks the long ones when
+    /// the context is over [`RopeScaling::n_ctx_orig`], as llama.cpp's `get_rope_factors` does.
+    pub rope_long_short: Option<[RopeFactors; 2]>,
     /// The transformer blocks.
     pub layers: Vec<LayerSpec>,
 }
@@ -333,6 +446,9 @@ fn layer_specs(
     (n_head, n_head_kv, head_dim): (usize, usize, usize),
 ) -> Vec<LayerSpec> {
     let (q_dim, kv_dim) = (n_head * head_dim, n_head_kv * head_dim);
+    if family == Family::Phi3 {
+        return phi3_layer_specs(names, n_layer, n_embd, n_ff, q_dim, kv_dim);
+    }
     (0..n_layer)
         .map(|i| {
             let n = |k: usize| format!("{}.{i}.{}", names.prefix, names.suffixes[k]);
@@ -359,7 +475,286 @@ fn layer_specs(
         .collect()
 }
 
+/// The rope scaling of a GGUF as llama.cpp v0.4.0 sets it up for the families run here:
+/// `<arch>.rope.scaling.type` (absent: `linear`, as llama.cpp defaults) `none`, `linear` or
+/// `longrope` (a position scale of 1 / `rope.scaling.factor`) or `yarn` ([`RopeScaling::yarn`]);
+/// `rope.scaling.attn_factor` multiplies the attention factor; `rope.scaling.original_context_length`
+/// (default: the training context) is YaRN's and Phi-3's original context. llama.cpp reads the
+/// `rope.scaling.yarn_*` keys only for other families (grok, mistral3), so they are not read
+/// here either. Another type is refused, naming it.
+fn gguf_rope_scaling(catalog: &Catalog, arch: &str, n_ctx_train: usize) -> Result<(f32, RopeScaling)> {
+    let k = |s: &str| format!("{arch}.{s}");
+    let positive_f32 = |key: &str| -> Result<Option<f32>> {
+        match meta_float(catalog, key)? {
+            None => Ok(None),
+            Some(f) if f.is_finite() && f > 0.0 => Ok(Some(f as f32)),
+            Some(f) => Err(Error::Metadata {
+                key: key.into(),
+                message: format!("{f} is not a positive number"),
+            }),
+        }
+    };
+    let factor = match positive_f32(&k("rope.scaling.factor"))? {
+        Some(f) => Some(f),
+        None => positive_f32(&k("rope.scale_linear"))?,
+    };
+    let mut freq_scale = factor.map_or(1.0, |f| 1.0 / f);
+    let attn = positive_f32(&k("rope.scaling.attn_factor"))?.unwrap_or(1.0);
+    let n_ctx_orig = match meta_uint(catalog, &k("rope.scaling.original_context_length"))? {
+        Some(v) => positive(&k("rope.scaling.original_context_length"), v)?,
+        None => n_ctx_train,
+    };
+    let scaling = match meta_str(catalog, &k("rope.scaling.type"))?.unwrap_or("linear") {
+        "none" => {
+            freq_scale = 1.0;
+            RopeScaling::NONE
+        }
+        "linear" | "longrope" => RopeScaling::NONE,
+        "yarn" => RopeScaling::yarn(1.0 / freq_scale, 1.0, n_ctx_orig),
+        other => {
+            return Err(Error::Metadata {
+                key: k("rope.scaling.type"),
+                message: format!(
+                    "rope scaling '{other}' is not supported (none, linear, yarn, longrope): running it unscaled \
+                     would give wrong results"
+                ),
+            });
+        }
+    };
+    Ok((
+        freq_scale,
+        RopeScaling {
+            attn_factor: scaling.attn_factor * attn,
+            n_ctx_orig,
+            ..scaling
+        },
+    ))
+}
+
+/// Phi-3's layers: Q, K and V are rows `0..q`, `q..q+kv`, `q+kv..q+2kv` of the fused
+/// `attn_qkv` (`self_attn.qkv_proj`), gate and up rows `0..ff`, `ff..2ff` of the fused `ffn_up`
+/// (`mlp.gate_up_proj`: llama.cpp's `ggml_swiglu` takes the first half as the gate), no biases.
+fn phi3_layer_specs(
+    names: &LayerNames,
+    n_layer: usize,
+    n_embd: usize,
+    n_ff: usize,
+    q_dim: usize,
+    kv_dim: usize,
+) -> Vec<LayerSpec> {
+    let hf = names.prefix == HF_NAMES.prefix;
+    let (qkv, gate_up) = if hf {
+        ("self_attn.qkv_proj.weight", "mlp.gate_up_proj.weight")
+    } else {
+        ("attn_qkv.weight", "ffn_up.weight")
+    };
+    (0..n_layer)
+        .map(|i| {
+            let n = |k: usize| format!("{}.{i}.{}", names.prefix, names.suffixes[k]);
+            let fused = format!("{}.{i}.{qkv}", names.prefix);
+            let total = q_dim + 2 * kv_dim;
+            let gu = format!("{}.{i}.{gate_up}", names.prefix);
+            LayerSpec {
+                attn_norm: TensorSpec::new(n(0), &[n_embd]),
+                wq: TensorSpec::part(&fused, total, 0, q_dim, n_embd),
+                wk: TensorSpec::part(&fused, total, q_dim, kv_dim, n_embd),
+                wv: TensorSpec::part(&fused, total, q_dim + kv_dim, kv_dim, n_embd),
+                biases: [
+                    TensorSpec::new(n(4), &[q_dim]),
+                    TensorSpec::new(n(5), &[kv_dim]),
+                    TensorSpec::new(n(6), &[kv_dim]),
+                ],
+                biases_required: false,
+                wo: TensorSpec::new(n(7), &[n_embd, q_dim]),
+                ffn_norm: TensorSpec::new(n(8), &[n_embd]),
+                gate: TensorSpec::part(&gu, 2 * n_ff, 0, n_ff, n_embd),
+                up: TensorSpec::part(&gu, 2 * n_ff, n_ff, n_ff, n_embd),
+                down: TensorSpec::new(n(11), &[n_embd, n_ff]),
+                qk_norm: None,
+            }
+        })
+        .collect()
+}
+
+/// A float field of `config.json`'s `rope_scaling`, `default` when absent.
+fn scaling_f32(s: &serde_json::Value, key: &str, default: f32) -> Result<f32> {
+    match s.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(default),
+        Some(v) => match v.as_f64() {
+            Some(x) if x.is_finite() && x > 0.0 => Ok(x as f32),
+            _ => Err(Error::Metadata {
+                key: format!("config.json rope_scaling.{key}"),
+                message: format!("expected a positive number, found {v}"),
+            }),
+        },
+    }
+}
+
+/// A list of `n` positive factors of `config.json`'s `rope_scaling` (Phi-3's `long_factor`).
+fn scaling_factors(s: &serde_json::Value, key: &str, n: usize) -> Result<Vec<f32>> {
+    let err = |message: String| Error::Metadata {
+        key: format!("config.json rope_scaling.{key}"),
+        message,
+    };
+    let list = s
+        .get(key)
+        .and_then(|v| v.as_array())
+        .ok_or_else(|| err(format!("missing: a list of {n} numbers (rope dimensions / 2)")))?;
+    if list.len() != n {
+        return Err(err(format!("{} numbers where the rope needs {n} (rope dimensions / 2)", list.len())));
+    }
+    list.iter()
+        .map(|v| match v.as_f64() {
+            Some(x) if x.is_finite() && x > 0.0 => Ok(x as f32),
+            _ => Err(err(format!("{v} is not a positive number"))),
+        })
+        .collect()
+}
+
+/// Llama 3's per-pair frequency factors from its `rope_scaling` (`factor`, `low_freq_factor`,
+/// `high_freq_factor`, `original_max_position_embeddings`), as llama.cpp's converter computes
+/// `rope_freqs.weight` (in f32, as its torch code does): 1 for wavelengths under
+/// `old_context / high_freq_factor`, `factor` over `old_context / low_freq_factor`, a smooth
+/// blend between.
+pub fn llama3_rope_factors(rope_dim: usize, base: f32, factor: f32, low: f32, high: f32, old_context: f32) -> Vec<f32> {
+    let low_wavelen = old_context / low;
+    let high_wavelen = old_context / high;
+    (0..rope_dim / 2)
+        .map(|i| {
+            let freq = 1.0f32 / base.powf((2 * i) as f32 / rope_dim as f32);
+            let wavelen = (2.0 * std::f64::consts::PI) as f32 / freq;
+            if wavelen < high_wavelen {
+                1.0
+            } else if wavelen > low_wavelen {
+                factor
+            } else {
+                let smooth = (old_context / wavelen - low) / (high - low);
+                1.0 / ((1.0 - smooth) / factor + smooth)
+            }
+        })
+        .collect()
+}
+
+/// What a Hugging Face `rope_scaling` asks of the rope, as llama.cpp runs the GGUF its converter
+/// writes from it.
+struct HfRope {
+    freq_scale: f32,
+    scaling: RopeScaling,
+    values: Option<Vec<f32>>,
+    long_short: Option<[RopeFactors; 2]>,
+}
+
+/// Reads `config.json`'s `rope_scaling` (`rope_type` or `type`): `default`; `linear` (`factor`);
+/// `llama3` (factors per pair, [`llama3_rope_factors`]); `yarn` (`factor`,
+/// `original_max_position_embeddings`: the converter writes those, and llama.cpp takes beta_fast
+/// 32 and beta_slow 1 and its own attention factor for these families, whatever the config
+/// says); for phi3 `longrope`/`su` (or `yarn`) with `long_factor`/`short_factor` and the
+/// attention factor its converter computes from `max_position_embeddings /
+/// original_max_position_embeddings`. Any other type is refused, naming it.
+fn hf_rope(config: &serde_json::Value, family: Family, rope_dim: usize, base: f32, n_ctx_train: usize) -> Result<HfRope> {
+    let mut out = HfRope {
+        freq_scale: 1.0,
+        scaling: RopeScaling {
+            n_ctx_orig: n_ctx_train,
+            ..RopeScaling::NONE
+        },
+        values: None,
+        long_short: None,
+    };
+    let s = match config.get("rope_scaling") {
+        None | Some(serde_json::Value::Null) => return Ok(out),
+        Some(s) => s,
+    };
+    let ty = s
+        .get("rope_type")
+        .or_else(|| s.get("type"))
+        .and_then(|v| v.as_str())
+        .unwrap_or("<none>")
+        .to_ascii_lowercase();
+    let orig = |default: Option<usize>| -> Result<usize> {
+        let key = "original_max_position_embeddings";
+        match s.get(key).or_else(|| config.get(key)) {
+            Some(v) => v.as_u64().filter(|&n| n > 0 && n <= 1 << 24).map(|n| n as usize).ok_or_else(|| Error::Metadata {
+                key: format!("config.json rope_scaling.{key}"),
+                message: format!("expected a positive integer, found {v}"),
+            }),
+            None => default.ok_or_else(|| Error::Metadata {
+                key: format!("config.json rope_scaling.{key}"),
+                message: format!("missing (rope_scaling of type {ty} needs it)"),
+            }),
+        }
+    };
+    match ty.as_str() {
+        "default" => {}
+        "linear" => out.freq_scale = 1.0 / scaling_f32(s, "factor", 1.0)?,
+        "llama3" if family != Family::Phi3 => {
+            out.values = Some(llama3_rope_factors(
+                rope_dim,
+                base,
+                scaling_f32(s, "factor", 8.0)?,
+                scaling_f32(s, "low_freq_factor", 1.0)?,
+                scaling_f32(s, "high_freq_factor", 4.0)?,
+                orig(Some(8192))? as f32,
+            ));
+        }
+        "yarn" if family != Family::Phi3 => {
+            let factor = scaling_f32(s, "factor", 1.0)?;
+            out.freq_scale = 1.0 / factor;
+            out.scaling = RopeScaling::yarn(1.0 / out.freq_scale, 1.0, orig(None)?);
+        }
+        "longrope" | "su" | "yarn" if family == Family::Phi3 => {
+            let n_ctx_orig = orig(None)?;
+            let scale = n_ctx_train as f64 / n_ctx_orig as f64;
+            let attn = if scale <= 1.0 {
+                1.0
+            } else if ty == "yarn" {
+                0.1 * scale.ln() + 1.0
+            } else {
+                (1.0 + scale.ln() / (n_ctx_orig as f64).ln()).sqrt()
+            };
+            out.scaling = RopeScaling {
+                attn_factor: attn as f32,
+                n_ctx_orig,
+                ..RopeScaling::NONE
+            };
+            let pairs = rope_dim / 2;
+            out.long_short = Some([
+                RopeFactors::Values(scaling_factors(s, "long_factor", pairs)?),
+                RopeFactors::Values(scaling_factors(s, "short_factor", pairs)?),
+            ]);
+        }
+        other => {
+            return Err(Error::Metadata {
+                key: "config.json rope_scaling".into(),
+                message: format!(
+                    "rope scaling '{other}' is not supported for {} (default, linear, {}): running it unscaled would \
+                     give wrong results",
+                    family.name(),
+                    if family == Family::Phi3 { "longrope, su, yarn" } else { "llama3, yarn" }
+                ),
+            });
+        }
+    }
+    Ok(out)
+}
+
 impl Spec {
+    /// Picks what depends on the context a session runs with: Phi-3's long frequency factors
+    /// when `context` is over [`RopeScaling::n_ctx_orig`], else the short ones (llama.cpp's
+    /// `get_rope_factors` compares its per-sequence context the same way). Call it before
+    /// binding the weights; without long/short factors it changes nothing.
+    pub fn fit_context(&mut self, context: usize) {
+        let Some([long, short]) = &self.rope_long_short else { return };
+        let picked = if context > self.hparams.rope_scaling.n_ctx_orig { long } else { short };
+        match picked.clone() {
+            RopeFactors::Tensor(t) => {
+                self.rope_freqs = t;
+                self.rope_freq_values = None;
+            }
+            RopeFactors::Values(v) => self.rope_freq_values = Some(v),
+        }
+    }
+
     /// The rope table as the CPU executor computes it (ggml's `rope_cache_init`, in f32): `(cos,
     /// sin)` per position and pair, `context` positions, with the model's frequency factors
     /// (`rope_freqs.weight`) when it has them. The device executors (wgpu, CUDA, the browser's
@@ -385,17 +780,30 @@ impl Spec {
     /// Gives `(cos, sin)` of each rope pair at position `pos`, in pair order, as ggml's
     /// `rope_cache_init` computes them: the angle of pair `i` is `pos · base^(-2i/rope_dim)`, the
     /// power taken by repeated multiplication in f32, divided by the frequency factor `freqs[i]`
-    /// (1 without), times the linear scale. `freqs`, when given, has at least `rope_dim / 2`
+    /// (1 without), times the linear scale; under YaRN ([`RopeScaling::ext_factor`]) mixed with
+    /// the unscaled angle by ggml's ramp (`rope_yarn`); cos and sin multiplied by the attention
+    /// factor (and YaRN's `1 + 0.1 ln(1 / scale)`). `freqs`, when given, has at least `rope_dim / 2`
     /// values (the tensor's shape is checked when the model is bound; [`Spec::rope_table`]
     /// checks it too).
     pub fn rope_row(&self, pos: usize, freqs: Option<&[f32]>, mut pair: impl FnMut(f32, f32)) {
         let h = &self.hparams;
+        let sc = &h.rope_scaling;
         let theta_scale = h.rope_base.powf(-2.0 / h.rope_dim as f32);
+        let corr = sc.corr_dims(h.rope_dim, h.rope_base);
         let mut theta = pos as f32;
         for i in 0..h.rope_dim / 2 {
             let ff = freqs.map_or(1.0, |f| f[i]);
-            let t = h.rope_freq_scale * (theta / ff);
-            pair(t.cos(), t.sin());
+            let extrap = theta / ff;
+            let mut t = h.rope_freq_scale * extrap;
+            let mut mscale = sc.attn_factor;
+            // ggml's rope_yarn: the interpolated and extrapolated angles mixed by the ramp
+            if sc.ext_factor != 0.0 {
+                let y = (i as f32 - corr[0]) / (corr[1] - corr[0]).max(0.001);
+                let ramp = (1.0 - y.clamp(0.0, 1.0)) * sc.ext_factor;
+                t = t * (1.0 - ramp) + extrap * ramp;
+                mscale *= 1.0 + 0.1 * (1.0 / h.rope_freq_scale).ln();
+            }
+            pair(t.cos() * mscale, t.sin() * mscale);
             theta *= theta_scale;
         }
     }
@@ -403,8 +811,9 @@ impl Spec {
     /// Reads the architecture of a Hugging Face checkpoint from its `config.json` (`model_type`,
     /// `num_hidden_layers`, `hidden_size`, `num_attention_heads`, `num_key_value_heads`,
     /// `intermediate_size`, `vocab_size`, `max_position_embeddings`, `rms_norm_eps`,
-    /// `rope_theta`, `head_dim`, `rope_scaling` (linear only)) for `model_type` llama, mistral,
-    /// qwen2 or qwen3, with Hugging Face tensor names and
+    /// `rope_theta`, `head_dim`, `rope_scaling` (see `hf_rope`: linear, llama3, yarn; phi3's
+    /// longrope), phi3's `partial_rotary_factor`) for `model_type` llama, mistral, qwen2, qwen3
+    /// or phi3 (fused `qkv_proj` and `gate_up_proj`), with Hugging Face tensor names and
     /// rotate-half rope. Refused like [`Spec::from_catalog`]; errors name the `config.json` key.
     pub fn from_hf_config(config: &serde_json::Value) -> Result<Spec> {
         let family = Family::from_name(config.get("model_type").and_then(|v| v.as_str()).unwrap_or("<none>"))?;
@@ -439,23 +848,22 @@ impl Spec {
                 message: format!("{rope_base} is not positive"),
             });
         }
-        let rope_freq_scale = match config.get("rope_scaling") {
-            None | Some(serde_json::Value::Null) => 1.0,
-            Some(s) => {
-                let ty = s.get("rope_type").or_else(|| s.get("type")).and_then(|v| v.as_str());
-                let factor = s.get("factor").and_then(|v| v.as_f64()).unwrap_or(1.0) as f32;
-                match ty {
-                    Some("linear") if factor.is_finite() && factor > 0.0 => 1.0 / factor,
-                    Some("default") => 1.0,
-                    _ => {
-                        return Err(Error::Metadata {
-                            key: "config.json rope_scaling".into(),
-                            message: format!("{s} is not supported (linear only)"),
-                        });
-                    }
+        // Phi-3/4: a fraction of each head is rotated (the converter's int(pct * embd) // heads)
+        let rope_dim = match config.get("partial_rotary_factor").and_then(|v| v.as_f64()) {
+            Some(pct) if family == Family::Phi3 && pct > 0.0 && pct <= 1.0 => {
+                let d = (pct * n_embd as f64) as usize / n_head;
+                if d == 0 || !d.is_multiple_of(2) || d > head_dim {
+                    return Err(Error::Metadata {
+                        key: "config.json partial_rotary_factor".into(),
+                        message: format!("{pct} gives {d} rotated dimensions of {head_dim}, not an even number in 2..={head_dim}"),
+                    });
                 }
+                d
             }
+            _ => head_dim,
         };
+        let rope = hf_rope(config, family, rope_dim, rope_base, n_ctx_train)?;
+        let rope_freq_scale = rope.freq_scale;
         let layers = layer_specs(
             &HF_NAMES,
             family,
@@ -478,8 +886,9 @@ impl Spec {
                 rms_eps,
                 rope_base,
                 rope_freq_scale,
-                rope_dim: head_dim,
+                rope_dim,
                 rope_style: RopeStyle::Halves,
+                rope_scaling: rope.scaling,
             },
             token_embd: TensorSpec::new("model.embed_tokens.weight", &[n_vocab, n_embd]),
             output_norm: TensorSpec::new("model.norm.weight", &[n_embd]),
@@ -492,7 +901,9 @@ impl Spec {
                 },
                 &[n_vocab, n_embd],
             ),
-            rope_freqs: TensorSpec::new("<none>", &[head_dim / 2]),
+            rope_freqs: TensorSpec::new("<none>", &[rope_dim / 2]),
+            rope_freq_values: rope.values,
+            rope_long_short: rope.long_short,
             layers,
         })
     }
@@ -503,7 +914,8 @@ impl Spec {
     ///
     /// Refused: a format other than GGUF, an architecture outside [`SUPPORTED`] (the error names
     /// it and the supported list), a missing or out-of-range hyperparameter (the error names the
-    /// key), heads that do not divide the embedding, rope scaling other than linear.
+    /// key), heads that do not divide the embedding, a rope scaling type other than none, linear,
+    /// yarn and longrope (`gguf_rope_scaling`).
     pub fn from_catalog(catalog: &Catalog) -> Result<Spec> {
         if catalog.format.name() != "gguf" {
             return Err(Error::UnsupportedFormat(format!(
@@ -576,29 +988,10 @@ impl Spec {
                 message: format!("{rope_dim} must be even and at most the head dimension {head_dim}"),
             });
         }
-        let scaling = meta_str(catalog, &k("rope.scaling.type"))?.unwrap_or("none");
-        let rope_freq_scale = match scaling {
-            "none" => 1.0,
-            "linear" => {
-                let f = meta_float(catalog, &k("rope.scaling.factor"))?.unwrap_or(1.0) as f32;
-                if !(f.is_finite() && f > 0.0) {
-                    return Err(Error::Metadata {
-                        key: k("rope.scaling.factor"),
-                        message: format!("{f} is not a positive number"),
-                    });
-                }
-                1.0 / f
-            }
-            other => {
-                return Err(Error::Metadata {
-                    key: k("rope.scaling.type"),
-                    message: format!("rope scaling '{other}' is not supported (none, linear)"),
-                });
-            }
-        };
+        let (rope_freq_scale, rope_scaling) = gguf_rope_scaling(catalog, arch, n_ctx_train)?;
         let rope_style = match family {
             Family::Llama | Family::Mistral => RopeStyle::Adjacent,
-            Family::Qwen2 | Family::Qwen3 => RopeStyle::Halves,
+            Family::Qwen2 | Family::Qwen3 | Family::Phi3 => RopeStyle::Halves,
         };
         let n_vocab = match catalog.get("token_embd.weight") {
             Some(t) if t.shape.len() == 2 => positive("token_embd.weight rows", t.shape[0])?,
@@ -640,11 +1033,23 @@ impl Spec {
                 rope_freq_scale,
                 rope_dim,
                 rope_style,
+                rope_scaling,
             },
             token_embd: TensorSpec::new("token_embd.weight", &[n_vocab, n_embd]),
             output_norm: TensorSpec::new("output_norm.weight", &[n_embd]),
             output: TensorSpec::new("output.weight", &[n_vocab, n_embd]),
-            rope_freqs: TensorSpec::new("rope_freqs.weight", &[rope_dim / 2]),
+            // phi3 has no rope_freqs in llama.cpp: its factors are the long or the short ones
+            rope_freqs: TensorSpec::new(
+                if family == Family::Phi3 { "<none>" } else { "rope_freqs.weight" },
+                &[rope_dim / 2],
+            ),
+            rope_freq_values: None,
+            rope_long_short: (family == Family::Phi3).then(|| {
+                [
+                    RopeFactors::Tensor(TensorSpec::new("rope_factors_long.weight", &[rope_dim / 2])),
+                    RopeFactors::Tensor(TensorSpec::new("rope_factors_short.weight", &[rope_dim / 2])),
+                ]
+            }),
             layers,
         })
     }
@@ -689,5 +1094,60 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    /// Phi-3 from config.json: fused parts of qkv_proj and gate_up_proj with the rows llama.cpp
+    /// takes (Q, K, V; gate then up), Phi-4-mini's partial rotary, longrope's factors by context
+    /// and the converter's attention factor; a list of the wrong length is refused naming it.
+    #[test]
+    fn phi3_config_is_read_as_llama_cpp_runs_its_conversion() {
+        let pairs: Vec<f32> = (0..12).map(|i| 1.0 + i as f32).collect();
+        let cfg = |long: &[f32]| {
+            serde_json::json!({
+                "model_type": "phi3", "num_hidden_layers": 1, "hidden_size": 256, "num_attention_heads": 8,
+                "num_key_value_heads": 4, "intermediate_size": 512, "vocab_size": 32,
+                "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+                "partial_rotary_factor": 0.75,
+                "rope_scaling": {"type": "longrope", "long_factor": long, "short_factor": vec![1.0; 12]},
+            })
+        };
+        let mut s = Spec::from_hf_config(&cfg(&pairs)).unwrap();
+        let l = &s.layers[0];
+        let qkv = "model.layers.0.self_attn.qkv_proj.weight";
+        assert_eq!(l.wq.part.as_ref().unwrap().tensor, qkv);
+        assert_eq!(l.wq.part.as_ref().unwrap().shape, [512, 256]);
+        assert_eq!([&l.wq.name, &l.wk.name, &l.wv.name], [
+            &format!("{qkv}[0..256]"),
+            &format!("{qkv}[256..384]"),
+            &format!("{qkv}[384..512]")
+        ]);
+        assert_eq!(l.gate.name, "model.layers.0.mlp.gate_up_proj.weight[0..512]");
+        assert_eq!(l.up.name, "model.layers.0.mlp.gate_up_proj.weight[512..1024]");
+        let h = &s.hparams;
+        assert_eq!((h.rope_dim, h.head_dim, h.rope_style), (24, 32, RopeStyle::Halves));
+        let attn = (1.0 + 32f64.ln() / 4096f64.ln()).sqrt() as f32;
+        assert_eq!((h.rope_scaling.attn_factor, h.rope_scaling.n_ctx_orig), (attn, 4096));
+        s.fit_context(4096);
+        assert_eq!(s.rope_freq_values.as_deref(), Some(&[1.0; 12][..]));
+        s.fit_context(4097);
+        assert_eq!(s.rope_freq_values.as_deref(), Some(&pairs[..]));
+        match Spec::from_hf_config(&cfg(&pairs[..11])) {
+            Err(Error::Metadata { key, message }) => {
+                assert_eq!(key, "config.json rope_scaling.long_factor");
+                assert!(message.contains("11 numbers") && message.contains("12"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// llama.cpp's YaRN set-up: the attention factor mscale(f) / (1 + 0.1 ln f) is 1 up to
+    /// rounding, and the correction dimensions are ggml's for a 64-position original context.
+    #[test]
+    fn yarn_parameters_are_ggmls() {
+        let y = RopeScaling::yarn(4.0, 1.0, 64);
+        assert_eq!(y.ext_factor, 1.0);
+        assert!((y.attn_factor - 1.0).abs() < 1e-6);
+        assert_eq!(y.corr_dims(32, 1e4), [0.0, 5.0]);
+        assert_eq!(RopeScaling::yarn(4.0, 1.0, 32768).corr_dims(128, 1e6), [23.0, 40.0]);
     }
 }

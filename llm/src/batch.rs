@@ -422,11 +422,12 @@ fn open<'m>(
                 .into(),
         ));
     }
-    let (spec, tokenizer) = crate::session::spec_and_tokenizer(model)?;
+    let (mut spec, tokenizer) = crate::session::spec_and_tokenizer(model)?;
     let context = options.context.unwrap_or(spec.hparams.n_ctx_train.min(4096));
     if context == 0 {
         return Err(Error::Options("the context must hold at least one position".into()));
     }
+    spec.fit_context(context);
     let threads = options
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

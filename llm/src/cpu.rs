@@ -50,8 +50,58 @@ fn find<'c>(model: &'c Model, spec: &TensorSpec) -> Result<Option<&'c tensorlane
 }
 
 fn matrix<'m>(model: &'m Model, spec: &TensorSpec) -> Result<Matrix<'m>> {
+    if spec.part.is_some() {
+        let (t, bytes) = part(model, spec)?;
+        return Matrix::new(&t, bytes);
+    }
     let t = find(model, spec)?.ok_or_else(|| missing(spec))?;
     Matrix::new(t, model.read(t)?)
+}
+
+/// The rows of a fused tensor that `spec` names ([`TensorSpec::part`](crate::arch::Part): phi3's
+/// Q, K, V in `attn_qkv` and gate, up in `ffn_up`) as a tensor of their own: the fused tensor
+/// found and its whole shape checked (errors name it), its stored rows sliced (a view of a mapped
+/// file; a copy of those rows otherwise). `TensorInfo` is the fused tensor's with the part's name
+/// and shape.
+pub(crate) fn part<'m>(
+    model: &'m Model,
+    spec: &TensorSpec,
+) -> Result<(tensorlane_core::formats::TensorInfo, std::borrow::Cow<'m, [u8]>)> {
+    use std::borrow::Cow;
+    let Some(p) = &spec.part else {
+        return Err(missing(spec));
+    };
+    let whole = TensorSpec {
+        name: p.tensor.clone(),
+        shape: p.shape.clone(),
+        part: None,
+    };
+    let t = find(model, &whole)?.ok_or_else(|| missing(&whole))?;
+    let bytes = model.read(t)?;
+    let total = p.shape.first().copied().unwrap_or(0) as usize;
+    let rows = spec.shape.first().copied().unwrap_or(0) as usize;
+    let first = p.first_row as usize;
+    if total == 0 || !bytes.len().is_multiple_of(total) || first + rows > total {
+        return Err(Error::TensorType {
+            name: p.tensor.clone(),
+            ty: format!(
+                "{} with {} stored bytes, not {total} whole rows to take rows {first}..{} of",
+                t.ty.name(),
+                bytes.len(),
+                first + rows
+            ),
+        });
+    }
+    let row_bytes = bytes.len() / total;
+    let range = first * row_bytes..(first + rows) * row_bytes;
+    let sliced = match bytes {
+        Cow::Borrowed(b) => Cow::Borrowed(&b[range]),
+        Cow::Owned(v) => Cow::Owned(v[range].to_vec()),
+    };
+    let mut info = t.clone();
+    info.name = spec.name.clone();
+    info.shape = spec.shape.clone();
+    Ok((info, sliced))
 }
 
 fn missing(spec: &TensorSpec) -> Error {
@@ -113,7 +163,10 @@ impl<'m> Weights<'m> {
             token_embd: matrix(model, &spec.token_embd)?,
             output_norm: vector(model, &spec.output_norm)?,
             output,
-            rope_freqs: vector_opt(model, &spec.rope_freqs)?,
+            rope_freqs: match &spec.rope_freq_values {
+                Some(v) => Some(v.clone()),
+                None => vector_opt(model, &spec.rope_freqs)?,
+            },
             layers,
         })
     }

@@ -644,3 +644,171 @@ fn f16_kv_cache_matches_llama_cpp_default() {
     eprintln!("{}", report.join("\n"));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The phi3 and rope-scaling models of tests/python/llm_gen.py (`rope_scaling_models`): phi3 in
+/// F32, F16, Q8_0 with long-RoPE factors and attention factor, phi3-short-F32 (partial rotary,
+/// the short factors), llama-yarn-F32 and qwen2-yarn-F32 (YaRN), llama3-F32 (rope_freqs from
+/// rope_scaling llama3). `matches_llama_cpp` compares them with llama.cpp with the others; this
+/// checks they are in the list and that what each file asks of the rope is read: the long
+/// factors for a context over phi3's original 64 and the short ones at most at it, YaRN's
+/// extrapolation, the attention factor llama.cpp multiplies into cos and sin.
+#[test]
+fn phi3_and_rope_scaling_models_are_read_as_written() {
+    let list = models()["models"].as_array().unwrap();
+    let path = |name: &str| {
+        list.iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is not in llm_gen.py's list"))["path"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    for name in ["phi3-F32", "phi3-F16", "phi3-Q8_0", "phi3-short-F32", "llama-yarn-F32", "qwen2-yarn-F32", "llama3-F32"] {
+        path(name);
+    }
+    let model = Model::open(path("phi3-F32")).unwrap();
+    let open = |context| {
+        Session::open(
+            &model,
+            Options {
+                threads: Some(1),
+                context: Some(context),
+                ..Options::default()
+            },
+        )
+        .unwrap()
+    };
+    let (long, short) = (open(65), open(64));
+    let h = long.hparams();
+    assert_eq!(h.family, tensorlane_llm::arch::Family::Phi3);
+    assert_eq!(h.rope_style, tensorlane_llm::arch::RopeStyle::Halves);
+    assert_eq!(h.rope_scaling.n_ctx_orig, 64);
+    let attn = (1.0f64 + 4f64.ln() / 64f64.ln()).sqrt() as f32;
+    assert!((h.rope_scaling.attn_factor - attn).abs() < 1e-6, "{:?}", h.rope_scaling);
+    assert_eq!(long.spec().rope_freqs.name, "rope_factors_long.weight");
+    assert_eq!(short.spec().rope_freqs.name, "rope_factors_short.weight");
+    assert_eq!(long.spec().layers[0].wk.name, "blk.0.attn_qkv.weight[256..384]");
+    // Position 0 turns nothing but is scaled by the attention factor, so its logits are the same
+    // with either set of factors; later positions differ.
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    long.spec().rope_row(0, None, |c, s| a.push((c, s)));
+    assert!(a.iter().all(|&(c, s)| c == attn && s == 0.0), "{a:?}");
+    let (mut long, mut short) = (long, short);
+    let tokens = long.tokenizer().encode("Hello world, the tensor", true);
+    let (ll, ls) = (long.logits(&tokens).unwrap(), short.logits(&tokens).unwrap());
+    assert_eq!(ll[0], ls[0]);
+    assert!(ll[1..].iter().zip(&ls[1..]).all(|(x, y)| x != y));
+    drop((long, short));
+
+    let model = Model::open(path("llama-yarn-F32")).unwrap();
+    let s = f32_session(&model).unwrap();
+    let h = s.hparams();
+    assert_eq!((h.rope_freq_scale, h.rope_scaling.ext_factor, h.rope_scaling.n_ctx_orig), (0.25, 1.0, 64));
+    // ggml_rope_yarn_corr_dims(32, 64, 1e4, 32, 1): floor(-1.99) -> 0, ceil(4.03) = 5
+    assert_eq!(h.rope_scaling.corr_dims(h.rope_dim, h.rope_base), [0.0, 5.0]);
+    s.spec().rope_row(7, None, |c, sn| b.push((c, sn)));
+    // pair 0 is extrapolated (angle 7), the last pairs interpolated (a quarter of the angle),
+    // every one scaled by 1 + 0.1 ln 4 (llama.cpp's attention factor cancels to ~1 first)
+    let m = h.rope_scaling.attn_factor * (1.0 + 0.1 * 4f32.ln());
+    assert!((b[0].0 - 7f32.cos() * m).abs() < 1e-6 && (b[0].1 - 7f32.sin() * m).abs() < 1e-6, "{b:?}");
+    let theta15 = 7.0 * 1e4f32.powf(-30.0 / 32.0);
+    assert!((b[15].1 - (theta15 / 4.0).sin() * m).abs() < 1e-6, "{b:?}");
+    let model = Model::open(path("qwen2-yarn-F32")).unwrap();
+    let h = f32_session(&model).unwrap().hparams().clone();
+    // yarn_beta_fast/slow are in the file but llama.cpp does not read them for qwen2
+    assert_eq!((h.rope_scaling.beta_fast, h.rope_scaling.beta_slow), (32.0, 1.0));
+    assert!((h.rope_scaling.attn_factor - 1.1).abs() < 1e-6, "{:?}", h.rope_scaling);
+}
+
+/// The Hugging Face checkpoints with a `rope_scaling` (`hf_scaled`: llama3-F32's `llama3` type,
+/// phi3-F32's `longrope` with long/short factors in config.json and fused qkv_proj/gate_up_proj)
+/// give their GGUF's greedy tokens and log-probabilities (within 1e-4), so config.json's scaling
+/// is read as llama.cpp's converter writes it into the GGUF; llama3's factors computed from
+/// config.json equal the GGUF's rope_freqs.weight (numpy's float32 arithmetic of the converter's
+/// torch code) within an ulp or two. An unknown rope_scaling type is refused naming it.
+#[test]
+fn scaled_checkpoints_match_their_gguf() {
+    let list = models()["models"].as_array().unwrap();
+    let mut compared = Vec::new();
+    for m in list.iter().filter(|m| m.get("hf_scaled").is_some()) {
+        let name = m["name"].as_str().unwrap();
+        let gguf = Model::open(m["path"].as_str().unwrap()).unwrap();
+        let hf = Model::open(m["hf_scaled"].as_str().unwrap()).unwrap();
+        let mut a = f32_session(&gguf).unwrap();
+        let mut b = f32_session(&hf).unwrap_or_else(|e| panic!("{name} (safetensors): {e}"));
+        assert_eq!(a.hparams().rope_scaling, b.hparams().rope_scaling, "{name}");
+        let values = b.spec().rope_freq_values.clone().expect("factors from config.json");
+        let tensor = gguf
+            .catalog()
+            .get(&a.spec().rope_freqs.name)
+            .unwrap_or_else(|| panic!("{name}: {}", a.spec().rope_freqs.name));
+        let stored: Vec<f32> = gguf
+            .read(tensor)
+            .unwrap()
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let worst = values.iter().zip(&stored).map(|(x, y)| ((x - y) / y).abs()).fold(0f32, f32::max);
+        assert!(values.len() == stored.len() && worst < 3e-7, "{name}: {values:?} vs {stored:?}");
+        let prompt = a.tokenizer().encode("Hello world, the tensor data model 123", true);
+        let ga: Vec<u32> = a.generate(&prompt, &Sampling::default()).take(24).map(|t| t.unwrap().id).collect();
+        let gb: Vec<u32> = b.generate(&prompt, &Sampling::default()).take(24).map(|t| t.unwrap().id).collect();
+        assert_eq!(ga, gb, "{name}: greedy tokens");
+        let seq: Vec<u32> = prompt.iter().chain(&ga).copied().collect();
+        let (la, lb) = (a.logits(&seq).unwrap(), b.logits(&seq).unwrap());
+        let mut max_d = 0f64;
+        for (x, y) in la.iter().zip(&lb) {
+            for (p, q) in log_softmax(x).iter().zip(log_softmax(y)) {
+                max_d = max_d.max((p - q).abs());
+            }
+        }
+        eprintln!("{name}: safetensors (rope_scaling) vs GGUF max |Δ log p| {max_d:.2e} over {} positions, factors within {worst:.1e}", seq.len());
+        assert!(max_d < 1e-4, "{name}: max |Δ log p| {max_d:.3e}");
+        compared.push(name.to_string());
+    }
+    assert_eq!(compared, ["phi3-F32", "llama3-F32"]);
+
+    let config = |scaling: Value| {
+        json!({
+            "model_type": "qwen2", "num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 4,
+            "intermediate_size": 128, "vocab_size": 32, "rope_scaling": scaling,
+        })
+    };
+    for (scaling, says) in [
+        (json!({"rope_type": "dynamic", "factor": 2.0}), "'dynamic' is not supported for qwen2"),
+        (json!({"type": "longrope", "long_factor": [1.0]}), "'longrope' is not supported for qwen2"),
+        (json!({"rope_type": "yarn", "factor": 4.0}), "original_max_position_embeddings"),
+    ] {
+        let e = tensorlane_llm::arch::Spec::from_hf_config(&config(scaling)).unwrap_err().to_string();
+        assert!(e.contains(says) && e.contains("rope_scaling"), "{e}");
+    }
+}
+
+/// phi3's fused tensors under a budget: the plan streams rows of attn_qkv and ffn_up as the
+/// parts the executor binds, and every policy at every budget gives the all-resident tokens and
+/// logits (`common::sweep`).
+#[test]
+fn phi3_budgets_stream_the_plans_bytes_and_change_nothing() {
+    let list = models()["models"].as_array().unwrap();
+    let path = list.iter().find(|m| m["name"] == "phi3-Q8_0").unwrap()["path"].as_str().unwrap();
+    let checked = common::sweep("phi3-Q8_0", path, Device::Cpu, &tensorlane_llm::Policy::ALL, 3);
+    assert!(checked >= 8, "phi3-Q8_0: only {checked} budgets checked");
+}
+
+/// A GGUF whose `rope.scaling.type` is one llama.cpp v0.4.0 does not know (`dynamic`; it
+/// asserts on it) is refused naming the key, the type and the supported ones, never run
+/// unscaled.
+#[test]
+fn unknown_rope_scaling_is_refused() {
+    let model = Model::open(models()["broken"]["rope-dynamic"].as_str().unwrap()).unwrap();
+    match Session::open(&model, Options::default()).map(|_| ()).unwrap_err() {
+        e @ Error::Metadata { .. } => {
+            let s = e.to_string();
+            assert!(
+                s.contains("llama.rope.scaling.type") && s.contains("'dynamic'") && s.contains("none, linear, yarn, longrope"),
+                "{s}"
+            );
+        }
+        e => panic!("{e}"),
+    }
+}

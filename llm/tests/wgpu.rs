@@ -157,3 +157,27 @@ fn budgets_stream_the_plans_bytes_on_wgpu() {
         assert!(checked as u64 >= budgets, "{name}: only {checked} budgets checked");
     }
 }
+
+/// phi3 under a budget on wgpu: the fused attn_qkv and ffn_up are bound as row parts, each its
+/// own plan entry, so at the scheduler's minimum (well below half the model) rows of them are
+/// streamed through the ring and the tokens and logits are all-resident's, the plan's bytes
+/// counted (`common::sweep`).
+#[test]
+fn phi3_budget_streams_the_plans_bytes_on_wgpu() {
+    let m = models()["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "phi3-Q8_0")
+        .expect("llm_gen.py writes phi3-Q8_0");
+    let path = m["path"].as_str().unwrap();
+    if let Err(Error::Device(e)) = Session::open(&Model::open(path).unwrap(), options(Device::Wgpu)) {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("CI=true and no wgpu adapter: {e}");
+        }
+        eprintln!("skip: {e}");
+        return;
+    }
+    let checked = common::sweep("phi3-Q8_0", path, Device::Wgpu, &[tensorlane_llm::Policy::Scheduler], 1);
+    assert_eq!(checked, 1);
+}

@@ -23,6 +23,8 @@ Models (name: architecture, weight type):
 llama-F32, llama-tied-F32, qwen2-bpe-F32 and qwen3-F32 also as Hugging Face checkpoints ("hf": the file to
 open in a folder with model.safetensors, config.json and tokenizer.json; llama-tied-F32's is
 sharded: two shards and model.safetensors.index.json): the same weights, Q/K rows in HF order.
+phi3-<T> (F32 F16 Q8_0), phi3-short-F32, llama-yarn-F32, qwen2-yarn-F32, llama3-F32 (+ "hf_scaled"
+copies): phi3 and rope scaling, see rope_scaling_models.
 Broken files for the error tests ("broken" in the JSON): bad-arch (gptj), missing-tensor (no
 blk.1.ffn_up.weight), misshapen-tensor (blk.0.attn_k.weight half as wide), qwen2-no-bias.
 
@@ -442,6 +444,10 @@ def write_hf(folder: Path, arch: str, floats: dict, info: dict, bpe: str, sharde
 
 
 def main():
+    if sys.argv[1] == "--bench-phi3":
+        # llm_gen.py --bench-phi3 SHAPE TYPE OUT.gguf
+        bench_phi3(Path(sys.argv[4]), sys.argv[2], Q[sys.argv[3]], 1)
+        return
     if sys.argv[1] == "--bench":
         # llm_gen.py --bench SHAPE TYPE OUT.gguf
         bench_model(Path(sys.argv[4]), sys.argv[2], Q[sys.argv[3]], 1)
@@ -485,7 +491,266 @@ def main():
         path = out / f"{name}.gguf"
         write_model(path, g, arch, Q.F32, **base, **kw)
         broken[name] = str(path)
+    models += rope_scaling_models(out, seed, broken)
     json.dump({"models": models, "broken": broken}, sys.stdout)
+
+
+def bench_phi3(path: Path, shape: str, qtype: Q, seed: int):
+    """bench_model's shape as phi3 (fused attn_qkv and ffn_up, long-RoPE factors chosen at any
+    context over 64, the converter's attention factor), to time the fused tensors against the
+    llama of the same shape: `llm_gen.py --bench-phi3 SHAPE TYPE OUT.gguf`."""
+    layers, embd, heads, kv, ff, n_vocab = BENCH_SHAPES[shape]
+    g = Gen(seed)
+    base, _, _ = vocab()
+    tokens = base + [f"<extra_{i}>" for i in range(n_vocab - len(base))]
+    types = [TokenType.CONTROL, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.BYTE] * 256
+    types += [TokenType.NORMAL] * (n_vocab - len(types))
+    hd = embd // heads
+    w = GGUFWriter(str(path), "phi3")
+    w.add_name("random-weight bench model")
+    w.add_block_count(layers)
+    w.add_context_length(2048)
+    w.add_rope_scaling_orig_ctx_len(64)
+    w.add_rope_scaling_attn_factors(float(np.sqrt(1 + np.log(2048 / 64) / np.log(64))))
+    w.add_embedding_length(embd)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_rope_dimension_count(hd)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(10000.0)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * n_vocab)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+
+    def mat(name, rows, cols, std):
+        arr, raw = stored(g, g.normal((rows, cols), std), qtype)
+        w.add_tensor(name, arr, raw_dtype=raw)
+
+    mat("token_embd.weight", n_vocab, embd, 1.0)
+    for i in range(layers):
+        p = f"blk.{i}"
+        w.add_tensor(f"{p}.attn_norm.weight", np.ones(embd, dtype=np.float32))
+        mat(f"{p}.attn_qkv.weight", embd + 2 * kv * hd, embd, 0.02)
+        mat(f"{p}.attn_output.weight", embd, embd, 0.02)
+        w.add_tensor(f"{p}.ffn_norm.weight", np.ones(embd, dtype=np.float32))
+        mat(f"{p}.ffn_up.weight", 2 * ff, embd, 0.02)
+        mat(f"{p}.ffn_down.weight", embd, ff, 0.02)
+    w.add_tensor("output_norm.weight", np.ones(embd, dtype=np.float32))
+    mat("output.weight", n_vocab, embd, 0.05)
+    w.add_tensor("rope_factors_long.weight", (1.0 + g.rng.uniform(0, 6, hd // 2)).astype(np.float32))
+    w.add_tensor("rope_factors_short.weight", (1.0 + g.rng.uniform(0, 0.5, hd // 2)).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def llama3_factors(rope_dim: int, base: float, factor: float, low: float, high: float, old_ctx: int) -> np.ndarray:
+    """rope_freqs.weight as llama.cpp's converter computes it from rope_scaling llama3 (its torch
+    float32 arithmetic, step by step in numpy float32)."""
+    f32 = np.float32
+    out = []
+    low_wavelen, high_wavelen = old_ctx / low, old_ctx / high
+    for i in range(0, rope_dim, 2):
+        freq = f32(1.0) / np.power(f32(base), f32(i) / f32(rope_dim), dtype=np.float32)
+        wavelen = f32(2 * np.pi) / freq
+        if wavelen < high_wavelen:
+            out.append(f32(1.0))
+        elif wavelen > low_wavelen:
+            out.append(f32(factor))
+        else:
+            smooth = (f32(old_ctx) / wavelen - f32(low)) / f32(high - low)
+            out.append(f32(1.0) / ((f32(1.0) - smooth) / f32(factor) + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def write_scaled(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_base: float, ctx: int,
+                 rope_dim: int = HIDDEN // 8, kv: dict | None = None, extra: dict | None = None):
+    """A model for the rope-scaling and phi3 tests (write_model's layout): `kv` is a dict of
+    GGUFWriter method name -> argument (the rope scaling keys), `extra` more F32 tensors
+    (rope_freqs.weight, rope_factors_long/short.weight). phi3 stores Q, K, V as one attn_qkv
+    tensor [q + 2 kv, embd] and gate, up as one ffn_up tensor [2 ff, embd] (gate rows first), as
+    llama.cpp's converter does from qkv_proj and gate_up_proj; its rotated dimensions are
+    rope.dimension_count. Returns the float weights by GGUF name (fused tensors split into the
+    llama names, for the Hugging Face copy) and the info write_hf takes."""
+    heads, head_dim = 8, HIDDEN // 8
+    tokens, scores, types = vocab()
+    n_vocab = len(tokens)
+    w = GGUFWriter(str(path), arch)
+    # not "phi3-F32": llama.cpp gives a model named phi-3/phi3 the token attributes of Phi-3's
+    # vocabulary, and fails on one without <|endoftext|>
+    w.add_name("random-weight test model")
+    w.add_block_count(LAYERS)
+    w.add_context_length(ctx)
+    w.add_embedding_length(HIDDEN)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(rope_base)
+    if rope_dim != head_dim or arch == "phi3":
+        w.add_rope_dimension_count(rope_dim)
+    for method, value in (kv or {}).items():
+        getattr(w, method)(value)
+    w.add_file_type(int(qtype) if qtype != Q.F32 else 0)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    floats = {}
+
+    def mat(name, rows, cols, std, parts=()):
+        f = g.normal((rows, cols), std)
+        r0 = 0
+        for part, n in parts:
+            floats[part] = f[r0:r0 + n]
+            r0 += n
+        if not parts:
+            floats[name] = f
+        arr, raw = stored(g, f, qtype)
+        w.add_tensor(name, arr, raw_dtype=raw)
+
+    def vec(name, n, mean, std):
+        f = (mean + g.normal((n,), std)).astype(np.float32)
+        floats[name] = f
+        w.add_tensor(name, f)
+
+    q, kvd = heads * head_dim, kv_heads * head_dim
+    mat("token_embd.weight", n_vocab, HIDDEN, 1.0)
+    for i in range(LAYERS):
+        p = f"blk.{i}"
+        vec(f"{p}.attn_norm.weight", HIDDEN, 1.0, 0.1)
+        if arch == "phi3":
+            mat(f"{p}.attn_qkv.weight", q + 2 * kvd, HIDDEN, 0.08,
+                ((f"{p}.attn_q.weight", q), (f"{p}.attn_k.weight", kvd), (f"{p}.attn_v.weight", kvd)))
+        else:
+            mat(f"{p}.attn_q.weight", q, HIDDEN, 0.08)
+            mat(f"{p}.attn_k.weight", kvd, HIDDEN, 0.08)
+            mat(f"{p}.attn_v.weight", kvd, HIDDEN, 0.08)
+        if arch == "qwen2":
+            vec(f"{p}.attn_q.bias", q, 0.0, 0.2)
+            vec(f"{p}.attn_k.bias", kvd, 0.0, 0.2)
+            vec(f"{p}.attn_v.bias", kvd, 0.0, 0.2)
+        mat(f"{p}.attn_output.weight", HIDDEN, q, 0.08)
+        vec(f"{p}.ffn_norm.weight", HIDDEN, 1.0, 0.1)
+        if arch == "phi3":
+            mat(f"{p}.ffn_up.weight", 2 * FFN, HIDDEN, 0.1, ((f"{p}.ffn_gate.weight", FFN), (f"{p}.ffn_up.weight", FFN)))
+        else:
+            mat(f"{p}.ffn_gate.weight", FFN, HIDDEN, 0.1)
+            mat(f"{p}.ffn_up.weight", FFN, HIDDEN, 0.1)
+        mat(f"{p}.ffn_down.weight", HIDDEN, FFN, 0.08)
+    vec("output_norm.weight", HIDDEN, 1.0, 0.1)
+    mat("output.weight", n_vocab, HIDDEN, 0.6)
+    for name, f in (extra or {}).items():
+        w.add_tensor(name, np.asarray(f, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return floats, dict(heads=heads, kv_heads=kv_heads, rope_base=rope_base, tied=False, bias=arch == "qwen2",
+                        head_dim=head_dim)
+
+
+def write_hf_phi3(folder: Path, floats: dict, info: dict, config: dict) -> Path:
+    """A Hugging Face Phi-3 checkpoint of phi3 weights: write_hf's files, then Q, K, V fused as
+    self_attn.qkv_proj and gate, up as mlp.gate_up_proj (gate first), `config` merged into
+    config.json (model_type phi3, rope_scaling, original_max_position_embeddings, ...)."""
+    from safetensors.numpy import load_file, save_file
+    root = write_hf(folder, "phi3", floats, info, "")
+    t = load_file(str(root))
+    for i in range(LAYERS):
+        p = f"model.layers.{i}"
+        t[f"{p}.self_attn.qkv_proj.weight"] = np.concatenate(
+            [t.pop(f"{p}.self_attn.{x}_proj.weight") for x in "qkv"])
+        t[f"{p}.mlp.gate_up_proj.weight"] = np.concatenate([t.pop(f"{p}.mlp.gate_proj.weight"), t.pop(f"{p}.mlp.up_proj.weight")])
+    save_file(t, str(root), metadata={"format": "pt"})
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(config)
+    (folder / "config.json").write_text(json.dumps(cfg, indent=1))
+    return root
+
+
+def rope_scaling_models(out: Path, seed: int, broken: dict) -> list:
+    """phi3 and rope-scaling models, from a generator of their own (the models above keep their
+    bytes): phi3-<T> (T in F32 F16 Q8_0): fused QKV and gate/up, long-RoPE factors and the
+    attention factor llama.cpp's converter writes for a 256-position model trained at 64
+    (sqrt(1 + ln 4 / ln 64)): every test context (128, 256) is over 64, so the long factors are
+    used; phi3's F32 also as a Hugging Face checkpoint (qkv_proj, gate_up_proj, rope_scaling
+    longrope with long_factor/short_factor). phi3-short-F32: 24 of 32 dimensions rotated (Phi-4-mini's
+    partial rotary), trained at 4096 of 131072, so the short factors are used. llama-yarn-F32 and
+    qwen2-yarn-F32: rope.scaling.type yarn, factor 4, original context 64 (qwen2's with
+    yarn_beta_fast/slow keys, which llama.cpp does not read for these families, and
+    rope.scaling.attn_factor). llama3-F32: Llama 3's rope_freqs.weight from rope_scaling llama3
+    (factor 8, low 1, high 4, original context 64), with its Hugging Face checkpoint ("hf_scaled":
+    config.json's rope_scaling, no rope_freqs tensor). Adds to `broken`: rope-dynamic (a llama
+    with rope.scaling.type dynamic, which llama.cpp does not know either)."""
+    from types import SimpleNamespace
+    from gguf import RopeScalingType
+    g = Gen(seed + 1000)
+    models = []
+    pairs = HIDDEN // 8 // 2
+    long_f = (1.0 + g.rng.uniform(0.0, 6.0, pairs)).astype(np.float32)
+    short_f = (1.0 + g.rng.uniform(0.0, 0.5, pairs)).astype(np.float32)
+    attn = float(np.sqrt(1 + np.log(256 / 64) / np.log(64)))
+    phi3_kv = {"add_rope_scaling_orig_ctx_len": 64, "add_rope_scaling_attn_factors": attn, "add_sliding_window": 0}
+    for t in ("F32", "F16", "Q8_0"):
+        path = out / f"phi3-{t}.gguf"
+        floats, info = write_scaled(path, g, "phi3", Q[t], kv_heads=4, rope_base=10000.0, ctx=256, kv=phi3_kv,
+                                    extra={"rope_factors_long.weight": long_f, "rope_factors_short.weight": short_f})
+        entry = {"name": f"phi3-{t}", "arch": "phi3", "type": t, "path": str(path)}
+        if t == "F32":
+            entry["hf_scaled"] = str(write_hf_phi3(out / "phi3-F32-hf", floats, info, {
+                "architectures": ["Phi3ForCausalLM"], "max_position_embeddings": 256,
+                "original_max_position_embeddings": 64, "tie_word_embeddings": False,
+                "rope_scaling": {"type": "longrope", "long_factor": [float(x) for x in long_f],
+                                 "short_factor": [float(x) for x in short_f]}}))
+        models.append(entry)
+    pairs = 24 // 2
+    long_f = (1.0 + g.rng.uniform(0.0, 6.0, pairs)).astype(np.float32)
+    short_f = (1.0 + g.rng.uniform(0.0, 0.5, pairs)).astype(np.float32)
+    attn = float(np.sqrt(1 + np.log(131072 / 4096) / np.log(4096)))
+    path = out / "phi3-short-F32.gguf"
+    write_scaled(path, g, "phi3", Q.F32, kv_heads=8, rope_base=10000.0, ctx=131072, rope_dim=24,
+                 kv={"add_rope_scaling_orig_ctx_len": 4096, "add_rope_scaling_attn_factors": attn},
+                 extra={"rope_factors_long.weight": long_f, "rope_factors_short.weight": short_f})
+    models.append({"name": "phi3-short-F32", "arch": "phi3", "type": "F32", "path": str(path)})
+    yarn = {"add_rope_scaling_type": RopeScalingType.YARN, "add_rope_scaling_factor": 4.0,
+            "add_rope_scaling_orig_ctx_len": 64}
+    for name, arch, base, kv in (
+            ("llama-yarn", "llama", 10000.0, yarn),
+            ("qwen2-yarn", "qwen2", 1e6, {**yarn, "add_rope_scaling_yarn_beta_fast": 16.0,
+                                          "add_rope_scaling_yarn_beta_slow": 2.0,
+                                          "add_rope_scaling_attn_factors": 1.1})):
+        path = out / f"{name}-F32.gguf"
+        write_scaled(path, g, arch, Q.F32, kv_heads=4 if arch == "llama" else 2, rope_base=base, ctx=256, kv=kv)
+        models.append({"name": f"{name}-F32", "arch": arch, "type": "F32", "path": str(path)})
+    rs = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 64}
+    path = out / "llama3-F32.gguf"
+    freqs = llama3_factors(HIDDEN // 8, 5e5, rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"], 64)
+    floats, info = write_scaled(path, g, "llama", Q.F32, kv_heads=4, rope_base=5e5, ctx=256,
+                                extra={"rope_freqs.weight": freqs})
+    root = write_hf(out / "llama3-F32-hf", "llama", floats, info, "")
+    cfg = json.loads((root.parent / "config.json").read_text())
+    cfg["rope_scaling"] = rs
+    (root.parent / "config.json").write_text(json.dumps(cfg, indent=1))
+    models.append({"name": "llama3-F32", "arch": "llama", "type": "F32", "path": str(path), "hf_scaled": str(root)})
+    path = out / "rope-dynamic.gguf"
+    write_scaled(path, g, "llama", Q.F32, kv_heads=4, rope_base=1e4, ctx=256,
+                 kv={"add_rope_scaling_type": SimpleNamespace(value="dynamic"), "add_rope_scaling_factor": 2.0})
+    broken["rope-dynamic"] = str(path)
+    return models
 
 
 if __name__ == "__main__":

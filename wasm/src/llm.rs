@@ -165,6 +165,13 @@ impl LlmModel {
             )));
         }
         let spec = Spec::from_catalog(catalog)?;
+        if spec.hparams.family == tensorlane_llm::arch::Family::Phi3 {
+            return Err(tensorlane_llm::Error::Device(
+                "phi3 does not run on the browser (WebGPU) device yet: its fused attn_qkv and ffn_up \
+                 tensors are split only by the native executors (cpu, wgpu, cuda)"
+                    .into(),
+            ));
+        }
         let tokenizer = Tokenizer::from_catalog(catalog)?;
         if tokenizer.len() > spec.hparams.n_vocab {
             return Err(tensorlane_llm::Error::Metadata {
