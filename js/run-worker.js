@@ -45,6 +45,10 @@ async function open(input, options) {
   const prep = await prepareModel(glue, src);
   const { model } = prep;
   const context = options.context ?? Math.min(prep.spec.n_ctx_train, 4096);
+  // What the WebGPU kernels do not compute (Gemma, a sliding window narrower than the context)
+  // is refused by name before anything is uploaded.
+  const refusal = model.deviceRefusal?.(context);
+  if (refusal) throw new Error(refusal);
   const policy = options.policy ?? '';
   const weightBytes = model.weightBytes();
   const workingSet = model.workingSet(context);

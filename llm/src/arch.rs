@@ -19,7 +19,7 @@ use tensorlane_core::formats::{Catalog, Meta};
 use crate::{Error, Result};
 
 /// The architectures [`Spec::from_catalog`] accepts (`general.architecture`).
-pub const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "phi3"];
+pub const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"];
 
 /// How rotary position embedding pairs the dimensions of a head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +37,10 @@ pub enum RopeStyle {
 pub enum Family {
     /// Llama 2/3, TinyLlama, SmolLM and other llama-shaped models.
     Llama,
-    /// Mistral (llama tensors; sliding-window attention is not applied).
+    /// Mistral: llama tensors. Its sliding window is applied where the file states one: a GGUF
+    /// `mistral` with `mistral.attention.sliding_window`, a `config.json` with `sliding_window`.
+    /// llama.cpp's converter writes Mistral checkpoints as GGUF `llama` (v0.4.0 has no `mistral`
+    /// architecture) and llama.cpp applies no window to `llama`: neither do we, for parity.
     Mistral,
     /// Qwen2: llama tensors plus Q/K/V biases, rotate-half rope.
     Qwen2,
@@ -51,6 +54,16 @@ pub enum Family {
     /// by context length) and attention factor. Its sliding window is not applied (llama.cpp
     /// disables it for phi3).
     Phi3,
+    /// Gemma 2: the embedding scaled by sqrt(embd), RMSNorms after attention and after the FFN
+    /// too, a GELU-tanh gated FFN, rotate-half rope, queries scaled before attention, attention
+    /// and final logits soft-capped (tanh), sliding-window attention on every other layer
+    /// (the even ones).
+    Gemma2,
+    /// Gemma 3: Gemma 2's layout with an RMSNorm over each query and key head (as qwen3), no
+    /// attention soft-capping, five sliding-window layers with rope base 10000 for each global
+    /// one (`sliding_window_pattern`, default 6), the global layers with `rope.freq_base` and the
+    /// rope scaling.
+    Gemma3,
 }
 
 impl Family {
@@ -62,6 +75,8 @@ impl Family {
             Family::Qwen2 => "qwen2",
             Family::Qwen3 => "qwen3",
             Family::Phi3 => "phi3",
+            Family::Gemma2 => "gemma2",
+            Family::Gemma3 => "gemma3",
         }
     }
 
@@ -73,6 +88,9 @@ impl Family {
             "qwen2" => Family::Qwen2,
             "qwen3" => Family::Qwen3,
             "phi3" => Family::Phi3,
+            "gemma2" => Family::Gemma2,
+            // Hugging Face's text-only Gemma 3 (Gemma3ForCausalLM)
+            "gemma3" | "gemma3_text" => Family::Gemma3,
             other => {
                 return Err(Error::UnsupportedArchitecture {
                     found: other.into(),
@@ -118,6 +136,30 @@ pub struct Hparams {
     /// YaRN and the attention factor of the rope (llama.cpp's `ext_factor`, `attn_factor`,
     /// `beta_fast`/`beta_slow`, `n_ctx_orig`); [`RopeScaling::NONE`] for unscaled rope.
     pub rope_scaling: RopeScaling,
+    /// The factor the token embeddings are multiplied by (Gemma: sqrt(`n_embd`); else 1).
+    pub embd_scale: f32,
+    /// Gemma: the queries are multiplied by this after rope and the attention scores are not
+    /// scaled (llama.cpp's `f_attention_scale`: 1/sqrt(`key_length`), or 1/sqrt(embd / heads)
+    /// for the 27B shapes; `config.json`'s `query_pre_attn_scalar`^-1/2). `None`: the scores are
+    /// scaled by 1/sqrt(`head_dim`).
+    pub query_scale: Option<f32>,
+    /// Attention scores soft-capped as `c·tanh(s/c)` before the softmax (Gemma 2's
+    /// `attn_logit_softcapping`).
+    pub attn_softcap: Option<f32>,
+    /// Output logits soft-capped as `c·tanh(l/c)` (`final_logit_softcapping`).
+    pub final_softcap: Option<f32>,
+    /// The activation of the gated feed-forward network.
+    pub ffn_act: Activation,
+}
+
+/// The activation of the gate in `down(act(gate·x) * up·x)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// SiLU (SwiGLU): llama, mistral, qwen.
+    Silu,
+    /// GELU, tanh approximation (GeGLU): Gemma. The CPU executor takes it from llama.cpp's f16
+    /// table, as llama.cpp's CPU path does.
+    GeluTanh,
 }
 
 /// The rope parameters llama.cpp passes to `ggml_rope_ext` besides the base and the linear scale:
@@ -225,7 +267,7 @@ pub struct Part {
 }
 
 /// The tensors of one transformer block.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LayerSpec {
     /// RMSNorm weight before attention `[embd]`.
     pub attn_norm: TensorSpec,
@@ -253,6 +295,16 @@ pub struct LayerSpec {
     pub up: TensorSpec,
     /// SwiGLU down `[embd, ff]`.
     pub down: TensorSpec,
+    /// RMSNorm weights `[embd]` of the attention output and of the feed-forward output, before
+    /// each is added to the residual stream (Gemma: `post_attention_norm`, `post_ffw_norm`).
+    pub post_norms: Option<[TensorSpec; 2]>,
+    /// Sliding-window attention: a query at position `p` attends to the positions `t` with
+    /// `p - t < window` only (llama.cpp's `LLAMA_SWA_TYPE_STANDARD`). `None`: every earlier
+    /// position.
+    pub window: Option<usize>,
+    /// This layer's rope `(base, linear position scale)` where it differs from the model's
+    /// (`Hparams::rope_base`, `Hparams::rope_freq_scale`): Gemma's sliding-window layers.
+    pub rope: Option<(f32, f32)>,
 }
 
 /// Where a set of rope frequency factors comes from.
@@ -286,6 +338,10 @@ pub struct Spec {
     pub rope_long_short: Option<[RopeFactors; 2]>,
     /// The transformer blocks.
     pub layers: Vec<LayerSpec>,
+    /// Added to every RMSNorm weight when it is read: 1 for Hugging Face Gemma checkpoints, which
+    /// store `w` for a norm that multiplies by `1 + w` (llama.cpp's converter writes `1 + w` into
+    /// the GGUF); 0 otherwise.
+    pub norm_shift: f32,
 }
 
 /// The metadata value of `key`, if present.
@@ -468,8 +524,11 @@ fn layer_specs(
                 gate: TensorSpec::new(n(9), &[n_ff, n_embd]),
                 up: TensorSpec::new(n(10), &[n_ff, n_embd]),
                 down: TensorSpec::new(n(11), &[n_embd, n_ff]),
-                qk_norm: (family == Family::Qwen3)
+                qk_norm: matches!(family, Family::Qwen3 | Family::Gemma3)
                     .then(|| [TensorSpec::new(n(12), &[head_dim]), TensorSpec::new(n(13), &[head_dim])]),
+                post_norms: None,
+                window: None,
+                rope: None,
             }
         })
         .collect()
@@ -571,6 +630,9 @@ fn phi3_layer_specs(
                 up: TensorSpec::part(&gu, 2 * n_ff, n_ff, n_ff, n_embd),
                 down: TensorSpec::new(n(11), &[n_embd, n_ff]),
                 qk_norm: None,
+                post_norms: None,
+                window: None,
+                rope: None,
             }
         })
         .collect()
@@ -785,23 +847,35 @@ impl Spec {
     /// factor (and YaRN's `1 + 0.1 ln(1 / scale)`). `freqs`, when given, has at least `rope_dim / 2`
     /// values (the tensor's shape is checked when the model is bound; [`Spec::rope_table`]
     /// checks it too).
-    pub fn rope_row(&self, pos: usize, freqs: Option<&[f32]>, mut pair: impl FnMut(f32, f32)) {
+    pub fn rope_row(&self, pos: usize, freqs: Option<&[f32]>, pair: impl FnMut(f32, f32)) {
+        self.rope_row_with((self.hparams.rope_base, self.hparams.rope_freq_scale), pos, freqs, pair)
+    }
+
+    /// [`Spec::rope_row`] with the rope `(base, linear position scale)` given (a layer's own,
+    /// [`Spec::layer_rope`]).
+    pub fn rope_row_with(
+        &self,
+        (base, freq_scale): (f32, f32),
+        pos: usize,
+        freqs: Option<&[f32]>,
+        mut pair: impl FnMut(f32, f32),
+    ) {
         let h = &self.hparams;
         let sc = &h.rope_scaling;
-        let theta_scale = h.rope_base.powf(-2.0 / h.rope_dim as f32);
-        let corr = sc.corr_dims(h.rope_dim, h.rope_base);
+        let theta_scale = base.powf(-2.0 / h.rope_dim as f32);
+        let corr = sc.corr_dims(h.rope_dim, base);
         let mut theta = pos as f32;
         for i in 0..h.rope_dim / 2 {
             let ff = freqs.map_or(1.0, |f| f[i]);
             let extrap = theta / ff;
-            let mut t = h.rope_freq_scale * extrap;
+            let mut t = freq_scale * extrap;
             let mut mscale = sc.attn_factor;
             // ggml's rope_yarn: the interpolated and extrapolated angles mixed by the ramp
             if sc.ext_factor != 0.0 {
                 let y = (i as f32 - corr[0]) / (corr[1] - corr[0]).max(0.001);
                 let ramp = (1.0 - y.clamp(0.0, 1.0)) * sc.ext_factor;
                 t = t * (1.0 - ramp) + extrap * ramp;
-                mscale *= 1.0 + 0.1 * (1.0 / h.rope_freq_scale).ln();
+                mscale *= 1.0 + 0.1 * (1.0 / freq_scale).ln();
             }
             pair(t.cos() * mscale, t.sin() * mscale);
             theta *= theta_scale;
@@ -864,7 +938,7 @@ impl Spec {
         };
         let rope = hf_rope(config, family, rope_dim, rope_base, n_ctx_train)?;
         let rope_freq_scale = rope.freq_scale;
-        let layers = layer_specs(
+        let mut layers = layer_specs(
             &HF_NAMES,
             family,
             n_layer,
@@ -872,6 +946,7 @@ impl Spec {
             n_ff,
             (n_head, n_head_kv, head_dim),
         );
+        let x = hf_extras(config, family, &mut layers, (rope_base, rope_freq_scale), n_embd, head_dim)?;
         Ok(Spec {
             hparams: Hparams {
                 family,
@@ -889,6 +964,11 @@ impl Spec {
                 rope_dim,
                 rope_style: RopeStyle::Halves,
                 rope_scaling: rope.scaling,
+                embd_scale: x.embd_scale,
+                query_scale: x.query_scale,
+                attn_softcap: x.attn_softcap,
+                final_softcap: x.final_softcap,
+                ffn_act: x.ffn_act,
             },
             token_embd: TensorSpec::new("model.embed_tokens.weight", &[n_vocab, n_embd]),
             output_norm: TensorSpec::new("model.norm.weight", &[n_embd]),
@@ -905,6 +985,7 @@ impl Spec {
             rope_freq_values: rope.values,
             rope_long_short: rope.long_short,
             layers,
+            norm_shift: x.norm_shift,
         })
     }
 
@@ -991,7 +1072,7 @@ impl Spec {
         let (rope_freq_scale, rope_scaling) = gguf_rope_scaling(catalog, arch, n_ctx_train)?;
         let rope_style = match family {
             Family::Llama | Family::Mistral => RopeStyle::Adjacent,
-            Family::Qwen2 | Family::Qwen3 | Family::Phi3 => RopeStyle::Halves,
+            Family::Qwen2 | Family::Qwen3 | Family::Phi3 | Family::Gemma2 | Family::Gemma3 => RopeStyle::Halves,
         };
         let n_vocab = match catalog.get("token_embd.weight") {
             Some(t) if t.shape.len() == 2 => positive("token_embd.weight rows", t.shape[0])?,
@@ -1009,7 +1090,7 @@ impl Spec {
                 });
             }
         };
-        let layers = layer_specs(
+        let mut layers = layer_specs(
             &GGUF_NAMES,
             family,
             n_layer,
@@ -1017,6 +1098,13 @@ impl Spec {
             n_ff,
             (n_head, n_head_kv, head_dim),
         );
+        let x = gguf_extras(
+            catalog,
+            family,
+            &mut layers,
+            (rope_base, rope_freq_scale),
+            (n_embd, n_head, head_dim),
+        )?;
         Ok(Spec {
             hparams: Hparams {
                 family,
@@ -1034,10 +1122,19 @@ impl Spec {
                 rope_dim,
                 rope_style,
                 rope_scaling,
+                embd_scale: x.embd_scale,
+                query_scale: x.query_scale,
+                attn_softcap: x.attn_softcap,
+                final_softcap: x.final_softcap,
+                ffn_act: x.ffn_act,
             },
             token_embd: TensorSpec::new("token_embd.weight", &[n_vocab, n_embd]),
             output_norm: TensorSpec::new("output_norm.weight", &[n_embd]),
-            output: TensorSpec::new("output.weight", &[n_vocab, n_embd]),
+            // gemma2: llama.cpp always takes the embedding (an output.weight is not read)
+            output: TensorSpec::new(
+                if family == Family::Gemma2 { "<tied to token_embd.weight>" } else { "output.weight" },
+                &[n_vocab, n_embd],
+            ),
             // phi3 has no rope_freqs in llama.cpp: its factors are the long or the short ones
             rope_freqs: TensorSpec::new(
                 if family == Family::Phi3 { "<none>" } else { "rope_freqs.weight" },
@@ -1051,7 +1148,285 @@ impl Spec {
                 ]
             }),
             layers,
+            norm_shift: x.norm_shift,
         })
+    }
+}
+
+/// What a family adds to the llama layout: [`Hparams`]' Gemma fields and [`Spec::norm_shift`].
+struct Extras {
+    embd_scale: f32,
+    query_scale: Option<f32>,
+    attn_softcap: Option<f32>,
+    final_softcap: Option<f32>,
+    ffn_act: Activation,
+    norm_shift: f32,
+}
+
+impl Extras {
+    /// The llama layout: nothing added.
+    fn plain() -> Extras {
+        Extras {
+            embd_scale: 1.0,
+            query_scale: None,
+            attn_softcap: None,
+            final_softcap: None,
+            ffn_act: Activation::Silu,
+            norm_shift: 0.0,
+        }
+    }
+
+    /// Gemma's: the embedding scaled by sqrt(embd), queries scaled by `query_scale`, GELU.
+    fn gemma(n_embd: usize, query_scale: f32) -> Extras {
+        Extras {
+            embd_scale: (n_embd as f32).sqrt(),
+            query_scale: Some(query_scale),
+            ffn_act: Activation::GeluTanh,
+            ..Extras::plain()
+        }
+    }
+}
+
+/// Whether layer `il` is a sliding-window layer under llama.cpp's `set_swa_pattern(pattern)`:
+/// `pattern - 1` sliding layers, then a global one (0: every layer sliding).
+fn swa_layer(il: usize, pattern: usize) -> bool {
+    pattern == 0 || il % pattern < pattern - 1
+}
+
+/// Gemma's per-layer parts: the post-attention and post-FFN norms (named by `post`), and on the
+/// layers `sliding(il)` selects, the window and the sliding layers' rope.
+fn gemma_layers(
+    layers: &mut [LayerSpec],
+    post: impl Fn(usize) -> [String; 2],
+    n_embd: usize,
+    window: Option<usize>,
+    sliding: impl Fn(usize) -> bool,
+    swa_rope: (f32, f32),
+) {
+    for (il, l) in layers.iter_mut().enumerate() {
+        let [a, f] = post(il);
+        l.post_norms = Some([TensorSpec::new(a, &[n_embd]), TensorSpec::new(f, &[n_embd])]);
+        if let Some(w) = window
+            && sliding(il)
+        {
+            l.window = Some(w);
+            l.rope = Some(swa_rope);
+        }
+    }
+}
+
+/// A positive float metadata value of a GGUF, or `default` when absent.
+fn meta_positive(catalog: &Catalog, key: &str, default: f32) -> Result<f32> {
+    let v = meta_float(catalog, key)?.map_or(default, |v| v as f32);
+    if !(v.is_finite() && v > 0.0) {
+        return Err(Error::Metadata {
+            key: key.into(),
+            message: format!("{v} is not a positive number"),
+        });
+    }
+    Ok(v)
+}
+
+/// The GGUF keys of Gemma 2/3 and of Mistral's sliding window, as llama.cpp v0.4.0 reads them
+/// (`src/models/gemma2.cpp`, `gemma3.cpp`): soft-capping (gemma2: attention 50 and final 30 by
+/// default; gemma3: final only, when stated), `attention.sliding_window` (gemma2: 4096 by
+/// default; gemma3: no window unless stated), `attention.sliding_window_pattern` (2 and 6),
+/// `rope.freq_base_swa` (gemma2: the global base; gemma3: 10000, with no position scaling),
+/// the query scale 1/sqrt(key_length), or 1/sqrt(embd / heads) for the 27B shapes (46 and 62
+/// layers).
+fn gguf_extras(
+    catalog: &Catalog,
+    family: Family,
+    layers: &mut [LayerSpec],
+    (rope_base, rope_freq_scale): (f32, f32),
+    (n_embd, n_head, head_dim): (usize, usize, usize),
+) -> Result<Extras> {
+    let arch = family.name();
+    let k = |s: &str| format!("{arch}.{s}");
+    let window_key = k("attention.sliding_window");
+    let window = match meta_uint(catalog, &window_key)? {
+        Some(0) => None,
+        Some(w) => Some(positive(&window_key, w)?),
+        None => None,
+    };
+    let pattern = |default: usize| -> Result<usize> {
+        Ok(meta_uint(catalog, &k("attention.sliding_window_pattern"))?.map_or(default, |v| v.min(1 << 24) as usize))
+    };
+    let post = |il: usize| [format!("blk.{il}.post_attention_norm.weight"), format!("blk.{il}.post_ffw_norm.weight")];
+    let gemma_scale = |big: bool| {
+        if big {
+            1.0 / ((n_embd / n_head) as f32).sqrt()
+        } else {
+            1.0 / (head_dim as f32).sqrt()
+        }
+    };
+    match family {
+        Family::Mistral => {
+            for l in layers.iter_mut() {
+                l.window = window;
+            }
+            Ok(Extras::plain())
+        }
+        Family::Gemma2 => {
+            let pattern = pattern(2)?;
+            let swa_rope = (meta_positive(catalog, &k("rope.freq_base_swa"), rope_base)?, rope_freq_scale);
+            let w = window.or(if meta(catalog, &window_key).is_none() { Some(4096) } else { None });
+            gemma_layers(layers, post, n_embd, w, |il| swa_layer(il, pattern), swa_rope);
+            let mut x = Extras::gemma(n_embd, gemma_scale(layers.len() == 46));
+            x.attn_softcap = Some(meta_positive(catalog, &k("attn_logit_softcapping"), 50.0)?);
+            x.final_softcap = Some(meta_positive(catalog, &k("final_logit_softcapping"), 30.0)?);
+            Ok(x)
+        }
+        Family::Gemma3 => {
+            let pattern = pattern(6)?;
+            let swa_rope = (meta_positive(catalog, &k("rope.freq_base_swa"), 10000.0)?, 1.0);
+            gemma_layers(layers, post, n_embd, window, |il| swa_layer(il, pattern), swa_rope);
+            let mut x = Extras::gemma(n_embd, gemma_scale(layers.len() == 62));
+            x.final_softcap = match meta_float(catalog, &k("final_logit_softcapping"))? {
+                None => None,
+                Some(c) if c == 0.0 => None,
+                Some(_) => Some(meta_positive(catalog, &k("final_logit_softcapping"), 0.0)?),
+            };
+            Ok(x)
+        }
+        // phi3: llama.cpp applies no sliding window to it
+        Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::Phi3 => Ok(Extras::plain()),
+    }
+}
+
+/// A positive number of a `config.json`, `None` when absent or null.
+fn cfg_positive(config: &serde_json::Value, key: &str) -> Result<Option<f32>> {
+    match config.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(x) if x.is_finite() && x > 0.0 => Ok(Some(x as f32)),
+            _ => Err(Error::Metadata {
+                key: format!("config.json {key}"),
+                message: format!("expected a positive number, found {v}"),
+            }),
+        },
+    }
+}
+
+/// The `config.json` fields of Gemma 2/3 and Mistral's `sliding_window`, as transformers reads
+/// them: `query_pre_attn_scalar` (the query scale is its inverse square root; default
+/// `head_dim`), `attn_logit_softcapping`, `final_logit_softcapping`, `sliding_window`,
+/// `layer_types` (`sliding_attention`/`full_attention` per layer) or `sliding_window_pattern`
+/// (gemma3, default 6; gemma2 alternates, the even layers sliding), `rope_local_base_freq`
+/// (gemma3's sliding layers, default 10000, no scaling); the norms are stored as `w` for `1 + w`
+/// ([`Spec::norm_shift`]) and the FFN norm is `pre_feedforward_layernorm`.
+fn hf_extras(
+    config: &serde_json::Value,
+    family: Family,
+    layers: &mut [LayerSpec],
+    (rope_base, rope_freq_scale): (f32, f32),
+    n_embd: usize,
+    head_dim: usize,
+) -> Result<Extras> {
+    let window = cfg_usize(config, "sliding_window")?;
+    match family {
+        Family::Mistral => {
+            for l in layers.iter_mut() {
+                l.window = window;
+            }
+            Ok(Extras::plain())
+        }
+        Family::Gemma2 | Family::Gemma3 => {
+            let types: Option<Vec<bool>> = match config.get("layer_types") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(v) => {
+                    let list = v.as_array().filter(|a| a.len() == layers.len());
+                    let parsed: Option<Vec<bool>> = list.and_then(|a| {
+                        a.iter()
+                            .map(|t| match t.as_str() {
+                                Some("sliding_attention") => Some(true),
+                                Some("full_attention") => Some(false),
+                                _ => None,
+                            })
+                            .collect()
+                    });
+                    match parsed {
+                        Some(p) => Some(p),
+                        None => {
+                            return Err(Error::Metadata {
+                                key: "config.json layer_types".into(),
+                                message: format!(
+                                    "expected {} of \"sliding_attention\" or \"full_attention\", found {v}",
+                                    layers.len()
+                                ),
+                            });
+                        }
+                    }
+                }
+            };
+            let pattern = match family {
+                Family::Gemma2 => 2,
+                _ => cfg_usize(config, "sliding_window_pattern")?.unwrap_or(6),
+            };
+            let swa_rope = match family {
+                Family::Gemma2 => (rope_base, rope_freq_scale),
+                _ => (cfg_positive(config, "rope_local_base_freq")?.unwrap_or(10000.0), 1.0),
+            };
+            let post = |il: usize| {
+                [
+                    format!("model.layers.{il}.post_attention_layernorm.weight"),
+                    format!("model.layers.{il}.post_feedforward_layernorm.weight"),
+                ]
+            };
+            let window = window.or(Some(4096));
+            gemma_layers(
+                layers,
+                post,
+                n_embd,
+                window,
+                |il| types.as_ref().map_or(swa_layer(il, pattern), |t| t[il]),
+                swa_rope,
+            );
+            for (il, l) in layers.iter_mut().enumerate() {
+                l.ffn_norm.name = format!("model.layers.{il}.pre_feedforward_layernorm.weight");
+            }
+            let scalar = cfg_positive(config, "query_pre_attn_scalar")?.unwrap_or(head_dim as f32);
+            let mut x = Extras::gemma(n_embd, 1.0 / scalar.sqrt());
+            x.attn_softcap = cfg_positive(config, "attn_logit_softcapping")?;
+            x.final_softcap = cfg_positive(config, "final_logit_softcapping")?;
+            x.norm_shift = 1.0;
+            Ok(x)
+        }
+        // phi3: llama.cpp applies no sliding window to it
+        Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::Phi3 => Ok(Extras::plain()),
+    }
+}
+
+impl Spec {
+    /// The rope `(base, linear position scale)` of layer `il`: its own ([`LayerSpec::rope`]) or
+    /// the model's.
+    pub fn layer_rope(&self, il: usize) -> (f32, f32) {
+        self.layers
+            .get(il)
+            .and_then(|l| l.rope)
+            .unwrap_or((self.hparams.rope_base, self.hparams.rope_freq_scale))
+    }
+
+    /// What of this model the executors other than the CPU one (wgpu, CUDA, the browser's
+    /// WebGPU runner) do not compute yet, for their refusal: Gemma's layout, or a sliding window
+    /// narrower than the `context` positions (a wider one masks nothing). `None`: they run it.
+    pub fn beyond_device_executors(&self, context: usize) -> Option<String> {
+        let h = &self.hparams;
+        if matches!(h.family, Family::Gemma2 | Family::Gemma3) {
+            return Some(format!(
+                "{} (post-norms, GELU, soft-capping, sliding-window layers) runs on the CPU only so far",
+                h.family.name()
+            ));
+        }
+        if let Some(w) = self.layers.iter().filter_map(|l| l.window).min()
+            && w < context
+        {
+            return Some(format!(
+                "{}'s sliding window of {w} positions (narrower than the context of {context}) is applied on the CPU only so far; use the CPU, or a context of at most {w}",
+                h.family.name()
+            ));
+        }
+        None
     }
 }
 
@@ -1140,6 +1515,47 @@ mod tests {
         }
     }
 
+    fn gemma_config(extra: serde_json::Value) -> serde_json::Value {
+        let mut c = serde_json::json!({
+            "model_type": "gemma3_text", "num_hidden_layers": 12, "hidden_size": 64,
+            "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 32, "intermediate_size": 128,
+            "vocab_size": 32, "rope_theta": 1e6, "query_pre_attn_scalar": 64, "sliding_window": 16,
+            "rope_scaling": {"rope_type": "linear", "factor": 8.0}
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    }
+
+    /// Gemma 3's `config.json` as transformers reads it: five sliding layers of six (rope base
+    /// 10000, no scaling), the global ones with `rope_theta` and the linear scaling, or the
+    /// pattern `layer_types` states; queries scaled by `query_pre_attn_scalar`^-1/2; the norms
+    /// stored as `w` for `1 + w`; the FFN norm is `pre_feedforward_layernorm`. A `layer_types`
+    /// of the wrong length is refused naming the key.
+    #[test]
+    fn gemma3_config_interleaves_sliding_and_global_layers() {
+        let s = Spec::from_hf_config(&gemma_config(serde_json::json!({}))).unwrap();
+        let global: Vec<usize> = (0..12).filter(|&i| s.layers[i].window.is_none()).collect();
+        assert_eq!(global, [5, 11]);
+        assert!(s.layers.iter().all(|l| l.window.is_none() || l.window == Some(16)));
+        assert_eq!((s.layer_rope(0), s.layer_rope(5)), ((10000.0, 1.0), (1e6, 0.125)));
+        assert_eq!(s.hparams.query_scale, Some(0.125));
+        assert_eq!((s.hparams.embd_scale, s.norm_shift), (8.0, 1.0));
+        assert_eq!(s.hparams.ffn_act, Activation::GeluTanh);
+        assert_eq!(s.layers[3].ffn_norm.name, "model.layers.3.pre_feedforward_layernorm.weight");
+        assert!(s.beyond_device_executors(8).is_some_and(|w| w.contains("gemma3")));
+
+        let types: Vec<&str> = (0..12).map(|i| if i % 3 == 2 { "full_attention" } else { "sliding_attention" }).collect();
+        let s = Spec::from_hf_config(&gemma_config(serde_json::json!({"layer_types": types}))).unwrap();
+        let global: Vec<usize> = (0..12).filter(|&i| s.layers[i].window.is_none()).collect();
+        assert_eq!(global, [2, 5, 8, 11]);
+        match Spec::from_hf_config(&gemma_config(serde_json::json!({"layer_types": ["full_attention"]}))) {
+            Err(Error::Metadata { key, .. }) => assert_eq!(key, "config.json layer_types"),
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// llama.cpp's YaRN set-up: the attention factor mscale(f) / (1 + 0.1 ln f) is 1 up to
     /// rounding, and the correction dimensions are ggml's for a 64-position original context.
     #[test]
@@ -1149,5 +1565,24 @@ mod tests {
         assert!((y.attn_factor - 1.0).abs() < 1e-6);
         assert_eq!(y.corr_dims(32, 1e4), [0.0, 5.0]);
         assert_eq!(RopeScaling::yarn(4.0, 1.0, 32768).corr_dims(128, 1e6), [23.0, 40.0]);
+    }
+
+    /// Mistral's `sliding_window` (config.json) is applied to every layer; null or absent, none.
+    /// The device executors refuse a window narrower than their context only.
+    #[test]
+    fn mistral_sliding_window_is_applied() {
+        let mut c = serde_json::json!({
+            "model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 64,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+            "vocab_size": 32, "sliding_window": 4096
+        });
+        let s = Spec::from_hf_config(&c).unwrap();
+        assert!(s.layers.iter().all(|l| l.window == Some(4096) && l.rope.is_none()));
+        assert_eq!(s.beyond_device_executors(4096), None);
+        assert!(s.beyond_device_executors(4097).is_some_and(|w| w.contains("mistral") && w.contains("4096")));
+        c["sliding_window"] = serde_json::Value::Null;
+        let s = Spec::from_hf_config(&c).unwrap();
+        assert!(s.layers.iter().all(|l| l.window.is_none()));
+        assert_eq!(s.hparams.embd_scale, 1.0);
     }
 }

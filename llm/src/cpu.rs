@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 use tensorlane::model::Model;
 
-use crate::arch::{RopeStyle, Spec, TensorSpec};
+use crate::arch::{Activation, RopeStyle, Spec, TensorSpec};
 use crate::plan::CacheType;
 use crate::kernels::Matrix;
 use crate::{Error, Result};
@@ -24,6 +24,8 @@ struct Layer<'m> {
     gate: Matrix<'m>,
     up: Matrix<'m>,
     down: Matrix<'m>,
+    /// RMSNorm weights of the attention and feed-forward outputs (Gemma).
+    post_norms: Option<[Vec<f32>; 2]>,
 }
 
 /// Every weight of a model, in stored form (vectors are decoded to f32: they are small).
@@ -123,6 +125,15 @@ fn vector(model: &Model, spec: &TensorSpec) -> Result<Vec<f32>> {
     vector_opt(model, spec)?.ok_or_else(|| missing(spec))
 }
 
+/// An RMSNorm weight with `shift` added ([`Spec::norm_shift`]: 1 for Hugging Face Gemma).
+fn norm(model: &Model, spec: &TensorSpec, shift: f32) -> Result<Vec<f32>> {
+    let mut v = vector(model, spec)?;
+    if shift != 0.0 {
+        v.iter_mut().for_each(|x| *x += shift);
+    }
+    Ok(v)
+}
+
 impl<'m> Weights<'m> {
     /// Finds every tensor `spec` needs in `model` and checks its shape and element type; the
     /// matrices borrow the model's mapped bytes.
@@ -138,21 +149,26 @@ impl<'m> Weights<'m> {
                     return Err(missing(which.unwrap_or(&l.biases[0])));
                 }
             };
+            let shift = spec.norm_shift;
             layers.push(Layer {
-                attn_norm: vector(model, &l.attn_norm)?,
+                attn_norm: norm(model, &l.attn_norm, shift)?,
                 wq: matrix(model, &l.wq)?,
                 wk: matrix(model, &l.wk)?,
                 wv: matrix(model, &l.wv)?,
                 bias,
                 qk_norm: match &l.qk_norm {
-                    Some([q, k]) => Some([vector(model, q)?, vector(model, k)?]),
+                    Some([q, k]) => Some([norm(model, q, shift)?, norm(model, k, shift)?]),
                     None => None,
                 },
                 wo: matrix(model, &l.wo)?,
-                ffn_norm: vector(model, &l.ffn_norm)?,
+                ffn_norm: norm(model, &l.ffn_norm, shift)?,
                 gate: matrix(model, &l.gate)?,
                 up: matrix(model, &l.up)?,
                 down: matrix(model, &l.down)?,
+                post_norms: match &l.post_norms {
+                    Some([a, f]) => Some([norm(model, a, shift)?, norm(model, f, shift)?]),
+                    None => None,
+                },
             });
         }
         let output = match find(model, &spec.output)? {
@@ -161,7 +177,7 @@ impl<'m> Weights<'m> {
         };
         Ok(Weights {
             token_embd: matrix(model, &spec.token_embd)?,
-            output_norm: vector(model, &spec.output_norm)?,
+            output_norm: norm(model, &spec.output_norm, spec.norm_shift)?,
             output,
             rope_freqs: match &spec.rope_freq_values {
                 Some(v) => Some(v.clone()),
@@ -208,6 +224,7 @@ impl<'m> Weights<'m> {
         for l in &self.layers {
             n += l.attn_norm.len() + l.ffn_norm.len() + l.bias.as_ref().map_or(0, |b| b.iter().map(Vec::len).sum());
             n += l.qk_norm.as_ref().map_or(0, |b| b.iter().map(Vec::len).sum::<usize>());
+            n += l.post_norms.as_ref().map_or(0, |b| b.iter().map(Vec::len).sum::<usize>());
         }
         4 * n as u64
     }
@@ -347,8 +364,11 @@ pub(crate) struct Cpu<'m> {
     /// How the KV caches it makes store keys and values.
     cache: CacheType,
     pool: rayon::ThreadPool,
-    /// Rope `(cos, sin)` per position, `rope_dim / 2` pairs each, grown on demand.
-    rope: Vec<(f32, f32)>,
+    /// Rope `(cos, sin)` per position, `rope_dim / 2` pairs each, grown on demand: one table per
+    /// distinct rope `(base, scale)` of the layers ([`Spec::layer_rope`]), the model's first.
+    ropes: Vec<((f32, f32), Vec<(f32, f32)>)>,
+    /// Each layer's table in `ropes`.
+    layer_rope: Vec<usize>,
     rope_positions: usize,
     /// Weight bytes streamed (copied in from the model) by the last forward pass.
     pub(crate) streamed_last: u64,
@@ -371,12 +391,27 @@ impl<'m> Cpu<'m> {
                 message: "rope frequency factors must be positive numbers".into(),
             });
         }
+        let mut ropes: Vec<((f32, f32), Vec<(f32, f32)>)> =
+            vec![((spec.hparams.rope_base, spec.hparams.rope_freq_scale), Vec::new())];
+        let layer_rope = (0..spec.layers.len())
+            .map(|il| {
+                let r = spec.layer_rope(il);
+                match ropes.iter().position(|(x, _)| *x == r) {
+                    Some(i) => i,
+                    None => {
+                        ropes.push((r, Vec::new()));
+                        ropes.len() - 1
+                    }
+                }
+            })
+            .collect();
         Ok(Cpu {
             spec,
             w,
             cache,
             pool,
-            rope: Vec::new(),
+            ropes,
+            layer_rope,
             rope_positions: 0,
             streamed_last: 0,
             copy_last: std::time::Duration::ZERO,
@@ -414,17 +449,19 @@ impl<'m> Cpu<'m> {
     fn grow_rope(&mut self, positions: usize) {
         let freqs = self.w.rope_freqs.as_deref();
         while self.rope_positions < positions {
-            let rope = &mut self.rope;
-            self.spec.rope_row(self.rope_positions, freqs, |c, s| rope.push((c, s)));
+            for (r, rope) in self.ropes.iter_mut() {
+                self.spec
+                    .rope_row_with(*r, self.rope_positions, freqs, |c, s| rope.push((c, s)));
+            }
             self.rope_positions += 1;
         }
     }
 
-    /// Applies rope to `heads` heads of `x` (one position) at position `pos`.
-    fn apply_rope(&self, x: &mut [f32], heads: usize, pos: usize) {
+    /// Applies layer `li`'s rope to `heads` heads of `x` (one position) at position `pos`.
+    fn apply_rope(&self, li: usize, x: &mut [f32], heads: usize, pos: usize) {
         let h = &self.spec.hparams;
         let pairs = h.rope_dim / 2;
-        let table = &self.rope[pos * pairs..(pos + 1) * pairs];
+        let table = &self.ropes[self.layer_rope[li]].1[pos * pairs..(pos + 1) * pairs];
         for head in x.chunks_exact_mut(h.head_dim).take(heads) {
             match h.rope_style {
                 RopeStyle::Adjacent => {
@@ -556,6 +593,9 @@ impl<'m> Cpu<'m> {
         if self.w.output.is_some() {
             self.w.token_embd.unstage();
         }
+        if h.embd_scale != 1.0 {
+            x.iter_mut().for_each(|a| *a *= h.embd_scale);
+        }
         let mut xn = vec![0f32; n * d];
         let mut q = vec![0f32; n * q_dim];
         let mut k = vec![0f32; n * kv_dim];
@@ -564,7 +604,7 @@ impl<'m> Cpu<'m> {
         let mut proj = vec![0f32; n * d];
         let mut g = vec![0f32; n * h.n_ff];
         let mut u = vec![0f32; n * h.n_ff];
-        let scale = 1.0 / (hd as f32).sqrt();
+        let scale = if h.query_scale.is_some() { 1.0 } else { 1.0 / (hd as f32).sqrt() };
 
         for li in 0..self.w.layers.len() {
             // A layer's streamed weights are copied in before it runs and dropped after.
@@ -597,8 +637,12 @@ impl<'m> Cpu<'m> {
                 rms_norm_rows(&mut k, nk, h.rms_eps);
             }
             for (r, &(s, i)) in rows.iter().enumerate() {
-                self.apply_rope(&mut q[r * q_dim..(r + 1) * q_dim], h.n_head, pos0[s] + i);
-                self.apply_rope(&mut k[r * kv_dim..(r + 1) * kv_dim], h.n_head_kv, pos0[s] + i);
+                self.apply_rope(li, &mut q[r * q_dim..(r + 1) * q_dim], h.n_head, pos0[s] + i);
+                self.apply_rope(li, &mut k[r * kv_dim..(r + 1) * kv_dim], h.n_head_kv, pos0[s] + i);
+            }
+            // Gemma scales the queries (after rope) instead of the scores, as llama.cpp does.
+            if let Some(qs) = h.query_scale {
+                q.iter_mut().for_each(|a| *a *= qs);
             }
             let mut r0 = 0;
             for (t, cache) in seqs.iter_mut() {
@@ -615,6 +659,8 @@ impl<'m> Cpu<'m> {
                 .collect();
             let kv = &kv;
             let (q, rows, pos0) = (&q, &rows, &pos0);
+            let window = self.spec.layers[li].window;
+            let softcap = h.attn_softcap;
             // One task per (row, head): scores over positions 0..=pos, softmax, weighted sum.
             self.pool.install(|| {
                 attn.par_chunks_mut(hd).enumerate().for_each_init(
@@ -629,11 +675,17 @@ impl<'m> Cpu<'m> {
                         }
                         let qh = &qbuf[..];
                         let len = pos0[s] + i + 1;
+                        // sliding window: positions t with pos - t < window (llama.cpp's
+                        // LLAMA_SWA_TYPE_STANDARD mask)
+                        let first = window.map_or(0, |w| len.saturating_sub(w));
                         scores.clear();
                         let mut max = f32::NEG_INFINITY;
-                        for t in 0..len {
+                        for t in first..len {
                             let kt = &kc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
-                            let s = crate::kernels::dot(qh, kt) * scale;
+                            let mut s = crate::kernels::dot(qh, kt) * scale;
+                            if let Some(c) = softcap {
+                                s = (s * (1.0 / c)).tanh() * c;
+                            }
                             max = max.max(s);
                             scores.push(s);
                         }
@@ -644,7 +696,7 @@ impl<'m> Cpu<'m> {
                         }
                         let inv = (1.0 / sum) as f32;
                         out.fill(0.0);
-                        for (t, &p) in scores.iter().enumerate() {
+                        for (t, &p) in (first..len).zip(scores.iter()) {
                             let p = round_if(f16, p * inv);
                             let vt = &vc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
                             crate::kernels::add_scaled(out, p, vt);
@@ -653,16 +705,27 @@ impl<'m> Cpu<'m> {
                 )
             });
             matmul(&l.wo, &attn, &mut proj);
+            if let Some([pa, _]) = &l.post_norms {
+                rms_norm_rows(&mut proj, pa, h.rms_eps);
+            }
             for (a, b) in x.iter_mut().zip(&proj) {
                 *a += b;
             }
             rms_norm(&x, &mut xn, &l.ffn_norm, h.rms_eps);
             matmul(&l.gate, &xn, &mut g);
             matmul(&l.up, &xn, &mut u);
-            for (a, b) in g.iter_mut().zip(&u) {
-                *a = *a / (1.0 + (-*a).exp()) * b;
+            match h.ffn_act {
+                Activation::Silu => {
+                    for (a, b) in g.iter_mut().zip(&u) {
+                        *a = *a / (1.0 + (-*a).exp()) * b;
+                    }
+                }
+                Activation::GeluTanh => geglu(&mut g, &u),
             }
             matmul(&l.down, &g, &mut proj);
+            if let Some([_, pf]) = &l.post_norms {
+                rms_norm_rows(&mut proj, pf, h.rms_eps);
+            }
             for (a, b) in x.iter_mut().zip(&proj) {
                 *a += b;
             }
@@ -697,6 +760,9 @@ impl<'m> Cpu<'m> {
         let mut logits = vec![0f32; picked.len() * out.rows];
         let picked_segs = segments(&mut (0..seqs.len()).map(|s| picked.iter().filter(|&&r| rows[r].0 == s).count()));
         product(out, &xo, &mut logits, &picked_segs);
+        if let Some(c) = h.final_softcap {
+            logits.iter_mut().for_each(|l| *l = (*l * (1.0 / c)).tanh() * c);
+        }
         if let Some(o) = self.w.output.as_mut() {
             o.unstage();
         }
@@ -743,5 +809,42 @@ fn add_rows(x: &mut [f32], b: &[f32]) {
         for (a, c) in row.iter_mut().zip(b) {
             *a += c;
         }
+    }
+}
+
+/// GELU (tanh approximation) of `x` in f32, as ggml's `ggml_gelu_f32`.
+fn gelu_f32(x: f32) -> f32 {
+    const GELU_COEF_A: f32 = 0.044715;
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    // `1 + a·x·x` fused as the prebuilt llama.cpp's compiler contracts it (its haswell build's
+    // table is this one bit for bit; without the fused step one of the 37376 entries in
+    // (-10, 10) differs)
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (GELU_COEF_A * x).mul_add(x, 1.0)).tanh())
+}
+
+/// GELU of every f16 value, rounded to f16 (ggml's `ggml_table_gelu_f16`), as f32.
+fn gelu_table() -> &'static [f32] {
+    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..=u16::MAX)
+            .map(|i| half::f16::from_f32(gelu_f32(half::f16::from_bits(i).to_f32())).to_f32())
+            .collect()
+    })
+}
+
+/// `g[i] = gelu(g[i]) · u[i]`, as llama.cpp's CPU `ggml_vec_geglu_f32` (built with
+/// `GGML_GELU_FP16`): 0 at or below -10, the identity at or above 10, in between the f16 table
+/// at the input rounded to f16.
+fn geglu(g: &mut [f32], u: &[f32]) {
+    let table = gelu_table();
+    for (a, &b) in g.iter_mut().zip(u) {
+        let x = *a;
+        *a = if x <= -10.0 {
+            0.0
+        } else if x >= 10.0 {
+            x * b
+        } else {
+            table[half::f16::from_f32(x).to_bits() as usize] * b
+        };
     }
 }

@@ -619,8 +619,11 @@ async fn completions(State(api): State<Arc<Api>>, body: std::result::Result<Byte
 
 fn completions_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -> ApiResult<Started> {
     let m = parse_body(body)?;
-    for key in ["tools", "tool_choice"] {
-        if !matches!(m.get(key), None | Some(Value::Null) | Some(Value::Array(_))) || m.get(key).and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
+    // Tools are chat's; what asks for none changes nothing here.
+    let no_tools = matches!(m.get("tools"), None | Some(Value::Null)) || m.get("tools").and_then(Value::as_array).is_some_and(Vec::is_empty);
+    let no_choice = matches!(m.get("tool_choice").map(|c| c.as_str()), None | Some(Some("none" | "auto"))) || m.get("tool_choice") == Some(&Value::Null);
+    for (key, none) in [("tools", no_tools), ("tool_choice", no_choice)] {
+        if !none {
             return Err(ApiError::invalid(format!("{key}: only /v1/chat/completions takes tools"), Some(key)));
         }
     }

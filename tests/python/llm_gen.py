@@ -18,6 +18,14 @@ Models (name: architecture, weight type):
   qwen3-<T>      qwen3: per-head RMSNorm of Q and K before rope (attn_q_norm/attn_k_norm), NeoX
                  rope, head size 64 (key_length: twice embedding / heads, as Qwen3-0.6B), T in F32
                  F16 Q8_0
+  gemma3-<T>      gemma3 (write_gemma): embedding scaled by sqrt(embd), norms stored as 1+w, post-attention
+                 and post-FFN norms, per-head Q/K norms, GELU-tanh FFN, heads 4 / kv heads 2, head size
+                 128 (key_length), tied embeddings, sliding window 8 on layer 0 (pattern 2) with rope
+                 base 10000, layer 1 global with rope base 1e6 and linear rope scaling 8; T in F32 F16
+                 Q8_0 (gemma3-F32 also as a Hugging Face checkpoint: "gemma_hf")
+  gemma2-<T>     gemma2: the same without Q/K norms, attention logits soft-capped at 3 and final logits
+                 at 30, sliding window 8 on layer 0 (gemma2's alternation); T in F32 F16 Q8_0
+                 (gemma2-F32 also as a Hugging Face checkpoint)
   qwen2-bpe-F32, llama-bpe-F32, gpt2-bpe-F32: a byte-level BPE vocabulary (tokenizer.ggml.model
                  gpt2, 41 merges) with the qwen2, llama-bpe (Llama 3) and gpt-2 pre-tokenizers
 llama-F32, llama-tied-F32, qwen2-bpe-F32 and qwen3-F32 also as Hugging Face checkpoints ("hf": the file to
@@ -39,6 +47,7 @@ import json
 import sys
 from pathlib import Path
 
+import gguf
 import numpy as np
 from gguf import GGUFWriter, GGMLQuantizationType as Q, TokenType, quants
 from gguf.constants import GGML_QUANT_SIZES
@@ -480,6 +489,9 @@ def main():
             root = write_hf(hf, arch, floats, info, kw.get("bpe", ""), sharded=name == "llama-tied")
             entry["hf"] = str(root)
         models.append(entry)
+    # Last, so the models above keep the bytes they had before these were added.
+    for name, t in [(a, t) for a in ("gemma3", "gemma2") for t in ("F32", "F16", "Q8_0")]:
+        models.append(write_gemma(out, g, name, t))
     # Broken files for the error tests: an architecture outside the supported list, a missing and
     # a misshapen tensor.
     broken = {}
@@ -751,6 +763,143 @@ def rope_scaling_models(out: Path, seed: int, broken: dict) -> list:
                  kv={"add_rope_scaling_type": SimpleNamespace(value="dynamic"), "add_rope_scaling_factor": 2.0})
     broken["rope-dynamic"] = str(path)
     return models
+
+
+GEMMA_HEADS, GEMMA_KV_HEADS, GEMMA_HEAD_DIM, GEMMA_WINDOW = 4, 2, 128, 8
+
+
+def write_gemma(out: Path, g: Gen, arch: str, t: str) -> dict:
+    """A random-weight gemma2/gemma3 GGUF as llama.cpp's converter writes one (norm weights as
+    1 + w, no Q/K permutation, tied embeddings), and for F32 the same weights as a Hugging Face
+    checkpoint (norms as w, HF names, config.json). Returns the manifest entry."""
+    qtype = Q[t]
+    path = out / f"{arch}-{t}.gguf"
+    tokens, scores, types = vocab()
+    n_vocab = len(tokens)
+    heads, kv, hd = GEMMA_HEADS, GEMMA_KV_HEADS, GEMMA_HEAD_DIM
+    w = GGUFWriter(str(path), arch)
+    w.add_name(path.stem)
+    w.add_block_count(LAYERS)
+    w.add_context_length(256)
+    w.add_embedding_length(HIDDEN)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_sliding_window(GEMMA_WINDOW)
+    w.add_sliding_window_pattern(2)
+    if arch == "gemma3":
+        w.add_rope_freq_base(1e6)
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(8.0)
+    else:
+        w.add_rope_freq_base(10000.0)
+        w.add_attn_logit_softcapping(3.0)
+        w.add_final_logit_softcapping(30.0)
+    w.add_file_type(int(qtype) if qtype != Q.F32 else 0)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    floats = {}
+
+    def mat(name, rows, cols, std):
+        f = g.normal((rows, cols), std)
+        floats[name] = f
+        arr, raw = stored(g, f, qtype)
+        w.add_tensor(name, arr, raw_dtype=raw)
+
+    def vec(name, n, mean, std):
+        f = (mean + g.normal((n,), std)).astype(np.float32)
+        floats[name] = f
+        w.add_tensor(name, f)
+
+    # The embedding is scaled by sqrt(256) = 16: std 1/16 gives unit activations.
+    mat("token_embd.weight", n_vocab, HIDDEN, 1.0 / 16)
+    for i in range(LAYERS):
+        p = f"blk.{i}"
+        vec(f"{p}.attn_norm.weight", HIDDEN, 1.0, 0.1)
+        mat(f"{p}.attn_q.weight", heads * hd, HIDDEN, 0.08)
+        mat(f"{p}.attn_k.weight", kv * hd, HIDDEN, 0.08)
+        mat(f"{p}.attn_v.weight", kv * hd, HIDDEN, 0.08)
+        if arch == "gemma3":
+            vec(f"{p}.attn_q_norm.weight", hd, 1.0, 0.2)
+            vec(f"{p}.attn_k_norm.weight", hd, 1.0, 0.2)
+        mat(f"{p}.attn_output.weight", HIDDEN, heads * hd, 0.08)
+        vec(f"{p}.post_attention_norm.weight", HIDDEN, 1.0, 0.1)
+        vec(f"{p}.ffn_norm.weight", HIDDEN, 1.0, 0.1)
+        mat(f"{p}.ffn_gate.weight", FFN, HIDDEN, 0.1)
+        mat(f"{p}.ffn_up.weight", FFN, HIDDEN, 0.1)
+        mat(f"{p}.ffn_down.weight", HIDDEN, FFN, 0.08)
+        vec(f"{p}.post_ffw_norm.weight", HIDDEN, 1.0, 0.1)
+    # Tied embeddings of std 1/16: a final norm of ~4 makes the logits peaked (std ~4).
+    vec("output_norm.weight", HIDDEN, 4.0, 0.4)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    entry = {"name": f"{arch}-{t}", "arch": arch, "type": t, "path": str(path)}
+    if t == "F32":
+        entry["gemma_hf"] = str(write_gemma_hf(out / f"{arch}-{t}-hf", arch, floats))
+    return entry
+
+
+def write_gemma_hf(folder: Path, arch: str, floats: dict) -> Path:
+    """The gemma weights as Hugging Face stores them: norms as w (the model multiplies by 1 + w),
+    pre_feedforward_layernorm for the FFN norm, no lm_head; config.json of Gemma2ForCausalLM or
+    Gemma3ForCausalLM (model_type gemma3_text) with the GGUF's hyperparameters."""
+    from safetensors.numpy import save_file
+    # tokenizer.json as write_hf writes it for this vocabulary (its model.safetensors and
+    # config.json are replaced below)
+    write_hf(folder, "llama", {"token_embd.weight": floats["token_embd.weight"]},
+             dict(heads=GEMMA_HEADS, kv_heads=GEMMA_KV_HEADS, rope_base=1e4, tied=True, head_dim=GEMMA_HEAD_DIM), "")
+    parts = {"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "pre_feedforward_layernorm.weight",
+             "post_attention_norm.weight": "post_attention_layernorm.weight",
+             "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
+             "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
+             "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
+             "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+             "ffn_down.weight": "mlp.down_proj.weight",
+             "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight"}
+    out = {}
+    for name, f in floats.items():
+        if name == "token_embd.weight":
+            hf = "model.embed_tokens.weight"
+        elif name == "output_norm.weight":
+            hf = "model.norm.weight"
+        else:
+            _, i, rest = name.split(".", 2)
+            hf = f"model.layers.{i}.{parts[rest]}"
+        if name.endswith("norm.weight"):
+            f = f - np.float32(1.0)
+        out[hf] = np.ascontiguousarray(f)
+    root = folder / "model.safetensors"
+    save_file(out, str(root), metadata={"format": "pt"})
+    config = {
+        "architectures": ["Gemma3ForCausalLM" if arch == "gemma3" else "Gemma2ForCausalLM"],
+        "model_type": "gemma3_text" if arch == "gemma3" else "gemma2",
+        "hidden_size": HIDDEN, "intermediate_size": FFN, "num_hidden_layers": LAYERS,
+        "num_attention_heads": GEMMA_HEADS, "num_key_value_heads": GEMMA_KV_HEADS, "head_dim": GEMMA_HEAD_DIM,
+        "query_pre_attn_scalar": GEMMA_HEAD_DIM, "max_position_embeddings": 256, "rms_norm_eps": 1e-6,
+        "vocab_size": floats["token_embd.weight"].shape[0], "tie_word_embeddings": True,
+        "hidden_activation": "gelu_pytorch_tanh", "sliding_window": GEMMA_WINDOW, "torch_dtype": "float32",
+        "bos_token_id": 1, "eos_token_id": 2,
+    }
+    if arch == "gemma3":
+        config.update({"rope_theta": 1e6, "rope_local_base_freq": 10000.0, "sliding_window_pattern": 2,
+                       "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "final_logit_softcapping": None})
+    else:
+        config.update({"rope_theta": 10000.0, "attn_logit_softcapping": 3.0, "final_logit_softcapping": 30.0})
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    return root
 
 
 if __name__ == "__main__":

@@ -400,11 +400,26 @@ impl LlmModel {
     /// The rope table of `context` positions as the native executors compute it (ggml's
     /// rope_cache_init, in f32): `(cos, sin)` per position and pair, with the model's frequency
     /// factors `freqs` (`rope_freqs.weight`) when it has them.
+    /// Refused (the error names the family and the runner) for what the WebGPU runner does not
+    /// compute yet ([`Spec::beyond_device_executors`]): it is what the runner uploads first.
     #[wasm_bindgen(js_name = ropeTable)]
     pub fn rope_table(&self, context: u32, freqs: Option<Vec<f32>>) -> Result<Vec<f32>, JsError> {
+        if let Some(why) = self.device_refusal(context) {
+            return Err(JsError::new(&why));
+        }
         self.spec
             .rope_table(context as usize, freqs.as_deref())
             .map_err(|e| JsError::new(&e.to_string()))
+    }
+
+    /// Why the browser's WebGPU runner cannot run this model at `context` positions (Gemma's
+    /// layout, a sliding window narrower than the context: [`Spec::beyond_device_executors`]),
+    /// or `None` when it can. The CPU runtime (`tensorlane run`) runs them.
+    #[wasm_bindgen(js_name = deviceRefusal)]
+    pub fn device_refusal(&self, context: u32) -> Option<String> {
+        self.spec
+            .beyond_device_executors(context as usize)
+            .map(|why| format!("the browser's WebGPU runner: {why}: not computed by this runner yet"))
     }
 
     /// Token ids of `text` (with the BOS token first when `add_bos` and the vocabulary has one).
