@@ -6,7 +6,8 @@
 //!
 //! * [`arch`] — the architecture description: which tensors with which shapes, and the
 //!   hyperparameters, read from the GGUF metadata (`general.architecture`,
-//!   `<arch>.block_count`, ...). llama (Llama 2/3, TinyLlama, SmolLM), mistral and qwen2.
+//!   `<arch>.block_count`, ...) or a Hugging Face `config.json`: llama (Llama 2/3, TinyLlama,
+//!   SmolLM), mistral, qwen2, qwen3, phi3, gemma2, gemma3.
 //! * [`tokenizer`] — the GGUF's embedded vocabulary: `llama` (SentencePiece BPE with scores and
 //!   byte fallback) and `gpt2` (byte-level BPE with merges), as llama.cpp tokenizes them.
 //! * [`Session`] — a CPU executor (RMSNorm, RoPE, grouped-query attention with a causal mask and a
@@ -15,7 +16,8 @@
 //! * [`Device::Wgpu`] (feature `wgpu`) — the same forward pass in WGSL compute shaders, the
 //!   weights uploaded in stored form and dequantized inside the matrix-product kernel, the KV
 //!   cache on the device.
-//! * [`Sampling`] — greedy by default; temperature, top-k, top-p, seed.
+//! * [`Sampling`] — greedy by default; temperature, top-k, top-p, seed, logit bias; with feature
+//!   `grammar`, constrained to a JSON schema or a Lark grammar (module `grammar`).
 //!
 //! The executor is checked against llama.cpp (`llm/tests/llama_reference.rs`): greedy tokens,
 //! per-position log-probabilities and tokenization on random-weight checkpoints of every
