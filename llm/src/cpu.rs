@@ -2,7 +2,8 @@
 //! runs the forward pass (RMSNorm, RoPE, grouped-query attention with a causal mask over a KV
 //! cache, SwiGLU, final norm, logits) in f32, following llama.cpp's order of operations.
 
-use rayon::prelude::*;
+use crate::par::prelude::*;
+#[cfg(feature = "native")]
 use tensorlane::model::Model;
 
 use crate::arch::{RopeStyle, Spec, TensorSpec};
@@ -37,6 +38,7 @@ pub(crate) struct Weights<'m> {
     layers: Vec<Layer<'m>>,
 }
 
+#[cfg(feature = "native")]
 fn find<'c>(model: &'c Model, spec: &TensorSpec) -> Result<Option<&'c tensorlane_core::formats::TensorInfo>> {
     match model.catalog().get(&spec.name) {
         None => Ok(None),
@@ -49,6 +51,7 @@ fn find<'c>(model: &'c Model, spec: &TensorSpec) -> Result<Option<&'c tensorlane
     }
 }
 
+#[cfg(feature = "native")]
 fn matrix<'m>(model: &'m Model, spec: &TensorSpec) -> Result<Matrix<'m>> {
     let t = find(model, spec)?.ok_or_else(|| missing(spec))?;
     Matrix::new(t, model.read(t)?)
@@ -61,6 +64,7 @@ fn missing(spec: &TensorSpec) -> Error {
     }
 }
 
+#[cfg(feature = "native")]
 fn vector_opt(model: &Model, spec: &TensorSpec) -> Result<Option<Vec<f32>>> {
     let Some(t) = find(model, spec)? else { return Ok(None) };
     let m = Matrix::new(t, model.read(t)?)?;
@@ -69,6 +73,7 @@ fn vector_opt(model: &Model, spec: &TensorSpec) -> Result<Option<Vec<f32>>> {
     Ok(Some(v))
 }
 
+#[cfg(feature = "native")]
 fn vector(model: &Model, spec: &TensorSpec) -> Result<Vec<f32>> {
     vector_opt(model, spec)?.ok_or_else(|| missing(spec))
 }
@@ -76,6 +81,7 @@ fn vector(model: &Model, spec: &TensorSpec) -> Result<Vec<f32>> {
 impl<'m> Weights<'m> {
     /// Finds every tensor `spec` needs in `model` and checks its shape and element type; the
     /// matrices borrow the model's mapped bytes.
+    #[cfg(feature = "native")]
     pub(crate) fn bind(model: &'m Model, spec: &Spec) -> Result<Weights<'m>> {
         let mut layers = Vec::with_capacity(spec.layers.len());
         for l in &spec.layers {
@@ -293,7 +299,7 @@ pub(crate) struct Cpu<'m> {
     w: Weights<'m>,
     /// How the KV caches it makes store keys and values.
     cache: CacheType,
-    pool: rayon::ThreadPool,
+    pool: crate::par::ThreadPool,
     /// Rope `(cos, sin)` per position, `rope_dim / 2` pairs each, grown on demand.
     rope: Vec<(f32, f32)>,
     rope_positions: usize,
@@ -305,11 +311,18 @@ pub(crate) struct Cpu<'m> {
 
 impl<'m> Cpu<'m> {
     pub(crate) fn new(spec: Spec, w: Weights<'m>, threads: usize, cache: CacheType) -> Result<Cpu<'m>> {
+        #[cfg(feature = "native")]
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("tensorlane-llm-{i}"))
             .build()
             .map_err(|e| Error::Options(format!("cannot start {threads} worker threads: {e}")))?;
+        // Without rayon (wasm32) the products run on the calling thread (crate::par says why).
+        #[cfg(not(feature = "native"))]
+        let pool = {
+            let _ = threads;
+            crate::par::ThreadPool
+        };
         if let Some(f) = &w.rope_freqs
             && f.iter().any(|&x| !(x.is_finite() && x > 0.0))
         {
@@ -690,5 +703,124 @@ fn add_rows(x: &mut [f32], b: &[f32]) {
         for (a, c) in row.iter_mut().zip(b) {
             *a += c;
         }
+    }
+}
+
+/// The tensor `spec` names in `catalog`, shape checked (`None` when absent): `find` without a
+/// model file.
+fn find_in<'c>(
+    catalog: &'c tensorlane_core::formats::Catalog,
+    spec: &TensorSpec,
+) -> Result<Option<&'c tensorlane_core::formats::TensorInfo>> {
+    match catalog.get(&spec.name) {
+        None => Ok(None),
+        Some(t) if t.shape == spec.shape => Ok(Some(t)),
+        Some(t) => Err(Error::TensorShape {
+            name: spec.name.clone(),
+            expected: spec.shape.clone(),
+            found: t.shape.clone(),
+        }),
+    }
+}
+
+/// Binding without a model file: the weights a host (the browser) hands in as bytes.
+impl Weights<'static> {
+    /// [`Weights::bind`] over `catalog`'s tensors, each matrix and vector made by `load` (which
+    /// reads the tensor's resident bytes from the host and says how the rest is streamed). The
+    /// same tensors, in the same order, with the same checks and errors.
+    pub(crate) fn bind_hosted(
+        catalog: &tensorlane_core::formats::Catalog,
+        spec: &Spec,
+        load: &mut dyn FnMut(&tensorlane_core::formats::TensorInfo) -> Result<Matrix<'static>>,
+    ) -> Result<Weights<'static>> {
+        let mut matrix = |s: &TensorSpec| -> Result<Matrix<'static>> {
+            let t = find_in(catalog, s)?.ok_or_else(|| missing(s))?;
+            load(t)
+        };
+        let mut layers = Vec::with_capacity(spec.layers.len());
+        let mut vectors: Vec<Option<Vec<f32>>> = Vec::new();
+        // Vectors first (optional ones may be absent), decoded from their one row.
+        let vector_opt = |s: &TensorSpec, load: &mut dyn FnMut(&TensorSpec) -> Result<Matrix<'static>>| -> Result<Option<Vec<f32>>> {
+            if find_in(catalog, s)?.is_none() {
+                return Ok(None);
+            }
+            let m = load(s)?;
+            let mut v = vec![0f32; m.cols];
+            m.row_into(0, &mut v);
+            Ok(Some(v))
+        };
+        for l in &spec.layers {
+            for s in &l.biases {
+                vectors.push(vector_opt(s, &mut matrix)?);
+            }
+            let b = std::mem::take(&mut vectors);
+            let bias = match (&b[0], &b[1], &b[2]) {
+                (Some(q), Some(k), Some(v)) => Some([q.clone(), k.clone(), v.clone()]),
+                (None, None, None) if !l.biases_required => None,
+                _ => {
+                    let which = l.biases.iter().zip(&b).find(|(_, v)| v.is_none()).map(|(s, _)| s);
+                    return Err(missing(which.unwrap_or(&l.biases[0])));
+                }
+            };
+            let need = |s: &TensorSpec, m: &mut dyn FnMut(&TensorSpec) -> Result<Matrix<'static>>| {
+                vector_opt(s, m)?.ok_or_else(|| missing(s))
+            };
+            let attn_norm = need(&l.attn_norm, &mut matrix)?;
+            let wq = matrix(&l.wq)?;
+            let wk = matrix(&l.wk)?;
+            let wv = matrix(&l.wv)?;
+            let qk_norm = match &l.qk_norm {
+                Some([q, k]) => Some([need(q, &mut matrix)?, need(k, &mut matrix)?]),
+                None => None,
+            };
+            let wo = matrix(&l.wo)?;
+            let ffn_norm = need(&l.ffn_norm, &mut matrix)?;
+            layers.push(Layer {
+                attn_norm,
+                wq,
+                wk,
+                wv,
+                bias,
+                qk_norm,
+                wo,
+                ffn_norm,
+                gate: matrix(&l.gate)?,
+                up: matrix(&l.up)?,
+                down: matrix(&l.down)?,
+            });
+        }
+        let output = match find_in(catalog, &spec.output)? {
+            Some(_) => Some(matrix(&spec.output)?),
+            None => None,
+        };
+        let token_embd = matrix(&spec.token_embd)?;
+        let output_norm = vector_opt(&spec.output_norm, &mut matrix)?.ok_or_else(|| missing(&spec.output_norm))?;
+        let rope_freqs = vector_opt(&spec.rope_freqs, &mut matrix)?;
+        Ok(Weights {
+            token_embd,
+            output_norm,
+            output,
+            rope_freqs,
+            layers,
+        })
+    }
+
+    /// The first failed read of a streamed weight since the last call (the pass that saw it
+    /// computed with zeros in its place, so its results are to be dropped), with the tensor.
+    pub(crate) fn take_read_error(&mut self) -> Option<String> {
+        let mut first = None;
+        for m in self.matrices_mut() {
+            if let Some(e) = m.take_error() {
+                first.get_or_insert_with(|| format!("reading the streamed bytes of {}: {e}", m.name));
+            }
+        }
+        first
+    }
+}
+
+impl Cpu<'static> {
+    /// See [`Weights::take_read_error`].
+    pub(crate) fn take_read_error(&mut self) -> Option<String> {
+        self.w.take_read_error()
     }
 }

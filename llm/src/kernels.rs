@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use rayon::prelude::*;
+use crate::par::prelude::*;
 use tensorlane_core::dtype::DType;
 use tensorlane_core::formats::ggml::{self, GgmlType};
 use tensorlane_core::formats::{ElementType, TensorInfo};
@@ -92,6 +92,27 @@ pub(crate) struct Matrix<'m> {
     boundary: Vec<u8>,
     /// How long the last [`Matrix::stage`] took to copy (zero when nothing was copied).
     pub staged_in: std::time::Duration,
+    /// A matrix whose streamed bytes are not in `data` (which then holds only the resident
+    /// prefix) but read from the host at each use ([`Matrix::hosted`]).
+    external: Option<External>,
+}
+
+/// Reads `out.len()` bytes at byte `offset` of the model file into `out`, or says why it cannot:
+/// how a host without a mapped file (the browser: File slices, HTTP Range) hands the executor
+/// the streamed bytes of a weight ([`Matrix::hosted`]). A plain function, so a matrix stays
+/// `Send` and `Sync` whatever the host keeps behind it.
+pub type ReadAt = fn(offset: u64, out: &mut [u8]) -> std::result::Result<(), String>;
+
+/// Where a hosted matrix's streamed bytes come from.
+#[derive(Debug)]
+struct External {
+    read: ReadAt,
+    /// The tensor's first byte in the file.
+    offset: u64,
+    /// Its stored bytes.
+    len: usize,
+    /// The last read's failure (the staged bytes are zeros then); taken by [`Matrix::take_error`].
+    error: Option<String>,
 }
 
 impl<'m> Matrix<'m> {
@@ -146,12 +167,13 @@ impl<'m> Matrix<'m> {
             staged: Vec::new(),
             boundary: Vec::new(),
             staged_in: std::time::Duration::ZERO,
+            external: None,
         })
     }
 
     /// Stored bytes of the whole matrix.
     pub(crate) fn stored_bytes(&self) -> usize {
-        self.data.len()
+        self.external.as_ref().map_or(self.data.len(), |e| e.len)
     }
 
     /// Reads one byte of every 4 KiB page of the first `upto` stored bytes, so that a mapped
@@ -178,15 +200,19 @@ impl<'m> Matrix<'m> {
 
     /// Bytes streamed at each use.
     pub(crate) fn streamed_bytes(&self) -> usize {
-        self.data.len() - self.split
+        self.stored_bytes() - self.split
     }
 
     /// Copies the streamed bytes in for a use; returns how many were copied.
     pub(crate) fn stage(&mut self) -> u64 {
+        if let Some(e) = &mut self.external {
+            return Self::stage_hosted(e, self.split, self.row_bytes, &self.data, &mut self.staged, &mut self.boundary);
+        }
         if self.split == self.data.len() || !self.staged.is_empty() {
             self.staged_in = std::time::Duration::ZERO;
             return 0;
         }
+        #[cfg(not(target_arch = "wasm32"))]
         let t0 = std::time::Instant::now();
         self.staged.extend_from_slice(&self.data[self.split..]);
         let rb = self.row_bytes;
@@ -197,7 +223,11 @@ impl<'m> Matrix<'m> {
             self.boundary.extend_from_slice(&resident[start..self.split]);
             self.boundary.extend_from_slice(&self.staged[..start + rb - self.split]);
         }
-        self.staged_in = t0.elapsed();
+        // (std's clock panics on wasm32-unknown-unknown: the browser runner times reads itself)
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            self.staged_in = t0.elapsed();
+        }
         self.staged.len() as u64
     }
 
@@ -228,7 +258,7 @@ impl<'m> Matrix<'m> {
 
     /// [`matmul`](Self::matmul) with the inputs quantized ([`QuantX`]): integer dot products per
     /// block, no dequantized row.
-    fn matmul_quantized(&self, x: &QuantX, out: &mut [f32], pool: &rayon::ThreadPool) {
+    fn matmul_quantized(&self, x: &QuantX, out: &mut [f32], pool: &crate::par::ThreadPool) {
         let n = x.vectors();
         let threads = pool.current_num_threads().max(1);
         let rows_per = self.rows.div_ceil(threads * 4).max(1);
@@ -279,7 +309,7 @@ impl<'m> Matrix<'m> {
     /// sequence of a batched decode step), each output equal bit for bit to what `matmul` gives
     /// for that input alone (`n == 1`: the same rounding of the activations, the same dot product
     /// per weight row), while each weight row is read from memory once for all the inputs.
-    pub(crate) fn matmul_each(&self, x: &[f32], out: &mut [f32], pool: &rayon::ThreadPool) {
+    pub(crate) fn matmul_each(&self, x: &[f32], out: &mut [f32], pool: &crate::par::ThreadPool) {
         let cols = self.cols;
         let n = x.len() / cols;
         if n <= 1 {
@@ -346,7 +376,7 @@ impl<'m> Matrix<'m> {
 
     /// `out[i][r] = Σ_c W[r][c] · x[i][c]` for `n = x.len() / cols` input vectors:
     /// `out` is `n × rows`. Output rows are spread over the pool's threads.
-    pub(crate) fn matmul(&self, x: &[f32], out: &mut [f32], pool: &rayon::ThreadPool) {
+    pub(crate) fn matmul(&self, x: &[f32], out: &mut [f32], pool: &crate::par::ThreadPool) {
         if let Some(q) = QuantX::new(self.kind, x, self.cols) {
             return self.matmul_quantized(&q, out, pool);
         }
@@ -423,6 +453,121 @@ impl<'m> Matrix<'m> {
                 out[i * self.rows + r] = y;
             }
         }
+    }
+}
+
+/// Matrices whose streamed part the host reads in at each use (no mapped file: wasm32).
+impl Matrix<'static> {
+    /// A matrix of tensor `t` (stored at byte `offset` of the file, `len` bytes) whose first
+    /// `resident.len()` bytes are `resident` and whose other bytes `read` fetches at each use
+    /// ([`Matrix::stage`]). Shape and type are checked as [`Matrix::new`] checks them, the
+    /// resident prefix against the stored length.
+    pub(crate) fn hosted(t: &TensorInfo, resident: Vec<u8>, offset: u64, len: u64, read: ReadAt) -> Result<Matrix<'static>> {
+        let len = usize::try_from(len).map_err(|_| Error::TensorType {
+            name: t.name.clone(),
+            ty: format!("{} with {len} stored bytes, more than this machine addresses", t.ty.name()),
+        })?;
+        if resident.len() > len {
+            return Err(Error::Options(format!(
+                "tensor {}: {} resident bytes were handed in for a tensor of {len} bytes",
+                t.name,
+                resident.len()
+            )));
+        }
+        let (kind, rows, cols, row_bytes) = Self::layout(t)?;
+        if len != rows * row_bytes {
+            return Err(Error::TensorType {
+                name: t.name.clone(),
+                ty: format!("{} with {len} stored bytes for {rows} rows of {row_bytes} bytes", t.ty.name()),
+            });
+        }
+        let split = resident.len();
+        Ok(Matrix {
+            name: t.name.clone(),
+            kind,
+            rows,
+            cols,
+            row_bytes,
+            data: Cow::Owned(resident),
+            split,
+            resident: None,
+            staged: Vec::new(),
+            boundary: Vec::new(),
+            staged_in: std::time::Duration::ZERO,
+            external: Some(External {
+                read,
+                offset,
+                len,
+                error: None,
+            }),
+        })
+    }
+}
+
+impl Matrix<'_> {
+    /// `(kind, rows, cols, row bytes)` of tensor `t`, or why it cannot be computed with.
+    fn layout(t: &TensorInfo) -> Result<(Kind, usize, usize, usize)> {
+        let kind = Kind::of(t.ty).ok_or_else(|| Error::TensorType {
+            name: t.name.clone(),
+            ty: t.ty.name().into(),
+        })?;
+        let (rows, cols) = match t.shape[..] {
+            [r, c] => (r as usize, c as usize),
+            [c] => (1, c as usize),
+            _ => {
+                return Err(Error::TensorShape {
+                    name: t.name.clone(),
+                    expected: vec![0, 0],
+                    found: t.shape.clone(),
+                });
+            }
+        };
+        let (block, bytes) = kind.block();
+        if !cols.is_multiple_of(block) {
+            return Err(Error::TensorType {
+                name: t.name.clone(),
+                ty: format!("{} with rows of {cols} elements (not whole blocks of {block})", t.ty.name()),
+            });
+        }
+        let row_bytes = (cols / block).checked_mul(bytes).filter(|rb| rows.checked_mul(*rb).is_some()).ok_or_else(|| {
+            Error::TensorType {
+                name: t.name.clone(),
+                ty: format!("{} of shape {:?}, more bytes than this machine addresses", t.ty.name(), t.shape),
+            }
+        })?;
+        Ok((kind, rows, cols, row_bytes))
+    }
+
+    /// [`Matrix::stage`] of a hosted matrix: its streamed bytes read from the host (zeros and
+    /// the error kept when the read fails, so the pass ends and the caller reports it).
+    fn stage_hosted(
+        e: &mut External,
+        split: usize,
+        rb: usize,
+        resident: &[u8],
+        staged: &mut Vec<u8>,
+        boundary: &mut Vec<u8>,
+    ) -> u64 {
+        if split == e.len || !staged.is_empty() {
+            return 0;
+        }
+        staged.resize(e.len - split, 0);
+        if let Err(why) = (e.read)(e.offset + split as u64, staged) {
+            staged.fill(0);
+            e.error.get_or_insert(why);
+        }
+        if !split.is_multiple_of(rb) {
+            let start = split / rb * rb;
+            boundary.clear();
+            boundary.extend_from_slice(&resident[start..split]);
+            boundary.extend_from_slice(&staged[..start + rb - split]);
+        }
+        staged.len() as u64
+    }
+
+    /// The failure of a read of this matrix's streamed bytes since the last call, if any.
+    pub(crate) fn take_error(&mut self) -> Option<String> {
+        self.external.as_mut().and_then(|e| e.error.take())
     }
 }
 
@@ -2002,6 +2147,7 @@ mod tests {
             staged: Vec::new(),
             boundary: Vec::new(),
             staged_in: std::time::Duration::ZERO,
+            external: None,
         }
     }
 
