@@ -840,6 +840,17 @@ impl QuantX {
                 _ => {}
             }
         }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        match kind {
+            Kind::Q8_0 => return wasm::dot_q8_0(row, d, q),
+            Kind::Q4_0 => return wasm::dot_q4_0(row, d, q),
+            Kind::Other(GgmlType(Q4_1)) => return wasm::dot_q4_1(row, d, s, q),
+            Kind::Other(GgmlType(Q5_0)) => return wasm::dot_q5_0(row, d, q),
+            Kind::Other(GgmlType(Q5_1)) => return wasm::dot_q5_1(row, d, s, q),
+            Kind::Q4_K => return wasm::dot_q4_k(row, d, q, &self.sums[i * self.cols / 32..(i + 1) * self.cols / 32]),
+            Kind::Q6_K => return wasm::dot_q6_k(row, d, q),
+            _ => {}
+        }
         match kind {
             Kind::Q8_0 => dot_q8_0(row, d, q),
             Kind::Q4_0 => dot_q4_0(row, d, q),
@@ -1031,6 +1042,9 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
         // SAFETY: simd() checked that the CPU has AVX2 and FMA, which x86::dot is compiled for.
         return unsafe { x86::dot(a, b) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return wasm::dot(a, b);
+    #[allow(unreachable_code)]
     dot_portable(a, b)
 }
 
@@ -1045,6 +1059,9 @@ pub(crate) fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
         // SAFETY: simd() checked AVX2 and FMA, which x86::add_scaled is compiled for.
         return unsafe { x86::add_scaled(out, p, v) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return wasm::add_scaled(out, p, v);
+    #[allow(unreachable_code)]
     for (o, &x) in out.iter_mut().zip(v) {
         *o += p * x;
     }
@@ -1053,6 +1070,9 @@ pub(crate) fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
 /// Four rows (`w` holds them back to back) times `x`: `x` is read once for the four.
 #[inline]
 fn dot4(w: &[f32], x: &[f32]) -> [f32; 4] {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return wasm::dot4(w, x);
+    #[allow(unreachable_code)]
     let c = w.len() / 4;
     #[cfg(target_arch = "x86_64")]
     if simd() && x.len() >= c {
@@ -1686,6 +1706,277 @@ mod x86 {
             s += f32::from_bits(u32::from(u16::from_le_bytes([row[2 * j], row[2 * j + 1]])) << 16) * x[j];
         }
         s
+    }
+}
+
+/// simd128 kernels for the wasm32 build (`-C target-feature=+simd128`, .cargo/config.toml): the
+/// block types' integer dot products on 16 lanes (i8 products widened to i16, pairs summed into
+/// i32: exact, so each block's sum and therefore each result is bit for bit the scalar kernel's),
+/// the f32 dot products on 4 lanes. Measured on SmolLM2-135M Q4_1 in Chromium (1 thread, decode):
+/// BENCHMARKS.md, "wasm CPU executor". `unsafe` only for `v128_load`, which reads 16 bytes.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm {
+    use core::arch::wasm32::*;
+
+    /// 16 bytes at the start of `b` (bounds-checked: the callers' blocks are whole).
+    #[inline(always)]
+    fn load(b: &[u8]) -> v128 {
+        let b: &[u8; 16] = b[..16].try_into().unwrap_or(&[0; 16]);
+        // SAFETY: `b` is 16 bytes; v128_load reads 16 bytes and needs no alignment.
+        unsafe { v128_load(b.as_ptr() as *const v128) }
+    }
+
+    #[inline(always)]
+    fn load_i8(q: &[i8]) -> v128 {
+        let q: &[i8; 16] = q[..16].try_into().unwrap_or(&[0; 16]);
+        // SAFETY: as `load`.
+        unsafe { v128_load(q.as_ptr() as *const v128) }
+    }
+
+    #[inline(always)]
+    fn load_f32(x: &[f32]) -> v128 {
+        let x: &[f32; 4] = x[..4].try_into().unwrap_or(&[0.0; 4]);
+        // SAFETY: `x` is 16 bytes; v128_load needs no alignment.
+        unsafe { v128_load(x.as_ptr() as *const v128) }
+    }
+
+    /// Σ a·b over 16 signed bytes, in 4 i32 lanes.
+    #[inline(always)]
+    fn dot16(a: v128, b: v128) -> v128 {
+        let lo = i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), i16x8_extend_low_i8x16(b));
+        let hi = i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), i16x8_extend_high_i8x16(b));
+        i32x4_add(lo, hi)
+    }
+
+    #[inline(always)]
+    fn hsum_i32(v: v128) -> i32 {
+        i32x4_extract_lane::<0>(v)
+            .wrapping_add(i32x4_extract_lane::<1>(v))
+            .wrapping_add(i32x4_extract_lane::<2>(v))
+            .wrapping_add(i32x4_extract_lane::<3>(v))
+    }
+
+    /// Σ w·x of a block of 32: `w0` holds values 0..16, `w1` 16..32.
+    #[inline(always)]
+    fn isum32(w0: v128, w1: v128, x: &[i8]) -> i32 {
+        hsum_i32(i32x4_add(dot16(w0, load_i8(x)), dot16(w1, load_i8(&x[16..]))))
+    }
+
+    #[inline(always)]
+    fn f16(t: &[f32], b: &[u8], i: usize) -> f32 {
+        super::f16_at(t, b, i)
+    }
+
+    /// [`super::dot_q8_0`].
+    pub(super) fn dot_q8_0(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for ((blk, &dx), qx) in row.chunks_exact(34).zip(d).zip(q.chunks_exact(32)) {
+            let s = isum32(load(&blk[2..]), load(&blk[18..]), qx);
+            sum += s as f32 * (f16(t, blk, 0) * dx);
+        }
+        sum
+    }
+
+    /// The low and high nibbles of 16 bytes, each minus `off`.
+    #[inline(always)]
+    fn nibbles(b: &[u8], off: u8) -> (v128, v128) {
+        let v = load(b);
+        let m = u8x16_splat(0x0F);
+        let o = u8x16_splat(off);
+        (i8x16_sub(v128_and(v, m), o), i8x16_sub(u8x16_shr(v, 4), o))
+    }
+
+    /// [`super::dot_q4_0`].
+    pub(super) fn dot_q4_0(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for ((blk, &dx), qx) in row.chunks_exact(18).zip(d).zip(q.chunks_exact(32)) {
+            let (lo, hi) = nibbles(&blk[2..], 8);
+            sum += isum32(lo, hi, qx) as f32 * (f16(t, blk, 0) * dx);
+        }
+        sum
+    }
+
+    /// [`super::dot_q4_1`].
+    pub(super) fn dot_q4_1(row: &[u8], d: &[f32], s: &[f32], q: &[i8]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for (((blk, &dx), &sx), qx) in row.chunks_exact(20).zip(d).zip(s).zip(q.chunks_exact(32)) {
+            let (lo, hi) = nibbles(&blk[4..], 0);
+            sum += (f16(t, blk, 0) * dx) * isum32(lo, hi, qx) as f32 + f16(t, blk, 2) * sx;
+        }
+        sum
+    }
+
+    /// A Q5 block's 32 values (unsigned 0..32, minus `off`): nibbles of `qs` with bit j of the
+    /// little-endian `qh` as value j's fifth bit.
+    #[inline(always)]
+    fn q5(qh: &[u8], qs: &[u8], off: u8) -> (v128, v128) {
+        let h = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+        let hv = u32x4_splat(h);
+        // byte k of h in lanes 8k..8k+8; one bit of it per lane
+        let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+        let five = u8x16_splat(16);
+        let top = |bytes: v128| v128_and(u8x16_ne(v128_and(bytes, bit), u8x16_splat(0)), five);
+        let lo_h = top(i8x16_swizzle(hv, u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)));
+        let hi_h = top(i8x16_swizzle(hv, u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3)));
+        let v = load(qs);
+        let m = u8x16_splat(0x0F);
+        let o = u8x16_splat(off);
+        (
+            i8x16_sub(v128_or(v128_and(v, m), lo_h), o),
+            i8x16_sub(v128_or(u8x16_shr(v, 4), hi_h), o),
+        )
+    }
+
+    /// [`super::dot_q5_0`].
+    pub(super) fn dot_q5_0(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for ((blk, &dx), qx) in row.chunks_exact(22).zip(d).zip(q.chunks_exact(32)) {
+            let (lo, hi) = q5(&blk[2..6], &blk[6..22], 16);
+            sum += (f16(t, blk, 0) * dx) * isum32(lo, hi, qx) as f32;
+        }
+        sum
+    }
+
+    /// [`super::dot_q5_1`].
+    pub(super) fn dot_q5_1(row: &[u8], d: &[f32], s: &[f32], q: &[i8]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for (((blk, &dx), &sx), qx) in row.chunks_exact(24).zip(d).zip(s).zip(q.chunks_exact(32)) {
+            let (lo, hi) = q5(&blk[4..8], &blk[8..24], 0);
+            sum += (f16(t, blk, 0) * dx) * isum32(lo, hi, qx) as f32 + f16(t, blk, 2) * sx;
+        }
+        sum
+    }
+
+    /// [`super::dot_q4_k`].
+    pub(super) fn dot_q4_k(row: &[u8], d: &[f32], q: &[i8], sums: &[i32]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for (((blk, &dx), qx), bs) in row.chunks_exact(144).zip(d).zip(q.chunks_exact(256)).zip(sums.chunks_exact(8)) {
+            let scales = &blk[4..16];
+            let qs = &blk[16..144];
+            let (mut isum, mut msum) = (0i32, 0i32);
+            for j in 0..4 {
+                let (sc1, m1) = super::scale_min_k4(2 * j, scales);
+                let (sc2, m2) = super::scale_min_k4(2 * j + 1, scales);
+                let (lo0, hi0) = nibbles(&qs[32 * j..], 0);
+                let (lo1, hi1) = nibbles(&qs[32 * j + 16..], 0);
+                isum += i32::from(sc1) * isum32(lo0, lo1, &qx[64 * j..])
+                    + i32::from(sc2) * isum32(hi0, hi1, &qx[64 * j + 32..]);
+                msum += i32::from(m1) * bs[2 * j] + i32::from(m2) * bs[2 * j + 1];
+            }
+            sum += dx * f16(t, blk, 0) * isum as f32 - dx * f16(t, blk, 2) * msum as f32;
+        }
+        sum
+    }
+
+    /// [`super::dot_q6_k`].
+    pub(super) fn dot_q6_k(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+        let t = super::f16_table();
+        let m4 = u8x16_splat(0x0F);
+        let m2 = u8x16_splat(3);
+        let o = u8x16_splat(32);
+        let mut sum = 0f32;
+        for ((blk, &dx), qx) in row.chunks_exact(210).zip(d).zip(q.chunks_exact(256)) {
+            let mut isum = 0i32;
+            for h in 0..2 {
+                let ql = &blk[h * 64..h * 64 + 64];
+                let qh = &blk[128 + h * 32..128 + h * 32 + 32];
+                let sc = &blk[192 + h * 8..192 + h * 8 + 8];
+                let x = &qx[h * 128..h * 128 + 128];
+                // values l (0..16) and 16 + l of each of the four groups of 32
+                for part in 0..2 {
+                    let (a, c) = (load(&ql[16 * part..]), load(&ql[32 + 16 * part..]));
+                    let hb = load(&qh[16 * part..]);
+                    let w = [
+                        v128_or(v128_and(a, m4), u8x16_shl(v128_and(hb, m2), 4)),
+                        v128_or(v128_and(c, m4), u8x16_shl(v128_and(u8x16_shr(hb, 2), m2), 4)),
+                        v128_or(u8x16_shr(a, 4), u8x16_shl(v128_and(u8x16_shr(hb, 4), m2), 4)),
+                        v128_or(u8x16_shr(c, 4), u8x16_shl(u8x16_shr(hb, 6), 4)),
+                    ];
+                    for (k, wk) in w.into_iter().enumerate() {
+                        let s = hsum_i32(dot16(i8x16_sub(wk, o), load_i8(&x[32 * k + 16 * part..])));
+                        isum += i32::from(sc[2 * k + part] as i8) * s;
+                    }
+                }
+            }
+            sum += f16(t, blk, 208) * dx * isum as f32;
+        }
+        sum
+    }
+
+    /// [`super::dot`] on 4 lanes (four accumulators), the tail in order.
+    pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+        let n = a.len().min(b.len());
+        let (a, b) = (&a[..n], &b[..n]);
+        let mut acc = [f32x4_splat(0.0); 4];
+        let mut i = 0;
+        while i + 16 <= n {
+            for (k, s) in acc.iter_mut().enumerate() {
+                *s = f32x4_add(*s, f32x4_mul(load_f32(&a[i + 4 * k..]), load_f32(&b[i + 4 * k..])));
+            }
+            i += 16;
+        }
+        while i + 4 <= n {
+            acc[0] = f32x4_add(acc[0], f32x4_mul(load_f32(&a[i..]), load_f32(&b[i..])));
+            i += 4;
+        }
+        let v = f32x4_add(f32x4_add(acc[0], acc[1]), f32x4_add(acc[2], acc[3]));
+        let mut s = (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<1>(v))
+            + (f32x4_extract_lane::<2>(v) + f32x4_extract_lane::<3>(v));
+        for j in i..n {
+            s += a[j] * b[j];
+        }
+        s
+    }
+
+    /// [`super::dot4`]: four rows of `w` (back to back) times `x`, `x` read once.
+    pub(super) fn dot4(w: &[f32], x: &[f32]) -> [f32; 4] {
+        let c = w.len() / 4;
+        let n = c.min(x.len());
+        let mut acc = [f32x4_splat(0.0); 4];
+        let mut i = 0;
+        while i + 4 <= n {
+            let xv = load_f32(&x[i..]);
+            for (k, s) in acc.iter_mut().enumerate() {
+                *s = f32x4_add(*s, f32x4_mul(load_f32(&w[k * c + i..]), xv));
+            }
+            i += 4;
+        }
+        let mut out = [0f32; 4];
+        for (k, o) in out.iter_mut().enumerate() {
+            let v = acc[k];
+            *o = (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<1>(v))
+                + (f32x4_extract_lane::<2>(v) + f32x4_extract_lane::<3>(v));
+            for j in i..n {
+                *o += w[k * c + j] * x[j];
+            }
+        }
+        out
+    }
+
+    /// [`super::add_scaled`]: a multiply, then an add (not fused), as the scalar loop.
+    pub(super) fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
+        let n = out.len().min(v.len());
+        let pp = f32x4_splat(p);
+        let mut i = 0;
+        while i + 4 <= n {
+            let r = f32x4_add(load_f32(&out[i..]), f32x4_mul(pp, load_f32(&v[i..])));
+            out[i..i + 4].copy_from_slice(&[
+                f32x4_extract_lane::<0>(r),
+                f32x4_extract_lane::<1>(r),
+                f32x4_extract_lane::<2>(r),
+                f32x4_extract_lane::<3>(r),
+            ]);
+            i += 4;
+        }
+        for j in i..n {
+            out[j] += p * v[j];
+        }
     }
 }
 
