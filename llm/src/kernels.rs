@@ -755,7 +755,30 @@ impl QuantX {
         if let Some(v) = self.dot4_q4_1_q5(kind, row, i) {
             return v;
         }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if let Some(v) = self.dot4_wasm(kind, row, i) {
+            return v;
+        }
         [0, 1, 2, 3].map(|k| self.dot(kind, row, i + k))
+    }
+
+    /// The 32-value block types with inputs `i..i + 4` on simd128, each bit for bit
+    /// [`dot`](Self::dot)'s; `None` for other kinds.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    #[inline]
+    fn dot4_wasm(&self, kind: Kind, row: &[u8], i: usize) -> Option<[f32; 4]> {
+        let nb = self.cols / self.block;
+        let d = [0, 1, 2, 3].map(|k| &self.d[(i + k) * nb..(i + k + 1) * nb]);
+        let s = [0, 1, 2, 3].map(|k| self.s.get((i + k) * nb..(i + k + 1) * nb).unwrap_or(&[]));
+        let q = [0, 1, 2, 3].map(|k| &self.q[(i + k) * self.cols..(i + k + 1) * self.cols]);
+        Some(match kind {
+            Kind::Q8_0 => wasm::dot4_32::<8>(row, d, s, q),
+            Kind::Q4_0 => wasm::dot4_32::<2>(row, d, s, q),
+            Kind::Other(GgmlType(Q4_1)) => wasm::dot4_32::<3>(row, d, s, q),
+            Kind::Other(GgmlType(Q5_0)) => wasm::dot4_32::<6>(row, d, s, q),
+            Kind::Other(GgmlType(Q5_1)) => wasm::dot4_32::<7>(row, d, s, q),
+            _ => return None,
+        })
     }
 
     /// Q4_1, Q5_0 and Q5_1 with inputs `i..i + 4`, each bit for bit [`dot`](Self::dot)'s, where
@@ -809,6 +832,10 @@ impl QuantX {
         }
         #[cfg(target_arch = "x86_64")]
         if let Some(v) = self.dot4_q4_1_q5(kind, row, i) {
+            return v;
+        }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if let Some(v) = self.dot4_wasm(kind, row, i) {
             return v;
         }
         let _ = dt;
@@ -1907,6 +1934,68 @@ mod wasm {
             sum += f16(t, blk, 208) * dx * isum as f32;
         }
         sum
+    }
+
+    /// A 32-value block of ggml type `K` (Q8_0 8, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7): its values
+    /// (0..16, 16..32), scale and min (0 for the types without one).
+    #[inline(always)]
+    fn block32<const K: u32>(t: &[f32], blk: &[u8]) -> (v128, v128, f32, f32) {
+        match K {
+            8 => (load(&blk[2..]), load(&blk[18..]), f16(t, blk, 0), 0.0),
+            2 => {
+                let (lo, hi) = nibbles(&blk[2..], 8);
+                (lo, hi, f16(t, blk, 0), 0.0)
+            }
+            3 => {
+                let (lo, hi) = nibbles(&blk[4..], 0);
+                (lo, hi, f16(t, blk, 0), f16(t, blk, 2))
+            }
+            6 => {
+                let (lo, hi) = q5(&blk[2..6], &blk[6..22], 16);
+                (lo, hi, f16(t, blk, 0), 0.0)
+            }
+            _ => {
+                let (lo, hi) = q5(&blk[4..8], &blk[8..24], 0);
+                (lo, hi, f16(t, blk, 0), f16(t, blk, 2))
+            }
+        }
+    }
+
+    /// The single-input kernels of the 32-value block types (`dot_q8_0` .. `dot_q5_1`) for four
+    /// inputs at once: each block decoded once, each input's sum taken in the same order with
+    /// the same operations, so each result is that kernel's bit for bit (a prompt's tiled
+    /// product reads each weight block once per four inputs).
+    pub(super) fn dot4_32<const K: u32>(row: &[u8], d: [&[f32]; 4], s: [&[f32]; 4], q: [&[i8]; 4]) -> [f32; 4] {
+        let t = super::f16_table();
+        let size = match K {
+            8 => 34,
+            2 => 18,
+            3 => 20,
+            6 => 22,
+            _ => 24,
+        };
+        let min = K == 3 || K == 7;
+        // (the single kernels stop at the shortest of the row, the scales, the sums and values)
+        let mut nb = row.len() / size;
+        for k in 0..4 {
+            nb = nb.min(d[k].len()).min(q[k].len() / 32);
+            if min {
+                nb = nb.min(s[k].len());
+            }
+        }
+        let mut out = [0f32; 4];
+        for (b, blk) in row.chunks_exact(size).take(nb).enumerate() {
+            let (lo, hi, dw, mw) = block32::<K>(t, blk);
+            for k in 0..4 {
+                let is = isum32(lo, hi, &q[k][32 * b..]) as f32;
+                if min {
+                    out[k] += (dw * d[k][b]) * is + mw * s[k][b];
+                } else {
+                    out[k] += (dw * d[k][b]) * is;
+                }
+            }
+        }
+        out
     }
 
     /// [`super::dot`] on 4 lanes (four accumulators), the tail in order.
