@@ -2,10 +2,13 @@
 //! wasm32 build) the same calls run sequentially on the calling thread.
 //!
 //! Why the wasm build is single-threaded: wasm threads need the standard library rebuilt with
-//! `+atomics,+bulk-memory` (`-Z build-std`, a nightly toolchain; stable Rust's prebuilt
-//! wasm32-unknown-unknown `std` has no atomics), a shared memory imported by every worker, and
-//! pages served cross-origin isolated (COOP/COEP) for `SharedArrayBuffer`. The project builds on
-//! stable 1.95, so the wasm CPU executor runs its products on one thread.
+//! `-C target-feature=+atomics,+bulk-memory` (`cargo +nightly build -Z build-std=std,panic_abort`:
+//! stable Rust's prebuilt wasm32-unknown-unknown `std` has no atomics; wasm-bindgen-rayon 1.3,
+//! the adapter that would run this pool on Web Workers, says the same: "still only available in
+//! nightly"), a shared memory imported by every worker, and pages served cross-origin isolated
+//! (COOP/COEP) for `SharedArrayBuffer`. The project's wasm builds use stable Rust (1.95; the build
+//! machines' nightly has neither the wasm32 target nor `rust-src` for `build-std`), so the wasm
+//! CPU executor runs its products on one thread.
 
 #[cfg(feature = "native")]
 pub(crate) use rayon::ThreadPool;
