@@ -16,6 +16,10 @@ pub use crate::kernels::ReadAt;
 use crate::plan::CacheType;
 use crate::{Error, Result};
 
+/// How [`HostedSession::open`] gets a tensor's resident bytes: `(name, file offset, length)` to
+/// the bytes.
+pub type LoadBytes<'a> = dyn FnMut(&str, u64, u64) -> Result<Vec<u8>> + 'a;
+
 /// A model opened over bytes handed in by its host: a forward pass at a time, one KV cache.
 pub struct HostedSession {
     cpu: Cpu<'static>,
@@ -61,7 +65,7 @@ impl HostedSession {
     pub fn open(
         catalog: &Catalog,
         resident: &dyn Fn(&str) -> Option<u64>,
-        load: &mut dyn FnMut(&str, u64, u64) -> Result<Vec<u8>>,
+        load: &mut LoadBytes<'_>,
         read: ReadAt,
         context: usize,
         cache: CacheType,
