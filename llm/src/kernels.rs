@@ -652,6 +652,9 @@ pub(crate) struct QuantX {
     d: Vec<f32>,
     /// The quantized values, all vectors back to back.
     q: Vec<i8>,
+    /// `q` widened to i16, for the simd128 kernels (wasm has no 8-bit multiply-add).
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    q16: Vec<i16>,
     /// Q8_K: the sum of each 32 quantized values.
     sums: Vec<i32>,
     /// Q8_1 (Q4_1 and Q5_1 weights): each block's `s`, one per block as `d`; empty otherwise.
@@ -729,6 +732,8 @@ impl QuantX {
             cols,
             block,
             d,
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            q16: q.iter().map(|&v| i16::from(v)).collect(),
             q,
             sums,
             s,
@@ -770,7 +775,7 @@ impl QuantX {
         let nb = self.cols / self.block;
         let d = [0, 1, 2, 3].map(|k| &self.d[(i + k) * nb..(i + k + 1) * nb]);
         let s = [0, 1, 2, 3].map(|k| self.s.get((i + k) * nb..(i + k + 1) * nb).unwrap_or(&[]));
-        let q = [0, 1, 2, 3].map(|k| &self.q[(i + k) * self.cols..(i + k + 1) * self.cols]);
+        let q = [0, 1, 2, 3].map(|k| &self.q16[(i + k) * self.cols..(i + k + 1) * self.cols]);
         Some(match kind {
             Kind::Q8_0 => wasm::dot4_32::<8>(row, d, s, q),
             Kind::Q4_0 => wasm::dot4_32::<2>(row, d, s, q),
@@ -868,14 +873,16 @@ impl QuantX {
             }
         }
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        let q16 = &self.q16[i * self.cols..(i + 1) * self.cols];
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         match kind {
-            Kind::Q8_0 => return wasm::dot_q8_0(row, d, q),
-            Kind::Q4_0 => return wasm::dot_q4_0(row, d, q),
-            Kind::Other(GgmlType(Q4_1)) => return wasm::dot_q4_1(row, d, s, q),
-            Kind::Other(GgmlType(Q5_0)) => return wasm::dot_q5_0(row, d, q),
-            Kind::Other(GgmlType(Q5_1)) => return wasm::dot_q5_1(row, d, s, q),
-            Kind::Q4_K => return wasm::dot_q4_k(row, d, q, &self.sums[i * self.cols / 32..(i + 1) * self.cols / 32]),
-            Kind::Q6_K => return wasm::dot_q6_k(row, d, q),
+            Kind::Q8_0 => return wasm::dot_q8_0(row, d, q16),
+            Kind::Q4_0 => return wasm::dot_q4_0(row, d, q16),
+            Kind::Other(GgmlType(Q4_1)) => return wasm::dot_q4_1(row, d, s, q16),
+            Kind::Other(GgmlType(Q5_0)) => return wasm::dot_q5_0(row, d, q16),
+            Kind::Other(GgmlType(Q5_1)) => return wasm::dot_q5_1(row, d, s, q16),
+            Kind::Q4_K => return wasm::dot_q4_k(row, d, q16, &self.sums[i * self.cols / 32..(i + 1) * self.cols / 32]),
+            Kind::Q6_K => return wasm::dot_q6_k(row, d, q16),
             _ => {}
         }
         match kind {
@@ -1753,10 +1760,12 @@ mod wasm {
         unsafe { v128_load(b.as_ptr() as *const v128) }
     }
 
+    /// 8 activations widened to i16 ([`super::QuantX`] keeps them so on wasm: one widening
+    /// per input instead of one per weight row).
     #[inline(always)]
-    fn load_i8(q: &[i8]) -> v128 {
-        let q: &[i8; 16] = q[..16].try_into().unwrap_or(&[0; 16]);
-        // SAFETY: as `load`.
+    fn load_i16(q: &[i16]) -> v128 {
+        let q: &[i16; 8] = q[..8].try_into().unwrap_or(&[0; 8]);
+        // SAFETY: `q` is 16 bytes; v128_load needs no alignment.
         unsafe { v128_load(q.as_ptr() as *const v128) }
     }
 
@@ -1767,12 +1776,33 @@ mod wasm {
         unsafe { v128_load(x.as_ptr() as *const v128) }
     }
 
-    /// Σ a·b over 16 signed bytes, in 4 i32 lanes.
+    /// Σ a·x over 16 signed byte weights `a` and 16 i16 activations, in 4 i32 lanes (each
+    /// product at most 2^14 in magnitude, pairs summed: exact).
     #[inline(always)]
-    fn dot16(a: v128, b: v128) -> v128 {
-        let lo = i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), i16x8_extend_low_i8x16(b));
-        let hi = i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), i16x8_extend_high_i8x16(b));
+    fn dot16(a: v128, x: &[i16]) -> v128 {
+        let lo = i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), load_i16(x));
+        let hi = i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), load_i16(&x[8..]));
         i32x4_add(lo, hi)
+    }
+
+    /// A block of 32 weights (`w0` values 0..16, `w1` 16..32) widened to four i16x8 vectors,
+    /// once for every input it meets.
+    #[inline(always)]
+    fn widen(w0: v128, w1: v128) -> [v128; 4] {
+        [
+            i16x8_extend_low_i8x16(w0),
+            i16x8_extend_high_i8x16(w0),
+            i16x8_extend_low_i8x16(w1),
+            i16x8_extend_high_i8x16(w1),
+        ]
+    }
+
+    /// Σ w·x of a widened block of 32.
+    #[inline(always)]
+    fn isum32w(w: &[v128; 4], x: &[i16]) -> i32 {
+        let a = i32x4_add(i32x4_dot_i16x8(w[0], load_i16(x)), i32x4_dot_i16x8(w[1], load_i16(&x[8..])));
+        let b = i32x4_add(i32x4_dot_i16x8(w[2], load_i16(&x[16..])), i32x4_dot_i16x8(w[3], load_i16(&x[24..])));
+        hsum_i32(i32x4_add(a, b))
     }
 
     #[inline(always)]
@@ -1785,8 +1815,8 @@ mod wasm {
 
     /// Σ w·x of a block of 32: `w0` holds values 0..16, `w1` 16..32.
     #[inline(always)]
-    fn isum32(w0: v128, w1: v128, x: &[i8]) -> i32 {
-        hsum_i32(i32x4_add(dot16(w0, load_i8(x)), dot16(w1, load_i8(&x[16..]))))
+    fn isum32(w0: v128, w1: v128, x: &[i16]) -> i32 {
+        isum32w(&widen(w0, w1), x)
     }
 
     #[inline(always)]
@@ -1795,7 +1825,7 @@ mod wasm {
     }
 
     /// [`super::dot_q8_0`].
-    pub(super) fn dot_q8_0(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+    pub(super) fn dot_q8_0(row: &[u8], d: &[f32], q: &[i16]) -> f32 {
         let t = super::f16_table();
         let mut sum = 0f32;
         for ((blk, &dx), qx) in row.chunks_exact(34).zip(d).zip(q.chunks_exact(32)) {
@@ -1815,7 +1845,7 @@ mod wasm {
     }
 
     /// [`super::dot_q4_0`].
-    pub(super) fn dot_q4_0(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+    pub(super) fn dot_q4_0(row: &[u8], d: &[f32], q: &[i16]) -> f32 {
         let t = super::f16_table();
         let mut sum = 0f32;
         for ((blk, &dx), qx) in row.chunks_exact(18).zip(d).zip(q.chunks_exact(32)) {
@@ -1826,7 +1856,7 @@ mod wasm {
     }
 
     /// [`super::dot_q4_1`].
-    pub(super) fn dot_q4_1(row: &[u8], d: &[f32], s: &[f32], q: &[i8]) -> f32 {
+    pub(super) fn dot_q4_1(row: &[u8], d: &[f32], s: &[f32], q: &[i16]) -> f32 {
         let t = super::f16_table();
         let mut sum = 0f32;
         for (((blk, &dx), &sx), qx) in row.chunks_exact(20).zip(d).zip(s).zip(q.chunks_exact(32)) {
@@ -1858,7 +1888,7 @@ mod wasm {
     }
 
     /// [`super::dot_q5_0`].
-    pub(super) fn dot_q5_0(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+    pub(super) fn dot_q5_0(row: &[u8], d: &[f32], q: &[i16]) -> f32 {
         let t = super::f16_table();
         let mut sum = 0f32;
         for ((blk, &dx), qx) in row.chunks_exact(22).zip(d).zip(q.chunks_exact(32)) {
@@ -1869,7 +1899,7 @@ mod wasm {
     }
 
     /// [`super::dot_q5_1`].
-    pub(super) fn dot_q5_1(row: &[u8], d: &[f32], s: &[f32], q: &[i8]) -> f32 {
+    pub(super) fn dot_q5_1(row: &[u8], d: &[f32], s: &[f32], q: &[i16]) -> f32 {
         let t = super::f16_table();
         let mut sum = 0f32;
         for (((blk, &dx), &sx), qx) in row.chunks_exact(24).zip(d).zip(s).zip(q.chunks_exact(32)) {
@@ -1880,7 +1910,7 @@ mod wasm {
     }
 
     /// [`super::dot_q4_k`].
-    pub(super) fn dot_q4_k(row: &[u8], d: &[f32], q: &[i8], sums: &[i32]) -> f32 {
+    pub(super) fn dot_q4_k(row: &[u8], d: &[f32], q: &[i16], sums: &[i32]) -> f32 {
         let t = super::f16_table();
         let mut sum = 0f32;
         for (((blk, &dx), qx), bs) in row.chunks_exact(144).zip(d).zip(q.chunks_exact(256)).zip(sums.chunks_exact(8)) {
@@ -1902,7 +1932,7 @@ mod wasm {
     }
 
     /// [`super::dot_q6_k`].
-    pub(super) fn dot_q6_k(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+    pub(super) fn dot_q6_k(row: &[u8], d: &[f32], q: &[i16]) -> f32 {
         let t = super::f16_table();
         let m4 = u8x16_splat(0x0F);
         let m2 = u8x16_splat(3);
@@ -1926,7 +1956,7 @@ mod wasm {
                         v128_or(u8x16_shr(c, 4), u8x16_shl(u8x16_shr(hb, 6), 4)),
                     ];
                     for (k, wk) in w.into_iter().enumerate() {
-                        let s = hsum_i32(dot16(i8x16_sub(wk, o), load_i8(&x[32 * k + 16 * part..])));
+                        let s = hsum_i32(dot16(i8x16_sub(wk, o), &x[32 * k + 16 * part..]));
                         isum += i32::from(sc[2 * k + part] as i8) * s;
                     }
                 }
@@ -1965,7 +1995,7 @@ mod wasm {
     /// inputs at once: each block decoded once, each input's sum taken in the same order with
     /// the same operations, so each result is that kernel's bit for bit (a prompt's tiled
     /// product reads each weight block once per four inputs).
-    pub(super) fn dot4_32<const K: u32>(row: &[u8], d: [&[f32]; 4], s: [&[f32]; 4], q: [&[i8]; 4]) -> [f32; 4] {
+    pub(super) fn dot4_32<const K: u32>(row: &[u8], d: [&[f32]; 4], s: [&[f32]; 4], q: [&[i16]; 4]) -> [f32; 4] {
         let t = super::f16_table();
         let size = match K {
             8 => 34,
@@ -1986,8 +2016,9 @@ mod wasm {
         let mut out = [0f32; 4];
         for (b, blk) in row.chunks_exact(size).take(nb).enumerate() {
             let (lo, hi, dw, mw) = block32::<K>(t, blk);
+            let wv = widen(lo, hi);
             for k in 0..4 {
-                let is = isum32(lo, hi, &q[k][32 * b..]) as f32;
+                let is = isum32w(&wv, &q[k][32 * b..]) as f32;
                 if min {
                     out[k] += (dw * d[k][b]) * is + mw * s[k][b];
                 } else {
