@@ -2,7 +2,8 @@
 //! runs the forward pass (RMSNorm, RoPE, grouped-query attention with a causal mask over a KV
 //! cache, SwiGLU, final norm, logits) in f32, following llama.cpp's order of operations.
 
-use rayon::prelude::*;
+use crate::par::prelude::*;
+#[cfg(feature = "native")]
 use tensorlane::model::Model;
 
 use crate::arch::{Activation, RopeStyle, Spec, TensorSpec};
@@ -39,18 +40,12 @@ pub(crate) struct Weights<'m> {
     layers: Vec<Layer<'m>>,
 }
 
+#[cfg(feature = "native")]
 fn find<'c>(model: &'c Model, spec: &TensorSpec) -> Result<Option<&'c tensorlane_core::formats::TensorInfo>> {
-    match model.catalog().get(&spec.name) {
-        None => Ok(None),
-        Some(t) if t.shape == spec.shape => Ok(Some(t)),
-        Some(t) => Err(Error::TensorShape {
-            name: spec.name.clone(),
-            expected: spec.shape.clone(),
-            found: t.shape.clone(),
-        }),
-    }
+    find_in(model.catalog(), spec)
 }
 
+#[cfg(feature = "native")]
 fn matrix<'m>(model: &'m Model, spec: &TensorSpec) -> Result<Matrix<'m>> {
     if spec.part.is_some() {
         let (t, bytes) = part(model, spec)?;
@@ -65,6 +60,7 @@ fn matrix<'m>(model: &'m Model, spec: &TensorSpec) -> Result<Matrix<'m>> {
 /// found and its whole shape checked (errors name it), its stored rows sliced (a view of a mapped
 /// file; a copy of those rows otherwise). `TensorInfo` is the fused tensor's with the part's name
 /// and shape.
+#[cfg(feature = "native")]
 pub(crate) fn part<'m>(
     model: &'m Model,
     spec: &TensorSpec,
@@ -113,34 +109,100 @@ fn missing(spec: &TensorSpec) -> Error {
     }
 }
 
-fn vector_opt(model: &Model, spec: &TensorSpec) -> Result<Option<Vec<f32>>> {
-    let Some(t) = find(model, spec)? else { return Ok(None) };
-    let m = Matrix::new(t, model.read(t)?)?;
-    let mut v = vec![0f32; m.cols];
-    m.row_into(0, &mut v);
-    Ok(Some(v))
-}
+/// Where binding reads the tensors a [`Spec`] names from: a model file ([`Weights::bind`]) or
+/// the bytes a host hands in ([`Weights::bind_hosted`]).
+trait Source<'m> {
+    /// The tensor `spec` names, its shape checked; `None` when absent.
+    fn find(&self, spec: &TensorSpec) -> Result<Option<&tensorlane_core::formats::TensorInfo>>;
+    /// The matrix `spec` names (an error when absent).
+    fn matrix(&mut self, spec: &TensorSpec) -> Result<Matrix<'m>>;
 
-fn vector(model: &Model, spec: &TensorSpec) -> Result<Vec<f32>> {
-    vector_opt(model, spec)?.ok_or_else(|| missing(spec))
-}
-
-/// An RMSNorm weight with `shift` added ([`Spec::norm_shift`]: 1 for Hugging Face Gemma).
-fn norm(model: &Model, spec: &TensorSpec, shift: f32) -> Result<Vec<f32>> {
-    let mut v = vector(model, spec)?;
-    if shift != 0.0 {
-        v.iter_mut().for_each(|x| *x += shift);
+    /// The vector `spec` names, decoded to f32; `None` when absent.
+    fn vector_opt(&mut self, spec: &TensorSpec) -> Result<Option<Vec<f32>>> {
+        if self.find(spec)?.is_none() {
+            return Ok(None);
+        }
+        let m = self.matrix(spec)?;
+        let mut v = vec![0f32; m.cols];
+        m.row_into(0, &mut v);
+        Ok(Some(v))
     }
-    Ok(v)
+
+    /// An RMSNorm weight with `shift` added ([`Spec::norm_shift`]: 1 for Hugging Face Gemma).
+    fn norm(&mut self, spec: &TensorSpec, shift: f32) -> Result<Vec<f32>> {
+        let mut v = self.vector_opt(spec)?.ok_or_else(|| missing(spec))?;
+        if shift != 0.0 {
+            v.iter_mut().for_each(|x| *x += shift);
+        }
+        Ok(v)
+    }
+}
+
+/// A model file: matrices borrow its mapped bytes; a fused tensor's part is a view of its rows.
+#[cfg(feature = "native")]
+impl<'m> Source<'m> for &'m Model {
+    fn find(&self, spec: &TensorSpec) -> Result<Option<&tensorlane_core::formats::TensorInfo>> {
+        find(self, spec)
+    }
+
+    fn matrix(&mut self, spec: &TensorSpec) -> Result<Matrix<'m>> {
+        matrix(self, spec)
+    }
+}
+
+/// A catalog whose tensors a host hands in through `load`.
+struct Hosted<'c, 'l> {
+    catalog: &'c tensorlane_core::formats::Catalog,
+    load: &'l mut dyn FnMut(&tensorlane_core::formats::TensorInfo) -> Result<Matrix<'static>>,
+}
+
+/// The tensor `spec` names in `catalog`, its shape checked; `None` when absent.
+fn find_in<'c>(
+    catalog: &'c tensorlane_core::formats::Catalog,
+    spec: &TensorSpec,
+) -> Result<Option<&'c tensorlane_core::formats::TensorInfo>> {
+    match catalog.get(&spec.name) {
+        None => Ok(None),
+        Some(t) if t.shape == spec.shape => Ok(Some(t)),
+        Some(t) => Err(Error::TensorShape {
+            name: spec.name.clone(),
+            expected: spec.shape.clone(),
+            found: t.shape.clone(),
+        }),
+    }
+}
+
+impl Source<'static> for Hosted<'_, '_> {
+    fn find(&self, spec: &TensorSpec) -> Result<Option<&tensorlane_core::formats::TensorInfo>> {
+        find_in(self.catalog, spec)
+    }
+
+    fn matrix(&mut self, spec: &TensorSpec) -> Result<Matrix<'static>> {
+        if let Some(p) = &spec.part {
+            return Err(Error::TensorType {
+                name: p.tensor.clone(),
+                ty: "a fused tensor (phi3), which the hosted executor does not split yet".into(),
+            });
+        }
+        let t = find_in(self.catalog, spec)?.ok_or_else(|| missing(spec))?;
+        (self.load)(t)
+    }
 }
 
 impl<'m> Weights<'m> {
     /// Finds every tensor `spec` needs in `model` and checks its shape and element type; the
     /// matrices borrow the model's mapped bytes.
+    #[cfg(feature = "native")]
     pub(crate) fn bind(model: &'m Model, spec: &Spec) -> Result<Weights<'m>> {
+        Weights::bind_from(&mut { model }, spec)
+    }
+
+    /// Every tensor `spec` needs, from `src`.
+    fn bind_from(src: &mut dyn Source<'m>, spec: &Spec) -> Result<Weights<'m>> {
+        let shift = spec.norm_shift;
         let mut layers = Vec::with_capacity(spec.layers.len());
         for l in &spec.layers {
-            let b: Vec<Option<Vec<f32>>> = l.biases.iter().map(|s| vector_opt(model, s)).collect::<Result<_>>()?;
+            let b: Vec<Option<Vec<f32>>> = l.biases.iter().map(|s| src.vector_opt(s)).collect::<Result<_>>()?;
             let bias = match (&b[0], &b[1], &b[2]) {
                 (Some(q), Some(k), Some(v)) => Some([q.clone(), k.clone(), v.clone()]),
                 (None, None, None) if !l.biases_required => None,
@@ -149,39 +211,38 @@ impl<'m> Weights<'m> {
                     return Err(missing(which.unwrap_or(&l.biases[0])));
                 }
             };
-            let shift = spec.norm_shift;
             layers.push(Layer {
-                attn_norm: norm(model, &l.attn_norm, shift)?,
-                wq: matrix(model, &l.wq)?,
-                wk: matrix(model, &l.wk)?,
-                wv: matrix(model, &l.wv)?,
+                attn_norm: src.norm(&l.attn_norm, shift)?,
+                wq: src.matrix(&l.wq)?,
+                wk: src.matrix(&l.wk)?,
+                wv: src.matrix(&l.wv)?,
                 bias,
                 qk_norm: match &l.qk_norm {
-                    Some([q, k]) => Some([norm(model, q, shift)?, norm(model, k, shift)?]),
+                    Some([q, k]) => Some([src.norm(q, shift)?, src.norm(k, shift)?]),
                     None => None,
                 },
-                wo: matrix(model, &l.wo)?,
-                ffn_norm: norm(model, &l.ffn_norm, shift)?,
-                gate: matrix(model, &l.gate)?,
-                up: matrix(model, &l.up)?,
-                down: matrix(model, &l.down)?,
+                wo: src.matrix(&l.wo)?,
+                ffn_norm: src.norm(&l.ffn_norm, shift)?,
+                gate: src.matrix(&l.gate)?,
+                up: src.matrix(&l.up)?,
+                down: src.matrix(&l.down)?,
                 post_norms: match &l.post_norms {
-                    Some([a, f]) => Some([norm(model, a, shift)?, norm(model, f, shift)?]),
+                    Some([a, f]) => Some([src.norm(a, shift)?, src.norm(f, shift)?]),
                     None => None,
                 },
             });
         }
-        let output = match find(model, &spec.output)? {
-            Some(t) => Some(Matrix::new(t, model.read(t)?)?),
+        let output = match src.find(&spec.output)? {
+            Some(_) => Some(src.matrix(&spec.output)?),
             None => None,
         };
         Ok(Weights {
-            token_embd: matrix(model, &spec.token_embd)?,
-            output_norm: norm(model, &spec.output_norm, spec.norm_shift)?,
+            token_embd: src.matrix(&spec.token_embd)?,
+            output_norm: src.norm(&spec.output_norm, spec.norm_shift)?,
             output,
             rope_freqs: match &spec.rope_freq_values {
                 Some(v) => Some(v.clone()),
-                None => vector_opt(model, &spec.rope_freqs)?,
+                None => src.vector_opt(&spec.rope_freqs)?,
             },
             layers,
         })
@@ -363,7 +424,7 @@ pub(crate) struct Cpu<'m> {
     w: Weights<'m>,
     /// How the KV caches it makes store keys and values.
     cache: CacheType,
-    pool: rayon::ThreadPool,
+    pool: crate::par::ThreadPool,
     /// Rope `(cos, sin)` per position, `rope_dim / 2` pairs each, grown on demand: one table per
     /// distinct rope `(base, scale)` of the layers ([`Spec::layer_rope`]), the model's first.
     ropes: Vec<((f32, f32), Vec<(f32, f32)>)>,
@@ -378,11 +439,18 @@ pub(crate) struct Cpu<'m> {
 
 impl<'m> Cpu<'m> {
     pub(crate) fn new(spec: Spec, w: Weights<'m>, threads: usize, cache: CacheType) -> Result<Cpu<'m>> {
+        #[cfg(feature = "native")]
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("tensorlane-llm-{i}"))
             .build()
             .map_err(|e| Error::Options(format!("cannot start {threads} worker threads: {e}")))?;
+        // Without rayon (wasm32) the products run on the calling thread (crate::par says why).
+        #[cfg(not(feature = "native"))]
+        let pool = {
+            let _ = threads;
+            crate::par::ThreadPool
+        };
         if let Some(f) = &w.rope_freqs
             && f.iter().any(|&x| !(x.is_finite() && x > 0.0))
         {
@@ -846,5 +914,39 @@ fn geglu(g: &mut [f32], u: &[f32]) {
         } else {
             table[half::f16::from_f32(x).to_bits() as usize] * b
         };
+    }
+}
+
+/// Binding without a model file: the weights a host (the browser) hands in as bytes.
+impl Weights<'static> {
+    /// [`Weights::bind`] over `catalog`'s tensors, each matrix and vector made by `load` (which
+    /// reads the tensor's resident bytes from the host and says how the rest is streamed): the
+    /// same tensors, in the same order, with the same checks and errors ([`Weights::bind_from`]).
+    /// Fused tensors (phi3's `attn_qkv`/`ffn_up` parts) are refused, naming the tensor.
+    pub(crate) fn bind_hosted(
+        catalog: &tensorlane_core::formats::Catalog,
+        spec: &Spec,
+        load: &mut dyn FnMut(&tensorlane_core::formats::TensorInfo) -> Result<Matrix<'static>>,
+    ) -> Result<Weights<'static>> {
+        Weights::bind_from(&mut Hosted { catalog, load }, spec)
+    }
+
+    /// The first failed read of a streamed weight since the last call (the pass that saw it
+    /// computed with zeros in its place, so its results are to be dropped), with the tensor.
+    pub(crate) fn take_read_error(&mut self) -> Option<String> {
+        let mut first = None;
+        for m in self.matrices_mut() {
+            if let Some(e) = m.take_error() {
+                first.get_or_insert_with(|| format!("reading the streamed bytes of {}: {e}", m.name));
+            }
+        }
+        first
+    }
+}
+
+impl Cpu<'static> {
+    /// See [`Weights::take_read_error`].
+    pub(crate) fn take_read_error(&mut self) -> Option<String> {
+        self.w.take_read_error()
     }
 }

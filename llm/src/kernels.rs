@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use rayon::prelude::*;
+use crate::par::prelude::*;
 use tensorlane_core::dtype::DType;
 use tensorlane_core::formats::ggml::{self, GgmlType};
 use tensorlane_core::formats::{ElementType, TensorInfo};
@@ -92,6 +92,27 @@ pub(crate) struct Matrix<'m> {
     boundary: Vec<u8>,
     /// How long the last [`Matrix::stage`] took to copy (zero when nothing was copied).
     pub staged_in: std::time::Duration,
+    /// A matrix whose streamed bytes are not in `data` (which then holds only the resident
+    /// prefix) but read from the host at each use ([`Matrix::hosted`]).
+    external: Option<External>,
+}
+
+/// Reads `out.len()` bytes at byte `offset` of the model file into `out`, or says why it cannot:
+/// how a host without a mapped file (the browser: File slices, HTTP Range) hands the executor
+/// the streamed bytes of a weight ([`Matrix::hosted`]). A plain function, so a matrix stays
+/// `Send` and `Sync` whatever the host keeps behind it.
+pub type ReadAt = fn(offset: u64, out: &mut [u8]) -> std::result::Result<(), String>;
+
+/// Where a hosted matrix's streamed bytes come from.
+#[derive(Debug)]
+struct External {
+    read: ReadAt,
+    /// The tensor's first byte in the file.
+    offset: u64,
+    /// Its stored bytes.
+    len: usize,
+    /// The last read's failure (the staged bytes are zeros then); taken by [`Matrix::take_error`].
+    error: Option<String>,
 }
 
 impl<'m> Matrix<'m> {
@@ -146,12 +167,13 @@ impl<'m> Matrix<'m> {
             staged: Vec::new(),
             boundary: Vec::new(),
             staged_in: std::time::Duration::ZERO,
+            external: None,
         })
     }
 
     /// Stored bytes of the whole matrix.
     pub(crate) fn stored_bytes(&self) -> usize {
-        self.data.len()
+        self.external.as_ref().map_or(self.data.len(), |e| e.len)
     }
 
     /// Reads one byte of every 4 KiB page of the first `upto` stored bytes, so that a mapped
@@ -178,15 +200,19 @@ impl<'m> Matrix<'m> {
 
     /// Bytes streamed at each use.
     pub(crate) fn streamed_bytes(&self) -> usize {
-        self.data.len() - self.split
+        self.stored_bytes() - self.split
     }
 
     /// Copies the streamed bytes in for a use; returns how many were copied.
     pub(crate) fn stage(&mut self) -> u64 {
+        if let Some(e) = &mut self.external {
+            return Self::stage_hosted(e, self.split, self.row_bytes, &self.data, &mut self.staged, &mut self.boundary);
+        }
         if self.split == self.data.len() || !self.staged.is_empty() {
             self.staged_in = std::time::Duration::ZERO;
             return 0;
         }
+        #[cfg(not(target_arch = "wasm32"))]
         let t0 = std::time::Instant::now();
         self.staged.extend_from_slice(&self.data[self.split..]);
         let rb = self.row_bytes;
@@ -197,7 +223,11 @@ impl<'m> Matrix<'m> {
             self.boundary.extend_from_slice(&resident[start..self.split]);
             self.boundary.extend_from_slice(&self.staged[..start + rb - self.split]);
         }
-        self.staged_in = t0.elapsed();
+        // (std's clock panics on wasm32-unknown-unknown: the browser runner times reads itself)
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            self.staged_in = t0.elapsed();
+        }
         self.staged.len() as u64
     }
 
@@ -228,7 +258,7 @@ impl<'m> Matrix<'m> {
 
     /// [`matmul`](Self::matmul) with the inputs quantized ([`QuantX`]): integer dot products per
     /// block, no dequantized row.
-    fn matmul_quantized(&self, x: &QuantX, out: &mut [f32], pool: &rayon::ThreadPool) {
+    fn matmul_quantized(&self, x: &QuantX, out: &mut [f32], pool: &crate::par::ThreadPool) {
         let n = x.vectors();
         let threads = pool.current_num_threads().max(1);
         let rows_per = self.rows.div_ceil(threads * 4).max(1);
@@ -279,7 +309,7 @@ impl<'m> Matrix<'m> {
     /// sequence of a batched decode step), each output equal bit for bit to what `matmul` gives
     /// for that input alone (`n == 1`: the same rounding of the activations, the same dot product
     /// per weight row), while each weight row is read from memory once for all the inputs.
-    pub(crate) fn matmul_each(&self, x: &[f32], out: &mut [f32], pool: &rayon::ThreadPool) {
+    pub(crate) fn matmul_each(&self, x: &[f32], out: &mut [f32], pool: &crate::par::ThreadPool) {
         let cols = self.cols;
         let n = x.len() / cols;
         if n <= 1 {
@@ -346,7 +376,7 @@ impl<'m> Matrix<'m> {
 
     /// `out[i][r] = Σ_c W[r][c] · x[i][c]` for `n = x.len() / cols` input vectors:
     /// `out` is `n × rows`. Output rows are spread over the pool's threads.
-    pub(crate) fn matmul(&self, x: &[f32], out: &mut [f32], pool: &rayon::ThreadPool) {
+    pub(crate) fn matmul(&self, x: &[f32], out: &mut [f32], pool: &crate::par::ThreadPool) {
         if let Some(q) = QuantX::new(self.kind, x, self.cols) {
             return self.matmul_quantized(&q, out, pool);
         }
@@ -423,6 +453,121 @@ impl<'m> Matrix<'m> {
                 out[i * self.rows + r] = y;
             }
         }
+    }
+}
+
+/// Matrices whose streamed part the host reads in at each use (no mapped file: wasm32).
+impl Matrix<'static> {
+    /// A matrix of tensor `t` (stored at byte `offset` of the file, `len` bytes) whose first
+    /// `resident.len()` bytes are `resident` and whose other bytes `read` fetches at each use
+    /// ([`Matrix::stage`]). Shape and type are checked as [`Matrix::new`] checks them, the
+    /// resident prefix against the stored length.
+    pub(crate) fn hosted(t: &TensorInfo, resident: Vec<u8>, offset: u64, len: u64, read: ReadAt) -> Result<Matrix<'static>> {
+        let len = usize::try_from(len).map_err(|_| Error::TensorType {
+            name: t.name.clone(),
+            ty: format!("{} with {len} stored bytes, more than this machine addresses", t.ty.name()),
+        })?;
+        if resident.len() > len {
+            return Err(Error::Options(format!(
+                "tensor {}: {} resident bytes were handed in for a tensor of {len} bytes",
+                t.name,
+                resident.len()
+            )));
+        }
+        let (kind, rows, cols, row_bytes) = Self::layout(t)?;
+        if len != rows * row_bytes {
+            return Err(Error::TensorType {
+                name: t.name.clone(),
+                ty: format!("{} with {len} stored bytes for {rows} rows of {row_bytes} bytes", t.ty.name()),
+            });
+        }
+        let split = resident.len();
+        Ok(Matrix {
+            name: t.name.clone(),
+            kind,
+            rows,
+            cols,
+            row_bytes,
+            data: Cow::Owned(resident),
+            split,
+            resident: None,
+            staged: Vec::new(),
+            boundary: Vec::new(),
+            staged_in: std::time::Duration::ZERO,
+            external: Some(External {
+                read,
+                offset,
+                len,
+                error: None,
+            }),
+        })
+    }
+}
+
+impl Matrix<'_> {
+    /// `(kind, rows, cols, row bytes)` of tensor `t`, or why it cannot be computed with.
+    fn layout(t: &TensorInfo) -> Result<(Kind, usize, usize, usize)> {
+        let kind = Kind::of(t.ty).ok_or_else(|| Error::TensorType {
+            name: t.name.clone(),
+            ty: t.ty.name().into(),
+        })?;
+        let (rows, cols) = match t.shape[..] {
+            [r, c] => (r as usize, c as usize),
+            [c] => (1, c as usize),
+            _ => {
+                return Err(Error::TensorShape {
+                    name: t.name.clone(),
+                    expected: vec![0, 0],
+                    found: t.shape.clone(),
+                });
+            }
+        };
+        let (block, bytes) = kind.block();
+        if !cols.is_multiple_of(block) {
+            return Err(Error::TensorType {
+                name: t.name.clone(),
+                ty: format!("{} with rows of {cols} elements (not whole blocks of {block})", t.ty.name()),
+            });
+        }
+        let row_bytes = (cols / block).checked_mul(bytes).filter(|rb| rows.checked_mul(*rb).is_some()).ok_or_else(|| {
+            Error::TensorType {
+                name: t.name.clone(),
+                ty: format!("{} of shape {:?}, more bytes than this machine addresses", t.ty.name(), t.shape),
+            }
+        })?;
+        Ok((kind, rows, cols, row_bytes))
+    }
+
+    /// [`Matrix::stage`] of a hosted matrix: its streamed bytes read from the host (zeros and
+    /// the error kept when the read fails, so the pass ends and the caller reports it).
+    fn stage_hosted(
+        e: &mut External,
+        split: usize,
+        rb: usize,
+        resident: &[u8],
+        staged: &mut Vec<u8>,
+        boundary: &mut Vec<u8>,
+    ) -> u64 {
+        if split == e.len || !staged.is_empty() {
+            return 0;
+        }
+        staged.resize(e.len - split, 0);
+        if let Err(why) = (e.read)(e.offset + split as u64, staged) {
+            staged.fill(0);
+            e.error.get_or_insert(why);
+        }
+        if !split.is_multiple_of(rb) {
+            let start = split / rb * rb;
+            boundary.clear();
+            boundary.extend_from_slice(&resident[start..split]);
+            boundary.extend_from_slice(&staged[..start + rb - split]);
+        }
+        staged.len() as u64
+    }
+
+    /// The failure of a read of this matrix's streamed bytes since the last call, if any.
+    pub(crate) fn take_error(&mut self) -> Option<String> {
+        self.external.as_mut().and_then(|e| e.error.take())
     }
 }
 
@@ -507,6 +652,9 @@ pub(crate) struct QuantX {
     d: Vec<f32>,
     /// The quantized values, all vectors back to back.
     q: Vec<i8>,
+    /// `q` widened to i16, for the simd128 kernels (wasm has no 8-bit multiply-add).
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    q16: Vec<i16>,
     /// Q8_K: the sum of each 32 quantized values.
     sums: Vec<i32>,
     /// Q8_1 (Q4_1 and Q5_1 weights): each block's `s`, one per block as `d`; empty otherwise.
@@ -584,6 +732,8 @@ impl QuantX {
             cols,
             block,
             d,
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            q16: q.iter().map(|&v| i16::from(v)).collect(),
             q,
             sums,
             s,
@@ -610,7 +760,30 @@ impl QuantX {
         if let Some(v) = self.dot4_q4_1_q5(kind, row, i) {
             return v;
         }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if let Some(v) = self.dot4_wasm(kind, row, i) {
+            return v;
+        }
         [0, 1, 2, 3].map(|k| self.dot(kind, row, i + k))
+    }
+
+    /// The 32-value block types with inputs `i..i + 4` on simd128, each bit for bit
+    /// [`dot`](Self::dot)'s; `None` for other kinds.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    #[inline]
+    fn dot4_wasm(&self, kind: Kind, row: &[u8], i: usize) -> Option<[f32; 4]> {
+        let nb = self.cols / self.block;
+        let d = [0, 1, 2, 3].map(|k| &self.d[(i + k) * nb..(i + k + 1) * nb]);
+        let s = [0, 1, 2, 3].map(|k| self.s.get((i + k) * nb..(i + k + 1) * nb).unwrap_or(&[]));
+        let q = [0, 1, 2, 3].map(|k| &self.q16[(i + k) * self.cols..(i + k + 1) * self.cols]);
+        Some(match kind {
+            Kind::Q8_0 => wasm::dot4_32::<8>(row, d, s, q),
+            Kind::Q4_0 => wasm::dot4_32::<2>(row, d, s, q),
+            Kind::Other(GgmlType(Q4_1)) => wasm::dot4_32::<3>(row, d, s, q),
+            Kind::Other(GgmlType(Q5_0)) => wasm::dot4_32::<6>(row, d, s, q),
+            Kind::Other(GgmlType(Q5_1)) => wasm::dot4_32::<7>(row, d, s, q),
+            _ => return None,
+        })
     }
 
     /// Q4_1, Q5_0 and Q5_1 with inputs `i..i + 4`, each bit for bit [`dot`](Self::dot)'s, where
@@ -666,6 +839,10 @@ impl QuantX {
         if let Some(v) = self.dot4_q4_1_q5(kind, row, i) {
             return v;
         }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if let Some(v) = self.dot4_wasm(kind, row, i) {
+            return v;
+        }
         let _ = dt;
         [0, 1, 2, 3].map(|k| self.dot(kind, row, i + k))
     }
@@ -694,6 +871,19 @@ impl QuantX {
                 Kind::Other(GgmlType(Q5_1)) => return unsafe { x86::dot_q5_1(row, d, s, q) },
                 _ => {}
             }
+        }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        let q16 = &self.q16[i * self.cols..(i + 1) * self.cols];
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        match kind {
+            Kind::Q8_0 => return wasm::dot_q8_0(row, d, q16),
+            Kind::Q4_0 => return wasm::dot_q4_0(row, d, q16),
+            Kind::Other(GgmlType(Q4_1)) => return wasm::dot_q4_1(row, d, s, q16),
+            Kind::Other(GgmlType(Q5_0)) => return wasm::dot_q5_0(row, d, q16),
+            Kind::Other(GgmlType(Q5_1)) => return wasm::dot_q5_1(row, d, s, q16),
+            Kind::Q4_K => return wasm::dot_q4_k(row, d, q16, &self.sums[i * self.cols / 32..(i + 1) * self.cols / 32]),
+            Kind::Q6_K => return wasm::dot_q6_k(row, d, q16),
+            _ => {}
         }
         match kind {
             Kind::Q8_0 => dot_q8_0(row, d, q),
@@ -886,6 +1076,9 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
         // SAFETY: simd() checked that the CPU has AVX2 and FMA, which x86::dot is compiled for.
         return unsafe { x86::dot(a, b) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return wasm::dot(a, b);
+    #[allow(unreachable_code)]
     dot_portable(a, b)
 }
 
@@ -900,6 +1093,9 @@ pub(crate) fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
         // SAFETY: simd() checked AVX2 and FMA, which x86::add_scaled is compiled for.
         return unsafe { x86::add_scaled(out, p, v) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return wasm::add_scaled(out, p, v);
+    #[allow(unreachable_code)]
     for (o, &x) in out.iter_mut().zip(v) {
         *o += p * x;
     }
@@ -908,6 +1104,9 @@ pub(crate) fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
 /// Four rows (`w` holds them back to back) times `x`: `x` is read once for the four.
 #[inline]
 fn dot4(w: &[f32], x: &[f32]) -> [f32; 4] {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return wasm::dot4(w, x);
+    #[allow(unreachable_code)]
     let c = w.len() / 4;
     #[cfg(target_arch = "x86_64")]
     if simd() && x.len() >= c {
@@ -1544,6 +1743,363 @@ mod x86 {
     }
 }
 
+/// simd128 kernels for the wasm32 build (`-C target-feature=+simd128`, .cargo/config.toml): the
+/// block types' integer dot products on 16 lanes (i8 products widened to i16, pairs summed into
+/// i32: exact, so each block's sum and therefore each result is bit for bit the scalar kernel's),
+/// the f32 dot products on 4 lanes. Measured on SmolLM2-135M Q4_1 in Chromium (1 thread, decode):
+/// BENCHMARKS.md, "wasm CPU executor". `unsafe` only for `v128_load`, which reads 16 bytes.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm {
+    use core::arch::wasm32::*;
+
+    /// 16 bytes at the start of `b` (bounds-checked: the callers' blocks are whole).
+    #[inline(always)]
+    fn load(b: &[u8]) -> v128 {
+        let b: &[u8; 16] = b[..16].try_into().unwrap_or(&[0; 16]);
+        // SAFETY: `b` is 16 bytes; v128_load reads 16 bytes and needs no alignment.
+        unsafe { v128_load(b.as_ptr() as *const v128) }
+    }
+
+    /// 8 activations widened to i16 ([`super::QuantX`] keeps them so on wasm: one widening
+    /// per input instead of one per weight row).
+    #[inline(always)]
+    fn load_i16(q: &[i16]) -> v128 {
+        let q: &[i16; 8] = q[..8].try_into().unwrap_or(&[0; 8]);
+        // SAFETY: `q` is 16 bytes; v128_load needs no alignment.
+        unsafe { v128_load(q.as_ptr() as *const v128) }
+    }
+
+    #[inline(always)]
+    fn load_f32(x: &[f32]) -> v128 {
+        let x: &[f32; 4] = x[..4].try_into().unwrap_or(&[0.0; 4]);
+        // SAFETY: `x` is 16 bytes; v128_load needs no alignment.
+        unsafe { v128_load(x.as_ptr() as *const v128) }
+    }
+
+    /// Σ a·x over 16 signed byte weights `a` and 16 i16 activations, in 4 i32 lanes (each
+    /// product at most 2^14 in magnitude, pairs summed: exact).
+    #[inline(always)]
+    fn dot16(a: v128, x: &[i16]) -> v128 {
+        let lo = i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), load_i16(x));
+        let hi = i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), load_i16(&x[8..]));
+        i32x4_add(lo, hi)
+    }
+
+    /// A block of 32 weights (`w0` values 0..16, `w1` 16..32) widened to four i16x8 vectors,
+    /// once for every input it meets.
+    #[inline(always)]
+    fn widen(w0: v128, w1: v128) -> [v128; 4] {
+        [
+            i16x8_extend_low_i8x16(w0),
+            i16x8_extend_high_i8x16(w0),
+            i16x8_extend_low_i8x16(w1),
+            i16x8_extend_high_i8x16(w1),
+        ]
+    }
+
+    /// Σ w·x of a widened block of 32.
+    #[inline(always)]
+    fn isum32w(w: &[v128; 4], x: &[i16]) -> i32 {
+        let a = i32x4_add(i32x4_dot_i16x8(w[0], load_i16(x)), i32x4_dot_i16x8(w[1], load_i16(&x[8..])));
+        let b = i32x4_add(i32x4_dot_i16x8(w[2], load_i16(&x[16..])), i32x4_dot_i16x8(w[3], load_i16(&x[24..])));
+        hsum_i32(i32x4_add(a, b))
+    }
+
+    #[inline(always)]
+    fn hsum_i32(v: v128) -> i32 {
+        i32x4_extract_lane::<0>(v)
+            .wrapping_add(i32x4_extract_lane::<1>(v))
+            .wrapping_add(i32x4_extract_lane::<2>(v))
+            .wrapping_add(i32x4_extract_lane::<3>(v))
+    }
+
+    /// Σ w·x of a block of 32: `w0` holds values 0..16, `w1` 16..32.
+    #[inline(always)]
+    fn isum32(w0: v128, w1: v128, x: &[i16]) -> i32 {
+        isum32w(&widen(w0, w1), x)
+    }
+
+    #[inline(always)]
+    fn f16(t: &[f32], b: &[u8], i: usize) -> f32 {
+        super::f16_at(t, b, i)
+    }
+
+    /// [`super::dot_q8_0`].
+    pub(super) fn dot_q8_0(row: &[u8], d: &[f32], q: &[i16]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for ((blk, &dx), qx) in row.chunks_exact(34).zip(d).zip(q.chunks_exact(32)) {
+            let s = isum32(load(&blk[2..]), load(&blk[18..]), qx);
+            sum += s as f32 * (f16(t, blk, 0) * dx);
+        }
+        sum
+    }
+
+    /// The low and high nibbles of 16 bytes, each minus `off`.
+    #[inline(always)]
+    fn nibbles(b: &[u8], off: u8) -> (v128, v128) {
+        let v = load(b);
+        let m = u8x16_splat(0x0F);
+        let o = u8x16_splat(off);
+        (i8x16_sub(v128_and(v, m), o), i8x16_sub(u8x16_shr(v, 4), o))
+    }
+
+    /// [`super::dot_q4_0`].
+    pub(super) fn dot_q4_0(row: &[u8], d: &[f32], q: &[i16]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for ((blk, &dx), qx) in row.chunks_exact(18).zip(d).zip(q.chunks_exact(32)) {
+            let (lo, hi) = nibbles(&blk[2..], 8);
+            sum += isum32(lo, hi, qx) as f32 * (f16(t, blk, 0) * dx);
+        }
+        sum
+    }
+
+    /// [`super::dot_q4_1`].
+    pub(super) fn dot_q4_1(row: &[u8], d: &[f32], s: &[f32], q: &[i16]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for (((blk, &dx), &sx), qx) in row.chunks_exact(20).zip(d).zip(s).zip(q.chunks_exact(32)) {
+            let (lo, hi) = nibbles(&blk[4..], 0);
+            sum += (f16(t, blk, 0) * dx) * isum32(lo, hi, qx) as f32 + f16(t, blk, 2) * sx;
+        }
+        sum
+    }
+
+    /// A Q5 block's 32 values (unsigned 0..32, minus `off`): nibbles of `qs` with bit j of the
+    /// little-endian `qh` as value j's fifth bit.
+    #[inline(always)]
+    fn q5(qh: &[u8], qs: &[u8], off: u8) -> (v128, v128) {
+        let h = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+        let hv = u32x4_splat(h);
+        // byte k of h in lanes 8k..8k+8; one bit of it per lane
+        let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+        let five = u8x16_splat(16);
+        let top = |bytes: v128| v128_and(u8x16_ne(v128_and(bytes, bit), u8x16_splat(0)), five);
+        let lo_h = top(i8x16_swizzle(hv, u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)));
+        let hi_h = top(i8x16_swizzle(hv, u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3)));
+        let v = load(qs);
+        let m = u8x16_splat(0x0F);
+        let o = u8x16_splat(off);
+        (
+            i8x16_sub(v128_or(v128_and(v, m), lo_h), o),
+            i8x16_sub(v128_or(u8x16_shr(v, 4), hi_h), o),
+        )
+    }
+
+    /// [`super::dot_q5_0`].
+    pub(super) fn dot_q5_0(row: &[u8], d: &[f32], q: &[i16]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for ((blk, &dx), qx) in row.chunks_exact(22).zip(d).zip(q.chunks_exact(32)) {
+            let (lo, hi) = q5(&blk[2..6], &blk[6..22], 16);
+            sum += (f16(t, blk, 0) * dx) * isum32(lo, hi, qx) as f32;
+        }
+        sum
+    }
+
+    /// [`super::dot_q5_1`].
+    pub(super) fn dot_q5_1(row: &[u8], d: &[f32], s: &[f32], q: &[i16]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for (((blk, &dx), &sx), qx) in row.chunks_exact(24).zip(d).zip(s).zip(q.chunks_exact(32)) {
+            let (lo, hi) = q5(&blk[4..8], &blk[8..24], 0);
+            sum += (f16(t, blk, 0) * dx) * isum32(lo, hi, qx) as f32 + f16(t, blk, 2) * sx;
+        }
+        sum
+    }
+
+    /// [`super::dot_q4_k`].
+    pub(super) fn dot_q4_k(row: &[u8], d: &[f32], q: &[i16], sums: &[i32]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for (((blk, &dx), qx), bs) in row.chunks_exact(144).zip(d).zip(q.chunks_exact(256)).zip(sums.chunks_exact(8)) {
+            let scales = &blk[4..16];
+            let qs = &blk[16..144];
+            let (mut isum, mut msum) = (0i32, 0i32);
+            for j in 0..4 {
+                let (sc1, m1) = super::scale_min_k4(2 * j, scales);
+                let (sc2, m2) = super::scale_min_k4(2 * j + 1, scales);
+                let (lo0, hi0) = nibbles(&qs[32 * j..], 0);
+                let (lo1, hi1) = nibbles(&qs[32 * j + 16..], 0);
+                isum += i32::from(sc1) * isum32(lo0, lo1, &qx[64 * j..])
+                    + i32::from(sc2) * isum32(hi0, hi1, &qx[64 * j + 32..]);
+                msum += i32::from(m1) * bs[2 * j] + i32::from(m2) * bs[2 * j + 1];
+            }
+            sum += dx * f16(t, blk, 0) * isum as f32 - dx * f16(t, blk, 2) * msum as f32;
+        }
+        sum
+    }
+
+    /// [`super::dot_q6_k`].
+    pub(super) fn dot_q6_k(row: &[u8], d: &[f32], q: &[i16]) -> f32 {
+        let t = super::f16_table();
+        let m4 = u8x16_splat(0x0F);
+        let m2 = u8x16_splat(3);
+        let o = u8x16_splat(32);
+        let mut sum = 0f32;
+        for ((blk, &dx), qx) in row.chunks_exact(210).zip(d).zip(q.chunks_exact(256)) {
+            let mut isum = 0i32;
+            for h in 0..2 {
+                let ql = &blk[h * 64..h * 64 + 64];
+                let qh = &blk[128 + h * 32..128 + h * 32 + 32];
+                let sc = &blk[192 + h * 8..192 + h * 8 + 8];
+                let x = &qx[h * 128..h * 128 + 128];
+                // values l (0..16) and 16 + l of each of the four groups of 32
+                for part in 0..2 {
+                    let (a, c) = (load(&ql[16 * part..]), load(&ql[32 + 16 * part..]));
+                    let hb = load(&qh[16 * part..]);
+                    let w = [
+                        v128_or(v128_and(a, m4), u8x16_shl(v128_and(hb, m2), 4)),
+                        v128_or(v128_and(c, m4), u8x16_shl(v128_and(u8x16_shr(hb, 2), m2), 4)),
+                        v128_or(u8x16_shr(a, 4), u8x16_shl(v128_and(u8x16_shr(hb, 4), m2), 4)),
+                        v128_or(u8x16_shr(c, 4), u8x16_shl(u8x16_shr(hb, 6), 4)),
+                    ];
+                    for (k, wk) in w.into_iter().enumerate() {
+                        let s = hsum_i32(dot16(i8x16_sub(wk, o), &x[32 * k + 16 * part..]));
+                        isum += i32::from(sc[2 * k + part] as i8) * s;
+                    }
+                }
+            }
+            sum += f16(t, blk, 208) * dx * isum as f32;
+        }
+        sum
+    }
+
+    /// A 32-value block of ggml type `K` (Q8_0 8, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7): its values
+    /// (0..16, 16..32), scale and min (0 for the types without one).
+    #[inline(always)]
+    fn block32<const K: u32>(t: &[f32], blk: &[u8]) -> (v128, v128, f32, f32) {
+        match K {
+            8 => (load(&blk[2..]), load(&blk[18..]), f16(t, blk, 0), 0.0),
+            2 => {
+                let (lo, hi) = nibbles(&blk[2..], 8);
+                (lo, hi, f16(t, blk, 0), 0.0)
+            }
+            3 => {
+                let (lo, hi) = nibbles(&blk[4..], 0);
+                (lo, hi, f16(t, blk, 0), f16(t, blk, 2))
+            }
+            6 => {
+                let (lo, hi) = q5(&blk[2..6], &blk[6..22], 16);
+                (lo, hi, f16(t, blk, 0), 0.0)
+            }
+            _ => {
+                let (lo, hi) = q5(&blk[4..8], &blk[8..24], 0);
+                (lo, hi, f16(t, blk, 0), f16(t, blk, 2))
+            }
+        }
+    }
+
+    /// The single-input kernels of the 32-value block types (`dot_q8_0` .. `dot_q5_1`) for four
+    /// inputs at once: each block decoded once, each input's sum taken in the same order with
+    /// the same operations, so each result is that kernel's bit for bit (a prompt's tiled
+    /// product reads each weight block once per four inputs).
+    pub(super) fn dot4_32<const K: u32>(row: &[u8], d: [&[f32]; 4], s: [&[f32]; 4], q: [&[i16]; 4]) -> [f32; 4] {
+        let t = super::f16_table();
+        let size = match K {
+            8 => 34,
+            2 => 18,
+            3 => 20,
+            6 => 22,
+            _ => 24,
+        };
+        let min = K == 3 || K == 7;
+        // (the single kernels stop at the shortest of the row, the scales, the sums and values)
+        let mut nb = row.len() / size;
+        for k in 0..4 {
+            nb = nb.min(d[k].len()).min(q[k].len() / 32);
+            if min {
+                nb = nb.min(s[k].len());
+            }
+        }
+        let mut out = [0f32; 4];
+        for (b, blk) in row.chunks_exact(size).take(nb).enumerate() {
+            let (lo, hi, dw, mw) = block32::<K>(t, blk);
+            let wv = widen(lo, hi);
+            for k in 0..4 {
+                let is = isum32w(&wv, &q[k][32 * b..]) as f32;
+                if min {
+                    out[k] += (dw * d[k][b]) * is + mw * s[k][b];
+                } else {
+                    out[k] += (dw * d[k][b]) * is;
+                }
+            }
+        }
+        out
+    }
+
+    /// [`super::dot`] on 4 lanes (four accumulators), the tail in order.
+    pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+        let n = a.len().min(b.len());
+        let (a, b) = (&a[..n], &b[..n]);
+        let mut acc = [f32x4_splat(0.0); 4];
+        let mut i = 0;
+        while i + 16 <= n {
+            for (k, s) in acc.iter_mut().enumerate() {
+                *s = f32x4_add(*s, f32x4_mul(load_f32(&a[i + 4 * k..]), load_f32(&b[i + 4 * k..])));
+            }
+            i += 16;
+        }
+        while i + 4 <= n {
+            acc[0] = f32x4_add(acc[0], f32x4_mul(load_f32(&a[i..]), load_f32(&b[i..])));
+            i += 4;
+        }
+        let v = f32x4_add(f32x4_add(acc[0], acc[1]), f32x4_add(acc[2], acc[3]));
+        let mut s = (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<1>(v))
+            + (f32x4_extract_lane::<2>(v) + f32x4_extract_lane::<3>(v));
+        for j in i..n {
+            s += a[j] * b[j];
+        }
+        s
+    }
+
+    /// [`super::dot4`]: four rows of `w` (back to back) times `x`, `x` read once.
+    pub(super) fn dot4(w: &[f32], x: &[f32]) -> [f32; 4] {
+        let c = w.len() / 4;
+        let n = c.min(x.len());
+        let mut acc = [f32x4_splat(0.0); 4];
+        let mut i = 0;
+        while i + 4 <= n {
+            let xv = load_f32(&x[i..]);
+            for (k, s) in acc.iter_mut().enumerate() {
+                *s = f32x4_add(*s, f32x4_mul(load_f32(&w[k * c + i..]), xv));
+            }
+            i += 4;
+        }
+        let mut out = [0f32; 4];
+        for (k, o) in out.iter_mut().enumerate() {
+            let v = acc[k];
+            *o = (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<1>(v))
+                + (f32x4_extract_lane::<2>(v) + f32x4_extract_lane::<3>(v));
+            for j in i..n {
+                *o += w[k * c + j] * x[j];
+            }
+        }
+        out
+    }
+
+    /// [`super::add_scaled`]: a multiply, then an add (not fused), as the scalar loop.
+    pub(super) fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
+        let n = out.len().min(v.len());
+        let pp = f32x4_splat(p);
+        let mut i = 0;
+        while i + 4 <= n {
+            let r = f32x4_add(load_f32(&out[i..]), f32x4_mul(pp, load_f32(&v[i..])));
+            out[i..i + 4].copy_from_slice(&[
+                f32x4_extract_lane::<0>(r),
+                f32x4_extract_lane::<1>(r),
+                f32x4_extract_lane::<2>(r),
+                f32x4_extract_lane::<3>(r),
+            ]);
+            i += 4;
+        }
+        for j in i..n {
+            out[j] += p * v[j];
+        }
+    }
+}
+
 /// The dot product of two equal-length vectors, in f32 with 16 partial sums (so the compiler can
 /// keep them in vector registers).
 #[inline]
@@ -2002,6 +2558,7 @@ mod tests {
             staged: Vec::new(),
             boundary: Vec::new(),
             staged_in: std::time::Duration::ZERO,
+            external: None,
         }
     }
 

@@ -46,18 +46,21 @@ pub mod batch;
 mod bind;
 #[cfg(feature = "serve")]
 pub mod chat;
-#[cfg(feature = "native")]
+// (without `native` only the hosted session's part of the executor is used)
+#[cfg_attr(not(feature = "native"), allow(dead_code))]
 mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
 #[cfg(feature = "native")]
 mod exec;
-#[cfg(feature = "native")]
+pub mod hosted;
+#[cfg_attr(not(feature = "native"), allow(dead_code))]
 mod kernels;
 #[cfg(feature = "grammar")]
 pub mod grammar;
 #[cfg(feature = "serve")]
 pub mod openai;
+mod par;
 pub mod plan;
 mod sampling;
 #[cfg(feature = "native")]

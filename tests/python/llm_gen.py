@@ -3,6 +3,7 @@ prints, as JSON on stdout, the list of models written.
 
     llm_gen.py OUT_DIR SEED
     llm_gen.py --bench SHAPE TYPE OUT.gguf     (a random llama of a real shape, for timing)
+    llm_gen.py --types OUT_DIR SEED T1,T2,...  (llama-<T> for the given weight types only)
 
 Every model has 2 blocks, embedding length 256, feed-forward length 512 (in-dimensions are
 multiples of 256, so every K-quant fits) and the same small SentencePiece-style vocabulary:
@@ -457,6 +458,9 @@ def main():
         # llm_gen.py --bench-phi3 SHAPE TYPE OUT.gguf
         bench_phi3(Path(sys.argv[4]), sys.argv[2], Q[sys.argv[3]], 1)
         return
+    if sys.argv[1] == "--types":
+        types_main(Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(","))
+        return
     if sys.argv[1] == "--bench":
         # llm_gen.py --bench SHAPE TYPE OUT.gguf
         bench_model(Path(sys.argv[4]), sys.argv[2], Q[sys.argv[3]], 1)
@@ -900,6 +904,21 @@ def write_gemma_hf(folder: Path, arch: str, floats: dict) -> Path:
         config.update({"rope_theta": 10000.0, "attn_logit_softcapping": 3.0, "final_logit_softcapping": 30.0})
     (folder / "config.json").write_text(json.dumps(config, indent=1))
     return root
+
+
+def types_main(out: Path, seed: int, types: list):
+    """`llm_gen.py --types OUT_DIR SEED T1,T2,...`: llama-<T> for each weight type T (any type
+    gguf-py quantizes, e.g. Q4_1 Q5_0 Q5_1, which the default set leaves out because the device
+    executors' tests run every model of it), the default set's shapes and vocabulary; prints
+    {"models": [...]} as the default mode does."""
+    out.mkdir(parents=True, exist_ok=True)
+    g = Gen(seed)
+    models = []
+    for t in types:
+        path = out / f"llama-{t}.gguf"
+        write_model(path, g, "llama", Q[t], out_std=0.6, kv_heads=4, rope_base=10000.0, bias=False, tied=False)
+        models.append({"name": f"llama-{t}", "arch": "llama", "type": t, "path": str(path)})
+    json.dump({"models": models}, sys.stdout)
 
 
 if __name__ == "__main__":
