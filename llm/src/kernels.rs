@@ -1661,20 +1661,53 @@ mod x86 {
         _mm_cvtsi128_si32(v)
     }
 
-    /// llama.cpp's `get_scale_shuffle_k4(i)`: bytes `2i, 2i + 1` of a 16-byte lane, repeated.
+    /// llama.cpp's `get_scale_shuffle_k4` table: row `i` is bytes `2i, 2i + 1` repeated.
+    static SHUFFLE_K4: [[u8; 32]; 8] = {
+        let mut t = [[0u8; 32]; 8];
+        let mut i = 0;
+        while i < 8 {
+            let mut j = 0;
+            while j < 32 {
+                t[i][j] = (2 * i + j % 2) as u8;
+                j += 1;
+            }
+            i += 1;
+        }
+        t
+    };
+
+    /// llama.cpp's `get_scale_shuffle` table: row `i` is byte `2i` eight times, then `2i + 1`.
+    static SHUFFLE: [[u8; 16]; 8] = {
+        let mut t = [[0u8; 16]; 8];
+        let mut i = 0;
+        while i < 8 {
+            let mut j = 0;
+            while j < 16 {
+                t[i][j] = (2 * i + j / 8) as u8;
+                j += 1;
+            }
+            i += 1;
+        }
+        t
+    };
+
+    /// llama.cpp's `get_scale_shuffle_k4(i)` (a load from a table: a vector built from 32
+    /// variable bytes cost more than the rest of a block's work).
     #[target_feature(enable = "avx2,fma")]
+    #[inline]
     fn scale_shuffle_k4(i: usize) -> __m256i {
-        let (a, b) = (2 * i as i8, 2 * i as i8 + 1);
-        _mm256_setr_epi8(
-            a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b,
-        )
+        let row = &SHUFFLE_K4[i];
+        // SAFETY: the row holds 32 bytes.
+        unsafe { _mm256_loadu_si256(row.as_ptr() as *const __m256i) }
     }
 
-    /// llama.cpp's `get_scale_shuffle(i)`: byte `2i` eight times, then byte `2i + 1` eight times.
+    /// llama.cpp's `get_scale_shuffle(i)`.
     #[target_feature(enable = "avx2,fma")]
+    #[inline]
     fn scale_shuffle(i: usize) -> __m128i {
-        let (a, b) = (2 * i as i8, 2 * i as i8 + 1);
-        _mm_setr_epi8(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)
+        let row = &SHUFFLE[i];
+        // SAFETY: the row holds 16 bytes.
+        unsafe { _mm_loadu_si128(row.as_ptr() as *const __m128i) }
     }
 
     /// [`super::dot_q4_k`] with AVX2: llama.cpp's `ggml_vec_dot_q4_K_q8_K` (the same integer
