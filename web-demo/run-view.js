@@ -1,9 +1,11 @@
-// The inspector's Run view: the open GGUF generating text on WebGPU in a Worker (js/run.js), its
+// The inspector's Run view: the open GGUF generating text on WebGPU or on the wasm CPU executor
+// in a Worker (js/run.js; a device selector, `auto` by default: WebGPU only on a hardware adapter;
+// `data-run-device` on the view says which one ran: `wasm` or `webgpu`), its
 // weights streamed from the File or URL under a budget. Prompt box, streamed output, prefill and
 // decode tokens/s, the plan (what stays resident, the ring the rest streams through, bytes per
 // token against the plan's), a budget control and cancel. Checks read `data-run-state`
 // (loading|running|done|error) on the view and `[data-run-tokens]` (the generated ids as JSON);
-// `?view=run&tokens=1,2,3&max=16&budget=SIZE` runs greedy on load.
+// `?view=run&tokens=1,2,3&max=16&budget=SIZE&device=wasm|webgpu|auto` runs greedy on load.
 import { run } from '../js/run.js';
 
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
@@ -55,7 +57,9 @@ export function mount(host, ctx) {
     <div class="rv-row"><b>${esc(src?.name ?? 'no model')}</b>
       <label>budget <input class="rv-budget" size="10" placeholder="all resident" title="device memory for weights, KV cache and activations: 2MiB, 1.5GB, bytes; empty: everything resident"></label>
       <label>context <input class="rv-context" size="5" value="${esc(params.get('context') ?? '256')}"></label>
-      <label>max tokens <input class="rv-max" size="4" value="${esc(params.get('max') ?? '32')}"></label></div>
+      <label>max tokens <input class="rv-max" size="4" value="${esc(params.get('max') ?? '32')}"></label>
+      <label>device <select class="rv-device" title="auto: WebGPU on a hardware adapter, else the CPU executor in wasm (no WebGPU, or a software adapter such as SwiftShader)"><option value="auto">auto</option><option value="webgpu">WebGPU</option><option value="wasm">wasm (CPU)</option></select></label>
+      <span class="rv-device-now"></span></div>
     <textarea class="rv-prompt" placeholder="prompt (text, or token ids as 1,2,3)">${esc(params.get('prompt') ?? (params.get('tokens') ? params.get('tokens') : 'Once upon a time'))}</textarea>
     <div class="rv-row"><button class="rv-go">Run</button><button class="rv-stop" disabled>Cancel</button><span class="rv-phase"></span></div>
     <div class="rv-msg" hidden></div>
@@ -67,6 +71,7 @@ export function mount(host, ctx) {
   const root = host.querySelector('.run-view');
   const q = (s) => root.querySelector(s);
   q('.rv-budget').value = params.get('budget') ?? '';
+  q('.rv-device').value = ['auto', 'webgpu', 'wasm'].includes(params.get('device')) ? params.get('device') : 'auto';
   let session = null;
   let opened = null; // the budget/context the session was opened with
   let alive = true;
@@ -172,14 +177,21 @@ export function mount(host, ctx) {
     const tokens = [];
     q('[data-run-tokens]').textContent = '[]';
     try {
-      const key = `${budget}|${context}`;
+      const device = q('.rv-device').value;
+      const key = `${budget}|${context}|${device}`;
       if (!session || opened !== key) {
         session?.close();
         session = null;
         setState('loading');
         q('.rv-phase').textContent = 'reading the header…';
-        session = await run(src.file ?? src.url, { budget, context, onProgress: (p) => (q('.rv-phase').textContent = `loading resident weights ${fmtBytes(p.loaded)} / ${fmtBytes(p.total)}`) });
+        delete root.dataset.runDevice;
+        q('.rv-device-now').textContent = '';
+        session = await run(src.file ?? src.url, { budget, context, device, onProgress: (p) => (q('.rv-phase').textContent = `loading resident weights ${fmtBytes(p.loaded)} / ${fmtBytes(p.total)}`) });
         opened = key;
+        root.dataset.runDevice = session.info.device;
+        const dn = q('.rv-device-now');
+        dn.textContent = `running on ${session.info.device === 'wasm' ? 'wasm (CPU, 1 thread)' : 'WebGPU'}`;
+        dn.title = session.info.deviceWhy ?? '';
         drawPlan(session.info);
       }
       if (!alive) return;

@@ -34,6 +34,7 @@ use clap::Args;
 use serde_json::json;
 use tensorlane::model::Model;
 use tensorlane_llm::chat::Chat;
+use tensorlane_llm::grammar::{Constraint, Grammars};
 use tensorlane_llm::{CacheType, Device, Error as LlmError, Options, Policy, Sampling, Session};
 
 use crate::error::CliError;
@@ -42,7 +43,7 @@ use crate::output::human_bytes;
 /// `tensorlane run` arguments.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The model (llama, mistral, qwen2 or qwen3 architecture), a path or a URL (s3://, gs://, az://,
+    /// The model (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe, olmoe or mixtral architecture), a path or a URL (s3://, gs://, az://,
     /// http(s)://): a GGUF file with its embedded vocabulary, a .zt converted from one, or a
     /// .safetensors file (single, or a sharded set's index) or .zt with config.json and
     /// tokenizer.json beside it.
@@ -109,6 +110,60 @@ pub struct RunArgs {
     /// Print one JSON object (prompt tokens, generated tokens, text, stats) instead of the text.
     #[arg(long)]
     json: bool,
+    /// Constrain the output to JSON valid under the JSON Schema in FILE (llguidance: each token
+    /// is picked among those that keep the text a prefix of a valid value; the output ends when
+    /// the value is complete). With --chat, every reply.
+    #[arg(long, value_name = "FILE", conflicts_with = "grammar")]
+    json_schema: Option<PathBuf>,
+    /// Constrain the output to the language of the Lark grammar in FILE (llguidance's dialect:
+    /// `start: ...`; `%json {...}` embeds a JSON schema).
+    #[arg(long, value_name = "FILE")]
+    grammar: Option<PathBuf>,
+}
+
+/// What --json-schema or --grammar asked for, ready to make a constraint per reply.
+struct Grammar {
+    grammars: Grammars,
+    source: GrammarSource,
+}
+
+enum GrammarSource {
+    Schema(serde_json::Value),
+    Lark(String),
+}
+
+impl Grammar {
+    /// The grammar of `args`, or `None` when it asks for none.
+    fn of(args: &RunArgs, session: &Session<'_>) -> Result<Option<Grammar>, CliError> {
+        let read = |flag: &str, p: &PathBuf| {
+            std::fs::read_to_string(p).map_err(|e| CliError::Usage(format!("{flag} {}: {e}", p.display())))
+        };
+        let source = match (&args.json_schema, &args.grammar) {
+            (Some(p), _) => {
+                let text = read("--json-schema", p)?;
+                GrammarSource::Schema(serde_json::from_str(&text).map_err(|e| {
+                    CliError::Usage(format!("--json-schema {}: not JSON ({e})", p.display()))
+                })?)
+            }
+            (None, Some(p)) => GrammarSource::Lark(read("--grammar", p)?),
+            (None, None) => return Ok(None),
+        };
+        let grammars = Grammars::new(session.tokenizer()).map_err(llm_error)?;
+        let g = Grammar { grammars, source };
+        g.constraint()?; // a grammar that does not compile is refused before any work
+        Ok(Some(g))
+    }
+
+    /// A fresh constraint (one per reply).
+    fn constraint(&self) -> Result<Constraint, CliError> {
+        match &self.source {
+            GrammarSource::Schema(s) => self
+                .grammars
+                .json_schema(s)
+                .map_err(|e| CliError::Usage(format!("--json-schema: {e}"))),
+            GrammarSource::Lark(l) => self.grammars.lark(l).map_err(|e| CliError::Usage(format!("--grammar: {e}"))),
+        }
+    }
 }
 
 fn llm_error(e: LlmError) -> CliError {
@@ -188,6 +243,8 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
         seed: args.seed,
         ..Sampling::default()
     };
+    let grammar = Grammar::of(args, &session)?;
+    let grammar = grammar.as_ref();
     let mut chat = None;
     if args.chat {
         let mut c = Chat::for_model(&model).map_err(|e| CliError::Usage(format!("--chat: {e}")))?;
@@ -195,7 +252,7 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
             c.push("system", system, session.tokenizer());
         }
         if args.prompt.is_none() {
-            return converse(args, &mut session, c, &sampling);
+            return converse(args, &mut session, c, &sampling, grammar);
         }
         chat = Some(c);
     }
@@ -213,7 +270,7 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
     }
 
     let mut out = std::io::stdout().lock();
-    let (tokens, bytes) = stream(&mut session, &prompt, &sampling, args.max_new_tokens, false, !args.json, &mut out)?;
+    let (tokens, bytes) = stream(&mut session, &prompt, &sampling, grammar, args.max_new_tokens, false, !args.json, &mut out)?;
     let stats = session.stats();
     let text = String::from_utf8_lossy(&bytes).into_owned();
     if args.json {
@@ -297,11 +354,14 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
 /// Generates up to `max` tokens after `prompt` ([`Session::generate_continued`] when
 /// `continued`: the KV cache's prefix of `prompt` is kept), writing each complete character to
 /// `out` as it comes when `print` (a character split over tokens waits for its last byte; what
-/// is left at the end is written then). Returns the tokens and the bytes they stand for.
+/// is left at the end is written then), within `grammar`. Returns the tokens and the bytes they
+/// stand for.
+#[allow(clippy::too_many_arguments)]
 fn stream(
     session: &mut Session<'_>,
     prompt: &[u32],
     sampling: &Sampling,
+    grammar: Option<&Grammar>,
     max: usize,
     continued: bool,
     print: bool,
@@ -310,11 +370,14 @@ fn stream(
     let mut tokens = Vec::new();
     let mut pending: Vec<u8> = Vec::new();
     let mut bytes = Vec::new();
-    let generate = if continued {
+    let mut generate = if continued {
         session.generate_continued(prompt, sampling)
     } else {
         session.generate(prompt, sampling)
     };
+    if let Some(g) = grammar {
+        generate = generate.with_sampler(sampling.sampler().constrained(g.constraint()?));
+    }
     for t in generate.take(max) {
         let t = t.map_err(llm_error)?;
         tokens.push(t.id);
@@ -339,7 +402,13 @@ fn stream(
 /// reply streamed to stdout; the KV cache keeps the conversation, so a turn evaluates only its
 /// new messages (the figures after each reply say how many). On a terminal a `> ` prompt is shown
 /// (on stderr); an empty line or the end of input ends it; `/reset` starts a new conversation.
-fn converse(args: &RunArgs, session: &mut Session<'_>, mut chat: Chat, sampling: &Sampling) -> Result<(), CliError> {
+fn converse(
+    args: &RunArgs,
+    session: &mut Session<'_>,
+    mut chat: Chat,
+    sampling: &Sampling,
+    grammar: Option<&Grammar>,
+) -> Result<(), CliError> {
     use std::io::{BufRead as _, IsTerminal as _};
     let stdin = std::io::stdin();
     let terminal = stdin.is_terminal();
@@ -369,7 +438,7 @@ fn converse(args: &RunArgs, session: &mut Session<'_>, mut chat: Chat, sampling:
         }
         chat.push("user", line, session.tokenizer());
         let prompt = chat.prompt(session.tokenizer()).map_err(llm_error)?;
-        let (tokens, bytes) = stream(session, &prompt, sampling, args.max_new_tokens, true, !args.json, &mut out)?;
+        let (tokens, bytes) = stream(session, &prompt, sampling, grammar, args.max_new_tokens, true, !args.json, &mut out)?;
         let reply = String::from_utf8_lossy(&bytes).into_owned();
         chat.push("assistant", reply.trim(), session.tokenizer());
         let stats = session.stats();

@@ -421,3 +421,46 @@ fn runs_a_mixture_of_experts_and_streams_its_routed_experts() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("qwen3moe") && err.contains("wgpu"), "{err}");
 }
+
+/// `run --json-schema FILE` (and `--grammar FILE`): the real SmolLM2's reply is JSON that follows
+/// the schema (unconstrained it answers in prose), every turn of a chat too; a schema that is not
+/// JSON, or one the engine cannot compile, is a usage error (exit 1) naming the flag and the file.
+#[test]
+fn run_json_schema_constrains_the_reply() {
+    let smollm2 = tensorlane_testkit::llm::smollm2();
+    let path = smollm2.to_str().unwrap();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run_json_schema");
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema = dir.join("city.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"city": {"type": "string", "maxLength": 24},
+            "country": {"enum": ["France", "Germany", "Italy"]}},
+            "required": ["city", "country"], "additionalProperties": false}"#,
+    )
+    .unwrap();
+    let schema = schema.to_str().unwrap();
+    let o = run(&[path, "--chat", "--prompt", "Name a city in Germany.", "--json-schema", schema, "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let reply: Value = serde_json::from_str(out["text"].as_str().unwrap()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(reply["country"], "Germany", "{reply}");
+    assert!(reply["city"].as_str().is_some_and(|c| !c.is_empty()), "{reply}");
+
+    let lark = dir.join("yes_no.lark");
+    std::fs::write(&lark, "start: (\"yes\" | \"no\") \".\"\n").unwrap();
+    let o = run(&[path, "--chat", "--prompt", "Is water wet?", "--grammar", lark.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.trim_end() == "yes." || text.trim_end() == "no.", "{text:?}");
+
+    let not_json = dir.join("bad.json");
+    std::fs::write(&not_json, "{type: object").unwrap();
+    let o = run(&[path, "--prompt", "x", "--json-schema", not_json.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--json-schema"), "{}", String::from_utf8_lossy(&o.stderr));
+    let bad_ref = dir.join("bad_ref.json");
+    std::fs::write(&bad_ref, r##"{"$ref": "#/$defs/nowhere"}"##).unwrap();
+    let o = run(&[path, "--prompt", "x", "--json-schema", bad_ref.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+}

@@ -197,6 +197,34 @@ fn the_token_guards_the_api() {
     assert!(status(served.addr, "POST", "/models", auth, "").contains(" 405 "));
 }
 
+/// `response_format` (five JSON schemas, json_object, streamed) and `tools` (required, a named
+/// function, streamed, a round trip, none, refusals) with the official `openai` client, every
+/// reply validated with `jsonschema` (tests/python/serve_structured_check.py).
+#[test]
+fn structured_output_and_tool_calls_with_the_openai_client() {
+    let _serial = serial();
+    let m = models();
+    let tools_path = m["models"]["tools-F32"].as_str().unwrap().to_string();
+    let chat_path = m["models"]["chat-F32"].as_str().unwrap().to_string();
+    let tools = Served::start(&tools_path, 2048, &["--max-batch", "2"]);
+    let chat = Served::start(&chat_path, CONTEXT, &[]);
+    let start = std::time::Instant::now();
+    let o = Command::new(venv_python())
+        .arg(root().join("tests/python/serve_structured_check.py"))
+        .arg(format!("http://{}", tools.addr))
+        .arg(format!("http://{}", chat.addr))
+        .output()
+        .unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "serve_structured_check.py failed:\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    eprintln!("structured output and tools (openai, jsonschema from PyPI): {:.1} s", start.elapsed().as_secs_f64());
+}
+
 #[test]
 fn openai_clients_against_serve_model() {
     let _serial = serial();

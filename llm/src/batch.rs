@@ -82,7 +82,7 @@ impl Default for EngineOptions {
 }
 
 /// One generation request.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Request {
     /// The prompt's token ids (at least one).
     pub prompt: Vec<u32>,
@@ -94,6 +94,10 @@ pub struct Request {
     /// With `Some(n)`, each token carries its log-probability and the `n` most likely
     /// alternatives ([`TokenEvent::logprob`], [`TokenEvent::top`]); at most 20.
     pub logprobs: Option<usize>,
+    /// The grammar the generated tokens must follow (feature `grammar`): see
+    /// [`Sampler::constrained`](crate::Sampler::constrained).
+    #[cfg(feature = "grammar")]
+    pub grammar: Option<crate::grammar::Constraint>,
 }
 
 impl Request {
@@ -104,6 +108,8 @@ impl Request {
             sampling: Sampling::default(),
             max_tokens,
             logprobs: None,
+            #[cfg(feature = "grammar")]
+            grammar: None,
         }
     }
 }
@@ -416,11 +422,12 @@ fn open<'m>(
                 .into(),
         ));
     }
-    let (spec, tokenizer) = crate::session::spec_and_tokenizer(model)?;
+    let (mut spec, tokenizer) = crate::session::spec_and_tokenizer(model)?;
     let context = options.context.unwrap_or(spec.hparams.n_ctx_train.min(4096));
     if context == 0 {
         return Err(Error::Options("the context must hold at least one position".into()));
     }
+    spec.fit_context(context);
     let threads = options
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -660,7 +667,7 @@ fn joined(
     context: usize,
     shared: &Shared,
 ) -> Option<Seq> {
-    let Job { req, tx } = job;
+    let Job { mut req, tx } = job;
     if logits.is_empty() {
         shared.release();
         let _ = tx.send(Event::Failed(Error::Options("the prompt gave no logits".into())));
@@ -670,7 +677,7 @@ fn joined(
         tx,
         cache,
         slot,
-        sampler: req.sampling.sampler(),
+        sampler: sampler(&mut req),
         last: 0,
         generated: 0,
         max_tokens: req.max_tokens,
@@ -678,6 +685,16 @@ fn joined(
         logprobs: req.logprobs,
     };
     emit(&mut seq, logits, tokenizer, context, shared).then_some(seq)
+}
+
+/// The sampler of `req`: its sampling parameters, within its grammar.
+fn sampler(req: &mut Request) -> crate::Sampler {
+    let s = req.sampling.sampler();
+    #[cfg(feature = "grammar")]
+    if let Some(g) = req.grammar.take() {
+        return s.constrained(g);
+    }
+    s
 }
 
 /// Picks `seq`'s next token from `logits` and sends it (and `Done` when the sequence ends);

@@ -35,6 +35,12 @@ pub(crate) fn missing(spec: &TensorSpec) -> Error {
 
 /// A tensor's stored bytes and its [`Matrix`] view.
 pub(crate) fn read<'m>(model: &'m Model, spec: &TensorSpec) -> Result<Option<(Cow<'m, [u8]>, Matrix<'m>)>> {
+    // rows of a fused tensor (phi3): split at bind time, each part a matrix of its own
+    if spec.part.is_some() {
+        let (t, bytes) = crate::cpu::part(model, spec)?;
+        let m = Matrix::new(&t, bytes.clone())?;
+        return Ok(Some((bytes, m)));
+    }
     let Some(t) = find(model, spec)? else { return Ok(None) };
     let bytes = model.read(t)?;
     let m = Matrix::new(t, bytes.clone())?;
@@ -54,7 +60,10 @@ pub(crate) fn vector(model: &Model, spec: &TensorSpec) -> Result<Option<Vec<f32>
 /// The rope table of `context` positions ([`Spec::rope_table`]) with the model's frequency
 /// factors when it has them.
 pub(crate) fn rope_table(model: &Model, spec: &Spec, context: usize) -> Result<Vec<f32>> {
-    spec.rope_table(context, vector(model, &spec.rope_freqs)?.as_deref())
+    match &spec.rope_freq_values {
+        Some(v) => spec.rope_table(context, Some(v)),
+        None => spec.rope_table(context, vector(model, &spec.rope_freqs)?.as_deref()),
+    }
 }
 
 /// The matrix-product kernels' code for `m`'s element type (`matmul.wgsl`, `kernels.cu`: 0 F32,

@@ -40,6 +40,18 @@ pub fn render(
     messages: &[Value],
     add_generation_prompt: bool,
 ) -> std::result::Result<String, String> {
+    render_with_tools(env, tok, messages, None, add_generation_prompt)
+}
+
+/// [`render`], with the template's `tools` variable set to `tools` (OpenAI's list of
+/// `{"type": "function", "function": {...}}`) when given.
+pub fn render_with_tools(
+    env: &minijinja::Environment<'static>,
+    tok: &Tokenizer,
+    messages: &[Value],
+    tools: Option<&Value>,
+    add_generation_prompt: bool,
+) -> std::result::Result<String, String> {
     let vocab = tok.vocab();
     let text_of = |id: Option<u32>| {
         id.and_then(|i| vocab.tokens.get(i as usize))
@@ -48,12 +60,16 @@ pub fn render(
     };
     env.get_template("chat")
         .and_then(|t| {
-            t.render(minijinja::context! {
+            let base = minijinja::context! {
                 messages => messages,
                 add_generation_prompt => add_generation_prompt,
                 bos_token => text_of(vocab.bos),
                 eos_token => text_of(vocab.eos),
-            })
+            };
+            match tools {
+                Some(tools) => t.render(minijinja::context! { tools => tools, ..base }),
+                None => t.render(base),
+            }
         })
         .map_err(|e| format!("the chat template failed on these messages: {e}"))
 }

@@ -2,10 +2,11 @@
 //! runs the forward pass (RMSNorm, RoPE, grouped-query attention with a causal mask over a KV
 //! cache, SwiGLU, final norm, logits) in f32, following llama.cpp's order of operations.
 
-use rayon::prelude::*;
+use crate::par::prelude::*;
+#[cfg(feature = "native")]
 use tensorlane::model::Model;
 
-use crate::arch::{RopeStyle, Spec, TensorSpec};
+use crate::arch::{Activation, RopeStyle, Spec, TensorSpec};
 use crate::plan::CacheType;
 use crate::kernels::Matrix;
 use crate::{Error, Result};
@@ -27,6 +28,8 @@ struct Layer<'m> {
     down: Option<Matrix<'m>>,
     /// The mixture of experts in place of the dense SwiGLU.
     moe: Option<Moe<'m>>,
+    /// RMSNorm weights of the attention and feed-forward outputs (Gemma).
+    post_norms: Option<[Vec<f32>; 2]>,
 }
 
 impl<'m> Layer<'m> {
@@ -78,6 +81,7 @@ struct Moe<'m> {
 
 /// The `e`-th of `n` equal contiguous blocks of a stacked tensor's stored bytes as a matrix of
 /// its own, named `name[e]`, with the shape `shape` (`[rows, cols]` of one block).
+#[cfg(feature = "native")]
 fn block_matrix<'m>(
     t: &tensorlane_core::formats::TensorInfo,
     data: &std::borrow::Cow<'m, [u8]>,
@@ -97,16 +101,16 @@ fn block_matrix<'m>(
 }
 
 impl<'m> Moe<'m> {
-    fn bind(model: &'m Model, spec: &crate::arch::MoeSpec) -> Result<Moe<'m>> {
+    /// Binds a layer's experts from `src` (one binding path for a model file and for a host's
+    /// bytes, [`Weights::bind_from`]): a stacked tensor's experts are the blocks
+    /// [`Source::expert_blocks`] cuts it into, a Hugging Face checkpoint's each its own tensors.
+    fn bind(src: &mut dyn Source<'m>, spec: &crate::arch::MoeSpec) -> Result<Moe<'m>> {
         let experts = match &spec.experts {
             crate::arch::ExpertTensors::Stacked(specs) => {
                 let mut per: Vec<Vec<Matrix<'m>>> = (0..spec.n_expert).map(|_| Vec::with_capacity(3)).collect();
                 for s in specs {
-                    let t = find(model, s)?.ok_or_else(|| missing(s))?;
-                    let data = model.read(t)?;
-                    let shape = [s.shape[1], s.shape[2]];
-                    for (e, p) in per.iter_mut().enumerate() {
-                        p.push(block_matrix(t, &data, e, spec.n_expert, shape)?);
+                    for (p, m) in per.iter_mut().zip(src.expert_blocks(s, spec.n_expert)?) {
+                        p.push(m);
                     }
                 }
                 per.into_iter()
@@ -115,11 +119,11 @@ impl<'m> Moe<'m> {
             }
             crate::arch::ExpertTensors::PerExpert(specs) => specs
                 .iter()
-                .map(|[g, u, d]| Ok([matrix(model, g)?, matrix(model, u)?, matrix(model, d)?]))
+                .map(|[g, u, d]| Ok([src.matrix(g)?, src.matrix(u)?, src.matrix(d)?]))
                 .collect::<Result<Vec<_>>>()?,
         };
         Ok(Moe {
-            router: matrix(model, &spec.router)?,
+            router: src.matrix(&spec.router)?,
             experts,
             n_used: spec.n_expert_used,
             norm_weights: spec.norm_weights,
@@ -140,7 +144,7 @@ impl<'m> Moe<'m> {
         xn: &[f32],
         out: &mut [f32],
         matmul: &Product<'_>,
-        pool: &rayon::ThreadPool,
+        pool: &crate::par::ThreadPool,
     ) -> (u64, Vec<usize>) {
         let n_expert = self.experts.len();
         let d = self.router.cols;
@@ -240,8 +244,139 @@ pub(crate) struct Weights<'m> {
     layers: Vec<Layer<'m>>,
 }
 
+#[cfg(feature = "native")]
 fn find<'c>(model: &'c Model, spec: &TensorSpec) -> Result<Option<&'c tensorlane_core::formats::TensorInfo>> {
-    match model.catalog().get(&spec.name) {
+    find_in(model.catalog(), spec)
+}
+
+#[cfg(feature = "native")]
+fn matrix<'m>(model: &'m Model, spec: &TensorSpec) -> Result<Matrix<'m>> {
+    if spec.part.is_some() {
+        let (t, bytes) = part(model, spec)?;
+        return Matrix::new(&t, bytes);
+    }
+    let t = find(model, spec)?.ok_or_else(|| missing(spec))?;
+    Matrix::new(t, model.read(t)?)
+}
+
+/// The rows of a fused tensor that `spec` names ([`TensorSpec::part`](crate::arch::Part): phi3's
+/// Q, K, V in `attn_qkv` and gate, up in `ffn_up`) as a tensor of their own: the fused tensor
+/// found and its whole shape checked (errors name it), its stored rows sliced (a view of a mapped
+/// file; a copy of those rows otherwise). `TensorInfo` is the fused tensor's with the part's name
+/// and shape.
+#[cfg(feature = "native")]
+pub(crate) fn part<'m>(
+    model: &'m Model,
+    spec: &TensorSpec,
+) -> Result<(tensorlane_core::formats::TensorInfo, std::borrow::Cow<'m, [u8]>)> {
+    use std::borrow::Cow;
+    let Some(p) = &spec.part else {
+        return Err(missing(spec));
+    };
+    let whole = TensorSpec {
+        name: p.tensor.clone(),
+        shape: p.shape.clone(),
+        part: None,
+    };
+    let t = find(model, &whole)?.ok_or_else(|| missing(&whole))?;
+    let bytes = model.read(t)?;
+    let total = p.shape.first().copied().unwrap_or(0) as usize;
+    let rows = spec.shape.first().copied().unwrap_or(0) as usize;
+    let first = p.first_row as usize;
+    if total == 0 || !bytes.len().is_multiple_of(total) || first + rows > total {
+        return Err(Error::TensorType {
+            name: p.tensor.clone(),
+            ty: format!(
+                "{} with {} stored bytes, not {total} whole rows to take rows {first}..{} of",
+                t.ty.name(),
+                bytes.len(),
+                first + rows
+            ),
+        });
+    }
+    let row_bytes = bytes.len() / total;
+    let range = first * row_bytes..(first + rows) * row_bytes;
+    let sliced = match bytes {
+        Cow::Borrowed(b) => Cow::Borrowed(&b[range]),
+        Cow::Owned(v) => Cow::Owned(v[range].to_vec()),
+    };
+    let mut info = t.clone();
+    info.name = spec.name.clone();
+    info.shape = spec.shape.clone();
+    Ok((info, sliced))
+}
+
+fn missing(spec: &TensorSpec) -> Error {
+    Error::MissingTensor {
+        name: spec.name.clone(),
+        expected: spec.shape.clone(),
+    }
+}
+
+/// Where binding reads the tensors a [`Spec`] names from: a model file ([`Weights::bind`]) or
+/// the bytes a host hands in ([`Weights::bind_hosted`]).
+trait Source<'m> {
+    /// The tensor `spec` names, its shape checked; `None` when absent.
+    fn find(&self, spec: &TensorSpec) -> Result<Option<&tensorlane_core::formats::TensorInfo>>;
+    /// The matrix `spec` names (an error when absent).
+    fn matrix(&mut self, spec: &TensorSpec) -> Result<Matrix<'m>>;
+    /// The `n` experts of the stacked tensor `spec` names (`[n, rows, cols]`, a mixture of
+    /// experts' `ffn_*_exps`), each its contiguous block as a `[rows, cols]` matrix of its own
+    /// named [`expert_name`](crate::arch::expert_name) (an error when absent).
+    fn expert_blocks(&mut self, spec: &TensorSpec, n: usize) -> Result<Vec<Matrix<'m>>>;
+
+    /// The vector `spec` names, decoded to f32; `None` when absent.
+    fn vector_opt(&mut self, spec: &TensorSpec) -> Result<Option<Vec<f32>>> {
+        if self.find(spec)?.is_none() {
+            return Ok(None);
+        }
+        let m = self.matrix(spec)?;
+        let mut v = vec![0f32; m.cols];
+        m.row_into(0, &mut v);
+        Ok(Some(v))
+    }
+
+    /// An RMSNorm weight with `shift` added ([`Spec::norm_shift`]: 1 for Hugging Face Gemma).
+    fn norm(&mut self, spec: &TensorSpec, shift: f32) -> Result<Vec<f32>> {
+        let mut v = self.vector_opt(spec)?.ok_or_else(|| missing(spec))?;
+        if shift != 0.0 {
+            v.iter_mut().for_each(|x| *x += shift);
+        }
+        Ok(v)
+    }
+}
+
+/// A model file: matrices borrow its mapped bytes; a fused tensor's part is a view of its rows.
+#[cfg(feature = "native")]
+impl<'m> Source<'m> for &'m Model {
+    fn find(&self, spec: &TensorSpec) -> Result<Option<&tensorlane_core::formats::TensorInfo>> {
+        find(self, spec)
+    }
+
+    fn matrix(&mut self, spec: &TensorSpec) -> Result<Matrix<'m>> {
+        matrix(self, spec)
+    }
+
+    fn expert_blocks(&mut self, spec: &TensorSpec, n: usize) -> Result<Vec<Matrix<'m>>> {
+        let t = find(self, spec)?.ok_or_else(|| missing(spec))?;
+        let data = self.read(t)?;
+        let shape = [spec.shape[1], spec.shape[2]];
+        (0..n).map(|e| block_matrix(t, &data, e, n, shape)).collect()
+    }
+}
+
+/// A catalog whose tensors a host hands in through `load`.
+struct Hosted<'c, 'l> {
+    catalog: &'c tensorlane_core::formats::Catalog,
+    load: &'l mut dyn FnMut(&tensorlane_core::formats::TensorInfo) -> Result<Matrix<'static>>,
+}
+
+/// The tensor `spec` names in `catalog`, its shape checked; `None` when absent.
+fn find_in<'c>(
+    catalog: &'c tensorlane_core::formats::Catalog,
+    spec: &TensorSpec,
+) -> Result<Option<&'c tensorlane_core::formats::TensorInfo>> {
+    match catalog.get(&spec.name) {
         None => Ok(None),
         Some(t) if t.shape == spec.shape => Ok(Some(t)),
         Some(t) => Err(Error::TensorShape {
@@ -252,37 +387,46 @@ fn find<'c>(model: &'c Model, spec: &TensorSpec) -> Result<Option<&'c tensorlane
     }
 }
 
-fn matrix<'m>(model: &'m Model, spec: &TensorSpec) -> Result<Matrix<'m>> {
-    let t = find(model, spec)?.ok_or_else(|| missing(spec))?;
-    Matrix::new(t, model.read(t)?)
-}
-
-fn missing(spec: &TensorSpec) -> Error {
-    Error::MissingTensor {
-        name: spec.name.clone(),
-        expected: spec.shape.clone(),
+impl Source<'static> for Hosted<'_, '_> {
+    fn find(&self, spec: &TensorSpec) -> Result<Option<&tensorlane_core::formats::TensorInfo>> {
+        find_in(self.catalog, spec)
     }
-}
 
-fn vector_opt(model: &Model, spec: &TensorSpec) -> Result<Option<Vec<f32>>> {
-    let Some(t) = find(model, spec)? else { return Ok(None) };
-    let m = Matrix::new(t, model.read(t)?)?;
-    let mut v = vec![0f32; m.cols];
-    m.row_into(0, &mut v);
-    Ok(Some(v))
-}
+    fn matrix(&mut self, spec: &TensorSpec) -> Result<Matrix<'static>> {
+        if let Some(p) = &spec.part {
+            return Err(Error::TensorType {
+                name: p.tensor.clone(),
+                ty: "a fused tensor (phi3), which the hosted executor does not split yet".into(),
+            });
+        }
+        let t = find_in(self.catalog, spec)?.ok_or_else(|| missing(spec))?;
+        (self.load)(t)
+    }
 
-fn vector(model: &Model, spec: &TensorSpec) -> Result<Vec<f32>> {
-    vector_opt(model, spec)?.ok_or_else(|| missing(spec))
+    fn expert_blocks(&mut self, spec: &TensorSpec, _n: usize) -> Result<Vec<Matrix<'static>>> {
+        Err(Error::TensorType {
+            name: spec.name.clone(),
+            ty: "a mixture of experts' stacked expert tensor (qwen3moe, olmoe, mixtral), which the hosted \
+                 executor does not run yet (the native cpu executor does)"
+                .into(),
+        })
+    }
 }
 
 impl<'m> Weights<'m> {
     /// Finds every tensor `spec` needs in `model` and checks its shape and element type; the
     /// matrices borrow the model's mapped bytes.
+    #[cfg(feature = "native")]
     pub(crate) fn bind(model: &'m Model, spec: &Spec) -> Result<Weights<'m>> {
+        Weights::bind_from(&mut { model }, spec)
+    }
+
+    /// Every tensor `spec` needs, from `src`.
+    fn bind_from(src: &mut dyn Source<'m>, spec: &Spec) -> Result<Weights<'m>> {
+        let shift = spec.norm_shift;
         let mut layers = Vec::with_capacity(spec.layers.len());
         for l in &spec.layers {
-            let b: Vec<Option<Vec<f32>>> = l.biases.iter().map(|s| vector_opt(model, s)).collect::<Result<_>>()?;
+            let b: Vec<Option<Vec<f32>>> = l.biases.iter().map(|s| src.vector_opt(s)).collect::<Result<_>>()?;
             let bias = match (&b[0], &b[1], &b[2]) {
                 (Some(q), Some(k), Some(v)) => Some([q.clone(), k.clone(), v.clone()]),
                 (None, None, None) if !l.biases_required => None,
@@ -292,32 +436,39 @@ impl<'m> Weights<'m> {
                 }
             };
             layers.push(Layer {
-                attn_norm: vector(model, &l.attn_norm)?,
-                wq: matrix(model, &l.wq)?,
-                wk: matrix(model, &l.wk)?,
-                wv: matrix(model, &l.wv)?,
+                attn_norm: src.norm(&l.attn_norm, shift)?,
+                wq: src.matrix(&l.wq)?,
+                wk: src.matrix(&l.wk)?,
+                wv: src.matrix(&l.wv)?,
                 bias,
                 qk_norm: match &l.qk_norm {
-                    Some([q, k]) => Some([vector(model, q)?, vector(model, k)?]),
+                    Some([q, k]) => Some([src.norm(q, shift)?, src.norm(k, shift)?]),
                     None => None,
                 },
-                wo: matrix(model, &l.wo)?,
-                ffn_norm: vector(model, &l.ffn_norm)?,
-                gate: l.moe.is_none().then(|| matrix(model, &l.gate)).transpose()?,
-                up: l.moe.is_none().then(|| matrix(model, &l.up)).transpose()?,
-                down: l.moe.is_none().then(|| matrix(model, &l.down)).transpose()?,
-                moe: l.moe.as_ref().map(|m| Moe::bind(model, m)).transpose()?,
+                wo: src.matrix(&l.wo)?,
+                ffn_norm: src.norm(&l.ffn_norm, shift)?,
+                gate: l.moe.is_none().then(|| src.matrix(&l.gate)).transpose()?,
+                up: l.moe.is_none().then(|| src.matrix(&l.up)).transpose()?,
+                down: l.moe.is_none().then(|| src.matrix(&l.down)).transpose()?,
+                moe: l.moe.as_ref().map(|m| Moe::bind(src, m)).transpose()?,
+                post_norms: match &l.post_norms {
+                    Some([a, f]) => Some([src.norm(a, shift)?, src.norm(f, shift)?]),
+                    None => None,
+                },
             });
         }
-        let output = match find(model, &spec.output)? {
-            Some(t) => Some(Matrix::new(t, model.read(t)?)?),
+        let output = match src.find(&spec.output)? {
+            Some(_) => Some(src.matrix(&spec.output)?),
             None => None,
         };
         Ok(Weights {
-            token_embd: matrix(model, &spec.token_embd)?,
-            output_norm: vector(model, &spec.output_norm)?,
+            token_embd: src.matrix(&spec.token_embd)?,
+            output_norm: src.norm(&spec.output_norm, spec.norm_shift)?,
             output,
-            rope_freqs: vector_opt(model, &spec.rope_freqs)?,
+            rope_freqs: match &spec.rope_freq_values {
+                Some(v) => Some(v.clone()),
+                None => src.vector_opt(&spec.rope_freqs)?,
+            },
             layers,
         })
     }
@@ -351,6 +502,7 @@ impl<'m> Weights<'m> {
         for l in &self.layers {
             n += l.attn_norm.len() + l.ffn_norm.len() + l.bias.as_ref().map_or(0, |b| b.iter().map(Vec::len).sum());
             n += l.qk_norm.as_ref().map_or(0, |b| b.iter().map(Vec::len).sum::<usize>());
+            n += l.post_norms.as_ref().map_or(0, |b| b.iter().map(Vec::len).sum::<usize>());
         }
         4 * n as u64
     }
@@ -489,9 +641,14 @@ pub(crate) struct Cpu<'m> {
     w: Weights<'m>,
     /// How the KV caches it makes store keys and values.
     cache: CacheType,
-    pool: rayon::ThreadPool,
-    /// Rope `(cos, sin)` per position, `rope_dim / 2` pairs each, grown on demand.
-    rope: Vec<(f32, f32)>,
+    /// The worker pool (shared so that a forward pass can run inside it while it borrows the
+    /// rest of the executor mutably).
+    pool: std::sync::Arc<crate::par::ThreadPool>,
+    /// Rope `(cos, sin)` per position, `rope_dim / 2` pairs each, grown on demand: one table per
+    /// distinct rope `(base, scale)` of the layers ([`Spec::layer_rope`]), the model's first.
+    ropes: Vec<((f32, f32), Vec<(f32, f32)>)>,
+    /// Each layer's table in `ropes`.
+    layer_rope: Vec<usize>,
     rope_positions: usize,
     /// Weight bytes streamed (copied in from the model) by the last forward pass.
     pub(crate) streamed_last: u64,
@@ -504,11 +661,18 @@ pub(crate) struct Cpu<'m> {
 
 impl<'m> Cpu<'m> {
     pub(crate) fn new(spec: Spec, w: Weights<'m>, threads: usize, cache: CacheType) -> Result<Cpu<'m>> {
+        #[cfg(feature = "native")]
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("tensorlane-llm-{i}"))
             .build()
             .map_err(|e| Error::Options(format!("cannot start {threads} worker threads: {e}")))?;
+        // Without rayon (wasm32) the products run on the calling thread (crate::par says why).
+        #[cfg(not(feature = "native"))]
+        let pool = {
+            let _ = threads;
+            crate::par::ThreadPool
+        };
         if let Some(f) = &w.rope_freqs
             && f.iter().any(|&x| !(x.is_finite() && x > 0.0))
         {
@@ -518,12 +682,27 @@ impl<'m> Cpu<'m> {
             });
         }
         let routed_last = vec![Vec::new(); spec.layers.len()];
+        let mut ropes: Vec<((f32, f32), Vec<(f32, f32)>)> =
+            vec![((spec.hparams.rope_base, spec.hparams.rope_freq_scale), Vec::new())];
+        let layer_rope = (0..spec.layers.len())
+            .map(|il| {
+                let r = spec.layer_rope(il);
+                match ropes.iter().position(|(x, _)| *x == r) {
+                    Some(i) => i,
+                    None => {
+                        ropes.push((r, Vec::new()));
+                        ropes.len() - 1
+                    }
+                }
+            })
+            .collect();
         Ok(Cpu {
             spec,
             w,
             cache,
-            pool,
-            rope: Vec::new(),
+            pool: std::sync::Arc::new(pool),
+            ropes,
+            layer_rope,
             rope_positions: 0,
             streamed_last: 0,
             copy_last: std::time::Duration::ZERO,
@@ -583,17 +762,19 @@ impl<'m> Cpu<'m> {
     fn grow_rope(&mut self, positions: usize) {
         let freqs = self.w.rope_freqs.as_deref();
         while self.rope_positions < positions {
-            let rope = &mut self.rope;
-            self.spec.rope_row(self.rope_positions, freqs, |c, s| rope.push((c, s)));
+            for (r, rope) in self.ropes.iter_mut() {
+                self.spec
+                    .rope_row_with(*r, self.rope_positions, freqs, |c, s| rope.push((c, s)));
+            }
             self.rope_positions += 1;
         }
     }
 
-    /// Applies rope to `heads` heads of `x` (one position) at position `pos`.
-    fn apply_rope(&self, x: &mut [f32], heads: usize, pos: usize) {
+    /// Applies layer `li`'s rope to `heads` heads of `x` (one position) at position `pos`.
+    fn apply_rope(&self, li: usize, x: &mut [f32], heads: usize, pos: usize) {
         let h = &self.spec.hparams;
         let pairs = h.rope_dim / 2;
-        let table = &self.rope[pos * pairs..(pos + 1) * pairs];
+        let table = &self.ropes[self.layer_rope[li]].1[pos * pairs..(pos + 1) * pairs];
         for head in x.chunks_exact_mut(h.head_dim).take(heads) {
             match h.rope_style {
                 RopeStyle::Adjacent => {
@@ -661,12 +842,37 @@ impl<'m> Cpu<'m> {
     /// every later sequence's rows are taken on their own by the tiled product of a prompt
     /// ([`Matrix::matmul`]), as if it ran alone. Returns the logits of the rows `want(s, i)`
     /// selects, sequence by sequence, in order.
+    ///
+    /// The whole pass runs inside the worker pool (one `install`): each product and attention
+    /// then splits its work from a worker thread. Called from outside the pool, every one of
+    /// them (8 per layer: 241 per decode step of SmolLM2) handed its work to a pool thread and
+    /// slept until it was done: 16 µs each on the shared 2-core VM under load (an empty parallel
+    /// loop timed from outside the pool; 0.1 µs from inside), more where the other thread has to
+    /// be woken from an idle CPU.
     fn forward_many(
         &mut self,
         seqs: &mut [(&[u32], &mut KvCache)],
         want: &dyn Fn(usize, usize) -> bool,
         per_row: usize,
     ) -> Vec<Vec<f32>> {
+        let wanted: Vec<Vec<bool>> = seqs
+            .iter()
+            .enumerate()
+            .map(|(s, (t, _))| (0..t.len()).map(|i| want(s, i)).collect())
+            .collect();
+        let pool = self.pool.clone();
+        pool.install(|| self.forward_in_pool(seqs, &wanted, per_row))
+    }
+
+    /// [`forward_many`](Self::forward_many) on a worker thread of the pool; `wanted[s][i]`
+    /// selects the logits kept.
+    fn forward_in_pool(
+        &mut self,
+        seqs: &mut [(&[u32], &mut KvCache)],
+        wanted: &[Vec<bool>],
+        per_row: usize,
+    ) -> Vec<Vec<f32>> {
+        let want = |s: usize, i: usize| wanted[s][i];
         // Row r is token i of sequence s at position pos0[s] + i.
         let rows: Vec<(usize, usize)> = seqs
             .iter()
@@ -725,6 +931,9 @@ impl<'m> Cpu<'m> {
         if self.w.output.is_some() {
             self.w.token_embd.unstage();
         }
+        if h.embd_scale != 1.0 {
+            x.iter_mut().for_each(|a| *a *= h.embd_scale);
+        }
         let mut xn = vec![0f32; n * d];
         let mut q = vec![0f32; n * q_dim];
         let mut k = vec![0f32; n * kv_dim];
@@ -735,7 +944,7 @@ impl<'m> Cpu<'m> {
         let ff = if h.n_expert > 0 { 0 } else { h.n_ff };
         let mut g = vec![0f32; n * ff];
         let mut u = vec![0f32; n * ff];
-        let scale = 1.0 / (hd as f32).sqrt();
+        let scale = if h.query_scale.is_some() { 1.0 } else { 1.0 / (hd as f32).sqrt() };
 
         for li in 0..self.w.layers.len() {
             // A layer's streamed weights are copied in before it runs and dropped after.
@@ -761,8 +970,12 @@ impl<'m> Cpu<'m> {
                 rms_norm_rows(&mut k, nk, h.rms_eps);
             }
             for (r, &(s, i)) in rows.iter().enumerate() {
-                self.apply_rope(&mut q[r * q_dim..(r + 1) * q_dim], h.n_head, pos0[s] + i);
-                self.apply_rope(&mut k[r * kv_dim..(r + 1) * kv_dim], h.n_head_kv, pos0[s] + i);
+                self.apply_rope(li, &mut q[r * q_dim..(r + 1) * q_dim], h.n_head, pos0[s] + i);
+                self.apply_rope(li, &mut k[r * kv_dim..(r + 1) * kv_dim], h.n_head_kv, pos0[s] + i);
+            }
+            // Gemma scales the queries (after rope) instead of the scores, as llama.cpp does.
+            if let Some(qs) = h.query_scale {
+                q.iter_mut().for_each(|a| *a *= qs);
             }
             let mut r0 = 0;
             for (t, cache) in seqs.iter_mut() {
@@ -779,6 +992,8 @@ impl<'m> Cpu<'m> {
                 .collect();
             let kv = &kv;
             let (q, rows, pos0) = (&q, &rows, &pos0);
+            let window = self.spec.layers[li].window;
+            let softcap = h.attn_softcap;
             // One task per (row, head): scores over positions 0..=pos, softmax, weighted sum.
             self.pool.install(|| {
                 attn.par_chunks_mut(hd).enumerate().for_each_init(
@@ -793,11 +1008,17 @@ impl<'m> Cpu<'m> {
                         }
                         let qh = &qbuf[..];
                         let len = pos0[s] + i + 1;
+                        // sliding window: positions t with pos - t < window (llama.cpp's
+                        // LLAMA_SWA_TYPE_STANDARD mask)
+                        let first = window.map_or(0, |w| len.saturating_sub(w));
                         scores.clear();
                         let mut max = f32::NEG_INFINITY;
-                        for t in 0..len {
+                        for t in first..len {
                             let kt = &kc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
-                            let s = crate::kernels::dot(qh, kt) * scale;
+                            let mut s = crate::kernels::dot(qh, kt) * scale;
+                            if let Some(c) = softcap {
+                                s = (s * (1.0 / c)).tanh() * c;
+                            }
                             max = max.max(s);
                             scores.push(s);
                         }
@@ -808,7 +1029,7 @@ impl<'m> Cpu<'m> {
                         }
                         let inv = (1.0 / sum) as f32;
                         out.fill(0.0);
-                        for (t, &p) in scores.iter().enumerate() {
+                        for (t, &p) in (first..len).zip(scores.iter()) {
                             let p = round_if(f16, p * inv);
                             let vt = &vc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
                             crate::kernels::add_scaled(out, p, vt);
@@ -817,6 +1038,9 @@ impl<'m> Cpu<'m> {
                 )
             });
             matmul(&l.wo, &attn, &mut proj);
+            if let Some([pa, _]) = &l.post_norms {
+                rms_norm_rows(&mut proj, pa, h.rms_eps);
+            }
             for (a, b) in x.iter_mut().zip(&proj) {
                 *a += b;
             }
@@ -824,8 +1048,13 @@ impl<'m> Cpu<'m> {
             if let (Some(gate), Some(up), Some(down)) = (&l.gate, &l.up, &l.down) {
                 matmul(gate, &xn, &mut g);
                 matmul(up, &xn, &mut u);
-                for (a, b) in g.iter_mut().zip(&u) {
-                    *a = *a / (1.0 + (-*a).exp()) * b;
+                match h.ffn_act {
+                    Activation::Silu => {
+                        for (a, b) in g.iter_mut().zip(&u) {
+                            *a = *a / (1.0 + (-*a).exp()) * b;
+                        }
+                    }
+                    Activation::GeluTanh => geglu(&mut g, &u),
                 }
                 matmul(down, &g, &mut proj);
             }
@@ -833,6 +1062,9 @@ impl<'m> Cpu<'m> {
                 let (bytes, picked) = moe.forward(&xn, &mut proj, &|m, x, out| matmul(m, x, out), pool);
                 streamed += bytes;
                 self.routed_last[li] = picked;
+            }
+            if let Some([_, pf]) = &self.w.layers[li].post_norms {
+                rms_norm_rows(&mut proj, pf, h.rms_eps);
             }
             for (a, b) in x.iter_mut().zip(&proj) {
                 *a += b;
@@ -860,6 +1092,9 @@ impl<'m> Cpu<'m> {
         let mut logits = vec![0f32; picked.len() * out.rows];
         let picked_segs = segments(&mut (0..seqs.len()).map(|s| picked.iter().filter(|&&r| rows[r].0 == s).count()));
         product(out, &xo, &mut logits, &picked_segs);
+        if let Some(c) = h.final_softcap {
+            logits.iter_mut().for_each(|l| *l = (*l * (1.0 / c)).tanh() * c);
+        }
         if let Some(o) = self.w.output.as_mut() {
             o.unstage();
         }
@@ -906,5 +1141,76 @@ fn add_rows(x: &mut [f32], b: &[f32]) {
         for (a, c) in row.iter_mut().zip(b) {
             *a += c;
         }
+    }
+}
+
+/// GELU (tanh approximation) of `x` in f32, as ggml's `ggml_gelu_f32`.
+fn gelu_f32(x: f32) -> f32 {
+    const GELU_COEF_A: f32 = 0.044715;
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    // `1 + a·x·x` fused as the prebuilt llama.cpp's compiler contracts it (its haswell build's
+    // table is this one bit for bit; without the fused step one of the 37376 entries in
+    // (-10, 10) differs)
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (GELU_COEF_A * x).mul_add(x, 1.0)).tanh())
+}
+
+/// GELU of every f16 value, rounded to f16 (ggml's `ggml_table_gelu_f16`), as f32.
+fn gelu_table() -> &'static [f32] {
+    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..=u16::MAX)
+            .map(|i| half::f16::from_f32(gelu_f32(half::f16::from_bits(i).to_f32())).to_f32())
+            .collect()
+    })
+}
+
+/// `g[i] = gelu(g[i]) · u[i]`, as llama.cpp's CPU `ggml_vec_geglu_f32` (built with
+/// `GGML_GELU_FP16`): 0 at or below -10, the identity at or above 10, in between the f16 table
+/// at the input rounded to f16.
+fn geglu(g: &mut [f32], u: &[f32]) {
+    let table = gelu_table();
+    for (a, &b) in g.iter_mut().zip(u) {
+        let x = *a;
+        *a = if x <= -10.0 {
+            0.0
+        } else if x >= 10.0 {
+            x * b
+        } else {
+            table[half::f16::from_f32(x).to_bits() as usize] * b
+        };
+    }
+}
+
+/// Binding without a model file: the weights a host (the browser) hands in as bytes.
+impl Weights<'static> {
+    /// [`Weights::bind`] over `catalog`'s tensors, each matrix and vector made by `load` (which
+    /// reads the tensor's resident bytes from the host and says how the rest is streamed): the
+    /// same tensors, in the same order, with the same checks and errors ([`Weights::bind_from`]).
+    /// Fused tensors (phi3's `attn_qkv`/`ffn_up` parts) are refused, naming the tensor.
+    pub(crate) fn bind_hosted(
+        catalog: &tensorlane_core::formats::Catalog,
+        spec: &Spec,
+        load: &mut dyn FnMut(&tensorlane_core::formats::TensorInfo) -> Result<Matrix<'static>>,
+    ) -> Result<Weights<'static>> {
+        Weights::bind_from(&mut Hosted { catalog, load }, spec)
+    }
+
+    /// The first failed read of a streamed weight since the last call (the pass that saw it
+    /// computed with zeros in its place, so its results are to be dropped), with the tensor.
+    pub(crate) fn take_read_error(&mut self) -> Option<String> {
+        let mut first = None;
+        for m in self.matrices_mut() {
+            if let Some(e) = m.take_error() {
+                first.get_or_insert_with(|| format!("reading the streamed bytes of {}: {e}", m.name));
+            }
+        }
+        first
+    }
+}
+
+impl Cpu<'static> {
+    /// See [`Weights::take_read_error`].
+    pub(crate) fn take_read_error(&mut self) -> Option<String> {
+        self.w.take_read_error()
     }
 }

@@ -140,6 +140,9 @@ impl<'m> Cuda<'m> {
     /// every weight `spec` needs from `model` (under a plan: the resident rows) and allocates a
     /// KV cache of `context` positions.
     pub(crate) fn new(model: &'m Model, spec: Spec, context: usize, plan: Option<&Budgeted>) -> Result<Cuda<'m>> {
+        if let Some(why) = spec.beyond_device_executors(context) {
+            return Err(device_err(format!("{why}: not computed by this device executor yet (use --device cpu)")));
+        }
         let dev = CudaDevice::new(0).map_err(|e| {
             device_err(match e {
                 tensorlane_offload::Error::NoDevice(m) => m,

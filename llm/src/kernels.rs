@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use rayon::prelude::*;
+use crate::par::prelude::*;
 use tensorlane_core::dtype::DType;
 use tensorlane_core::formats::ggml::{self, GgmlType};
 use tensorlane_core::formats::{ElementType, TensorInfo};
@@ -92,6 +92,27 @@ pub(crate) struct Matrix<'m> {
     boundary: Vec<u8>,
     /// How long the last [`Matrix::stage`] took to copy (zero when nothing was copied).
     pub staged_in: std::time::Duration,
+    /// A matrix whose streamed bytes are not in `data` (which then holds only the resident
+    /// prefix) but read from the host at each use ([`Matrix::hosted`]).
+    external: Option<External>,
+}
+
+/// Reads `out.len()` bytes at byte `offset` of the model file into `out`, or says why it cannot:
+/// how a host without a mapped file (the browser: File slices, HTTP Range) hands the executor
+/// the streamed bytes of a weight ([`Matrix::hosted`]). A plain function, so a matrix stays
+/// `Send` and `Sync` whatever the host keeps behind it.
+pub type ReadAt = fn(offset: u64, out: &mut [u8]) -> std::result::Result<(), String>;
+
+/// Where a hosted matrix's streamed bytes come from.
+#[derive(Debug)]
+struct External {
+    read: ReadAt,
+    /// The tensor's first byte in the file.
+    offset: u64,
+    /// Its stored bytes.
+    len: usize,
+    /// The last read's failure (the staged bytes are zeros then); taken by [`Matrix::take_error`].
+    error: Option<String>,
 }
 
 impl<'m> Matrix<'m> {
@@ -146,12 +167,13 @@ impl<'m> Matrix<'m> {
             staged: Vec::new(),
             boundary: Vec::new(),
             staged_in: std::time::Duration::ZERO,
+            external: None,
         })
     }
 
     /// Stored bytes of the whole matrix.
     pub(crate) fn stored_bytes(&self) -> usize {
-        self.data.len()
+        self.external.as_ref().map_or(self.data.len(), |e| e.len)
     }
 
     /// Reads one byte of every 4 KiB page of the first `upto` stored bytes, so that a mapped
@@ -178,15 +200,19 @@ impl<'m> Matrix<'m> {
 
     /// Bytes streamed at each use.
     pub(crate) fn streamed_bytes(&self) -> usize {
-        self.data.len() - self.split
+        self.stored_bytes() - self.split
     }
 
     /// Copies the streamed bytes in for a use; returns how many were copied.
     pub(crate) fn stage(&mut self) -> u64 {
+        if let Some(e) = &mut self.external {
+            return Self::stage_hosted(e, self.split, self.row_bytes, &self.data, &mut self.staged, &mut self.boundary);
+        }
         if self.split == self.data.len() || !self.staged.is_empty() {
             self.staged_in = std::time::Duration::ZERO;
             return 0;
         }
+        #[cfg(not(target_arch = "wasm32"))]
         let t0 = std::time::Instant::now();
         self.staged.extend_from_slice(&self.data[self.split..]);
         let rb = self.row_bytes;
@@ -197,7 +223,11 @@ impl<'m> Matrix<'m> {
             self.boundary.extend_from_slice(&resident[start..self.split]);
             self.boundary.extend_from_slice(&self.staged[..start + rb - self.split]);
         }
-        self.staged_in = t0.elapsed();
+        // (std's clock panics on wasm32-unknown-unknown: the browser runner times reads itself)
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            self.staged_in = t0.elapsed();
+        }
         self.staged.len() as u64
     }
 
@@ -228,7 +258,7 @@ impl<'m> Matrix<'m> {
 
     /// [`matmul`](Self::matmul) with the inputs quantized ([`QuantX`]): integer dot products per
     /// block, no dequantized row.
-    fn matmul_quantized(&self, x: &QuantX, out: &mut [f32], pool: &rayon::ThreadPool) {
+    fn matmul_quantized(&self, x: &QuantX, out: &mut [f32], pool: &crate::par::ThreadPool) {
         let n = x.vectors();
         let threads = pool.current_num_threads().max(1);
         let rows_per = self.rows.div_ceil(threads * 4).max(1);
@@ -236,7 +266,18 @@ impl<'m> Matrix<'m> {
         if n == 1 {
             pool.install(|| {
                 out.par_chunks_mut(rows_per).enumerate().for_each(|(ci, o)| {
-                    for (j, y) in o.iter_mut().enumerate() {
+                    // four rows a pass where a kernel takes them (four independent sums, the
+                    // input read once), each bit for bit its row's own product
+                    let mut j = 0;
+                    while j + 4 <= o.len() {
+                        let r = ci * rows_per + j;
+                        match x.dot_rows4(self.kind, [row(r), row(r + 1), row(r + 2), row(r + 3)]) {
+                            Some(v) => o[j..j + 4].copy_from_slice(&v),
+                            None => break,
+                        }
+                        j += 4;
+                    }
+                    for (j, y) in o.iter_mut().enumerate().skip(j) {
                         *y = x.dot(self.kind, row(ci * rows_per + j), 0);
                     }
                 })
@@ -279,7 +320,7 @@ impl<'m> Matrix<'m> {
     /// sequence of a batched decode step), each output equal bit for bit to what `matmul` gives
     /// for that input alone (`n == 1`: the same rounding of the activations, the same dot product
     /// per weight row), while each weight row is read from memory once for all the inputs.
-    pub(crate) fn matmul_each(&self, x: &[f32], out: &mut [f32], pool: &rayon::ThreadPool) {
+    pub(crate) fn matmul_each(&self, x: &[f32], out: &mut [f32], pool: &crate::par::ThreadPool) {
         let cols = self.cols;
         let n = x.len() / cols;
         if n <= 1 {
@@ -289,7 +330,8 @@ impl<'m> Matrix<'m> {
         let threads = pool.current_num_threads().max(1);
         let rows_per = self.rows.div_ceil(threads * 4).max(1);
         let mut t = vec![0f32; n * self.rows];
-        if let Some(q) = QuantX::new(self.kind, x, cols) {
+        if let Some(mut q) = QuantX::new(self.kind, x, cols) {
+            q.q4_k_interleaved = q4_k_interleaved(self.kind, self.rows);
             let dt = &q.scales_by_block();
             pool.install(|| {
                 t.par_chunks_mut(rows_per * n).enumerate().for_each(|(ci, o)| {
@@ -346,8 +388,9 @@ impl<'m> Matrix<'m> {
 
     /// `out[i][r] = Σ_c W[r][c] · x[i][c]` for `n = x.len() / cols` input vectors:
     /// `out` is `n × rows`. Output rows are spread over the pool's threads.
-    pub(crate) fn matmul(&self, x: &[f32], out: &mut [f32], pool: &rayon::ThreadPool) {
-        if let Some(q) = QuantX::new(self.kind, x, self.cols) {
+    pub(crate) fn matmul(&self, x: &[f32], out: &mut [f32], pool: &crate::par::ThreadPool) {
+        if let Some(mut q) = QuantX::new(self.kind, x, self.cols) {
+            q.q4_k_interleaved = q4_k_interleaved(self.kind, self.rows);
             return self.matmul_quantized(&q, out, pool);
         }
         let x = &*round_activations(self.kind, x);
@@ -426,6 +469,121 @@ impl<'m> Matrix<'m> {
     }
 }
 
+/// Matrices whose streamed part the host reads in at each use (no mapped file: wasm32).
+impl Matrix<'static> {
+    /// A matrix of tensor `t` (stored at byte `offset` of the file, `len` bytes) whose first
+    /// `resident.len()` bytes are `resident` and whose other bytes `read` fetches at each use
+    /// ([`Matrix::stage`]). Shape and type are checked as [`Matrix::new`] checks them, the
+    /// resident prefix against the stored length.
+    pub(crate) fn hosted(t: &TensorInfo, resident: Vec<u8>, offset: u64, len: u64, read: ReadAt) -> Result<Matrix<'static>> {
+        let len = usize::try_from(len).map_err(|_| Error::TensorType {
+            name: t.name.clone(),
+            ty: format!("{} with {len} stored bytes, more than this machine addresses", t.ty.name()),
+        })?;
+        if resident.len() > len {
+            return Err(Error::Options(format!(
+                "tensor {}: {} resident bytes were handed in for a tensor of {len} bytes",
+                t.name,
+                resident.len()
+            )));
+        }
+        let (kind, rows, cols, row_bytes) = Self::layout(t)?;
+        if len != rows * row_bytes {
+            return Err(Error::TensorType {
+                name: t.name.clone(),
+                ty: format!("{} with {len} stored bytes for {rows} rows of {row_bytes} bytes", t.ty.name()),
+            });
+        }
+        let split = resident.len();
+        Ok(Matrix {
+            name: t.name.clone(),
+            kind,
+            rows,
+            cols,
+            row_bytes,
+            data: Cow::Owned(resident),
+            split,
+            resident: None,
+            staged: Vec::new(),
+            boundary: Vec::new(),
+            staged_in: std::time::Duration::ZERO,
+            external: Some(External {
+                read,
+                offset,
+                len,
+                error: None,
+            }),
+        })
+    }
+}
+
+impl Matrix<'_> {
+    /// `(kind, rows, cols, row bytes)` of tensor `t`, or why it cannot be computed with.
+    fn layout(t: &TensorInfo) -> Result<(Kind, usize, usize, usize)> {
+        let kind = Kind::of(t.ty).ok_or_else(|| Error::TensorType {
+            name: t.name.clone(),
+            ty: t.ty.name().into(),
+        })?;
+        let (rows, cols) = match t.shape[..] {
+            [r, c] => (r as usize, c as usize),
+            [c] => (1, c as usize),
+            _ => {
+                return Err(Error::TensorShape {
+                    name: t.name.clone(),
+                    expected: vec![0, 0],
+                    found: t.shape.clone(),
+                });
+            }
+        };
+        let (block, bytes) = kind.block();
+        if !cols.is_multiple_of(block) {
+            return Err(Error::TensorType {
+                name: t.name.clone(),
+                ty: format!("{} with rows of {cols} elements (not whole blocks of {block})", t.ty.name()),
+            });
+        }
+        let row_bytes = (cols / block).checked_mul(bytes).filter(|rb| rows.checked_mul(*rb).is_some()).ok_or_else(|| {
+            Error::TensorType {
+                name: t.name.clone(),
+                ty: format!("{} of shape {:?}, more bytes than this machine addresses", t.ty.name(), t.shape),
+            }
+        })?;
+        Ok((kind, rows, cols, row_bytes))
+    }
+
+    /// [`Matrix::stage`] of a hosted matrix: its streamed bytes read from the host (zeros and
+    /// the error kept when the read fails, so the pass ends and the caller reports it).
+    fn stage_hosted(
+        e: &mut External,
+        split: usize,
+        rb: usize,
+        resident: &[u8],
+        staged: &mut Vec<u8>,
+        boundary: &mut Vec<u8>,
+    ) -> u64 {
+        if split == e.len || !staged.is_empty() {
+            return 0;
+        }
+        staged.resize(e.len - split, 0);
+        if let Err(why) = (e.read)(e.offset + split as u64, staged) {
+            staged.fill(0);
+            e.error.get_or_insert(why);
+        }
+        if !split.is_multiple_of(rb) {
+            let start = split / rb * rb;
+            boundary.clear();
+            boundary.extend_from_slice(&resident[start..split]);
+            boundary.extend_from_slice(&staged[..start + rb - split]);
+        }
+        staged.len() as u64
+    }
+
+    /// The failure of a read of this matrix's streamed bytes since the last call, if any.
+    pub(crate) fn take_error(&mut self) -> Option<String> {
+        self.external.as_mut().and_then(|e| e.error.take())
+    }
+}
+
 /// The activations as llama.cpp's CPU backend rounds them before a product with weights of
 /// `kind` (its `vec_dot_type`): to f16 for F16 weights, to bf16 for BF16, to 8-bit blocks of 32
 /// with an f16 scale (Q8_0, and Q8_1 for Q4_1 and Q5_1: the same values, plus each block's sum,
@@ -496,7 +654,7 @@ pub(crate) fn round_activations(kind: Kind, x: &[f32]) -> Cow<'_, [f32]> {
 /// types with an integer dot product here: Q8_0 blocks (32 values, f16 scale) for Q8_0, Q4_0 and
 /// Q5_0 weights, Q8_1 blocks (Q8_0's values and scale, plus `s`, the block's f32 scale times the
 /// sum of its values, rounded to f16) for Q4_1 and Q5_1, Q8_K blocks (256 values, f32 scale, sums
-/// of 32) for Q4_K and Q6_K. The same values as [`round_activations`]; kept as integers so each
+/// of 16: llama.cpp's `bsums`) for Q4_K and Q6_K. The same values as [`round_activations`]; kept as integers so each
 /// block's dot product is an exact integer sum.
 pub(crate) struct QuantX {
     /// Values per input vector.
@@ -507,10 +665,28 @@ pub(crate) struct QuantX {
     d: Vec<f32>,
     /// The quantized values, all vectors back to back.
     q: Vec<i8>,
-    /// Q8_K: the sum of each 32 quantized values.
-    sums: Vec<i32>,
+    /// `q` widened to i16, for the simd128 kernels (wasm has no 8-bit multiply-add).
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    q16: Vec<i16>,
+    /// Q8_K: the sum of each 16 quantized values (llama.cpp's `block_q8_K::bsums`; |sum| <= 2032).
+    sums: Vec<i16>,
     /// Q8_1 (Q4_1 and Q5_1 weights): each block's `s`, one per block as `d`; empty otherwise.
     s: Vec<f32>,
+    /// Q4_K weights of a matrix whose rows llama.cpp interleaves (see [`q4_k_interleaved`]):
+    /// each row's products summed in the order of its repacked kernels, not `vec_dot`'s.
+    q4_k_interleaved: bool,
+}
+
+/// Whether llama.cpp's CPU backend computes a Q4_K matrix of `rows` rows with its repacked
+/// kernels (`ggml_gemv_q4_K_8x8_q8_K` / `ggml_gemm_q4_K_8x8_q8_K`): on an AVX2 CPU it
+/// interleaves the rows of every Q4_K matrix with a multiple of 8 rows at load. Their sums
+/// differ from `ggml_vec_dot_q4_K_q8_K`'s by float rounding: each block's integer products are
+/// summed exactly, converted once and multiply-added in block order (`d_w · d_x` and `dmin_w ·
+/// d_x` as the factors), then the mins' sum is subtracted from the scales' sum. The kernels here
+/// follow that order for such matrices (on any CPU, so that the portable kernel and the AVX2
+/// one agree bit for bit), and `vec_dot`'s for the others.
+pub(crate) fn q4_k_interleaved(kind: Kind, rows: usize) -> bool {
+    kind == Kind::Q4_K && rows.is_multiple_of(8)
 }
 
 impl QuantX {
@@ -575,8 +751,8 @@ impl QuantX {
                     }
                 }
                 sums.extend(
-                    qb.chunks_exact(32)
-                        .map(|c| c.iter().map(|&v| i32::from(v)).sum::<i32>()),
+                    qb.chunks_exact(16)
+                        .map(|c| c.iter().map(|&v| i16::from(v)).sum::<i16>()),
                 );
             }
         }
@@ -584,9 +760,12 @@ impl QuantX {
             cols,
             block,
             d,
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            q16: q.iter().map(|&v| i16::from(v)).collect(),
             q,
             sums,
             s,
+            q4_k_interleaved: false,
         })
     }
 
@@ -610,7 +789,76 @@ impl QuantX {
         if let Some(v) = self.dot4_q4_1_q5(kind, row, i) {
             return v;
         }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if let Some(v) = self.dot4_wasm(kind, row, i) {
+            return v;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(v) = self.dot4_k(kind, row, i) {
+            return v;
+        }
         [0, 1, 2, 3].map(|k| self.dot(kind, row, i + k))
+    }
+
+    /// The 32-value block types with inputs `i..i + 4` on simd128, each bit for bit
+    /// [`dot`](Self::dot)'s; `None` for other kinds.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    #[inline]
+    fn dot4_wasm(&self, kind: Kind, row: &[u8], i: usize) -> Option<[f32; 4]> {
+        let nb = self.cols / self.block;
+        let d = [0, 1, 2, 3].map(|k| &self.d[(i + k) * nb..(i + k + 1) * nb]);
+        let s = [0, 1, 2, 3].map(|k| self.s.get((i + k) * nb..(i + k + 1) * nb).unwrap_or(&[]));
+        let q = [0, 1, 2, 3].map(|k| &self.q16[(i + k) * self.cols..(i + k + 1) * self.cols]);
+        Some(match kind {
+            Kind::Q8_0 => wasm::dot4_32::<8>(row, d, s, q),
+            Kind::Q4_0 => wasm::dot4_32::<2>(row, d, s, q),
+            Kind::Other(GgmlType(Q4_1)) => wasm::dot4_32::<3>(row, d, s, q),
+            Kind::Other(GgmlType(Q5_0)) => wasm::dot4_32::<6>(row, d, s, q),
+            Kind::Other(GgmlType(Q5_1)) => wasm::dot4_32::<7>(row, d, s, q),
+            _ => return None,
+        })
+    }
+
+    /// Q4_K and Q6_K with inputs `i..i + 4`, each bit for bit [`dot`](Self::dot)'s, where the
+    /// CPU has AVX2; `None` for other kinds or CPUs.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    fn dot4_k(&self, kind: Kind, row: &[u8], i: usize) -> Option<[f32; 4]> {
+        if !matches!(kind, Kind::Q4_K | Kind::Q6_K) || !simd() {
+            return None;
+        }
+        let nb = self.cols / self.block;
+        let d = [0, 1, 2, 3].map(|k| &self.d[(i + k) * nb..(i + k + 1) * nb]);
+        let q = [0, 1, 2, 3].map(|k| &self.q[(i + k) * self.cols..(i + k + 1) * self.cols]);
+        let s = [0, 1, 2, 3].map(|k| &self.sums[(i + k) * self.cols / 16..(i + k + 1) * self.cols / 16]);
+        // SAFETY: simd() checked AVX2 and FMA; the kernels check the sizes.
+        Some(unsafe {
+            if kind == Kind::Q4_K && self.q4_k_interleaved {
+                x86::dot_q4_k_x4::<true>(row, d, q, s)
+            } else if kind == Kind::Q4_K {
+                x86::dot_q4_k_x4::<false>(row, d, q, s)
+            } else {
+                x86::dot_q6_k_x4(row, d, q, s)
+            }
+        })
+    }
+
+    /// Four rows with input 0, each bit for bit [`dot`](Self::dot)'s, for Q4_1 where the CPU
+    /// has AVX2 (`None` for other kinds or CPUs): a decode step's kernel, four independent sums
+    /// where one row's kernel waits on its one chain of multiply-adds, the input's blocks loaded
+    /// once for the four. SmolLM2-135M Q4_1 (1 thread, CPU time of a decode step, the best call
+    /// of each product): a 576x576 product 32 -> 20 µs, 1536x576 80 -> 48-52 µs, the step 15.6
+    /// -> 13.4-13.9 ms.
+    #[inline]
+    fn dot_rows4(&self, kind: Kind, rows: [&[u8]; 4]) -> Option<[f32; 4]> {
+        #[cfg(target_arch = "x86_64")]
+        if kind == Kind::Other(GgmlType(Q4_1)) && simd() {
+            let nb = self.cols / self.block;
+            // SAFETY: simd() checked AVX2 and FMA; the kernel checks the sizes.
+            return Some(unsafe { x86::dot_q4_1_rows4(rows, &self.d[..nb], &self.s[..nb], &self.q[..self.cols]) });
+        }
+        let _ = (kind, rows);
+        None
     }
 
     /// Q4_1, Q5_0 and Q5_1 with inputs `i..i + 4`, each bit for bit [`dot`](Self::dot)'s, where
@@ -666,6 +914,14 @@ impl QuantX {
         if let Some(v) = self.dot4_q4_1_q5(kind, row, i) {
             return v;
         }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if let Some(v) = self.dot4_wasm(kind, row, i) {
+            return v;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(v) = self.dot4_k(kind, row, i) {
+            return v;
+        }
         let _ = dt;
         [0, 1, 2, 3].map(|k| self.dot(kind, row, i + k))
     }
@@ -692,8 +948,41 @@ impl QuantX {
                 Kind::Other(GgmlType(Q5_0)) => return unsafe { x86::dot_q5_0(row, d, q) },
                 // SAFETY: as above.
                 Kind::Other(GgmlType(Q5_1)) => return unsafe { x86::dot_q5_1(row, d, s, q) },
+                // SAFETY: as above; the kernel checks that q and the sums cover the row's blocks.
+                Kind::Q4_K => {
+                    let sums = &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16];
+                    return unsafe {
+                        if self.q4_k_interleaved {
+                            x86::dot_q4_k::<true>(row, d, q, sums)
+                        } else {
+                            x86::dot_q4_k::<false>(row, d, q, sums)
+                        }
+                    };
+                }
+                // SAFETY: as above.
+                Kind::Q6_K => {
+                    return unsafe {
+                        x86::dot_q6_k(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16])
+                    };
+                }
                 _ => {}
             }
+        }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        let q16 = &self.q16[i * self.cols..(i + 1) * self.cols];
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        match kind {
+            Kind::Q8_0 => return wasm::dot_q8_0(row, d, q16),
+            Kind::Q4_0 => return wasm::dot_q4_0(row, d, q16),
+            Kind::Other(GgmlType(Q4_1)) => return wasm::dot_q4_1(row, d, s, q16),
+            Kind::Other(GgmlType(Q5_0)) => return wasm::dot_q5_0(row, d, q16),
+            Kind::Other(GgmlType(Q5_1)) => return wasm::dot_q5_1(row, d, s, q16),
+            // (a matrix summed in llama.cpp's interleaved order takes the portable kernel below)
+            Kind::Q4_K if !self.q4_k_interleaved => {
+                return wasm::dot_q4_k(row, d, q16, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16]);
+            }
+            Kind::Q6_K => return wasm::dot_q6_k(row, d, q16),
+            _ => {}
         }
         match kind {
             Kind::Q8_0 => dot_q8_0(row, d, q),
@@ -701,7 +990,10 @@ impl QuantX {
             Kind::Other(GgmlType(Q4_1)) => dot_q4_1(row, d, s, q),
             Kind::Other(GgmlType(Q5_0)) => dot_q5_0(row, d, q),
             Kind::Other(GgmlType(Q5_1)) => dot_q5_1(row, d, s, q),
-            Kind::Q4_K => dot_q4_k(row, d, q, &self.sums[i * self.cols / 32..(i + 1) * self.cols / 32]),
+            Kind::Q4_K if self.q4_k_interleaved => {
+                dot_q4_k_interleaved(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16])
+            }
+            Kind::Q4_K => dot_q4_k(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16]),
             Kind::Q6_K => dot_q6_k(row, d, q),
             _ => f32::NAN,
         }
@@ -801,15 +1093,49 @@ fn dot_q5_1(row: &[u8], d: &[f32], s: &[f32], q: &[i8]) -> f32 {
     sum
 }
 
-fn dot_q4_k(row: &[u8], d: &[f32], q: &[i8], sums: &[i32]) -> f32 {
+/// [`dot_q4_k`] in the order of llama.cpp's interleaved Q4_K kernels ([`q4_k_interleaved`]):
+/// per block the exact integer sums of the scaled products and of the mins times the
+/// activations' sums of 32, then `acc = isum · (d_w d_x) + acc` and `accm = imin · (dmin_w d_x) +
+/// accm` fused, and `acc - accm`.
+fn dot_q4_k_interleaved(row: &[u8], d: &[f32], q: &[i8], sums: &[i16]) -> f32 {
     let t = f16_table();
-    let mut sum = 0f32;
-    for (((blk, &dx), qx), bs) in row
+    let (mut acc, mut accm) = (0f32, 0f32);
+    for (((blk, &dx), qx), bs16) in row
         .chunks_exact(144)
         .zip(d)
         .zip(q.chunks_exact(256))
-        .zip(sums.chunks_exact(8))
+        .zip(sums.chunks_exact(16))
     {
+        let scales = &blk[4..16];
+        let qs = &blk[16..144];
+        let (mut isum, mut imin) = (0i32, 0i32);
+        for j in 0..8 {
+            let (sc, m) = scale_min_k4(j, scales);
+            let x = &qx[32 * j..32 * j + 32];
+            let g = &qs[32 * (j / 2)..32 * (j / 2) + 32];
+            let shift = 4 * (j % 2);
+            let s: i32 = g.iter().zip(x).map(|(&w, &v)| i32::from((w >> shift) & 0xF) * i32::from(v)).sum();
+            isum += i32::from(sc) * s;
+            imin += i32::from(m) * (i32::from(bs16[2 * j]) + i32::from(bs16[2 * j + 1]));
+        }
+        acc = (isum as f32).mul_add(f16_at(t, blk, 0) * dx, acc);
+        accm = (imin as f32).mul_add(f16_at(t, blk, 2) * dx, accm);
+    }
+    acc - accm
+}
+
+/// llama.cpp's `ggml_vec_dot_q4_K_q8_K_generic` in its integer parts (the float sums are taken
+/// per block here, per lane there); `sums` holds the activations' sums of 16.
+fn dot_q4_k(row: &[u8], d: &[f32], q: &[i8], sums: &[i16]) -> f32 {
+    let t = f16_table();
+    let mut sum = 0f32;
+    for (((blk, &dx), qx), bs16) in row
+        .chunks_exact(144)
+        .zip(d)
+        .zip(q.chunks_exact(256))
+        .zip(sums.chunks_exact(16))
+    {
+        let bs: [i32; 8] = std::array::from_fn(|k| i32::from(bs16[2 * k]) + i32::from(bs16[2 * k + 1]));
         let scales = &blk[4..16];
         let qs = &blk[16..144];
         let (mut isum, mut msum) = (0i32, 0i32);
@@ -886,6 +1212,9 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
         // SAFETY: simd() checked that the CPU has AVX2 and FMA, which x86::dot is compiled for.
         return unsafe { x86::dot(a, b) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return wasm::dot(a, b);
+    #[allow(unreachable_code)]
     dot_portable(a, b)
 }
 
@@ -900,6 +1229,9 @@ pub(crate) fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
         // SAFETY: simd() checked AVX2 and FMA, which x86::add_scaled is compiled for.
         return unsafe { x86::add_scaled(out, p, v) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return wasm::add_scaled(out, p, v);
+    #[allow(unreachable_code)]
     for (o, &x) in out.iter_mut().zip(v) {
         *o += p * x;
     }
@@ -908,6 +1240,9 @@ pub(crate) fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
 /// Four rows (`w` holds them back to back) times `x`: `x` is read once for the four.
 #[inline]
 fn dot4(w: &[f32], x: &[f32]) -> [f32; 4] {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return wasm::dot4(w, x);
+    #[allow(unreachable_code)]
     let c = w.len() / 4;
     #[cfg(target_arch = "x86_64")]
     if simd() && x.len() >= c {
@@ -1421,6 +1756,44 @@ mod x86 {
         }
     }
 
+    /// [`dot_q4_1`] of four rows with one input, each bit for bit `dot_q4_1`'s for its row (the
+    /// same products, lanes and sums in the same order, per row).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. Sizes are checked (a panic, not undefined behaviour):
+    /// with `nb` the blocks of the shortest row, `d` and `s` hold `nb` values and `q` `32 * nb`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_q4_1_rows4(rows: [&[u8]; 4], d: &[f32], s: &[f32], q: &[i8]) -> [f32; 4] {
+        let nb = rows.iter().map(|r| r.len() / 20).min().unwrap_or(0);
+        assert!(d.len() >= nb && s.len() >= nb && q.len() >= 32 * nb);
+        let t = super::f16_table();
+        let zero = _mm256_setzero_ps();
+        let (mut a0, mut a1, mut a2, mut a3) = (zero, zero, zero, zero);
+        let (mut m0, mut m1, mut m2, mut m3) = (0f32, 0f32, 0f32, 0f32);
+        let (r0, r1, r2, r3) = (rows[0].as_ptr(), rows[1].as_ptr(), rows[2].as_ptr(), rows[3].as_ptr());
+        for b in 0..nb {
+            // SAFETY: b < nb: 20 bytes at 20b in each row, 32 values at 32b in q (asserted).
+            unsafe {
+                let x = _mm256_loadu_si256(q.as_ptr().add(32 * b) as *const __m256i);
+                let (dx, sx) = (*d.get_unchecked(b), *s.get_unchecked(b));
+                macro_rules! row {
+                    ($p:ident, $a:ident, $m:ident) => {{
+                        let blk = $p.add(20 * b);
+                        let h = |o: usize| *t.get_unchecked(u16::from_le_bytes([*blk.add(o), *blk.add(o + 1)]) as usize);
+                        $m += h(2) * sx;
+                        let w = nibbles(blk.add(4));
+                        $a = _mm256_fmadd_ps(_mm256_set1_ps(h(0) * dx), usum32(w, x), $a);
+                    }};
+                }
+                row!(r0, a0, m0);
+                row!(r1, a1, m1);
+                row!(r2, a2, m2);
+                row!(r3, a3, m3);
+            }
+        }
+        [hsum(a0) + m0, hsum(a1) + m1, hsum(a2) + m2, hsum(a3) + m3]
+    }
+
     /// Four rows of `c = w.len() / 4` values times `x` (at least `c` long).
     ///
     /// # Safety
@@ -1542,6 +1915,766 @@ mod x86 {
         }
         s
     }
+
+    /// The sum of eight i32 lanes (exact: the callers' lanes sum within i32).
+    #[target_feature(enable = "avx2,fma")]
+    fn hsum_i32(v: __m256i) -> i32 {
+        hsum_i32_128(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v)))
+    }
+
+    /// The sum of four i32 lanes.
+    #[target_feature(enable = "avx2,fma")]
+    fn hsum_i32_128(v: __m128i) -> i32 {
+        let v = _mm_add_epi32(v, _mm_shuffle_epi32::<0b01_00_11_10>(v));
+        let v = _mm_add_epi32(v, _mm_shuffle_epi32::<0b10_11_00_01>(v));
+        _mm_cvtsi128_si32(v)
+    }
+
+    /// llama.cpp's `get_scale_shuffle_k4` table: row `i` is bytes `2i, 2i + 1` repeated.
+    static SHUFFLE_K4: [[u8; 32]; 8] = {
+        let mut t = [[0u8; 32]; 8];
+        let mut i = 0;
+        while i < 8 {
+            let mut j = 0;
+            while j < 32 {
+                t[i][j] = (2 * i + j % 2) as u8;
+                j += 1;
+            }
+            i += 1;
+        }
+        t
+    };
+
+    /// llama.cpp's `get_scale_shuffle` table: row `i` is byte `2i` eight times, then `2i + 1`.
+    static SHUFFLE: [[u8; 16]; 8] = {
+        let mut t = [[0u8; 16]; 8];
+        let mut i = 0;
+        while i < 8 {
+            let mut j = 0;
+            while j < 16 {
+                t[i][j] = (2 * i + j / 8) as u8;
+                j += 1;
+            }
+            i += 1;
+        }
+        t
+    };
+
+    /// llama.cpp's `get_scale_shuffle_k4(i)` (a load from a table: a vector built from 32
+    /// variable bytes cost more than the rest of a block's work).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn scale_shuffle_k4(i: usize) -> __m256i {
+        let row = &SHUFFLE_K4[i];
+        // SAFETY: the row holds 32 bytes.
+        unsafe { _mm256_loadu_si256(row.as_ptr() as *const __m256i) }
+    }
+
+    /// llama.cpp's `get_scale_shuffle(i)`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn scale_shuffle(i: usize) -> __m128i {
+        let row = &SHUFFLE[i];
+        // SAFETY: the row holds 16 bytes.
+        unsafe { _mm_loadu_si128(row.as_ptr() as *const __m128i) }
+    }
+
+    /// [`super::dot_q4_k`] with AVX2: llama.cpp's `ggml_vec_dot_q4_K_q8_K` (the same integer
+    /// lanes, the same float accumulators and sums, so the same result bit for bit given the
+    /// same Q8_K activations). `sums` holds the activations' sums of 16 (`bsums`).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. Sizes are checked (a panic, not undefined behaviour):
+    /// with `nb` the row's blocks of 144 bytes, `d` holds `nb` scales, `q` `256 * nb` values and
+    /// `sums` `16 * nb`.
+    #[target_feature(enable = "avx2,fma")]
+    ///
+    /// With `INTERLEAVED`, the sums are taken in the order of llama.cpp's interleaved kernels
+    /// instead ([`super::dot_q4_k_interleaved`], bit for bit).
+    pub(super) unsafe fn dot_q4_k<const INTERLEAVED: bool>(row: &[u8], d: &[f32], q: &[i8], sums: &[i16]) -> f32 {
+        let nb = row.len() / 144;
+        assert!(d.len() >= nb && q.len() >= 256 * nb && sums.len() >= 16 * nb);
+        let (k1, k2, k3) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
+        let m4 = _mm256_set1_epi8(0xF);
+        let mut acc = _mm256_setzero_ps();
+        let mut acc_m = _mm_setzero_ps();
+        let (mut sacc, mut sacc_m) = (0f32, 0f32);
+        for i in 0..nb {
+            let blk = &row[144 * i..144 * (i + 1)];
+            let dx = d[i];
+            let dd = dx * super::f16_bits(blk, 0);
+            let dmin = -dx * super::f16_bits(blk, 2);
+            let u = |k: usize| u32::from_le_bytes([blk[4 + 4 * k], blk[5 + 4 * k], blk[6 + 4 * k], blk[7 + 4 * k]]);
+            let mut utmp = [u(0), u(1), u(2), 0];
+            utmp[3] = ((utmp[2] >> 4) & k2) | (((utmp[1] >> 6) & k3) << 4);
+            let uaux = utmp[1] & k1;
+            utmp[1] = (utmp[2] & k2) | (((utmp[0] >> 6) & k3) << 4);
+            utmp[2] = uaux;
+            utmp[0] &= k1;
+            let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
+                utmp[3] as i32,
+                utmp[2] as i32,
+                utmp[1] as i32,
+                utmp[0] as i32,
+            ));
+            // SAFETY: sums holds 16 values at 16i, q 256 at 256i (asserted).
+            let (q8sums, q8) = unsafe {
+                (
+                    _mm256_loadu_si256(sums.as_ptr().add(16 * i) as *const __m256i),
+                    q.as_ptr().add(256 * i),
+                )
+            };
+            let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256::<1>(q8sums));
+            let prod = _mm_madd_epi16(_mm256_extracti128_si256::<1>(mins_and_scales), q8s);
+            if !INTERLEAVED {
+                acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+            }
+            let sc128 = _mm256_castsi256_si128(mins_and_scales);
+            let scales = _mm256_set_m128i(sc128, sc128);
+            let mut sumi = _mm256_setzero_si256();
+            for j in 0..4 {
+                let scale_l = _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * j));
+                let scale_h = _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * j + 1));
+                // SAFETY: the block's 128 bytes of nibbles are at 16, 32 of them at 16 + 32j;
+                // 64 activations at 64j of this block's 256.
+                let (q4bits, q8l, q8h) = unsafe {
+                    (
+                        _mm256_loadu_si256(blk.as_ptr().add(16 + 32 * j) as *const __m256i),
+                        _mm256_loadu_si256(q8.add(64 * j) as *const __m256i),
+                        _mm256_loadu_si256(q8.add(64 * j + 32) as *const __m256i),
+                    )
+                };
+                let q4l = _mm256_and_si256(q4bits, m4);
+                let q4h = _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits), m4);
+                let p16l = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, q8l));
+                let p16h = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, q8h));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
+            }
+            if INTERLEAVED {
+                sacc = (hsum_i32(sumi) as f32).mul_add(super::f16_bits(blk, 0) * dx, sacc);
+                sacc_m = (hsum_i32_128(prod) as f32).mul_add(super::f16_bits(blk, 2) * dx, sacc_m);
+            } else {
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc);
+            }
+        }
+        if INTERLEAVED {
+            return sacc - sacc_m;
+        }
+        let acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+        let acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+        hsum(acc) + _mm_cvtss_f32(acc_m)
+    }
+
+    /// [`super::dot_q6_k`] with AVX2: llama.cpp's `ggml_vec_dot_q6_K_q8_K` (the 6-bit values
+    /// unsigned, their offset of 32 taken off as 32 times the scaled sums of 16 activations;
+    /// the same lanes and sums, so the same result bit for bit given the same activations).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. Sizes are checked (a panic, not undefined behaviour):
+    /// with `nb` the row's blocks of 210 bytes, `d` holds `nb` scales, `q` `256 * nb` values and
+    /// `sums` `16 * nb`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_q6_k(row: &[u8], d: &[f32], q: &[i8], sums: &[i16]) -> f32 {
+        let nb = row.len() / 210;
+        assert!(d.len() >= nb && q.len() >= 256 * nb && sums.len() >= 16 * nb);
+        let m3 = _mm256_set1_epi8(3);
+        let m15 = _mm256_set1_epi8(15);
+        let mut acc = _mm256_setzero_ps();
+        for i in 0..nb {
+            let blk = &row[210 * i..210 * (i + 1)];
+            let dd = d[i] * super::f16_bits(blk, 208);
+            // SAFETY: the block's 16 scales are at 192; sums holds 16 values at 16i and q 256 at
+            // 256i (asserted).
+            let (q8sums, scales, q8) = unsafe {
+                (
+                    _mm256_loadu_si256(sums.as_ptr().add(16 * i) as *const __m256i),
+                    _mm_loadu_si128(blk.as_ptr().add(192) as *const __m128i),
+                    q.as_ptr().add(256 * i),
+                )
+            };
+            let scales_16 = _mm256_cvtepi8_epi16(scales);
+            let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(q8sums, scales_16));
+            let mut sumi = _mm256_setzero_si256();
+            for j in 0..2 {
+                // SAFETY: 64 bytes of low bits at 64j, 32 of high bits at 128 + 32j; 128
+                // activations at 128j of this block's 256.
+                let (b1, b2, bh, x) = unsafe {
+                    let p = blk.as_ptr();
+                    let x = |k: usize| _mm256_loadu_si256(q8.add(128 * j + 32 * k) as *const __m256i);
+                    (
+                        _mm256_loadu_si256(p.add(64 * j) as *const __m256i),
+                        _mm256_loadu_si256(p.add(64 * j + 32) as *const __m256i),
+                        _mm256_loadu_si256(p.add(128 + 32 * j) as *const __m256i),
+                        [x(0), x(1), x(2), x(3)],
+                    )
+                };
+                let h0 = _mm256_slli_epi16::<4>(_mm256_and_si256(bh, m3));
+                let h1 = _mm256_slli_epi16::<2>(_mm256_and_si256(bh, _mm256_set1_epi8(12)));
+                let h2 = _mm256_and_si256(bh, _mm256_set1_epi8(48));
+                let h3 = _mm256_srli_epi16::<2>(_mm256_and_si256(bh, _mm256_set1_epi8(-64)));
+                let w0 = _mm256_or_si256(_mm256_and_si256(b1, m15), h0);
+                let w1 = _mm256_or_si256(_mm256_and_si256(b2, m15), h1);
+                let w2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(b1), m15), h2);
+                let w3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(b2), m15), h3);
+                let is = 4 * j;
+                let p = |w: __m256i, x: __m256i, k: usize| {
+                    let sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, scale_shuffle(is + k)));
+                    _mm256_madd_epi16(sc, _mm256_maddubs_epi16(w, x))
+                };
+                let (p0, p1, p2, p3) = (p(w0, x[0], 0), p(w1, x[1], 1), p(w2, x[2], 2), p(w3, x[3], 3));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p2, p3));
+            }
+            let sumi = _mm256_sub_epi32(sumi, q8sclsub);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        hsum(acc)
+    }
+
+    /// [`dot_q4_k`] of one row with four inputs (`d[k]`, `q[k]`, `sums[k]`), each result bit
+    /// for bit `dot_q4_k`'s (the same lanes, products and sums per input): the row's nibbles and
+    /// scales are decoded once for the four. The prompt's kernel.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. Sizes are checked (a panic, not undefined behaviour), as
+    /// [`dot_q4_k`]'s for each input.
+    #[target_feature(enable = "avx2,fma")]
+    ///
+    /// `INTERLEAVED` as for [`dot_q4_k`].
+    pub(super) unsafe fn dot_q4_k_x4<const INTERLEAVED: bool>(
+        row: &[u8],
+        d: [&[f32]; 4],
+        q: [&[i8]; 4],
+        sums: [&[i16]; 4],
+    ) -> [f32; 4] {
+        let nb = row.len() / 144;
+        assert!((0..4).all(|k| d[k].len() >= nb && q[k].len() >= 256 * nb && sums[k].len() >= 16 * nb));
+        let (k1, k2, k3) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
+        let m4 = _mm256_set1_epi8(0xF);
+        let (z, zm) = (_mm256_setzero_ps(), _mm_setzero_ps());
+        // (named accumulators: an array of them is kept on the stack)
+        let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
+        let (mut m0, mut m1, mut m2, mut m3) = (zm, zm, zm, zm);
+        // INTERLEAVED: scalar sums per input
+        let (mut s, mut sm) = ([0f32; 4], [0f32; 4]);
+        for i in 0..nb {
+            let blk = &row[144 * i..144 * (i + 1)];
+            let (wd, wm) = (super::f16_bits(blk, 0), super::f16_bits(blk, 2));
+            let u = |k: usize| u32::from_le_bytes([blk[4 + 4 * k], blk[5 + 4 * k], blk[6 + 4 * k], blk[7 + 4 * k]]);
+            let mut utmp = [u(0), u(1), u(2), 0];
+            utmp[3] = ((utmp[2] >> 4) & k2) | (((utmp[1] >> 6) & k3) << 4);
+            let uaux = utmp[1] & k1;
+            utmp[1] = (utmp[2] & k2) | (((utmp[0] >> 6) & k3) << 4);
+            utmp[2] = uaux;
+            utmp[0] &= k1;
+            let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
+                utmp[3] as i32,
+                utmp[2] as i32,
+                utmp[1] as i32,
+                utmp[0] as i32,
+            ));
+            let mins = _mm256_extracti128_si256::<1>(mins_and_scales);
+            let sc128 = _mm256_castsi256_si128(mins_and_scales);
+            let scales = _mm256_set_m128i(sc128, sc128);
+            // each 64 values' nibbles and scales, for the four inputs
+            let w: [(__m256i, __m256i, __m256i, __m256i); 4] = std::array::from_fn(|j| {
+                // SAFETY: the block's 128 bytes of nibbles are at 16, 32 of them at 16 + 32j.
+                let bits = unsafe { _mm256_loadu_si256(blk.as_ptr().add(16 + 32 * j) as *const __m256i) };
+                (
+                    _mm256_and_si256(bits, m4),
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4),
+                    _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * j)),
+                    _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * j + 1)),
+                )
+            });
+            macro_rules! input {
+                ($k:expr, $acc:ident, $accm:ident) => {{
+                    let dx = d[$k][i];
+                    let (dd, dmin) = (dx * wd, -dx * wm);
+                    // SAFETY: sums[k] holds 16 values at 16i, q[k] 256 at 256i (asserted).
+                    let (q8sums, q8) = unsafe {
+                        (
+                            _mm256_loadu_si256(sums[$k].as_ptr().add(16 * i) as *const __m256i),
+                            q[$k].as_ptr().add(256 * i),
+                        )
+                    };
+                    let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256::<1>(q8sums));
+                    let prod = _mm_madd_epi16(mins, q8s);
+                    if !INTERLEAVED {
+                        $accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), $accm);
+                    }
+                    let mut sumi = _mm256_setzero_si256();
+                    for (j, &(q4l, q4h, scale_l, scale_h)) in w.iter().enumerate() {
+                        // SAFETY: 64 activations at 64j of this block's 256.
+                        let (q8l, q8h) = unsafe {
+                            (
+                                _mm256_loadu_si256(q8.add(64 * j) as *const __m256i),
+                                _mm256_loadu_si256(q8.add(64 * j + 32) as *const __m256i),
+                            )
+                        };
+                        let p16l = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, q8l));
+                        let p16h = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, q8h));
+                        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
+                    }
+                    if INTERLEAVED {
+                        s[$k] = (hsum_i32(sumi) as f32).mul_add(wd * dx, s[$k]);
+                        sm[$k] = (hsum_i32_128(prod) as f32).mul_add(wm * dx, sm[$k]);
+                    } else {
+                        $acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), $acc);
+                    }
+                }};
+            }
+            input!(0, a0, m0);
+            input!(1, a1, m1);
+            input!(2, a2, m2);
+            input!(3, a3, m3);
+        }
+        let fin = |acc: __m256, acc_m: __m128| {
+            let acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+            let acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+            hsum(acc) + _mm_cvtss_f32(acc_m)
+        };
+        if INTERLEAVED {
+            return [0, 1, 2, 3].map(|k| s[k] - sm[k]);
+        }
+        [fin(a0, m0), fin(a1, m1), fin(a2, m2), fin(a3, m3)]
+    }
+
+    /// [`dot_q6_k`] of one row with four inputs, each result bit for bit `dot_q6_k`'s: the
+    /// row's 6-bit values and scales are decoded once for the four.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. Sizes are checked (a panic, not undefined behaviour), as
+    /// [`dot_q6_k`]'s for each input.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_q6_k_x4(row: &[u8], d: [&[f32]; 4], q: [&[i8]; 4], sums: [&[i16]; 4]) -> [f32; 4] {
+        let nb = row.len() / 210;
+        assert!((0..4).all(|k| d[k].len() >= nb && q[k].len() >= 256 * nb && sums[k].len() >= 16 * nb));
+        let m3 = _mm256_set1_epi8(3);
+        let m15 = _mm256_set1_epi8(15);
+        let z = _mm256_setzero_ps();
+        let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
+        for i in 0..nb {
+            let blk = &row[210 * i..210 * (i + 1)];
+            let wd = super::f16_bits(blk, 208);
+            // SAFETY: the block's 16 scales are at 192.
+            let scales = unsafe { _mm_loadu_si128(blk.as_ptr().add(192) as *const __m128i) };
+            let scales_16 = _mm256_cvtepi8_epi16(scales);
+            // the eight groups of 32 values (unsigned 6 bits) and their scales, j = 0, 1
+            let w: [[(__m256i, __m256i); 4]; 2] = std::array::from_fn(|j| {
+                // SAFETY: 64 bytes of low bits at 64j, 32 of high bits at 128 + 32j.
+                let (b1, b2, bh) = unsafe {
+                    let p = blk.as_ptr();
+                    (
+                        _mm256_loadu_si256(p.add(64 * j) as *const __m256i),
+                        _mm256_loadu_si256(p.add(64 * j + 32) as *const __m256i),
+                        _mm256_loadu_si256(p.add(128 + 32 * j) as *const __m256i),
+                    )
+                };
+                let h0 = _mm256_slli_epi16::<4>(_mm256_and_si256(bh, m3));
+                let h1 = _mm256_slli_epi16::<2>(_mm256_and_si256(bh, _mm256_set1_epi8(12)));
+                let h2 = _mm256_and_si256(bh, _mm256_set1_epi8(48));
+                let h3 = _mm256_srli_epi16::<2>(_mm256_and_si256(bh, _mm256_set1_epi8(-64)));
+                let v = [
+                    _mm256_or_si256(_mm256_and_si256(b1, m15), h0),
+                    _mm256_or_si256(_mm256_and_si256(b2, m15), h1),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(b1), m15), h2),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(b2), m15), h3),
+                ];
+                std::array::from_fn(|k| {
+                    (v[k], _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, scale_shuffle(4 * j + k))))
+                })
+            });
+            macro_rules! input {
+                ($k:expr, $acc:ident) => {{
+                    let dd = d[$k][i] * wd;
+                    // SAFETY: sums[k] holds 16 values at 16i and q[k] 256 at 256i (asserted).
+                    let (q8sums, q8) = unsafe {
+                        (
+                            _mm256_loadu_si256(sums[$k].as_ptr().add(16 * i) as *const __m256i),
+                            q[$k].as_ptr().add(256 * i),
+                        )
+                    };
+                    let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(q8sums, scales_16));
+                    let mut sumi = _mm256_setzero_si256();
+                    for (j, g) in w.iter().enumerate() {
+                        // SAFETY: 128 activations at 128j of this block's 256.
+                        let x = |k: usize| unsafe { _mm256_loadu_si256(q8.add(128 * j + 32 * k) as *const __m256i) };
+                        let p = |k: usize| _mm256_madd_epi16(g[k].1, _mm256_maddubs_epi16(g[k].0, x(k)));
+                        let (p0, p1, p2, p3) = (p(0), p(1), p(2), p(3));
+                        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+                        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p2, p3));
+                    }
+                    let sumi = _mm256_sub_epi32(sumi, q8sclsub);
+                    $acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), $acc);
+                }};
+            }
+            input!(0, a0);
+            input!(1, a1);
+            input!(2, a2);
+            input!(3, a3);
+        }
+        [hsum(a0), hsum(a1), hsum(a2), hsum(a3)]
+    }
+}
+
+/// simd128 kernels for the wasm32 build (`-C target-feature=+simd128`, .cargo/config.toml): the
+/// block types' integer dot products on 16 lanes (i8 products widened to i16, pairs summed into
+/// i32: exact, so each block's sum and therefore each result is bit for bit the scalar kernel's),
+/// the f32 dot products on 4 lanes. Measured on SmolLM2-135M Q4_1 in Chromium (1 thread, decode):
+/// BENCHMARKS.md, "wasm CPU executor". `unsafe` only for `v128_load`, which reads 16 bytes.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm {
+    use core::arch::wasm32::*;
+
+    /// 16 bytes at the start of `b` (bounds-checked: the callers' blocks are whole).
+    #[inline(always)]
+    fn load(b: &[u8]) -> v128 {
+        let b: &[u8; 16] = b[..16].try_into().unwrap_or(&[0; 16]);
+        // SAFETY: `b` is 16 bytes; v128_load reads 16 bytes and needs no alignment.
+        unsafe { v128_load(b.as_ptr() as *const v128) }
+    }
+
+    /// 8 activations widened to i16 ([`super::QuantX`] keeps them so on wasm: one widening
+    /// per input instead of one per weight row).
+    #[inline(always)]
+    fn load_i16(q: &[i16]) -> v128 {
+        let q: &[i16; 8] = q[..8].try_into().unwrap_or(&[0; 8]);
+        // SAFETY: `q` is 16 bytes; v128_load needs no alignment.
+        unsafe { v128_load(q.as_ptr() as *const v128) }
+    }
+
+    #[inline(always)]
+    fn load_f32(x: &[f32]) -> v128 {
+        let x: &[f32; 4] = x[..4].try_into().unwrap_or(&[0.0; 4]);
+        // SAFETY: `x` is 16 bytes; v128_load needs no alignment.
+        unsafe { v128_load(x.as_ptr() as *const v128) }
+    }
+
+    /// Σ a·x over 16 signed byte weights `a` and 16 i16 activations, in 4 i32 lanes (each
+    /// product at most 2^14 in magnitude, pairs summed: exact).
+    #[inline(always)]
+    fn dot16(a: v128, x: &[i16]) -> v128 {
+        let lo = i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), load_i16(x));
+        let hi = i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), load_i16(&x[8..]));
+        i32x4_add(lo, hi)
+    }
+
+    /// A block of 32 weights (`w0` values 0..16, `w1` 16..32) widened to four i16x8 vectors,
+    /// once for every input it meets.
+    #[inline(always)]
+    fn widen(w0: v128, w1: v128) -> [v128; 4] {
+        [
+            i16x8_extend_low_i8x16(w0),
+            i16x8_extend_high_i8x16(w0),
+            i16x8_extend_low_i8x16(w1),
+            i16x8_extend_high_i8x16(w1),
+        ]
+    }
+
+    /// Σ w·x of a widened block of 32.
+    #[inline(always)]
+    fn isum32w(w: &[v128; 4], x: &[i16]) -> i32 {
+        let a = i32x4_add(i32x4_dot_i16x8(w[0], load_i16(x)), i32x4_dot_i16x8(w[1], load_i16(&x[8..])));
+        let b = i32x4_add(i32x4_dot_i16x8(w[2], load_i16(&x[16..])), i32x4_dot_i16x8(w[3], load_i16(&x[24..])));
+        hsum_i32(i32x4_add(a, b))
+    }
+
+    #[inline(always)]
+    fn hsum_i32(v: v128) -> i32 {
+        i32x4_extract_lane::<0>(v)
+            .wrapping_add(i32x4_extract_lane::<1>(v))
+            .wrapping_add(i32x4_extract_lane::<2>(v))
+            .wrapping_add(i32x4_extract_lane::<3>(v))
+    }
+
+    /// Σ w·x of a block of 32: `w0` holds values 0..16, `w1` 16..32.
+    #[inline(always)]
+    fn isum32(w0: v128, w1: v128, x: &[i16]) -> i32 {
+        isum32w(&widen(w0, w1), x)
+    }
+
+    #[inline(always)]
+    fn f16(t: &[f32], b: &[u8], i: usize) -> f32 {
+        super::f16_at(t, b, i)
+    }
+
+    /// [`super::dot_q8_0`].
+    pub(super) fn dot_q8_0(row: &[u8], d: &[f32], q: &[i16]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for ((blk, &dx), qx) in row.chunks_exact(34).zip(d).zip(q.chunks_exact(32)) {
+            let s = isum32(load(&blk[2..]), load(&blk[18..]), qx);
+            sum += s as f32 * (f16(t, blk, 0) * dx);
+        }
+        sum
+    }
+
+    /// The low and high nibbles of 16 bytes, each minus `off`.
+    #[inline(always)]
+    fn nibbles(b: &[u8], off: u8) -> (v128, v128) {
+        let v = load(b);
+        let m = u8x16_splat(0x0F);
+        let o = u8x16_splat(off);
+        (i8x16_sub(v128_and(v, m), o), i8x16_sub(u8x16_shr(v, 4), o))
+    }
+
+    /// [`super::dot_q4_0`].
+    pub(super) fn dot_q4_0(row: &[u8], d: &[f32], q: &[i16]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for ((blk, &dx), qx) in row.chunks_exact(18).zip(d).zip(q.chunks_exact(32)) {
+            let (lo, hi) = nibbles(&blk[2..], 8);
+            sum += isum32(lo, hi, qx) as f32 * (f16(t, blk, 0) * dx);
+        }
+        sum
+    }
+
+    /// [`super::dot_q4_1`].
+    pub(super) fn dot_q4_1(row: &[u8], d: &[f32], s: &[f32], q: &[i16]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for (((blk, &dx), &sx), qx) in row.chunks_exact(20).zip(d).zip(s).zip(q.chunks_exact(32)) {
+            let (lo, hi) = nibbles(&blk[4..], 0);
+            sum += (f16(t, blk, 0) * dx) * isum32(lo, hi, qx) as f32 + f16(t, blk, 2) * sx;
+        }
+        sum
+    }
+
+    /// A Q5 block's 32 values (unsigned 0..32, minus `off`): nibbles of `qs` with bit j of the
+    /// little-endian `qh` as value j's fifth bit.
+    #[inline(always)]
+    fn q5(qh: &[u8], qs: &[u8], off: u8) -> (v128, v128) {
+        let h = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+        let hv = u32x4_splat(h);
+        // byte k of h in lanes 8k..8k+8; one bit of it per lane
+        let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+        let five = u8x16_splat(16);
+        let top = |bytes: v128| v128_and(u8x16_ne(v128_and(bytes, bit), u8x16_splat(0)), five);
+        let lo_h = top(i8x16_swizzle(hv, u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)));
+        let hi_h = top(i8x16_swizzle(hv, u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3)));
+        let v = load(qs);
+        let m = u8x16_splat(0x0F);
+        let o = u8x16_splat(off);
+        (
+            i8x16_sub(v128_or(v128_and(v, m), lo_h), o),
+            i8x16_sub(v128_or(u8x16_shr(v, 4), hi_h), o),
+        )
+    }
+
+    /// [`super::dot_q5_0`].
+    pub(super) fn dot_q5_0(row: &[u8], d: &[f32], q: &[i16]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for ((blk, &dx), qx) in row.chunks_exact(22).zip(d).zip(q.chunks_exact(32)) {
+            let (lo, hi) = q5(&blk[2..6], &blk[6..22], 16);
+            sum += (f16(t, blk, 0) * dx) * isum32(lo, hi, qx) as f32;
+        }
+        sum
+    }
+
+    /// [`super::dot_q5_1`].
+    pub(super) fn dot_q5_1(row: &[u8], d: &[f32], s: &[f32], q: &[i16]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for (((blk, &dx), &sx), qx) in row.chunks_exact(24).zip(d).zip(s).zip(q.chunks_exact(32)) {
+            let (lo, hi) = q5(&blk[4..8], &blk[8..24], 0);
+            sum += (f16(t, blk, 0) * dx) * isum32(lo, hi, qx) as f32 + f16(t, blk, 2) * sx;
+        }
+        sum
+    }
+
+    /// [`super::dot_q4_k`].
+    pub(super) fn dot_q4_k(row: &[u8], d: &[f32], q: &[i16], sums: &[i16]) -> f32 {
+        let t = super::f16_table();
+        let mut sum = 0f32;
+        for (((blk, &dx), qx), bs) in row.chunks_exact(144).zip(d).zip(q.chunks_exact(256)).zip(sums.chunks_exact(16)) {
+            // the activations' sums of 32 from their sums of 16 (llama.cpp's bsums)
+            let bs: [i32; 8] = std::array::from_fn(|k| i32::from(bs[2 * k]) + i32::from(bs[2 * k + 1]));
+            let scales = &blk[4..16];
+            let qs = &blk[16..144];
+            let (mut isum, mut msum) = (0i32, 0i32);
+            for j in 0..4 {
+                let (sc1, m1) = super::scale_min_k4(2 * j, scales);
+                let (sc2, m2) = super::scale_min_k4(2 * j + 1, scales);
+                let (lo0, hi0) = nibbles(&qs[32 * j..], 0);
+                let (lo1, hi1) = nibbles(&qs[32 * j + 16..], 0);
+                isum += i32::from(sc1) * isum32(lo0, lo1, &qx[64 * j..])
+                    + i32::from(sc2) * isum32(hi0, hi1, &qx[64 * j + 32..]);
+                msum += i32::from(m1) * bs[2 * j] + i32::from(m2) * bs[2 * j + 1];
+            }
+            sum += dx * f16(t, blk, 0) * isum as f32 - dx * f16(t, blk, 2) * msum as f32;
+        }
+        sum
+    }
+
+    /// [`super::dot_q6_k`].
+    pub(super) fn dot_q6_k(row: &[u8], d: &[f32], q: &[i16]) -> f32 {
+        let t = super::f16_table();
+        let m4 = u8x16_splat(0x0F);
+        let m2 = u8x16_splat(3);
+        let o = u8x16_splat(32);
+        let mut sum = 0f32;
+        for ((blk, &dx), qx) in row.chunks_exact(210).zip(d).zip(q.chunks_exact(256)) {
+            let mut isum = 0i32;
+            for h in 0..2 {
+                let ql = &blk[h * 64..h * 64 + 64];
+                let qh = &blk[128 + h * 32..128 + h * 32 + 32];
+                let sc = &blk[192 + h * 8..192 + h * 8 + 8];
+                let x = &qx[h * 128..h * 128 + 128];
+                // values l (0..16) and 16 + l of each of the four groups of 32
+                for part in 0..2 {
+                    let (a, c) = (load(&ql[16 * part..]), load(&ql[32 + 16 * part..]));
+                    let hb = load(&qh[16 * part..]);
+                    let w = [
+                        v128_or(v128_and(a, m4), u8x16_shl(v128_and(hb, m2), 4)),
+                        v128_or(v128_and(c, m4), u8x16_shl(v128_and(u8x16_shr(hb, 2), m2), 4)),
+                        v128_or(u8x16_shr(a, 4), u8x16_shl(v128_and(u8x16_shr(hb, 4), m2), 4)),
+                        v128_or(u8x16_shr(c, 4), u8x16_shl(u8x16_shr(hb, 6), 4)),
+                    ];
+                    for (k, wk) in w.into_iter().enumerate() {
+                        let s = hsum_i32(dot16(i8x16_sub(wk, o), &x[32 * k + 16 * part..]));
+                        isum += i32::from(sc[2 * k + part] as i8) * s;
+                    }
+                }
+            }
+            sum += f16(t, blk, 208) * dx * isum as f32;
+        }
+        sum
+    }
+
+    /// A 32-value block of ggml type `K` (Q8_0 8, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7): its values
+    /// (0..16, 16..32), scale and min (0 for the types without one).
+    #[inline(always)]
+    fn block32<const K: u32>(t: &[f32], blk: &[u8]) -> (v128, v128, f32, f32) {
+        match K {
+            8 => (load(&blk[2..]), load(&blk[18..]), f16(t, blk, 0), 0.0),
+            2 => {
+                let (lo, hi) = nibbles(&blk[2..], 8);
+                (lo, hi, f16(t, blk, 0), 0.0)
+            }
+            3 => {
+                let (lo, hi) = nibbles(&blk[4..], 0);
+                (lo, hi, f16(t, blk, 0), f16(t, blk, 2))
+            }
+            6 => {
+                let (lo, hi) = q5(&blk[2..6], &blk[6..22], 16);
+                (lo, hi, f16(t, blk, 0), 0.0)
+            }
+            _ => {
+                let (lo, hi) = q5(&blk[4..8], &blk[8..24], 0);
+                (lo, hi, f16(t, blk, 0), f16(t, blk, 2))
+            }
+        }
+    }
+
+    /// The single-input kernels of the 32-value block types (`dot_q8_0` .. `dot_q5_1`) for four
+    /// inputs at once: each block decoded once, each input's sum taken in the same order with
+    /// the same operations, so each result is that kernel's bit for bit (a prompt's tiled
+    /// product reads each weight block once per four inputs).
+    pub(super) fn dot4_32<const K: u32>(row: &[u8], d: [&[f32]; 4], s: [&[f32]; 4], q: [&[i16]; 4]) -> [f32; 4] {
+        let t = super::f16_table();
+        let size = match K {
+            8 => 34,
+            2 => 18,
+            3 => 20,
+            6 => 22,
+            _ => 24,
+        };
+        let min = K == 3 || K == 7;
+        // (the single kernels stop at the shortest of the row, the scales, the sums and values)
+        let mut nb = row.len() / size;
+        for k in 0..4 {
+            nb = nb.min(d[k].len()).min(q[k].len() / 32);
+            if min {
+                nb = nb.min(s[k].len());
+            }
+        }
+        let mut out = [0f32; 4];
+        for (b, blk) in row.chunks_exact(size).take(nb).enumerate() {
+            let (lo, hi, dw, mw) = block32::<K>(t, blk);
+            let wv = widen(lo, hi);
+            for k in 0..4 {
+                let is = isum32w(&wv, &q[k][32 * b..]) as f32;
+                if min {
+                    out[k] += (dw * d[k][b]) * is + mw * s[k][b];
+                } else {
+                    out[k] += (dw * d[k][b]) * is;
+                }
+            }
+        }
+        out
+    }
+
+    /// [`super::dot`] on 4 lanes (four accumulators), the tail in order.
+    pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+        let n = a.len().min(b.len());
+        let (a, b) = (&a[..n], &b[..n]);
+        let mut acc = [f32x4_splat(0.0); 4];
+        let mut i = 0;
+        while i + 16 <= n {
+            for (k, s) in acc.iter_mut().enumerate() {
+                *s = f32x4_add(*s, f32x4_mul(load_f32(&a[i + 4 * k..]), load_f32(&b[i + 4 * k..])));
+            }
+            i += 16;
+        }
+        while i + 4 <= n {
+            acc[0] = f32x4_add(acc[0], f32x4_mul(load_f32(&a[i..]), load_f32(&b[i..])));
+            i += 4;
+        }
+        let v = f32x4_add(f32x4_add(acc[0], acc[1]), f32x4_add(acc[2], acc[3]));
+        let mut s = (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<1>(v))
+            + (f32x4_extract_lane::<2>(v) + f32x4_extract_lane::<3>(v));
+        for j in i..n {
+            s += a[j] * b[j];
+        }
+        s
+    }
+
+    /// [`super::dot4`]: four rows of `w` (back to back) times `x`, `x` read once.
+    pub(super) fn dot4(w: &[f32], x: &[f32]) -> [f32; 4] {
+        let c = w.len() / 4;
+        let n = c.min(x.len());
+        let mut acc = [f32x4_splat(0.0); 4];
+        let mut i = 0;
+        while i + 4 <= n {
+            let xv = load_f32(&x[i..]);
+            for (k, s) in acc.iter_mut().enumerate() {
+                *s = f32x4_add(*s, f32x4_mul(load_f32(&w[k * c + i..]), xv));
+            }
+            i += 4;
+        }
+        let mut out = [0f32; 4];
+        for (k, o) in out.iter_mut().enumerate() {
+            let v = acc[k];
+            *o = (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<1>(v))
+                + (f32x4_extract_lane::<2>(v) + f32x4_extract_lane::<3>(v));
+            for j in i..n {
+                *o += w[k * c + j] * x[j];
+            }
+        }
+        out
+    }
+
+    /// [`super::add_scaled`]: a multiply, then an add (not fused), as the scalar loop.
+    pub(super) fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
+        let n = out.len().min(v.len());
+        let pp = f32x4_splat(p);
+        let mut i = 0;
+        while i + 4 <= n {
+            let r = f32x4_add(load_f32(&out[i..]), f32x4_mul(pp, load_f32(&v[i..])));
+            out[i..i + 4].copy_from_slice(&[
+                f32x4_extract_lane::<0>(r),
+                f32x4_extract_lane::<1>(r),
+                f32x4_extract_lane::<2>(r),
+                f32x4_extract_lane::<3>(r),
+            ]);
+            i += 4;
+        }
+        for j in i..n {
+            out[j] += p * v[j];
+        }
+    }
 }
 
 /// The dot product of two equal-length vectors, in f32 with 16 partial sums (so the compiler can
@@ -1579,6 +2712,12 @@ fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
 fn f16_table() -> &'static [f32] {
     static TABLE: OnceLock<Vec<f32>> = OnceLock::new();
     TABLE.get_or_init(|| (0..=u16::MAX).map(|b| half::f16::from_bits(b).to_f32()).collect())
+}
+
+/// The f16 at bytes `i, i + 1` of `b` as f32 (exact), from the table.
+#[inline]
+fn f16_bits(b: &[u8], i: usize) -> f32 {
+    f16_at(f16_table(), b, i)
 }
 
 #[inline]
@@ -1694,6 +2833,11 @@ fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`blocks`] for the other test modules.
+    pub(super) fn blocks_for(kind: Kind, n: usize, seed: u64) -> Vec<u8> {
+        blocks(kind, n, seed)
+    }
 
     /// Random blocks with sane f16 scales, so every value is finite.
     fn blocks(kind: Kind, n: usize, seed: u64) -> Vec<u8> {
@@ -2002,6 +3146,7 @@ mod tests {
             staged: Vec::new(),
             boundary: Vec::new(),
             staged_in: std::time::Duration::ZERO,
+            external: None,
         }
     }
 
@@ -2119,5 +3264,244 @@ mod tests {
         let b: Vec<f32> = (0..37).map(|i| (i as f32 * 0.11).cos()).collect();
         let want: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
         assert!((f64::from(dot(&a, &b)) - want).abs() < 1e-5);
+    }
+}
+
+/// The K-quant kernels against llama.cpp's own (its AVX2 library, called by
+/// tests/python/ggml_dot.py) and against the portable kernels here.
+#[cfg(test)]
+mod k_quant_tests {
+    use super::*;
+
+    /// A K-quant row of `nb` blocks: random bytes with sane scales, then blocks at the extremes
+    /// (all bytes zero, every byte 0xFF with the largest finite f16 scales, negative scales).
+    fn k_row(kind: Kind, nb: usize, seed: u64) -> Vec<u8> {
+        let (_, size) = kind.block();
+        let mut s = seed;
+        let mut next = || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (s >> 33) as u8
+        };
+        let f = |v: f32| half::f16::from_f32(v).to_bits().to_le_bytes();
+        let mut row = Vec::with_capacity(nb * size);
+        for b in 0..nb {
+            let mut blk: Vec<u8> = (0..size).map(|_| next()).collect();
+            let (d, m) = match b % 6 {
+                0 => {
+                    blk.fill(0);
+                    (0.0, 0.0)
+                }
+                1 => {
+                    blk.fill(0xFF);
+                    (65504.0, 65504.0)
+                }
+                2 => (-0.02, 0.01),
+                3 => (1e-7, -3.0),
+                _ => (0.01, 0.005),
+            };
+            match kind {
+                Kind::Q4_K => {
+                    blk[..2].copy_from_slice(&f(d));
+                    blk[2..4].copy_from_slice(&f(m));
+                }
+                _ => blk[208..210].copy_from_slice(&f(d)),
+            }
+            row.extend(blk);
+        }
+        row
+    }
+
+    /// Input vectors: smooth values, a zero block, a block of one repeated value, a vector of
+    /// huge and one of tiny values.
+    fn inputs(cols: usize) -> Vec<f32> {
+        let mut x: Vec<f32> = (0..4 * cols)
+            .map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 3.0)
+            .collect();
+        x[..256].fill(0.0);
+        x[cols + 256..cols + 512].fill(-2.5);
+        for v in &mut x[2 * cols..3 * cols] {
+            *v *= 1e30;
+        }
+        for v in &mut x[3 * cols..] {
+            *v *= 1e-30;
+        }
+        x
+    }
+
+    /// Q4_K and Q6_K with Q8_K activations, bit for bit llama.cpp's `ggml_vec_dot_q4_K_q8_K` /
+    /// `ggml_vec_dot_q6_K_q8_K` (its AVX2 build: the same lanes and sums as the kernels here) on
+    /// every row and input, where this CPU has AVX2 (on others the portable kernel runs, whose
+    /// sums differ from llama.cpp's by float rounding: that is checked against the float path in
+    /// `integer_kernels_match_the_float_path`).
+    #[test]
+    fn k_quant_kernels_are_llama_cpp_bit_for_bit() {
+        if !simd() {
+            eprintln!("no AVX2/FMA/F16C on this CPU: llama.cpp's AVX2 kernels cannot run here");
+            return;
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+        let dir = std::env::temp_dir().join(format!("tensorlane-k-quant-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (kind, name) in [(Kind::Q4_K, "Q4_K"), (Kind::Q4_K, "Q4_K_8x8"), (Kind::Q6_K, "Q6_K")] {
+            let (nb, rows) = (6, 8);
+            let cols = nb * 256;
+            let w: Vec<u8> = (0..rows).flat_map(|r| k_row(kind, nb, 11 + r as u64)).collect();
+            let x = inputs(cols);
+            let (wp, xp) = (dir.join(format!("{name}.rows")), dir.join(format!("{name}.x")));
+            std::fs::write(&wp, &w).unwrap();
+            std::fs::write(&xp, x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+            let o = std::process::Command::new("python3")
+                .arg(root.join("tests/python/ggml_dot.py"))
+                .arg(name)
+                .arg(cols.to_string())
+                .arg(&wp)
+                .arg(&xp)
+                .output()
+                .expect("run python3 tests/python/ggml_dot.py");
+            assert!(o.status.success(), "ggml_dot.py failed: {}", String::from_utf8_lossy(&o.stderr));
+            let want: Vec<Vec<u32>> = String::from_utf8(o.stdout)
+                .unwrap()
+                .lines()
+                .map(|l| l.split(' ').map(|h| u32::from_str_radix(h, 16).unwrap()).collect())
+                .collect();
+            assert_eq!(want.len(), rows);
+            let mut q = QuantX::new(kind, &x, cols).unwrap();
+            // llama.cpp's interleaved kernel, which it uses for these 8 rows on an AVX2 CPU
+            q.q4_k_interleaved = name == "Q4_K_8x8";
+            assert_eq!(q.q4_k_interleaved, name == "Q4_K_8x8" && q4_k_interleaved(kind, rows));
+            let row_bytes = w.len() / rows;
+            let mut finite = 0;
+            for (r, want) in want.iter().enumerate() {
+                let row = &w[r * row_bytes..(r + 1) * row_bytes];
+                for (i, &b) in want.iter().enumerate() {
+                    let got = q.dot(kind, row, i);
+                    let llama = f32::from_bits(b);
+                    finite += usize::from(llama.is_finite());
+                    assert!(
+                        got.to_bits() == b || (got.is_nan() && llama.is_nan()),
+                        "{name} row {r} input {i}: {got} vs llama.cpp's {llama}"
+                    );
+                }
+            }
+            assert!(finite >= rows * 3, "{name}: too few finite products to compare");
+            // four inputs at once (the prompt's kernel): each bit for bit the one-input kernel's
+            for r in 0..rows {
+                let row = &w[r * row_bytes..(r + 1) * row_bytes];
+                let four = q.dot4(kind, row, 0).map(f32::to_bits);
+                let one = [0, 1, 2, 3].map(|i| q.dot(kind, row, i).to_bits());
+                let nan = |b: u32| f32::from_bits(b).is_nan();
+                assert!(
+                    (0..4).all(|i| four[i] == one[i] || (nan(four[i]) && nan(one[i]))),
+                    "{name} row {r}: dot4 {four:x?} vs dot {one:x?}"
+                );
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The AVX2 K-quant kernels and the portable ones agree to float rounding (their integer
+    /// parts are the same; the AVX2 ones sum eight lanes per block in f32, the portable one
+    /// block by block), and both give the dequantized rows times the rounded activations.
+    #[test]
+    fn k_quant_vector_and_portable_kernels_agree() {
+        for kind in [Kind::Q4_K, Kind::Q6_K] {
+            let nb = 4;
+            let cols = nb * 256;
+            // rows without the huge block (its products overflow f32 in any order of sums)
+            let row: Vec<u8> = k_row(kind, 6, 5)
+                .chunks_exact(kind.block().1)
+                .enumerate()
+                .filter(|(b, _)| b % 6 != 1)
+                .flat_map(|(_, blk)| blk.to_vec())
+                .take(nb * kind.block().1)
+                .collect();
+            let x = inputs(cols);
+            let q = QuantX::new(kind, &x[..2 * cols], cols).unwrap();
+            let mut w = vec![0f32; cols];
+            dequantize_row(kind, &row, &mut w);
+            let xr = round_activations(kind, &x[..2 * cols]);
+            for i in 0..2 {
+                let nbk = cols / 256;
+                let (d, qi) = (&q.d[i * nbk..(i + 1) * nbk], &q.q[i * cols..(i + 1) * cols]);
+                let sums = &q.sums[i * cols / 16..(i + 1) * cols / 16];
+                let slow = f64::from(match kind {
+                    Kind::Q4_K => dot_q4_k(&row, d, qi, sums),
+                    _ => dot_q6_k(&row, d, qi),
+                });
+                let fast = f64::from(q.dot(kind, &row, i));
+                let xi = &xr[i * cols..(i + 1) * cols];
+                let want: f64 = w.iter().zip(xi).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+                let scale: f64 = w.iter().zip(xi).map(|(a, b)| f64::from((a * b).abs())).sum();
+                assert!((fast - want).abs() <= 1e-5 * scale, "{kind:?} {i}: {fast} vs {want}");
+                assert!((slow - want).abs() <= 1e-5 * scale, "{kind:?} portable {i}: {slow} vs {want}");
+            }
+        }
+    }
+
+    /// Q4_K in llama.cpp's interleaved order: the AVX2 kernels (one input and four) and the
+    /// portable one agree bit for bit (the same exact integer sums, the same fused
+    /// multiply-adds), and all give the dequantized row times the rounded activations.
+    #[test]
+    fn q4_k_interleaved_order_is_the_same_on_every_path() {
+        let nb = 4;
+        let cols = nb * 256;
+        let row: Vec<u8> = k_row(Kind::Q4_K, 6, 9)
+            .chunks_exact(144)
+            .enumerate()
+            .filter(|(b, _)| b % 6 != 1)
+            .flat_map(|(_, blk)| blk.to_vec())
+            .take(nb * 144)
+            .collect();
+        let x = inputs(cols);
+        let mut q = QuantX::new(Kind::Q4_K, &x, cols).unwrap();
+        q.q4_k_interleaved = true;
+        let mut w = vec![0f32; cols];
+        dequantize_row(Kind::Q4_K, &row, &mut w);
+        let xr = round_activations(Kind::Q4_K, &x);
+        let four = q.dot4(Kind::Q4_K, &row, 0);
+        for i in 0..4 {
+            let (d, qi) = (&q.d[i * nb..(i + 1) * nb], &q.q[i * cols..(i + 1) * cols]);
+            let slow = dot_q4_k_interleaved(&row, d, qi, &q.sums[i * cols / 16..(i + 1) * cols / 16]);
+            let fast = q.dot(Kind::Q4_K, &row, i);
+            assert_eq!(fast.to_bits(), slow.to_bits(), "input {i}: {fast} vs portable {slow}");
+            assert_eq!(four[i].to_bits(), fast.to_bits(), "input {i}: dot4 {} vs {fast}", four[i]);
+            let xi = &xr[i * cols..(i + 1) * cols];
+            let want: f64 = w.iter().zip(xi).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+            let scale: f64 = w.iter().zip(xi).map(|(a, b)| f64::from((a * b).abs())).sum();
+            assert!((f64::from(fast) - want).abs() <= 1e-5 * scale, "input {i}: {fast} vs {want}");
+        }
+    }
+
+    /// The decode step's four-row Q4_1 kernel gives each row bit for bit what the one-row kernel
+    /// gives it, on random blocks and blocks with the largest f16 scale and all zeros.
+    #[test]
+    fn four_q4_1_rows_at_once_are_each_rows_own_product() {
+        let kind = Kind::Other(GgmlType(Q4_1));
+        let nb = 10;
+        let rows: Vec<Vec<u8>> = (0..4)
+            .map(|r| {
+                let mut row = super::tests::blocks_for(kind, nb, 31 + r as u64);
+                row[20 * r..20 * r + 2].copy_from_slice(&half::f16::from_f32(65504.0).to_bits().to_le_bytes());
+                row[20 * r + 2..20 * r + 4].copy_from_slice(&half::f16::from_f32(-65504.0).to_bits().to_le_bytes());
+                row[20 * (r + 4)..20 * (r + 5)].fill(0);
+                row
+            })
+            .collect();
+        let cols = nb * 32;
+        let x: Vec<f32> = (0..cols).map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 3.0).collect();
+        let q = QuantX::new(kind, &x, cols).unwrap();
+        let Some(four) = q.dot_rows4(kind, [&rows[0], &rows[1], &rows[2], &rows[3]]) else {
+            assert!(!simd(), "no four-row Q4_1 kernel on an AVX2 CPU");
+            return;
+        };
+        for (k, row) in rows.iter().enumerate() {
+            let one = q.dot(kind, row, 0);
+            assert!(
+                four[k].to_bits() == one.to_bits() || (four[k].is_nan() && one.is_nan()),
+                "row {k}: {} vs {one}",
+                four[k]
+            );
+        }
+        assert!(four.iter().filter(|v| v.is_finite()).count() >= 2);
     }
 }

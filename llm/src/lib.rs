@@ -6,8 +6,9 @@
 //!
 //! * [`arch`] — the architecture description: which tensors with which shapes, and the
 //!   hyperparameters, read from the GGUF metadata (`general.architecture`,
-//!   `<arch>.block_count`, ...). llama (Llama 2/3, TinyLlama, SmolLM), mistral, qwen2, qwen3, and
-//!   the mixtures of experts qwen3moe, olmoe and mixtral (llama with `llama.expert_count`).
+//!   `<arch>.block_count`, ...) or a Hugging Face `config.json`: llama (Llama 2/3, TinyLlama,
+//!   SmolLM), mistral, qwen2, qwen3, phi3, gemma2, gemma3, and the mixtures of experts qwen3moe,
+//!   olmoe and mixtral (llama with `llama.expert_count`).
 //! * [`tokenizer`] — the GGUF's embedded vocabulary: `llama` (SentencePiece BPE with scores and
 //!   byte fallback) and `gpt2` (byte-level BPE with merges), as llama.cpp tokenizes them.
 //! * [`Session`] — a CPU executor (RMSNorm, RoPE, grouped-query attention with a causal mask and a
@@ -16,7 +17,8 @@
 //! * [`Device::Wgpu`] (feature `wgpu`) — the same forward pass in WGSL compute shaders, the
 //!   weights uploaded in stored form and dequantized inside the matrix-product kernel, the KV
 //!   cache on the device.
-//! * [`Sampling`] — greedy by default; temperature, top-k, top-p, seed.
+//! * [`Sampling`] — greedy by default; temperature, top-k, top-p, seed, logit bias; with feature
+//!   `grammar`, constrained to a JSON schema or a Lark grammar (module `grammar`).
 //!
 //! The executor is checked against llama.cpp (`llm/tests/llama_reference.rs`): greedy tokens,
 //! per-position log-probabilities and tokenization on random-weight checkpoints of every
@@ -45,20 +47,27 @@ pub mod batch;
 mod bind;
 #[cfg(feature = "serve")]
 pub mod chat;
-#[cfg(feature = "native")]
+// (without `native` only the hosted session's part of the executor is used)
+#[cfg_attr(not(feature = "native"), allow(dead_code))]
 mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
 #[cfg(feature = "native")]
 mod exec;
-#[cfg(feature = "native")]
+pub mod hosted;
+#[cfg_attr(not(feature = "native"), allow(dead_code))]
 mod kernels;
+#[cfg(feature = "grammar")]
+pub mod grammar;
 #[cfg(feature = "serve")]
 pub mod openai;
+mod par;
 pub mod plan;
 mod sampling;
 #[cfg(feature = "native")]
 mod session;
+#[cfg(feature = "serve")]
+pub mod tools;
 pub mod tokenizer;
 #[cfg(feature = "wgpu")]
 mod wgpu;

@@ -16,7 +16,11 @@
 //! Completions take `logprobs` (0..=20: the sampled token's log-probability and the most likely
 //! alternatives, OpenAI's legacy shape); chat takes `logprobs` and `top_logprobs` (0..=20).
 //! Log-probabilities are the model's (the log-softmax of the raw logits, before temperature).
-//! Every response has `usage` (prompt, completion and total tokens).
+//! Every response has `usage` (prompt, completion and total tokens). Both take `logit_bias` and
+//! `response_format` (`text`, `json_object`, `json_schema`: sampling constrained by
+//! [`crate::grammar`], so the reply parses and follows the schema); chat takes `tools` and
+//! `tool_choice` ([`crate::tools`]: rendered by the template, the reply parsed into
+//! `tool_calls`, constrained when a call is required). The legacy `functions` is a 400.
 //!
 //! Chat templates come from the GGUF key `tokenizer.chat_template` or `tokenizer_config.json`
 //! beside a safetensors file ([`chat_template`]) and are rendered with minijinja (Python string
@@ -53,6 +57,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::batch::{Engine, Event, Finish, Request, SubmitError, TokenEvent};
+use crate::grammar::{Constraint, Grammars};
+use crate::tools::Tools;
 use crate::{Error, Sampling};
 
 /// How [`router`] serves.
@@ -117,7 +123,19 @@ struct Api {
     config: ApiConfig,
     /// The template compiled, or why it does not compile.
     template: Option<std::result::Result<minijinja::Environment<'static>, String>>,
+    /// The grammar engine over the model's vocabulary, built at the first request that needs it.
+    grammars: std::sync::OnceLock<std::result::Result<Grammars, String>>,
     created: u64,
+}
+
+impl Api {
+    /// The grammar engine, or a 400-worthy reason why this vocabulary has none.
+    fn grammars(&self, param: &'static str) -> ApiResult<&Grammars> {
+        self.grammars
+            .get_or_init(|| Grammars::new(self.engine.tokenizer()).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| ApiError::invalid(format!("{param}: constrained decoding is unavailable: {e}"), Some(param)))
+    }
 }
 
 /// The routes of the module docs over `engine`.
@@ -129,6 +147,7 @@ pub fn router(engine: Engine, config: ApiConfig) -> Router {
         engine,
         config,
         template,
+        grammars: std::sync::OnceLock::new(),
         created: now(),
     });
     Router::new()
@@ -387,6 +406,10 @@ struct Params {
     sampling: Sampling,
     stop: Vec<String>,
     logprobs: Option<usize>,
+    /// `response_format`'s grammar (or a required tool call's).
+    grammar: Option<Constraint>,
+    /// The chat request's tools.
+    tools: Option<Tools>,
 }
 
 fn get_f32(m: &serde_json::Map<String, Value>, key: &'static str) -> ApiResult<Option<f32>> {
@@ -491,26 +514,12 @@ fn params(api: &Api, m: &serde_json::Map<String, Value>, max_tokens_keys: &[&'st
             ..ApiError::invalid(format!("{key}: {what} is not supported by this server yet"), Some(key))
         })
     };
-    match m.get("tools") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(a)) if a.is_empty() => {}
-        Some(_) => return unsupported("tools", "tool calling"),
-    }
-    match m.get("tool_choice") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(s)) if s == "none" || s == "auto" => {}
-        Some(_) => return unsupported("tool_choice", "tool calling"),
-    }
     for key in ["functions", "function_call"] {
         if !matches!(m.get(key), None | Some(Value::Null)) {
             return unsupported(key, "function calling");
         }
     }
-    match m.get("response_format") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(o)) if o.get("type").and_then(Value::as_str) == Some("text") => {}
-        Some(_) => return unsupported("response_format", "structured output (JSON mode, JSON schema)"),
-    }
+    let grammar = response_format(api, m.get("response_format"))?;
     let n_vocab = api.engine.info().hparams.n_vocab;
     let logit_bias = match m.get("logit_bias") {
         None | Some(Value::Null) => Vec::new(),
@@ -557,7 +566,42 @@ fn params(api: &Api, m: &serde_json::Map<String, Value>, max_tokens_keys: &[&'st
         },
         stop,
         logprobs: None,
+        grammar,
+        tools: None,
     })
+}
+
+/// The grammar of `response_format`: none for `{"type": "text"}`, any JSON object for
+/// `{"type": "json_object"}`, the schema of `{"type": "json_schema", "json_schema": {"name",
+/// "schema", "strict"}}`.
+fn response_format(api: &Api, v: Option<&Value>) -> ApiResult<Option<Constraint>> {
+    const P: &str = "response_format";
+    let bad = |m: String| ApiError::invalid(m, Some(P));
+    let o = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(o)) => o,
+        Some(_) => return Err(bad("response_format must be an object with a type".into())),
+    };
+    let constraint = match o.get("type").and_then(Value::as_str) {
+        Some("text") => return Ok(None),
+        Some("json_object") => api.grammars(P)?.json_object(),
+        Some("json_schema") => {
+            let Some(Value::Object(js)) = o.get("json_schema") else {
+                return Err(bad(
+                    "response_format of type json_schema needs json_schema: {\"name\", \"schema\"}".into(),
+                ));
+            };
+            let schema = js.get("schema").cloned().unwrap_or_else(|| json!({}));
+            api.grammars(P)?.json_schema(&schema)
+        }
+        other => {
+            return Err(bad(format!(
+                "response_format.type must be text, json_object or json_schema, not {}",
+                other.map_or_else(|| "missing".to_string(), |t| format!("'{t}'"))
+            )));
+        }
+    };
+    constraint.map(Some).map_err(|e| bad(e.to_string()))
 }
 
 /// Tokens left to generate after the prompt (the default `max_tokens` of chat): the context
@@ -575,6 +619,14 @@ async fn completions(State(api): State<Arc<Api>>, body: std::result::Result<Byte
 
 fn completions_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -> ApiResult<Started> {
     let m = parse_body(body)?;
+    // Tools are chat's; what asks for none changes nothing here.
+    let no_tools = matches!(m.get("tools"), None | Some(Value::Null)) || m.get("tools").and_then(Value::as_array).is_some_and(Vec::is_empty);
+    let no_choice = matches!(m.get("tool_choice").map(|c| c.as_str()), None | Some(Some("none" | "auto"))) || m.get("tool_choice") == Some(&Value::Null);
+    for (key, none) in [("tools", no_tools), ("tool_choice", no_choice)] {
+        if !none {
+            return Err(ApiError::invalid(format!("{key}: only /v1/chat/completions takes tools"), Some(key)));
+        }
+    }
     let mut p = params(&api, &m, &["max_tokens"])?;
     if get_bool(&m, "echo")? {
         return Err(ApiError::invalid("echo is not supported", Some("echo")));
@@ -649,6 +701,20 @@ fn chat_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -
         Some(Err(e)) => return Err(ApiError::invalid(e.clone(), Some("messages"))),
         Some(Ok(env)) => env,
     };
+    let tools = Tools::from_request(m.get("tools"), m.get("tool_choice"), api.config.chat_template.as_deref())
+        .map_err(|(msg, param)| ApiError::invalid(msg, Some(param)))?;
+    if let Some(t) = &tools {
+        let g = t
+            .grammar(api.grammars("tool_choice")?, api.engine.tokenizer())
+            .map_err(|e| ApiError::invalid(e.to_string(), Some("tools")))?;
+        if g.is_some() && p.grammar.is_some() {
+            return Err(ApiError::invalid(
+                "response_format and a required tool call cannot both constrain one reply",
+                Some("response_format"),
+            ));
+        }
+        p.grammar = g.or(p.grammar.take());
+    }
     let Some(Value::Array(messages)) = m.get("messages") else {
         return Err(ApiError::invalid("messages must be a list", Some("messages")));
     };
@@ -680,7 +746,22 @@ fn chat_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -
                     Some("messages"),
                 ));
             }
-            (Some(role), Some(content)) => msgs.push(json!({"role": role, "content": mark_text(tok, &content)})),
+            (Some(role), Some(content)) => {
+                let mut msg = json!({"role": role, "content": mark_text(tok, &content)});
+                if let Some(Value::Array(calls)) = messages[i].get("tool_calls")
+                    && !calls.is_empty()
+                {
+                    let calls = crate::tools::calls_for_template(calls)
+                        .map_err(|e| ApiError::invalid(format!("messages[{i}].{e}"), Some("messages")))?;
+                    msg["tool_calls"] = Value::Array(calls);
+                }
+                for key in ["tool_call_id", "name"] {
+                    if let Some(Value::String(v)) = messages[i].get(key) {
+                        msg[key] = json!(mark_text(tok, v));
+                    }
+                }
+                msgs.push(msg)
+            }
             _ => {
                 return Err(ApiError::invalid(
                     format!("messages[{i}] needs a string role and text content (a string or text parts)"),
@@ -689,9 +770,11 @@ fn chat_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -
             }
         }
     }
-    let rendered = crate::chat::render(env, tok, &msgs, true).map_err(|e| ApiError::invalid(e, Some("messages")))?;
+    let rendered = crate::chat::render_with_tools(env, tok, &msgs, tools.as_ref().map(|t| &t.declared), true)
+        .map_err(|e| ApiError::invalid(e, Some("messages")))?;
     let prompt = chat_prompt(tok, &rendered);
     let max_tokens = p.max_tokens.unwrap_or_else(|| room(&api, prompt.len()));
+    p.tools = tools;
     start(api, prompt, max_tokens, p, Kind::Chat)
 }
 
@@ -785,6 +868,7 @@ fn start(api: Arc<Api>, prompt: Vec<u32>, max_tokens: usize, p: Params, kind: Ki
         sampling: p.sampling.clone(),
         max_tokens,
         logprobs: p.logprobs,
+        grammar: p.grammar,
     })?;
     let text = Text::new(p.stop.clone());
     let run = Run {
@@ -798,6 +882,9 @@ fn start(api: Arc<Api>, prompt: Vec<u32>, max_tokens: usize, p: Params, kind: Ki
         completion_tokens: 0,
         logprobs: p.logprobs.is_some(),
         lp: Logprobs::default(),
+        tools: p.tools,
+        raw: String::new(),
+        calls: Vec::new(),
     };
     Ok(Started {
         run,
@@ -958,6 +1045,12 @@ struct Run {
     completion_tokens: usize,
     logprobs: bool,
     lp: Logprobs,
+    /// The request's tools: the reply is held back and parsed for calls at the end.
+    tools: Option<Tools>,
+    /// With tools, the reply's text with the control tokens' texts kept (`[TOOL_CALLS]` …).
+    raw: String,
+    /// With tools, the calls found in the reply at the end: (id, name, arguments).
+    calls: Vec<(String, String, String)>,
 }
 
 /// What one engine event gives a response.
@@ -984,11 +1077,23 @@ impl Run {
                     self.text.push(&piece)
                 };
                 let lp = (self.logprobs && !self.text.stopped).then(|| self.token_logprobs(&t, &piece, offset));
+                let tok = self.api.engine.tokenizer();
+                if self.tools.is_some() && !tok.is_eog(t.id) {
+                    match piece.is_empty() {
+                        // A control token (`[TOOL_CALLS]`): its text, for the parser.
+                        true => self.raw.push_str(&String::from_utf8_lossy(&tok.vocab().tokens[t.id as usize])),
+                        false => self.raw.push_str(&String::from_utf8_lossy(&piece)),
+                    }
+                }
                 if self.text.stopped {
                     // A stop string: the sequence ends here (dropping the receiver cancels it).
                     self.rx.close();
                     let rest = self.text.finish();
-                    return Step::End("stop", text + &rest);
+                    return self.end("stop", text + &rest);
+                }
+                // With tools, nothing is handed out before the end tells calls from prose.
+                if self.tools.is_some() {
+                    return Step::Text(String::new(), lp);
                 }
                 Step::Text(text, lp)
             }
@@ -997,17 +1102,56 @@ impl Run {
                     Finish::Eog => "stop",
                     Finish::Length => "length",
                 };
-                Step::End(reason, self.text.finish())
+                let rest = self.text.finish();
+                self.end(reason, rest)
             }
             Some(Event::Failed(e)) => Step::Failed(e.to_string()),
             None => {
                 if self.text.stopped {
-                    Step::End("stop", self.text.finish())
+                    let rest = self.text.finish();
+                    self.end("stop", rest)
                 } else {
                     Step::Failed("the generation engine stopped".into())
                 }
             }
         }
+    }
+
+    /// The end of the reply, `rest` the text not yet handed out. With tools, the whole reply is
+    /// parsed: its calls go to [`Run::calls`] (the reason becomes `tool_calls`), and the text is
+    /// what is left around them.
+    fn end(&mut self, reason: &'static str, rest: String) -> Step {
+        let Some(tools) = &self.tools else {
+            return Step::End(reason, rest);
+        };
+        let (text, calls) = tools.extract(&self.raw);
+        if calls.is_empty() {
+            return Step::End(reason, self.text.all.clone());
+        }
+        for (name, args) in calls {
+            match response_id("call") {
+                Ok(id) => self.calls.push((id, name, args)),
+                Err(e) => return Step::Failed(e.message),
+            }
+        }
+        Step::End("tool_calls", text)
+    }
+
+    /// The calls as the `tool_calls` of a message (`stream`: as deltas, with their index).
+    fn tool_calls(&self, stream: bool) -> Value {
+        Value::Array(
+            self.calls
+                .iter()
+                .enumerate()
+                .map(|(i, (id, name, args))| {
+                    let mut c = json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}});
+                    if stream {
+                        c["index"] = json!(i);
+                    }
+                    c
+                })
+                .collect(),
+        )
     }
 
     /// A token's log-probabilities in the route's shape (and, for a non-streamed answer, kept).
@@ -1150,9 +1294,16 @@ async fn collect(mut run: Run) -> Response {
                     .map(|i| chat_logprob(&lp.tokens[i], lp.token_logprobs[i], &lp.bytes[i], &lp.top[i]))
                     .collect::<Vec<_>>()})
             });
+            let mut message = json!({"role": "assistant", "content": text});
+            if !run.calls.is_empty() {
+                message["tool_calls"] = run.tool_calls(false);
+                if text.is_empty() {
+                    message["content"] = Value::Null;
+                }
+            }
             json!({
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
+                "message": message,
                 "logprobs": logprobs,
                 "finish_reason": reason,
             })
@@ -1201,6 +1352,13 @@ fn stream(mut run: Run, include_usage: bool) -> Response {
                 Step::End(reason, t) => {
                     if !t.is_empty() && tx.send(send(run.chunk(Some(t), None, None, false))).await.is_err() {
                         return;
+                    }
+                    if !run.calls.is_empty() {
+                        let mut c = run.chunk(None, None, None, false);
+                        c["choices"][0]["delta"]["tool_calls"] = run.tool_calls(true);
+                        if tx.send(send(c)).await.is_err() {
+                            return;
+                        }
                     }
                     let mut last = run.chunk(None, None, Some(reason), false);
                     if run.kind == Kind::Completion {

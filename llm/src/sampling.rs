@@ -43,6 +43,9 @@ pub struct Sampling {
 pub struct Sampler {
     params: Sampling,
     state: u64,
+    /// The grammar the picks must follow ([`Sampler::constrained`]).
+    #[cfg(feature = "grammar")]
+    constraint: Option<crate::grammar::Constraint>,
 }
 
 impl Default for Sampling {
@@ -78,6 +81,8 @@ impl Sampling {
         Sampler {
             params: self.clone(),
             state: self.seed ^ 0x9E37_79B9_7F4A_7C15,
+            #[cfg(feature = "grammar")]
+            constraint: None,
         }
     }
 }
@@ -97,9 +102,51 @@ impl Sampler {
         z ^ (z >> 31)
     }
 
-    /// Picks a token from `logits` (see [`Sampling`]). An error for empty logits or bad
-    /// parameters.
+    /// This sampler, its picks restricted to what `constraint` allows (feature `grammar`): the
+    /// logits of every other token are −∞ before temperature, top-k and top-p apply, and once the
+    /// grammar is complete the pick is the end-of-sequence token.
+    #[cfg(feature = "grammar")]
+    pub fn constrained(mut self, constraint: crate::grammar::Constraint) -> Sampler {
+        self.constraint = Some(constraint);
+        self
+    }
+
+    /// Picks a token from `logits` (see [`Sampling`]), within the grammar of a
+    /// [constrained](Sampler::constrained) sampler. An error for empty logits, bad parameters, or
+    /// a grammar that allows no token.
     pub fn pick(&mut self, logits: &[f32]) -> Result<u32> {
+        #[cfg(feature = "grammar")]
+        if let Some(mut c) = self.constraint.take() {
+            let picked = self.pick_within(&mut c, logits);
+            self.constraint = Some(c);
+            return picked;
+        }
+        self.pick_free(logits)
+    }
+
+    /// [`pick`](Self::pick) within `c`'s mask, and `c` told of the pick.
+    #[cfg(feature = "grammar")]
+    fn pick_within(&mut self, c: &mut crate::grammar::Constraint, logits: &[f32]) -> Result<u32> {
+        use crate::grammar::Allowed;
+        let id = match c.allowed(logits.len())? {
+            Allowed::End(eos) => return Ok(eos),
+            Allowed::Mask(mask) => {
+                let masked: Vec<f32> = logits
+                    .iter()
+                    .zip(&mask)
+                    .map(|(&l, &ok)| if ok { l } else { f32::NEG_INFINITY })
+                    .collect();
+                self.pick_free(&masked)?
+            }
+        };
+        // Only where every allowed logit was NaN could the pick fall outside the mask; the
+        // grammar refuses such a token here.
+        c.commit(id)?;
+        Ok(id)
+    }
+
+    /// [`pick`](Self::pick) without the grammar.
+    fn pick_free(&mut self, logits: &[f32]) -> Result<u32> {
         self.params.check()?;
         let Sampling {
             temperature,

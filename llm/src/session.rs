@@ -273,8 +273,9 @@ impl<'m> Session<'m> {
         options: Options,
         progress: &mut dyn FnMut(Load),
     ) -> Result<Session<'m>> {
-        let (spec, tokenizer) = spec_and_tokenizer(model)?;
+        let (mut spec, tokenizer) = spec_and_tokenizer(model)?;
         let context = context_of(&spec, &options)?;
+        spec.fit_context(context);
         let cache_type = cache_type_of(&options)?;
         let threads = match options.threads {
             Some(0) => return Err(Error::Options("threads must be at least 1".into())),
@@ -356,8 +357,9 @@ impl<'m> Session<'m> {
     /// itself is ignored) accepts for `model`, in bytes, to 256 bytes; `None` when the policy
     /// fits no budget. What a budget error names; where a budget sweep starts.
     pub fn minimum_budget(model: &Model, options: &Options) -> Result<Option<u64>> {
-        let (spec, _) = spec_and_tokenizer(model)?;
+        let (mut spec, _) = spec_and_tokenizer(model)?;
         let context = context_of(&spec, options)?;
+        spec.fit_context(context);
         let weights = Weights::bind(model, &spec)?;
         Ok(crate::plan::minimum(
             &model_name(model),
@@ -659,6 +661,17 @@ impl std::fmt::Debug for Generate<'_, '_> {
 }
 
 impl Generate<'_, '_> {
+    /// The same generation, its tokens picked by `sampler` (a
+    /// [constrained](crate::Sampler::constrained) one, say) instead of a fresh sampler of the
+    /// [`Sampling`] it was made with. Call it before the first token.
+    pub fn with_sampler(mut self, sampler: Sampler) -> Self {
+        if self.error.is_none() {
+            self.error = sampler.params().check().err();
+        }
+        self.sampling = sampler;
+        self
+    }
+
     /// The session's timings and byte counts so far (as [`Session::stats`]).
     pub fn stats(&self) -> Stats {
         self.session.stats

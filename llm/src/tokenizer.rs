@@ -511,7 +511,7 @@ impl Tokenizer {
                 )
             })
             .filter(|&i| !vocab.tokens[i].is_empty())
-            .map(|i| (i as u32, ty(i) != token_type::USER_DEFINED))
+            .map(|i| (i as u32, ty(i) != token_type::USER_DEFINED || is_eog_text(&vocab.tokens[i])))
             .collect();
         specials.sort_by_key(|&(i, _)| std::cmp::Reverse(vocab.tokens[i as usize].len()));
         let mut byte_tokens = [None; 256];
@@ -572,11 +572,14 @@ impl Tokenizer {
             return true;
         }
         let ty = self.vocab.types.get(id as usize).copied().unwrap_or(token_type::NORMAL);
-        ty == token_type::CONTROL
+        let text = self.vocab.tokens.get(id as usize).map(Vec::as_slice);
+        (ty == token_type::CONTROL
             && matches!(
-                self.vocab.tokens.get(id as usize).map(Vec::as_slice),
+                text,
                 Some(b"<|eot_id|>" | b"<|im_end|>" | b"<|end|>" | b"<end_of_turn>" | b"<|endoftext|>")
-            )
+            ))
+            // a user-defined token with such a text: llama.cpp makes it control and end-of-generation
+            || (ty == token_type::USER_DEFINED && text.is_some_and(is_eog_text))
     }
 
     /// Tokenizes `text` as llama.cpp's `llama_tokenize(text, add_special, parse_special =
@@ -851,6 +854,10 @@ impl Tokenizer {
             return Vec::new();
         };
         let ty = self.vocab.types.get(id as usize).copied().unwrap_or(token_type::NORMAL);
+        if ty == token_type::USER_DEFINED && is_eog_text(t) {
+            // control for llama.cpp (is_eog_text)
+            return Vec::new();
+        }
         match ty {
             token_type::CONTROL | token_type::UNKNOWN | token_type::UNUSED => return Vec::new(),
             token_type::USER_DEFINED => return t.clone(),
@@ -1066,4 +1073,36 @@ mod tests {
             vec!["Hello", " WORLD", "'S", " ", "123", "45", " ,", "x", "\n\n", " y"]
         );
     }
+}
+
+/// Whether a token's text is one llama.cpp v0.4.0's vocabulary loader (`llama-vocab.cpp`)
+/// takes as end-of-generation whatever the file says its type is, and then makes a control
+/// token when it is not one: Gemma 3's vocabulary declares `</s>` user-defined, which llama.cpp
+/// then neither parses in plain text nor prints.
+fn is_eog_text(t: &[u8]) -> bool {
+    const EOG: &[&str] = &[
+        "<|eot_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<|return|>",
+        "<|call|>",
+        "<|flush|>",
+        "<|calls|>",
+        "<end_of_turn>",
+        "<|endoftext|>",
+        "</s>",
+        "<|eom_id|>",
+        "<EOT>",
+        "_<EOT>",
+        "[EOT]",
+        "[EOS]",
+        "<|end_of_text|>",
+        "<end_of_utterance>",
+        "<eos>",
+        "<turn|>",
+        "<|tool_response>",
+        "<｜end▁of▁sentence｜>",
+        "[e~[",
+    ];
+    EOG.iter().any(|e| e.as_bytes() == t)
 }

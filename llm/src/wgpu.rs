@@ -197,6 +197,9 @@ impl<'m> Wgpu<'m> {
         if slots == 0 {
             return Err(device_err("at least one KV cache slot is needed"));
         }
+        if let Some(why) = spec.beyond_device_executors(context) {
+            return Err(device_err(format!("{why}: not computed by this device executor yet (use --device cpu)")));
+        }
         let (_adapter, device, queue) =
             tensorlane_offload::device::wgpu::open_device("tensorlane-llm").map_err(|e| {
                 device_err(match e {

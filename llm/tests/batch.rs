@@ -289,6 +289,43 @@ fn under_a_budget_each_step_streams_the_same_bytes_for_the_whole_batch() {
     eprintln!("budget {min} bytes: {per_step} bytes streamed per step, for 1 or 4 sequences");
 }
 
+/// Gemma in a continuous batch (tests/python/llm_gen.py's gemma3 and gemma2: sliding window 8,
+/// soft-capping): sequences of different lengths, joining and leaving between steps, each get
+/// the greedy tokens a session of their own gives, so every row's window is taken over its own
+/// sequence's positions.
+#[test]
+fn gemma_batched_decode_gives_each_sequence_its_solo_tokens() {
+    let m = tensorlane_testkit::llm::llm_models(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("batch_gemma"), "5");
+    for name in ["gemma3-F32", "gemma2-Q8_0"] {
+        let path = tensorlane_testkit::llm::llm_model(&m, name);
+        let model = Model::open(&path).unwrap();
+        let eng = Engine::start(
+            Model::open(&path).unwrap(),
+            EngineOptions {
+                context: Some(CONTEXT),
+                threads: Some(2),
+                max_batch: 4,
+                max_queue: 8,
+                budget: None,
+                cache_type: Some(CacheType::F32),
+            },
+        )
+        .unwrap();
+        let prompts: Vec<Vec<u32>> = PROMPTS.iter().map(|p| eng.tokenizer().encode(p, true)).collect();
+        let lens = [24, 9, 17, 30, 5];
+        let rxs: Vec<_> = prompts
+            .iter()
+            .zip(lens)
+            .map(|(p, n)| eng.submit(Request::new(p.clone(), n)).unwrap())
+            .collect();
+        for ((rx, p), n) in rxs.into_iter().zip(&prompts).zip(lens) {
+            let got: Vec<u32> = drain(rx).0.iter().map(|t| t.id).collect();
+            assert_eq!(got, solo(&model, p, n, &Sampling::default()), "{name}: prompt {p:?}");
+        }
+        assert!(eng.metrics().decoded_tokens > eng.metrics().steps, "{name}: no step had several sequences");
+    }
+}
+
 /// A mixture-of-experts model (llm_gen.py's qwen3moe and mixtral) batched: each sequence's
 /// tokens are its solo ones, although the rows of a step that route to the same expert are
 /// computed together (each as alone) and the rows of different sequences pick different experts.

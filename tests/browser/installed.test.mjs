@@ -117,12 +117,13 @@ describe('the installed tensorlane binary serves its built-in inspector, no chec
       const page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
       const failed = [];
       page.on('response', (r) => r.status() >= 400 && failed.push(`${r.status()} ${r.url()}`));
-      await page.goto(`${base}/web-demo/?url=${encodeURIComponent(`${base}/files/models/tiny-llama-Q4_K.gguf`)}&view=run&tokens=${prompt.join(',')}&max=${max}&context=64`);
+      await page.goto(`${base}/web-demo/?url=${encodeURIComponent(`${base}/files/models/tiny-llama-Q4_K.gguf`)}&view=run&tokens=${prompt.join(',')}&max=${max}&context=64&device=webgpu`);
       await page.waitForSelector('.run-view[data-run-state=done], .run-view[data-run-state=error]', { timeout: 90000 });
       mkdirSync(OUT, { recursive: true });
       await page.screenshot({ path: join(OUT, 'installed-run-view.png'), fullPage: true });
       assert.equal(await page.getAttribute('.run-view', 'data-run-state'), 'done', await page.textContent('.run-view .rv-msg'));
       assert.deepEqual(JSON.parse(await page.textContent('[data-run-tokens]')), want);
+      assert.equal(await page.getAttribute('.run-view', 'data-run-device'), 'webgpu');
       assert.deepEqual(failed, []);
     } finally {
       await browser.close();

@@ -1,4 +1,5 @@
-// run() in headless Chromium on WebGPU (SwiftShader: no GPU, no shader-f16, 1 GiB buffer
+// run() in headless Chromium on WebGPU (`device: 'webgpu'`: 'auto' takes the wasm CPU executor on
+// SwiftShader, tests/browser/run_wasm.test.mjs; SwiftShader: no GPU, no shader-f16, 1 GiB buffer
 // limits): greedy tokens must be the native CPU executor's (`tensorlane run --json`, at test
 // time) for random-weight GGUFs of several weight types (tests/python/llm_gen.py), everything
 // resident and under a budget whose weight arena is below half the model, from a File and by URL
@@ -124,7 +125,7 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
         let source = src;
         if (how === 'file') source = new File([await (await fetch(source)).blob()], `${name}.gguf`);
         try {
-          const s = await run(source, { budget, context: CONTEXT, bindLimit });
+          const s = await run(source, { budget, context: CONTEXT, bindLimit, device: 'webgpu' });
           const tokens = [];
           for await (const t of s.generate(PROMPT, { maxTokens: MAX })) tokens.push(t.id);
           const r = { tokens, info: { ...s.info, tensors: undefined }, stats: s.stats };
@@ -226,10 +227,11 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
     const want = native(M[name], budget).tokens;
     const view = await browser.newPage({ viewport: { width: 1100, height: 800 } });
     try {
-      await view.goto(`${url}/web-demo/index.html?url=/gen/${name}.gguf&view=run&tokens=${PROMPT.join(',')}&max=${MAX}&budget=${budget}&context=${CONTEXT}`);
+      await view.goto(`${url}/web-demo/index.html?url=/gen/${name}.gguf&view=run&tokens=${PROMPT.join(',')}&max=${MAX}&budget=${budget}&context=${CONTEXT}&device=webgpu`);
       await view.waitForSelector('.run-view[data-run-state=done], .run-view[data-run-state=error]', { timeout: 50000 });
       assert.equal(await view.getAttribute('.run-view', 'data-run-state'), 'done', await view.textContent('.run-view .rv-msg'));
       assert.deepEqual(JSON.parse(await view.textContent('[data-run-tokens]')), want);
+      assert.equal(await view.getAttribute('.run-view', 'data-run-device'), 'webgpu');
       // Rates to three significant digits: SwiftShader's 0.0x tok/s is not shown as 0.0.
       const rate = /prefill([\d.]+) tok\/s/.exec(await view.textContent('.run-view .rv-stats'))?.[1];
       assert.ok(Number(rate) > 0 && rate === String(Number(Number(rate).toPrecision(3))), `prefill rate '${rate}'`);
@@ -238,7 +240,7 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
       assert.match(await view.textContent('.run-view .rv-now'), /last streamed: \S+\.weight/);
       mkdirSync(join(ROOT, 'tests/out'), { recursive: true });
       await view.screenshot({ path: join(ROOT, 'tests/out/run-view.png'), fullPage: true });
-      await view.goto(`${url}/web-demo/index.html?url=/gen/${name}.gguf&view=run&tokens=1,2&max=2&budget=${f.minimum - 1000}&context=${CONTEXT}`);
+      await view.goto(`${url}/web-demo/index.html?url=/gen/${name}.gguf&view=run&tokens=1,2&max=2&budget=${f.minimum - 1000}&context=${CONTEXT}&device=webgpu`);
       await view.waitForSelector('.run-view[data-run-state=error]', { timeout: 20000 });
       assert.match(await view.textContent('.run-view .rv-msg'), new RegExp(`Budget too small \\(minimum .*, ${f.minimum} bytes\\)`));
       await view.screenshot({ path: join(ROOT, 'tests/out/run-view-budget.png'), fullPage: true });
@@ -283,7 +285,7 @@ describe('run() on WebGPU in Chromium', { skip: missing ?? false }, () => {
     const r = await page.evaluate(
       async ({ name, budget, CONTEXT, PROMPT }) => {
         const { run } = await import('/js/run.js');
-        const s = await run(`/gen/${name}.gguf`, { budget, context: CONTEXT });
+        const s = await run(`/gen/${name}.gguf`, { budget, context: CONTEXT, device: 'webgpu' });
         const tokens = [];
         for await (const t of s.generate(PROMPT, { maxTokens: 48, stopAtEog: false })) {
           tokens.push(t.id);

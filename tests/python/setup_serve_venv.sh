@@ -5,4 +5,4 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 exec bash "$here/make_venv.sh" "${TENSORLANE_SERVE_VENV:-$here/../.venv-serve}" \
-  "$here/serve_requirements.txt" "openai, gguf, numpy" "openai==3.51.0"
+  "$here/serve_requirements.txt" "openai, gguf, numpy, jsonschema" "openai==3.51.0"

@@ -33,6 +33,11 @@ pub struct LlmModel {
     vector_bytes: u64,
     /// The tensors the forward pass reads, as JSON.
     tensors: J,
+    /// The header (tensor names, types, shapes, byte ranges): what the CPU executor binds.
+    catalog: Catalog,
+    /// Why the WebGPU kernels cannot run this model (a weight type without a WGSL kernel), if
+    /// they cannot: the wasm CPU executor takes every type the native CPU executor takes.
+    webgpu_error: Option<String>,
 }
 
 /// The tensor `spec` names, shape checked (`None` when absent).
@@ -174,6 +179,13 @@ impl LlmModel {
                 spec.hparams.n_expert_used
             )));
         }
+        if spec.hparams.family == tensorlane_llm::arch::Family::Phi3 {
+            return Err(tensorlane_llm::Error::Device(
+                "phi3 does not run on the browser (WebGPU) device yet: its fused attn_qkv and ffn_up \
+                 tensors are split only by the native executors (cpu, wgpu, cuda)"
+                    .into(),
+            ));
+        }
         let tokenizer = Tokenizer::from_catalog(catalog)?;
         if tokenizer.len() > spec.hparams.n_vocab {
             return Err(tensorlane_llm::Error::Metadata {
@@ -190,8 +202,13 @@ impl LlmModel {
         let mut mats = Vec::new();
         let mut vector_elems = 0u64;
         let tied = find(catalog, &spec.output)?.is_none();
+        let mut webgpu_error = None;
         let mut mat = |role: &str, layer: Option<usize>, t: &TensorInfo, tensors: &mut Vec<J>| {
-            let j = tensor_json(role, layer, t, role == "token_embd" && !tied)?;
+            // Any type with a dequantizer here (the CPU executor's); the WebGPU one is noted.
+            let j = tensor_json(role, layer, t, true)?;
+            if let Err(e) = matrix(t, role == "token_embd" && !tied) {
+                webgpu_error.get_or_insert(e.to_string());
+            }
             mats.push((
                 t.name.clone(),
                 j["rows"].as_u64().unwrap_or(0) as usize,
@@ -251,6 +268,8 @@ impl LlmModel {
             mats,
             vector_bytes: 4 * vector_elems,
             tensors: J::Array(tensors),
+            catalog: catalog.clone(),
+            webgpu_error,
         })
     }
 
@@ -355,7 +374,10 @@ impl LlmModel {
     /// (`resident_bytes`, `streamed_bytes` per forward, `ring_bytes`, per tensor resident and
     /// streamed bytes, the chunks in streaming order with their ring slot). A budget that is too
     /// small is an error naming the smallest one that works, as `tensorlane run --budget` says it.
-    pub fn plan(&self, budget: f64, context: u32, policy: &str) -> Result<String, JsError> {
+    ///
+    /// `f16_cache`: the KV cache in f16, as the wasm CPU executor keeps it (absent or false: f32,
+    /// the WebGPU runner's).
+    pub fn plan(&self, budget: f64, context: u32, policy: &str, f16_cache: Option<bool>) -> Result<String, JsError> {
         let policy = policy_of(policy)?;
         let context = self.context(context)?;
         if !(budget.is_finite() && budget >= 0.0) {
@@ -368,17 +390,18 @@ impl LlmModel {
             self.vector_bytes,
             budget as u64,
             context,
-            // the WebGPU runner's cache is f32
-            plan::CacheType::F32,
+            // the WebGPU runner's cache is f32, the CPU executor's f16 (as `tensorlane run`'s)
+            cache_of(f16_cache),
             policy,
         )
         .map_err(js_err)?;
         Ok(plan_json(&b).to_string())
     }
 
-    /// The smallest budget `plan` accepts for `context` and `policy`, or `undefined` when none.
+    /// The smallest budget `plan` accepts for `context` and `policy` (and `f16_cache`, as
+    /// `plan` takes it), or `undefined` when none.
     #[wasm_bindgen(js_name = minimumBudget)]
-    pub fn minimum_budget(&self, context: u32, policy: &str) -> Result<Option<f64>, JsError> {
+    pub fn minimum_budget(&self, context: u32, policy: &str, f16_cache: Option<bool>) -> Result<Option<f64>, JsError> {
         let policy = policy_of(policy)?;
         let context = self.context(context)?;
         Ok(plan::minimum_described(
@@ -387,26 +410,49 @@ impl LlmModel {
             &self.described(),
             self.vector_bytes,
             context,
-            plan::CacheType::F32,
+            cache_of(f16_cache),
             policy,
         )
         .map(|b| b as f64))
     }
 
-    /// Device bytes besides the weights for `context` positions (KV cache, vectors, activations).
+    /// Device bytes besides the weights for `context` positions (KV cache, vectors, activations;
+    /// `f16_cache` as `plan` takes it).
     #[wasm_bindgen(js_name = workingSet)]
-    pub fn working_set(&self, context: u32) -> Result<f64, JsError> {
-        Ok(plan::working_set(&self.spec, self.context(context)?, self.vector_bytes, plan::CacheType::F32) as f64)
+    pub fn working_set(&self, context: u32, f16_cache: Option<bool>) -> Result<f64, JsError> {
+        Ok(plan::working_set(&self.spec, self.context(context)?, self.vector_bytes, cache_of(f16_cache)) as f64)
+    }
+
+    /// Why the WebGPU kernels cannot run this model (a weight type without a WGSL kernel, named
+    /// with its tensor), or `undefined` when they can.
+    #[wasm_bindgen(js_name = webgpuError)]
+    pub fn webgpu_error(&self) -> Option<String> {
+        self.webgpu_error.clone()
     }
 
     /// The rope table of `context` positions as the native executors compute it (ggml's
     /// rope_cache_init, in f32): `(cos, sin)` per position and pair, with the model's frequency
     /// factors `freqs` (`rope_freqs.weight`) when it has them.
+    /// Refused (the error names the family and the runner) for what the WebGPU runner does not
+    /// compute yet ([`Spec::beyond_device_executors`]): it is what the runner uploads first.
     #[wasm_bindgen(js_name = ropeTable)]
     pub fn rope_table(&self, context: u32, freqs: Option<Vec<f32>>) -> Result<Vec<f32>, JsError> {
+        if let Some(why) = self.device_refusal(context) {
+            return Err(JsError::new(&why));
+        }
         self.spec
             .rope_table(context as usize, freqs.as_deref())
             .map_err(|e| JsError::new(&e.to_string()))
+    }
+
+    /// Why the browser's WebGPU runner cannot run this model at `context` positions (Gemma's
+    /// layout, a sliding window narrower than the context: [`Spec::beyond_device_executors`]),
+    /// or `None` when it can. The CPU runtime (`tensorlane run`) runs them.
+    #[wasm_bindgen(js_name = deviceRefusal)]
+    pub fn device_refusal(&self, context: u32) -> Option<String> {
+        self.spec
+            .beyond_device_executors(context as usize)
+            .map(|why| format!("the browser's WebGPU runner: {why}: not computed by this runner yet"))
     }
 
     /// Token ids of `text` (with the BOS token first when `add_bos` and the vocabulary has one).
@@ -467,5 +513,183 @@ impl LlmSampler {
     /// The next token id from one position's `logits` (advances the random state).
     pub fn pick(&mut self, logits: &[f32]) -> Result<u32, JsError> {
         self.inner.pick(logits).map_err(js_err)
+    }
+}
+
+/// The KV cache type `f16_cache` names (absent: f32).
+fn cache_of(f16_cache: Option<bool>) -> plan::CacheType {
+    if f16_cache == Some(true) { plan::CacheType::F16 } else { plan::CacheType::F32 }
+}
+
+thread_local! {
+    /// The reader of the forward pass under way ([`LlmCpu::forward`]'s `read`).
+    static READER: std::cell::RefCell<Option<js_sys::Function>> = const { std::cell::RefCell::new(None) };
+}
+
+/// [`tensorlane_llm::hosted::ReadAt`] over the JavaScript reader of the pass under way: calls
+/// `read(offset, len)`, which must return a `Uint8Array` of `len` bytes synchronously.
+fn read_at(offset: u64, out: &mut [u8]) -> Result<(), String> {
+    READER.with(|r| {
+        let r = r.borrow();
+        let f = r
+            .as_ref()
+            .ok_or("no reader was given to forward() for the streamed weights (pass read(offset, len))")?;
+        let v = f
+            .call2(&JsValue::NULL, &JsValue::from_f64(offset as f64), &JsValue::from_f64(out.len() as f64))
+            .map_err(|e| {
+                e.dyn_ref::<js_sys::Error>()
+                    .map(|e| String::from(e.message()))
+                    .or_else(|| e.as_string())
+                    .unwrap_or_else(|| "the reader threw".into())
+            })?;
+        let a = v
+            .dyn_into::<js_sys::Uint8Array>()
+            .map_err(|_| format!("the reader returned no Uint8Array for {} bytes at {offset}", out.len()))?;
+        if a.length() as usize != out.len() {
+            return Err(format!(
+                "the reader returned {} bytes for the {} asked for at {offset}",
+                a.length(),
+                out.len()
+            ));
+        }
+        a.copy_to(out);
+        Ok(())
+    })
+}
+
+/// The weights of an [`LlmCpu`] as they are read in: `add` each tensor's resident bytes, then
+/// `open`.
+#[wasm_bindgen(js_name = LlmCpuLoader)]
+#[derive(Default)]
+pub struct LlmCpuLoader {
+    bytes: std::collections::HashMap<String, Vec<u8>>,
+}
+
+#[wasm_bindgen(js_class = LlmCpuLoader)]
+impl LlmCpuLoader {
+    /// An empty loader.
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> LlmCpuLoader {
+        LlmCpuLoader::default()
+    }
+
+    /// Hands in tensor `name`'s resident bytes (the whole tensor, or under a plan its
+    /// `resident_bytes` prefix: [`LlmModel::cpu_reads`] lists them), copied into wasm memory.
+    pub fn add(&mut self, name: &str, bytes: Vec<u8>) {
+        self.bytes.insert(name.to_string(), bytes);
+    }
+}
+
+/// The native CPU executor (`tensorlane-llm`'s, the code `tensorlane run` runs) in wasm: one
+/// thread (wasm threads need a nightly `-Z build-std` with atomics and cross-origin isolated
+/// pages), simd128 kernels. Resident weights live in wasm memory; the bytes a plan streams are
+/// read through `forward`'s reader at each pass, a weight at a time in the plan's order.
+#[wasm_bindgen(js_name = LlmCpu)]
+pub struct LlmCpu {
+    inner: tensorlane_llm::hosted::HostedSession,
+}
+
+/// Each streamed matrix's resident bytes under `plan` (JSON of [`LlmModel::plan`]; empty:
+/// none streamed), as `tensorlane run --budget` keeps them: the plan's dense tensors.
+fn resident_of(plan: &str) -> Result<std::collections::HashMap<String, u64>, JsError> {
+    if plan.is_empty() {
+        return Ok(Default::default());
+    }
+    let j: J = serde_json::from_str(plan).map_err(|e| JsError::new(&format!("the plan is not JSON: {e}")))?;
+    let mut out = std::collections::HashMap::new();
+    for t in j["tensors"].as_array().ok_or_else(|| JsError::new("the plan has no tensors array"))? {
+        if t["gather"].as_bool() == Some(true) {
+            continue;
+        }
+        if let (Some(n), Some(r)) = (t["name"].as_str(), t["resident_bytes"].as_u64()) {
+            out.insert(n.to_string(), r);
+        }
+    }
+    Ok(out)
+}
+
+#[wasm_bindgen(js_class = LlmModel)]
+impl LlmModel {
+    /// The bytes the CPU executor needs read in before it opens, under `plan` (JSON of
+    /// [`LlmModel::plan`], or `""`: everything resident): a JSON array of `{name, offset, len}`
+    /// in the order the session binds them (each vector and matrix whole, a streamed matrix its
+    /// resident prefix).
+    #[wasm_bindgen(js_name = cpuReads)]
+    pub fn cpu_reads(&self, plan: &str) -> Result<String, JsError> {
+        let resident = resident_of(plan)?;
+        let mut reads = Vec::new();
+        for t in self.tensors.as_array().into_iter().flatten() {
+            let (Some(name), Some(offset), Some(bytes)) = (t["name"].as_str(), t["offset"].as_u64(), t["bytes"].as_u64())
+            else {
+                continue;
+            };
+            let len = resident.get(name).map_or(bytes, |&r| r.min(bytes));
+            reads.push(json!({"name": name, "offset": offset, "len": len}));
+        }
+        Ok(J::Array(reads).to_string())
+    }
+
+    /// Opens the CPU executor over the bytes `loader` holds (emptied), with the streamed bytes of
+    /// `plan` (`""`: none) read at each pass; `context` KV positions (0: the model's, at most
+    /// 4096); `f16_cache`: keys and values kept in f16 as `tensorlane run` keeps them on the CPU
+    /// (false: f32). Errors name the tensor that was not handed in or has the wrong length.
+    #[wasm_bindgen(js_name = openCpu)]
+    pub fn open_cpu(&self, loader: &mut LlmCpuLoader, plan: &str, context: u32, f16_cache: bool) -> Result<LlmCpu, JsError> {
+        let resident = resident_of(plan)?;
+        let context = self.context(context)?;
+        let cache = if f16_cache { plan::CacheType::F16 } else { plan::CacheType::F32 };
+        let inner = tensorlane_llm::hosted::HostedSession::open(
+            &self.catalog,
+            &|name| resident.get(name).copied(),
+            &mut |name, offset, len| {
+                loader.bytes.remove(name).ok_or_else(|| {
+                    tensorlane_llm::Error::Options(format!(
+                        "tensor {name}: its {len} bytes at offset {offset} were not handed in (LlmCpuLoader.add, as cpuReads lists)"
+                    ))
+                })
+            },
+            read_at,
+            context,
+            cache,
+        )
+        .map_err(js_err)?;
+        Ok(LlmCpu { inner })
+    }
+}
+
+#[wasm_bindgen(js_class = LlmCpu)]
+impl LlmCpu {
+    /// Runs `tokens` at the next positions and returns the last one's logits. `read(offset,
+    /// len)` must return the `len` bytes at `offset` of the model file as a `Uint8Array`,
+    /// synchronously (a Worker's `FileReaderSync` or synchronous Range request); it is called
+    /// only when the plan streams weights. An id outside the vocabulary, a full context or a
+    /// failed read is an error (the cache then is as before the call).
+    pub fn forward(&mut self, tokens: &[u32], read: Option<js_sys::Function>) -> Result<Vec<f32>, JsError> {
+        READER.with(|r| *r.borrow_mut() = read);
+        let out = self.inner.forward(tokens);
+        READER.with(|r| *r.borrow_mut() = None);
+        out.map_err(js_err)
+    }
+
+    /// Forgets the KV cache (a new prompt).
+    pub fn reset(&mut self) {
+        self.inner.reset();
+    }
+
+    /// Positions in the KV cache.
+    pub fn positions(&self) -> u32 {
+        self.inner.positions() as u32
+    }
+
+    /// Weight bytes read through the reader at each forward pass (0: everything resident).
+    #[wasm_bindgen(js_name = streamedBytes)]
+    pub fn streamed_bytes(&self) -> f64 {
+        self.inner.streamed_bytes() as f64
+    }
+
+    /// Weight bytes the last forward pass read.
+    #[wasm_bindgen(js_name = streamedLast)]
+    pub fn streamed_last(&self) -> f64 {
+        self.inner.streamed_last() as f64
     }
 }
