@@ -1007,3 +1007,35 @@ fn api_logit_bias_honoured_and_unimplemented_fields_refused() {
     let (head, body) = complete(serde_json::json!({"tools": [], "tool_choice": "none", "response_format": {"type": "text"}}));
     assert_eq!(head.status, 200, "{}", String::from_utf8_lossy(&body));
 }
+
+/// Tokenizing (and template rendering, grammar compiling) runs on the blocking pool, not on the
+/// async workers: while four ~1 MB prompts are tokenized, `GET /v1/models` answers in a fraction
+/// of the time one of them takes (on the async workers it waited behind them: 1.3 s).
+#[test]
+fn big_prompts_do_not_hold_the_async_workers() {
+    let served = serve_model(&sample_model(), &[]);
+    let prompt = "the tensor data model of the world ".repeat(28_000);
+    let body = serde_json::json!({"prompt": prompt, "max_tokens": 1}).to_string();
+    assert!(body.len() < 1 << 20, "under the 1 MiB body limit");
+    // One alone: tokenized, then refused (it does not fit the 64 positions).
+    let t = Instant::now();
+    let (head, b) = call(&served, "POST", "/v1/completions", &body, &[]);
+    let alone = t.elapsed();
+    assert_api_error(&head, &b, 400, "a prompt beyond the context");
+    eprintln!("one ~1 MB prompt alone: {alone:?}");
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| call(&served, "POST", "/v1/completions", &body, &[]));
+        }
+        std::thread::sleep(alone / 4);
+        let t = Instant::now();
+        let (head, _) = call(&served, "GET", "/v1/models", "", &[]);
+        let models = t.elapsed();
+        assert_eq!(head.status, 200);
+        eprintln!("GET /v1/models beside four of them: {models:?}");
+        assert!(
+            models < alone / 2,
+            "GET /v1/models took {models:?} while four prompts were tokenized (one alone takes {alone:?})"
+        );
+    });
+}

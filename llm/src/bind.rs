@@ -11,27 +11,7 @@ use crate::kernels::{Kind, Matrix};
 use crate::plan::BATCH;
 use crate::{Error, Result};
 
-pub(crate) fn find<'c>(
-    model: &'c Model,
-    spec: &TensorSpec,
-) -> Result<Option<&'c tensorlane_core::formats::TensorInfo>> {
-    match model.catalog().get(&spec.name) {
-        None => Ok(None),
-        Some(t) if t.shape == spec.shape => Ok(Some(t)),
-        Some(t) => Err(Error::TensorShape {
-            name: spec.name.clone(),
-            expected: spec.shape.clone(),
-            found: t.shape.clone(),
-        }),
-    }
-}
-
-pub(crate) fn missing(spec: &TensorSpec) -> Error {
-    Error::MissingTensor {
-        name: spec.name.clone(),
-        expected: spec.shape.clone(),
-    }
-}
+pub(crate) use crate::cpu::{find, missing};
 
 /// A tensor's stored bytes and its [`Matrix`] view.
 pub(crate) fn read<'m>(model: &'m Model, spec: &TensorSpec) -> Result<Option<(Cow<'m, [u8]>, Matrix<'m>)>> {

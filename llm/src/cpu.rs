@@ -245,7 +245,7 @@ pub(crate) struct Weights<'m> {
 }
 
 #[cfg(feature = "native")]
-fn find<'c>(model: &'c Model, spec: &TensorSpec) -> Result<Option<&'c tensorlane_core::formats::TensorInfo>> {
+pub(crate) fn find<'c>(model: &'c Model, spec: &TensorSpec) -> Result<Option<&'c tensorlane_core::formats::TensorInfo>> {
     find_in(model.catalog(), spec)
 }
 
@@ -306,7 +306,7 @@ pub(crate) fn part<'m>(
     Ok((info, sliced))
 }
 
-fn missing(spec: &TensorSpec) -> Error {
+pub(crate) fn missing(spec: &TensorSpec) -> Error {
     Error::MissingTensor {
         name: spec.name.clone(),
         expected: spec.shape.clone(),

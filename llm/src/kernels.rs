@@ -118,32 +118,7 @@ struct External {
 impl<'m> Matrix<'m> {
     /// Wraps a tensor's stored bytes; `t` must be 2-D (the caller checked its shape).
     pub(crate) fn new(t: &TensorInfo, data: Cow<'m, [u8]>) -> Result<Matrix<'m>> {
-        let kind = Kind::of(t.ty).ok_or_else(|| Error::TensorType {
-            name: t.name.clone(),
-            ty: t.ty.name().into(),
-        })?;
-        let (rows, cols) = match t.shape[..] {
-            [r, c] => (r as usize, c as usize),
-            [c] => (1, c as usize),
-            _ => {
-                return Err(Error::TensorShape {
-                    name: t.name.clone(),
-                    expected: vec![0, 0],
-                    found: t.shape.clone(),
-                });
-            }
-        };
-        let (block, bytes) = kind.block();
-        if !cols.is_multiple_of(block) {
-            return Err(Error::TensorType {
-                name: t.name.clone(),
-                ty: format!(
-                    "{} with rows of {cols} elements (not whole blocks of {block})",
-                    t.ty.name()
-                ),
-            });
-        }
-        let row_bytes = cols / block * bytes;
+        let (kind, rows, cols, row_bytes) = Matrix::layout(t)?;
         if data.len() != rows * row_bytes {
             return Err(Error::TensorType {
                 name: t.name.clone(),

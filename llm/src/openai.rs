@@ -611,9 +611,18 @@ fn room(api: &Api, prompt: usize) -> usize {
 }
 
 async fn completions(State(api): State<Arc<Api>>, body: std::result::Result<Bytes, BytesRejection>) -> Response {
-    match completions_inner(api, body) {
-        Ok(s) => s.respond().await,
-        Err(e) => e.into_response(),
+    off_the_workers(move || completions_inner(api, body)).await
+}
+
+/// Runs a request's preparation — JSON parsing, template rendering, tokenizing, compiling its
+/// grammar: CPU work that grows with the request — on tokio's blocking pool, then answers it. On
+/// the async workers, four megabyte prompts held every worker and `GET /v1/models` waited
+/// behind them.
+async fn off_the_workers(prepare: impl FnOnce() -> ApiResult<Started> + Send + 'static) -> Response {
+    match tokio::task::spawn_blocking(prepare).await {
+        Ok(Ok(s)) => s.respond().await,
+        Ok(Err(e)) => e.into_response(),
+        Err(e) => server_error(format!("preparing the request failed: {e}")).into_response(),
     }
 }
 
@@ -671,10 +680,7 @@ fn token_ids(ids: &[Value]) -> Option<Vec<u32>> {
 }
 
 async fn chat(State(api): State<Arc<Api>>, body: std::result::Result<Bytes, BytesRejection>) -> Response {
-    match chat_inner(api, body) {
-        Ok(s) => s.respond().await,
-        Err(e) => e.into_response(),
-    }
+    off_the_workers(move || chat_inner(api, body)).await
 }
 
 fn chat_inner(api: Arc<Api>, body: std::result::Result<Bytes, BytesRejection>) -> ApiResult<Started> {
