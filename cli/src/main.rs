@@ -150,8 +150,9 @@ enum Command {
     /// Plan, simulate and hazard-check streaming a model bigger than the GPU budget.
     #[command(subcommand)]
     Offload(offload::OffloadCommand),
-    /// Generate text from a GGUF model (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3) on the CPU: tokens are printed as
-    /// they are generated, then prefill and decode tokens/s.
+    /// Generate text from a GGUF model (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe,
+    /// olmoe, mixtral) on the CPU: tokens are printed as they are generated, then prefill and
+    /// decode tokens/s.
     Run(run::RunArgs),
     /// Serve model files read-only over HTTP: the web inspector, the files with Range/ETag/CORS,
     /// `/models` (JSON), `/tensors/{model}/{name}` (a Tenso packet) and `/ws` (WebSocket). With no

@@ -43,7 +43,7 @@ use crate::output::human_bytes;
 /// `tensorlane run` arguments.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The model (llama, mistral, qwen2, qwen3, phi3, gemma2 or gemma3 architecture), a path or a URL (s3://, gs://, az://,
+    /// The model (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe, olmoe or mixtral architecture), a path or a URL (s3://, gs://, az://,
     /// http(s)://): a GGUF file with its embedded vocabulary, a .zt converted from one, or a
     /// .safetensors file (single, or a sharded set's index) or .zt with config.json and
     /// tokenizer.json beside it.

@@ -384,6 +384,44 @@ fn run_chat_talks_to_a_real_model() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no chat template"), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// A mixture-of-experts model (llm_gen.py's qwen3moe-Q8_0: 8 experts, 2 per token) runs: its
+/// tokens are the library's; under a budget the tokens are the same and `--json` reports per
+/// token the bytes of the experts the router picked, fewer than the plan's every-expert figure;
+/// on wgpu it is refused naming the family and the device (exit 1).
+#[test]
+fn runs_a_mixture_of_experts_and_streams_its_routed_experts() {
+    let path = model("qwen3moe-Q8_0");
+    let m = Model::open(&path).unwrap();
+    let mut s = Session::open(&m, Options { threads: Some(2), ..Options::default() }).unwrap();
+    let want: Vec<u32> = s
+        .generate(&[1, 300, 301], &Sampling { stop_at_eog: false, ..Sampling::default() })
+        .take(8)
+        .map(|t| t.unwrap().id)
+        .collect();
+    let o = run(&[&path, "--tokens", "1,300,301", "--max-new-tokens", "8", "--threads", "2", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let full: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let got: Vec<u32> = full["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect();
+    assert_eq!(got[..], want[..got.len()]);
+    let o = run(&[&path, "--tokens", "1,300,301", "--max-new-tokens", "8", "--threads", "2", "--budget", "2MiB", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["tokens"], full["tokens"]);
+    let st = &v["stats"];
+    let (plan, streamed) = (
+        st["plan_streamed_bytes_per_token"].as_u64().unwrap(),
+        st["streamed_bytes_per_token"].as_u64().unwrap(),
+    );
+    assert!(streamed > 0 && streamed < plan, "{st}");
+    let o = Command::new(BIN)
+        .args(["run", &path, "--tokens", "1", "--device", "wgpu"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("qwen3moe") && err.contains("wgpu"), "{err}");
+}
+
 /// `run --json-schema FILE` (and `--grammar FILE`): the real SmolLM2's reply is JSON that follows
 /// the schema (unconstrained it answers in prose), every turn of a chat too; a schema that is not
 /// JSON, or one the engine cannot compile, is a usage error (exit 1) naming the flag and the file.

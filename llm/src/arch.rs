@@ -7,6 +7,10 @@
 //! for qwen2), `attn_q_norm`/`attn_k_norm` `[head_dim]` (qwen3: an RMSNorm of each query and key
 //! head before rope), `attn_output`, `ffn_norm`, `ffn_gate`/`ffn_up` `[ff, embd]`, `ffn_down` `[embd, ff]`,
 //! then `output_norm.weight` and `output.weight` `[vocab, embd]` (absent: tied to the embedding).
+//! A mixture-of-experts layer (qwen3moe, olmoe, llama with `expert_count`: Mixtral) has, in place
+//! of `ffn_gate`/`ffn_up`/`ffn_down`, the router `ffn_gate_inp` `[n_expert, embd]` and the stacked
+//! experts `ffn_gate_exps`/`ffn_up_exps` `[n_expert, ff, embd]`, `ffn_down_exps` `[n_expert, embd,
+//! ff]` ([`MoeSpec`]).
 //! Shapes are row-major (a GGUF's `ne` reversed), so a weight is `[out, in]`, one row per output.
 //!
 //! Hugging Face checkpoints (safetensors with `config.json`, [`Spec::from_hf_config`]) name the
@@ -19,7 +23,9 @@ use tensorlane_core::formats::{Catalog, Meta};
 use crate::{Error, Result};
 
 /// The architectures [`Spec::from_catalog`] accepts (`general.architecture`).
-pub const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"];
+pub const SUPPORTED: &[&str] = &[
+    "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "olmoe", "mixtral",
+];
 
 /// How rotary position embedding pairs the dimensions of a head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +54,12 @@ pub enum Family {
     /// rotate-half rope, a head size of its own (`attention.key_length`, often wider than
     /// `embedding_length / head_count`).
     Qwen3,
+    /// Qwen3-MoE: qwen3's attention, a mixture-of-experts feed-forward network (softmax router,
+    /// top-k experts, their weights normalised to sum to 1, as llama.cpp always does for it).
+    Qwen3Moe,
+    /// OLMoE: an RMSNorm over the whole query and key projections (not per head), rotate-half
+    /// rope, a mixture-of-experts feed-forward network whose top-k weights are not normalised.
+    Olmoe,
     /// Phi-3 (and Phi-4-mini): one fused QKV tensor (`attn_qkv`) and one fused gate/up tensor
     /// (`ffn_up`, gate rows first), rotate-half rope over `rope.dimension_count` dimensions,
     /// Phi-3's long-RoPE frequency factors (`rope_factors_long`/`rope_factors_short`, chosen
@@ -74,6 +86,8 @@ impl Family {
             Family::Mistral => "mistral",
             Family::Qwen2 => "qwen2",
             Family::Qwen3 => "qwen3",
+            Family::Qwen3Moe => "qwen3moe",
+            Family::Olmoe => "olmoe",
             Family::Phi3 => "phi3",
             Family::Gemma2 => "gemma2",
             Family::Gemma3 => "gemma3",
@@ -87,6 +101,11 @@ impl Family {
             "mistral" => Family::Mistral,
             "qwen2" => Family::Qwen2,
             "qwen3" => Family::Qwen3,
+            // GGUF `qwen3moe`; config.json `qwen3_moe`
+            "qwen3moe" | "qwen3_moe" => Family::Qwen3Moe,
+            "olmoe" => Family::Olmoe,
+            // Mixtral is llama with experts (GGUF `llama` with `llama.expert_count`)
+            "mixtral" => Family::Llama,
             "phi3" => Family::Phi3,
             "gemma2" => Family::Gemma2,
             // Hugging Face's text-only Gemma 3 (Gemma3ForCausalLM)
@@ -133,6 +152,10 @@ pub struct Hparams {
     pub rope_dim: usize,
     /// How rope pairs dimensions.
     pub rope_style: RopeStyle,
+    /// Experts per mixture-of-experts layer (`<arch>.expert_count`; 0: a dense model).
+    pub n_expert: usize,
+    /// Experts each token is routed to (`<arch>.expert_used_count`; 0 for a dense model).
+    pub n_expert_used: usize,
     /// YaRN and the attention factor of the rope (llama.cpp's `ext_factor`, `attn_factor`,
     /// `beta_fast`/`beta_slow`, `n_ctx_orig`); [`RopeScaling::NONE`] for unscaled rope.
     pub rope_scaling: RopeScaling,
@@ -305,6 +328,42 @@ pub struct LayerSpec {
     /// This layer's rope `(base, linear position scale)` where it differs from the model's
     /// (`Hparams::rope_base`, `Hparams::rope_freq_scale`): Gemma's sliding-window layers.
     pub rope: Option<(f32, f32)>,
+    /// A mixture-of-experts feed-forward network in place of `gate`/`up`/`down` (which are then
+    /// not bound).
+    pub moe: Option<MoeSpec>,
+}
+
+/// A mixture-of-experts feed-forward network (llama.cpp's `build_moe_ffn` with a softmax
+/// router): the router's logits `[n_expert]` for each token, their softmax, the `n_expert_used`
+/// most probable experts, their probabilities as weights (divided by their sum when
+/// `norm_weights`), and the sum of each chosen expert's SwiGLU output times its weight.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoeSpec {
+    /// Experts in the layer.
+    pub n_expert: usize,
+    /// Experts each token is routed to.
+    pub n_expert_used: usize,
+    /// Feed-forward length of one expert.
+    pub n_ff_exp: usize,
+    /// Whether the chosen experts' weights are divided by their sum (qwen3moe and mixtral in
+    /// llama.cpp; not olmoe).
+    pub norm_weights: bool,
+    /// The router `[n_expert, embd]` (`ffn_gate_inp`).
+    pub router: TensorSpec,
+    /// The experts' gate, up and down projections.
+    pub experts: ExpertTensors,
+}
+
+/// Where a layer's experts are stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExpertTensors {
+    /// One tensor per projection holding every expert, one after the other (GGUF:
+    /// `ffn_gate_exps`/`ffn_up_exps` `[n_expert, ff, embd]`, `ffn_down_exps` `[n_expert, embd,
+    /// ff]`): expert `e` is the contiguous `e`-th block.
+    Stacked([TensorSpec; 3]),
+    /// Each expert's own gate, up and down tensors (Hugging Face checkpoints), `[ff, embd]`,
+    /// `[ff, embd]`, `[embd, ff]`.
+    PerExpert(Vec<[TensorSpec; 3]>),
 }
 
 /// Where a set of rope frequency factors comes from.
@@ -524,8 +583,15 @@ fn layer_specs(
                 gate: TensorSpec::new(n(9), &[n_ff, n_embd]),
                 up: TensorSpec::new(n(10), &[n_ff, n_embd]),
                 down: TensorSpec::new(n(11), &[n_embd, n_ff]),
-                qk_norm: matches!(family, Family::Qwen3 | Family::Gemma3)
-                    .then(|| [TensorSpec::new(n(12), &[head_dim]), TensorSpec::new(n(13), &[head_dim])]),
+                qk_norm: match family {
+                    Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 => {
+                        Some([TensorSpec::new(n(12), &[head_dim]), TensorSpec::new(n(13), &[head_dim])])
+                    }
+                    // OLMoE normalises the whole projection: one RMSNorm over all heads
+                    Family::Olmoe => Some([TensorSpec::new(n(12), &[q_dim]), TensorSpec::new(n(13), &[kv_dim])]),
+                    _ => None,
+                },
+                moe: None,
                 post_norms: None,
                 window: None,
                 rope: None,
@@ -630,6 +696,7 @@ fn phi3_layer_specs(
                 up: TensorSpec::part(&gu, 2 * n_ff, n_ff, n_ff, n_embd),
                 down: TensorSpec::new(n(11), &[n_embd, n_ff]),
                 qk_norm: None,
+                moe: None,
                 post_norms: None,
                 window: None,
                 rope: None,
@@ -946,6 +1013,7 @@ impl Spec {
             n_ff,
             (n_head, n_head_kv, head_dim),
         );
+        let (n_expert, n_expert_used) = hf_experts(config, family, &mut layers, n_embd)?;
         let x = hf_extras(config, family, &mut layers, (rope_base, rope_freq_scale), n_embd, head_dim)?;
         Ok(Spec {
             hparams: Hparams {
@@ -963,6 +1031,8 @@ impl Spec {
                 rope_freq_scale,
                 rope_dim,
                 rope_style: RopeStyle::Halves,
+                n_expert,
+                n_expert_used,
                 rope_scaling: rope.scaling,
                 embd_scale: x.embd_scale,
                 query_scale: x.query_scale,
@@ -1072,7 +1142,13 @@ impl Spec {
         let (rope_freq_scale, rope_scaling) = gguf_rope_scaling(catalog, arch, n_ctx_train)?;
         let rope_style = match family {
             Family::Llama | Family::Mistral => RopeStyle::Adjacent,
-            Family::Qwen2 | Family::Qwen3 | Family::Phi3 | Family::Gemma2 | Family::Gemma3 => RopeStyle::Halves,
+            Family::Qwen2
+            | Family::Qwen3
+            | Family::Qwen3Moe
+            | Family::Olmoe
+            | Family::Phi3
+            | Family::Gemma2
+            | Family::Gemma3 => RopeStyle::Halves,
         };
         let n_vocab = match catalog.get("token_embd.weight") {
             Some(t) if t.shape.len() == 2 => positive("token_embd.weight rows", t.shape[0])?,
@@ -1098,6 +1174,7 @@ impl Spec {
             n_ff,
             (n_head, n_head_kv, head_dim),
         );
+        let (n_expert, n_expert_used) = gguf_experts(catalog, arch, family, &mut layers, n_embd, n_ff)?;
         let x = gguf_extras(
             catalog,
             family,
@@ -1121,6 +1198,8 @@ impl Spec {
                 rope_freq_scale,
                 rope_dim,
                 rope_style,
+                n_expert,
+                n_expert_used,
                 rope_scaling,
                 embd_scale: x.embd_scale,
                 query_scale: x.query_scale,
@@ -1150,6 +1229,23 @@ impl Spec {
             layers,
             norm_shift: x.norm_shift,
         })
+    }
+}
+
+/// The name of expert `e`'s block of the stacked tensor `name` (`blk.0.ffn_up_exps.weight[3]`):
+/// how plans and reports name one expert's part.
+pub fn expert_name(name: &str, e: usize) -> String {
+    format!("{name}[{e}]")
+}
+
+impl MoeSpec {
+    /// The names of expert `e`'s gate, up and down matrices (a stacked tensor's block:
+    /// [`expert_name`]).
+    pub fn expert_names(&self, e: usize) -> [String; 3] {
+        match &self.experts {
+            ExpertTensors::Stacked(s) => [0, 1, 2].map(|j| expert_name(&s[j].name, e)),
+            ExpertTensors::PerExpert(v) => [0, 1, 2].map(|j| v[e][j].name.clone()),
+        }
     }
 }
 
@@ -1185,6 +1281,147 @@ impl Extras {
             ..Extras::plain()
         }
     }
+}
+
+/// The most experts a layer may have (llama.cpp's `LLAMA_MAX_EXPERTS`).
+pub const MAX_EXPERTS: usize = 512;
+
+/// Checks an expert count and a used count read from `count_key` and `used_key`.
+fn expert_counts(count_key: &str, n_expert: usize, used_key: &str, n_used: usize) -> Result<()> {
+    if n_expert > MAX_EXPERTS {
+        return Err(Error::Metadata {
+            key: count_key.into(),
+            message: format!("{n_expert} experts; at most {MAX_EXPERTS} are supported"),
+        });
+    }
+    if n_used == 0 || n_used > n_expert {
+        return Err(Error::Metadata {
+            key: used_key.into(),
+            message: format!("{n_used} experts used per token must be 1..={n_expert} (the expert count)"),
+        });
+    }
+    Ok(())
+}
+
+/// Gives every layer of a GGUF mixture-of-experts model (qwen3moe, olmoe, and llama with
+/// `llama.expert_count` > 0: Mixtral) its [`MoeSpec`] with llama.cpp's stacked tensors
+/// (`blk.N.ffn_gate_inp`, `ffn_gate_exps`, `ffn_up_exps`, `ffn_down_exps`); returns `(n_expert,
+/// n_expert_used)`, `(0, 0)` for a dense model. The expert feed-forward length is
+/// `<arch>.expert_feed_forward_length` for qwen3moe (else `feed_forward_length /
+/// expert_used_count`, as llama.cpp), `feed_forward_length` for the others.
+fn gguf_experts(
+    catalog: &Catalog,
+    arch: &str,
+    family: Family,
+    layers: &mut [LayerSpec],
+    n_embd: usize,
+    n_ff: usize,
+) -> Result<(usize, usize)> {
+    let k = |s: &str| format!("{arch}.{s}");
+    let n_expert = meta_uint(catalog, &k("expert_count"))?.unwrap_or(0) as usize;
+    let moe_family = matches!(family, Family::Qwen3Moe | Family::Olmoe);
+    if n_expert == 0 || !(moe_family || family == Family::Llama) {
+        if moe_family {
+            return Err(Error::Metadata {
+                key: k("expert_count"),
+                message: format!("missing or 0: a {arch} model has experts"),
+            });
+        }
+        return Ok((0, 0));
+    }
+    let n_used = meta_uint(catalog, &k("expert_used_count"))?.unwrap_or(0) as usize;
+    expert_counts(&k("expert_count"), n_expert, &k("expert_used_count"), n_used)?;
+    let n_ff_exp = match (family, meta_uint(catalog, &k("expert_feed_forward_length"))?) {
+        (Family::Qwen3Moe, Some(v)) => positive(&k("expert_feed_forward_length"), v)?,
+        (Family::Qwen3Moe, None) => positive(&k("feed_forward_length"), (n_ff / n_used) as u64)?,
+        _ => n_ff,
+    };
+    for (i, l) in layers.iter_mut().enumerate() {
+        let n = |s: &str| format!("blk.{i}.{s}.weight");
+        l.moe = Some(MoeSpec {
+            n_expert,
+            n_expert_used: n_used,
+            n_ff_exp,
+            norm_weights: family != Family::Olmoe,
+            router: TensorSpec::new(n("ffn_gate_inp"), &[n_expert, n_embd]),
+            experts: ExpertTensors::Stacked([
+                TensorSpec::new(n("ffn_gate_exps"), &[n_expert, n_ff_exp, n_embd]),
+                TensorSpec::new(n("ffn_up_exps"), &[n_expert, n_ff_exp, n_embd]),
+                TensorSpec::new(n("ffn_down_exps"), &[n_expert, n_embd, n_ff_exp]),
+            ]),
+        });
+    }
+    Ok((n_expert, n_used))
+}
+
+/// [`gguf_experts`] for a Hugging Face checkpoint: `config.json`'s `num_experts` (qwen3_moe,
+/// olmoe) or `num_local_experts` (mixtral), `num_experts_per_tok`, the expert feed-forward
+/// length (`moe_intermediate_size` for qwen3_moe, `intermediate_size` for the others) and
+/// `norm_topk_prob` (mixtral always normalises; the others by this flag, false when absent, as
+/// transformers defaults it); each expert's own tensors (`mlp.experts.E.gate_proj` ..., or
+/// mixtral's `block_sparse_moe.experts.E.w1`/`w3`/`w2`) and the router `mlp.gate` /
+/// `block_sparse_moe.gate`.
+fn hf_experts(
+    config: &serde_json::Value,
+    family: Family,
+    layers: &mut [LayerSpec],
+    n_embd: usize,
+) -> Result<(usize, usize)> {
+    let model_type = config.get("model_type").and_then(|v| v.as_str()).unwrap_or("");
+    let mixtral = model_type == "mixtral";
+    if !(mixtral || matches!(family, Family::Qwen3Moe | Family::Olmoe)) {
+        return Ok((0, 0));
+    }
+    let count_key = if mixtral { "num_local_experts" } else { "num_experts" };
+    let n_expert = cfg_required(config, count_key)?;
+    let n_used = cfg_required(config, "num_experts_per_tok")?;
+    expert_counts(
+        &format!("config.json {count_key}"),
+        n_expert,
+        "config.json num_experts_per_tok",
+        n_used,
+    )?;
+    let n_ff_exp = if family == Family::Qwen3Moe {
+        cfg_required(config, "moe_intermediate_size")?
+    } else {
+        cfg_required(config, "intermediate_size")?
+    };
+    if family == Family::Qwen3Moe {
+        let sparse_step = cfg_usize(config, "decoder_sparse_step")?.unwrap_or(1);
+        let dense = config.get("mlp_only_layers").and_then(|v| v.as_array()).map_or(0, Vec::len);
+        if sparse_step != 1 || dense != 0 {
+            return Err(Error::Metadata {
+                key: "config.json decoder_sparse_step".into(),
+                message: "dense layers among the expert layers (decoder_sparse_step other than 1, or \
+                          mlp_only_layers) are not supported"
+                    .into(),
+            });
+        }
+    }
+    let norm_weights = mixtral || config.get("norm_topk_prob").and_then(|v| v.as_bool()) == Some(true);
+    let (block, names) = if mixtral {
+        ("block_sparse_moe", ["w1", "w3", "w2"])
+    } else {
+        ("mlp", ["gate_proj", "up_proj", "down_proj"])
+    };
+    for (i, l) in layers.iter_mut().enumerate() {
+        let p = format!("model.layers.{i}.{block}");
+        let experts = (0..n_expert)
+            .map(|e| {
+                let t = |j: usize, shape: &[usize]| TensorSpec::new(format!("{p}.experts.{e}.{}.weight", names[j]), shape);
+                [t(0, &[n_ff_exp, n_embd]), t(1, &[n_ff_exp, n_embd]), t(2, &[n_embd, n_ff_exp])]
+            })
+            .collect();
+        l.moe = Some(MoeSpec {
+            n_expert,
+            n_expert_used: n_used,
+            n_ff_exp,
+            norm_weights,
+            router: TensorSpec::new(format!("{p}.gate.weight"), &[n_expert, n_embd]),
+            experts: ExpertTensors::PerExpert(experts),
+        });
+    }
+    Ok((n_expert, n_used))
 }
 
 /// Whether layer `il` is a sliding-window layer under llama.cpp's `set_swa_pattern(pattern)`:
@@ -1290,7 +1527,9 @@ fn gguf_extras(
             Ok(x)
         }
         // phi3: llama.cpp applies no sliding window to it
-        Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::Phi3 => Ok(Extras::plain()),
+        Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::Qwen3Moe | Family::Olmoe | Family::Phi3 => {
+            Ok(Extras::plain())
+        }
     }
 }
 
@@ -1393,7 +1632,9 @@ fn hf_extras(
             Ok(x)
         }
         // phi3: llama.cpp applies no sliding window to it
-        Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::Phi3 => Ok(Extras::plain()),
+        Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::Qwen3Moe | Family::Olmoe | Family::Phi3 => {
+            Ok(Extras::plain())
+        }
     }
 }
 
@@ -1408,10 +1649,19 @@ impl Spec {
     }
 
     /// What of this model the executors other than the CPU one (wgpu, CUDA, the browser's
-    /// WebGPU runner) do not compute yet, for their refusal: Gemma's layout, or a sliding window
-    /// narrower than the `context` positions (a wider one masks nothing). `None`: they run it.
+    /// WebGPU runner) do not compute yet, for their refusal: a mixture of experts, Gemma's
+    /// layout, or a sliding window narrower than the `context` positions (a wider one masks
+    /// nothing). `None`: they run it.
     pub fn beyond_device_executors(&self, context: usize) -> Option<String> {
         let h = &self.hparams;
+        if h.n_expert > 0 || self.layers.iter().any(|l| l.moe.is_some()) {
+            return Some(format!(
+                "{} is a mixture-of-experts model ({} experts, {} per token), which runs on the CPU only so far",
+                h.family.name(),
+                h.n_expert,
+                h.n_expert_used
+            ));
+        }
         if matches!(h.family, Family::Gemma2 | Family::Gemma3) {
             return Some(format!(
                 "{} (post-norms, GELU, soft-capping, sliding-window layers) runs on the CPU only so far",
@@ -1471,6 +1721,18 @@ mod tests {
         }
     }
 
+    fn moe_config(model_type: &str, extra: serde_json::Value) -> serde_json::Value {
+        let mut c = serde_json::json!({
+            "model_type": model_type, "num_hidden_layers": 2, "hidden_size": 64,
+            "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 32,
+            "num_experts_per_tok": 2
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    }
+
     /// Phi-3 from config.json: fused parts of qkv_proj and gate_up_proj with the rows llama.cpp
     /// takes (Q, K, V; gate then up), Phi-4-mini's partial rotary, longrope's factors by context
     /// and the converter's attention factor; a list of the wrong length is refused naming it.
@@ -1526,6 +1788,38 @@ mod tests {
             c[k] = v.clone();
         }
         c
+    }
+
+    /// config.json's experts: each family's count key, expert width and weight normalisation,
+    /// per-expert tensor names; counts out of range are refused naming the key.
+    #[test]
+    fn hf_mixture_of_experts() {
+        let s = Spec::from_hf_config(&moe_config("qwen3_moe", serde_json::json!({
+            "num_experts": 8, "moe_intermediate_size": 32, "norm_topk_prob": true
+        })))
+        .unwrap();
+        assert_eq!((s.hparams.family, s.hparams.n_expert, s.hparams.n_expert_used), (Family::Qwen3Moe, 8, 2));
+        let m = s.layers[1].moe.as_ref().unwrap();
+        assert_eq!((m.n_ff_exp, m.norm_weights), (32, true));
+        assert_eq!(m.router.name, "model.layers.1.mlp.gate.weight");
+        assert_eq!(m.expert_names(7)[2], "model.layers.1.mlp.experts.7.down_proj.weight");
+        let s = Spec::from_hf_config(&moe_config("mixtral", serde_json::json!({"num_local_experts": 4}))).unwrap();
+        let m = s.layers[0].moe.as_ref().unwrap();
+        assert_eq!((s.hparams.family, m.n_ff_exp, m.norm_weights), (Family::Llama, 128, true));
+        assert_eq!(m.expert_names(3)[0], "model.layers.0.block_sparse_moe.experts.3.w1.weight");
+        let s = Spec::from_hf_config(&moe_config("olmoe", serde_json::json!({"num_experts": 4}))).unwrap();
+        assert!(!s.layers[0].moe.as_ref().unwrap().norm_weights);
+        assert_eq!(s.layers[0].qk_norm.as_ref().unwrap()[0].shape, vec![64]);
+        for (ty, extra, key) in [
+            ("olmoe", serde_json::json!({"num_experts": 1}), "config.json num_experts_per_tok"),
+            ("olmoe", serde_json::json!({}), "config.json num_experts"),
+            ("mixtral", serde_json::json!({"num_local_experts": 100000}), "config.json num_local_experts"),
+        ] {
+            match Spec::from_hf_config(&moe_config(ty, extra)) {
+                Err(Error::Metadata { key: k, .. }) => assert_eq!(k, key),
+                other => panic!("{ty}: {other:?}"),
+            }
+        }
     }
 
     /// Gemma 3's `config.json` as transformers reads it: five sliding layers of six (rope base

@@ -22,11 +22,215 @@ struct Layer<'m> {
     qk_norm: Option<[Vec<f32>; 2]>,
     wo: Matrix<'m>,
     ffn_norm: Vec<f32>,
-    gate: Matrix<'m>,
-    up: Matrix<'m>,
-    down: Matrix<'m>,
+    /// The dense SwiGLU (absent in a mixture-of-experts layer).
+    gate: Option<Matrix<'m>>,
+    up: Option<Matrix<'m>>,
+    down: Option<Matrix<'m>>,
+    /// The mixture of experts in place of the dense SwiGLU.
+    moe: Option<Moe<'m>>,
     /// RMSNorm weights of the attention and feed-forward outputs (Gemma).
     post_norms: Option<[Vec<f32>; 2]>,
+}
+
+impl<'m> Layer<'m> {
+    /// The layer's weight matrices: the attention's, the dense SwiGLU's or the router and every
+    /// expert's.
+    fn matrices(&self) -> Vec<&Matrix<'m>> {
+        let mut v = vec![&self.wq, &self.wk, &self.wv, &self.wo];
+        v.extend(self.gate.as_ref());
+        v.extend(self.up.as_ref());
+        v.extend(self.down.as_ref());
+        if let Some(m) = &self.moe {
+            v.push(&m.router);
+            v.extend(m.experts.iter().flatten());
+        }
+        v
+    }
+
+    /// [`Layer::matrices`], mutable; without the experts unless `experts` (what a forward pass
+    /// stages for the whole layer: the routed experts are staged one by one as they run).
+    fn matrices_mut(&mut self, experts: bool) -> Vec<&mut Matrix<'m>> {
+        let mut v = vec![&mut self.wq, &mut self.wk, &mut self.wv, &mut self.wo];
+        v.extend(self.gate.as_mut());
+        v.extend(self.up.as_mut());
+        v.extend(self.down.as_mut());
+        if let Some(m) = &mut self.moe {
+            v.push(&mut m.router);
+            if experts {
+                v.extend(m.experts.iter_mut().flatten());
+            }
+        }
+        v
+    }
+}
+
+/// A product of the executor's over its row segments: `out = W · x` for each row of `x`.
+type Product<'a> = dyn Fn(&Matrix<'_>, &[f32], &mut [f32]) + 'a;
+
+/// One layer's mixture of experts ([`MoeSpec`](crate::arch::MoeSpec)): the router and each
+/// expert's gate, up and down as a matrix of its own (a stacked tensor's experts are views of
+/// their contiguous blocks), so that only the routed experts' rows are read and, under a
+/// budget, streamed.
+struct Moe<'m> {
+    router: Matrix<'m>,
+    /// Expert `e`'s gate `[ff, embd]`, up `[ff, embd]`, down `[embd, ff]`.
+    experts: Vec<[Matrix<'m>; 3]>,
+    n_used: usize,
+    norm_weights: bool,
+}
+
+/// The `e`-th of `n` equal contiguous blocks of a stacked tensor's stored bytes as a matrix of
+/// its own, named `name[e]`, with the shape `shape` (`[rows, cols]` of one block).
+#[cfg(feature = "native")]
+fn block_matrix<'m>(
+    t: &tensorlane_core::formats::TensorInfo,
+    data: &std::borrow::Cow<'m, [u8]>,
+    e: usize,
+    n: usize,
+    shape: [u64; 2],
+) -> Result<Matrix<'m>> {
+    let each = data.len() / n.max(1);
+    let mut info = t.clone();
+    info.name = crate::arch::expert_name(&t.name, e);
+    info.shape = shape.to_vec();
+    let bytes = match data {
+        std::borrow::Cow::Borrowed(b) => std::borrow::Cow::Borrowed(&b[e * each..(e + 1) * each]),
+        std::borrow::Cow::Owned(v) => std::borrow::Cow::Owned(v[e * each..(e + 1) * each].to_vec()),
+    };
+    Matrix::new(&info, bytes)
+}
+
+impl<'m> Moe<'m> {
+    /// Binds a layer's experts from `src` (one binding path for a model file and for a host's
+    /// bytes, [`Weights::bind_from`]): a stacked tensor's experts are the blocks
+    /// [`Source::expert_blocks`] cuts it into, a Hugging Face checkpoint's each its own tensors.
+    fn bind(src: &mut dyn Source<'m>, spec: &crate::arch::MoeSpec) -> Result<Moe<'m>> {
+        let experts = match &spec.experts {
+            crate::arch::ExpertTensors::Stacked(specs) => {
+                let mut per: Vec<Vec<Matrix<'m>>> = (0..spec.n_expert).map(|_| Vec::with_capacity(3)).collect();
+                for s in specs {
+                    for (p, m) in per.iter_mut().zip(src.expert_blocks(s, spec.n_expert)?) {
+                        p.push(m);
+                    }
+                }
+                per.into_iter()
+                    .map(|v| <[Matrix<'m>; 3]>::try_from(v).map_err(|_| Error::Options("three projections per expert".into())))
+                    .collect::<Result<Vec<_>>>()?
+            }
+            crate::arch::ExpertTensors::PerExpert(specs) => specs
+                .iter()
+                .map(|[g, u, d]| Ok([src.matrix(g)?, src.matrix(u)?, src.matrix(d)?]))
+                .collect::<Result<Vec<_>>>()?,
+        };
+        Ok(Moe {
+            router: src.matrix(&spec.router)?,
+            experts,
+            n_used: spec.n_expert_used,
+            norm_weights: spec.norm_weights,
+        })
+    }
+
+    /// The mixture of experts of `n` rows `xn` (`n × embd`) into `out` (`n × embd`), as
+    /// llama.cpp's `build_moe_ffn` with a softmax router: per row the router's logits
+    /// (`matmul`, the executor's product over its row segments), their softmax, the `n_used`
+    /// most probable experts (highest first), their probabilities as weights (divided by their
+    /// sum, at least 2⁻¹⁴, when `norm_weights`), and the chosen experts' SwiGLU outputs times
+    /// their weights summed in that order. Each expert routed to by any row is staged once,
+    /// computes its rows together (each row as alone: [`Matrix::matmul_each`], so a row's
+    /// result does not depend on the rows batched with it) and is dropped. Returns the bytes
+    /// staged and the experts routed to, ascending.
+    fn forward(
+        &mut self,
+        xn: &[f32],
+        out: &mut [f32],
+        matmul: &Product<'_>,
+        pool: &crate::par::ThreadPool,
+    ) -> (u64, Vec<usize>) {
+        let n_expert = self.experts.len();
+        let d = self.router.cols;
+        let n = xn.len() / d.max(1);
+        let k = self.n_used.min(n_expert);
+        let mut logits = vec![0f32; n * n_expert];
+        matmul(&self.router, xn, &mut logits);
+        // (row, slot) -> (expert, weight)
+        let mut chosen: Vec<(usize, f32)> = Vec::with_capacity(n * k);
+        for row in logits.chunks_exact(n_expert) {
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut p: Vec<f32> = row.iter().map(|&a| (a - max).exp()).collect();
+            let sum: f64 = p.iter().map(|&a| f64::from(a)).sum();
+            let inv = (1.0 / sum) as f32;
+            for a in &mut p {
+                *a *= inv;
+            }
+            let mut order: Vec<usize> = (0..n_expert).collect();
+            // highest first; ties to the lower index
+            order.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
+            let mut w: Vec<f32> = order[..k].iter().map(|&e| p[e]).collect();
+            if self.norm_weights {
+                let s = w.iter().map(|&a| f64::from(a)).sum::<f64>() as f32;
+                let s = s.max(6.103_515_6e-5);
+                for a in &mut w {
+                    *a /= s;
+                }
+            }
+            chosen.extend(order[..k].iter().copied().zip(w));
+        }
+        let mut routed: Vec<usize> = chosen.iter().map(|&(e, _)| e).collect();
+        routed.sort_unstable();
+        routed.dedup();
+        // Each (row, slot)'s weighted expert output.
+        let mut each = vec![0f32; n * k * d];
+        let mut streamed = 0;
+        for m in self.experts.iter_mut().flatten() {
+            m.staged_in = std::time::Duration::ZERO;
+        }
+        for &e in &routed {
+            let slots: Vec<usize> = (0..n * k).filter(|&i| chosen[i].0 == e).collect();
+            let [gate, up, down] = &mut self.experts[e];
+            let mut copy = std::time::Duration::ZERO;
+            for m in [&mut *gate, &mut *up, &mut *down] {
+                streamed += m.stage();
+                copy += m.staged_in;
+            }
+            let ff = gate.rows;
+            let rows = slots.len();
+            let mut x = Vec::with_capacity(rows * d);
+            for &i in &slots {
+                x.extend_from_slice(&xn[(i / k) * d..(i / k + 1) * d]);
+            }
+            let mut g = vec![0f32; rows * ff];
+            let mut u = vec![0f32; rows * ff];
+            gate.matmul_each(&x, &mut g, pool);
+            up.matmul_each(&x, &mut u, pool);
+            for (a, b) in g.iter_mut().zip(&u) {
+                *a = *a / (1.0 + (-*a).exp()) * b;
+            }
+            let mut y = vec![0f32; rows * d];
+            down.matmul_each(&g, &mut y, pool);
+            for (j, &i) in slots.iter().enumerate() {
+                let w = chosen[i].1;
+                for (o, &a) in each[i * d..(i + 1) * d].iter_mut().zip(&y[j * d..(j + 1) * d]) {
+                    *o = a * w;
+                }
+            }
+            for m in [&mut *gate, &mut *up, &mut *down] {
+                m.unstage();
+            }
+            // the copy time of this use, kept on the gate alone for the pass's total
+            gate.staged_in = copy;
+            up.staged_in = std::time::Duration::ZERO;
+            down.staged_in = std::time::Duration::ZERO;
+        }
+        for (r, o) in out.chunks_exact_mut(d).enumerate() {
+            o.copy_from_slice(&each[r * k * d..r * k * d + d]);
+            for j in 1..k {
+                for (a, &b) in o.iter_mut().zip(&each[(r * k + j) * d..(r * k + j + 1) * d]) {
+                    *a += b;
+                }
+            }
+        }
+        (streamed, routed)
+    }
 }
 
 /// Every weight of a model, in stored form (vectors are decoded to f32: they are small).
@@ -116,6 +320,10 @@ trait Source<'m> {
     fn find(&self, spec: &TensorSpec) -> Result<Option<&tensorlane_core::formats::TensorInfo>>;
     /// The matrix `spec` names (an error when absent).
     fn matrix(&mut self, spec: &TensorSpec) -> Result<Matrix<'m>>;
+    /// The `n` experts of the stacked tensor `spec` names (`[n, rows, cols]`, a mixture of
+    /// experts' `ffn_*_exps`), each its contiguous block as a `[rows, cols]` matrix of its own
+    /// named [`expert_name`](crate::arch::expert_name) (an error when absent).
+    fn expert_blocks(&mut self, spec: &TensorSpec, n: usize) -> Result<Vec<Matrix<'m>>>;
 
     /// The vector `spec` names, decoded to f32; `None` when absent.
     fn vector_opt(&mut self, spec: &TensorSpec) -> Result<Option<Vec<f32>>> {
@@ -147,6 +355,13 @@ impl<'m> Source<'m> for &'m Model {
 
     fn matrix(&mut self, spec: &TensorSpec) -> Result<Matrix<'m>> {
         matrix(self, spec)
+    }
+
+    fn expert_blocks(&mut self, spec: &TensorSpec, n: usize) -> Result<Vec<Matrix<'m>>> {
+        let t = find(self, spec)?.ok_or_else(|| missing(spec))?;
+        let data = self.read(t)?;
+        let shape = [spec.shape[1], spec.shape[2]];
+        (0..n).map(|e| block_matrix(t, &data, e, n, shape)).collect()
     }
 }
 
@@ -187,6 +402,15 @@ impl Source<'static> for Hosted<'_, '_> {
         let t = find_in(self.catalog, spec)?.ok_or_else(|| missing(spec))?;
         (self.load)(t)
     }
+
+    fn expert_blocks(&mut self, spec: &TensorSpec, _n: usize) -> Result<Vec<Matrix<'static>>> {
+        Err(Error::TensorType {
+            name: spec.name.clone(),
+            ty: "a mixture of experts' stacked expert tensor (qwen3moe, olmoe, mixtral), which the hosted \
+                 executor does not run yet (the native cpu executor does)"
+                .into(),
+        })
+    }
 }
 
 impl<'m> Weights<'m> {
@@ -223,9 +447,10 @@ impl<'m> Weights<'m> {
                 },
                 wo: src.matrix(&l.wo)?,
                 ffn_norm: src.norm(&l.ffn_norm, shift)?,
-                gate: src.matrix(&l.gate)?,
-                up: src.matrix(&l.up)?,
-                down: src.matrix(&l.down)?,
+                gate: l.moe.is_none().then(|| src.matrix(&l.gate)).transpose()?,
+                up: l.moe.is_none().then(|| src.matrix(&l.up)).transpose()?,
+                down: l.moe.is_none().then(|| src.matrix(&l.down)).transpose()?,
+                moe: l.moe.as_ref().map(|m| Moe::bind(src, m)).transpose()?,
                 post_norms: match &l.post_norms {
                     Some([a, f]) => Some([src.norm(a, shift)?, src.norm(f, shift)?]),
                     None => None,
@@ -256,7 +481,7 @@ impl<'m> Weights<'m> {
     pub(crate) fn matrices(&self) -> Vec<&Matrix<'m>> {
         let mut v = vec![&self.token_embd];
         for l in &self.layers {
-            v.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]);
+            v.extend(l.matrices());
         }
         v.extend(self.output.as_ref());
         v
@@ -265,15 +490,7 @@ impl<'m> Weights<'m> {
     fn matrices_mut(&mut self) -> Vec<&mut Matrix<'m>> {
         let mut v = vec![&mut self.token_embd];
         for l in &mut self.layers {
-            v.extend([
-                &mut l.wq,
-                &mut l.wk,
-                &mut l.wv,
-                &mut l.wo,
-                &mut l.gate,
-                &mut l.up,
-                &mut l.down,
-            ]);
+            v.extend(l.matrices_mut(true));
         }
         v.extend(self.output.as_mut());
         v
@@ -310,7 +527,7 @@ impl<'m> Weights<'m> {
     pub(crate) fn stored_bytes(&self) -> u64 {
         let mut n = self.token_embd.stored_bytes() + self.output.as_ref().map_or(0, |m| m.stored_bytes());
         for l in &self.layers {
-            for m in [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down] {
+            for m in l.matrices() {
                 n += m.stored_bytes();
             }
         }
@@ -437,6 +654,9 @@ pub(crate) struct Cpu<'m> {
     pub(crate) streamed_last: u64,
     /// Time the last forward pass spent copying those bytes.
     pub(crate) copy_last: std::time::Duration,
+    /// Per layer, the experts the last forward pass routed any row to, ascending (empty for a
+    /// dense layer).
+    pub(crate) routed_last: Vec<Vec<usize>>,
 }
 
 impl<'m> Cpu<'m> {
@@ -461,6 +681,7 @@ impl<'m> Cpu<'m> {
                 message: "rope frequency factors must be positive numbers".into(),
             });
         }
+        let routed_last = vec![Vec::new(); spec.layers.len()];
         let mut ropes: Vec<((f32, f32), Vec<(f32, f32)>)> =
             vec![((spec.hparams.rope_base, spec.hparams.rope_freq_scale), Vec::new())];
         let layer_rope = (0..spec.layers.len())
@@ -485,6 +706,7 @@ impl<'m> Cpu<'m> {
             rope_positions: 0,
             streamed_last: 0,
             copy_last: std::time::Duration::ZERO,
+            routed_last,
         })
     }
 
@@ -494,6 +716,27 @@ impl<'m> Cpu<'m> {
 
     pub(crate) fn threads(&self) -> usize {
         self.pool.current_num_threads()
+    }
+
+    /// Per layer, each expert's `(stored, streamed)` bytes (its gate, up and down together);
+    /// empty lists for dense layers.
+    pub(crate) fn expert_bytes(&self) -> Vec<Vec<(u64, u64)>> {
+        self.w
+            .layers
+            .iter()
+            .map(|l| {
+                l.moe.as_ref().map_or_else(Vec::new, |m| {
+                    m.experts
+                        .iter()
+                        .map(|e| {
+                            e.iter().fold((0, 0), |(a, b), x| {
+                                (a + x.stored_bytes() as u64, b + x.streamed_bytes() as u64)
+                            })
+                        })
+                        .collect()
+                })
+            })
+            .collect()
     }
 
     pub(crate) fn stored_bytes(&self) -> u64 {
@@ -697,23 +940,18 @@ impl<'m> Cpu<'m> {
         let mut v = vec![0f32; n * kv_dim];
         let mut attn = vec![0f32; n * q_dim];
         let mut proj = vec![0f32; n * d];
-        let mut g = vec![0f32; n * h.n_ff];
-        let mut u = vec![0f32; n * h.n_ff];
+        // (a mixture-of-experts model has no dense SwiGLU: its experts keep their own buffers)
+        let ff = if h.n_expert > 0 { 0 } else { h.n_ff };
+        let mut g = vec![0f32; n * ff];
+        let mut u = vec![0f32; n * ff];
         let scale = if h.query_scale.is_some() { 1.0 } else { 1.0 / (hd as f32).sqrt() };
 
         for li in 0..self.w.layers.len() {
             // A layer's streamed weights are copied in before it runs and dropped after.
+            // (Of a mixture of experts, the router; each routed expert is staged as it runs.)
             {
                 let l = &mut self.w.layers[li];
-                for m in [
-                    &mut l.wq,
-                    &mut l.wk,
-                    &mut l.wv,
-                    &mut l.wo,
-                    &mut l.gate,
-                    &mut l.up,
-                    &mut l.down,
-                ] {
+                for m in l.matrices_mut(false) {
                     streamed += m.stage();
                 }
             }
@@ -807,33 +1045,32 @@ impl<'m> Cpu<'m> {
                 *a += b;
             }
             rms_norm(&x, &mut xn, &l.ffn_norm, h.rms_eps);
-            matmul(&l.gate, &xn, &mut g);
-            matmul(&l.up, &xn, &mut u);
-            match h.ffn_act {
-                Activation::Silu => {
-                    for (a, b) in g.iter_mut().zip(&u) {
-                        *a = *a / (1.0 + (-*a).exp()) * b;
+            if let (Some(gate), Some(up), Some(down)) = (&l.gate, &l.up, &l.down) {
+                matmul(gate, &xn, &mut g);
+                matmul(up, &xn, &mut u);
+                match h.ffn_act {
+                    Activation::Silu => {
+                        for (a, b) in g.iter_mut().zip(&u) {
+                            *a = *a / (1.0 + (-*a).exp()) * b;
+                        }
                     }
+                    Activation::GeluTanh => geglu(&mut g, &u),
                 }
-                Activation::GeluTanh => geglu(&mut g, &u),
+                matmul(down, &g, &mut proj);
             }
-            matmul(&l.down, &g, &mut proj);
-            if let Some([_, pf]) = &l.post_norms {
+            if let Some(moe) = self.w.layers[li].moe.as_mut() {
+                let (bytes, picked) = moe.forward(&xn, &mut proj, &|m, x, out| matmul(m, x, out), pool);
+                streamed += bytes;
+                self.routed_last[li] = picked;
+            }
+            if let Some([_, pf]) = &self.w.layers[li].post_norms {
                 rms_norm_rows(&mut proj, pf, h.rms_eps);
             }
             for (a, b) in x.iter_mut().zip(&proj) {
                 *a += b;
             }
             let l = &mut self.w.layers[li];
-            for m in [
-                &mut l.wq,
-                &mut l.wk,
-                &mut l.wv,
-                &mut l.wo,
-                &mut l.gate,
-                &mut l.up,
-                &mut l.down,
-            ] {
+            for m in l.matrices_mut(false) {
                 m.unstage();
             }
         }

@@ -7,7 +7,8 @@
 //! * [`arch`] — the architecture description: which tensors with which shapes, and the
 //!   hyperparameters, read from the GGUF metadata (`general.architecture`,
 //!   `<arch>.block_count`, ...) or a Hugging Face `config.json`: llama (Llama 2/3, TinyLlama,
-//!   SmolLM), mistral, qwen2, qwen3, phi3, gemma2, gemma3.
+//!   SmolLM), mistral, qwen2, qwen3, phi3, gemma2, gemma3, and the mixtures of experts qwen3moe,
+//!   olmoe and mixtral (llama with `llama.expert_count`).
 //! * [`tokenizer`] — the GGUF's embedded vocabulary: `llama` (SentencePiece BPE with scores and
 //!   byte fallback) and `gpt2` (byte-level BPE with merges), as llama.cpp tokenizes them.
 //! * [`Session`] — a CPU executor (RMSNorm, RoPE, grouped-query attention with a causal mask and a

@@ -135,6 +135,21 @@ pub fn workload(name: &str, spec: &Spec, mats: &[(&str, usize, usize, u64)], con
         op("output", ids(&[&ls.wo]), None);
         op("gate/up", ids(&[&ls.gate, &ls.up]), None);
         op("down", ids(&[&ls.down]), None);
+        if let Some(m) = &ls.moe {
+            op("router", ids(&[&m.router]), None);
+            // Each expert is an op of its own reading its three matrices, so the plan places
+            // (keeps resident or streams) expert by expert; a token runs `n_expert_used` of
+            // them, so each one's compute is counted at that share. The streamed bytes the plan
+            // reports are every expert's (what a forward pass streams at most); a pass streams
+            // only its routed experts' ones.
+            let share = m.n_expert_used as f64 / m.n_expert.max(1) as f64;
+            for e in 0..m.n_expert {
+                let reads: Vec<usize> = m.expert_names(e).iter().filter_map(|n| id(n)).collect();
+                let c = gemm(&reads);
+                let cost = Cost::roofline(c.flops * share, c.hbm_bytes * share);
+                op(&format!("expert {e}"), reads, Some(cost));
+            }
+        }
     }
     let out = id(&spec.output.name).or(embd).into_iter().collect::<Vec<_>>();
     ops.push(Op {

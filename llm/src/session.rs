@@ -282,6 +282,7 @@ impl<'m> Session<'m> {
             Some(t) => t,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
+        refuse_experts_off_cpu(&spec, options.device)?;
         let mut weights = Weights::bind(model, &spec)?;
         let policy = options.policy.unwrap_or(Policy::Scheduler);
         let budgeted = match options.budget {
@@ -369,6 +370,29 @@ impl<'m> Session<'m> {
             cache_type_of(options)?,
             options.policy.unwrap_or(Policy::Scheduler),
         ))
+    }
+
+    /// Of a mixture-of-experts model on the CPU, per layer, the experts the last forward pass
+    /// routed any position to, ascending: the ones whose weights it read (and, under a budget,
+    /// streamed). Empty lists for dense layers, and on the device executors.
+    pub fn routed_experts(&self) -> Vec<Vec<usize>> {
+        match &self.cpu {
+            Exec::Cpu(c) => c.routed_last.clone(),
+            #[allow(unreachable_patterns)]
+            _ => Vec::new(),
+        }
+    }
+
+    /// Of a mixture-of-experts model on the CPU, per layer and expert, the `(stored, streamed)`
+    /// bytes of its gate, up and down matrices: under a budget the plan keeps some experts (or
+    /// part of one) resident and a forward pass streams the rest of each expert it routes to.
+    /// Empty lists for dense layers, and on the device executors.
+    pub fn expert_bytes(&self) -> Vec<Vec<(u64, u64)>> {
+        match &self.cpu {
+            Exec::Cpu(c) => c.expert_bytes(),
+            #[allow(unreachable_patterns)]
+            _ => Vec::new(),
+        }
     }
 
     /// The hyperparameters.
@@ -744,4 +768,24 @@ impl Iterator for Generate<'_, '_> {
             piece: s.tokenizer.piece(id),
         }))
     }
+}
+
+/// Refuses a mixture-of-experts model on a device executor (wgpu, CUDA): their kernels have no
+/// router or per-expert products yet, so such a model runs on the CPU only.
+fn refuse_experts_off_cpu(spec: &Spec, device: Device) -> Result<()> {
+    let h = &spec.hparams;
+    if h.n_expert == 0 || device == Device::Cpu {
+        return Ok(());
+    }
+    let device = match device {
+        Device::Wgpu => "wgpu",
+        _ => "cuda",
+    };
+    Err(Error::Device(format!(
+        "{} is a mixture-of-experts model ({} experts, {} per token): the {device} executor does not run \
+         experts yet; use the cpu device",
+        h.family.name(),
+        h.n_expert,
+        h.n_expert_used
+    )))
 }

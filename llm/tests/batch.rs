@@ -325,3 +325,41 @@ fn gemma_batched_decode_gives_each_sequence_its_solo_tokens() {
         assert!(eng.metrics().decoded_tokens > eng.metrics().steps, "{name}: no step had several sequences");
     }
 }
+
+/// A mixture-of-experts model (llm_gen.py's qwen3moe and mixtral) batched: each sequence's
+/// tokens are its solo ones, although the rows of a step that route to the same expert are
+/// computed together (each as alone) and the rows of different sequences pick different experts.
+#[test]
+fn batched_mixture_of_experts_gives_each_sequence_its_solo_tokens() {
+    let models = tensorlane_testkit::llm::llm_models(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("batch_moe"), "5");
+    for name in ["qwen3moe-Q8_0", "mixtral-F32"] {
+        let path = tensorlane_testkit::llm::llm_model(&models, name);
+        let model = Model::open(&path).unwrap();
+        let eng = Engine::start(
+            Model::open(&path).unwrap(),
+            EngineOptions {
+                context: Some(CONTEXT),
+                threads: Some(2),
+                max_batch: 4,
+                max_queue: 8,
+                budget: None,
+                cache_type: Some(CacheType::F32),
+            },
+        )
+        .unwrap();
+        let prompts: Vec<Vec<u32>> = PROMPTS.iter().map(|p| eng.tokenizer().encode(p, true)).collect();
+        let lens = [20, 9, 14, 24, 5];
+        let rxs: Vec<_> = prompts
+            .iter()
+            .zip(lens)
+            .map(|(p, n)| eng.submit(Request::new(p.clone(), n)).unwrap())
+            .collect();
+        for ((rx, p), n) in rxs.into_iter().zip(&prompts).zip(lens) {
+            let (got, _, _) = drain(rx);
+            let got: Vec<u32> = got.iter().map(|t| t.id).collect();
+            assert_eq!(got, solo(&model, p, n, &Sampling::default()), "{name}: prompt {p:?}");
+        }
+        let m = eng.metrics();
+        assert!(m.decoded_tokens > m.steps, "{name}: no step had several sequences: {m:?}");
+    }
+}

@@ -251,3 +251,28 @@ fn a_failed_read_names_the_tensor_and_keeps_the_cache() {
             .contains("context holds 64")
     );
 }
+
+/// A mixture-of-experts model (llm_gen.py's qwen3moe-F32: stacked expert tensors) is refused
+/// hosted, naming its first stacked expert tensor: the hosted executor does not cut one into
+/// experts yet (the native cpu executor does), as it does not split phi3's fused tensors.
+#[test]
+fn hosted_refuses_a_mixture_of_experts_naming_its_expert_tensor() {
+    let path = path_of("qwen3moe-F32");
+    let bytes = std::fs::read(&path).unwrap();
+    let catalog = Model::open(&path).unwrap().catalog().clone();
+    let opened = HostedSession::open(
+        &catalog,
+        &|_| None,
+        &mut |_, offset, len| Ok(bytes[offset as usize..(offset + len) as usize].to_vec()),
+        read_at,
+        16,
+        CacheType::F16,
+    );
+    match opened {
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.contains("blk.0.ffn_gate_exps.weight") && msg.contains("mixture of experts"), "{msg}");
+        }
+        Ok(_) => panic!("a mixture-of-experts model was opened hosted"),
+    }
+}

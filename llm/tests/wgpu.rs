@@ -62,8 +62,9 @@ fn wgpu_matches_the_cpu_executor() {
     let mut paths: Vec<(String, String, String)> = Vec::new();
     for m in manifest["models"].as_array().unwrap() {
         let (name, ty) = (m["name"].as_str().unwrap(), m["type"].as_str().unwrap());
-        // gemma is refused on wgpu (wgpu_refuses_gemma_naming_the_family_and_device)
-        if name.starts_with("gemma") {
+        // (the mixture-of-experts models are refused: wgpu_refuses_mixture_of_experts; gemma
+        // too: wgpu_refuses_gemma_naming_the_family_and_device)
+        if is_moe(name) || name.starts_with("gemma") {
             continue;
         }
         // The byte-level BPE models differ from llama-F32 and qwen2-F32 only in their
@@ -160,6 +161,43 @@ fn budgets_stream_the_plans_bytes_on_wgpu() {
         let checked = common::sweep(name, path, Device::Wgpu, policies, budgets);
         assert!(checked as u64 >= budgets, "{name}: only {checked} budgets checked");
     }
+}
+
+/// Whether `name` is one of llm_gen.py's mixture-of-experts models.
+fn is_moe(name: &str) -> bool {
+    ["qwen3moe-", "olmoe-", "mixtral-"].iter().any(|f| name.starts_with(f))
+}
+
+/// The wgpu executor has no expert kernels yet: every mixture-of-experts model (qwen3moe,
+/// olmoe, mixtral) is refused on it with an error that names the family and the device (and
+/// says the cpu runs it), before any device is looked for; the CPU executor opens the same
+/// file.
+#[test]
+fn wgpu_refuses_mixture_of_experts() {
+    let mut refused = 0;
+    for m in models()["models"].as_array().unwrap() {
+        let name = m["name"].as_str().unwrap();
+        if !is_moe(name) {
+            continue;
+        }
+        let model = Model::open(m["path"].as_str().unwrap()).unwrap();
+        let family = name.split('-').next().unwrap();
+        let family = if family == "mixtral" { "llama" } else { family };
+        match Session::open(&model, options(Device::Wgpu)) {
+            Err(e @ Error::Device(_)) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains(family) && msg.contains("wgpu") && msg.contains("mixture-of-experts") && msg.contains("cpu"),
+                    "{name}: {msg}"
+                );
+            }
+            Err(e) => panic!("{name}: {e}"),
+            Ok(_) => panic!("{name}: a mixture-of-experts model was opened on wgpu"),
+        }
+        Session::open(&model, options(Device::Cpu)).unwrap_or_else(|e| panic!("{name} on the cpu: {e}"));
+        refused += 1;
+    }
+    assert_eq!(refused, 9);
 }
 
 /// phi3 under a budget on wgpu: the fused attn_qkv and ffn_up are bound as row parts, each its

@@ -185,7 +185,10 @@ def stored(g: Gen, w: np.ndarray, qtype: Q):
 
 def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_base: float,
                 bias: bool, tied: bool, out_std: float, drop: str = "", narrow: str = "", bpe: str = "",
-                head_dim: int = HIDDEN // 8, qk_norm: bool = False):
+                head_dim: int = HIDDEN // 8, qk_norm: bool = False, moe: dict = None, ffn: int = FFN):
+    """moe: {"experts": N, "used": K, "ff": expert feed-forward length, "qk_whole": OLMoE's Q/K norm
+    over the whole projection, "expert_ff_key": write <arch>.expert_feed_forward_length}: stacked
+    expert tensors and an F32 router (llama.cpp's converter keeps ffn_gate_inp in F32)."""
     heads = 8
     if bpe:
         tokens, types, merges = bpe_vocab()
@@ -197,7 +200,12 @@ def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_
     w.add_block_count(LAYERS)
     w.add_context_length(256)
     w.add_embedding_length(HIDDEN)
-    w.add_feed_forward_length(FFN)
+    w.add_feed_forward_length(ffn)
+    if moe:
+        w.add_expert_count(moe["experts"])
+        w.add_expert_used_count(moe["used"])
+        if moe.get("expert_ff_key"):
+            w.add_expert_feed_forward_length(moe["ff"])
     w.add_head_count(heads)
     w.add_head_count_kv(kv_heads)
     if head_dim != HIDDEN // heads:
@@ -255,14 +263,32 @@ def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_
             vec(f"{p}.attn_q.bias", heads * head_dim, 0.0, 0.2)
             vec(f"{p}.attn_k.bias", kv_heads * head_dim, 0.0, 0.2)
             vec(f"{p}.attn_v.bias", kv_heads * head_dim, 0.0, 0.2)
-        if qk_norm:
+        if qk_norm and moe and moe.get("qk_whole"):
+            vec(f"{p}.attn_q_norm.weight", heads * head_dim, 1.0, 0.2)
+            vec(f"{p}.attn_k_norm.weight", kv_heads * head_dim, 1.0, 0.2)
+        elif qk_norm:
             vec(f"{p}.attn_q_norm.weight", head_dim, 1.0, 0.2)
             vec(f"{p}.attn_k_norm.weight", head_dim, 1.0, 0.2)
         mat(f"{p}.attn_output.weight", HIDDEN, heads * head_dim, 0.08)
         vec(f"{p}.ffn_norm.weight", HIDDEN, 1.0, 0.1)
-        mat(f"{p}.ffn_gate.weight", FFN, HIDDEN, 0.1)
-        mat(f"{p}.ffn_up.weight", FFN, HIDDEN, 0.1)
-        mat(f"{p}.ffn_down.weight", HIDDEN, FFN, 0.08)
+        if moe:
+            n_exp, ff = moe["experts"], moe["ff"]
+            router = g.normal((n_exp, HIDDEN), 0.1)
+            floats[f"{p}.ffn_gate_inp.weight"] = router
+            w.add_tensor(f"{p}.ffn_gate_inp.weight", router)
+            for part, shape, std in (("gate", (n_exp, ff, HIDDEN), 0.1), ("up", (n_exp, ff, HIDDEN), 0.1),
+                                     ("down", (n_exp, HIDDEN, ff), 0.08)):
+                f = g.normal(shape, std)
+                floats[f"{p}.ffn_{part}_exps.weight"] = f
+                arr, raw = stored(g, f, qtype)
+                w.add_tensor(f"{p}.ffn_{part}_exps.weight", arr, raw_dtype=raw)
+            continue_ffn = False
+        else:
+            continue_ffn = True
+        if continue_ffn:
+            mat(f"{p}.ffn_gate.weight", ffn, HIDDEN, 0.1)
+            mat(f"{p}.ffn_up.weight", ffn, HIDDEN, 0.1)
+            mat(f"{p}.ffn_down.weight", HIDDEN, ffn, 0.08)
     vec("output_norm.weight", HIDDEN, 1.0, 0.1)
     if not tied:
         mat("output.weight", n_vocab, HIDDEN, out_std)
@@ -270,7 +296,8 @@ def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    return floats, dict(heads=heads, kv_heads=kv_heads, rope_base=rope_base, tied=tied, bias=bias, head_dim=head_dim)
+    return floats, dict(heads=heads, kv_heads=kv_heads, rope_base=rope_base, tied=tied, bias=bias, head_dim=head_dim,
+                        moe=moe, ffn=ffn)
 
 
 # Benchmark shapes: (layers, embedding, heads, kv heads, feed-forward, vocabulary).
@@ -332,6 +359,69 @@ def bench_model(path: Path, shape: str, qtype: Q, seed: int):
     w.close()
 
 
+# Mixture-of-experts benchmark shapes (qwen3moe): (layers, embedding, heads, kv heads, experts, used,
+# expert feed-forward, vocabulary).
+BENCH_MOE_SHAPES = {
+    "qwen3moe-mini": (8, 1024, 16, 4, 16, 4, 512, 32000),
+}
+
+
+def bench_moe_model(path: Path, shape: str, qtype: Q, seed: int):
+    """A random-weight qwen3moe of a BENCH_MOE_SHAPES shape for timing, tensor by tensor."""
+    layers, embd, heads, kv, n_exp, used, ff, n_vocab = BENCH_MOE_SHAPES[shape]
+    g = Gen(seed)
+    base, _, _ = vocab()
+    tokens = base + [f"<extra_{i}>" for i in range(n_vocab - len(base))]
+    types = [TokenType.CONTROL, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.BYTE] * 256
+    types += [TokenType.NORMAL] * (n_vocab - len(types))
+    w = GGUFWriter(str(path), "qwen3moe")
+    w.add_block_count(layers)
+    w.add_context_length(2048)
+    w.add_embedding_length(embd)
+    w.add_feed_forward_length(ff * used)
+    w.add_expert_feed_forward_length(ff)
+    w.add_expert_count(n_exp)
+    w.add_expert_used_count(used)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1e6)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * n_vocab)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    hd = embd // heads
+
+    def mat(name, shape, std):
+        arr, raw = stored(g, g.normal(shape, std), qtype)
+        w.add_tensor(name, arr, raw_dtype=raw)
+
+    mat("token_embd.weight", (n_vocab, embd), 1.0)
+    for i in range(layers):
+        p = f"blk.{i}"
+        w.add_tensor(f"{p}.attn_norm.weight", np.ones(embd, dtype=np.float32))
+        mat(f"{p}.attn_q.weight", (heads * hd, embd), 0.02)
+        mat(f"{p}.attn_k.weight", (kv * hd, embd), 0.02)
+        mat(f"{p}.attn_v.weight", (kv * hd, embd), 0.02)
+        w.add_tensor(f"{p}.attn_q_norm.weight", np.ones(hd, dtype=np.float32))
+        w.add_tensor(f"{p}.attn_k_norm.weight", np.ones(hd, dtype=np.float32))
+        mat(f"{p}.attn_output.weight", (embd, heads * hd), 0.02)
+        w.add_tensor(f"{p}.ffn_norm.weight", np.ones(embd, dtype=np.float32))
+        w.add_tensor(f"{p}.ffn_gate_inp.weight", g.normal((n_exp, embd), 0.05))
+        mat(f"{p}.ffn_gate_exps.weight", (n_exp, ff, embd), 0.02)
+        mat(f"{p}.ffn_up_exps.weight", (n_exp, ff, embd), 0.02)
+        mat(f"{p}.ffn_down_exps.weight", (n_exp, embd, ff), 0.02)
+    w.add_tensor("output_norm.weight", np.ones(embd, dtype=np.float32))
+    mat("output.weight", (n_vocab, embd), 0.05)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
     """The inverse of convert_hf_to_gguf's LlamaModel.permute: GGUF Q/K rows back to HF order."""
     return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
@@ -370,7 +460,21 @@ def write_hf(folder: Path, arch: str, floats: dict, info: dict, bpe: str, sharde
              "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight",
              "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight"}
     out = {}
+    moe_block = "block_sparse_moe" if arch == "llama" else "mlp"
+    expert_parts = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
+    if arch == "llama":  # mixtral's expert names
+        expert_parts = {"gate": "w1", "up": "w3", "down": "w2"}
     for name, f in floats.items():
+        if name.endswith("ffn_gate_inp.weight") or "_exps." in name:
+            # the router; the stacked experts, one tensor per expert as transformers names them
+            _, i, rest = name.split(".", 2)
+            if rest == "ffn_gate_inp.weight":
+                out[f"model.layers.{i}.{moe_block}.gate.weight"] = np.ascontiguousarray(f)
+            else:
+                part = rest.split("_")[1]
+                for e in range(f.shape[0]):
+                    out[f"model.layers.{i}.{moe_block}.experts.{e}.{expert_parts[part]}.weight"] = np.ascontiguousarray(f[e])
+            continue
         if name in names:
             hf = names[name]
         else:
@@ -394,15 +498,26 @@ def write_hf(folder: Path, arch: str, floats: dict, info: dict, bpe: str, sharde
         root = folder / "model.safetensors"
         save_file(out, str(root), metadata={"format": "pt"})
     n_vocab = floats["token_embd.weight"].shape[0]
+    moe = info.get("moe")
+    model_type = {"qwen3moe": "qwen3_moe", "llama": "mixtral" if moe else "llama"}.get(arch, arch)
     config = {
-        "architectures": [{"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}.get(arch, "LlamaForCausalLM")],
-        "model_type": arch, "hidden_size": HIDDEN, "intermediate_size": FFN, "num_hidden_layers": LAYERS,
+        "architectures": [{"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
+                           "olmoe": "OlmoeForCausalLM", "mixtral": "MixtralForCausalLM"}.get(model_type, "LlamaForCausalLM")],
+        "model_type": model_type, "hidden_size": HIDDEN, "intermediate_size": info.get("ffn", FFN),
+        "num_hidden_layers": LAYERS,
         "num_attention_heads": info["heads"], "num_key_value_heads": info["kv_heads"],
         "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": info["rope_base"],
         "vocab_size": n_vocab, "tie_word_embeddings": info["tied"], "torch_dtype": "float32",
         "head_dim": info["head_dim"],
         "bos_token_id": 1 if not bpe else n_vocab - 2, "eos_token_id": 2 if not bpe else n_vocab - 2,
     }
+    if moe:
+        config["num_local_experts" if model_type == "mixtral" else "num_experts"] = moe["experts"]
+        config["num_experts_per_tok"] = moe["used"]
+        if model_type == "qwen3_moe":
+            config["moe_intermediate_size"] = moe["ff"]
+        # llama.cpp normalises qwen3moe's top-k weights (Qwen3-MoE checkpoints say so), not olmoe's
+        config["norm_topk_prob"] = model_type == "qwen3_moe"
     (folder / "config.json").write_text(json.dumps(config, indent=1))
     if bpe:
         tokens, types, merges = bpe_vocab()
@@ -463,6 +578,9 @@ def main():
         return
     if sys.argv[1] == "--bench":
         # llm_gen.py --bench SHAPE TYPE OUT.gguf
+        if sys.argv[2] in BENCH_MOE_SHAPES:
+            bench_moe_model(Path(sys.argv[4]), sys.argv[2], Q[sys.argv[3]], 1)
+            return
         bench_model(Path(sys.argv[4]), sys.argv[2], Q[sys.argv[3]], 1)
         return
     out = Path(sys.argv[1])
@@ -482,12 +600,28 @@ def main():
     # Last, so the models above keep the bytes they had before these were added.
     specs += [("qwen3", t, dict(kv_heads=4, rope_base=1e6, bias=False, tied=False, head_dim=2 * HIDDEN // 8, qk_norm=True))
               for t in ("F32", "F16", "Q8_0")]
+    # Mixture-of-experts models, last (8 experts, 2 used per token, stacked expert tensors): qwen3moe
+    # (qwen3's attention, expert_feed_forward_length), olmoe (Q/K norm over the whole projection,
+    # kv heads = heads as OLMoE has, weights not normalised), mixtral (llama with expert_count).
+    moe = dict(experts=8, used=2, ff=256)
+    specs += [("qwen3moe", t, dict(kv_heads=4, rope_base=1e6, bias=False, tied=False, head_dim=2 * HIDDEN // 8,
+                                   qk_norm=True, moe=dict(moe, expert_ff_key=True)))
+              for t in ("F32", "F16", "Q8_0")]
+    specs += [("olmoe", t, dict(kv_heads=8, rope_base=1e4, bias=False, tied=False, qk_norm=True, ffn=256,
+                                moe=dict(moe, qk_whole=True)))
+              for t in ("F32", "F16", "Q8_0")]
+    specs += [("mixtral", t, dict(kv_heads=4, rope_base=1e6, bias=False, tied=False, ffn=256, moe=moe))
+              for t in ("F32", "F16", "Q8_0")]
+    # The mixture-of-experts models draw from a stream of their own (seed + 1): the broken files
+    # after them keep the bytes they had.
+    g_moe = Gen(seed + 1)
     for name, t, kw in specs:
-        arch = next((a for a in ("qwen2", "qwen3") if name.startswith(a)), "llama")
+        arch = next((a for a in ("qwen2", "qwen3moe", "qwen3", "olmoe") if name.startswith(a)), "llama")
         path = out / f"{name}-{t}.gguf"
-        floats, info = write_model(path, g, arch, Q[t], out_std=0.6, **kw)
+        floats, info = write_model(path, g_moe if kw.get("moe") else g, arch, Q[t], out_std=0.6, **kw)
         entry = {"name": f"{name}-{t}", "arch": arch, "type": t, "path": str(path)}
-        if f"{name}-{t}" in ("llama-F32", "qwen2-bpe-F32", "llama-tied-F32", "qwen3-F32"):
+        if f"{name}-{t}" in ("llama-F32", "qwen2-bpe-F32", "llama-tied-F32", "qwen3-F32", "qwen3moe-F32", "olmoe-F32",
+                             "mixtral-F32"):
             hf = out / f"{name}-{t}-hf"
             # the tied one as a sharded checkpoint (two shards and an index)
             root = write_hf(hf, arch, floats, info, kw.get("bpe", ""), sharded=name == "llama-tied")

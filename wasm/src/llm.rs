@@ -170,6 +170,15 @@ impl LlmModel {
             )));
         }
         let spec = Spec::from_catalog(catalog)?;
+        if spec.hparams.n_expert > 0 {
+            return Err(tensorlane_llm::Error::UnsupportedFormat(format!(
+                "{} is a mixture-of-experts model ({} experts, {} per token): the browser's WebGPU runner does \
+                 not run experts yet (the native cpu executor does)",
+                spec.hparams.family.name(),
+                spec.hparams.n_expert,
+                spec.hparams.n_expert_used
+            )));
+        }
         if spec.hparams.family == tensorlane_llm::arch::Family::Phi3 {
             return Err(tensorlane_llm::Error::Device(
                 "phi3 does not run on the browser (WebGPU) device yet: its fused attn_qkv and ffn_up \
