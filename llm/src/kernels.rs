@@ -629,7 +629,7 @@ pub(crate) fn round_activations(kind: Kind, x: &[f32]) -> Cow<'_, [f32]> {
 /// types with an integer dot product here: Q8_0 blocks (32 values, f16 scale) for Q8_0, Q4_0 and
 /// Q5_0 weights, Q8_1 blocks (Q8_0's values and scale, plus `s`, the block's f32 scale times the
 /// sum of its values, rounded to f16) for Q4_1 and Q5_1, Q8_K blocks (256 values, f32 scale, sums
-/// of 16: llama.cpp's `bsums`) for Q4_K and Q6_K. The same values as [`round_activations`]; kept as integers so each
+/// of 16: llama.cpp's `bsums`) for the K-quants Q2_K, Q3_K, Q4_K, Q5_K and Q6_K. The same values as [`round_activations`]; kept as integers so each
 /// block's dot product is an exact integer sum.
 pub(crate) struct QuantX {
     /// Values per input vector.
@@ -669,7 +669,7 @@ impl QuantX {
     fn new(kind: Kind, x: &[f32], cols: usize) -> Option<QuantX> {
         let block = match kind {
             Kind::Q8_0 | Kind::Q4_0 | Kind::Other(GgmlType(Q4_1 | Q5_0 | Q5_1)) => 32,
-            Kind::Q4_K | Kind::Q6_K => 256,
+            Kind::Q4_K | Kind::Q6_K | Kind::Other(GgmlType(Q2_K | Q3_K | Q5_K)) => 256,
             _ => return None,
         };
         // llama.cpp's Q8_1 (quantize_row_q8_1): Q8_0's values and scale, and the sum
@@ -794,12 +794,16 @@ impl QuantX {
         })
     }
 
-    /// Q4_K and Q6_K with inputs `i..i + 4`, each bit for bit [`dot`](Self::dot)'s, where the
-    /// CPU has AVX2; `None` for other kinds or CPUs.
+    /// The K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) with inputs `i..i + 4`, each bit for bit
+    /// [`dot`](Self::dot)'s, where the CPU has AVX2; `None` for other kinds or CPUs.
     #[cfg(target_arch = "x86_64")]
     #[inline]
     fn dot4_k(&self, kind: Kind, row: &[u8], i: usize) -> Option<[f32; 4]> {
-        if !matches!(kind, Kind::Q4_K | Kind::Q6_K) || !simd() {
+        if !matches!(
+            kind,
+            Kind::Q4_K | Kind::Q6_K | Kind::Other(GgmlType(Q2_K | Q3_K | Q5_K))
+        ) || !simd()
+        {
             return None;
         }
         let nb = self.cols / self.block;
@@ -812,8 +816,14 @@ impl QuantX {
                 x86::dot_q4_k_x4::<true>(row, d, q, s)
             } else if kind == Kind::Q4_K {
                 x86::dot_q4_k_x4::<false>(row, d, q, s)
-            } else {
+            } else if kind == Kind::Q6_K {
                 x86::dot_q6_k_x4(row, d, q, s)
+            } else if kind == Kind::Other(GgmlType(Q2_K)) {
+                x86::dot_k_x::<Q2_K, 4>(row, d, q, s)
+            } else if kind == Kind::Other(GgmlType(Q3_K)) {
+                x86::dot_k_x::<Q3_K, 4>(row, d, q, s)
+            } else {
+                x86::dot_k_x::<Q5_K, 4>(row, d, q, s)
             }
         })
     }
@@ -940,6 +950,17 @@ impl QuantX {
                         x86::dot_q6_k(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16])
                     };
                 }
+                Kind::Other(GgmlType(id @ (Q2_K | Q3_K | Q5_K))) => {
+                    let sums = &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16];
+                    // SAFETY: as above; the kernel checks that d, q and the sums cover the row.
+                    return unsafe {
+                        match id {
+                            Q2_K => x86::dot_k_x::<Q2_K, 1>(row, [d], [q], [sums]),
+                            Q3_K => x86::dot_k_x::<Q3_K, 1>(row, [d], [q], [sums]),
+                            _ => x86::dot_k_x::<Q5_K, 1>(row, [d], [q], [sums]),
+                        }
+                    }[0];
+                }
                 _ => {}
             }
         }
@@ -970,6 +991,13 @@ impl QuantX {
             }
             Kind::Q4_K => dot_q4_k(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16]),
             Kind::Q6_K => dot_q6_k(row, d, q),
+            Kind::Other(GgmlType(Q2_K)) => {
+                dot_q2_k(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16])
+            }
+            Kind::Other(GgmlType(Q3_K)) => dot_q3_k(row, d, q),
+            Kind::Other(GgmlType(Q5_K)) => {
+                dot_q5_k(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16])
+            }
             _ => f32::NAN,
         }
     }
@@ -1162,6 +1190,156 @@ fn dot_q6_k(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
         sum += f16_at(t, blk, 208) * dx * isum as f32;
     }
     sum
+}
+
+/// ggml's type ids of the K-quants kept as [`Kind::Other`] with an integer kernel here (Q2_K,
+/// Q3_K and Q5_K: `bind.rs` names the device kernels' kinds, so these have no variant of their
+/// own either).
+const Q2_K: u32 = 10;
+const Q3_K: u32 = 11;
+const Q5_K: u32 = 13;
+
+/// Bytes per block (of 256 values) of the [`Kind::Other`] K-quants with a kernel here.
+fn k_block_bytes(id: u32) -> usize {
+    match id {
+        Q2_K => 84,
+        Q3_K => 110,
+        _ => 176,
+    }
+}
+
+/// The sum of eight f32 lanes in the order of llama.cpp's `hsum_float_8` (and `x86::hsum`).
+#[inline]
+fn hsum8(a: &[f32; 8]) -> f32 {
+    ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))
+}
+
+/// Adds a group of 32 products `w · x` into the eight i32 lanes of llama.cpp's AVX2 K-quant
+/// kernels: lane `k` holds values `4k..4k + 4`, values 0..16 scaled by `sc[0]` and 16..32 by
+/// `sc[1]` (`_mm256_maddubs_epi16` then `_mm256_madd_epi16` with the scales). Each lane is
+/// converted to f32 on its own there, so a portable kernel that keeps the same lanes sums the
+/// same floats in the same order: its results are the AVX2 kernel's bit for bit.
+#[inline]
+fn add_lanes(lanes: &mut [i32; 8], w: &[i8; 32], x: &[i8], sc: [i32; 2]) {
+    let x = &x[..32];
+    for (k, lane) in lanes.iter_mut().enumerate() {
+        let mut s = 0i32;
+        for l in 4 * k..4 * k + 4 {
+            s += i32::from(w[l]) * i32::from(x[l]);
+        }
+        *lane += s * sc[k / 4];
+    }
+}
+
+/// Q3_K's 16 scales (6 bits packed in 12 bytes, offset by 32) as llama.cpp's AVX2 kernel
+/// unpacks them.
+#[inline]
+fn q3_k_scales(s: &[u8]) -> [i8; 16] {
+    let a = |k: usize| u32::from_le_bytes([s[4 * k], s[4 * k + 1], s[4 * k + 2], s[4 * k + 3]]);
+    let (a0, a1, a2) = (a(0), a(1), a(2));
+    let (k1, k2) = (0x0303_0303u32, 0x0f0f_0f0fu32);
+    let w = [
+        (a0 & k2) | ((a2 & k1) << 4),
+        (a1 & k2) | (((a2 >> 2) & k1) << 4),
+        ((a0 >> 4) & k2) | (((a2 >> 4) & k1) << 4),
+        ((a1 >> 4) & k2) | (((a2 >> 6) & k1) << 4),
+    ];
+    std::array::from_fn(|i| (w[i / 4].to_le_bytes()[i % 4] as i8).wrapping_sub(32))
+}
+
+/// llama.cpp's `ggml_vec_dot_q5_K_q8_K` (its AVX2 build) in portable code, bit for bit: the
+/// scaled products in [`add_lanes`]' eight lanes, `d_w d_x` times each lane fused into eight
+/// float sums, the mins times the activations' sums of 32 (`sums` holds their sums of 16) fused
+/// into one, and `hsum8(lanes) + mins` at the end.
+fn dot_q5_k(row: &[u8], d: &[f32], q: &[i8], sums: &[i16]) -> f32 {
+    let t = f16_table();
+    let (mut acc, mut summs) = ([0f32; 8], 0f32);
+    for (((blk, &dx), qx), bs) in row
+        .chunks_exact(176)
+        .zip(d)
+        .zip(q.chunks_exact(256))
+        .zip(sums.chunks_exact(16))
+    {
+        let dd = dx * f16_at(t, blk, 0);
+        let dmin = -dx * f16_at(t, blk, 2);
+        let (scales, qh, qs) = (&blk[4..16], &blk[16..48], &blk[48..176]);
+        let (mut lanes, mut msum) = ([0i32; 8], 0i32);
+        for g in 0..8 {
+            let (sc, m) = scale_min_k4(g, scales);
+            msum += i32::from(m) * (i32::from(bs[2 * g]) + i32::from(bs[2 * g + 1]));
+            let w: [i8; 32] = std::array::from_fn(|l| {
+                (((qs[32 * (g / 2) + l] >> (4 * (g % 2))) & 0xF) | (((qh[l] >> g) & 1) << 4)) as i8
+            });
+            add_lanes(&mut lanes, &w, &qx[32 * g..], [i32::from(sc); 2]);
+        }
+        summs = dmin.mul_add(msum as f32, summs);
+        for (a, &l) in acc.iter_mut().zip(&lanes) {
+            *a = dd.mul_add(l as f32, *a);
+        }
+    }
+    hsum8(&acc) + summs
+}
+
+/// llama.cpp's `ggml_vec_dot_q3_K_q8_K` (its AVX2 build) in portable code, bit for bit (see
+/// [`dot_q5_k`]): values `low 2 bits - 4` where the high bit is clear, 16 signed scales.
+fn dot_q3_k(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+    let t = f16_table();
+    let mut acc = [0f32; 8];
+    for ((blk, &dx), qx) in row.chunks_exact(110).zip(d).zip(q.chunks_exact(256)) {
+        let dd = dx * f16_at(t, blk, 108);
+        let (hm, qs, sc) = (&blk[..32], &blk[32..96], q3_k_scales(&blk[96..108]));
+        let mut lanes = [0i32; 8];
+        for g in 0..8 {
+            let (j, k) = (g / 4, g % 4);
+            let w: [i8; 32] = std::array::from_fn(|l| {
+                ((qs[32 * j + l] >> (2 * k)) & 3) as i8 - if (hm[l] >> g) & 1 == 1 { 0 } else { 4 }
+            });
+            add_lanes(
+                &mut lanes,
+                &w,
+                &qx[32 * g..],
+                [i32::from(sc[2 * g]), i32::from(sc[2 * g + 1])],
+            );
+        }
+        for (a, &l) in acc.iter_mut().zip(&lanes) {
+            *a = dd.mul_add(l as f32, *a);
+        }
+    }
+    hsum8(&acc)
+}
+
+/// llama.cpp's `ggml_vec_dot_q2_K_q8_K` (its AVX2 build) in portable code, bit for bit (see
+/// [`dot_q5_k`]): 2-bit values with 4-bit scales and mins per 16; each lane first takes
+/// `-dmin_w d_x` times its two mins' products with the activations' sums of 16, then the scaled
+/// products.
+fn dot_q2_k(row: &[u8], d: &[f32], q: &[i8], sums: &[i16]) -> f32 {
+    let t = f16_table();
+    let mut acc = [0f32; 8];
+    for (((blk, &dx), qx), bs) in row
+        .chunks_exact(84)
+        .zip(d)
+        .zip(q.chunks_exact(256))
+        .zip(sums.chunks_exact(16))
+    {
+        let dd = dx * f16_at(t, blk, 80);
+        let dmin = -dx * f16_at(t, blk, 82);
+        let (sc, qs) = (&blk[..16], &blk[16..80]);
+        for (k, a) in acc.iter_mut().enumerate() {
+            let m = |i: usize| i32::from(sc[i] >> 4) * i32::from(bs[i]);
+            *a = dmin.mul_add((m(2 * k) + m(2 * k + 1)) as f32, *a);
+        }
+        let mut lanes = [0i32; 8];
+        for g in 0..8 {
+            let (j, k) = (g / 4, g % 4);
+            let w: [i8; 32] = std::array::from_fn(|l| ((qs[32 * j + l] >> (2 * k)) & 3) as i8);
+            let s = |i: usize| i32::from(sc[i] & 0xF);
+            add_lanes(&mut lanes, &w, &qx[32 * g..], [s(2 * g), s(2 * g + 1)]);
+        }
+        for (a, &l) in acc.iter_mut().zip(&lanes) {
+            *a = dd.mul_add(l as f32, *a);
+        }
+    }
+    hsum8(&acc)
 }
 
 /// Whether this CPU has AVX2, FMA and F16C (checked once).
@@ -2291,6 +2469,244 @@ mod x86 {
         }
         [hsum(a0), hsum(a1), hsum(a2), hsum(a3)]
     }
+
+    /// llama.cpp's `get_scale_shuffle_q3k` table: row `i` picks 16-bit element `2i` for the
+    /// lower 16 bytes and `2i + 1` for the upper.
+    static SHUFFLE_Q3K: [[u8; 32]; 4] = {
+        let mut t = [[0u8; 32]; 4];
+        let mut i = 0;
+        while i < 4 {
+            let mut j = 0;
+            while j < 32 {
+                t[i][j] = (2 * (2 * i + j / 16) + j % 2) as u8;
+                j += 1;
+            }
+            i += 1;
+        }
+        t
+    };
+
+    /// llama.cpp's `get_scale_shuffle_q3k(i)`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn scale_shuffle_q3k(i: usize) -> __m256i {
+        let row = &SHUFFLE_Q3K[i];
+        // SAFETY: the row holds 32 bytes.
+        unsafe { _mm256_loadu_si256(row.as_ptr() as *const __m256i) }
+    }
+
+    /// A Q2_K, Q3_K or Q5_K block decoded as llama.cpp's AVX2 kernels decode it, once for every
+    /// input it is multiplied with.
+    struct KBlock {
+        /// The eight groups of 32 values, unsigned (Q3_K: the low two bits only).
+        w: [__m256i; 8],
+        /// Q3_K: 4 where a value's high bit is clear (subtracted), else 0; unused otherwise.
+        h: [__m256i; 8],
+        /// Each group's scales as 16-bit multipliers for `_mm256_madd_epi16` (one per 32 values
+        /// for Q5_K, one per 16 for the others).
+        sc: [__m256i; 8],
+        /// The mins as 16-bit values: Q2_K's 16 (one per 16 values), Q5_K's 8 in the low half.
+        mins: __m256i,
+        /// The block's f16 scale and min scale.
+        d: f32,
+        dmin: f32,
+    }
+
+    /// Decodes block `blk` of ggml type `ID` (Q2_K, Q3_K or Q5_K).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `blk` must hold a whole block (84, 110 or 176 bytes: a
+    /// shorter one panics).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn k_block<const ID: u32>(blk: &[u8]) -> KBlock {
+        let blk = &blk[..super::k_block_bytes(ID)];
+        let p = blk.as_ptr();
+        // SAFETY: the callers read 32 bytes at offsets whose end is within the block.
+        let ld = |o: usize| unsafe { _mm256_loadu_si256(p.add(o) as *const __m256i) };
+        let one = _mm256_set1_epi8(1);
+        let z = _mm256_setzero_si256();
+        let mut b = KBlock {
+            w: [z; 8],
+            h: [z; 8],
+            sc: [z; 8],
+            mins: z,
+            d: 0.0,
+            dmin: 0.0,
+        };
+        match ID {
+            super::Q5_K => {
+                b.d = super::f16_bits(blk, 0);
+                b.dmin = super::f16_bits(blk, 2);
+                let (k1, k2, k3) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
+                let u = |k: usize| u32::from_le_bytes([blk[4 + 4 * k], blk[5 + 4 * k], blk[6 + 4 * k], blk[7 + 4 * k]]);
+                let mut utmp = [u(0), u(1), u(2), 0];
+                utmp[3] = ((utmp[2] >> 4) & k2) | (((utmp[1] >> 6) & k3) << 4);
+                let uaux = utmp[1] & k1;
+                utmp[1] = (utmp[2] & k2) | (((utmp[0] >> 6) & k3) << 4);
+                utmp[2] = uaux;
+                utmp[0] &= k1;
+                let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
+                    utmp[3] as i32,
+                    utmp[2] as i32,
+                    utmp[1] as i32,
+                    utmp[0] as i32,
+                ));
+                b.mins = _mm256_castsi128_si256(_mm256_extracti128_si256::<1>(mins_and_scales));
+                let sc128 = _mm256_castsi256_si128(mins_and_scales);
+                let scales = _mm256_set_m128i(sc128, sc128);
+                let m4 = _mm256_set1_epi8(0xF);
+                // the fifth bits: bit g of each of the 32 bytes at 16 is group g's
+                let mut hb = ld(16);
+                for g in 0..8 {
+                    let bits = ld(48 + 32 * (g / 2));
+                    let nib = if g % 2 == 0 {
+                        _mm256_and_si256(bits, m4)
+                    } else {
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4)
+                    };
+                    b.w[g] = _mm256_add_epi8(nib, _mm256_slli_epi16::<4>(_mm256_and_si256(hb, one)));
+                    hb = _mm256_srli_epi16::<1>(hb);
+                    b.sc[g] = _mm256_shuffle_epi8(scales, scale_shuffle_k4(g));
+                }
+            }
+            super::Q3_K => {
+                b.d = super::f16_bits(blk, 108);
+                let sc = super::q3_k_scales(&blk[96..108]);
+                // SAFETY: sc holds 16 bytes.
+                let all = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(sc.as_ptr() as *const __m128i) });
+                let (l, h) = (_mm256_castsi256_si128(all), _mm256_extracti128_si256::<1>(all));
+                let scales = [_mm256_set_m128i(l, l), _mm256_set_m128i(h, h)];
+                let mut hb = ld(0);
+                for g in 0..8 {
+                    let (j, k) = (g / 4, g % 4);
+                    let mut bits = ld(32 + 32 * j);
+                    for _ in 0..k {
+                        bits = _mm256_srli_epi16::<2>(bits);
+                    }
+                    b.w[g] = _mm256_and_si256(bits, _mm256_set1_epi8(3));
+                    b.h[g] = _mm256_slli_epi16::<2>(_mm256_andnot_si256(hb, one));
+                    hb = _mm256_srli_epi16::<1>(hb);
+                    b.sc[g] = _mm256_shuffle_epi8(scales[j], scale_shuffle_q3k(k));
+                }
+            }
+            _ => {
+                b.d = super::f16_bits(blk, 80);
+                b.dmin = super::f16_bits(blk, 82);
+                // SAFETY: the 16 scale bytes are at 0.
+                let ms = unsafe { _mm_loadu_si128(p as *const __m128i) };
+                let m4 = _mm_set1_epi8(0xF);
+                b.mins = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(ms), m4));
+                let all = _mm256_cvtepi8_epi16(_mm_and_si128(ms, m4));
+                let (l, h) = (_mm256_castsi256_si128(all), _mm256_extracti128_si256::<1>(all));
+                let scales = [_mm256_set_m128i(l, l), _mm256_set_m128i(h, h)];
+                for g in 0..8 {
+                    let (j, k) = (g / 4, g % 4);
+                    let mut bits = ld(16 + 32 * j);
+                    for _ in 0..k {
+                        bits = _mm256_srli_epi16::<2>(bits);
+                    }
+                    b.w[g] = _mm256_and_si256(bits, _mm256_set1_epi8(3));
+                    b.sc[g] = _mm256_shuffle_epi8(scales[j], scale_shuffle_q3k(k));
+                }
+            }
+        }
+        b
+    }
+
+    /// One input's share of a decoded block `b` of ggml type `ID`: llama.cpp's lanes and float
+    /// sums (`acc`; Q5_K's mins in `summs`), `dx` the input's Q8_K scale.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `q8` must point at the block's 256 activations and
+    /// `bsums` at their 16 sums of 16.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn k_input<const ID: u32>(
+        b: &KBlock,
+        dx: f32,
+        q8: *const i8,
+        bsums: *const i16,
+        acc: &mut __m256,
+        summs: &mut f32,
+    ) {
+        let mut sumi = _mm256_setzero_si256();
+        for g in 0..8 {
+            // SAFETY: q8 points at 256 values (the caller's contract).
+            let x = unsafe { _mm256_loadu_si256(q8.add(32 * g) as *const __m256i) };
+            let p = if ID == super::Q3_K {
+                _mm256_sub_epi16(_mm256_maddubs_epi16(b.w[g], x), _mm256_maddubs_epi16(b.h[g], x))
+            } else {
+                _mm256_maddubs_epi16(b.w[g], x)
+            };
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(b.sc[g], p));
+        }
+        // SAFETY: bsums points at 16 sums (the caller's contract).
+        let q8sums = unsafe { _mm256_loadu_si256(bsums as *const __m256i) };
+        match ID {
+            super::Q5_K => {
+                let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256::<1>(q8sums));
+                let prod = _mm_madd_epi16(_mm256_castsi256_si128(b.mins), q8s);
+                // llama.cpp's `summs += dmin * hsum` (compiled to a fused multiply-add)
+                *summs = (-dx * b.dmin).mul_add(hsum_i32_128(prod) as f32, *summs);
+            }
+            super::Q2_K => {
+                let prod = _mm256_madd_epi16(b.mins, q8sums);
+                *acc = _mm256_fmadd_ps(_mm256_set1_ps(-dx * b.dmin), _mm256_cvtepi32_ps(prod), *acc);
+            }
+            _ => {}
+        }
+        *acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * b.d), _mm256_cvtepi32_ps(sumi), *acc);
+    }
+
+    /// llama.cpp's `ggml_vec_dot_q2_K_q8_K`, `_q3_K_q8_K` or `_q5_K_q8_K` (`ID` the weight
+    /// type) of one row with `N` inputs (`d[k]`, `q[k]`, `sums[k]`: Q8_K scales, values and
+    /// sums of 16), each result bit for bit llama.cpp's AVX2 kernel's (and the portable
+    /// [`super::dot_q2_k`], [`super::dot_q3_k`], [`super::dot_q5_k`]): the same integer lanes,
+    /// the same float sums in the same order. The row's blocks are decoded once for the `N`
+    /// inputs (`N = 4`: the prompt's kernel).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. Sizes are checked (a panic, not undefined behaviour):
+    /// with `nb` the row's whole blocks, each `d[k]` holds `nb` scales, `q[k]` `256 * nb` values
+    /// and `sums[k]` `16 * nb`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_k_x<const ID: u32, const N: usize>(
+        row: &[u8],
+        d: [&[f32]; N],
+        q: [&[i8]; N],
+        sums: [&[i16]; N],
+    ) -> [f32; N] {
+        let size = super::k_block_bytes(ID);
+        let nb = row.len() / size;
+        assert!((0..N).all(|k| d[k].len() >= nb && q[k].len() >= 256 * nb && sums[k].len() >= 16 * nb));
+        let mut acc = [_mm256_setzero_ps(); N];
+        let mut summs = [0f32; N];
+        for i in 0..nb {
+            // SAFETY: the CPU has AVX2 and FMA (this function's contract); the block is whole.
+            let b = unsafe { k_block::<ID>(&row[size * i..size * (i + 1)]) };
+            for k in 0..N {
+                // SAFETY: q[k] holds 256 values at 256i and sums[k] 16 at 16i (asserted).
+                unsafe {
+                    k_input::<ID>(
+                        &b,
+                        d[k][i],
+                        q[k].as_ptr().add(256 * i),
+                        sums[k].as_ptr().add(16 * i),
+                        &mut acc[k],
+                        &mut summs[k],
+                    )
+                };
+            }
+        }
+        std::array::from_fn(|k| {
+            if ID == super::Q5_K {
+                hsum(acc[k]) + summs[k]
+            } else {
+                hsum(acc[k])
+            }
+        })
+    }
 }
 
 /// simd128 kernels for the wasm32 build (`-C target-feature=+simd128`, .cargo/config.toml): the
@@ -3275,10 +3691,15 @@ mod k_quant_tests {
                 _ => (0.01, 0.005),
             };
             match kind {
-                Kind::Q4_K => {
+                Kind::Q4_K | Kind::Other(GgmlType(Q5_K)) => {
                     blk[..2].copy_from_slice(&f(d));
                     blk[2..4].copy_from_slice(&f(m));
                 }
+                Kind::Other(GgmlType(Q2_K)) => {
+                    blk[80..82].copy_from_slice(&f(d));
+                    blk[82..84].copy_from_slice(&f(m));
+                }
+                Kind::Other(GgmlType(Q3_K)) => blk[108..110].copy_from_slice(&f(d)),
                 _ => blk[208..210].copy_from_slice(&f(d)),
             }
             row.extend(blk);
@@ -3303,10 +3724,12 @@ mod k_quant_tests {
         x
     }
 
-    /// Q4_K and Q6_K with Q8_K activations, bit for bit llama.cpp's `ggml_vec_dot_q4_K_q8_K` /
-    /// `ggml_vec_dot_q6_K_q8_K` (its AVX2 build: the same lanes and sums as the kernels here) on
-    /// every row and input, where this CPU has AVX2 (on others the portable kernel runs, whose
-    /// sums differ from llama.cpp's by float rounding: that is checked against the float path in
+    /// The K-quants with Q8_K activations, bit for bit llama.cpp's `ggml_vec_dot_q4_K_q8_K` /
+    /// `_q6_K_q8_K` / `_q2_K_q8_K` / `_q3_K_q8_K` / `_q5_K_q8_K` (its AVX2 build: the same
+    /// lanes and sums as the kernels here) on every row and input, where this CPU has AVX2 (on
+    /// others the portable kernel runs: Q2_K's, Q3_K's and Q5_K's give the same bits, checked
+    /// in `k_quant_portable_kernels_are_the_avx2_ones`; Q4_K's and Q6_K's sums differ from
+    /// llama.cpp's by float rounding, checked against the float path in
     /// `integer_kernels_match_the_float_path`).
     #[test]
     fn k_quant_kernels_are_llama_cpp_bit_for_bit() {
@@ -3317,7 +3740,15 @@ mod k_quant_tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
         let dir = std::env::temp_dir().join(format!("tensorlane-k-quant-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        for (kind, name) in [(Kind::Q4_K, "Q4_K"), (Kind::Q4_K, "Q4_K_8x8"), (Kind::Q6_K, "Q6_K")] {
+        let o = |id: u32| Kind::Other(GgmlType(id));
+        for (kind, name) in [
+            (Kind::Q4_K, "Q4_K"),
+            (Kind::Q4_K, "Q4_K_8x8"),
+            (Kind::Q6_K, "Q6_K"),
+            (o(Q5_K), "Q5_K"),
+            (o(Q3_K), "Q3_K"),
+            (o(Q2_K), "Q2_K"),
+        ] {
             let (nb, rows) = (6, 8);
             let cols = nb * 256;
             let w: Vec<u8> = (0..rows).flat_map(|r| k_row(kind, nb, 11 + r as u64)).collect();
@@ -3372,6 +3803,66 @@ mod k_quant_tests {
             }
         }
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// Q2_K, Q3_K and Q5_K: the portable kernels give the AVX2 kernels' results bit for bit
+    /// (one input and four), on random blocks and the extremes of [`k_row`], and both give the
+    /// dequantized rows times the rounded activations (rows without the huge block, whose
+    /// products overflow f32).
+    #[test]
+    fn k_quant_portable_kernels_are_the_avx2_ones() {
+        for id in [Q2_K, Q3_K, Q5_K] {
+            let kind = Kind::Other(GgmlType(id));
+            let nb = 6;
+            let cols = nb * 256;
+            let x = inputs(cols);
+            let q = QuantX::new(kind, &x, cols).unwrap();
+            let xr = round_activations(kind, &x);
+            for seed in 0..3 {
+                let row = k_row(kind, nb, 40 + seed);
+                let four = q.dot4(kind, &row, 0);
+                for i in 0..4 {
+                    let (d, qi) = (&q.d[i * nb..(i + 1) * nb], &q.q[i * cols..(i + 1) * cols]);
+                    let sums = &q.sums[i * cols / 16..(i + 1) * cols / 16];
+                    let slow = match id {
+                        Q2_K => dot_q2_k(&row, d, qi, sums),
+                        Q3_K => dot_q3_k(&row, d, qi),
+                        _ => dot_q5_k(&row, d, qi, sums),
+                    };
+                    let fast = q.dot(kind, &row, i);
+                    let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+                    assert!(
+                        same(fast, slow),
+                        "{kind:?} row {seed} input {i}: {fast} vs portable {slow}"
+                    );
+                    assert!(
+                        same(four[i], fast),
+                        "{kind:?} row {seed} input {i}: dot4 {} vs {fast}",
+                        four[i]
+                    );
+                }
+                // against the float path, without the huge block
+                let size = kind.block().1;
+                let tame: Vec<u8> = row
+                    .chunks_exact(size)
+                    .enumerate()
+                    .map(|(b, blk)| if b % 6 == 1 { vec![0; size] } else { blk.to_vec() })
+                    .flatten()
+                    .collect();
+                let mut w = vec![0f32; cols];
+                dequantize_row(kind, &tame, &mut w);
+                for i in 0..2 {
+                    let got = f64::from(q.dot(kind, &tame, i));
+                    let xi = &xr[i * cols..(i + 1) * cols];
+                    let want: f64 = w.iter().zip(xi).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+                    let scale: f64 = w.iter().zip(xi).map(|(a, b)| f64::from((a * b).abs())).sum();
+                    assert!(
+                        (got - want).abs() <= 1e-5 * scale,
+                        "{kind:?} row {seed} input {i}: {got} vs {want}"
+                    );
+                }
+            }
+        }
     }
 
     /// The AVX2 K-quant kernels and the portable ones agree to float rounding (their integer
