@@ -563,7 +563,7 @@ impl Matrix<'_> {
 /// `kind` (its `vec_dot_type`): to f16 for F16 weights, to bf16 for BF16, to 8-bit blocks of 32
 /// with an f16 scale (Q8_0, and Q8_1 for Q4_1 and Q5_1: the same values, plus each block's sum,
 /// which [`QuantX`] keeps) for the 32-element block types, to 8-bit blocks of 256 with an f32
-/// scale (Q8_K) for the K-quants; F32 and other types are left as they are. The product is then
+/// scale (Q8_K) for the K-quants and IQ4_XS; F32 and other types are left as they are. The product is then
 /// taken in f32 over the rounded values, so results agree with llama.cpp's to float rounding.
 pub(crate) fn round_activations(kind: Kind, x: &[f32]) -> Cow<'_, [f32]> {
     let t = f16_table();
@@ -599,7 +599,7 @@ pub(crate) fn round_activations(kind: Kind, x: &[f32]) -> Cow<'_, [f32]> {
             }
             Cow::Owned(y)
         }
-        Kind::Q4_K | Kind::Q6_K | Kind::Other(GgmlType(10 | 11 | 13)) if x.len().is_multiple_of(256) => {
+        Kind::Q4_K | Kind::Q6_K | Kind::Other(GgmlType(Q2_K | Q3_K | Q5_K | IQ4_XS)) if x.len().is_multiple_of(256) => {
             let mut y = x.to_vec();
             for b in y.chunks_exact_mut(256) {
                 let (mut amax, mut max) = (0f32, 0f32);
@@ -629,7 +629,7 @@ pub(crate) fn round_activations(kind: Kind, x: &[f32]) -> Cow<'_, [f32]> {
 /// types with an integer dot product here: Q8_0 blocks (32 values, f16 scale) for Q8_0, Q4_0 and
 /// Q5_0 weights, Q8_1 blocks (Q8_0's values and scale, plus `s`, the block's f32 scale times the
 /// sum of its values, rounded to f16) for Q4_1 and Q5_1, Q8_K blocks (256 values, f32 scale, sums
-/// of 16: llama.cpp's `bsums`) for the K-quants Q2_K, Q3_K, Q4_K, Q5_K and Q6_K. The same values as [`round_activations`]; kept as integers so each
+/// of 16: llama.cpp's `bsums`) for the K-quants Q2_K, Q3_K, Q4_K, Q5_K and Q6_K and for IQ4_XS. The same values as [`round_activations`]; kept as integers so each
 /// block's dot product is an exact integer sum.
 pub(crate) struct QuantX {
     /// Values per input vector.
@@ -669,7 +669,7 @@ impl QuantX {
     fn new(kind: Kind, x: &[f32], cols: usize) -> Option<QuantX> {
         let block = match kind {
             Kind::Q8_0 | Kind::Q4_0 | Kind::Other(GgmlType(Q4_1 | Q5_0 | Q5_1)) => 32,
-            Kind::Q4_K | Kind::Q6_K | Kind::Other(GgmlType(Q2_K | Q3_K | Q5_K)) => 256,
+            Kind::Q4_K | Kind::Q6_K | Kind::Other(GgmlType(Q2_K | Q3_K | Q5_K | IQ4_XS)) => 256,
             _ => return None,
         };
         // llama.cpp's Q8_1 (quantize_row_q8_1): Q8_0's values and scale, and the sum
@@ -794,14 +794,14 @@ impl QuantX {
         })
     }
 
-    /// The K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) with inputs `i..i + 4`, each bit for bit
+    /// The K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and IQ4_XS with inputs `i..i + 4`, each bit for bit
     /// [`dot`](Self::dot)'s, where the CPU has AVX2; `None` for other kinds or CPUs.
     #[cfg(target_arch = "x86_64")]
     #[inline]
     fn dot4_k(&self, kind: Kind, row: &[u8], i: usize) -> Option<[f32; 4]> {
         if !matches!(
             kind,
-            Kind::Q4_K | Kind::Q6_K | Kind::Other(GgmlType(Q2_K | Q3_K | Q5_K))
+            Kind::Q4_K | Kind::Q6_K | Kind::Other(GgmlType(Q2_K | Q3_K | Q5_K | IQ4_XS))
         ) || !simd()
         {
             return None;
@@ -822,6 +822,8 @@ impl QuantX {
                 x86::dot_k_x::<Q2_K, 4>(row, d, q, s)
             } else if kind == Kind::Other(GgmlType(Q3_K)) {
                 x86::dot_k_x::<Q3_K, 4>(row, d, q, s)
+            } else if kind == Kind::Other(GgmlType(IQ4_XS)) {
+                x86::dot_k_x::<IQ4_XS, 4>(row, d, q, s)
             } else {
                 x86::dot_k_x::<Q5_K, 4>(row, d, q, s)
             }
@@ -950,13 +952,14 @@ impl QuantX {
                         x86::dot_q6_k(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16])
                     };
                 }
-                Kind::Other(GgmlType(id @ (Q2_K | Q3_K | Q5_K))) => {
+                Kind::Other(GgmlType(id @ (Q2_K | Q3_K | Q5_K | IQ4_XS))) => {
                     let sums = &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16];
                     // SAFETY: as above; the kernel checks that d, q and the sums cover the row.
                     return unsafe {
                         match id {
                             Q2_K => x86::dot_k_x::<Q2_K, 1>(row, [d], [q], [sums]),
                             Q3_K => x86::dot_k_x::<Q3_K, 1>(row, [d], [q], [sums]),
+                            IQ4_XS => x86::dot_k_x::<IQ4_XS, 1>(row, [d], [q], [sums]),
                             _ => x86::dot_k_x::<Q5_K, 1>(row, [d], [q], [sums]),
                         }
                     }[0];
@@ -995,6 +998,7 @@ impl QuantX {
                 dot_q2_k(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16])
             }
             Kind::Other(GgmlType(Q3_K)) => dot_q3_k(row, d, q),
+            Kind::Other(GgmlType(IQ4_XS)) => dot_iq4_xs(row, d, q),
             Kind::Other(GgmlType(Q5_K)) => {
                 dot_q5_k(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16])
             }
@@ -1192,20 +1196,34 @@ fn dot_q6_k(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
     sum
 }
 
-/// ggml's type ids of the K-quants kept as [`Kind::Other`] with an integer kernel here (Q2_K,
-/// Q3_K and Q5_K: `bind.rs` names the device kernels' kinds, so these have no variant of their
-/// own either).
+/// ggml's type ids of the 256-value block types kept as [`Kind::Other`] with an integer kernel
+/// on Q8_K activations here (Q2_K, Q3_K, Q5_K, IQ4_XS: `bind.rs` names the device kernels'
+/// kinds, so these have no variant of their own either).
 const Q2_K: u32 = 10;
 const Q3_K: u32 = 11;
 const Q5_K: u32 = 13;
+const IQ4_XS: u32 = 23;
 
-/// Bytes per block (of 256 values) of the [`Kind::Other`] K-quants with a kernel here.
+/// Bytes per block (of 256 values) of the [`Kind::Other`] types with a Q8_K kernel here.
 fn k_block_bytes(id: u32) -> usize {
     match id {
         Q2_K => 84,
         Q3_K => 110,
+        IQ4_XS => 136,
         _ => 176,
     }
+}
+
+/// ggml's `kvalues_iq4nl`: the 16 values an IQ4_NL/IQ4_XS nibble stands for.
+const IQ4NL_VALUES: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+
+/// Scale `g` (0..8, one per 32 values) of an IQ4_XS block: 4 low bits from `scales_l`, 2 high
+/// from `scales_h`, offset by 32.
+#[inline]
+fn iq4_xs_scale(blk: &[u8], g: usize) -> i32 {
+    let sh = u16::from_le_bytes([blk[2], blk[3]]);
+    let lo = (blk[4 + g / 2] >> (4 * (g % 2))) & 0xF;
+    i32::from(lo | (((sh >> (2 * g)) & 3) << 4) as u8) - 32
 }
 
 /// The sum of eight f32 lanes in the order of llama.cpp's `hsum_float_8` (and `x86::hsum`).
@@ -1300,6 +1318,27 @@ fn dot_q3_k(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
                 &qx[32 * g..],
                 [i32::from(sc[2 * g]), i32::from(sc[2 * g + 1])],
             );
+        }
+        for (a, &l) in acc.iter_mut().zip(&lanes) {
+            *a = dd.mul_add(l as f32, *a);
+        }
+    }
+    hsum8(&acc)
+}
+
+/// llama.cpp's `ggml_vec_dot_iq4_xs_q8_K` (its AVX2 build) in portable code, bit for bit (see
+/// [`dot_q5_k`]): each nibble's value from [`IQ4NL_VALUES`], one 6-bit scale per 32.
+fn dot_iq4_xs(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+    let t = f16_table();
+    let mut acc = [0f32; 8];
+    for ((blk, &dx), qx) in row.chunks_exact(136).zip(d).zip(q.chunks_exact(256)) {
+        let dd = f16_at(t, blk, 0) * dx;
+        let mut lanes = [0i32; 8];
+        for g in 0..8 {
+            let qs = &blk[8 + 16 * g..8 + 16 * g + 16];
+            let w: [i8; 32] = std::array::from_fn(|l| IQ4NL_VALUES[usize::from((qs[l % 16] >> (4 * (l / 16))) & 0xF)]);
+            let ls = iq4_xs_scale(blk, g);
+            add_lanes(&mut lanes, &w, &qx[32 * g..], [ls, ls]);
         }
         for (a, &l) in acc.iter_mut().zip(&lanes) {
             *a = dd.mul_add(l as f32, *a);
@@ -2495,15 +2534,16 @@ mod x86 {
         unsafe { _mm256_loadu_si256(row.as_ptr() as *const __m256i) }
     }
 
-    /// A Q2_K, Q3_K or Q5_K block decoded as llama.cpp's AVX2 kernels decode it, once for every
-    /// input it is multiplied with.
+    /// A Q2_K, Q3_K, Q5_K or IQ4_XS block decoded as llama.cpp's AVX2 kernels decode it, once
+    /// for every input it is multiplied with.
     struct KBlock {
-        /// The eight groups of 32 values, unsigned (Q3_K: the low two bits only).
+        /// The eight groups of 32 values, unsigned (Q3_K: the low two bits only; IQ4_XS: signed,
+        /// from the table).
         w: [__m256i; 8],
         /// Q3_K: 4 where a value's high bit is clear (subtracted), else 0; unused otherwise.
         h: [__m256i; 8],
         /// Each group's scales as 16-bit multipliers for `_mm256_madd_epi16` (one per 32 values
-        /// for Q5_K, one per 16 for the others).
+        /// for Q5_K and IQ4_XS, one per 16 for the others).
         sc: [__m256i; 8],
         /// The mins as 16-bit values: Q2_K's 16 (one per 16 values), Q5_K's 8 in the low half.
         mins: __m256i,
@@ -2512,11 +2552,11 @@ mod x86 {
         dmin: f32,
     }
 
-    /// Decodes block `blk` of ggml type `ID` (Q2_K, Q3_K or Q5_K).
+    /// Decodes block `blk` of ggml type `ID` (Q2_K, Q3_K, Q5_K or IQ4_XS).
     ///
     /// # Safety
-    /// The CPU must have AVX2 and FMA; `blk` must hold a whole block (84, 110 or 176 bytes: a
-    /// shorter one panics).
+    /// The CPU must have AVX2 and FMA; `blk` must hold a whole block (84, 110, 176 or 136 bytes:
+    /// a shorter one panics).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     unsafe fn k_block<const ID: u32>(blk: &[u8]) -> KBlock {
@@ -2590,6 +2630,21 @@ mod x86 {
                     b.sc[g] = _mm256_shuffle_epi8(scales[j], scale_shuffle_q3k(k));
                 }
             }
+            super::IQ4_XS => {
+                b.d = super::f16_bits(blk, 0);
+                // SAFETY: the table holds 16 values.
+                let values = unsafe { _mm_loadu_si128(super::IQ4NL_VALUES.as_ptr() as *const __m128i) };
+                let m4 = _mm_set1_epi8(0xF);
+                for g in 0..8 {
+                    // SAFETY: the group's 16 bytes of nibbles are at 8 + 16g, within the block.
+                    let bits = unsafe { _mm_loadu_si128(p.add(8 + 16 * g) as *const __m128i) };
+                    b.w[g] = _mm256_set_m128i(
+                        _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16::<4>(bits), m4)),
+                        _mm_shuffle_epi8(values, _mm_and_si128(bits, m4)),
+                    );
+                    b.sc[g] = _mm256_set1_epi16(super::iq4_xs_scale(blk, g) as i16);
+                }
+            }
             _ => {
                 b.d = super::f16_bits(blk, 80);
                 b.dmin = super::f16_bits(blk, 82);
@@ -2636,6 +2691,9 @@ mod x86 {
             let x = unsafe { _mm256_loadu_si256(q8.add(32 * g) as *const __m256i) };
             let p = if ID == super::Q3_K {
                 _mm256_sub_epi16(_mm256_maddubs_epi16(b.w[g], x), _mm256_maddubs_epi16(b.h[g], x))
+            } else if ID == super::IQ4_XS {
+                // llama.cpp's mul_add_epi8: signed values times signed activations
+                _mm256_maddubs_epi16(_mm256_sign_epi8(b.w[g], b.w[g]), _mm256_sign_epi8(x, b.w[g]))
             } else {
                 _mm256_maddubs_epi16(b.w[g], x)
             };
@@ -2659,10 +2717,11 @@ mod x86 {
         *acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * b.d), _mm256_cvtepi32_ps(sumi), *acc);
     }
 
-    /// llama.cpp's `ggml_vec_dot_q2_K_q8_K`, `_q3_K_q8_K` or `_q5_K_q8_K` (`ID` the weight
-    /// type) of one row with `N` inputs (`d[k]`, `q[k]`, `sums[k]`: Q8_K scales, values and
-    /// sums of 16), each result bit for bit llama.cpp's AVX2 kernel's (and the portable
-    /// [`super::dot_q2_k`], [`super::dot_q3_k`], [`super::dot_q5_k`]): the same integer lanes,
+    /// llama.cpp's `ggml_vec_dot_q2_K_q8_K`, `_q3_K_q8_K`, `_q5_K_q8_K` or `_iq4_xs_q8_K`
+    /// (`ID` the weight type) of one row with `N` inputs (`d[k]`, `q[k]`, `sums[k]`: Q8_K
+    /// scales, values and sums of 16), each result bit for bit llama.cpp's AVX2 kernel's (and the
+    /// portable [`super::dot_q2_k`], [`super::dot_q3_k`], [`super::dot_q5_k`],
+    /// [`super::dot_iq4_xs`]): the same integer lanes,
     /// the same float sums in the same order. The row's blocks are decoded once for the `N`
     /// inputs (`N = 4`: the prompt's kernel).
     ///
@@ -3700,6 +3759,7 @@ mod k_quant_tests {
                     blk[82..84].copy_from_slice(&f(m));
                 }
                 Kind::Other(GgmlType(Q3_K)) => blk[108..110].copy_from_slice(&f(d)),
+                Kind::Other(GgmlType(IQ4_XS)) => blk[..2].copy_from_slice(&f(d)),
                 _ => blk[208..210].copy_from_slice(&f(d)),
             }
             row.extend(blk);
@@ -3725,9 +3785,9 @@ mod k_quant_tests {
     }
 
     /// The K-quants with Q8_K activations, bit for bit llama.cpp's `ggml_vec_dot_q4_K_q8_K` /
-    /// `_q6_K_q8_K` / `_q2_K_q8_K` / `_q3_K_q8_K` / `_q5_K_q8_K` (its AVX2 build: the same
-    /// lanes and sums as the kernels here) on every row and input, where this CPU has AVX2 (on
-    /// others the portable kernel runs: Q2_K's, Q3_K's and Q5_K's give the same bits, checked
+    /// `_q6_K_q8_K` / `_q2_K_q8_K` / `_q3_K_q8_K` / `_q5_K_q8_K` / `_iq4_xs_q8_K` (its AVX2
+    /// build: the same lanes and sums as the kernels here) on every row and input, where this
+    /// CPU has AVX2 (on others the portable kernel runs: Q2_K's, Q3_K's, Q5_K's and IQ4_XS's give the same bits, checked
     /// in `k_quant_portable_kernels_are_the_avx2_ones`; Q4_K's and Q6_K's sums differ from
     /// llama.cpp's by float rounding, checked against the float path in
     /// `integer_kernels_match_the_float_path`).
@@ -3748,6 +3808,7 @@ mod k_quant_tests {
             (o(Q5_K), "Q5_K"),
             (o(Q3_K), "Q3_K"),
             (o(Q2_K), "Q2_K"),
+            (o(IQ4_XS), "IQ4_XS"),
         ] {
             let (nb, rows) = (6, 8);
             let cols = nb * 256;
@@ -3805,13 +3866,13 @@ mod k_quant_tests {
         std::fs::remove_dir_all(&dir).ok();
     }
 
-    /// Q2_K, Q3_K and Q5_K: the portable kernels give the AVX2 kernels' results bit for bit
+    /// Q2_K, Q3_K, Q5_K and IQ4_XS: the portable kernels give the AVX2 kernels' results bit for bit
     /// (one input and four), on random blocks and the extremes of [`k_row`], and both give the
     /// dequantized rows times the rounded activations (rows without the huge block, whose
     /// products overflow f32).
     #[test]
     fn k_quant_portable_kernels_are_the_avx2_ones() {
-        for id in [Q2_K, Q3_K, Q5_K] {
+        for id in [Q2_K, Q3_K, Q5_K, IQ4_XS] {
             let kind = Kind::Other(GgmlType(id));
             let nb = 6;
             let cols = nb * 256;
@@ -3827,6 +3888,7 @@ mod k_quant_tests {
                     let slow = match id {
                         Q2_K => dot_q2_k(&row, d, qi, sums),
                         Q3_K => dot_q3_k(&row, d, qi),
+                        IQ4_XS => dot_iq4_xs(&row, d, qi),
                         _ => dot_q5_k(&row, d, qi, sums),
                     };
                     let fast = q.dot(kind, &row, i);
