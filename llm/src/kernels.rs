@@ -2534,17 +2534,17 @@ mod x86 {
         unsafe { _mm256_loadu_si256(row.as_ptr() as *const __m256i) }
     }
 
-    /// A Q2_K, Q3_K, Q5_K or IQ4_XS block decoded as llama.cpp's AVX2 kernels decode it, once
-    /// for every input it is multiplied with.
+    /// What a Q2_K, Q3_K, Q5_K or IQ4_XS block's groups of 32 values are decoded from
+    /// ([`k_group`]), and its mins and scales (`k_block!`): decoded once for every input it is multiplied
+    /// with, each group as it is used (a whole block's decoded groups do not fit in the 16
+    /// registers beside the inputs' sums).
     struct KBlock {
-        /// The eight groups of 32 values, unsigned (Q3_K: the low two bits only; IQ4_XS: signed,
-        /// from the table).
-        w: [__m256i; 8],
-        /// Q3_K: 4 where a value's high bit is clear (subtracted), else 0; unused otherwise.
-        h: [__m256i; 8],
-        /// Each group's scales as 16-bit multipliers for `_mm256_madd_epi16` (one per 32 values
-        /// for Q5_K and IQ4_XS, one per 16 for the others).
-        sc: [__m256i; 8],
+        /// The 16-bit scales each group's multipliers are shuffled from: Q5_K's 8 in both
+        /// halves of `scales[0]`; Q2_K's and Q3_K's 16, values 0..128 in `scales[0]` and
+        /// 128..256 in `scales[1]` (both halves); unused for IQ4_XS.
+        scales: [__m256i; 2],
+        /// Q3_K's and Q5_K's high bits (bit g of each byte: group g's); unused otherwise.
+        hb: __m256i,
         /// The mins as 16-bit values: Q2_K's 16 (one per 16 values), Q5_K's 8 in the low half.
         mins: __m256i,
         /// The block's f16 scale and min scale.
@@ -2552,153 +2552,158 @@ mod x86 {
         dmin: f32,
     }
 
-    /// Decodes block `blk` of ggml type `ID` (Q2_K, Q3_K, Q5_K or IQ4_XS).
+    /// `k_block!(ID, blk)`: the scales, mins and high bits ([`KBlock`]) of block `blk` of ggml
+    /// type `ID` (Q2_K, Q3_K, Q5_K or IQ4_XS). A macro, not a function, so that it is always
+    /// inlined into the `avx2,fma` kernel it is used in: as a function LLVM kept it out of line
+    /// and passed the block through memory (a tenth of a Q5_K_M decode step). To be expanded
+    /// only where the CPU has AVX2 and FMA (a `target_feature` function); `blk` must hold a
+    /// whole block (84, 110, 176 or 136 bytes: a shorter one panics).
+    macro_rules! k_block {
+        ($id:ident, $blk:expr) => {{
+            let blk: &[u8] = &$blk[..super::k_block_bytes($id)];
+            let p = blk.as_ptr();
+            let z = _mm256_setzero_si256();
+            let mut b = KBlock { scales: [z; 2], hb: z, mins: z, d: 0.0, dmin: 0.0 };
+            // Q2_K's and Q3_K's 16 scales, as llama.cpp's kernels lay them out
+            let halves = |all: __m256i| {
+                let (l, h) = (_mm256_castsi256_si128(all), _mm256_extracti128_si256::<1>(all));
+                [_mm256_set_m128i(l, l), _mm256_set_m128i(h, h)]
+            };
+            match $id {
+                super::Q5_K => {
+                    b.d = super::f16_bits(blk, 0);
+                    b.dmin = super::f16_bits(blk, 2);
+                    let (k1, k2, k3) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
+                    let u = |k: usize| u32::from_le_bytes([blk[4 + 4 * k], blk[5 + 4 * k], blk[6 + 4 * k], blk[7 + 4 * k]]);
+                    let mut utmp = [u(0), u(1), u(2), 0];
+                    utmp[3] = ((utmp[2] >> 4) & k2) | (((utmp[1] >> 6) & k3) << 4);
+                    let uaux = utmp[1] & k1;
+                    utmp[1] = (utmp[2] & k2) | (((utmp[0] >> 6) & k3) << 4);
+                    utmp[2] = uaux;
+                    utmp[0] &= k1;
+                    let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
+                        utmp[3] as i32,
+                        utmp[2] as i32,
+                        utmp[1] as i32,
+                        utmp[0] as i32,
+                    ));
+                    b.mins = _mm256_castsi128_si256(_mm256_extracti128_si256::<1>(mins_and_scales));
+                    let sc128 = _mm256_castsi256_si128(mins_and_scales);
+                    b.scales[0] = _mm256_set_m128i(sc128, sc128);
+                    // SAFETY: the 32 bytes of fifth bits are at 16, within the block.
+                    b.hb = unsafe { _mm256_loadu_si256(p.add(16) as *const __m256i) };
+                }
+                super::Q3_K => {
+                    b.d = super::f16_bits(blk, 108);
+                    let sc = super::q3_k_scales(&blk[96..108]);
+                    // SAFETY: sc holds 16 bytes.
+                    b.scales = halves(_mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(sc.as_ptr() as *const __m128i) }));
+                    // SAFETY: the 32 bytes of high bits are at 0.
+                    b.hb = unsafe { _mm256_loadu_si256(p as *const __m256i) };
+                }
+                super::IQ4_XS => b.d = super::f16_bits(blk, 0),
+                _ => {
+                    b.d = super::f16_bits(blk, 80);
+                    b.dmin = super::f16_bits(blk, 82);
+                    // SAFETY: the 16 scale bytes are at 0.
+                    let ms = unsafe { _mm_loadu_si128(p as *const __m128i) };
+                    let m4 = _mm_set1_epi8(0xF);
+                    b.mins = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(ms), m4));
+                    b.scales = halves(_mm256_cvtepi8_epi16(_mm_and_si128(ms, m4)));
+                }
+            }
+            b
+            }};
+    }
+
+    /// Group `g` (values `32g..32g + 32`) of block `blk` of ggml type `ID`, `b` its
+    /// [`KBlock`]: the values (unsigned; Q3_K: the low two bits only; IQ4_XS: signed, from the
+    /// table), Q3_K's offsets (4 where a value's high bit is clear, subtracted; zero otherwise)
+    /// and the scales as 16-bit multipliers for `_mm256_madd_epi16` (one per 32 values for Q5_K
+    /// and IQ4_XS, one per 16 for the others).
     ///
     /// # Safety
-    /// The CPU must have AVX2 and FMA; `blk` must hold a whole block (84, 110, 176 or 136 bytes:
-    /// a shorter one panics).
+    /// The CPU must have AVX2 and FMA; `blk` must hold a whole block (a shorter one panics),
+    /// `b` its [`KBlock`], `g < 8`.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn k_block<const ID: u32>(blk: &[u8]) -> KBlock {
+    unsafe fn k_group<const ID: u32>(blk: &[u8], b: &KBlock, g: usize) -> (__m256i, __m256i, __m256i) {
         let blk = &blk[..super::k_block_bytes(ID)];
+        assert!(g < 8);
         let p = blk.as_ptr();
         // SAFETY: the callers read 32 bytes at offsets whose end is within the block.
         let ld = |o: usize| unsafe { _mm256_loadu_si256(p.add(o) as *const __m256i) };
         let one = _mm256_set1_epi8(1);
+        let shift = |v: __m256i, n: usize| _mm256_srl_epi16(v, _mm_cvtsi32_si128(n as i32));
         let z = _mm256_setzero_si256();
-        let mut b = KBlock {
-            w: [z; 8],
-            h: [z; 8],
-            sc: [z; 8],
-            mins: z,
-            d: 0.0,
-            dmin: 0.0,
-        };
         match ID {
             super::Q5_K => {
-                b.d = super::f16_bits(blk, 0);
-                b.dmin = super::f16_bits(blk, 2);
-                let (k1, k2, k3) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
-                let u = |k: usize| u32::from_le_bytes([blk[4 + 4 * k], blk[5 + 4 * k], blk[6 + 4 * k], blk[7 + 4 * k]]);
-                let mut utmp = [u(0), u(1), u(2), 0];
-                utmp[3] = ((utmp[2] >> 4) & k2) | (((utmp[1] >> 6) & k3) << 4);
-                let uaux = utmp[1] & k1;
-                utmp[1] = (utmp[2] & k2) | (((utmp[0] >> 6) & k3) << 4);
-                utmp[2] = uaux;
-                utmp[0] &= k1;
-                let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
-                    utmp[3] as i32,
-                    utmp[2] as i32,
-                    utmp[1] as i32,
-                    utmp[0] as i32,
-                ));
-                b.mins = _mm256_castsi128_si256(_mm256_extracti128_si256::<1>(mins_and_scales));
-                let sc128 = _mm256_castsi256_si128(mins_and_scales);
-                let scales = _mm256_set_m128i(sc128, sc128);
+                let bits = ld(48 + 32 * (g / 2));
                 let m4 = _mm256_set1_epi8(0xF);
-                // the fifth bits: bit g of each of the 32 bytes at 16 is group g's
-                let mut hb = ld(16);
-                for g in 0..8 {
-                    let bits = ld(48 + 32 * (g / 2));
-                    let nib = if g % 2 == 0 {
-                        _mm256_and_si256(bits, m4)
-                    } else {
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4)
-                    };
-                    b.w[g] = _mm256_add_epi8(nib, _mm256_slli_epi16::<4>(_mm256_and_si256(hb, one)));
-                    hb = _mm256_srli_epi16::<1>(hb);
-                    b.sc[g] = _mm256_shuffle_epi8(scales, scale_shuffle_k4(g));
-                }
+                let nib = _mm256_and_si256(shift(bits, 4 * (g % 2)), m4);
+                let high = _mm256_slli_epi16::<4>(_mm256_and_si256(shift(b.hb, g), one));
+                (_mm256_add_epi8(nib, high), z, _mm256_shuffle_epi8(b.scales[0], scale_shuffle_k4(g)))
             }
             super::Q3_K => {
-                b.d = super::f16_bits(blk, 108);
-                let sc = super::q3_k_scales(&blk[96..108]);
-                // SAFETY: sc holds 16 bytes.
-                let all = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(sc.as_ptr() as *const __m128i) });
-                let (l, h) = (_mm256_castsi256_si128(all), _mm256_extracti128_si256::<1>(all));
-                let scales = [_mm256_set_m128i(l, l), _mm256_set_m128i(h, h)];
-                let mut hb = ld(0);
-                for g in 0..8 {
-                    let (j, k) = (g / 4, g % 4);
-                    let mut bits = ld(32 + 32 * j);
-                    for _ in 0..k {
-                        bits = _mm256_srli_epi16::<2>(bits);
-                    }
-                    b.w[g] = _mm256_and_si256(bits, _mm256_set1_epi8(3));
-                    b.h[g] = _mm256_slli_epi16::<2>(_mm256_andnot_si256(hb, one));
-                    hb = _mm256_srli_epi16::<1>(hb);
-                    b.sc[g] = _mm256_shuffle_epi8(scales[j], scale_shuffle_q3k(k));
-                }
+                let (j, k) = (g / 4, g % 4);
+                let w = _mm256_and_si256(shift(ld(32 + 32 * j), 2 * k), _mm256_set1_epi8(3));
+                let h = _mm256_slli_epi16::<2>(_mm256_andnot_si256(shift(b.hb, g), one));
+                (w, h, _mm256_shuffle_epi8(b.scales[j], scale_shuffle_q3k(k)))
             }
             super::IQ4_XS => {
-                b.d = super::f16_bits(blk, 0);
-                // SAFETY: the table holds 16 values.
-                let values = unsafe { _mm_loadu_si128(super::IQ4NL_VALUES.as_ptr() as *const __m128i) };
+                // SAFETY: the table holds 16 values; the group's 16 bytes of nibbles are at
+                // 8 + 16g, within the block.
+                let (values, bits) = unsafe {
+                    (
+                        _mm_loadu_si128(super::IQ4NL_VALUES.as_ptr() as *const __m128i),
+                        _mm_loadu_si128(p.add(8 + 16 * g) as *const __m128i),
+                    )
+                };
                 let m4 = _mm_set1_epi8(0xF);
-                for g in 0..8 {
-                    // SAFETY: the group's 16 bytes of nibbles are at 8 + 16g, within the block.
-                    let bits = unsafe { _mm_loadu_si128(p.add(8 + 16 * g) as *const __m128i) };
-                    b.w[g] = _mm256_set_m128i(
-                        _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16::<4>(bits), m4)),
-                        _mm_shuffle_epi8(values, _mm_and_si128(bits, m4)),
-                    );
-                    b.sc[g] = _mm256_set1_epi16(super::iq4_xs_scale(blk, g) as i16);
-                }
+                let w = _mm256_set_m128i(
+                    _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16::<4>(bits), m4)),
+                    _mm_shuffle_epi8(values, _mm_and_si128(bits, m4)),
+                );
+                (w, z, _mm256_set1_epi16(super::iq4_xs_scale(blk, g) as i16))
             }
             _ => {
-                b.d = super::f16_bits(blk, 80);
-                b.dmin = super::f16_bits(blk, 82);
-                // SAFETY: the 16 scale bytes are at 0.
-                let ms = unsafe { _mm_loadu_si128(p as *const __m128i) };
-                let m4 = _mm_set1_epi8(0xF);
-                b.mins = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(ms), m4));
-                let all = _mm256_cvtepi8_epi16(_mm_and_si128(ms, m4));
-                let (l, h) = (_mm256_castsi256_si128(all), _mm256_extracti128_si256::<1>(all));
-                let scales = [_mm256_set_m128i(l, l), _mm256_set_m128i(h, h)];
-                for g in 0..8 {
-                    let (j, k) = (g / 4, g % 4);
-                    let mut bits = ld(16 + 32 * j);
-                    for _ in 0..k {
-                        bits = _mm256_srli_epi16::<2>(bits);
-                    }
-                    b.w[g] = _mm256_and_si256(bits, _mm256_set1_epi8(3));
-                    b.sc[g] = _mm256_shuffle_epi8(scales[j], scale_shuffle_q3k(k));
-                }
+                let (j, k) = (g / 4, g % 4);
+                let w = _mm256_and_si256(shift(ld(16 + 32 * j), 2 * k), _mm256_set1_epi8(3));
+                (w, z, _mm256_shuffle_epi8(b.scales[j], scale_shuffle_q3k(k)))
             }
         }
-        b
     }
 
-    /// One input's share of a decoded block `b` of ggml type `ID`: llama.cpp's lanes and float
-    /// sums (`acc`; Q5_K's mins in `summs`), `dx` the input's Q8_K scale.
-    ///
-    /// # Safety
-    /// The CPU must have AVX2 and FMA; `q8` must point at the block's 256 activations and
-    /// `bsums` at their 16 sums of 16.
+    /// A group's 16-bit products with 32 activations `x` as llama.cpp's kernel for `ID` takes
+    /// them (`_mm256_maddubs_epi16`; Q3_K: less the offsets' products; IQ4_XS: its
+    /// `mul_add_epi8`, signed values times signed activations).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn k_input<const ID: u32>(
+    fn k_products<const ID: u32>(w: __m256i, h: __m256i, x: __m256i) -> __m256i {
+        if ID == super::Q3_K {
+            _mm256_sub_epi16(_mm256_maddubs_epi16(w, x), _mm256_maddubs_epi16(h, x))
+        } else if ID == super::IQ4_XS {
+            _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w))
+        } else {
+            _mm256_maddubs_epi16(w, x)
+        }
+    }
+
+    /// One input's float sums for block `b` of ggml type `ID` (`acc`; Q5_K's mins in `summs`)
+    /// from its scaled integer products `sumi`, `dx` the input's Q8_K scale: llama.cpp's order.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `bsums` must point at the block's 16 activation sums of 16.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn k_finish<const ID: u32>(
         b: &KBlock,
         dx: f32,
-        q8: *const i8,
+        sumi: __m256i,
         bsums: *const i16,
         acc: &mut __m256,
         summs: &mut f32,
     ) {
-        let mut sumi = _mm256_setzero_si256();
-        for g in 0..8 {
-            // SAFETY: q8 points at 256 values (the caller's contract).
-            let x = unsafe { _mm256_loadu_si256(q8.add(32 * g) as *const __m256i) };
-            let p = if ID == super::Q3_K {
-                _mm256_sub_epi16(_mm256_maddubs_epi16(b.w[g], x), _mm256_maddubs_epi16(b.h[g], x))
-            } else if ID == super::IQ4_XS {
-                // llama.cpp's mul_add_epi8: signed values times signed activations
-                _mm256_maddubs_epi16(_mm256_sign_epi8(b.w[g], b.w[g]), _mm256_sign_epi8(x, b.w[g]))
-            } else {
-                _mm256_maddubs_epi16(b.w[g], x)
-            };
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(b.sc[g], p));
-        }
         // SAFETY: bsums points at 16 sums (the caller's contract).
         let q8sums = unsafe { _mm256_loadu_si256(bsums as *const __m256i) };
         match ID {
@@ -2721,9 +2726,8 @@ mod x86 {
     /// (`ID` the weight type) of one row with `N` inputs (`d[k]`, `q[k]`, `sums[k]`: Q8_K
     /// scales, values and sums of 16), each result bit for bit llama.cpp's AVX2 kernel's (and the
     /// portable [`super::dot_q2_k`], [`super::dot_q3_k`], [`super::dot_q5_k`],
-    /// [`super::dot_iq4_xs`]): the same integer lanes,
-    /// the same float sums in the same order. The row's blocks are decoded once for the `N`
-    /// inputs (`N = 4`: the prompt's kernel).
+    /// [`super::dot_iq4_xs`]): the same integer lanes, the same float sums in the same order.
+    /// Each group of a block is decoded once for the `N` inputs (`N = 4`: the prompt's kernel).
     ///
     /// # Safety
     /// The CPU must have AVX2 and FMA. Sizes are checked (a panic, not undefined behaviour):
@@ -2742,19 +2746,23 @@ mod x86 {
         let mut acc = [_mm256_setzero_ps(); N];
         let mut summs = [0f32; N];
         for i in 0..nb {
-            // SAFETY: the CPU has AVX2 and FMA (this function's contract); the block is whole.
-            let b = unsafe { k_block::<ID>(&row[size * i..size * (i + 1)]) };
+            let blk = &row[size * i..size * (i + 1)];
+            // the block is whole (a slice of `size` bytes)
+            let b = k_block!(ID, blk);
+            let mut sumi = [_mm256_setzero_si256(); N];
+            for g in 0..8 {
+                // SAFETY: as above; g < 8.
+                let (w, h, sc) = unsafe { k_group::<ID>(blk, &b, g) };
+                for k in 0..N {
+                    // SAFETY: q[k] holds 256 values at 256i (asserted).
+                    let x = unsafe { _mm256_loadu_si256(q[k].as_ptr().add(256 * i + 32 * g) as *const __m256i) };
+                    sumi[k] = _mm256_add_epi32(sumi[k], _mm256_madd_epi16(sc, k_products::<ID>(w, h, x)));
+                }
+            }
             for k in 0..N {
-                // SAFETY: q[k] holds 256 values at 256i and sums[k] 16 at 16i (asserted).
+                // SAFETY: sums[k] holds 16 values at 16i (asserted).
                 unsafe {
-                    k_input::<ID>(
-                        &b,
-                        d[k][i],
-                        q[k].as_ptr().add(256 * i),
-                        sums[k].as_ptr().add(16 * i),
-                        &mut acc[k],
-                        &mut summs[k],
-                    )
+                    k_finish::<ID>(&b, d[k][i], sumi[k], sums[k].as_ptr().add(16 * i), &mut acc[k], &mut summs[k])
                 };
             }
         }
