@@ -3890,7 +3890,7 @@ mod k_quant_tests {
             for seed in 0..3 {
                 let row = k_row(kind, nb, 40 + seed);
                 let four = q.dot4(kind, &row, 0);
-                for i in 0..4 {
+                for (i, &four_i) in four.iter().enumerate() {
                     let (d, qi) = (&q.d[i * nb..(i + 1) * nb], &q.q[i * cols..(i + 1) * cols]);
                     let sums = &q.sums[i * cols / 16..(i + 1) * cols / 16];
                     let slow = match id {
@@ -3905,19 +3905,14 @@ mod k_quant_tests {
                         same(fast, slow),
                         "{kind:?} row {seed} input {i}: {fast} vs portable {slow}"
                     );
-                    assert!(
-                        same(four[i], fast),
-                        "{kind:?} row {seed} input {i}: dot4 {} vs {fast}",
-                        four[i]
-                    );
+                    assert!(same(four_i, fast), "{kind:?} row {seed} input {i}: dot4 {four_i} vs {fast}");
                 }
                 // against the float path, without the huge block
                 let size = kind.block().1;
                 let tame: Vec<u8> = row
                     .chunks_exact(size)
                     .enumerate()
-                    .map(|(b, blk)| if b % 6 == 1 { vec![0; size] } else { blk.to_vec() })
-                    .flatten()
+                    .flat_map(|(b, blk)| if b % 6 == 1 { vec![0; size] } else { blk.to_vec() })
                     .collect();
                 let mut w = vec![0f32; cols];
                 dequantize_row(kind, &tame, &mut w);
