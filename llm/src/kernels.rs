@@ -563,7 +563,7 @@ impl Matrix<'_> {
 /// `kind` (its `vec_dot_type`): to f16 for F16 weights, to bf16 for BF16, to 8-bit blocks of 32
 /// with an f16 scale (Q8_0, and Q8_1 for Q4_1 and Q5_1: the same values, plus each block's sum,
 /// which [`QuantX`] keeps) for the 32-element block types, to 8-bit blocks of 256 with an f32
-/// scale (Q8_K) for the K-quants; F32 and other types are left as they are. The product is then
+/// scale (Q8_K) for the K-quants and IQ4_XS; F32 and other types are left as they are. The product is then
 /// taken in f32 over the rounded values, so results agree with llama.cpp's to float rounding.
 pub(crate) fn round_activations(kind: Kind, x: &[f32]) -> Cow<'_, [f32]> {
     let t = f16_table();
@@ -599,7 +599,7 @@ pub(crate) fn round_activations(kind: Kind, x: &[f32]) -> Cow<'_, [f32]> {
             }
             Cow::Owned(y)
         }
-        Kind::Q4_K | Kind::Q6_K | Kind::Other(GgmlType(10 | 11 | 13)) if x.len().is_multiple_of(256) => {
+        Kind::Q4_K | Kind::Q6_K | Kind::Other(GgmlType(Q2_K | Q3_K | Q5_K | IQ4_XS)) if x.len().is_multiple_of(256) => {
             let mut y = x.to_vec();
             for b in y.chunks_exact_mut(256) {
                 let (mut amax, mut max) = (0f32, 0f32);
@@ -629,7 +629,7 @@ pub(crate) fn round_activations(kind: Kind, x: &[f32]) -> Cow<'_, [f32]> {
 /// types with an integer dot product here: Q8_0 blocks (32 values, f16 scale) for Q8_0, Q4_0 and
 /// Q5_0 weights, Q8_1 blocks (Q8_0's values and scale, plus `s`, the block's f32 scale times the
 /// sum of its values, rounded to f16) for Q4_1 and Q5_1, Q8_K blocks (256 values, f32 scale, sums
-/// of 16: llama.cpp's `bsums`) for Q4_K and Q6_K. The same values as [`round_activations`]; kept as integers so each
+/// of 16: llama.cpp's `bsums`) for the K-quants Q2_K, Q3_K, Q4_K, Q5_K and Q6_K and for IQ4_XS. The same values as [`round_activations`]; kept as integers so each
 /// block's dot product is an exact integer sum.
 pub(crate) struct QuantX {
     /// Values per input vector.
@@ -669,7 +669,7 @@ impl QuantX {
     fn new(kind: Kind, x: &[f32], cols: usize) -> Option<QuantX> {
         let block = match kind {
             Kind::Q8_0 | Kind::Q4_0 | Kind::Other(GgmlType(Q4_1 | Q5_0 | Q5_1)) => 32,
-            Kind::Q4_K | Kind::Q6_K => 256,
+            Kind::Q4_K | Kind::Q6_K | Kind::Other(GgmlType(Q2_K | Q3_K | Q5_K | IQ4_XS)) => 256,
             _ => return None,
         };
         // llama.cpp's Q8_1 (quantize_row_q8_1): Q8_0's values and scale, and the sum
@@ -794,12 +794,16 @@ impl QuantX {
         })
     }
 
-    /// Q4_K and Q6_K with inputs `i..i + 4`, each bit for bit [`dot`](Self::dot)'s, where the
-    /// CPU has AVX2; `None` for other kinds or CPUs.
+    /// The K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and IQ4_XS with inputs `i..i + 4`, each bit for bit
+    /// [`dot`](Self::dot)'s, where the CPU has AVX2; `None` for other kinds or CPUs.
     #[cfg(target_arch = "x86_64")]
     #[inline]
     fn dot4_k(&self, kind: Kind, row: &[u8], i: usize) -> Option<[f32; 4]> {
-        if !matches!(kind, Kind::Q4_K | Kind::Q6_K) || !simd() {
+        if !matches!(
+            kind,
+            Kind::Q4_K | Kind::Q6_K | Kind::Other(GgmlType(Q2_K | Q3_K | Q5_K | IQ4_XS))
+        ) || !simd()
+        {
             return None;
         }
         let nb = self.cols / self.block;
@@ -812,8 +816,16 @@ impl QuantX {
                 x86::dot_q4_k_x4::<true>(row, d, q, s)
             } else if kind == Kind::Q4_K {
                 x86::dot_q4_k_x4::<false>(row, d, q, s)
-            } else {
+            } else if kind == Kind::Q6_K {
                 x86::dot_q6_k_x4(row, d, q, s)
+            } else if kind == Kind::Other(GgmlType(Q2_K)) {
+                x86::dot_k_x::<Q2_K, 4>(row, d, q, s)
+            } else if kind == Kind::Other(GgmlType(Q3_K)) {
+                x86::dot_k_x::<Q3_K, 4>(row, d, q, s)
+            } else if kind == Kind::Other(GgmlType(IQ4_XS)) {
+                x86::dot_k_x::<IQ4_XS, 4>(row, d, q, s)
+            } else {
+                x86::dot_k_x::<Q5_K, 4>(row, d, q, s)
             }
         })
     }
@@ -940,6 +952,18 @@ impl QuantX {
                         x86::dot_q6_k(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16])
                     };
                 }
+                Kind::Other(GgmlType(id @ (Q2_K | Q3_K | Q5_K | IQ4_XS))) => {
+                    let sums = &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16];
+                    // SAFETY: as above; the kernel checks that d, q and the sums cover the row.
+                    return unsafe {
+                        match id {
+                            Q2_K => x86::dot_k_x::<Q2_K, 1>(row, [d], [q], [sums]),
+                            Q3_K => x86::dot_k_x::<Q3_K, 1>(row, [d], [q], [sums]),
+                            IQ4_XS => x86::dot_k_x::<IQ4_XS, 1>(row, [d], [q], [sums]),
+                            _ => x86::dot_k_x::<Q5_K, 1>(row, [d], [q], [sums]),
+                        }
+                    }[0];
+                }
                 _ => {}
             }
         }
@@ -970,6 +994,14 @@ impl QuantX {
             }
             Kind::Q4_K => dot_q4_k(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16]),
             Kind::Q6_K => dot_q6_k(row, d, q),
+            Kind::Other(GgmlType(Q2_K)) => {
+                dot_q2_k(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16])
+            }
+            Kind::Other(GgmlType(Q3_K)) => dot_q3_k(row, d, q),
+            Kind::Other(GgmlType(IQ4_XS)) => dot_iq4_xs(row, d, q),
+            Kind::Other(GgmlType(Q5_K)) => {
+                dot_q5_k(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16])
+            }
             _ => f32::NAN,
         }
     }
@@ -1162,6 +1194,191 @@ fn dot_q6_k(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
         sum += f16_at(t, blk, 208) * dx * isum as f32;
     }
     sum
+}
+
+/// ggml's type ids of the 256-value block types kept as [`Kind::Other`] with an integer kernel
+/// on Q8_K activations here (Q2_K, Q3_K, Q5_K, IQ4_XS: `bind.rs` names the device kernels'
+/// kinds, so these have no variant of their own either).
+const Q2_K: u32 = 10;
+const Q3_K: u32 = 11;
+const Q5_K: u32 = 13;
+const IQ4_XS: u32 = 23;
+
+/// Bytes per block (of 256 values) of the [`Kind::Other`] types with a Q8_K kernel here.
+fn k_block_bytes(id: u32) -> usize {
+    match id {
+        Q2_K => 84,
+        Q3_K => 110,
+        IQ4_XS => 136,
+        _ => 176,
+    }
+}
+
+/// ggml's `kvalues_iq4nl`: the 16 values an IQ4_NL/IQ4_XS nibble stands for.
+const IQ4NL_VALUES: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+
+/// Scale `g` (0..8, one per 32 values) of an IQ4_XS block: 4 low bits from `scales_l`, 2 high
+/// from `scales_h`, offset by 32.
+#[inline]
+fn iq4_xs_scale(blk: &[u8], g: usize) -> i32 {
+    let sh = u16::from_le_bytes([blk[2], blk[3]]);
+    let lo = (blk[4 + g / 2] >> (4 * (g % 2))) & 0xF;
+    i32::from(lo | (((sh >> (2 * g)) & 3) << 4) as u8) - 32
+}
+
+/// The sum of eight f32 lanes in the order of llama.cpp's `hsum_float_8` (and `x86::hsum`).
+#[inline]
+fn hsum8(a: &[f32; 8]) -> f32 {
+    ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))
+}
+
+/// Adds a group of 32 products `w · x` into the eight i32 lanes of llama.cpp's AVX2 K-quant
+/// kernels: lane `k` holds values `4k..4k + 4`, values 0..16 scaled by `sc[0]` and 16..32 by
+/// `sc[1]` (`_mm256_maddubs_epi16` then `_mm256_madd_epi16` with the scales). Each lane is
+/// converted to f32 on its own there, so a portable kernel that keeps the same lanes sums the
+/// same floats in the same order: its results are the AVX2 kernel's bit for bit.
+#[inline]
+fn add_lanes(lanes: &mut [i32; 8], w: &[i8; 32], x: &[i8], sc: [i32; 2]) {
+    let x = &x[..32];
+    for (k, lane) in lanes.iter_mut().enumerate() {
+        let mut s = 0i32;
+        for l in 4 * k..4 * k + 4 {
+            s += i32::from(w[l]) * i32::from(x[l]);
+        }
+        *lane += s * sc[k / 4];
+    }
+}
+
+/// Q3_K's 16 scales (6 bits packed in 12 bytes, offset by 32) as llama.cpp's AVX2 kernel
+/// unpacks them.
+#[inline]
+fn q3_k_scales(s: &[u8]) -> [i8; 16] {
+    let a = |k: usize| u32::from_le_bytes([s[4 * k], s[4 * k + 1], s[4 * k + 2], s[4 * k + 3]]);
+    let (a0, a1, a2) = (a(0), a(1), a(2));
+    let (k1, k2) = (0x0303_0303u32, 0x0f0f_0f0fu32);
+    let w = [
+        (a0 & k2) | ((a2 & k1) << 4),
+        (a1 & k2) | (((a2 >> 2) & k1) << 4),
+        ((a0 >> 4) & k2) | (((a2 >> 4) & k1) << 4),
+        ((a1 >> 4) & k2) | (((a2 >> 6) & k1) << 4),
+    ];
+    std::array::from_fn(|i| (w[i / 4].to_le_bytes()[i % 4] as i8).wrapping_sub(32))
+}
+
+/// llama.cpp's `ggml_vec_dot_q5_K_q8_K` (its AVX2 build) in portable code, bit for bit: the
+/// scaled products in [`add_lanes`]' eight lanes, `d_w d_x` times each lane fused into eight
+/// float sums, the mins times the activations' sums of 32 (`sums` holds their sums of 16) fused
+/// into one, and `hsum8(lanes) + mins` at the end.
+fn dot_q5_k(row: &[u8], d: &[f32], q: &[i8], sums: &[i16]) -> f32 {
+    let t = f16_table();
+    let (mut acc, mut summs) = ([0f32; 8], 0f32);
+    for (((blk, &dx), qx), bs) in row
+        .chunks_exact(176)
+        .zip(d)
+        .zip(q.chunks_exact(256))
+        .zip(sums.chunks_exact(16))
+    {
+        let dd = dx * f16_at(t, blk, 0);
+        let dmin = -dx * f16_at(t, blk, 2);
+        let (scales, qh, qs) = (&blk[4..16], &blk[16..48], &blk[48..176]);
+        let (mut lanes, mut msum) = ([0i32; 8], 0i32);
+        for g in 0..8 {
+            let (sc, m) = scale_min_k4(g, scales);
+            msum += i32::from(m) * (i32::from(bs[2 * g]) + i32::from(bs[2 * g + 1]));
+            let w: [i8; 32] = std::array::from_fn(|l| {
+                (((qs[32 * (g / 2) + l] >> (4 * (g % 2))) & 0xF) | (((qh[l] >> g) & 1) << 4)) as i8
+            });
+            add_lanes(&mut lanes, &w, &qx[32 * g..], [i32::from(sc); 2]);
+        }
+        summs = dmin.mul_add(msum as f32, summs);
+        for (a, &l) in acc.iter_mut().zip(&lanes) {
+            *a = dd.mul_add(l as f32, *a);
+        }
+    }
+    hsum8(&acc) + summs
+}
+
+/// llama.cpp's `ggml_vec_dot_q3_K_q8_K` (its AVX2 build) in portable code, bit for bit (see
+/// [`dot_q5_k`]): values `low 2 bits - 4` where the high bit is clear, 16 signed scales.
+fn dot_q3_k(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+    let t = f16_table();
+    let mut acc = [0f32; 8];
+    for ((blk, &dx), qx) in row.chunks_exact(110).zip(d).zip(q.chunks_exact(256)) {
+        let dd = dx * f16_at(t, blk, 108);
+        let (hm, qs, sc) = (&blk[..32], &blk[32..96], q3_k_scales(&blk[96..108]));
+        let mut lanes = [0i32; 8];
+        for g in 0..8 {
+            let (j, k) = (g / 4, g % 4);
+            let w: [i8; 32] = std::array::from_fn(|l| {
+                ((qs[32 * j + l] >> (2 * k)) & 3) as i8 - if (hm[l] >> g) & 1 == 1 { 0 } else { 4 }
+            });
+            add_lanes(
+                &mut lanes,
+                &w,
+                &qx[32 * g..],
+                [i32::from(sc[2 * g]), i32::from(sc[2 * g + 1])],
+            );
+        }
+        for (a, &l) in acc.iter_mut().zip(&lanes) {
+            *a = dd.mul_add(l as f32, *a);
+        }
+    }
+    hsum8(&acc)
+}
+
+/// llama.cpp's `ggml_vec_dot_iq4_xs_q8_K` (its AVX2 build) in portable code, bit for bit (see
+/// [`dot_q5_k`]): each nibble's value from [`IQ4NL_VALUES`], one 6-bit scale per 32.
+fn dot_iq4_xs(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+    let t = f16_table();
+    let mut acc = [0f32; 8];
+    for ((blk, &dx), qx) in row.chunks_exact(136).zip(d).zip(q.chunks_exact(256)) {
+        let dd = f16_at(t, blk, 0) * dx;
+        let mut lanes = [0i32; 8];
+        for g in 0..8 {
+            let qs = &blk[8 + 16 * g..8 + 16 * g + 16];
+            let w: [i8; 32] = std::array::from_fn(|l| IQ4NL_VALUES[usize::from((qs[l % 16] >> (4 * (l / 16))) & 0xF)]);
+            let ls = iq4_xs_scale(blk, g);
+            add_lanes(&mut lanes, &w, &qx[32 * g..], [ls, ls]);
+        }
+        for (a, &l) in acc.iter_mut().zip(&lanes) {
+            *a = dd.mul_add(l as f32, *a);
+        }
+    }
+    hsum8(&acc)
+}
+
+/// llama.cpp's `ggml_vec_dot_q2_K_q8_K` (its AVX2 build) in portable code, bit for bit (see
+/// [`dot_q5_k`]): 2-bit values with 4-bit scales and mins per 16; each lane first takes
+/// `-dmin_w d_x` times its two mins' products with the activations' sums of 16, then the scaled
+/// products.
+fn dot_q2_k(row: &[u8], d: &[f32], q: &[i8], sums: &[i16]) -> f32 {
+    let t = f16_table();
+    let mut acc = [0f32; 8];
+    for (((blk, &dx), qx), bs) in row
+        .chunks_exact(84)
+        .zip(d)
+        .zip(q.chunks_exact(256))
+        .zip(sums.chunks_exact(16))
+    {
+        let dd = dx * f16_at(t, blk, 80);
+        let dmin = -dx * f16_at(t, blk, 82);
+        let (sc, qs) = (&blk[..16], &blk[16..80]);
+        for (k, a) in acc.iter_mut().enumerate() {
+            let m = |i: usize| i32::from(sc[i] >> 4) * i32::from(bs[i]);
+            *a = dmin.mul_add((m(2 * k) + m(2 * k + 1)) as f32, *a);
+        }
+        let mut lanes = [0i32; 8];
+        for g in 0..8 {
+            let (j, k) = (g / 4, g % 4);
+            let w: [i8; 32] = std::array::from_fn(|l| ((qs[32 * j + l] >> (2 * k)) & 3) as i8);
+            let s = |i: usize| i32::from(sc[i] & 0xF);
+            add_lanes(&mut lanes, &w, &qx[32 * g..], [s(2 * g), s(2 * g + 1)]);
+        }
+        for (a, &l) in acc.iter_mut().zip(&lanes) {
+            *a = dd.mul_add(l as f32, *a);
+        }
+    }
+    hsum8(&acc)
 }
 
 /// Whether this CPU has AVX2, FMA and F16C (checked once).
@@ -2291,6 +2508,272 @@ mod x86 {
         }
         [hsum(a0), hsum(a1), hsum(a2), hsum(a3)]
     }
+
+    /// llama.cpp's `get_scale_shuffle_q3k` table: row `i` picks 16-bit element `2i` for the
+    /// lower 16 bytes and `2i + 1` for the upper.
+    static SHUFFLE_Q3K: [[u8; 32]; 4] = {
+        let mut t = [[0u8; 32]; 4];
+        let mut i = 0;
+        while i < 4 {
+            let mut j = 0;
+            while j < 32 {
+                t[i][j] = (2 * (2 * i + j / 16) + j % 2) as u8;
+                j += 1;
+            }
+            i += 1;
+        }
+        t
+    };
+
+    /// llama.cpp's `get_scale_shuffle_q3k(i)`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn scale_shuffle_q3k(i: usize) -> __m256i {
+        let row = &SHUFFLE_Q3K[i];
+        // SAFETY: the row holds 32 bytes.
+        unsafe { _mm256_loadu_si256(row.as_ptr() as *const __m256i) }
+    }
+
+    /// What a Q2_K, Q3_K, Q5_K or IQ4_XS block's groups of 32 values are decoded from
+    /// ([`k_group`]), and its mins and scales (`k_block!`): decoded once for every input it is multiplied
+    /// with, each group as it is used (a whole block's decoded groups do not fit in the 16
+    /// registers beside the inputs' sums).
+    struct KBlock {
+        /// The 16-bit scales each group's multipliers are shuffled from: Q5_K's 8 in both
+        /// halves of `scales[0]`; Q2_K's and Q3_K's 16, values 0..128 in `scales[0]` and
+        /// 128..256 in `scales[1]` (both halves); unused for IQ4_XS.
+        scales: [__m256i; 2],
+        /// Q3_K's and Q5_K's high bits (bit g of each byte: group g's); unused otherwise.
+        hb: __m256i,
+        /// The mins as 16-bit values: Q2_K's 16 (one per 16 values), Q5_K's 8 in the low half.
+        mins: __m256i,
+        /// The block's f16 scale and min scale.
+        d: f32,
+        dmin: f32,
+    }
+
+    /// `k_block!(ID, blk)`: the scales, mins and high bits ([`KBlock`]) of block `blk` of ggml
+    /// type `ID` (Q2_K, Q3_K, Q5_K or IQ4_XS). A macro, not a function, so that it is always
+    /// inlined into the `avx2,fma` kernel it is used in: as a function LLVM kept it out of line
+    /// and passed the block through memory (a tenth of a Q5_K_M decode step). To be expanded
+    /// only where the CPU has AVX2 and FMA (a `target_feature` function); `blk` must hold a
+    /// whole block (84, 110, 176 or 136 bytes: a shorter one panics).
+    macro_rules! k_block {
+        ($id:ident, $blk:expr) => {{
+            let blk: &[u8] = &$blk[..super::k_block_bytes($id)];
+            let p = blk.as_ptr();
+            let z = _mm256_setzero_si256();
+            let mut b = KBlock { scales: [z; 2], hb: z, mins: z, d: 0.0, dmin: 0.0 };
+            // Q2_K's and Q3_K's 16 scales, as llama.cpp's kernels lay them out
+            let halves = |all: __m256i| {
+                let (l, h) = (_mm256_castsi256_si128(all), _mm256_extracti128_si256::<1>(all));
+                [_mm256_set_m128i(l, l), _mm256_set_m128i(h, h)]
+            };
+            match $id {
+                super::Q5_K => {
+                    b.d = super::f16_bits(blk, 0);
+                    b.dmin = super::f16_bits(blk, 2);
+                    let (k1, k2, k3) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
+                    let u = |k: usize| u32::from_le_bytes([blk[4 + 4 * k], blk[5 + 4 * k], blk[6 + 4 * k], blk[7 + 4 * k]]);
+                    let mut utmp = [u(0), u(1), u(2), 0];
+                    utmp[3] = ((utmp[2] >> 4) & k2) | (((utmp[1] >> 6) & k3) << 4);
+                    let uaux = utmp[1] & k1;
+                    utmp[1] = (utmp[2] & k2) | (((utmp[0] >> 6) & k3) << 4);
+                    utmp[2] = uaux;
+                    utmp[0] &= k1;
+                    let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
+                        utmp[3] as i32,
+                        utmp[2] as i32,
+                        utmp[1] as i32,
+                        utmp[0] as i32,
+                    ));
+                    b.mins = _mm256_castsi128_si256(_mm256_extracti128_si256::<1>(mins_and_scales));
+                    let sc128 = _mm256_castsi256_si128(mins_and_scales);
+                    b.scales[0] = _mm256_set_m128i(sc128, sc128);
+                    // SAFETY: the 32 bytes of fifth bits are at 16, within the block.
+                    b.hb = unsafe { _mm256_loadu_si256(p.add(16) as *const __m256i) };
+                }
+                super::Q3_K => {
+                    b.d = super::f16_bits(blk, 108);
+                    let sc = super::q3_k_scales(&blk[96..108]);
+                    // SAFETY: sc holds 16 bytes.
+                    b.scales = halves(_mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(sc.as_ptr() as *const __m128i) }));
+                    // SAFETY: the 32 bytes of high bits are at 0.
+                    b.hb = unsafe { _mm256_loadu_si256(p as *const __m256i) };
+                }
+                super::IQ4_XS => b.d = super::f16_bits(blk, 0),
+                _ => {
+                    b.d = super::f16_bits(blk, 80);
+                    b.dmin = super::f16_bits(blk, 82);
+                    // SAFETY: the 16 scale bytes are at 0.
+                    let ms = unsafe { _mm_loadu_si128(p as *const __m128i) };
+                    let m4 = _mm_set1_epi8(0xF);
+                    b.mins = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(ms), m4));
+                    b.scales = halves(_mm256_cvtepi8_epi16(_mm_and_si128(ms, m4)));
+                }
+            }
+            b
+            }};
+    }
+
+    /// Group `g` (values `32g..32g + 32`) of block `blk` of ggml type `ID`, `b` its
+    /// [`KBlock`]: the values (unsigned; Q3_K: the low two bits only; IQ4_XS: signed, from the
+    /// table), Q3_K's offsets (4 where a value's high bit is clear, subtracted; zero otherwise)
+    /// and the scales as 16-bit multipliers for `_mm256_madd_epi16` (one per 32 values for Q5_K
+    /// and IQ4_XS, one per 16 for the others).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `blk` must hold a whole block (a shorter one panics),
+    /// `b` its [`KBlock`], `g < 8`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn k_group<const ID: u32>(blk: &[u8], b: &KBlock, g: usize) -> (__m256i, __m256i, __m256i) {
+        let blk = &blk[..super::k_block_bytes(ID)];
+        assert!(g < 8);
+        let p = blk.as_ptr();
+        // SAFETY: the callers read 32 bytes at offsets whose end is within the block.
+        let ld = |o: usize| unsafe { _mm256_loadu_si256(p.add(o) as *const __m256i) };
+        let one = _mm256_set1_epi8(1);
+        let shift = |v: __m256i, n: usize| _mm256_srl_epi16(v, _mm_cvtsi32_si128(n as i32));
+        let z = _mm256_setzero_si256();
+        match ID {
+            super::Q5_K => {
+                let bits = ld(48 + 32 * (g / 2));
+                let m4 = _mm256_set1_epi8(0xF);
+                let nib = _mm256_and_si256(shift(bits, 4 * (g % 2)), m4);
+                let high = _mm256_slli_epi16::<4>(_mm256_and_si256(shift(b.hb, g), one));
+                (_mm256_add_epi8(nib, high), z, _mm256_shuffle_epi8(b.scales[0], scale_shuffle_k4(g)))
+            }
+            super::Q3_K => {
+                let (j, k) = (g / 4, g % 4);
+                let w = _mm256_and_si256(shift(ld(32 + 32 * j), 2 * k), _mm256_set1_epi8(3));
+                let h = _mm256_slli_epi16::<2>(_mm256_andnot_si256(shift(b.hb, g), one));
+                (w, h, _mm256_shuffle_epi8(b.scales[j], scale_shuffle_q3k(k)))
+            }
+            super::IQ4_XS => {
+                // SAFETY: the table holds 16 values; the group's 16 bytes of nibbles are at
+                // 8 + 16g, within the block.
+                let (values, bits) = unsafe {
+                    (
+                        _mm_loadu_si128(super::IQ4NL_VALUES.as_ptr() as *const __m128i),
+                        _mm_loadu_si128(p.add(8 + 16 * g) as *const __m128i),
+                    )
+                };
+                let m4 = _mm_set1_epi8(0xF);
+                let w = _mm256_set_m128i(
+                    _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16::<4>(bits), m4)),
+                    _mm_shuffle_epi8(values, _mm_and_si128(bits, m4)),
+                );
+                (w, z, _mm256_set1_epi16(super::iq4_xs_scale(blk, g) as i16))
+            }
+            _ => {
+                let (j, k) = (g / 4, g % 4);
+                let w = _mm256_and_si256(shift(ld(16 + 32 * j), 2 * k), _mm256_set1_epi8(3));
+                (w, z, _mm256_shuffle_epi8(b.scales[j], scale_shuffle_q3k(k)))
+            }
+        }
+    }
+
+    /// A group's 16-bit products with 32 activations `x` as llama.cpp's kernel for `ID` takes
+    /// them (`_mm256_maddubs_epi16`; Q3_K: less the offsets' products; IQ4_XS: its
+    /// `mul_add_epi8`, signed values times signed activations).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn k_products<const ID: u32>(w: __m256i, h: __m256i, x: __m256i) -> __m256i {
+        if ID == super::Q3_K {
+            _mm256_sub_epi16(_mm256_maddubs_epi16(w, x), _mm256_maddubs_epi16(h, x))
+        } else if ID == super::IQ4_XS {
+            _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w))
+        } else {
+            _mm256_maddubs_epi16(w, x)
+        }
+    }
+
+    /// One input's float sums for block `b` of ggml type `ID` (`acc`; Q5_K's mins in `summs`)
+    /// from its scaled integer products `sumi`, `dx` the input's Q8_K scale: llama.cpp's order.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `bsums` must point at the block's 16 activation sums of 16.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn k_finish<const ID: u32>(
+        b: &KBlock,
+        dx: f32,
+        sumi: __m256i,
+        bsums: *const i16,
+        acc: &mut __m256,
+        summs: &mut f32,
+    ) {
+        // SAFETY: bsums points at 16 sums (the caller's contract).
+        let q8sums = unsafe { _mm256_loadu_si256(bsums as *const __m256i) };
+        match ID {
+            super::Q5_K => {
+                let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256::<1>(q8sums));
+                let prod = _mm_madd_epi16(_mm256_castsi256_si128(b.mins), q8s);
+                // llama.cpp's `summs += dmin * hsum` (compiled to a fused multiply-add)
+                *summs = (-dx * b.dmin).mul_add(hsum_i32_128(prod) as f32, *summs);
+            }
+            super::Q2_K => {
+                let prod = _mm256_madd_epi16(b.mins, q8sums);
+                *acc = _mm256_fmadd_ps(_mm256_set1_ps(-dx * b.dmin), _mm256_cvtepi32_ps(prod), *acc);
+            }
+            _ => {}
+        }
+        *acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * b.d), _mm256_cvtepi32_ps(sumi), *acc);
+    }
+
+    /// llama.cpp's `ggml_vec_dot_q2_K_q8_K`, `_q3_K_q8_K`, `_q5_K_q8_K` or `_iq4_xs_q8_K`
+    /// (`ID` the weight type) of one row with `N` inputs (`d[k]`, `q[k]`, `sums[k]`: Q8_K
+    /// scales, values and sums of 16), each result bit for bit llama.cpp's AVX2 kernel's (and the
+    /// portable [`super::dot_q2_k`], [`super::dot_q3_k`], [`super::dot_q5_k`],
+    /// [`super::dot_iq4_xs`]): the same integer lanes, the same float sums in the same order.
+    /// Each group of a block is decoded once for the `N` inputs (`N = 4`: the prompt's kernel).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. Sizes are checked (a panic, not undefined behaviour):
+    /// with `nb` the row's whole blocks, each `d[k]` holds `nb` scales, `q[k]` `256 * nb` values
+    /// and `sums[k]` `16 * nb`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_k_x<const ID: u32, const N: usize>(
+        row: &[u8],
+        d: [&[f32]; N],
+        q: [&[i8]; N],
+        sums: [&[i16]; N],
+    ) -> [f32; N] {
+        let size = super::k_block_bytes(ID);
+        let nb = row.len() / size;
+        assert!((0..N).all(|k| d[k].len() >= nb && q[k].len() >= 256 * nb && sums[k].len() >= 16 * nb));
+        let mut acc = [_mm256_setzero_ps(); N];
+        let mut summs = [0f32; N];
+        for i in 0..nb {
+            let blk = &row[size * i..size * (i + 1)];
+            // the block is whole (a slice of `size` bytes)
+            let b = k_block!(ID, blk);
+            let mut sumi = [_mm256_setzero_si256(); N];
+            for g in 0..8 {
+                // SAFETY: as above; g < 8.
+                let (w, h, sc) = unsafe { k_group::<ID>(blk, &b, g) };
+                for k in 0..N {
+                    // SAFETY: q[k] holds 256 values at 256i (asserted).
+                    let x = unsafe { _mm256_loadu_si256(q[k].as_ptr().add(256 * i + 32 * g) as *const __m256i) };
+                    sumi[k] = _mm256_add_epi32(sumi[k], _mm256_madd_epi16(sc, k_products::<ID>(w, h, x)));
+                }
+            }
+            for k in 0..N {
+                // SAFETY: sums[k] holds 16 values at 16i (asserted).
+                unsafe {
+                    k_finish::<ID>(&b, d[k][i], sumi[k], sums[k].as_ptr().add(16 * i), &mut acc[k], &mut summs[k])
+                };
+            }
+        }
+        std::array::from_fn(|k| {
+            if ID == super::Q5_K {
+                hsum(acc[k]) + summs[k]
+            } else {
+                hsum(acc[k])
+            }
+        })
+    }
 }
 
 /// simd128 kernels for the wasm32 build (`-C target-feature=+simd128`, .cargo/config.toml): the
@@ -3275,10 +3758,16 @@ mod k_quant_tests {
                 _ => (0.01, 0.005),
             };
             match kind {
-                Kind::Q4_K => {
+                Kind::Q4_K | Kind::Other(GgmlType(Q5_K)) => {
                     blk[..2].copy_from_slice(&f(d));
                     blk[2..4].copy_from_slice(&f(m));
                 }
+                Kind::Other(GgmlType(Q2_K)) => {
+                    blk[80..82].copy_from_slice(&f(d));
+                    blk[82..84].copy_from_slice(&f(m));
+                }
+                Kind::Other(GgmlType(Q3_K)) => blk[108..110].copy_from_slice(&f(d)),
+                Kind::Other(GgmlType(IQ4_XS)) => blk[..2].copy_from_slice(&f(d)),
                 _ => blk[208..210].copy_from_slice(&f(d)),
             }
             row.extend(blk);
@@ -3303,10 +3792,12 @@ mod k_quant_tests {
         x
     }
 
-    /// Q4_K and Q6_K with Q8_K activations, bit for bit llama.cpp's `ggml_vec_dot_q4_K_q8_K` /
-    /// `ggml_vec_dot_q6_K_q8_K` (its AVX2 build: the same lanes and sums as the kernels here) on
-    /// every row and input, where this CPU has AVX2 (on others the portable kernel runs, whose
-    /// sums differ from llama.cpp's by float rounding: that is checked against the float path in
+    /// The K-quants with Q8_K activations, bit for bit llama.cpp's `ggml_vec_dot_q4_K_q8_K` /
+    /// `_q6_K_q8_K` / `_q2_K_q8_K` / `_q3_K_q8_K` / `_q5_K_q8_K` / `_iq4_xs_q8_K` (its AVX2
+    /// build: the same lanes and sums as the kernels here) on every row and input, where this
+    /// CPU has AVX2 (on others the portable kernel runs: Q2_K's, Q3_K's, Q5_K's and IQ4_XS's give the same bits, checked
+    /// in `k_quant_portable_kernels_are_the_avx2_ones`; Q4_K's and Q6_K's sums differ from
+    /// llama.cpp's by float rounding, checked against the float path in
     /// `integer_kernels_match_the_float_path`).
     #[test]
     fn k_quant_kernels_are_llama_cpp_bit_for_bit() {
@@ -3317,7 +3808,16 @@ mod k_quant_tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
         let dir = std::env::temp_dir().join(format!("tensorlane-k-quant-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        for (kind, name) in [(Kind::Q4_K, "Q4_K"), (Kind::Q4_K, "Q4_K_8x8"), (Kind::Q6_K, "Q6_K")] {
+        let o = |id: u32| Kind::Other(GgmlType(id));
+        for (kind, name) in [
+            (Kind::Q4_K, "Q4_K"),
+            (Kind::Q4_K, "Q4_K_8x8"),
+            (Kind::Q6_K, "Q6_K"),
+            (o(Q5_K), "Q5_K"),
+            (o(Q3_K), "Q3_K"),
+            (o(Q2_K), "Q2_K"),
+            (o(IQ4_XS), "IQ4_XS"),
+        ] {
             let (nb, rows) = (6, 8);
             let cols = nb * 256;
             let w: Vec<u8> = (0..rows).flat_map(|r| k_row(kind, nb, 11 + r as u64)).collect();
@@ -3372,6 +3872,62 @@ mod k_quant_tests {
             }
         }
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// Q2_K, Q3_K, Q5_K and IQ4_XS: the portable kernels give the AVX2 kernels' results bit for bit
+    /// (one input and four), on random blocks and the extremes of [`k_row`], and both give the
+    /// dequantized rows times the rounded activations (rows without the huge block, whose
+    /// products overflow f32).
+    #[test]
+    fn k_quant_portable_kernels_are_the_avx2_ones() {
+        for id in [Q2_K, Q3_K, Q5_K, IQ4_XS] {
+            let kind = Kind::Other(GgmlType(id));
+            let nb = 6;
+            let cols = nb * 256;
+            let x = inputs(cols);
+            let q = QuantX::new(kind, &x, cols).unwrap();
+            let xr = round_activations(kind, &x);
+            for seed in 0..3 {
+                let row = k_row(kind, nb, 40 + seed);
+                let four = q.dot4(kind, &row, 0);
+                for (i, &four_i) in four.iter().enumerate() {
+                    let (d, qi) = (&q.d[i * nb..(i + 1) * nb], &q.q[i * cols..(i + 1) * cols]);
+                    let sums = &q.sums[i * cols / 16..(i + 1) * cols / 16];
+                    let slow = match id {
+                        Q2_K => dot_q2_k(&row, d, qi, sums),
+                        Q3_K => dot_q3_k(&row, d, qi),
+                        IQ4_XS => dot_iq4_xs(&row, d, qi),
+                        _ => dot_q5_k(&row, d, qi, sums),
+                    };
+                    let fast = q.dot(kind, &row, i);
+                    let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+                    assert!(
+                        same(fast, slow),
+                        "{kind:?} row {seed} input {i}: {fast} vs portable {slow}"
+                    );
+                    assert!(same(four_i, fast), "{kind:?} row {seed} input {i}: dot4 {four_i} vs {fast}");
+                }
+                // against the float path, without the huge block
+                let size = kind.block().1;
+                let tame: Vec<u8> = row
+                    .chunks_exact(size)
+                    .enumerate()
+                    .flat_map(|(b, blk)| if b % 6 == 1 { vec![0; size] } else { blk.to_vec() })
+                    .collect();
+                let mut w = vec![0f32; cols];
+                dequantize_row(kind, &tame, &mut w);
+                for i in 0..2 {
+                    let got = f64::from(q.dot(kind, &tame, i));
+                    let xi = &xr[i * cols..(i + 1) * cols];
+                    let want: f64 = w.iter().zip(xi).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+                    let scale: f64 = w.iter().zip(xi).map(|(a, b)| f64::from((a * b).abs())).sum();
+                    assert!(
+                        (got - want).abs() <= 1e-5 * scale,
+                        "{kind:?} row {seed} input {i}: {got} vs {want}"
+                    );
+                }
+            }
+        }
     }
 
     /// The AVX2 K-quant kernels and the portable ones agree to float rounding (their integer

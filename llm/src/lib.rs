@@ -1,8 +1,11 @@
 //! # tensorlane-llm
 //!
 //! Text generation from the checkpoints [`tensorlane::model::Model`] opens, weights kept in their
-//! stored form (F32, F16, BF16, and every ggml block type: Q8_0, Q4_0, Q4_K, Q6_K have their own
-//! kernels, the others are decoded a row at a time by [`tensorlane_core::formats::ggml`]).
+//! stored form (F32, F16, BF16, and every ggml block type: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K,
+//! Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS have integer kernels on the CPU, their activations quantized
+//! as llama.cpp's CPU backend quantizes them (Q8_0/Q8_1 blocks for the 32-value types, Q8_K for
+//! the 256-value ones), AVX2 where the CPU has it; the others are decoded a row at a time by
+//! [`tensorlane_core::formats::ggml`]).
 //!
 //! * [`arch`] — the architecture description: which tensors with which shapes, and the
 //!   hyperparameters, read from the GGUF metadata (`general.architecture`,

@@ -4,7 +4,8 @@
 //! tied embeddings, Mistral-shaped (kv heads 2, rope base 1e6) in F32 and Q4_K, qwen2 (biases,
 //! rotate-half rope) in F32, F16, Q8_0, qwen3 (per-head Q/K RMSNorm, head size wider than
 //! embedding / heads) in F32, F16, Q8_0; the mixtures of experts qwen3moe, olmoe and mixtral in
-//! F32, F16, Q8_0 (`moe_matches_llama_cpp`, `moe_budget_streams_the_routed_experts`).
+//! F32, F16, Q8_0 (`moe_matches_llama_cpp`, `moe_budget_streams_the_routed_experts`); llama in
+//! Q5_K, Q3_K, Q2_K, IQ4_XS (`k_quant_types_match_llama_cpp`).
 //!
 //! For each model: 32 greedy tokens identical to llama.cpp's; every position's log-probabilities
 //! over prompt + generated tokens within a tolerance of llama.cpp's (F32 weights with an F32 KV
@@ -378,6 +379,71 @@ fn matches_llama_cpp() {
         start.elapsed().as_secs_f64(),
         report.join("\n")
     );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Q5_K, Q3_K, Q2_K and IQ4_XS (llama-<T> from `llm_gen.py --types`: random blocks, which the
+/// default set leaves out because the device executors refuse these types) against llama.cpp,
+/// as [`matches_llama_cpp`] compares the block types: 32 greedy tokens identical, the top token
+/// llama.cpp's wherever its margin is over 0.2; |Δ log p| printed. Both sides multiply these
+/// weights with the same Q8_K activations by the same integer kernel, bit for bit (the kernels'
+/// own test), so the logits differ only where the other operations do.
+#[test]
+fn k_quant_types_match_llama_cpp() {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("llm_reference_k_quants");
+    let o = Command::new(venv_python())
+        .arg(root().join("tests/python/llm_gen.py"))
+        .arg("--types")
+        .arg(&out)
+        .arg(SEED)
+        .arg("Q5_K,Q3_K,Q2_K,IQ4_XS")
+        .output()
+        .expect("run tests/python/llm_gen.py --types");
+    assert!(o.status.success(), "llm_gen.py failed: {}", String::from_utf8_lossy(&o.stderr));
+    let manifest: Value = serde_json::from_slice(&o.stdout).expect("llm_gen.py prints JSON");
+    let list = manifest["models"].as_array().unwrap();
+    assert_eq!(list.len(), 4);
+    let prompts: Vec<Vec<u32>> = list
+        .iter()
+        .map(|m| {
+            let model = Model::open(m["path"].as_str().unwrap()).unwrap();
+            let t = tensorlane_llm::tokenizer::Tokenizer::from_catalog(model.catalog()).unwrap();
+            t.encode("Hello world, the tensor data model 123", true)
+        })
+        .collect();
+    let job = json!({
+        "threads": 1,
+        "models": list.iter().zip(&prompts).map(|(m, prompt)| json!({
+            "name": m["name"], "path": m["path"], "prompt": prompt, "generate": GENERATE,
+            "f32_kv": true, "strings": Vec::<String>::new(),
+        })).collect::<Vec<_>>(),
+    });
+    let reference = run_llama(&job);
+    let mut report = Vec::new();
+    let mut failures = Vec::new();
+    for ((m, r), prompt) in list.iter().zip(reference["models"].as_array().unwrap()).zip(&prompts) {
+        let name = m["name"].as_str().unwrap();
+        assert_eq!(r["name"], m["name"]);
+        let model = Model::open(m["path"].as_str().unwrap()).unwrap();
+        let mut session = f32_session(&model).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (got, want) = greedy(&mut session, prompt, r);
+        if got != want {
+            failures.push(format!("{name}: greedy tokens differ\n  ours:  {got:?}\n  llama: {want:?}"));
+        }
+        let PositionReport {
+            max_d,
+            worst,
+            top1_checked,
+            top1_ok,
+        } = compare_positions(name, &mut session, r, &mut failures);
+        report.push(format!(
+            "{name:<16} max |Δ log p| {max_d:.2e} (position {}, token {}), top-1 {top1_ok}/{top1_checked} where margin > 0.2, greedy {}",
+            worst.0,
+            worst.1,
+            if got == want { "identical" } else { "DIFFERENT" }
+        ));
+    }
+    eprintln!("{}", report.join("\n"));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -5,7 +5,7 @@ build (`libggml-cpu-haswell.so`), called through ctypes.
 
     python3 tests/python/ggml_dot.py TYPE COLS ROWS.bin X.bin
 
-TYPE is a weight type with a Q8_K activation product (Q4_K, Q6_K) or a Q8_0/Q8_1 one (Q8_0,
+TYPE is a weight type with a Q8_K activation product (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) or a Q8_0/Q8_1 one (Q8_0,
 Q4_0, Q4_1, Q5_0, Q5_1), or Q4_K_8x8: Q4_K rows (a multiple of 8) interleaved as llama.cpp
 repacks them at load on an AVX2 CPU (`make_block_q4_Kx8` of ggml-cpu/repack.cpp) and multiplied
 by `ggml_gemv_q4_K_8x8_q8_K`, the kernel its decode steps use for such a matrix; ROWS.bin holds whole rows of COLS values in that type's stored blocks,
@@ -23,6 +23,10 @@ TYPES = {
     "Q4_K": (256, 144, "q8_K", 292),
     "Q4_K_8x8": (256, 144, "q8_K", 292),
     "Q6_K": (256, 210, "q8_K", 292),
+    "Q2_K": (256, 84, "q8_K", 292),
+    "Q3_K": (256, 110, "q8_K", 292),
+    "Q5_K": (256, 176, "q8_K", 292),
+    "IQ4_XS": (256, 136, "q8_K", 292),
     "Q8_0": (32, 34, "q8_0", 34),
     "Q4_0": (32, 18, "q8_0", 34),
     "Q5_0": (32, 22, "q8_0", 34),
@@ -84,7 +88,9 @@ def main() -> None:
     quantize.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     quantize.restype = None
     # ggml_vec_dot_q4_K_q8_K, ggml_vec_dot_q4_1_q8_1, ...: the type's name with a lower-case q
-    dot = getattr(cpu, f"ggml_vec_dot_q{ty[1:4]}_{act}")
+    # (ggml_vec_dot_iq4_xs_q8_K: all lower case)
+    name = ty.lower() if ty.startswith("IQ") else f"q{ty[1:4]}"
+    dot = getattr(cpu, f"ggml_vec_dot_{name}_{act}")
     dot.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
                     ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     dot.restype = None

@@ -38,7 +38,8 @@ Broken files for the error tests ("broken" in the JSON): bad-arch (gptj), missin
 blk.1.ffn_up.weight), misshapen-tensor (blk.0.attn_k.weight half as wide), qwen2-no-bias.
 
 Weights are drawn as floats and quantized with gguf.quants where it can (Q8_0, Q4_0, F16, BF16);
-gguf.quants cannot quantize K-quants, so Q4_K and Q6_K tensors are random blocks whose super-block
+gguf.quants cannot quantize K-quants, so K-quant and IQ4_XS tensors (Q2_K to Q6_K; Q2_K, Q3_K,
+Q5_K and IQ4_XS through --types only) are random blocks whose super-block
 scale is set so the dequantized values have the standard deviation asked for. Norm weights and
 biases are F32, as llama.cpp's converter writes them. Q and K rows are random, so they need no
 permutation: a GGUF llama's adjacent-pair rotation is what llama.cpp applies to them.
@@ -145,10 +146,12 @@ class Gen:
         n = rows * cols // block
         raw = self.rng.integers(0, 256, size=(n, size), dtype=np.uint8)
         one = np.frombuffer(np.float16(1.0).tobytes(), dtype=np.uint8)
-        if qtype == Q.Q4_K:
-            # d, dmin (f16) then 12 bytes of 6-bit scales and mins, then 128 bytes of nibbles.
+        if qtype in (Q.Q4_K, Q.Q5_K):
+            # d, dmin (f16) then 12 bytes of 6-bit scales and mins, then (Q5_K: 32 bytes of fifth
+            # bits and) 128 bytes of nibbles; Q5_K's values average twice Q4_K's, so twice the dmin.
             raw[:, 0:2] = one
-            raw[:, 2:4] = np.frombuffer(np.float16(67.5).tobytes(), dtype=np.uint8)
+            dmin = 67.5 if qtype == Q.Q4_K else 139.5
+            raw[:, 2:4] = np.frombuffer(np.float16(dmin).tobytes(), dtype=np.uint8)
             # scales 16..47 (never 0), mins 0..15: keep each sub-block's offset near zero
             sc = self.rng.integers(16, 48, size=(n, 8))
             mn = self.rng.integers(0, 8, size=(n, 8))
@@ -163,6 +166,25 @@ class Gen:
             raw[:, 192:208] = self.rng.integers(-40, 41, size=(n, 16)).astype(np.int8).view(np.uint8)
             raw[:, 208:210] = one
             d_off, dmin_off = 208, None
+        elif qtype == Q.Q2_K:
+            # 16 bytes of 4-bit scale (low) and min (high) per 16 values, 64 bytes of 2-bit
+            # values, d, dmin (f16): scales 4..15, mins 0..7, dmin so the offsets average zero
+            sc = self.rng.integers(4, 16, size=(n, 16))
+            mn = self.rng.integers(0, 8, size=(n, 16))
+            raw[:, 0:16] = (sc | (mn << 4)).astype(np.uint8)
+            raw[:, 80:82] = one
+            raw[:, 82:84] = np.frombuffer(np.float16(1.5 * 9.5 / 3.5).tobytes(), dtype=np.uint8)
+            d_off, dmin_off = 80, 82
+        elif qtype == Q.Q3_K:
+            # 32 bytes of high bits, 64 of low 2 bits, 12 of 6-bit scales (offset 32: random
+            # bytes give scales of either sign), d (f16)
+            raw[:, 108:110] = one
+            d_off, dmin_off = 108, None
+        elif qtype == Q.IQ4_XS:
+            # d (f16), 2 + 4 bytes of 6-bit scales (offset 32: either sign), 128 bytes of nibbles
+            # standing for kvalues_iq4nl
+            raw[:, 0:2] = one
+            d_off, dmin_off = 0, None
         else:
             raise ValueError(qtype)
         vals = quants.dequantize(raw, qtype)
@@ -178,7 +200,7 @@ def stored(g: Gen, w: np.ndarray, qtype: Q):
     """(array, raw_dtype) for GGUFWriter.add_tensor: w (rows x cols float32) in qtype."""
     if qtype == Q.F32:
         return w, None
-    if qtype in (Q.Q4_K, Q.Q6_K):
+    if qtype in (Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.IQ4_XS):
         return g.kquant(qtype, w.shape[0], w.shape[1], float(np.std(w))), qtype
     return quants.quantize(w, qtype), qtype
 
@@ -1042,9 +1064,10 @@ def write_gemma_hf(folder: Path, arch: str, floats: dict) -> Path:
 
 def types_main(out: Path, seed: int, types: list):
     """`llm_gen.py --types OUT_DIR SEED T1,T2,...`: llama-<T> for each weight type T (any type
-    gguf-py quantizes, e.g. Q4_1 Q5_0 Q5_1, which the default set leaves out because the device
-    executors' tests run every model of it), the default set's shapes and vocabulary; prints
-    {"models": [...]} as the default mode does."""
+    gguf-py quantizes, e.g. Q4_1 Q5_0 Q5_1, and the K-quants and IQ4_XS as random blocks, e.g.
+    Q2_K Q3_K Q5_K IQ4_XS, which the default set leaves out because the device executors' tests
+    run every model of it), the default set's shapes and vocabulary; prints {"models": [...]}
+    as the default mode does."""
     out.mkdir(parents=True, exist_ok=True)
     g = Gen(seed)
     models = []
