@@ -461,11 +461,18 @@ fn open<'m>(
             wgpu_exec(model, spec, context, plan.as_ref(), options.max_batch)?
         }
         _ => {
-            if let Some(plan) = &plan {
-                let resident = plan.resident();
-                weights.split(&|name| resident.get(name).copied());
+            // Under a budget the weights are on the disk tier (as `Session::open` puts them):
+            // resident bytes read in now, the rest read from the file ahead of each use.
+            match &plan {
+                Some(plan) => {
+                    let resident = plan.resident();
+                    weights.to_disk(model, &|name| resident.get(name).copied(), &mut |_| {})?;
+                    let mut cpu = Cpu::new(spec, weights, threads, cache_type)?;
+                    cpu.attach_disk(model.path(), usize::try_from(plan.plan.ring.len).unwrap_or(usize::MAX))?;
+                    Exec::Cpu(cpu)
+                }
+                None => Exec::Cpu(Cpu::new(spec, weights, threads, cache_type)?),
             }
-            Exec::Cpu(Cpu::new(spec, weights, threads, cache_type)?)
         }
     };
     let info = EngineInfo {
