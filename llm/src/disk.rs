@@ -308,7 +308,14 @@ fn read_ahead(
                 p.len, p.offset
             ))
         } else {
-            file.read_into(at, &mut region[..want]).err().map(|e| e.to_string())
+            // The aligned whole blocks straight into the ring; a last partial block (the file's
+            // end) through the file's small bounce buffer, not the whole piece through a big one.
+            let whole = want / DIRECT_ALIGN * DIRECT_ALIGN;
+            let (head, tail) = region[..want].split_at_mut(whole);
+            file.read_into(at, head)
+                .and_then(|()| if tail.is_empty() { Ok(()) } else { file.read_into(at + whole as u64, tail) })
+                .err()
+                .map(|e| e.to_string())
         };
         if error.is_some() {
             region.fill(0);
