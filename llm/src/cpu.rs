@@ -370,13 +370,13 @@ impl<'m> Weights<'m> {
 
     /// The reads of one forward pass on the disk tier, in the order it stages the matrices
     /// (each layer's seven, then the output, or the embedding when the output is tied to it:
-    /// on the disk tier the embedding's rows are read one by one where they are looked up), in
-    /// groups the pass holds at once (a layer; the output): each streamed matrix's bytes past
-    /// its resident prefix. Matrices read by row (`gather`) and all-resident ones are absent.
+    /// on the disk tier the embedding's rows are read one by one where they are looked up):
+    /// each streamed matrix's bytes past its resident prefix. Matrices read by row (`gather`)
+    /// and all-resident ones are absent.
     #[cfg(feature = "native")]
-    pub(crate) fn disk_schedule(&self) -> Vec<Vec<crate::disk::Piece>> {
-        let mut groups = Vec::new();
-        let add = |v: &mut Vec<crate::disk::Piece>, m: &Matrix<'_>| {
+    pub(crate) fn disk_schedule(&self) -> Vec<crate::disk::Piece> {
+        let mut v = Vec::new();
+        let mut add = |m: &Matrix<'_>| {
             if let Some(d) = m.disk()
                 && !d.gather
                 && m.streamed_bytes() > 0
@@ -388,16 +388,12 @@ impl<'m> Weights<'m> {
             }
         };
         for l in &self.layers {
-            let mut v = Vec::new();
             for m in [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down] {
-                add(&mut v, m);
+                add(m);
             }
-            groups.push(v);
         }
-        let mut v = Vec::new();
-        add(&mut v, self.output());
-        groups.push(v);
-        groups
+        add(self.output());
+        v
     }
 
     /// Bytes streamed by one forward pass.
@@ -663,15 +659,10 @@ impl<'m> Cpu<'m> {
     /// page cache (`O_DIRECT`).
     #[cfg(feature = "native")]
     pub(crate) fn attach_disk(&mut self, path: &std::path::Path, ring_bytes: usize) -> Result<bool> {
-        // The reader can always place the next piece when the ring holds twice the largest
-        // layer's pieces (a layer holds its pieces while it waits for its next one) and the
-        // output's (it waits holding none): at least that, whatever the plan's ring.
-        let groups = self.w.disk_schedule();
-        let bytes = |g: &[crate::disk::Piece]| g.iter().map(crate::disk::Piece::capacity).sum::<usize>();
-        let (last, layers) = groups.split_last().map_or((0, &[][..]), |(l, r)| (bytes(l), r));
-        let layer = layers.iter().map(|g| bytes(g)).max().unwrap_or(0);
-        let ring_bytes = ring_bytes.max(2 * layer).max(last);
-        let reader = crate::disk::Reader::start(path, groups.concat(), ring_bytes)?;
+        // The pass holds one piece at a time and hands each back before it waits for the next,
+        // so a ring of the largest piece always makes progress; the plan's ring (at least that)
+        // lets the reader run ahead.
+        let reader = crate::disk::Reader::start(path, self.w.disk_schedule(), ring_bytes)?;
         let rows = tensorlane_offload::device::tiers::DirectFile::open(path).map_err(|e| {
             Error::Device(format!(
                 "the disk tier cannot open {} ({e}); run without --budget or check that the file is readable",
@@ -930,29 +921,23 @@ impl<'m> Cpu<'m> {
         let mut u = vec![0f32; n * h.n_ff];
         let scale = if h.query_scale.is_some() { 1.0 } else { 1.0 / (hd as f32).sqrt() };
 
+        // A weight's streamed bytes are copied in (read from disk, on the disk tier: the reader
+        // has been reading them while the products before ran) right before its product and
+        // dropped (handed back to the ring) right after it, so the pass holds one streamed
+        // weight at a time and a ring of two of the largest keeps reads ahead of compute.
+        macro_rules! product_of {
+            ($li:expr, $m:ident, $x:expr, $out:expr) => {{
+                streamed += stage(&mut self.w.layers[$li].$m, &mut self.disk, &mut wait);
+                matmul(&self.w.layers[$li].$m, $x, $out);
+                unstage(&mut self.w.layers[$li].$m, &mut self.disk);
+            }};
+        }
         for li in 0..self.w.layers.len() {
-            // A layer's streamed weights are copied in (read from disk, on the disk tier: the
-            // reader has been reading them while the layers before ran) before it runs and
-            // dropped (handed back to the ring) after.
-            {
-                let l = &mut self.w.layers[li];
-                for m in [
-                    &mut l.wq,
-                    &mut l.wk,
-                    &mut l.wv,
-                    &mut l.wo,
-                    &mut l.gate,
-                    &mut l.up,
-                    &mut l.down,
-                ] {
-                    streamed += stage(m, &mut self.disk, &mut wait);
-                }
-            }
+            rms_norm(&x, &mut xn, &self.w.layers[li].attn_norm, h.rms_eps);
+            product_of!(li, wq, &xn, &mut q);
+            product_of!(li, wk, &xn, &mut k);
+            product_of!(li, wv, &xn, &mut v);
             let l = &self.w.layers[li];
-            rms_norm(&x, &mut xn, &l.attn_norm, h.rms_eps);
-            matmul(&l.wq, &xn, &mut q);
-            matmul(&l.wk, &xn, &mut k);
-            matmul(&l.wv, &xn, &mut v);
             if let Some([bq, bk, bv]) = &l.bias {
                 add_rows(&mut q, bq);
                 add_rows(&mut k, bk);
@@ -1030,7 +1015,8 @@ impl<'m> Cpu<'m> {
                     },
                 )
             });
-            matmul(&l.wo, &attn, &mut proj);
+            product_of!(li, wo, &attn, &mut proj);
+            let l = &self.w.layers[li];
             if let Some([pa, _]) = &l.post_norms {
                 rms_norm_rows(&mut proj, pa, h.rms_eps);
             }
@@ -1038,8 +1024,8 @@ impl<'m> Cpu<'m> {
                 *a += b;
             }
             rms_norm(&x, &mut xn, &l.ffn_norm, h.rms_eps);
-            matmul(&l.gate, &xn, &mut g);
-            matmul(&l.up, &xn, &mut u);
+            product_of!(li, gate, &xn, &mut g);
+            product_of!(li, up, &xn, &mut u);
             match h.ffn_act {
                 Activation::Silu => {
                     for (a, b) in g.iter_mut().zip(&u) {
@@ -1048,24 +1034,12 @@ impl<'m> Cpu<'m> {
                 }
                 Activation::GeluTanh => geglu(&mut g, &u),
             }
-            matmul(&l.down, &g, &mut proj);
-            if let Some([_, pf]) = &l.post_norms {
+            product_of!(li, down, &g, &mut proj);
+            if let Some([_, pf]) = &self.w.layers[li].post_norms {
                 rms_norm_rows(&mut proj, pf, h.rms_eps);
             }
             for (a, b) in x.iter_mut().zip(&proj) {
                 *a += b;
-            }
-            let l = &mut self.w.layers[li];
-            for m in [
-                &mut l.wq,
-                &mut l.wk,
-                &mut l.wv,
-                &mut l.wo,
-                &mut l.gate,
-                &mut l.up,
-                &mut l.down,
-            ] {
-                unstage(m, &mut self.disk);
             }
         }
         for (t, cache) in seqs.iter_mut() {

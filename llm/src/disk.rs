@@ -2,13 +2,14 @@
 //! from the model file with positioned reads (`pread`, `O_DIRECT` where the file system allows
 //! it, buffered `pread` where it does not, e.g. tmpfs: [`DirectFile`]), never through the memory
 //! map, by a reader thread that runs ahead of the forward pass: while layer L computes, layer
-//! L+1's bytes are being read into a ring of reusable page-aligned buffers.
+//! L+1's bytes are being read into a ring of page-aligned memory.
 //!
 //! The reader follows a fixed schedule: the streamed parts of the matrices in the order a forward
 //! pass stages them ([`crate::cpu::Weights::disk_schedule`]), over and over. The executor takes the
-//! pieces in that same order ([`Reader::take`]) and hands each buffer back when the matrix is done
-//! with it ([`Reader::give_back`]). The buffers the reader holds (filled, in use or idle) never
-//! add up to more than the ring's bytes (or one piece, when a piece is bigger than the ring).
+//! pieces in that same order ([`Reader::take`]) and hands each back when the matrix is done with
+//! it ([`Reader::give_back`]). The ring is one page-aligned mapping of fixed size (the plan's
+//! ring, at least the largest piece), allocated once: pieces are placed one after the other in
+//! it, wrapping at its end, so reads run ahead as far as the ring holds.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -140,10 +141,9 @@ impl Reader {
     /// Opens `path` and starts reading `schedule` ahead, cyclically, into a ring of `ring_bytes`
     /// (at least the largest piece). A piece's bytes are read into again only once it and every
     /// piece taken before it have come back, so pieces should come back in the order they were
-    /// taken; and the executor must hold at most half the ring's bytes of pieces while it waits
-    /// for the next one, or none when that one may be as big as the ring (a piece then always
-    /// fits: [`crate::cpu::Cpu::attach_disk`] sizes the ring so). An empty schedule starts no
-    /// thread.
+    /// taken; and the executor hands each piece back before it waits for the next (the CPU
+    /// executor does: one streamed weight at a time), so the next one always fits. An empty
+    /// schedule starts no thread.
     pub(crate) fn start(path: &std::path::Path, schedule: Vec<Piece>, ring_bytes: usize) -> crate::Result<Reader> {
         let file = DirectFile::open(path).map_err(|e| {
             crate::Error::Device(format!(
