@@ -49,7 +49,11 @@ pub struct Options {
     /// ([`tensorlane_offload::compile_policy`] over the architecture's own op list, PCIe-4
     /// profile, hazard-checked) decides how many whole rows of each matrix stay resident (copied
     /// once); the rest is streamed: copied in from the model before each use, in stored form,
-    /// into the plan's ring ([`Stats::streamed_bytes`] counts them). A budget below the
+    /// into the plan's ring ([`Stats::streamed_bytes`] counts them). On the CPU the budget is
+    /// the process's memory: the resident rows are read from the file with `pread` and the
+    /// streamed ones from the file ahead of each use by a reader thread (`O_DIRECT` where the
+    /// file system allows), never through the memory map, so a model bigger than RAM runs at
+    /// the disk's pace ([`Stats::disk_gbps`], [`Stats::disk_floor_s`]). A budget below the
     /// policy's minimum is an error naming the smallest budget that works
     /// ([`Session::minimum_budget`]).
     pub budget: Option<u64>,
