@@ -897,12 +897,14 @@ impl<'m> Cpu<'m> {
         };
         let mut x = vec![0f32; n * d];
         for (r, &(s, i)) in rows.iter().enumerate() {
+            // (rows read from the file are not counted as streamed: the plan keeps the
+            // looked-up embedding on the host, and a token's rows are a few KiB)
             embed_row(
                 &self.w.token_embd,
                 &mut self.disk,
                 seqs[s].0[i] as usize,
                 &mut x[r * d..(r + 1) * d],
-                &mut streamed,
+                &mut 0,
             );
         }
         if self.w.output.is_some() {

@@ -268,8 +268,12 @@ impl<'m> Matrix<'m> {
         self.resident = Some(self.data[..resident].to_vec());
     }
 
-    /// Bytes streamed at each use.
+    /// Bytes streamed at each use (none for a matrix whose rows are read one at a time where
+    /// they are looked up: the plan counts a gathered embedding as kept on the host).
     pub(crate) fn streamed_bytes(&self) -> usize {
+        if self.disk.is_some_and(|d| d.gather) {
+            return 0;
+        }
         self.stored_bytes() - self.split
     }
 
