@@ -222,7 +222,8 @@ impl Group {
     }
 
     fn write(&self, file: &str, value: &str) -> Result<(), String> {
-        std::fs::write(self.dir.join(file), value).map_err(|e| format!("cannot write {}/{file}: {e}", self.dir.display()))
+        std::fs::write(self.dir.join(file), value)
+            .map_err(|e| format!("cannot write {}/{file}: {e}", self.dir.display()))
     }
 
     fn read(&self, file: &str) -> String {
@@ -231,7 +232,11 @@ impl Group {
 
     /// The group's peak charge (resident pages and page cache), bytes.
     fn peak(&self) -> u64 {
-        let f = if self.v2 { "memory.peak" } else { "memory.max_usage_in_bytes" };
+        let f = if self.v2 {
+            "memory.peak"
+        } else {
+            "memory.max_usage_in_bytes"
+        };
         self.read(f).trim().parse().unwrap_or(0)
     }
 
@@ -249,10 +254,7 @@ impl Group {
     fn command(&self, args: &[String]) -> Command {
         let procs = self.dir.join(if self.v2 { "cgroup.procs" } else { "tasks" });
         let mut c = Command::new("sh");
-        c.arg("-c")
-            .arg(r#"echo $$ > "$0" && exec "$@""#)
-            .arg(procs)
-            .args(args);
+        c.arg("-c").arg(r#"echo $$ > "$0" && exec "$@""#).arg(procs).args(args);
         c
     }
 }
@@ -275,7 +277,20 @@ fn run_args(model: &Path, budget: Option<&str>) -> Vec<String> {
         .iter()
         .map(|s| s.to_string())
         .collect();
-    a.extend(["--max-new-tokens", "6", "--temperature", "0", "--context", "64", "--threads", "2", "--json"].map(String::from));
+    a.extend(
+        [
+            "--max-new-tokens",
+            "6",
+            "--temperature",
+            "0",
+            "--context",
+            "64",
+            "--threads",
+            "2",
+            "--json",
+        ]
+        .map(String::from),
+    );
     if let Some(b) = budget {
         a.extend(["--budget".to_string(), b.to_string()]);
     }
@@ -289,7 +304,8 @@ fn parse(o: &std::process::Output, what: &str) -> Value {
         o.status,
         String::from_utf8_lossy(&o.stderr)
     );
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)))
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)))
 }
 
 #[test]
@@ -297,8 +313,13 @@ fn a_model_three_times_the_memory_cap_runs_from_disk_with_the_same_tokens() {
     let group = match Group::new(CAP) {
         Ok(g) => g,
         Err(why) => {
-            assert!(!tensorlane_testkit::in_ci(), "CI=true and no memory cgroup can be made: {why}");
-            eprintln!("skipped: no memory cgroup can be made here ({why}); run as root on a Linux host with a writable cgroup file system");
+            assert!(
+                !tensorlane_testkit::in_ci(),
+                "CI=true and no memory cgroup can be made: {why}"
+            );
+            eprintln!(
+                "skipped: no memory cgroup can be made here ({why}); run as root on a Linux host with a writable cgroup file system"
+            );
             return;
         }
     };
@@ -306,7 +327,10 @@ fn a_model_three_times_the_memory_cap_runs_from_disk_with_the_same_tokens() {
     std::fs::create_dir_all(&dir).unwrap();
     let model = dir.join("llama-f32.gguf");
     let size = write_model(&model);
-    assert!(size >= 3 * CAP, "the model ({size} bytes) must be at least 3x the cap ({CAP})");
+    assert!(
+        size >= 3 * CAP,
+        "the model ({size} bytes) must be at least 3x the cap ({CAP})"
+    );
 
     let free = parse(
         &Command::new(BIN).args(&run_args(&model, None)[1..]).output().unwrap(),
@@ -316,15 +340,24 @@ fn a_model_three_times_the_memory_cap_runs_from_disk_with_the_same_tokens() {
     let capped = group.command(&args).output().unwrap();
     let oom = group.oom_kills();
     let peak = group.peak();
-    let capped = parse(&capped, &format!("run under a {CAP}-byte cgroup (OOM kills: {oom}, peak {peak})"));
+    let capped = parse(
+        &capped,
+        &format!("run under a {CAP}-byte cgroup (OOM kills: {oom}, peak {peak})"),
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 
     assert_eq!(oom, 0, "the capped run was OOM-killed");
-    assert_eq!(capped["tokens"], free["tokens"], "tokens differ from the unconstrained run");
+    assert_eq!(
+        capped["tokens"], free["tokens"],
+        "tokens differ from the unconstrained run"
+    );
     assert_eq!(free["tokens"].as_array().map(Vec::len), Some(6));
     let disk = &capped["stats"]["disk"];
     let per_token = disk["bytes_per_token"].as_u64().unwrap();
-    assert!(per_token > size / 2, "bytes read per token {per_token} of a {size}-byte model");
+    assert!(
+        per_token > size / 2,
+        "bytes read per token {per_token} of a {size}-byte model"
+    );
     assert!(disk["read_gbps"].as_f64().unwrap() > 0.0, "{disk}");
     assert!(disk["floor_s"].as_f64().unwrap() > 0.0, "{disk}");
     assert!(disk["t_over_floor"].as_f64().unwrap() > 0.0, "{disk}");
@@ -332,7 +365,10 @@ fn a_model_three_times_the_memory_cap_runs_from_disk_with_the_same_tokens() {
     // a run that leaned on the page cache would fill the group to the cap (reclaim keeps it from
     // going over). Buffered reads (a file system that refuses O_DIRECT) charge the page cache.
     let room = if disk["direct"] == true { CAP * 9 / 10 } else { CAP };
-    assert!(peak > 0 && peak <= room, "peak {peak} bytes against a cap of {CAP} ({disk})");
+    assert!(
+        peak > 0 && peak <= room,
+        "peak {peak} bytes against a cap of {CAP} ({disk})"
+    );
     eprintln!(
         "model {size} bytes, cap {CAP}, peak {peak}; {per_token} bytes read per token at {:.2} GB/s, T/floor {:.2}",
         disk["read_gbps"].as_f64().unwrap(),

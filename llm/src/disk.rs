@@ -108,7 +108,10 @@ pub(crate) struct Filled {
 
 impl std::fmt::Debug for Filled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Filled").field("len", &self.len).field("error", &self.error).finish()
+        f.debug_struct("Filled")
+            .field("len", &self.len)
+            .field("error", &self.error)
+            .finish()
     }
 }
 
@@ -153,7 +156,11 @@ impl Reader {
         })?;
         let direct = file.is_direct();
         let largest = schedule.iter().map(Piece::capacity).max().unwrap_or(0);
-        let ring_bytes = if schedule.is_empty() { 0 } else { ring_bytes.max(largest) };
+        let ring_bytes = if schedule.is_empty() {
+            0
+        } else {
+            ring_bytes.max(largest)
+        };
         let (full_tx, full) = channel();
         let (free, free_rx) = channel();
         let stop = Arc::new(AtomicBool::new(false));
@@ -313,7 +320,13 @@ fn read_ahead(
             let whole = want / DIRECT_ALIGN * DIRECT_ALIGN;
             let (head, tail) = region[..want].split_at_mut(whole);
             file.read_into(at, head)
-                .and_then(|()| if tail.is_empty() { Ok(()) } else { file.read_into(at + whole as u64, tail) })
+                .and_then(|()| {
+                    if tail.is_empty() {
+                        Ok(())
+                    } else {
+                        file.read_into(at + whole as u64, tail)
+                    }
+                })
                 .err()
                 .map(|e| e.to_string())
         };
@@ -361,8 +374,14 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let schedule = vec![
             Piece { offset: 3, len: 5000 },
-            Piece { offset: 8192, len: 4096 },
-            Piece { offset: 99_000, len: 1000 },
+            Piece {
+                offset: 8192,
+                len: 4096,
+            },
+            Piece {
+                offset: 99_000,
+                len: 1000,
+            },
         ];
         // A ring of the largest piece: the reader waits for each piece to come back.
         let mut r = Reader::start(&path, schedule.clone(), 1).unwrap();
