@@ -201,7 +201,7 @@ impl Group {
         let (dir, v2) = if v1.join("memory.limit_in_bytes").exists() || v1.join("cgroup.procs").exists() {
             let path = own
                 .lines()
-                .filter_map(|l| l.splitn(3, ':').nth(1).zip(l.splitn(3, ':').nth(2)))
+                .filter_map(|l| l.split_once(':').and_then(|(_, rest)| rest.split_once(':')))
                 .find(|(c, _)| c.split(',').any(|c| c == "memory"))
                 .map_or("/", |(_, p)| p);
             (v1.join(path.trim_start_matches('/')).join(&name), false)

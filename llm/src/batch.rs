@@ -466,7 +466,7 @@ fn open<'m>(
             match &plan {
                 Some(plan) => {
                     let resident = plan.resident();
-                    weights.to_disk(model, &|name| resident.get(name).copied(), &mut |_| {})?;
+                    weights.put_on_disk(model, &|name| resident.get(name).copied(), &mut |_| {})?;
                     let mut cpu = Cpu::new(spec, weights, threads, cache_type)?;
                     cpu.attach_disk(model.path(), usize::try_from(plan.plan.ring.len).unwrap_or(usize::MAX))?;
                     Exec::Cpu(cpu)

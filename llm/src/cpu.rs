@@ -310,7 +310,7 @@ impl<'m> Weights<'m> {
     /// model's mapped file (a source read into memory) keep copying from memory
     /// ([`Weights::split`]).
     #[cfg(feature = "native")]
-    pub(crate) fn to_disk(
+    pub(crate) fn put_on_disk(
         &mut self,
         model: &Model,
         resident: &dyn Fn(&str) -> Option<u64>,
@@ -363,7 +363,7 @@ impl<'m> Weights<'m> {
                 })?;
                 progress(chunk.len() as u64);
             }
-            m.to_disk(offset, bytes, resident(&m.name).is_none());
+            m.put_on_disk(offset, bytes, resident(&m.name).is_none());
         }
         Ok(())
     }
@@ -654,7 +654,7 @@ impl<'m> Cpu<'m> {
         })
     }
 
-    /// Starts the disk tier over weights put on it ([`Weights::to_disk`]): a reader thread
+    /// Starts the disk tier over weights put on it ([`Weights::put_on_disk`]): a reader thread
     /// reading `path` ahead of use into a ring of `ring_bytes`. Returns whether reads bypass the
     /// page cache (`O_DIRECT`).
     #[cfg(feature = "native")]

@@ -96,7 +96,7 @@ pub(crate) struct Matrix<'m> {
     /// prefix) but read from the host at each use ([`Matrix::hosted`]).
     external: Option<External>,
     /// A matrix whose streamed bytes are read from the model file by the disk tier
-    /// ([`Matrix::to_disk`]): `data` then holds only the resident prefix.
+    /// ([`Matrix::put_on_disk`]): `data` then holds only the resident prefix.
     disk: Option<Disk>,
     /// The streamed bytes of the current use, as the disk tier read them.
     #[cfg(feature = "native")]
@@ -182,7 +182,7 @@ impl<'m> Matrix<'m> {
     }
 
     /// The stored bytes as the model gives them, when they are in memory (a mapped file's view
-    /// before [`Matrix::to_disk`]; `None` after it).
+    /// before [`Matrix::put_on_disk`]; `None` after it).
     pub(crate) fn mapped_bytes(&self) -> Option<&[u8]> {
         match (&self.external, &self.disk, &self.data) {
             (None, None, Cow::Borrowed(b)) => Some(b),
@@ -194,7 +194,7 @@ impl<'m> Matrix<'m> {
     /// in memory, the rest is read from byte `offset + resident.len()` of the file at each use
     /// (or row by row where it is looked up, when `gather`). The map's view is dropped, so its
     /// pages are not touched again.
-    pub(crate) fn to_disk(&mut self, offset: u64, resident: Vec<u8>, gather: bool) {
+    pub(crate) fn put_on_disk(&mut self, offset: u64, resident: Vec<u8>, gather: bool) {
         let len = self.stored_bytes();
         self.split = resident.len().min(len);
         self.data = Cow::Owned(resident);
@@ -212,7 +212,7 @@ impl<'m> Matrix<'m> {
         dequantize_row(self.kind, row, out);
     }
 
-    /// Takes the streamed bytes of a use as the disk tier read them (after [`Matrix::to_disk`]);
+    /// Takes the streamed bytes of a use as the disk tier read them (after [`Matrix::put_on_disk`]);
     /// returns how many.
     #[cfg(feature = "native")]
     pub(crate) fn stage_filled(&mut self, f: crate::disk::Filled) -> u64 {

@@ -355,7 +355,7 @@ impl<'m> Session<'m> {
         }
         drop(mats);
         if on_disk {
-            weights.to_disk(model, &resident_of, &mut |b| {
+            weights.put_on_disk(model, &resident_of, &mut |b| {
                 load.loaded += b;
                 progress(load);
             })?;
