@@ -17,7 +17,10 @@
 //! tokens are printed to stdout as they are generated, then a summary to stderr: prefill and
 //! decode tokens/s and, under a budget, the bytes streamed per token, the achieved copy rate
 //! against the link's measured one, the floor of a decode step and T/floor, and the plan's
-//! simulated step on a PCIe-4 GPU. `--json` prints one object instead:
+//! simulated step on a PCIe-4 GPU. Under a budget on the CPU the streamed bytes are read from the
+//! model file ahead of use (the disk tier, `O_DIRECT` where the file system allows): a `disk:`
+//! line gives the bytes read per token, the disk's measured read rate, the floor (bytes / rate)
+//! and T/floor (`stats.disk` in `--json`). `--json` prints one object instead:
 //! `{"prompt_tokens": [...], "tokens": [...], "text": "...", "stats": {...}}`.
 //!
 //! Exit codes follow the tool's rule ([`crate::error::EXIT_CODES`]): 1 for bad usage (a prompt
@@ -299,6 +302,15 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
                 "policy": stats.policy.map(|p| p.name()),
                 "sim_pcie4_forward_s": stats.sim_forward_s,
                 "sim_pcie4_floor_s": stats.sim_floor_s,
+                "disk": (stats.disk_gbps > 0.0).then(|| json!({
+                    "bytes_per_token": stats.streamed_bytes,
+                    "read_gbps": stats.disk_gbps,
+                    "direct": stats.disk_direct,
+                    "ring_bytes": stats.ring_bytes,
+                    "wait_s": stats.decode_copy.as_secs_f64(),
+                    "floor_s": stats.disk_floor_s(),
+                    "t_over_floor": stats.t_over_disk_floor(),
+                })),
                 "threads": stats.threads,
                 "device": args.device,
             },
@@ -345,6 +357,20 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
                 stats.t_over_floor(),
                 1e3 * stats.sim_forward_s,
                 1e3 * stats.sim_floor_s,
+            );
+        }
+        if stats.disk_gbps > 0.0 {
+            eprintln!(
+                "disk: {} read per token ({}, ring {}), disk reads {:.2} GB/s measured; floor {:.2} ms a token \
+                 (bytes / rate), decode step {:.2} ms ({:.2} ms of it waiting for reads), T/floor {:.2}",
+                human_bytes(stats.streamed_bytes),
+                if stats.disk_direct { "O_DIRECT" } else { "buffered pread" },
+                human_bytes(stats.ring_bytes),
+                stats.disk_gbps,
+                1e3 * stats.disk_floor_s(),
+                1e3 * stats.decode.as_secs_f64() / stats.decode_tokens.max(1) as f64,
+                1e3 * stats.decode_copy.as_secs_f64() / stats.decode_tokens.max(1) as f64,
+                stats.t_over_disk_floor(),
             );
         }
     }

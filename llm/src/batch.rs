@@ -461,11 +461,25 @@ fn open<'m>(
             wgpu_exec(model, spec, context, plan.as_ref(), options.max_batch)?
         }
         _ => {
-            if let Some(plan) = &plan {
-                let resident = plan.resident();
-                weights.split(&|name| resident.get(name).copied());
+            // Under a budget the weights are on the disk tier (as `Session::open` puts them):
+            // resident bytes read in now, the rest read from the file ahead of each use.
+            match &plan {
+                // A mixture of experts stays on the memory-map path (its reads follow the
+                // router; `Weights::put_on_disk` says why).
+                Some(plan) if hparams.n_expert > 0 => {
+                    let resident = plan.resident();
+                    weights.split(&|name| resident.get(name).copied());
+                    Exec::Cpu(Cpu::new(spec, weights, threads, cache_type)?)
+                }
+                Some(plan) => {
+                    let resident = plan.resident();
+                    weights.put_on_disk(model, &|name| resident.get(name).copied(), &mut |_| {})?;
+                    let mut cpu = Cpu::new(spec, weights, threads, cache_type)?;
+                    cpu.attach_disk(model.path(), usize::try_from(plan.plan.ring.len).unwrap_or(usize::MAX))?;
+                    Exec::Cpu(cpu)
+                }
+                None => Exec::Cpu(Cpu::new(spec, weights, threads, cache_type)?),
             }
-            Exec::Cpu(Cpu::new(spec, weights, threads, cache_type)?)
         }
     };
     let info = EngineInfo {

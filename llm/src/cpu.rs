@@ -518,6 +518,108 @@ impl<'m> Weights<'m> {
         }
     }
 
+    /// Puts the weights on the disk tier ([`crate::disk`]) under a budget: each matrix keeps
+    /// `resident(name)` bytes in memory, read now from `model`'s file with positioned reads
+    /// (never through its map, so the map's pages are not made resident as well), and reads the
+    /// rest from the file at each use; a matrix the plan does not place (the embedding looked up
+    /// by row, when the output is not tied to it) reads its rows one at a time where they are
+    /// looked up. `progress(bytes)` as resident bytes are read. Matrices not viewed from the
+    /// model's mapped file (a source read into memory) keep copying from memory
+    /// ([`Weights::split`]).
+    #[cfg(feature = "native")]
+    pub(crate) fn put_on_disk(
+        &mut self,
+        model: &Model,
+        resident: &dyn Fn(&str) -> Option<u64>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<()> {
+        if let Some(l) = self.layers.iter().find(|l| l.moe.is_some()) {
+            return Err(Error::Options(format!(
+                "the disk tier reads weights in a fixed order, and a mixture of experts' reads depend \
+                 on its router ({} has experts): keep such a model on the memory-map path",
+                l.wq.name
+            )));
+        }
+        let path = model.path().to_path_buf();
+        let map = model.source(0).and_then(|s| s.mapped()).map(|m| {
+            let b = m.bytes();
+            (b.as_ptr() as usize, b.len())
+        });
+        let mut file = None;
+        for m in self.matrices_mut() {
+            let keep = resident(&m.name);
+            // The matrix's first byte in the file, from its view of the map.
+            let offset = match (map, m.mapped_bytes()) {
+                (Some((base, len)), Some(b))
+                    if (b.as_ptr() as usize) >= base && (b.as_ptr() as usize) + b.len() <= base + len =>
+                {
+                    Some((b.as_ptr() as usize - base) as u64)
+                }
+                _ => None,
+            };
+            let Some(offset) = offset else {
+                if let Some(r) = keep
+                    && (r as usize) < m.stored_bytes()
+                {
+                    m.split_at(r as usize);
+                }
+                continue;
+            };
+            let keep = keep.map_or(0, |r| (r as usize).min(m.stored_bytes()));
+            let f = match &mut file {
+                Some(f) => f,
+                None => file.insert(tensorlane_offload::device::tiers::DirectFile::open(&path).map_err(|e| {
+                    Error::Device(format!(
+                        "the disk tier cannot open {} ({e}); run without --budget or check that the file is readable",
+                        path.display()
+                    ))
+                })?),
+            };
+            let mut bytes = vec![0u8; keep];
+            for (i, chunk) in bytes.chunks_mut(16 << 20).enumerate() {
+                let at = offset + (i * (16 << 20)) as u64;
+                f.read_into(at, chunk).map_err(|e| {
+                    Error::Device(format!(
+                        "reading the resident bytes of {} from {} failed ({e}); check that the file is readable and complete",
+                        m.name,
+                        path.display()
+                    ))
+                })?;
+                progress(chunk.len() as u64);
+            }
+            m.put_on_disk(offset, bytes, resident(&m.name).is_none());
+        }
+        Ok(())
+    }
+
+    /// The reads of one forward pass on the disk tier, in the order it stages the matrices
+    /// (each layer's seven, then the output, or the embedding when the output is tied to it:
+    /// on the disk tier the embedding's rows are read one by one where they are looked up):
+    /// each streamed matrix's bytes past its resident prefix. Matrices read by row (`gather`)
+    /// and all-resident ones are absent.
+    #[cfg(feature = "native")]
+    pub(crate) fn disk_schedule(&self) -> Vec<crate::disk::Piece> {
+        let mut v = Vec::new();
+        let mut add = |m: &Matrix<'_>| {
+            if let Some(d) = m.disk()
+                && !d.gather
+                && m.streamed_bytes() > 0
+            {
+                v.push(crate::disk::Piece {
+                    offset: d.offset + (d.len - m.streamed_bytes()) as u64,
+                    len: m.streamed_bytes(),
+                });
+            }
+        };
+        for l in &self.layers {
+            for m in l.matrices() {
+                add(m);
+            }
+        }
+        add(self.output());
+        v
+    }
+
     /// Bytes streamed by one forward pass.
     pub(crate) fn streamed_bytes(&self) -> u64 {
         self.matrices().iter().map(|m| m.streamed_bytes() as u64).sum()
@@ -652,11 +754,81 @@ pub(crate) struct Cpu<'m> {
     rope_positions: usize,
     /// Weight bytes streamed (copied in from the model) by the last forward pass.
     pub(crate) streamed_last: u64,
-    /// Time the last forward pass spent copying those bytes.
+    /// Time the last forward pass spent copying those bytes (on the disk tier: waiting for
+    /// the reader, the part of the reads not hidden behind compute).
     pub(crate) copy_last: std::time::Duration,
     /// Per layer, the experts the last forward pass routed any row to, ascending (empty for a
     /// dense layer).
     pub(crate) routed_last: Vec<Vec<usize>>,
+    /// The disk tier, under a budget ([`Cpu::attach_disk`]).
+    disk: Option<DiskState>,
+}
+
+/// The CPU executor's disk tier: the reader running ahead of the forward pass, and a file for
+/// the rows read one at a time.
+#[cfg(feature = "native")]
+pub(crate) struct DiskState {
+    reader: crate::disk::Reader,
+    rows: tensorlane_offload::device::tiers::DirectFile,
+    /// The first failed read since the last [`Cpu::take_disk_error`].
+    error: Option<String>,
+}
+
+/// No disk tier without a host OS.
+#[cfg(not(feature = "native"))]
+pub(crate) enum DiskState {}
+
+/// Stages `m`'s streamed bytes for a use: the disk tier's next piece when `m` is on it (the wait
+/// for it added to `wait`), a copy from memory otherwise. Returns the bytes staged.
+#[cfg_attr(not(feature = "native"), allow(unused_variables))]
+fn stage(m: &mut Matrix<'_>, disk: &mut Option<DiskState>, wait: &mut std::time::Duration) -> u64 {
+    #[cfg(feature = "native")]
+    if let Some(d) = disk
+        && let Some(dm) = m.disk()
+    {
+        if dm.gather || m.streamed_bytes() == 0 {
+            return 0;
+        }
+        let (f, waited) = d.reader.take();
+        *wait += waited;
+        if let Some(e) = &f.error {
+            d.error.get_or_insert_with(|| format!("reading the streamed bytes of {}: {e}", m.name));
+        }
+        return m.stage_filled(f);
+    }
+    m.stage()
+}
+
+/// Row `tok` of the embedding `m` as f32 into `out`: read from the file on the disk tier (its
+/// bytes added to `read`), from memory otherwise.
+#[cfg_attr(not(feature = "native"), allow(unused_variables))]
+fn embed_row(m: &Matrix<'_>, disk: &mut Option<DiskState>, tok: usize, out: &mut [f32], read: &mut u64) {
+    #[cfg(feature = "native")]
+    if let Some(d) = disk
+        && let Some(dm) = m.disk()
+    {
+        let rb = m.row_bytes();
+        let mut row = vec![0u8; rb];
+        if let Err(e) = d.rows.read_into(dm.offset + (tok * rb) as u64, &mut row) {
+            d.error.get_or_insert_with(|| format!("reading row {tok} of {}: {e}", m.name));
+        }
+        *read += rb as u64;
+        m.dequantize_into(&row, out);
+        return;
+    }
+    m.row_into(tok, out);
+}
+
+/// Ends a use of `m`'s streamed bytes: the disk tier's buffer goes back to its ring.
+#[cfg_attr(not(feature = "native"), allow(unused_variables))]
+fn unstage(m: &mut Matrix<'_>, disk: &mut Option<DiskState>) {
+    #[cfg(feature = "native")]
+    if let Some(d) = disk
+        && let Some(f) = m.take_filled()
+    {
+        d.reader.give_back(f);
+    }
+    m.unstage();
 }
 
 impl<'m> Cpu<'m> {
@@ -707,7 +879,51 @@ impl<'m> Cpu<'m> {
             streamed_last: 0,
             copy_last: std::time::Duration::ZERO,
             routed_last,
+            disk: None,
         })
+    }
+
+    /// Starts the disk tier over weights put on it ([`Weights::put_on_disk`]): a reader thread
+    /// reading `path` ahead of use into a ring of `ring_bytes`. Returns whether reads bypass the
+    /// page cache (`O_DIRECT`).
+    #[cfg(feature = "native")]
+    pub(crate) fn attach_disk(&mut self, path: &std::path::Path, ring_bytes: usize) -> Result<bool> {
+        // The pass holds one piece at a time and hands each back before it waits for the next,
+        // so a ring of the largest piece always makes progress; the plan's ring (at least that)
+        // lets the reader run ahead.
+        let reader = crate::disk::Reader::start(path, self.w.disk_schedule(), ring_bytes)?;
+        let rows = tensorlane_offload::device::tiers::DirectFile::open(path).map_err(|e| {
+            Error::Device(format!(
+                "the disk tier cannot open {} ({e}); run without --budget or check that the file is readable",
+                path.display()
+            ))
+        })?;
+        let direct = reader.direct;
+        self.disk = Some(DiskState {
+            reader,
+            rows,
+            error: None,
+        });
+        Ok(direct)
+    }
+
+    /// The ring's bytes on the disk tier (0 without it).
+    pub(crate) fn ring_bytes(&self) -> u64 {
+        #[cfg(feature = "native")]
+        if let Some(d) = &self.disk {
+            return d.reader.ring_bytes as u64;
+        }
+        0
+    }
+
+    /// The first failed disk read since the last call (the pass that saw it computed with zeros
+    /// in its place, so its results are to be dropped).
+    pub(crate) fn take_disk_error(&mut self) -> Option<String> {
+        #[cfg(feature = "native")]
+        if let Some(d) = &mut self.disk {
+            return d.error.take();
+        }
+        None
     }
 
     pub(crate) fn spec(&self) -> &Spec {
@@ -921,15 +1137,28 @@ impl<'m> Cpu<'m> {
         };
         let matmul = |m: &Matrix<'_>, x: &[f32], out: &mut [f32]| product(m, x, out, &segs);
 
-        let mut streamed = self.w.token_embd.stage();
+        let mut wait = std::time::Duration::ZERO;
+        // (on the disk tier the embedding's rows are read from the file; a tied embedding's
+        // streamed bytes are read for the logits, at the end)
+        let mut streamed = if self.disk.is_none() {
+            stage(&mut self.w.token_embd, &mut self.disk, &mut wait)
+        } else {
+            0
+        };
         let mut x = vec![0f32; n * d];
         for (r, &(s, i)) in rows.iter().enumerate() {
-            self.w
-                .token_embd
-                .row_into(seqs[s].0[i] as usize, &mut x[r * d..(r + 1) * d]);
+            // (rows read from the file are not counted as streamed: the plan keeps the
+            // looked-up embedding on the host, and a token's rows are a few KiB)
+            embed_row(
+                &self.w.token_embd,
+                &mut self.disk,
+                seqs[s].0[i] as usize,
+                &mut x[r * d..(r + 1) * d],
+                &mut 0,
+            );
         }
         if self.w.output.is_some() {
-            self.w.token_embd.unstage();
+            unstage(&mut self.w.token_embd, &mut self.disk);
         }
         if h.embd_scale != 1.0 {
             x.iter_mut().for_each(|a| *a *= h.embd_scale);
@@ -946,20 +1175,28 @@ impl<'m> Cpu<'m> {
         let mut u = vec![0f32; n * ff];
         let scale = if h.query_scale.is_some() { 1.0 } else { 1.0 / (hd as f32).sqrt() };
 
-        for li in 0..self.w.layers.len() {
-            // A layer's streamed weights are copied in before it runs and dropped after.
-            // (Of a mixture of experts, the router; each routed expert is staged as it runs.)
-            {
-                let l = &mut self.w.layers[li];
-                for m in l.matrices_mut(false) {
-                    streamed += m.stage();
+        // A weight's streamed bytes are copied in (read from disk, on the disk tier: the reader
+        // has been reading them while the products before ran) right before its product and
+        // dropped (handed back to the ring) right after it, so the pass holds one streamed
+        // weight at a time and a ring of two of the largest keeps reads ahead of compute.
+        // (`gate`, `up`, `down` are options: absent in a mixture-of-experts layer, which does
+        // not name them here.)
+        macro_rules! product_of {
+            ($li:expr, $m:ident, $x:expr, $out:expr) => {{
+                let l = &mut self.w.layers[$li];
+                if let Some(m) = Option::<&mut Matrix<'_>>::from(&mut l.$m) {
+                    streamed += stage(m, &mut self.disk, &mut wait);
+                    matmul(m, $x, $out);
+                    unstage(m, &mut self.disk);
                 }
-            }
+            }};
+        }
+        for li in 0..self.w.layers.len() {
+            rms_norm(&x, &mut xn, &self.w.layers[li].attn_norm, h.rms_eps);
+            product_of!(li, wq, &xn, &mut q);
+            product_of!(li, wk, &xn, &mut k);
+            product_of!(li, wv, &xn, &mut v);
             let l = &self.w.layers[li];
-            rms_norm(&x, &mut xn, &l.attn_norm, h.rms_eps);
-            matmul(&l.wq, &xn, &mut q);
-            matmul(&l.wk, &xn, &mut k);
-            matmul(&l.wv, &xn, &mut v);
             if let Some([bq, bk, bv]) = &l.bias {
                 add_rows(&mut q, bq);
                 add_rows(&mut k, bk);
@@ -1037,7 +1274,8 @@ impl<'m> Cpu<'m> {
                     },
                 )
             });
-            matmul(&l.wo, &attn, &mut proj);
+            product_of!(li, wo, &attn, &mut proj);
+            let l = &self.w.layers[li];
             if let Some([pa, _]) = &l.post_norms {
                 rms_norm_rows(&mut proj, pa, h.rms_eps);
             }
@@ -1045,9 +1283,18 @@ impl<'m> Cpu<'m> {
                 *a += b;
             }
             rms_norm(&x, &mut xn, &l.ffn_norm, h.rms_eps);
-            if let (Some(gate), Some(up), Some(down)) = (&l.gate, &l.up, &l.down) {
-                matmul(gate, &xn, &mut g);
-                matmul(up, &xn, &mut u);
+            if let Some(moe) = self.w.layers[li].moe.as_mut() {
+                // The router is staged like the dense weights; each routed expert is staged by
+                // `Moe::forward` as it runs (a mixture of experts is never on the disk tier: its
+                // reads depend on the router, which the reader's fixed order cannot know).
+                streamed += stage(&mut moe.router, &mut self.disk, &mut wait);
+                let (bytes, picked) = moe.forward(&xn, &mut proj, &|m, x, out| matmul(m, x, out), pool);
+                unstage(&mut moe.router, &mut self.disk);
+                streamed += bytes;
+                self.routed_last[li] = picked;
+            } else {
+                product_of!(li, gate, &xn, &mut g);
+                product_of!(li, up, &xn, &mut u);
                 match h.ffn_act {
                     Activation::Silu => {
                         for (a, b) in g.iter_mut().zip(&u) {
@@ -1056,22 +1303,13 @@ impl<'m> Cpu<'m> {
                     }
                     Activation::GeluTanh => geglu(&mut g, &u),
                 }
-                matmul(down, &g, &mut proj);
-            }
-            if let Some(moe) = self.w.layers[li].moe.as_mut() {
-                let (bytes, picked) = moe.forward(&xn, &mut proj, &|m, x, out| matmul(m, x, out), pool);
-                streamed += bytes;
-                self.routed_last[li] = picked;
+                product_of!(li, down, &g, &mut proj);
             }
             if let Some([_, pf]) = &self.w.layers[li].post_norms {
                 rms_norm_rows(&mut proj, pf, h.rms_eps);
             }
             for (a, b) in x.iter_mut().zip(&proj) {
                 *a += b;
-            }
-            let l = &mut self.w.layers[li];
-            for m in l.matrices_mut(false) {
-                m.unstage();
             }
         }
         for (t, cache) in seqs.iter_mut() {
@@ -1085,8 +1323,10 @@ impl<'m> Cpu<'m> {
         }
         let mut xo = vec![0f32; xs.len()];
         rms_norm(&xs, &mut xo, &self.w.output_norm, h.rms_eps);
-        if let Some(o) = self.w.output.as_mut() {
-            streamed += o.stage();
+        match self.w.output.as_mut() {
+            Some(o) => streamed += stage(o, &mut self.disk, &mut wait),
+            None if self.disk.is_some() => streamed += stage(&mut self.w.token_embd, &mut self.disk, &mut wait),
+            None => {}
         }
         let out = self.w.output();
         let mut logits = vec![0f32; picked.len() * out.rows];
@@ -1096,11 +1336,15 @@ impl<'m> Cpu<'m> {
             logits.iter_mut().for_each(|l| *l = (*l * (1.0 / c)).tanh() * c);
         }
         if let Some(o) = self.w.output.as_mut() {
-            o.unstage();
+            unstage(o, &mut self.disk);
         }
-        self.w.token_embd.unstage();
+        unstage(&mut self.w.token_embd, &mut self.disk);
         self.streamed_last = streamed;
-        self.copy_last = self.w.matrices().iter().map(|m| m.staged_in).sum();
+        self.copy_last = if self.disk.is_some() {
+            wait
+        } else {
+            self.w.matrices().iter().map(|m| m.staged_in).sum()
+        };
         logits
             .chunks(self.spec.hparams.n_vocab.max(1))
             .map(<[f32]>::to_vec)

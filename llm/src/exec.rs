@@ -143,7 +143,8 @@ impl Exec<'_> {
             Exec::Cpu(c) => {
                 let mut d: Vec<(u32, &mut KvCache)> = decode.iter_mut().map(|(t, c, _)| (*t, &mut **c)).collect();
                 let mut p: Vec<(&[u32], &mut KvCache)> = prompts.iter_mut().map(|(t, c, _)| (*t, &mut **c)).collect();
-                Ok(c.step(&mut d, &mut p))
+                let out = c.step(&mut d, &mut p);
+                disk_result(c, out)
             }
             #[cfg(feature = "wgpu")]
             Exec::Wgpu(g) => g.step(decode, prompts),
@@ -174,11 +175,25 @@ impl Exec<'_> {
         want: &dyn Fn(usize) -> bool,
     ) -> Result<Vec<Vec<f32>>> {
         match self {
-            Exec::Cpu(c) => Ok(c.forward(tokens, cache, want)),
+            Exec::Cpu(c) => {
+                let out = c.forward(tokens, cache, want);
+                disk_result(c, out)
+            }
             #[cfg(feature = "wgpu")]
             Exec::Wgpu(g) => g.forward(tokens, cache, want),
             #[cfg(feature = "cuda")]
             Exec::Cuda(g) => g.forward(tokens, cache, want),
         }
+    }
+}
+
+/// A CPU forward pass's results, or the disk tier's first failed read in it (the pass computed
+/// with zeros in place of the bytes it could not read).
+fn disk_result(c: &mut crate::cpu::Cpu<'_>, out: Vec<Vec<f32>>) -> crate::Result<Vec<Vec<f32>>> {
+    match c.take_disk_error() {
+        None => Ok(out),
+        Some(e) => Err(crate::Error::Device(format!(
+            "{e}; the model file changed or cannot be read: check the file, or run without --budget"
+        ))),
     }
 }

@@ -95,6 +95,24 @@ pub(crate) struct Matrix<'m> {
     /// A matrix whose streamed bytes are not in `data` (which then holds only the resident
     /// prefix) but read from the host at each use ([`Matrix::hosted`]).
     external: Option<External>,
+    /// A matrix whose streamed bytes are read from the model file by the disk tier
+    /// ([`Matrix::put_on_disk`]): `data` then holds only the resident prefix.
+    disk: Option<Disk>,
+    /// The streamed bytes of the current use, as the disk tier read them.
+    #[cfg(feature = "native")]
+    filled: Option<crate::disk::Filled>,
+}
+
+/// Where a matrix's bytes lie in the model file, for the disk tier.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Disk {
+    /// The first stored byte's offset in the file.
+    pub offset: u64,
+    /// Stored bytes.
+    pub len: usize,
+    /// Rows are read one at a time where a forward pass looks them up (an embedding that is not
+    /// the output), not streamed whole.
+    pub gather: bool,
 }
 
 /// Reads `out.len()` bytes at byte `offset` of the model file into `out`, or says why it cannot:
@@ -143,18 +161,95 @@ impl<'m> Matrix<'m> {
             boundary: Vec::new(),
             staged_in: std::time::Duration::ZERO,
             external: None,
+            disk: None,
+            #[cfg(feature = "native")]
+            filled: None,
         })
     }
 
     /// Stored bytes of the whole matrix.
     pub(crate) fn stored_bytes(&self) -> usize {
-        self.external.as_ref().map_or(self.data.len(), |e| e.len)
+        match (&self.external, &self.disk) {
+            (Some(e), _) => e.len,
+            (None, Some(d)) => d.len,
+            (None, None) => self.data.len(),
+        }
+    }
+
+    /// Where the disk tier reads this matrix from (`None`: not from disk).
+    pub(crate) fn disk(&self) -> Option<Disk> {
+        self.disk
+    }
+
+    /// The stored bytes as the model gives them, when they are in memory (a mapped file's view
+    /// before [`Matrix::put_on_disk`]; `None` after it).
+    pub(crate) fn mapped_bytes(&self) -> Option<&[u8]> {
+        match (&self.external, &self.disk, &self.data) {
+            (None, None, Cow::Borrowed(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Puts this matrix on the disk tier: `resident` (its first bytes, read from the file) stays
+    /// in memory, the rest is read from byte `offset + resident.len()` of the file at each use
+    /// (or row by row where it is looked up, when `gather`). The map's view is dropped, so its
+    /// pages are not touched again.
+    pub(crate) fn put_on_disk(&mut self, offset: u64, resident: Vec<u8>, gather: bool) {
+        let len = self.stored_bytes();
+        self.split = resident.len().min(len);
+        self.data = Cow::Owned(resident);
+        self.resident = None;
+        self.disk = Some(Disk { offset, len, gather });
+    }
+
+    /// Bytes of one stored row.
+    pub(crate) fn row_bytes(&self) -> usize {
+        self.row_bytes
+    }
+
+    /// A stored row (`row_bytes` long, e.g. read from the file) as f32 into `out`.
+    pub(crate) fn dequantize_into(&self, row: &[u8], out: &mut [f32]) {
+        dequantize_row(self.kind, row, out);
+    }
+
+    /// Takes the streamed bytes of a use as the disk tier read them (after [`Matrix::put_on_disk`]);
+    /// returns how many.
+    #[cfg(feature = "native")]
+    pub(crate) fn stage_filled(&mut self, f: crate::disk::Filled) -> u64 {
+        let rb = self.row_bytes;
+        let n = f.bytes().len() as u64;
+        if !self.split.is_multiple_of(rb) {
+            let start = self.split / rb * rb;
+            self.boundary.clear();
+            self.boundary.extend_from_slice(&self.data[start..self.split]);
+            self.boundary.extend_from_slice(&f.bytes()[..start + rb - self.split]);
+        }
+        self.filled = Some(f);
+        n
+    }
+
+    /// The disk tier's buffer of the last use, to hand back to its ring.
+    #[cfg(feature = "native")]
+    pub(crate) fn take_filled(&mut self) -> Option<crate::disk::Filled> {
+        self.filled.take()
+    }
+
+    /// The streamed bytes of the current use.
+    fn streamed_part(&self) -> &[u8] {
+        #[cfg(feature = "native")]
+        if let Some(f) = &self.filled {
+            return f.bytes();
+        }
+        &self.staged
     }
 
     /// Reads one byte of every 4 KiB page of the first `upto` stored bytes, so that a mapped
     /// file's pages are in memory before the first forward pass; `progress(bytes)` after each
     /// 16 MiB and at the end.
     pub(crate) fn touch(&self, upto: usize, progress: &mut dyn FnMut(u64)) {
+        if self.disk.is_some() {
+            return;
+        }
         let data = &self.data[..upto.min(self.data.len())];
         for piece in data.chunks(16 << 20) {
             let mut acc = 0u8;
@@ -173,8 +268,12 @@ impl<'m> Matrix<'m> {
         self.resident = Some(self.data[..resident].to_vec());
     }
 
-    /// Bytes streamed at each use.
+    /// Bytes streamed at each use (none for a matrix whose rows are read one at a time where
+    /// they are looked up: the plan counts a gathered embedding as kept on the host).
     pub(crate) fn streamed_bytes(&self) -> usize {
+        if self.disk.is_some_and(|d| d.gather) {
+            return 0;
+        }
         self.stored_bytes() - self.split
     }
 
@@ -183,7 +282,8 @@ impl<'m> Matrix<'m> {
         if let Some(e) = &mut self.external {
             return Self::stage_hosted(e, self.split, self.row_bytes, &self.data, &mut self.staged, &mut self.boundary);
         }
-        if self.split == self.data.len() || !self.staged.is_empty() {
+        // The disk tier's bytes come in through `stage_filled`.
+        if self.disk.is_some() || self.split == self.data.len() || !self.staged.is_empty() {
             self.staged_in = std::time::Duration::ZERO;
             return 0;
         }
@@ -220,7 +320,7 @@ impl<'m> Matrix<'m> {
                 None => &self.data[s..e],
             }
         } else if s >= self.split {
-            &self.staged[s - self.split..e - self.split]
+            &self.streamed_part()[s - self.split..e - self.split]
         } else {
             &self.boundary
         }
@@ -488,6 +588,9 @@ impl Matrix<'static> {
                 len,
                 error: None,
             }),
+            disk: None,
+            #[cfg(feature = "native")]
+            filled: None,
         })
     }
 }
@@ -3605,6 +3708,9 @@ mod tests {
             boundary: Vec::new(),
             staged_in: std::time::Duration::ZERO,
             external: None,
+            disk: None,
+            #[cfg(feature = "native")]
+            filled: None,
         }
     }
 

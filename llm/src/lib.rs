@@ -53,6 +53,9 @@ pub mod chat;
 // (without `native` only the hosted session's part of the executor is used)
 #[cfg_attr(not(feature = "native"), allow(dead_code))]
 mod cpu;
+/// The CPU executor's disk tier under a budget (positioned reads ahead of use).
+#[cfg(feature = "native")]
+mod disk;
 #[cfg(feature = "cuda")]
 mod cuda;
 #[cfg(feature = "native")]

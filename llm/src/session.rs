@@ -49,7 +49,11 @@ pub struct Options {
     /// ([`tensorlane_offload::compile_policy`] over the architecture's own op list, PCIe-4
     /// profile, hazard-checked) decides how many whole rows of each matrix stay resident (copied
     /// once); the rest is streamed: copied in from the model before each use, in stored form,
-    /// into the plan's ring ([`Stats::streamed_bytes`] counts them). A budget below the
+    /// into the plan's ring ([`Stats::streamed_bytes`] counts them). On the CPU the budget is
+    /// the process's memory: the resident rows are read from the file with `pread` and the
+    /// streamed ones from the file ahead of each use by a reader thread (`O_DIRECT` where the
+    /// file system allows), never through the memory map, so a model bigger than RAM runs at
+    /// the disk's pace ([`Stats::disk_gbps`], [`Stats::disk_floor_s`]). A budget below the
     /// policy's minimum is an error naming the smallest budget that works
     /// ([`Session::minimum_budget`]).
     pub budget: Option<u64>,
@@ -140,6 +144,15 @@ pub struct Stats {
     pub sim_forward_s: f64,
     /// The plan's floor `max(compute, streamed / PCIe)` on that profile, seconds.
     pub sim_floor_s: f64,
+    /// The disk's read rate in GB/s when the CPU executor streams from disk (under a budget on
+    /// the CPU: measured at [`Session::open`] by the `offload` crate's disk-tier probe over the
+    /// model file); 0 otherwise. [`Stats::streamed_bytes`] are then bytes read from disk.
+    pub disk_gbps: f64,
+    /// Whether the disk reads bypass the page cache (`O_DIRECT`; buffered `pread` where the file
+    /// system refuses it).
+    pub disk_direct: bool,
+    /// Bytes of the ring the disk reads are issued into ahead of use (0 without the disk tier).
+    pub ring_bytes: u64,
 }
 
 impl Stats {
@@ -200,6 +213,25 @@ impl Stats {
             0.0
         };
         compute.max(link).min(step)
+    }
+
+    /// The disk floor of one decode step, seconds: the bytes it read from disk over the disk's
+    /// read rate ([`Stats::disk_gbps`]); 0 without the disk tier or before a decode step.
+    pub fn disk_floor_s(&self) -> f64 {
+        if self.disk_gbps <= 0.0 || self.decode_tokens == 0 {
+            return 0.0;
+        }
+        self.streamed_bytes as f64 / (self.disk_gbps * 1e9)
+    }
+
+    /// A decode step's time over [`Stats::disk_floor_s`] (1: as fast as the disk allows; 0
+    /// without the disk tier).
+    pub fn t_over_disk_floor(&self) -> f64 {
+        let floor = self.disk_floor_s();
+        if floor <= 0.0 {
+            return 0.0;
+        }
+        self.decode.as_secs_f64() / self.decode_tokens as f64 / floor
     }
 
     /// A decode step's time over [`Stats::floor_s`] (1 when copies are fully hidden; 0 before
@@ -300,32 +332,61 @@ impl<'m> Session<'m> {
         };
         let resident = budgeted.as_ref().map(|b| b.resident());
         let resident_of = |name: &str| resident.as_ref().and_then(|r| r.get(name).copied());
+        // Under a budget on the CPU the weights are on the disk tier: resident bytes read in
+        // with positioned reads now, the rest read from the file ahead of each use; the map's
+        // pages are never touched (they would be resident as well as the copies).
+        // A mixture of experts stays on the memory-map path (its reads follow the router;
+        // `Weights::put_on_disk` says why).
+        let on_disk = resident.is_some() && options.device == Device::Cpu && spec.hparams.n_expert == 0;
         let mats = weights.matrices();
         let keep: Vec<usize> = mats
             .iter()
-            .map(|m| resident_of(&m.name).map_or(m.stored_bytes(), |r| r as usize))
+            .map(|m| resident_of(&m.name).map_or(if on_disk { 0 } else { m.stored_bytes() }, |r| r as usize))
             .collect();
         let mut load = Load {
             loaded: 0,
             total: keep.iter().map(|&k| k as u64).sum(),
         };
         progress(load);
-        for (m, &k) in mats.iter().zip(&keep) {
-            m.touch(k, &mut |b| {
-                load.loaded += b;
-                progress(load);
-            });
+        if !on_disk {
+            for (m, &k) in mats.iter().zip(&keep) {
+                m.touch(k, &mut |b| {
+                    load.loaded += b;
+                    progress(load);
+                });
+            }
         }
         drop(mats);
-        if resident.is_some() {
+        if on_disk {
+            weights.put_on_disk(model, &resident_of, &mut |b| {
+                load.loaded += b;
+                progress(load);
+            })?;
+        } else if resident.is_some() {
             weights.split(&resident_of);
         }
+        // On the disk tier the link is the disk: its rate, measured over the model file before
+        // the reader starts.
+        let disk_gbps = if on_disk {
+            crate::disk::probe_gbps(model.path())?.0
+        } else {
+            0.0
+        };
+        let mut disk_direct = false;
         let cpu = match options.device {
+            Device::Cpu if on_disk => {
+                let mut c = Cpu::new(spec, weights, threads, cache_type)?;
+                let ring = budgeted.as_ref().map_or(0, |b| b.plan.ring.len);
+                disk_direct = c.attach_disk(model.path(), usize::try_from(ring).unwrap_or(usize::MAX))?;
+                Exec::Cpu(c)
+            }
             Device::Cpu => Exec::Cpu(Cpu::new(spec, weights, threads, cache_type)?),
             Device::Wgpu => wgpu_exec(model, spec, context, budgeted.as_ref())?,
             Device::Cuda => cuda_exec(model, spec, context, budgeted.as_ref())?,
         };
-        let link_gbps = if cpu.streamed_bytes() > 0 {
+        let link_gbps = if on_disk {
+            disk_gbps
+        } else if cpu.streamed_bytes() > 0 {
             cpu.probe_link_gbps()
         } else {
             0.0
@@ -341,6 +402,13 @@ impl<'m> Session<'m> {
             policy: budgeted.as_ref().map(|_| policy),
             sim_forward_s: budgeted.as_ref().map_or(0.0, |b| b.sim.forward_s),
             sim_floor_s: budgeted.as_ref().map_or(0.0, |b| b.sim.floor_s),
+            disk_gbps,
+            disk_direct,
+            ring_bytes: match &cpu {
+                Exec::Cpu(c) => c.ring_bytes(),
+                #[allow(unreachable_patterns)]
+                _ => 0,
+            },
             ..Stats::default()
         };
         Ok(Session {

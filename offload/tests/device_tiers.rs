@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use tensorlane_offload::Error;
-use tensorlane_offload::device::tiers::{AlignedBuf, DIRECT_ALIGN, DirectFile, Tier, WeightSource, probe};
+use tensorlane_offload::device::tiers::{AlignedBuf, DIRECT_ALIGN, DirectFile, Tier, WeightSource, probe, probe_disk};
 
 fn data(len: usize) -> Vec<u8> {
     (0..len)
@@ -122,6 +122,18 @@ fn probe_reports_every_tier() {
         assert_eq!(r.bytes, bytes.len() as u64);
         assert!(r.gbps > 0.0 && r.gbps.is_finite(), "{r:?}");
     }
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn probe_disk_reads_at_most_its_limit() {
+    let bytes = data(3 << 20);
+    let path = temp_file(env!("CARGO_TARGET_TMPDIR"), "probe-disk", &bytes);
+    let r = probe_disk(&path, 1000, 2 << 20).unwrap();
+    assert_eq!((r.tier, r.bytes, r.chunk), (Tier::Disk, 2 << 20, DIRECT_ALIGN));
+    assert!(r.gbps > 0.0 && r.gbps.is_finite(), "{r:?}");
+    let whole = probe_disk(&path, 1 << 20, u64::MAX).unwrap();
+    assert_eq!(whole.bytes, bytes.len() as u64);
     std::fs::remove_file(path).unwrap();
 }
 

@@ -412,8 +412,41 @@ pub fn probe(path: impl AsRef<Path>, chunk: usize) -> Result<Vec<TierProbe>, Err
     Ok(out)
 }
 
+/// Measures the disk tier alone ([`Tier::Disk`]: `O_DIRECT` `pread`, or buffered `pread` where
+/// the file system refuses it, which [`TierProbe::note`] then says) over the first `limit` bytes
+/// of `path` (all of it when smaller), in `chunk`-byte reads into one aligned buffer. Unlike
+/// [`probe`] it never reads the whole file into memory nor maps it, so it suits a file bigger
+/// than memory: the rate a runtime that streams weights from disk is measured against.
+pub fn probe_disk(path: impl AsRef<Path>, chunk: usize, limit: u64) -> Result<TierProbe, Error> {
+    let path = path.as_ref();
+    let chunk = round_up(chunk.max(1), DIRECT_ALIGN);
+    let mut dst = AlignedBuf::zeroed(chunk);
+    let mut src = WeightSource::open(path, Tier::Disk)?;
+    let bytes = src.size().min(limit);
+    let t = Instant::now();
+    read_range(&mut src, dst.as_mut_slice(), bytes)?;
+    let secs = t.elapsed().as_secs_f64().max(1e-9);
+    let note = match &src {
+        WeightSource::Disk(d) => d.note().map(str::to_owned),
+        _ => None,
+    };
+    Ok(TierProbe {
+        tier: Tier::Disk,
+        chunk,
+        bytes,
+        secs,
+        gbps: bytes as f64 / secs / 1e9,
+        note,
+    })
+}
+
 fn read_all(src: &mut WeightSource, dst: &mut [u8]) -> Result<(), Error> {
     let size = src.size();
+    read_range(src, dst, size)
+}
+
+/// Reads the first `size` bytes of `src` in `dst.len()`-byte reads.
+fn read_range(src: &mut WeightSource, dst: &mut [u8], size: u64) -> Result<(), Error> {
     let mut off = 0u64;
     let mut sink = 0u8;
     while off < size {
