@@ -199,7 +199,9 @@ fn the_token_guards_the_api() {
 
 /// `response_format` (five JSON schemas, json_object, streamed) and `tools` (required, a named
 /// function, streamed, a round trip, none, refusals) with the official `openai` client, every
-/// reply validated with `jsonschema` (tests/python/serve_structured_check.py).
+/// reply validated with `jsonschema` (tests/python/serve_structured_check.py); then LangChain's
+/// `ChatOpenAI` `.bind_tools` and `.with_structured_output` against the same server
+/// (tests/python/serve_langchain_check.py).
 #[test]
 fn structured_output_and_tool_calls_with_the_openai_client() {
     let _serial = serial();
@@ -223,6 +225,22 @@ fn structured_output_and_tool_calls_with_the_openai_client() {
         String::from_utf8_lossy(&o.stderr)
     );
     eprintln!("structured output and tools (openai, jsonschema from PyPI): {:.1} s", start.elapsed().as_secs_f64());
+
+    // The same server through LangChain's ChatOpenAI (langchain-openai from PyPI, unmodified).
+    let start = std::time::Instant::now();
+    let o = Command::new(venv_python())
+        .arg(root().join("tests/python/serve_langchain_check.py"))
+        .arg(format!("http://{}", tools.addr))
+        .output()
+        .unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "serve_langchain_check.py failed:\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    eprintln!("bind_tools and with_structured_output (langchain-openai from PyPI): {:.1} s", start.elapsed().as_secs_f64());
 }
 
 #[test]

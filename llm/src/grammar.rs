@@ -136,8 +136,13 @@ impl Grammars {
     /// Output that is a JSON value valid under `schema` (JSON Schema, as OpenAI's
     /// `response_format: {"type": "json_schema"}` carries it), written compact. An error naming
     /// what llguidance cannot compile (an unsupported keyword, a bad `$ref`).
+    ///
+    /// As llama.cpp's schema converter does, an object schema that lists `properties` and says
+    /// nothing of `additionalProperties` allows no other keys ([`close_objects`]): a model is
+    /// held to the keys the schema names instead of inventing more.
     pub fn json_schema(&self, schema: &serde_json::Value) -> Result<Constraint> {
         let mut schema = schema.clone();
+        close_objects(&mut schema);
         if let Some(obj) = schema.as_object_mut() {
             obj.entry("x-guidance")
                 .or_insert_with(|| serde_json::json!({"whitespace_flexible": false, "item_separator": ",", "key_separator": ":"}));
@@ -160,6 +165,41 @@ impl Grammars {
     /// line the grammar is wrong at.
     pub fn lark(&self, grammar: &str) -> Result<Constraint> {
         self.constraint("the grammar", TopLevelGrammar::from_lark(grammar.to_string()))
+    }
+}
+
+/// Gives every object schema inside `schema` that lists `properties` but says nothing of
+/// `additionalProperties` (or `patternProperties`) `"additionalProperties": false`: llama.cpp's
+/// default (its grammar README: "additionalProperties defaults to false"), and what OpenAI's
+/// strict mode asks a schema to say. A plain `{"type": "object"}` stays any object. Walks the
+/// places a JSON Schema holds schemas (`properties`, `items`, `prefixItems`, `anyOf`/`oneOf`/
+/// `allOf`, `not`, `$defs`/`definitions`, `additionalProperties`, `if`/`then`/`else`), so a
+/// property that happens to be named `properties` is not mistaken for a keyword.
+pub fn close_objects(schema: &mut serde_json::Value) {
+    use serde_json::Value;
+    let Value::Object(obj) = schema else { return };
+    if obj.get("properties").is_some_and(Value::is_object)
+        && !obj.contains_key("additionalProperties")
+        && !obj.contains_key("patternProperties")
+    {
+        obj.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    for (key, v) in obj.iter_mut() {
+        match key.as_str() {
+            "properties" | "$defs" | "definitions" | "patternProperties" | "dependentSchemas" => {
+                if let Value::Object(map) = v {
+                    map.values_mut().for_each(close_objects);
+                }
+            }
+            "items" | "prefixItems" | "anyOf" | "oneOf" | "allOf" => match v {
+                Value::Array(list) => list.iter_mut().for_each(close_objects),
+                other => close_objects(other),
+            },
+            "not" | "additionalProperties" | "additionalItems" | "contains" | "if" | "then" | "else" => {
+                close_objects(v)
+            }
+            _ => {}
+        }
     }
 }
 
@@ -231,4 +271,35 @@ impl Constraint {
 
 fn grammar_error(e: impl std::fmt::Display) -> Error {
     Error::Options(format!("constrained decoding failed: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::close_objects;
+    use serde_json::json;
+
+    #[test]
+    fn objects_with_properties_are_closed_where_the_schema_is_silent() {
+        let mut s = json!({
+            "type": "object",
+            "properties": {
+                // a property named like the keyword: its schema is closed, the name map is not
+                "properties": {"type": "object", "properties": {"x": {"type": "integer"}}},
+                "open": {"type": "object", "properties": {"y": {}}, "additionalProperties": true},
+                "any": {"type": "object"},
+                "list": {"type": "array", "items": {"type": "object", "properties": {"z": {}}}}
+            },
+            "anyOf": [{"properties": {"w": {}}}],
+            "$defs": {"d": {"type": "object", "properties": {"v": {}}}}
+        });
+        close_objects(&mut s);
+        assert_eq!(s["additionalProperties"], json!(false));
+        assert_eq!(s["properties"].get("additionalProperties"), None, "the name map is not a schema");
+        assert_eq!(s["properties"]["properties"]["additionalProperties"], json!(false));
+        assert_eq!(s["properties"]["open"]["additionalProperties"], json!(true), "what a schema says stays");
+        assert_eq!(s["properties"]["any"].get("additionalProperties"), None, "a bare object stays any object");
+        assert_eq!(s["properties"]["list"]["items"]["additionalProperties"], json!(false));
+        assert_eq!(s["anyOf"][0]["additionalProperties"], json!(false));
+        assert_eq!(s["$defs"]["d"]["additionalProperties"], json!(false));
+    }
 }

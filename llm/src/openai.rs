@@ -889,7 +889,7 @@ fn start(api: Arc<Api>, prompt: Vec<u32>, max_tokens: usize, p: Params, kind: Ki
         logprobs: p.logprobs.is_some(),
         lp: Logprobs::default(),
         tools: p.tools,
-        raw: String::new(),
+        raw: Vec::new(),
         calls: Vec::new(),
     };
     Ok(Started {
@@ -1053,8 +1053,9 @@ struct Run {
     lp: Logprobs,
     /// The request's tools: the reply is held back and parsed for calls at the end.
     tools: Option<Tools>,
-    /// With tools, the reply's text with the control tokens' texts kept (`[TOOL_CALLS]` …).
-    raw: String,
+    /// With tools, the reply's bytes with the control tokens' texts kept (`[TOOL_CALLS]` …),
+    /// decoded once at the end: a character split across tokens is whole only there.
+    raw: Vec<u8>,
     /// With tools, the calls found in the reply at the end: (id, name, arguments).
     calls: Vec<(String, String, String)>,
 }
@@ -1087,8 +1088,8 @@ impl Run {
                 if self.tools.is_some() && !tok.is_eog(t.id) {
                     match piece.is_empty() {
                         // A control token (`[TOOL_CALLS]`): its text, for the parser.
-                        true => self.raw.push_str(&String::from_utf8_lossy(&tok.vocab().tokens[t.id as usize])),
-                        false => self.raw.push_str(&String::from_utf8_lossy(&piece)),
+                        true => self.raw.extend_from_slice(&tok.vocab().tokens[t.id as usize]),
+                        false => self.raw.extend_from_slice(&piece),
                     }
                 }
                 if self.text.stopped {
@@ -1130,7 +1131,7 @@ impl Run {
         let Some(tools) = &self.tools else {
             return Step::End(reason, rest);
         };
-        let (text, calls) = tools.extract(&self.raw);
+        let (text, calls) = tools.extract(&String::from_utf8_lossy(&self.raw));
         if calls.is_empty() {
             return Step::End(reason, self.text.all.clone());
         }

@@ -185,6 +185,7 @@ impl Tools {
         } else {
             json!({"anyOf": calls})
         };
+        crate::grammar::close_objects(&mut schema);
         schema["x-guidance"] = json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "});
         schema
     }
