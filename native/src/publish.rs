@@ -113,13 +113,16 @@ impl Pending {
         let dest = dest.as_ref().to_path_buf();
         sweep_stale(folder(&dest));
         let temp = temp_name(&dest);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-            .map_err(Error::at(&dest, "create a temporary file for"))?;
+        // Listed before it exists: a signal between the file's creation and its listing would
+        // otherwise leave it behind ([`remove_pending`] ignores a name with no file yet).
         live().push(temp.clone());
+        let file = match OpenOptions::new().read(true).write(true).create_new(true).open(&temp) {
+            Ok(f) => f,
+            Err(e) => {
+                live().retain(|p| p != &temp);
+                return Err(Error::at(&dest, "create a temporary file for")(e));
+            }
+        };
         Ok((
             Pending {
                 dest,
