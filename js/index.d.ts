@@ -882,14 +882,18 @@ export interface RunStats {
   cancelled: boolean;
 }
 
-/** `RunSession.info` in the browser (WebGPU). */
-export interface RunInfoWebGpu {
+/** What every browser `RunSession.info` has, whichever device runs. */
+export interface RunInfoBrowserBase {
   spec: Record<string, unknown>;
   context: number;
   weightBytes: number;
   workingSet: number;
   fileBytes: number;
   minimumBudget: number | null;
+}
+
+/** `RunSession.info` in the browser (WebGPU). */
+export interface RunInfoWebGpu extends RunInfoBrowserBase {
   plan: null | { policy: string; budget_bytes: number; resident_bytes: number; device_resident_bytes: number; streamed_bytes: number; ring_bytes: number; tensors: { name: string; bytes: number; resident_bytes: number; streamed_bytes: number; gather: boolean }[]; chunks: { tensor: string; tensor_offset: number; bytes: number; slot: number }[] };
   headerBytes: number;
   residentRead: number;
@@ -907,18 +911,12 @@ export interface RunInfoWebGpu {
 }
 
 /** `RunSession.info` in the browser on the wasm CPU executor (`device` 'wasm', or 'auto' without a hardware WebGPU adapter). */
-export interface RunInfoWasm {
+export interface RunInfoWasm extends RunInfoBrowserBase {
   device: 'wasm';
   /** Why this device: 'asked for', or why 'auto' did not take WebGPU (no WebGPU, no adapter, a software adapter). */
   deviceWhy: string;
   /** What the WebGPU adapter said it is, when there was one. */
   adapterInfo?: { vendor: string; architecture: string; device: string; description: string; isFallbackAdapter: boolean };
-  spec: Record<string, unknown>;
-  context: number;
-  weightBytes: number;
-  workingSet: number;
-  fileBytes: number;
-  minimumBudget: number | null;
   plan: RunInfoWebGpu['plan'];
   headerBytes: number;
   /** Weight bytes read into wasm memory when the session opened. */
