@@ -210,37 +210,37 @@ fn structured_output_and_tool_calls_with_the_openai_client() {
     let chat_path = m["models"]["chat-F32"].as_str().unwrap().to_string();
     let tools = Served::start(&tools_path, 2048, &["--max-batch", "2"]);
     let chat = Served::start(&chat_path, CONTEXT, &[]);
-    let start = std::time::Instant::now();
-    let o = Command::new(venv_python())
-        .arg(root().join("tests/python/serve_structured_check.py"))
-        .arg(format!("http://{}", tools.addr))
-        .arg(format!("http://{}", chat.addr))
-        .output()
-        .unwrap();
-    eprintln!("{}", String::from_utf8_lossy(&o.stderr));
-    assert!(
-        o.status.success(),
-        "serve_structured_check.py failed:\n{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
+    let (tools_url, chat_url) = (format!("http://{}", tools.addr), format!("http://{}", chat.addr));
+    python_check(
+        "serve_structured_check.py",
+        &[&tools_url, &chat_url],
+        "structured output and tools (openai, jsonschema from PyPI)",
     );
-    eprintln!("structured output and tools (openai, jsonschema from PyPI): {:.1} s", start.elapsed().as_secs_f64());
-
     // The same server through LangChain's ChatOpenAI (langchain-openai from PyPI, unmodified).
+    python_check(
+        "serve_langchain_check.py",
+        &[&tools_url],
+        "bind_tools and with_structured_output (langchain-openai from PyPI)",
+    );
+}
+
+/// Runs `tests/python/SCRIPT ARGS…` with the serve venv; fails with its output unless it exits 0,
+/// and prints its lines and `what`'s time.
+fn python_check(script: &str, args: &[&str], what: &str) {
     let start = std::time::Instant::now();
     let o = Command::new(venv_python())
-        .arg(root().join("tests/python/serve_langchain_check.py"))
-        .arg(format!("http://{}", tools.addr))
+        .arg(root().join("tests/python").join(script))
+        .args(args)
         .output()
         .unwrap();
     eprintln!("{}", String::from_utf8_lossy(&o.stderr));
     assert!(
         o.status.success(),
-        "serve_langchain_check.py failed:\n{}\n{}",
+        "{script} failed:\n{}\n{}",
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    eprintln!("bind_tools and with_structured_output (langchain-openai from PyPI): {:.1} s", start.elapsed().as_secs_f64());
+    eprintln!("{what}: {:.1} s", start.elapsed().as_secs_f64());
 }
 
 #[test]
