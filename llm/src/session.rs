@@ -341,7 +341,7 @@ impl<'m> Session<'m> {
         let mats = weights.matrices();
         let keep: Vec<usize> = mats
             .iter()
-            .map(|m| resident_of(&m.name).map_or(if on_disk { 0 } else { m.stored_bytes() }, |r| r as usize))
+            .map(|m| resident_of(&m.name).map_or(m.stored_bytes(), |r| r as usize))
             .collect();
         let mut load = Load {
             loaded: 0,
@@ -362,6 +362,12 @@ impl<'m> Session<'m> {
                 load.loaded += b;
                 progress(load);
             })?;
+            // What the plan leaves out (the embedding) is looked up by row from the file on the
+            // disk tier, so it needs no read now: the session is ready, the total reached.
+            if load.loaded < load.total {
+                load.loaded = load.total;
+                progress(load);
+            }
         } else if resident.is_some() {
             weights.split(&resident_of);
         }
