@@ -28,8 +28,10 @@ export async function generateIds(path: string): Promise<number[]> {
     if (e instanceof RunError && e.code === 'budget') console.log(e.minimum);
   }
   const info = session.info;
-  if ('device' in info) console.log(info.residentBytes, info.streamedPerForward);
-  else console.log(info.adapter.maxBufferSize);
+  // Every info says which device ran: the union narrows on it.
+  if (info.device === 'cpu') console.log(info.residentBytes, info.streamedPerForward);
+  else if (info.device === 'webgpu') console.log(info.adapter.maxBufferSize);
+  else console.log(info.residentRead, info.deviceWhy);
   session.close();
   return ids;
 }
