@@ -102,8 +102,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "SIZE", value_parser = crate::limits::parse_size)]
     budget: Option<u64>,
     /// How the KV cache stores keys and values: `f16` (the default on the cpu, as llama.cpp's:
-    /// half the memory of f32) or `f32` (exact; the only one of the wgpu and cuda devices so far).
-    #[arg(long, value_parser = ["f32", "f16"])]
+    /// half the memory of f32), `q8_0` (cpu: 8-bit blocks, about half of f16 again) or `f32`
+    /// (exact; the only one of the wgpu and cuda devices so far).
+    #[arg(long, value_parser = ["f32", "f16", "q8_0"])]
     cache_type: Option<String>,
     /// The offload policy under --budget: the scheduler, or a baseline (all-resident, sync-jit,
     /// full-offload, flexgen-like); the tokens are the same, the split and the speed differ.

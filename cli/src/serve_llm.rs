@@ -42,8 +42,9 @@ pub struct ModelArgs {
     #[arg(long, requires = "model")]
     pub threads: Option<usize>,
     /// How the KV caches store keys and values: f16 (the default on the cpu, as llama.cpp's: half
-    /// the memory) or f32 (exact; the only one on wgpu so far).
-    #[arg(long, value_parser = ["f32", "f16"], requires = "model")]
+    /// the memory), q8_0 (cpu: 8-bit blocks, about half of f16 again) or f32 (exact; the only one
+    /// on wgpu so far).
+    #[arg(long, value_parser = ["f32", "f16", "q8_0"], requires = "model")]
     pub cache_type: Option<String>,
     /// How long a request's body may take to arrive after its head (`30s`, `500ms`, `2m`; a bare
     /// number is seconds; `0` for no limit): a body that takes longer is answered 408 and the

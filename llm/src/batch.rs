@@ -436,7 +436,7 @@ fn open<'m>(
         device,
         cache_type: options.cache_type,
         ..crate::Options::default()
-    })?;
+    }, &spec)?;
     let plan = match options.budget {
         Some(budget) => {
             // The working set holds max_batch KV caches: plan for that many positions.

@@ -641,6 +641,9 @@ impl<'m> Weights<'m> {
 pub(crate) enum Rows {
     F32(Vec<f32>),
     F16(Vec<half::f16>),
+    /// ggml Q8_0 blocks, 34 bytes per 32 values (a row is whole blocks: heads are multiples of
+    /// 32 wide, [`CacheType::check`]).
+    Q8_0(Vec<u8>),
 }
 
 impl Rows {
@@ -648,13 +651,16 @@ impl Rows {
         match cache {
             CacheType::F32 => Rows::F32(Vec::new()),
             CacheType::F16 => Rows::F16(Vec::new()),
+            CacheType::Q8_0 => Rows::Q8_0(Vec::new()),
         }
     }
 
+    /// Values held.
     fn len(&self) -> usize {
         match self {
             Rows::F32(v) => v.len(),
             Rows::F16(v) => v.len(),
+            Rows::Q8_0(v) => v.len() / 34 * 32,
         }
     }
 
@@ -662,24 +668,27 @@ impl Rows {
         self.truncate(0);
     }
 
+    /// Keeps the first `n` values (a multiple of 32 for a q8_0 cache: whole rows).
     fn truncate(&mut self, n: usize) {
         match self {
             Rows::F32(v) => v.truncate(n),
             Rows::F16(v) => v.truncate(n),
+            Rows::Q8_0(v) => v.truncate(n / 32 * 34),
         }
     }
 
-    /// Appends `x`, rounded to f16 for an f16 cache.
+    /// Appends `x`, rounded to f16 for an f16 cache, quantized for a q8_0 one.
     fn extend(&mut self, x: &[f32]) {
         match self {
             Rows::F32(v) => v.extend_from_slice(x),
             Rows::F16(v) => v.extend(x.iter().map(|&a| half::f16::from_f32(a))),
+            Rows::Q8_0(v) => crate::kernels::append_q8_0(x, v),
         }
     }
 
-    /// Every value as f32: a view of an f32 cache, or an f16 one converted (exactly) once, so
-    /// that attention reads each cached row as f32 without converting it again for every query
-    /// row and head that reads it.
+    /// Every value as f32: a view of an f32 cache, or an f16 or q8_0 one converted (exactly)
+    /// once, so that attention reads each cached row as f32 without converting it again for
+    /// every query row and head that reads it.
     fn as_f32(&self) -> std::borrow::Cow<'_, [f32]> {
         use half::slice::HalfFloatSliceExt as _;
         match self {
@@ -689,23 +698,64 @@ impl Rows {
                 v.convert_to_f32_slice(&mut out);
                 out.into()
             }
+            Rows::Q8_0(v) => {
+                let mut out = vec![0f32; self.len()];
+                crate::kernels::dequantize_row(crate::kernels::Kind::Q8_0, v, &mut out);
+                out.into()
+            }
         }
     }
 
-    fn is_f16(&self) -> bool {
-        matches!(self, Rows::F16(_))
+    /// How attention rounds what it multiplies these keys (or values) with.
+    fn rounding(&self) -> Rounding {
+        match self {
+            Rows::F32(_) => Rounding::None,
+            Rows::F16(_) => Rounding::F16,
+            Rows::Q8_0(_) => Rounding::Q8_0,
+        }
     }
 }
 
-/// `x` as attention over an f16 cache takes it (llama.cpp converts the query and the softmax
-/// weights to f16 for its products with f16 keys and values), or `x` itself.
-fn round_if(f16: bool, x: f32) -> f32 {
-    if f16 { half::f16::from_f32(x).to_f32() } else { x }
+/// How attention rounds its operands for the cache it reads, as llama.cpp's CPU path does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rounding {
+    /// An f32 cache: nothing rounded.
+    None,
+    /// An f16 cache (llama.cpp without flash attention): the query and the softmax weights
+    /// rounded to f16 for their products with f16 keys and values.
+    F16,
+    /// A q8_0 cache (llama.cpp's flash attention, which a quantized V cache needs there): each
+    /// query head quantized to Q8_0 blocks for its product with the keys (the product of the
+    /// dequantized values is the integer dot product to float rounding); the softmax weights
+    /// stay f32.
+    Q8_0,
 }
 
-/// One sequence's keys and values of a layer as f32 ([`Rows::as_f32`]) and whether the cache
-/// holds them in f16.
-type LayerKv<'a> = (std::borrow::Cow<'a, [f32]>, std::borrow::Cow<'a, [f32]>, bool);
+impl Rounding {
+    /// One query head as the product with the keys takes it, into `out`.
+    fn query(self, q: &[f32], out: &mut [f32]) {
+        match self {
+            Rounding::None => out.copy_from_slice(q),
+            Rounding::F16 => {
+                for (b, &a) in out.iter_mut().zip(q) {
+                    *b = half::f16::from_f32(a).to_f32();
+                }
+            }
+            Rounding::Q8_0 => {
+                out.copy_from_slice(&crate::kernels::round_activations(crate::kernels::Kind::Q8_0, q))
+            }
+        }
+    }
+
+    /// A softmax weight as the product with the values takes it.
+    fn weight(self, p: f32) -> f32 {
+        if self == Rounding::F16 { half::f16::from_f32(p).to_f32() } else { p }
+    }
+}
+
+/// One sequence's keys and values of a layer as f32 ([`Rows::as_f32`]) and how attention
+/// rounds its operands for them.
+type LayerKv<'a> = (std::borrow::Cow<'a, [f32]>, std::borrow::Cow<'a, [f32]>, Rounding);
 
 /// Keys and values of every position so far, per layer.
 #[derive(Default)]
@@ -1221,11 +1271,11 @@ impl<'m> Cpu<'m> {
                 cache.v[li].extend(&v[r0 * kv_dim..r1 * kv_dim]);
                 r0 = r1;
             }
-            // Each sequence's keys and values as f32 (an f16 cache converted once per layer) and
-            // whether they were f16.
+            // Each sequence's keys and values as f32 (an f16 or q8_0 cache converted once per layer)
+            // and how attention rounds for them.
             let kv: Vec<LayerKv<'_>> = seqs
                 .iter()
-                .map(|(_, c)| (c.k[li].as_f32(), c.v[li].as_f32(), c.k[li].is_f16()))
+                .map(|(_, c)| (c.k[li].as_f32(), c.v[li].as_f32(), c.k[li].rounding()))
                 .collect();
             let kv = &kv;
             let (q, rows, pos0) = (&q, &rows, &pos0);
@@ -1238,11 +1288,9 @@ impl<'m> Cpu<'m> {
                     |(scores, qbuf): &mut (Vec<f32>, Vec<f32>), (idx, out)| {
                         let (r, head) = (idx / h.n_head, idx % h.n_head);
                         let (s, i) = rows[r];
-                        let (kc, vc, f16) = (&kv[s].0, &kv[s].1, kv[s].2);
+                        let (kc, vc, round) = (&kv[s].0, &kv[s].1, kv[s].2);
                         let kvh = head / group;
-                        for (b, &a) in qbuf.iter_mut().zip(&q[r * q_dim + head * hd..r * q_dim + (head + 1) * hd]) {
-                            *b = round_if(f16, a);
-                        }
+                        round.query(&q[r * q_dim + head * hd..r * q_dim + (head + 1) * hd], qbuf);
                         let qh = &qbuf[..];
                         let len = pos0[s] + i + 1;
                         // sliding window: positions t with pos - t < window (llama.cpp's
@@ -1267,7 +1315,7 @@ impl<'m> Cpu<'m> {
                         let inv = (1.0 / sum) as f32;
                         out.fill(0.0);
                         for (t, &p) in (first..len).zip(scores.iter()) {
-                            let p = round_if(f16, p * inv);
+                            let p = round.weight(p * inv);
                             let vt = &vc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
                             crate::kernels::add_scaled(out, p, vt);
                         }

@@ -767,6 +767,41 @@ pub(crate) fn q4_k_interleaved(kind: Kind, rows: usize) -> bool {
     kind == Kind::Q4_K && rows.is_multiple_of(8)
 }
 
+/// One block of 32 values `b` quantized as llama.cpp's `quantize_row_q8_0` does into `qb`
+/// (values `round(v * 127 / amax)`, half to even); returns the block's largest magnitude (its
+/// scale is `amax / 127` as f16). Vectorized where the CPU has AVX2.
+fn quantize_block_q8_0(b: &[f32], qb: &mut [i8]) -> f32 {
+    // the block's largest magnitude where the vector code quantized it
+    #[cfg(target_arch = "x86_64")]
+    let vector = if simd() {
+        // SAFETY: simd() checked AVX2 and FMA; x86::quantize_q8_0 checks the lengths.
+        unsafe { x86::quantize_q8_0(b, qb) }
+    } else {
+        None
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let vector = None;
+    vector.unwrap_or_else(|| {
+        let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        for (o, v) in qb.iter_mut().zip(b) {
+            *o = (v * id).round_ties_even() as i8;
+        }
+        amax
+    })
+}
+
+/// Appends `x` (a multiple of 32 values) to `out` as ggml Q8_0 blocks (an f16 scale, then 32
+/// signed bytes), quantized as llama.cpp quantizes what it writes into a q8_0 KV cache.
+pub(crate) fn append_q8_0(x: &[f32], out: &mut Vec<u8>) {
+    let mut qb = [0i8; 32];
+    for b in x.chunks_exact(32) {
+        let amax = quantize_block_q8_0(b, &mut qb);
+        out.extend_from_slice(&half::f16::from_f32(amax / 127.0).to_le_bytes());
+        out.extend(qb.iter().map(|&v| v as u8));
+    }
+}
+
 impl QuantX {
     /// `None` for weight kinds without an integer kernel (or rows not of whole blocks).
     fn new(kind: Kind, x: &[f32], cols: usize) -> Option<QuantX> {
@@ -787,24 +822,7 @@ impl QuantX {
         let mut s = Vec::with_capacity(if q8_1 { x.len() / block } else { 0 });
         for (b, qb) in x.chunks_exact(block).zip(q.chunks_exact_mut(block)) {
             if block == 32 {
-                // the block's largest magnitude where the vector code quantized it
-                #[cfg(target_arch = "x86_64")]
-                let vector = if simd() {
-                    // SAFETY: simd() checked AVX2 and FMA; b and qb are 32 long (chunks_exact).
-                    unsafe { x86::quantize_q8_0(b, qb) }
-                } else {
-                    None
-                };
-                #[cfg(not(target_arch = "x86_64"))]
-                let vector = None;
-                let amax = vector.unwrap_or_else(|| {
-                    let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
-                    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-                    for (o, v) in qb.iter_mut().zip(b) {
-                        *o = (v * id).round_ties_even() as i8;
-                    }
-                    amax
-                });
+                let amax = quantize_block_q8_0(b, qb);
                 d.push(t[half::f16::from_f32(amax / 127.0).to_bits() as usize]);
                 if q8_1 {
                     // y.s = FP32_TO_FP16(d * sum) with d = amax / 127 in f32 (not the f16 scale)

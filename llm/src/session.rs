@@ -64,17 +64,23 @@ pub struct Options {
     pub policy: Option<Policy>,
     /// How the KV cache stores keys and values (`None`: f16 on the CPU, as llama.cpp's default,
     /// half the memory of f32; f32 on the wgpu and CUDA devices, whose kernels keep an f32 cache
-    /// and refuse f16 so far).
+    /// and refuse the others so far). [`CacheType::Q8_0`] takes about half of f16's again, on
+    /// models whose attention heads are a multiple of 32 wide.
     pub cache_type: Option<CacheType>,
 }
 
-/// The KV cache type `options` asks for on `device`, or why that device cannot keep it.
-pub(crate) fn cache_type_of(options: &Options) -> Result<CacheType> {
+/// The KV cache type `options` asks for on its device for a model of `spec`, or why that device
+/// or model cannot keep it.
+pub(crate) fn cache_type_of(options: &Options, spec: &Spec) -> Result<CacheType> {
     match (options.device, options.cache_type) {
-        (Device::Cpu, c) => Ok(c.unwrap_or(CacheType::F16)),
+        (Device::Cpu, c) => {
+            let c = c.unwrap_or(CacheType::F16);
+            c.check(spec.hparams.head_dim)?;
+            Ok(c)
+        }
         (_, None | Some(CacheType::F32)) => Ok(CacheType::F32),
         (d, Some(c)) => Err(Error::Options(format!(
-            "the {} executor keeps an f32 KV cache (an {} cache runs on the cpu only, so far): use cache type f32",
+            "the {} executor keeps an f32 KV cache (a {} cache runs on the cpu only, so far): use cache type f32",
             match d {
                 Device::Wgpu => "wgpu",
                 _ => "cuda",
@@ -308,7 +314,7 @@ impl<'m> Session<'m> {
         let (mut spec, tokenizer) = spec_and_tokenizer(model)?;
         let context = context_of(&spec, &options)?;
         spec.fit_context(context);
-        let cache_type = cache_type_of(&options)?;
+        let cache_type = cache_type_of(&options, &spec)?;
         let threads = match options.threads {
             Some(0) => return Err(Error::Options("threads must be at least 1".into())),
             Some(t) => t,
@@ -441,7 +447,7 @@ impl<'m> Session<'m> {
             &weights.matrices(),
             weights.vector_bytes(),
             context,
-            cache_type_of(options)?,
+            cache_type_of(options, &spec)?,
             options.policy.unwrap_or(Policy::Scheduler),
         ))
     }

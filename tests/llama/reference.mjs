@@ -3,7 +3,7 @@
 //   node tests/llama/reference.mjs JOB.json > OUT.json
 //
 // JOB: {"threads": N, "models": [{"name", "path", "prompt": [ids], "generate": N,
-//       "f32_kv": bool, "strings": [text, ...]}]}
+//       "f32_kv": bool, "kv_type": "Q8_0" (optional), "strings": [text, ...]}]}
 // OUT: {"models": [{"name", "greedy": [ids], "ended": bool, "sequence": [ids], "positions": [[[id, log p], ...]],
 //       "tokenized": [[ids], ...]}]}
 //
@@ -23,12 +23,15 @@ const llama = await getLlama({ gpu: false, build: "never", skipDownload: true, l
 const out = { models: [] };
 for (const m of job.models) {
   const model = await llama.loadModel({ modelPath: m.path, gpuLayers: 0 });
-  const kv = m.f32_kv ? { experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" } : {};
+  // kv_type: the cache's ggml type for keys and values ("Q8_0"; f32_kv: "F32"; neither: llama.cpp's
+  // default, F16). A quantized V cache needs flash attention in llama.cpp, so Q8_0 turns it on.
+  const kvType = m.kv_type ?? (m.f32_kv ? "F32" : null);
+  const kv = kvType ? { experimentalKvCacheKeyType: kvType, experimentalKvCacheValueType: kvType } : {};
   const ctxOptions = {
     contextSize: 256,
     batchSize: 256,
     threads: job.threads ?? 1, // 1: ggml's spinning workers crawl on a loaded machine
-    flashAttention: false,
+    flashAttention: kvType === "Q8_0",
     sequences: 1,
     ...kv,
   };
