@@ -826,7 +826,12 @@ export interface RunOptions {
   bindLimit?: number;
   /** Worker threads of the CPU executor (default: the available parallelism). Node only. */
   threads?: number;
+  /** How the KV cache keeps keys and values: 'f16' (the CPU executors' default, as `tensorlane run`), 'f32', or 'q8_0' (llama.cpp's: 8 bits per value and a scale per 32, about half of f16; for models whose attention heads are a multiple of 32 wide). WebGPU keeps 'f32' only: another type sends 'auto' to wasm and is refused under 'webgpu'. */
+  cacheType?: RunCacheType;
 }
+
+/** A KV cache type of `RunOptions.cacheType`. */
+export type RunCacheType = 'f16' | 'f32' | 'q8_0';
 
 /** Sampling of `RunSession.generate()`; greedy by default (the same sampler as `tensorlane run`). */
 export interface RunSampling {
@@ -890,6 +895,8 @@ export interface RunInfoBrowserBase {
   workingSet: number;
   fileBytes: number;
   minimumBudget: number | null;
+  /** The KV cache type the session keeps ('f32' on WebGPU). */
+  cacheType: RunCacheType;
 }
 
 /** `RunSession.info` in the browser (WebGPU). */
@@ -951,6 +958,8 @@ export interface RunInfoCpu {
   threads: number;
   /** The measured copy rate from the model's pages under a budget, GB/s (0 without one). */
   linkGbps: number;
+  /** The KV cache type the session keeps. */
+  cacheType: RunCacheType;
 }
 
 /** A model opened by `run()`. */

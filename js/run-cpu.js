@@ -58,10 +58,11 @@ export class CpuRunner {
    * Reads the resident weights of `prep` (`prepareModel`'s `{model, spec, tensors}`) from
    * `source` (a byte source of js/run-model.js) under `plan` (parsed `LlmModel.plan()` JSON, or
    * null: everything resident) and opens the executor. `input`: what the source reads (File,
-   * RemoteFile, Uint8Array), read synchronously for the streamed bytes. `f16Cache`: keys and
-   * values in f16, as `tensorlane run` keeps them on the CPU (default true).
+   * RemoteFile, Uint8Array), read synchronously for the streamed bytes. `cacheType`: how the
+   * KV cache keeps keys and values, 'f16' (the default, as `tensorlane run` on the CPU), 'f32'
+   * or 'q8_0'.
    */
-  static async create({ glue, source, input, prep, plan, context, f16Cache = true, onProgress = () => {} }) {
+  static async create({ glue, source, input, prep, plan, context, cacheType = 'f16', onProgress = () => {} }) {
     const r = new CpuRunner();
     const planJson = plan ? JSON.stringify(plan) : '';
     const reads = JSON.parse(prep.model.cpuReads(planJson));
@@ -74,7 +75,7 @@ export class CpuRunner {
         loaded += len;
         onProgress({ phase: 'load', loaded, total });
       }
-      r.cpu = prep.model.openCpu(loader, planJson, context, f16Cache);
+      r.cpu = prep.model.openCpu(loader, planJson, context, cacheType);
     } finally {
       loader.free();
     }

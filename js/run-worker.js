@@ -30,6 +30,13 @@ async function open(input, options) {
   await (ready ??= glue.default({ module_or_path: new URL('../wasm/pkg/tensorlane_wasm_bg.wasm', import.meta.url) }));
   const chosen = await pickDevice(options.device ?? 'auto');
   if (chosen.device === 'wasm') return openCpu(input, options, chosen);
+  // The WebGPU kernels keep an f32 KV cache: another type runs on the wasm CPU executor.
+  const cacheType = options.cacheType ?? 'f32';
+  if (cacheType !== 'f32') {
+    const why = `the WebGPU kernels keep an f32 KV cache, and cacheType '${cacheType}' was asked for`;
+    if ((options.device ?? 'auto') !== 'auto') throw Object.assign(new Error(`${why}: use device 'wasm' or cacheType 'f32'`), { code: 'unsupported' });
+    return openCpu(input, options, { device: 'wasm', why, adapterInfo: chosen.adapterInfo });
+  }
   const { adapter } = chosen;
   const device = await adapter.requestDevice({
     requiredLimits: {
@@ -72,6 +79,7 @@ async function open(input, options) {
     fileBytes: src.size,
     minimumBudget: model.minimumBudget(context, policy) ?? null,
     plan,
+    cacheType,
     adapter: { maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize, maxBufferSize: device.limits.maxBufferSize, features: [...adapter.features] },
   };
   const runner = await GpuRunner.create({ device, glue, source: src, prep, plan, context, wgsl: WGSL, bindLimit: options.bindLimit, onProgress: (p) => post({ op: 'progress', ...p }), onStream: (m) => post({ op: 'stream', ...m }) });
@@ -136,19 +144,21 @@ async function openCpu(input, options, chosen) {
   const { model } = prep;
   const context = options.context ?? Math.min(prep.spec.n_ctx_train, 4096);
   const policy = options.policy ?? '';
-  // The CPU executor keeps an f16 KV cache, as `tensorlane run` does on the CPU.
-  const plan = options.budget != null ? JSON.parse(model.plan(options.budget, context, policy, true)) : null;
-  const runner = await CpuRunner.create({ glue, source: src, input: raw, prep, plan, context, onProgress: (p) => post({ op: 'progress', ...p }) });
+  // The CPU executor keeps an f16 KV cache by default, as `tensorlane run` does on the CPU.
+  const cacheType = options.cacheType ?? 'f16';
+  const plan = options.budget != null ? JSON.parse(model.plan(options.budget, context, policy, cacheType)) : null;
+  const runner = await CpuRunner.create({ glue, source: src, input: raw, prep, plan, context, cacheType, onProgress: (p) => post({ op: 'progress', ...p }) });
   const loadFetched = remote ? remote.bytesFetched : src.bytesRead;
   const info = {
     spec: prep.spec,
     tensors: prep.tensors,
     context,
     weightBytes: model.weightBytes(),
-    workingSet: model.workingSet(context, true),
+    workingSet: model.workingSet(context, cacheType),
     fileBytes: src.size,
-    minimumBudget: model.minimumBudget(context, policy, true) ?? null,
+    minimumBudget: model.minimumBudget(context, policy, cacheType) ?? null,
     plan,
+    cacheType,
     headerBytes: prep.headerBytes,
     residentRead: runner.residentRead,
     streamedPerForward: runner.streamedPerForward,

@@ -48,10 +48,12 @@ async function whyNotLoaded(url, seen = new Set()) {
  * 'webgpu'; 'wasm': tensorlane-llm's CPU executor in wasm, one thread, simd128; `info.device`
  * says which one runs and `info.deviceWhy` why), `onProgress({phase,
  * loaded, total})`, `bindLimit` (bind weights in parts of at most this many bytes, below the
- * adapter's `maxStorageBufferBindingSize`: what a weight over the limit gets). Resolves to a `RunSession` once the resident weights are on the device.
+ * adapter's `maxStorageBufferBindingSize`: what a weight over the limit gets), `cacheType` (how
+ * the KV cache keeps keys and values: 'f16' (the wasm executor's default), 'f32' (WebGPU's, the
+ * only one it keeps: another sends 'auto' to wasm) or 'q8_0'). Resolves to a `RunSession` once the resident weights are on the device.
  */
 export async function run(source, options = {}) {
-  const { budget, context, policy, device = 'auto', onProgress, bindLimit } = options;
+  const { budget, context, policy, device = 'auto', onProgress, bindLimit, cacheType } = options;
   if (!['auto', 'webgpu', 'wasm'].includes(device)) throw new RunError(`device '${device}' is not available in the browser (one of: auto, webgpu, wasm)`, 'unsupported');
   if (typeof Worker === 'undefined') throw new RunError('run() needs a browser with module Workers', 'unsupported');
   if (budget != null && !(Number.isFinite(budget) && budget > 0)) throw new RunError(`budget ${budget}: not a number of bytes`);
@@ -60,7 +62,7 @@ export async function run(source, options = {}) {
   const session = new RunSession(worker);
   const input = source instanceof URL ? source.href : source;
   try {
-    session.info = await session.request({ op: 'open', input, options: { budget, context, policy, bindLimit, device } }, 'ready', (m) => onProgress?.(m));
+    session.info = await session.request({ op: 'open', input, options: { budget, context, policy, bindLimit, device, cacheType } }, 'ready', (m) => onProgress?.(m));
   } catch (e) {
     worker.terminate();
     throw e;
@@ -168,7 +170,7 @@ export class RunSession {
  */
 export function nodeRun(addon, resolveSource) {
   return async function run(source, options = {}) {
-    const { budget, context, policy, device = 'cpu', onProgress, threads } = options;
+    const { budget, context, policy, device = 'cpu', onProgress, threads, cacheType } = options;
     if (device !== 'cpu') throw new RunError(`device '${device}' is not available in Node (only 'cpu', the addon's CPU executor; 'webgpu' is the browser's)`, 'unsupported');
     if (budget != null && !(Number.isFinite(budget) && budget > 0)) throw new RunError(`budget ${budget}: not a number of bytes`);
     for (const [k, v] of [['context', context], ['threads', threads]]) {
@@ -177,7 +179,7 @@ export function nodeRun(addon, resolveSource) {
     const { path, done } = await resolveSource(source);
     let native;
     try {
-      native = new addon.LlmSession(path, { budget: budget == null ? undefined : Math.round(budget), context, policy: policy ?? undefined, threads });
+      native = new addon.LlmSession(path, { budget: budget == null ? undefined : Math.round(budget), context, policy: policy ?? undefined, threads, cacheType: cacheType ?? undefined });
       for (;;) {
         const ev = await native.next();
         if (ev.op === 'progress') onProgress?.({ phase: 'load', loaded: ev.loaded, total: ev.total });

@@ -37,8 +37,8 @@ const threads = opt('threads', '1,2').split(',').map(Number);
 const { model: m } = await prepareModel(glue, byteSource(new Uint8Array(readFileSync(model)), basename(model)));
 const weights = m.weightBytes();
 // the CPU executor's f16 KV cache
-const budget = m.workingSet(context, true) + Math.floor(weights * fraction);
-if (budget < (m.minimumBudget(context, '', true) ?? Infinity)) throw new Error(`a ${fraction} arena is below the plan's minimum ${m.minimumBudget(context, '', true)}`);
+const budget = m.workingSet(context, 'f16') + Math.floor(weights * fraction);
+if (budget < (m.minimumBudget(context, '', 'f16') ?? Infinity)) throw new Error(`a ${fraction} arena is below the plan's minimum ${m.minimumBudget(context, '', 'f16')}`);
 const vocab = m.vocabSize();
 m.free();
 const prompt = [1, ...Array.from({ length: promptN - 1 }, (_, i) => 3 + ((i * 37) % (vocab - 3)))];

@@ -5,7 +5,8 @@
 // decode tokens/s, the plan (what stays resident, the ring the rest streams through, bytes per
 // token against the plan's), a budget control and cancel. Checks read `data-run-state`
 // (loading|running|done|error) on the view and `[data-run-tokens]` (the generated ids as JSON);
-// `?view=run&tokens=1,2,3&max=16&budget=SIZE&device=wasm|webgpu|auto` runs greedy on load.
+// `?view=run&tokens=1,2,3&max=16&budget=SIZE&device=wasm|webgpu|auto&cache=f16|f32|q8_0` runs greedy on load
+// (cache: the KV cache type; absent, the device's default).
 import { run } from '../js/run.js';
 
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
@@ -59,6 +60,7 @@ export function mount(host, ctx) {
       <label>context <input class="rv-context" size="5" value="${esc(params.get('context') ?? '256')}"></label>
       <label>max tokens <input class="rv-max" size="4" value="${esc(params.get('max') ?? '32')}"></label>
       <label>device <select class="rv-device" title="auto: WebGPU on a hardware adapter, else the CPU executor in wasm (no WebGPU, or a software adapter such as SwiftShader)"><option value="auto">auto</option><option value="webgpu">WebGPU</option><option value="wasm">wasm (CPU)</option></select></label>
+      <label>KV cache <select class="rv-cache" title="how the KV cache keeps keys and values: the device's default (f16 on wasm, f32 on WebGPU), f16, f32, or q8_0 (8 bits and a scale per 32 values: about half of f16, the smallest budget; wasm only)"><option value="">default</option><option value="f16">f16</option><option value="f32">f32</option><option value="q8_0">q8_0</option></select></label>
       <span class="rv-device-now"></span></div>
     <textarea class="rv-prompt" placeholder="prompt (text, or token ids as 1,2,3)">${esc(params.get('prompt') ?? (params.get('tokens') ? params.get('tokens') : 'Once upon a time'))}</textarea>
     <div class="rv-row"><button class="rv-go">Run</button><button class="rv-stop" disabled>Cancel</button><span class="rv-phase"></span></div>
@@ -72,6 +74,7 @@ export function mount(host, ctx) {
   const q = (s) => root.querySelector(s);
   q('.rv-budget').value = params.get('budget') ?? '';
   q('.rv-device').value = ['auto', 'webgpu', 'wasm'].includes(params.get('device')) ? params.get('device') : 'auto';
+  q('.rv-cache').value = ['f16', 'f32', 'q8_0'].includes(params.get('cache')) ? params.get('cache') : '';
   let session = null;
   let opened = null; // the budget/context the session was opened with
   let alive = true;
@@ -178,7 +181,8 @@ export function mount(host, ctx) {
     q('[data-run-tokens]').textContent = '[]';
     try {
       const device = q('.rv-device').value;
-      const key = `${budget}|${context}|${device}`;
+      const cacheType = q('.rv-cache').value || undefined;
+      const key = `${budget}|${context}|${device}|${cacheType}`;
       if (!session || opened !== key) {
         session?.close();
         session = null;
@@ -186,11 +190,11 @@ export function mount(host, ctx) {
         q('.rv-phase').textContent = 'reading the header…';
         delete root.dataset.runDevice;
         q('.rv-device-now').textContent = '';
-        session = await run(src.file ?? src.url, { budget, context, device, onProgress: (p) => (q('.rv-phase').textContent = `loading resident weights ${fmtBytes(p.loaded)} / ${fmtBytes(p.total)}`) });
+        session = await run(src.file ?? src.url, { budget, context, device, cacheType, onProgress: (p) => (q('.rv-phase').textContent = `loading resident weights ${fmtBytes(p.loaded)} / ${fmtBytes(p.total)}`) });
         opened = key;
         root.dataset.runDevice = session.info.device;
         const dn = q('.rv-device-now');
-        dn.textContent = `running on ${session.info.device === 'wasm' ? 'wasm (CPU, 1 thread)' : 'WebGPU'}`;
+        dn.textContent = `running on ${session.info.device === 'wasm' ? 'wasm (CPU, 1 thread)' : 'WebGPU'}, ${session.info.cacheType} KV cache`;
         dn.title = session.info.deviceWhy ?? '';
         drawPlan(session.info);
       }

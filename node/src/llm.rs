@@ -17,7 +17,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::json;
 use tensorlane::model::Model;
-use tensorlane_llm::{Error as LlmError, Options, Policy, Sampling, Session};
+use tensorlane_llm::{CacheType, Error as LlmError, Options, Policy, Sampling, Session};
 
 /// What the JavaScript side asks of the session's thread.
 enum Command {
@@ -95,6 +95,8 @@ pub struct LlmOptions {
     pub policy: Option<String>,
     /// Worker threads (absent: the available parallelism).
     pub threads: Option<u32>,
+    /// How the KV cache keeps keys and values: `f16` (absent: the default), `f32` or `q8_0`.
+    pub cache_type: Option<String>,
 }
 
 /// Sampling of [`LlmSession::generate`] (`generate()`'s, greedy by default).
@@ -171,9 +173,19 @@ impl LlmSession {
                 )));
             }
         };
+        let cache_type = match options.cache_type.as_deref() {
+            None => None,
+            Some(name) => Some(CacheType::from_name(name).ok_or_else(|| {
+                Error::from_reason(format!(
+                    "cacheType '{name}' is not a KV cache type (use one of: {})",
+                    CacheType::ALL.map(|c| c.name()).join(", ")
+                ))
+            })?),
+        };
         let opts = Options {
             budget,
             policy,
+            cache_type,
             context: options.context.map(|c| c as usize),
             threads: options.threads.map(|t| t as usize),
             ..Options::default()
@@ -328,6 +340,7 @@ fn serve(path: &str, options: Options, commands: &Receiver<Command>, events: &Sy
         }
     };
     let policy = options.policy;
+    let cache_type = options.cache_type.unwrap_or(CacheType::F16);
     let minimum = if options.budget.is_some() {
         Session::minimum_budget(&model, &options).ok().flatten()
     } else {
@@ -369,6 +382,7 @@ fn serve(path: &str, options: Options, commands: &Receiver<Command>, events: &Sy
         "policy": st.policy.or(policy).map(|p| p.name()),
         "threads": st.threads,
         "linkGbps": st.link_gbps,
+        "cacheType": cache_type.name(),
     });
     if events.send(Event::Ready(info.to_string())).is_err() {
         return;

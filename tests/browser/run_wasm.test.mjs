@@ -7,6 +7,7 @@
 // 'auto'` takes wasm on this machine's SwiftShader adapter (a software one) and for a weight type
 // the WGSL kernels lack; the Run view says which device ran (`data-run-device`) and takes
 // `device=` in its URL. The real SmolLM2-135M-Instruct (Q4_1) by URL gives the CLI's text.
+// `cacheType: 'q8_0'` gives the CLI's `--cache-type q8_0` tokens under a budget f16 cannot meet.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -66,14 +67,14 @@ describe('run() on the wasm CPU executor in Chromium', { skip: missing ?? false 
   });
 
   /** Runs in the page: run() from a File (fetched whole first) or a URL; tokens, info and stats back. */
-  async function inPage(src, { budget, how = 'url', device = 'wasm', prompt = PROMPT, max = MAX, context = CONTEXT } = {}) {
+  async function inPage(src, { budget, how = 'url', device = 'wasm', prompt = PROMPT, max = MAX, context = CONTEXT, cacheType } = {}) {
     return page.evaluate(
-      async ({ src, budget, how, device, prompt, max, context }) => {
+      async ({ src, budget, how, device, prompt, max, context, cacheType }) => {
         const { run } = await import('/js/run.js');
         let source = src;
         if (how === 'file') source = new File([await (await fetch(source)).blob()], src.split('/').pop());
         try {
-          const s = await run(source, { budget, context, device });
+          const s = await run(source, { budget, context, device, cacheType });
           const tokens = [];
           let text = '';
           for await (const t of s.generate(prompt, { maxTokens: max })) {
@@ -87,15 +88,15 @@ describe('run() on the wasm CPU executor in Chromium', { skip: missing ?? false 
           return { error: e.message, code: e.code, minimum: e.minimum };
         }
       },
-      { src, budget, how, device, prompt, max, context },
+      { src, budget, how, device, prompt, max, context, cacheType },
     );
   }
 
-  /** The plan's figures for `name` with the CPU executor's f16 cache (the wasm LlmModel in Node). */
-  async function figures(name) {
+  /** The plan's figures for `name` with a `cacheType` KV cache (default the CPU executor's f16; the wasm LlmModel in Node). */
+  async function figures(name, cacheType = 'f16') {
     const { model } = await prepareModel(glue, byteSource(new Uint8Array(readFileSync(M[name])), `${name}.gguf`));
     try {
-      return { minimum: model.minimumBudget(CONTEXT, '', true), weights: model.weightBytes(), workingSet: model.workingSet(CONTEXT, true) };
+      return { minimum: model.minimumBudget(CONTEXT, '', cacheType), weights: model.weightBytes(), workingSet: model.workingSet(CONTEXT, cacheType) };
     } finally {
       model.free();
     }
@@ -153,6 +154,39 @@ describe('run() on the wasm CPU executor in Chromium', { skip: missing ?? false 
     });
   }
 
+  it("cacheType 'q8_0': the CLI's tokens under --cache-type q8_0, resident and under a budget below f16's minimum; WebGPU keeps f32 only (auto goes to wasm, webgpu refuses)", { timeout: 60000 }, async () => {
+    const name = 'llama-F32';
+    const want = native(M[name], null, ['--cache-type', 'q8_0']).tokens;
+    assert.equal(want.length, MAX);
+    const [f16, q8] = [await figures(name), await figures(name, 'q8_0')];
+    // 64 positions: the KV cache is a small part of the working set (activations are most of it)
+    assert.ok(q8.workingSet < f16.workingSet, `q8_0 working set ${q8.workingSet}, f16 ${f16.workingSet}`);
+    const resident = await inPage(`/gen/${name}.gguf`, { cacheType: 'q8_0' });
+    assert.ok(!resident.error, resident.error);
+    assert.equal(resident.info.cacheType, 'q8_0');
+    assert.equal(resident.info.workingSet, q8.workingSet);
+    assert.deepEqual(resident.tokens, want);
+    // a budget f16 cannot meet: the q8_0 minimum
+    assert.ok(q8.minimum < f16.minimum);
+    const tight = await inPage(`/gen/${name}.gguf`, { cacheType: 'q8_0', budget: q8.minimum });
+    assert.ok(!tight.error, tight.error);
+    assert.deepEqual(tight.tokens, want);
+    assert.deepEqual(native(M[name], q8.minimum, ['--cache-type', 'q8_0']).tokens, want, 'the CLI under the same budget');
+    const f16Refused = await inPage(`/gen/${name}.gguf`, { budget: q8.minimum });
+    assert.equal(f16Refused.code, 'budget');
+    assert.equal(f16Refused.minimum, f16.minimum);
+    const auto = await inPage(`/gen/${name}.gguf`, { device: 'auto', cacheType: 'q8_0', max: 2 });
+    assert.ok(!auto.error, auto.error);
+    assert.equal(auto.info.device, 'wasm');
+    const gpu = await inPage(`/gen/${name}.gguf`, { device: 'webgpu', cacheType: 'q8_0', max: 2 });
+    if (gpu.code !== 'no-webgpu') {
+      assert.equal(gpu.code, 'unsupported');
+      assert.match(gpu.error, /f32 KV cache.*'q8_0'/);
+    }
+    const bad = await inPage(`/gen/${name}.gguf`, { cacheType: 'q4', max: 2 });
+    assert.match(bad.error, /cache type 'q4' is not a KV cache type \(use one of: f16, f32, q8_0\)/);
+  });
+
   it("device 'auto' takes wasm on a software WebGPU adapter (SwiftShader here) and says why; 'webgpu' runs there when asked; a type without a WGSL kernel goes to wasm under auto and is refused under webgpu", { timeout: 60000 }, async () => {
     const want = native(M['llama-Q8_0']).tokens.slice(0, 2);
     const auto = await inPage('/gen/llama-Q8_0.gguf', { device: 'auto', max: 2 });
@@ -193,6 +227,15 @@ describe('run() on the wasm CPU executor in Chromium', { skip: missing ?? false 
         assert.deepEqual(JSON.parse(await view.textContent('[data-run-tokens]')), want);
         assert.match(await view.textContent('.run-view .rv-device-now'), /wasm/);
       }
+      // cache=q8_0 in the URL: the selector shows it and the tokens are the CLI's --cache-type q8_0 ones.
+      await view.goto(`${at('wasm')}&cache=q8_0`);
+      await view.waitForSelector('.run-view[data-run-state=done], .run-view[data-run-state=error]', { timeout: 50000 });
+      assert.equal(await view.getAttribute('.run-view', 'data-run-state'), 'done', await view.textContent('.run-view .rv-msg'));
+      assert.equal(await view.inputValue('.run-view .rv-cache'), 'q8_0');
+      assert.deepEqual(JSON.parse(await view.textContent('[data-run-tokens]')), native(M[name], null, ['--cache-type', 'q8_0']).tokens);
+      assert.match(await view.textContent('.run-view .rv-device-now'), /q8_0 KV cache/);
+      if (process.env.RUN_VIEW_SHOT) await view.screenshot({ path: process.env.RUN_VIEW_SHOT });
+      await view.selectOption('.run-view .rv-cache', '');
       // Switching to WebGPU in the selector and running again runs there (SwiftShader: 2 tokens).
       await view.fill('.run-view .rv-max', '2');
       await view.selectOption('.run-view .rv-device', 'webgpu');

@@ -92,6 +92,29 @@ describe('run() in Node against tensorlane run', { skip: missing ?? false }, () 
     }
   });
 
+  it("cacheType 'q8_0' and 'f32': the CLI's tokens with the same --cache-type, a smaller minimum budget for q8_0, a clear error for another name", async () => {
+    const path = M['llama-F32'];
+    const minimum = {};
+    for (const cacheType of ['q8_0', 'f32', 'f16']) {
+      const s = await run(path, { context: 64, cacheType });
+      try {
+        assert.equal(s.info.cacheType, cacheType);
+        const got = await tokens(s, PROMPT, { maxTokens: 6, stopAtEog: false });
+        const n = native([path, '--tokens', PROMPT.join(','), '--max-new-tokens', '6', '--context', '64', '--cache-type', cacheType]);
+        assert.ok(!n.error, n.error);
+        assert.deepEqual(got.map((t) => t.id), n.tokens, cacheType);
+      } finally {
+        s.close();
+      }
+      // a budget of 1 byte: refused with the minimum for this cache type
+      const e = await run(path, { context: 64, cacheType, budget: 1 }).then(() => null, (err) => err);
+      assert.equal(e?.code, 'budget', cacheType);
+      minimum[cacheType] = e.minimum;
+    }
+    assert.ok(minimum.q8_0 < minimum.f16 && minimum.f16 < minimum.f32, JSON.stringify(minimum));
+    await assert.rejects(run(path, { cacheType: 'q4' }), /cacheType 'q4' is not a KV cache type \(use one of: f16, f32, q8_0\)/);
+  });
+
   it('opens bytes (a Uint8Array) as a path, with the same tokens', async () => {
     const path = M['qwen2-Q8_0'];
     const s = await run(new Uint8Array(readFileSync(path)), { context: 64 });

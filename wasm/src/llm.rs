@@ -287,6 +287,22 @@ impl LlmModel {
             c => Ok(c),
         }
     }
+
+    /// The KV cache type `name` names (absent or `""`: f32, the WebGPU runner's), or why this
+    /// model cannot keep it.
+    fn cache_of(&self, name: Option<&str>) -> Result<plan::CacheType, JsError> {
+        let cache = match name {
+            None | Some("") => plan::CacheType::F32,
+            Some(n) => plan::CacheType::from_name(n).ok_or_else(|| {
+                JsError::new(&format!(
+                    "cache type '{n}' is not a KV cache type (use one of: {})",
+                    plan::CacheType::ALL.map(|c| c.name()).join(", ")
+                ))
+            })?,
+        };
+        cache.check(self.spec.hparams.head_dim).map_err(js_err)?;
+        Ok(cache)
+    }
 }
 
 fn plan_json(b: &Budgeted) -> J {
@@ -375,9 +391,9 @@ impl LlmModel {
     /// streamed bytes, the chunks in streaming order with their ring slot). A budget that is too
     /// small is an error naming the smallest one that works, as `tensorlane run --budget` says it.
     ///
-    /// `f16_cache`: the KV cache in f16, as the wasm CPU executor keeps it (absent or false: f32,
-    /// the WebGPU runner's).
-    pub fn plan(&self, budget: f64, context: u32, policy: &str, f16_cache: Option<bool>) -> Result<String, JsError> {
+    /// `cache_type`: how the KV cache keeps keys and values, `f32` (absent: the WebGPU
+    /// runner's), `f16` (the wasm CPU executor's default, as `tensorlane run`'s) or `q8_0`.
+    pub fn plan(&self, budget: f64, context: u32, policy: &str, cache_type: Option<String>) -> Result<String, JsError> {
         let policy = policy_of(policy)?;
         let context = self.context(context)?;
         if !(budget.is_finite() && budget >= 0.0) {
@@ -390,18 +406,17 @@ impl LlmModel {
             self.vector_bytes,
             budget as u64,
             context,
-            // the WebGPU runner's cache is f32, the CPU executor's f16 (as `tensorlane run`'s)
-            cache_of(f16_cache),
+            self.cache_of(cache_type.as_deref())?,
             policy,
         )
         .map_err(js_err)?;
         Ok(plan_json(&b).to_string())
     }
 
-    /// The smallest budget `plan` accepts for `context` and `policy` (and `f16_cache`, as
+    /// The smallest budget `plan` accepts for `context` and `policy` (and `cache_type`, as
     /// `plan` takes it), or `undefined` when none.
     #[wasm_bindgen(js_name = minimumBudget)]
-    pub fn minimum_budget(&self, context: u32, policy: &str, f16_cache: Option<bool>) -> Result<Option<f64>, JsError> {
+    pub fn minimum_budget(&self, context: u32, policy: &str, cache_type: Option<String>) -> Result<Option<f64>, JsError> {
         let policy = policy_of(policy)?;
         let context = self.context(context)?;
         Ok(plan::minimum_described(
@@ -410,17 +425,18 @@ impl LlmModel {
             &self.described(),
             self.vector_bytes,
             context,
-            cache_of(f16_cache),
+            self.cache_of(cache_type.as_deref())?,
             policy,
         )
         .map(|b| b as f64))
     }
 
     /// Device bytes besides the weights for `context` positions (KV cache, vectors, activations;
-    /// `f16_cache` as `plan` takes it).
+    /// `cache_type` as `plan` takes it).
     #[wasm_bindgen(js_name = workingSet)]
-    pub fn working_set(&self, context: u32, f16_cache: Option<bool>) -> Result<f64, JsError> {
-        Ok(plan::working_set(&self.spec, self.context(context)?, self.vector_bytes, cache_of(f16_cache)) as f64)
+    pub fn working_set(&self, context: u32, cache_type: Option<String>) -> Result<f64, JsError> {
+        let cache = self.cache_of(cache_type.as_deref())?;
+        Ok(plan::working_set(&self.spec, self.context(context)?, self.vector_bytes, cache) as f64)
     }
 
     /// Why the WebGPU kernels cannot run this model (a weight type without a WGSL kernel, named
@@ -516,10 +532,6 @@ impl LlmSampler {
     }
 }
 
-/// The KV cache type `f16_cache` names (absent: f32).
-fn cache_of(f16_cache: Option<bool>) -> plan::CacheType {
-    if f16_cache == Some(true) { plan::CacheType::F16 } else { plan::CacheType::F32 }
-}
 
 thread_local! {
     /// The reader of the forward pass under way ([`LlmCpu::forward`]'s `read`).
@@ -631,13 +643,14 @@ impl LlmModel {
 
     /// Opens the CPU executor over the bytes `loader` holds (emptied), with the streamed bytes of
     /// `plan` (`""`: none) read at each pass; `context` KV positions (0: the model's, at most
-    /// 4096); `f16_cache`: keys and values kept in f16 as `tensorlane run` keeps them on the CPU
-    /// (false: f32). Errors name the tensor that was not handed in or has the wrong length.
+    /// 4096); `cache_type`: how keys and values are kept, `f16` (as `tensorlane run` keeps them on
+    /// the CPU), `f32` or `q8_0`. Errors name the tensor that was not handed in or has the wrong
+    /// length.
     #[wasm_bindgen(js_name = openCpu)]
-    pub fn open_cpu(&self, loader: &mut LlmCpuLoader, plan: &str, context: u32, f16_cache: bool) -> Result<LlmCpu, JsError> {
+    pub fn open_cpu(&self, loader: &mut LlmCpuLoader, plan: &str, context: u32, cache_type: &str) -> Result<LlmCpu, JsError> {
         let resident = resident_of(plan)?;
         let context = self.context(context)?;
-        let cache = if f16_cache { plan::CacheType::F16 } else { plan::CacheType::F32 };
+        let cache = self.cache_of(Some(cache_type))?;
         let inner = tensorlane_llm::hosted::HostedSession::open(
             &self.catalog,
             &|name| resident.get(name).copied(),
