@@ -67,12 +67,15 @@ def main() -> None:
     ap.add_argument("--prompt", type=int, default=64)
     ap.add_argument("--decode", type=int, default=16)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--cache-type", default="f16", choices=["f16", "f32", "q8_0"],
+                    help="the KV cache on both sides (q8_0: llama.cpp with flash attention, as it needs)")
     ap.add_argument("models", nargs="+", type=Path)
     a = ap.parse_args()
     threads = [int(t) for t in a.threads.split(",")]
+    os.environ["CACHE_TYPE"] = a.cache_type  # read by examples/bench.rs and tests/llama/bench.mjs
     bw = {t: run_json([MEMBW, str(t)])["read_gb_per_s"] for t in threads}
     print(f"Memory read bandwidth: " + ", ".join(f"{bw[t]:.1f} GB/s with {t} thread(s)" for t in threads))
-    print(f"Prompt {a.prompt} tokens, {a.decode} decoded, median of {a.rounds} alternating rounds [range]; "
+    print(f"{a.cache_type} KV cache. Prompt {a.prompt} tokens, {a.decode} decoded, median of {a.rounds} alternating rounds [range]; "
           f"load average {load():.1f} at the start.\n")
     print("| model | threads | prefill tok/s: tensorlane / llama.cpp | ratio | decode tok/s: tensorlane / llama.cpp "
           "| ratio | floor tok/s (MB/token) | of floor: tensorlane / llama.cpp | load |")

@@ -7,7 +7,7 @@
 #   scripts/bench_vs_llama.sh [options] [MODEL.gguf...]
 #
 # Options go to bench_vs_llama.py: --rounds N (3), --prompt P (64), --decode D (16),
-# --threads LIST (1,2). Without models: the real SmolLM2-135M-Instruct Q4_1
+# --threads LIST (1,2), --cache-type f16|f32|q8_0 (f16, both sides). Without models: the real SmolLM2-135M-Instruct Q4_1
 # (scripts/fetch_smollm2.sh) and a TinyLlama-1.1B-shaped random-weight llama in Q4_K_M and in
 # Q8_0, each made from an F16 one (tests/python/llm_gen.py) by llama.cpp's own quantizer
 # (scripts/llama_quantize.py), written once to target/bench-vs-llama/ (3.1 GB with the F16).
@@ -20,7 +20,7 @@ opts=()
 models=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --rounds|--prompt|--decode|--threads) opts+=("$1" "$2"); shift 2 ;;
+    --rounds|--prompt|--decode|--threads|--cache-type) opts+=("$1" "$2"); shift 2 ;;
     -*) echo "bench_vs_llama.sh: unknown option $1" >&2; exit 2 ;;
     *) models+=("$1"); shift ;;
   esac

@@ -5,12 +5,13 @@
 //! ```
 //!
 //! The device defaults to the CPU; `wgpu` and `cuda` need the crate's feature of that name
-//! (`--features wgpu`).
+//! (`--features wgpu`). `CACHE_TYPE=f32|f16|q8_0` in the environment sets the KV cache (default:
+//! the device's).
 //!
 //! The prompt is BOS followed by ids 300, 301, ... (any ids of the vocabulary time the same);
 //! prints one JSON line with prefill and decode tokens/s.
 use tensorlane::model::Model;
-use tensorlane_llm::{Device, Options, Sampling, Session};
+use tensorlane_llm::{CacheType, Device, Options, Sampling, Session};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a: Vec<String> = std::env::args().collect();
@@ -23,6 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("cuda") => Device::Cuda,
         Some(other) => return Err(format!("unknown device {other:?} (cpu, wgpu or cuda)").into()),
     };
+    let cache_type = std::env::var("CACHE_TYPE").ok().map(|n| CacheType::parse(&n)).transpose()?;
     let model = Model::open(&a[1])?;
     let (threads, n_prompt, n_decode): (usize, u32, usize) = (a[2].parse()?, a[3].parse()?, a[4].parse()?);
     let mut s = Session::open(
@@ -31,6 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             threads: Some(threads),
             device,
             context: Some(n_prompt as usize + n_decode + 1),
+            cache_type,
             ..Options::default()
         },
     )?;

@@ -63,6 +63,17 @@ impl CacheType {
         CacheType::ALL.into_iter().find(|c| c.name() == name)
     }
 
+    /// The type named `name`, or what to write instead (`'q4' is not a KV cache type (use one of:
+    /// f16, f32, q8_0)`), for a caller to prefix with the option it came from.
+    pub fn parse(name: &str) -> std::result::Result<CacheType, String> {
+        CacheType::from_name(name).ok_or_else(|| {
+            format!(
+                "'{name}' is not a KV cache type (use one of: {})",
+                CacheType::ALL.map(|c| c.name()).join(", ")
+            )
+        })
+    }
+
     /// Why a model whose attention heads are `head_dim` wide cannot keep this cache, if it
     /// cannot: a q8_0 cache quantizes each head in blocks of 32 values.
     pub fn check(self, head_dim: usize) -> Result<()> {
@@ -378,6 +389,8 @@ mod tests {
             assert_eq!(CacheType::from_name(c.name()), Some(c));
         }
         assert_eq!(CacheType::from_name("q4_0"), None);
+        assert_eq!(CacheType::parse("q8_0"), Ok(CacheType::Q8_0));
+        assert_eq!(CacheType::parse("q4").unwrap_err(), "'q4' is not a KV cache type (use one of: f16, f32, q8_0)");
         // 64 values: 256, 128 and 2 * 34 bytes (ggml's block_q8_0)
         let sizes: Vec<usize> = [CacheType::F32, CacheType::F16, CacheType::Q8_0].map(|c| c.bytes_of(64)).into();
         assert_eq!(sizes, [256, 128, 68]);

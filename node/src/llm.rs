@@ -173,15 +173,12 @@ impl LlmSession {
                 )));
             }
         };
-        let cache_type = match options.cache_type.as_deref() {
-            None => None,
-            Some(name) => Some(CacheType::from_name(name).ok_or_else(|| {
-                Error::from_reason(format!(
-                    "cacheType '{name}' is not a KV cache type (use one of: {})",
-                    CacheType::ALL.map(|c| c.name()).join(", ")
-                ))
-            })?),
-        };
+        let cache_type = options
+            .cache_type
+            .as_deref()
+            .map(CacheType::parse)
+            .transpose()
+            .map_err(|e| Error::from_reason(format!("cacheType {e}")))?;
         let opts = Options {
             budget,
             policy,

@@ -293,12 +293,7 @@ impl LlmModel {
     fn cache_of(&self, name: Option<&str>) -> Result<plan::CacheType, JsError> {
         let cache = match name {
             None | Some("") => plan::CacheType::F32,
-            Some(n) => plan::CacheType::from_name(n).ok_or_else(|| {
-                JsError::new(&format!(
-                    "cache type '{n}' is not a KV cache type (use one of: {})",
-                    plan::CacheType::ALL.map(|c| c.name()).join(", ")
-                ))
-            })?,
+            Some(n) => plan::CacheType::parse(n).map_err(|e| JsError::new(&format!("cache type {e}")))?,
         };
         cache.check(self.spec.hparams.head_dim).map_err(js_err)?;
         Ok(cache)
