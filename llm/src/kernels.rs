@@ -372,6 +372,13 @@ impl<'m> Matrix<'m> {
                         for j in t0..t1 {
                             let w = row(ci * rows_per + j);
                             let mut i = i0;
+                            while i + 8 <= i1 {
+                                match x.dot8(self.kind, w, i) {
+                                    Some(v) => o[j * n + i..j * n + i + 8].copy_from_slice(&v),
+                                    None => break,
+                                }
+                                i += 8;
+                            }
                             while i + 4 <= i1 {
                                 o[j * n + i..j * n + i + 4].copy_from_slice(&x.dot4(self.kind, w, i));
                                 i += 4;
@@ -384,11 +391,7 @@ impl<'m> Matrix<'m> {
                 }
             })
         });
-        for (r, ys) in t.chunks(n).enumerate() {
-            for (i, &y) in ys.iter().enumerate() {
-                out[i * self.rows + r] = y;
-            }
-        }
+        transpose_into(&t, n, self.rows, out);
     }
 
     /// [`matmul`](Self::matmul) of `n = x.len() / cols` independent input vectors (one per
@@ -454,11 +457,7 @@ impl<'m> Matrix<'m> {
                 )
             });
         }
-        for (r, ys) in t.chunks(n).enumerate() {
-            for (i, &y) in ys.iter().enumerate() {
-                out[i * self.rows + r] = y;
-            }
-        }
+        transpose_into(&t, n, self.rows, out);
     }
 
     /// `out[i][r] = Σ_c W[r][c] · x[i][c]` for `n = x.len() / cols` input vectors:
@@ -536,9 +535,41 @@ impl<'m> Matrix<'m> {
                 },
             )
         });
-        for (r, ys) in t.chunks(n).enumerate() {
-            for (i, &y) in ys.iter().enumerate() {
-                out[i * self.rows + r] = y;
+        transpose_into(&t, n, self.rows, out);
+    }
+}
+
+/// Inputs `i..i + 4` of `v`, `len` values each: what a four-input kernel takes (built without
+/// closures, which the compiler left uninlined around the prompt's kernels: 9% of a prompt).
+#[inline(always)]
+fn four<T>(v: &[T], i: usize, len: usize) -> [&[T]; 4] {
+    let (a, rest) = v[i * len..(i + 4) * len].split_at(len);
+    let (b, rest) = rest.split_at(len);
+    let (c, d) = rest.split_at(len);
+    [a, b, c, d]
+}
+
+/// [`four`] for inputs `i..i + 8`.
+#[inline(always)]
+fn eight<T>(v: &[T], i: usize, len: usize) -> [&[T]; 8] {
+    let ([a, b, c, d], [e, f, g, h]) = (four(v, i, len), four(v, i + 4, len));
+    [a, b, c, d, e, f, g, h]
+}
+
+/// `out[i * rows + r] = t[r * n + i]`: a product's results, computed row by row (`rows × n`),
+/// put in input order (`n × rows`), in tiles of 16 × 16 so that each cache line written is
+/// filled at once (one value at a time, a prompt's transposes took 5% of its time).
+fn transpose_into(t: &[f32], n: usize, rows: usize, out: &mut [f32]) {
+    const TILE: usize = 16;
+    debug_assert!(t.len() == n * rows && out.len() == n * rows);
+    for r0 in (0..rows).step_by(TILE) {
+        let r1 = (r0 + TILE).min(rows);
+        for i0 in (0..n).step_by(TILE) {
+            for i in i0..(i0 + TILE).min(n) {
+                let o = &mut out[i * rows + r0..i * rows + r1];
+                for (r, y) in (r0..r1).zip(o) {
+                    *y = t[r * n + i];
+                }
             }
         }
     }
@@ -767,6 +798,21 @@ pub(crate) fn q4_k_interleaved(kind: Kind, rows: usize) -> bool {
     kind == Kind::Q4_K && rows.is_multiple_of(8)
 }
 
+/// The 16 scale-and-min bytes of a Q4_K block (`blk[4..16]`, 6 bits each) unpacked as
+/// llama.cpp's `utmp`: eight scales, then eight mins, one byte each.
+#[inline(always)]
+fn q4_k_scales_mins(blk: &[u8]) -> [u32; 4] {
+    let (k1, k2, k3) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
+    let u = |k: usize| u32::from_le_bytes([blk[4 + 4 * k], blk[5 + 4 * k], blk[6 + 4 * k], blk[7 + 4 * k]]);
+    let mut utmp = [u(0), u(1), u(2), 0];
+    utmp[3] = ((utmp[2] >> 4) & k2) | (((utmp[1] >> 6) & k3) << 4);
+    let uaux = utmp[1] & k1;
+    utmp[1] = (utmp[2] & k2) | (((utmp[0] >> 6) & k3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= k1;
+    utmp
+}
+
 /// One block of 32 values `b` quantized as llama.cpp's `quantize_row_q8_0` does into `qb`
 /// (values `round(v * 127 / amax)`, half to even); returns the block's largest magnitude (its
 /// scale is `amax / 127` as f16). Vectorized where the CPU has AVX2.
@@ -789,6 +835,40 @@ fn quantize_block_q8_0(b: &[f32], qb: &mut [i8]) -> f32 {
         }
         amax
     })
+}
+
+/// One block of 256 values `b` quantized as llama.cpp's `quantize_row_q8_K` does into `qb`
+/// (the value of largest magnitude `max`, the first where several tie; values `min(round(v *
+/// -127 / max), 127)`, half to even); returns the block's scale `max / -127` (zero for a block
+/// of zeros, whose values are left as they are). Vectorized where the CPU has AVX2.
+fn quantize_block_q8_k(b: &[f32], qb: &mut [i8]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if simd() {
+        // SAFETY: simd() checked AVX2 and FMA; x86::quantize_q8_k checks the lengths.
+        if let Some(d) = unsafe { x86::quantize_q8_k(b, qb) } {
+            return d;
+        }
+    }
+    quantize_block_q8_k_scalar(b, qb)
+}
+
+/// [`quantize_block_q8_k`] without vectors (and where a value is infinite or NaN).
+fn quantize_block_q8_k_scalar(b: &[f32], qb: &mut [i8]) -> f32 {
+    let (mut amax, mut max) = (0f32, 0f32);
+    for &v in b {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    if amax == 0.0 {
+        return 0.0;
+    }
+    let iscale = -127.0 / max;
+    for (o, v) in qb.iter_mut().zip(b) {
+        *o = (iscale * v).round_ties_even().min(127.0) as i8;
+    }
+    1.0 / iscale
 }
 
 /// Appends `x` (a multiple of 32 values) to `out` as ggml Q8_0 blocks (an f16 scale, then 32
@@ -830,22 +910,7 @@ impl QuantX {
                     s.push(t[half::f16::from_f32(amax / 127.0 * sum as f32).to_bits() as usize]);
                 }
             } else {
-                let (mut amax, mut max) = (0f32, 0f32);
-                for &v in b {
-                    if v.abs() > amax {
-                        amax = v.abs();
-                        max = v;
-                    }
-                }
-                if amax == 0.0 {
-                    d.push(0.0);
-                } else {
-                    let iscale = -127.0 / max;
-                    d.push(1.0 / iscale);
-                    for (o, v) in qb.iter_mut().zip(b) {
-                        *o = (iscale * v).round_ties_even().min(127.0) as i8;
-                    }
-                }
+                d.push(quantize_block_q8_k(b, qb));
                 sums.extend(
                     qb.chunks_exact(16)
                         .map(|c| c.iter().map(|&v| i16::from(v)).sum::<i16>()),
@@ -875,8 +940,8 @@ impl QuantX {
         #[cfg(target_arch = "x86_64")]
         if kind == Kind::Q8_0 && simd() {
             let nb = self.cols / self.block;
-            let d = [0, 1, 2, 3].map(|k| &self.d[(i + k) * nb..(i + k + 1) * nb]);
-            let q = [0, 1, 2, 3].map(|k| &self.q[(i + k) * self.cols..(i + k + 1) * self.cols]);
+            let d = four(&self.d, i, nb);
+            let q = four(&self.q, i, self.cols);
             // SAFETY: simd() checked AVX2 and FMA; each input has nb scales and nb * 32 values and
             // the row nb blocks (QuantX::new and Matrix::new checked the sizes).
             return unsafe { x86::dot_q8_0_x4(row, d, q) };
@@ -896,15 +961,37 @@ impl QuantX {
         [0, 1, 2, 3].map(|k| self.dot(kind, row, i + k))
     }
 
+    /// [`dot`](Self::dot) with inputs `i..i + 8` where a kernel takes eight at once (Q4_K with
+    /// AVX-512: the row's blocks decoded once for the eight), each bit for bit `dot`'s; `None`
+    /// for other kinds or CPUs.
+    #[inline]
+    fn dot8(&self, kind: Kind, row: &[u8], i: usize) -> Option<[f32; 8]> {
+        #[cfg(target_arch = "x86_64")]
+        if kind == Kind::Q4_K && avx512::available() {
+            let (nb, cols) = (self.cols / self.block, self.cols);
+            let (d, q, s) = (eight(&self.d, i, nb), eight(&self.q, i, cols), eight(&self.sums, i, cols / 16));
+            // SAFETY: available() checked the kernel's features; it checks the sizes.
+            return Some(unsafe {
+                if self.q4_k_interleaved {
+                    avx512::dot_q4_k_xn::<true, 8>(row, d, q, s)
+                } else {
+                    avx512::dot_q4_k_xn::<false, 8>(row, d, q, s)
+                }
+            });
+        }
+        let _ = (kind, row, i);
+        None
+    }
+
     /// The 32-value block types with inputs `i..i + 4` on simd128, each bit for bit
     /// [`dot`](Self::dot)'s; `None` for other kinds.
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     #[inline]
     fn dot4_wasm(&self, kind: Kind, row: &[u8], i: usize) -> Option<[f32; 4]> {
         let nb = self.cols / self.block;
-        let d = [0, 1, 2, 3].map(|k| &self.d[(i + k) * nb..(i + k + 1) * nb]);
-        let s = [0, 1, 2, 3].map(|k| self.s.get((i + k) * nb..(i + k + 1) * nb).unwrap_or(&[]));
-        let q = [0, 1, 2, 3].map(|k| &self.q16[(i + k) * self.cols..(i + k + 1) * self.cols]);
+        let d = four(&self.d, i, nb);
+        let s = if self.s.is_empty() { [&[][..]; 4] } else { four(&self.s, i, nb) };
+        let q = four(&self.q16, i, self.cols);
         Some(match kind {
             Kind::Q8_0 => wasm::dot4_32::<8>(row, d, s, q),
             Kind::Q4_0 => wasm::dot4_32::<2>(row, d, s, q),
@@ -928,25 +1015,24 @@ impl QuantX {
             return None;
         }
         let nb = self.cols / self.block;
-        let d = [0, 1, 2, 3].map(|k| &self.d[(i + k) * nb..(i + k + 1) * nb]);
-        let q = [0, 1, 2, 3].map(|k| &self.q[(i + k) * self.cols..(i + k + 1) * self.cols]);
-        let s = [0, 1, 2, 3].map(|k| &self.sums[(i + k) * self.cols / 16..(i + k + 1) * self.cols / 16]);
-        // SAFETY: simd() checked AVX2 and FMA; the kernels check the sizes.
+        let d = four(&self.d, i, nb);
+        let q = four(&self.q, i, self.cols);
+        let s = four(&self.sums, i, self.cols / 16);
+        let (wide, il) = (avx512::available(), self.q4_k_interleaved);
+        // SAFETY: simd() checked AVX2 and FMA, and avx512::available() the AVX-512 kernels'
+        // features; the kernels check the sizes.
         Some(unsafe {
-            if kind == Kind::Q4_K && self.q4_k_interleaved {
-                x86::dot_q4_k_x4::<true>(row, d, q, s)
-            } else if kind == Kind::Q4_K {
-                x86::dot_q4_k_x4::<false>(row, d, q, s)
-            } else if kind == Kind::Q6_K {
-                x86::dot_q6_k_x4(row, d, q, s)
-            } else if kind == Kind::Other(GgmlType(Q2_K)) {
-                x86::dot_k_x::<Q2_K, 4>(row, d, q, s)
-            } else if kind == Kind::Other(GgmlType(Q3_K)) {
-                x86::dot_k_x::<Q3_K, 4>(row, d, q, s)
-            } else if kind == Kind::Other(GgmlType(IQ4_XS)) {
-                x86::dot_k_x::<IQ4_XS, 4>(row, d, q, s)
-            } else {
-                x86::dot_k_x::<Q5_K, 4>(row, d, q, s)
+            match kind {
+                Kind::Q4_K if wide && il => avx512::dot_q4_k_xn::<true, 4>(row, d, q, s),
+                Kind::Q4_K if wide => avx512::dot_q4_k_xn::<false, 4>(row, d, q, s),
+                Kind::Q4_K if il => x86::dot_q4_k_x4::<true>(row, d, q, s),
+                Kind::Q4_K => x86::dot_q4_k_x4::<false>(row, d, q, s),
+                Kind::Q6_K if wide => avx512::dot_q6_k_x4(row, d, q, s),
+                Kind::Q6_K => x86::dot_q6_k_x4(row, d, q, s),
+                Kind::Other(GgmlType(Q2_K)) => x86::dot_k_x::<Q2_K, 4>(row, d, q, s),
+                Kind::Other(GgmlType(Q3_K)) => x86::dot_k_x::<Q3_K, 4>(row, d, q, s),
+                Kind::Other(GgmlType(IQ4_XS)) => x86::dot_k_x::<IQ4_XS, 4>(row, d, q, s),
+                _ => x86::dot_k_x::<Q5_K, 4>(row, d, q, s),
             }
         })
     }
@@ -981,9 +1067,9 @@ impl QuantX {
             return None;
         }
         let nb = self.cols / self.block;
-        let d = [0, 1, 2, 3].map(|k| &self.d[(i + k) * nb..(i + k + 1) * nb]);
-        let s = [0, 1, 2, 3].map(|k| self.s.get((i + k) * nb..(i + k + 1) * nb).unwrap_or(&[]));
-        let q = [0, 1, 2, 3].map(|k| &self.q[(i + k) * self.cols..(i + k + 1) * self.cols]);
+        let d = four(&self.d, i, nb);
+        let s = if self.s.is_empty() { [&[][..]; 4] } else { four(&self.s, i, nb) };
+        let q = four(&self.q, i, self.cols);
         // SAFETY: simd() checked AVX2 and FMA; the kernel checks the sizes.
         Some(unsafe {
             match id {
@@ -1587,11 +1673,14 @@ fn dot_16(kind: Kind, row: &[u8], x: &[f32]) -> Option<f32> {
 /// a table lookup per value and a portable dot product, 9.5-13.5 with these (llama.cpp: 22.8, same
 /// machine); `unsafe` only because `std::arch` intrinsics and `#[target_feature]` functions are.
 #[cfg(target_arch = "x86_64")]
+mod avx512;
+
+#[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2,fma")]
-    fn hsum(v: __m256) -> f32 {
+    pub(super) fn hsum(v: __m256) -> f32 {
         let lo = _mm256_castps256_ps128(v);
         let hi = _mm256_extractf128_ps::<1>(v);
         let s = _mm_add_ps(lo, hi);
@@ -1849,6 +1938,62 @@ mod x86 {
         // SAFETY: q holds 32 bytes.
         unsafe { _mm256_storeu_si256(q.as_mut_ptr() as *mut __m256i, p) };
         Some(amax)
+    }
+
+    /// llama.cpp's `quantize_row_q8_K` of one block of 256 values (the value of largest
+    /// magnitude `max`, the first where several tie; `q = min(round_half_even(v * -127 / max),
+    /// 127)`), as `QuantX::new`'s scalar loop computes it, into `q`; returns the block's scale
+    /// (`max / -127`, zero for a block of zeros, `q` then untouched), or `None` with `q` untouched
+    /// where a value is infinite or NaN. The scalar loop called `rintf` per value: about 10% of
+    /// a prompt's time on a TinyLlama-shaped Q4_K_M model.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. `x` and `q` must hold 256 values (checked).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn quantize_q8_k(x: &[f32], q: &mut [i8]) -> Option<f32> {
+        let (x, q): (&[f32; 256], &mut [i8; 256]) = (x.try_into().ok()?, q.try_into().ok()?);
+        // SAFETY: x holds 256 floats, read 8 at a time.
+        let v: [__m256; 32] = std::array::from_fn(|k| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * k)) });
+        let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+        let inf = _mm256_set1_ps(f32::INFINITY);
+        let (mut m, mut bad) = (_mm256_setzero_ps(), 0);
+        for &v in &v {
+            let a = _mm256_and_ps(v, abs);
+            // not (|v| < inf): infinite or NaN
+            bad |= _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_NLT_UQ>(a, inf));
+            m = _mm256_max_ps(m, a);
+        }
+        if bad != 0 {
+            return None;
+        }
+        let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps::<1>(m, m)));
+        if amax == 0.0 {
+            return Some(0.0);
+        }
+        let at = _mm256_set1_ps(amax);
+        let first = v
+            .iter()
+            .enumerate()
+            .find_map(|(k, &v)| {
+                let hit = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_and_ps(v, abs), at));
+                (hit != 0).then(|| 8 * k + hit.trailing_zeros() as usize)
+            })
+            .unwrap_or(0);
+        let iscale = -127.0 / x[first];
+        let (id, top) = (_mm256_set1_ps(iscale), _mm256_set1_ps(127.0));
+        for (c, qc) in v.chunks_exact(4).zip(q.chunks_exact_mut(32)) {
+            let r: [__m256i; 4] = std::array::from_fn(|k| {
+                let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(id, c[k]));
+                _mm256_cvtps_epi32(_mm256_min_ps(r, top))
+            });
+            let p = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+            let p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            // SAFETY: qc holds 32 bytes.
+            unsafe { _mm256_storeu_si256(qc.as_mut_ptr() as *mut __m256i, p) };
+        }
+        Some(1.0 / iscale)
     }
 
     /// [`super::dot_q4_0`] with AVX2.
@@ -2286,7 +2431,7 @@ mod x86 {
     /// llama.cpp's `get_scale_shuffle(i)`.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    fn scale_shuffle(i: usize) -> __m128i {
+    pub(super) fn scale_shuffle(i: usize) -> __m128i {
         let row = &SHUFFLE[i];
         // SAFETY: the row holds 16 bytes.
         unsafe { _mm_loadu_si128(row.as_ptr() as *const __m128i) }
@@ -2307,7 +2452,6 @@ mod x86 {
     pub(super) unsafe fn dot_q4_k<const INTERLEAVED: bool>(row: &[u8], d: &[f32], q: &[i8], sums: &[i16]) -> f32 {
         let nb = row.len() / 144;
         assert!(d.len() >= nb && q.len() >= 256 * nb && sums.len() >= 16 * nb);
-        let (k1, k2, k3) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
         let m4 = _mm256_set1_epi8(0xF);
         let mut acc = _mm256_setzero_ps();
         let mut acc_m = _mm_setzero_ps();
@@ -2317,13 +2461,7 @@ mod x86 {
             let dx = d[i];
             let dd = dx * super::f16_bits(blk, 0);
             let dmin = -dx * super::f16_bits(blk, 2);
-            let u = |k: usize| u32::from_le_bytes([blk[4 + 4 * k], blk[5 + 4 * k], blk[6 + 4 * k], blk[7 + 4 * k]]);
-            let mut utmp = [u(0), u(1), u(2), 0];
-            utmp[3] = ((utmp[2] >> 4) & k2) | (((utmp[1] >> 6) & k3) << 4);
-            let uaux = utmp[1] & k1;
-            utmp[1] = (utmp[2] & k2) | (((utmp[0] >> 6) & k3) << 4);
-            utmp[2] = uaux;
-            utmp[0] &= k1;
+            let utmp = super::q4_k_scales_mins(blk);
             let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
                 utmp[3] as i32,
                 utmp[2] as i32,
@@ -2373,6 +2511,13 @@ mod x86 {
         if INTERLEAVED {
             return sacc - sacc_m;
         }
+        fin(acc, acc_m)
+    }
+
+    /// A Q4_K kernel's result from its accumulators: the scales' 8 lanes and the mins' 4
+    /// (llama.cpp's order of the final sums).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn fin(acc: __m256, acc_m: __m128) -> f32 {
         let acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
         let acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
         hsum(acc) + _mm_cvtss_f32(acc_m)
@@ -2462,24 +2607,17 @@ mod x86 {
     ) -> [f32; 4] {
         let nb = row.len() / 144;
         assert!((0..4).all(|k| d[k].len() >= nb && q[k].len() >= 256 * nb && sums[k].len() >= 16 * nb));
-        let (k1, k2, k3) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
         let m4 = _mm256_set1_epi8(0xF);
         let (z, zm) = (_mm256_setzero_ps(), _mm_setzero_ps());
         // (named accumulators: an array of them is kept on the stack)
         let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
         let (mut m0, mut m1, mut m2, mut m3) = (zm, zm, zm, zm);
-        // INTERLEAVED: scalar sums per input
-        let (mut s, mut sm) = ([0f32; 4], [0f32; 4]);
+        // INTERLEAVED: the sums per input, a lane each
+        let (mut s4, mut sm4) = (zm, zm);
         for i in 0..nb {
             let blk = &row[144 * i..144 * (i + 1)];
             let (wd, wm) = (super::f16_bits(blk, 0), super::f16_bits(blk, 2));
-            let u = |k: usize| u32::from_le_bytes([blk[4 + 4 * k], blk[5 + 4 * k], blk[6 + 4 * k], blk[7 + 4 * k]]);
-            let mut utmp = [u(0), u(1), u(2), 0];
-            utmp[3] = ((utmp[2] >> 4) & k2) | (((utmp[1] >> 6) & k3) << 4);
-            let uaux = utmp[1] & k1;
-            utmp[1] = (utmp[2] & k2) | (((utmp[0] >> 6) & k3) << 4);
-            utmp[2] = uaux;
-            utmp[0] &= k1;
+            let utmp = super::q4_k_scales_mins(blk);
             let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
                 utmp[3] as i32,
                 utmp[2] as i32,
@@ -2500,55 +2638,64 @@ mod x86 {
                     _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * j + 1)),
                 )
             });
-            macro_rules! input {
-                ($k:expr, $acc:ident, $accm:ident) => {{
-                    let dx = d[$k][i];
-                    let (dd, dmin) = (dx * wd, -dx * wm);
-                    // SAFETY: sums[k] holds 16 values at 16i, q[k] 256 at 256i (asserted).
-                    let (q8sums, q8) = unsafe {
+            // input k's integer sums of this block: the scaled nibble products (8 lanes) and
+            // the mins times the activations' sums (4 lanes)
+            let input = |k: usize| {
+                // SAFETY: sums[k] holds 16 values at 16i, q[k] 256 at 256i (asserted).
+                let (q8sums, q8) = unsafe {
+                    (
+                        _mm256_loadu_si256(sums[k].as_ptr().add(16 * i) as *const __m256i),
+                        q[k].as_ptr().add(256 * i),
+                    )
+                };
+                let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256::<1>(q8sums));
+                let prod = _mm_madd_epi16(mins, q8s);
+                let mut sumi = _mm256_setzero_si256();
+                for (j, &(q4l, q4h, scale_l, scale_h)) in w.iter().enumerate() {
+                    // SAFETY: 64 activations at 64j of this block's 256.
+                    let (q8l, q8h) = unsafe {
                         (
-                            _mm256_loadu_si256(sums[$k].as_ptr().add(16 * i) as *const __m256i),
-                            q[$k].as_ptr().add(256 * i),
+                            _mm256_loadu_si256(q8.add(64 * j) as *const __m256i),
+                            _mm256_loadu_si256(q8.add(64 * j + 32) as *const __m256i),
                         )
                     };
-                    let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256::<1>(q8sums));
-                    let prod = _mm_madd_epi16(mins, q8s);
-                    if !INTERLEAVED {
-                        $accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), $accm);
-                    }
-                    let mut sumi = _mm256_setzero_si256();
-                    for (j, &(q4l, q4h, scale_l, scale_h)) in w.iter().enumerate() {
-                        // SAFETY: 64 activations at 64j of this block's 256.
-                        let (q8l, q8h) = unsafe {
-                            (
-                                _mm256_loadu_si256(q8.add(64 * j) as *const __m256i),
-                                _mm256_loadu_si256(q8.add(64 * j + 32) as *const __m256i),
-                            )
-                        };
-                        let p16l = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, q8l));
-                        let p16h = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, q8h));
-                        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
-                    }
-                    if INTERLEAVED {
-                        s[$k] = (hsum_i32(sumi) as f32).mul_add(wd * dx, s[$k]);
-                        sm[$k] = (hsum_i32_128(prod) as f32).mul_add(wm * dx, sm[$k]);
-                    } else {
-                        $acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), $acc);
-                    }
-                }};
+                    let p16l = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, q8l));
+                    let p16h = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, q8h));
+                    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
+                }
+                (sumi, prod)
+            };
+            let ((i0, p0), (i1, p1), (i2, p2), (i3, p3)) = (input(0), input(1), input(2), input(3));
+            if INTERLEAVED {
+                // The four inputs' block sums reduced together (integer sums: exact in any
+                // order), then each one's two multiply-adds as the scalar kernel takes them, a
+                // lane per input: one reduction for the four where each took its own.
+                let h = _mm256_hadd_epi32(_mm256_hadd_epi32(i0, i1), _mm256_hadd_epi32(i2, i3));
+                let tot = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+                let mtot = _mm_hadd_epi32(_mm_hadd_epi32(p0, p1), _mm_hadd_epi32(p2, p3));
+                let dx = _mm_set_ps(d[3][i], d[2][i], d[1][i], d[0][i]);
+                s4 = _mm_fmadd_ps(_mm_cvtepi32_ps(tot), _mm_mul_ps(_mm_set1_ps(wd), dx), s4);
+                sm4 = _mm_fmadd_ps(_mm_cvtepi32_ps(mtot), _mm_mul_ps(_mm_set1_ps(wm), dx), sm4);
+            } else {
+                macro_rules! fold {
+                    ($k:expr, $sumi:ident, $prod:ident, $acc:ident, $accm:ident) => {{
+                        let dx = d[$k][i];
+                        let (dd, dmin) = (dx * wd, -dx * wm);
+                        $accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps($prod), $accm);
+                        $acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps($sumi), $acc);
+                    }};
+                }
+                fold!(0, i0, p0, a0, m0);
+                fold!(1, i1, p1, a1, m1);
+                fold!(2, i2, p2, a2, m2);
+                fold!(3, i3, p3, a3, m3);
             }
-            input!(0, a0, m0);
-            input!(1, a1, m1);
-            input!(2, a2, m2);
-            input!(3, a3, m3);
         }
-        let fin = |acc: __m256, acc_m: __m128| {
-            let acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-            let acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-            hsum(acc) + _mm_cvtss_f32(acc_m)
-        };
         if INTERLEAVED {
-            return [0, 1, 2, 3].map(|k| s[k] - sm[k]);
+            let mut out = [0f32; 4];
+            // SAFETY: out holds four floats.
+            unsafe { _mm_storeu_ps(out.as_mut_ptr(), _mm_sub_ps(s4, sm4)) };
+            return out;
         }
         [fin(a0, m0), fin(a1, m1), fin(a2, m2), fin(a3, m3)]
     }
@@ -2694,14 +2841,7 @@ mod x86 {
                 super::Q5_K => {
                     b.d = super::f16_bits(blk, 0);
                     b.dmin = super::f16_bits(blk, 2);
-                    let (k1, k2, k3) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
-                    let u = |k: usize| u32::from_le_bytes([blk[4 + 4 * k], blk[5 + 4 * k], blk[6 + 4 * k], blk[7 + 4 * k]]);
-                    let mut utmp = [u(0), u(1), u(2), 0];
-                    utmp[3] = ((utmp[2] >> 4) & k2) | (((utmp[1] >> 6) & k3) << 4);
-                    let uaux = utmp[1] & k1;
-                    utmp[1] = (utmp[2] & k2) | (((utmp[0] >> 6) & k3) << 4);
-                    utmp[2] = uaux;
-                    utmp[0] &= k1;
+                    let utmp = super::q4_k_scales_mins(blk);
                     let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
                         utmp[3] as i32,
                         utmp[2] as i32,
@@ -4057,6 +4197,102 @@ mod k_quant_tests {
     /// The AVX2 K-quant kernels and the portable ones agree to float rounding (their integer
     /// parts are the same; the AVX2 ones sum eight lanes per block in f32, the portable one
     /// block by block), and both give the dequantized rows times the rounded activations.
+    /// The same float, NaN for NaN (whose sign and payload no kernel promises).
+    fn same_bits(a: f32, b: f32) -> bool {
+        a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+    }
+
+    /// The prompt's Q4_K kernels (in both orders of sums) and Q6_K kernels, AVX-512 and AVX2: each of four
+    /// inputs' results bit for bit the one-input AVX2 kernel's (itself llama.cpp's, in
+    /// `k_quant_kernels_are_llama_cpp_bit_for_bit`), on rows with blocks at the extremes; the
+    /// AVX-512 one where this CPU has it (`TENSORLANE_NO_AVX512` unset).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn k_quant_prompt_kernels_are_the_one_input_kernel_bit_for_bit() {
+        if !simd() {
+            return;
+        }
+        let (nb, cols) = (12, 12 * 256);
+        let row = k_row(Kind::Q4_K, nb, 23);
+        // eight inputs: the four of `inputs`, then the same times -0.37
+        let mut x = inputs(cols);
+        x.extend(inputs(cols).iter().map(|v| v * -0.37));
+        let q = QuantX::new(Kind::Q4_K, &x, cols).unwrap();
+        let (d8, qs8, sums8) = (eight(&q.d, 0, nb), eight(&q.q, 0, cols), eight(&q.sums, 0, cols / 16));
+        let (d, qs, sums) = (four(&q.d, 0, nb), four(&q.q, 0, cols), four(&q.sums, 0, cols / 16));
+        macro_rules! check {
+            ($interleaved:literal) => {{
+                // SAFETY: simd() checked AVX2 and FMA (and available() AVX-512 below).
+                let one: Vec<f32> =
+                    (0..8).map(|k| unsafe { x86::dot_q4_k::<$interleaved>(&row, d8[k], qs8[k], sums8[k]) }).collect();
+                let avx2 = unsafe { x86::dot_q4_k_x4::<$interleaved>(&row, d, qs, sums) };
+                let mut kernels = vec![("avx2", avx2.to_vec())];
+                if avx512::available() {
+                    kernels.push(("avx512 x4", unsafe { avx512::dot_q4_k_xn::<$interleaved, 4>(&row, d, qs, sums) }.to_vec()));
+                    kernels.push(("avx512 x8", unsafe { avx512::dot_q4_k_xn::<$interleaved, 8>(&row, d8, qs8, sums8) }.to_vec()));
+                }
+                for (name, got) in kernels {
+                    for (k, (g, o)) in got.iter().zip(&one).enumerate() {
+                        assert!(same_bits(*g, *o), "{name} interleaved={} input {k}: {g} vs {o}", $interleaved);
+                    }
+                }
+                assert!(one.iter().any(|v| v.is_finite() && *v != 0.0));
+            }};
+        }
+        check!(false);
+        check!(true);
+        let row = k_row(Kind::Q6_K, nb, 29);
+        // SAFETY: simd() checked AVX2 and FMA (and available() AVX-512 below).
+        let one = [0, 1, 2, 3].map(|k| unsafe { x86::dot_q6_k(&row, d[k], qs[k], sums[k]) });
+        let mut kernels = vec![("avx2", unsafe { x86::dot_q6_k_x4(&row, d, qs, sums) })];
+        if avx512::available() {
+            kernels.push(("avx512", unsafe { avx512::dot_q6_k_x4(&row, d, qs, sums) }));
+        }
+        for (name, got) in kernels {
+            for k in 0..4 {
+                assert!(same_bits(got[k], one[k]), "Q6_K {name} input {k}: {} vs {}", got[k], one[k]);
+            }
+        }
+    }
+
+    /// Activations quantized to Q8_K with AVX2 are the scalar code's bits: smooth blocks, a
+    /// block of zeros, blocks whose largest magnitude is reached by `+a` and `-a` (the first
+    /// decides the sign of the scale), huge and tiny values; a block with a NaN or an infinity
+    /// falls back to the scalar code.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn q8_k_activations_vector_and_scalar_agree() {
+        if !simd() {
+            return;
+        }
+        let smooth: Vec<f32> = (0..256).map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 3.0).collect();
+        let mut blocks = vec![smooth.clone(), vec![0.0; 256], vec![-2.5; 256]];
+        for (first, second) in [(3.0f32, -3.0f32), (-3.0, 3.0)] {
+            let mut b = smooth.clone();
+            b[40] = first;
+            b[200] = second;
+            blocks.push(b);
+        }
+        blocks.push(smooth.iter().map(|v| v * 1e30).collect());
+        blocks.push(smooth.iter().map(|v| v * 1e-30).collect());
+        // values that land half way between two integers after scaling
+        blocks.push((0..256).map(|i| if i == 0 { 127.0 } else { (i % 255) as f32 - 127.5 }).collect());
+        for (n, b) in blocks.iter().enumerate() {
+            let (mut fast, mut slow) = ([0i8; 256], [0i8; 256]);
+            // SAFETY: simd() checked AVX2 and FMA.
+            let df = unsafe { x86::quantize_q8_k(b, &mut fast) }.expect("finite block");
+            let ds = quantize_block_q8_k_scalar(b, &mut slow);
+            assert_eq!(df.to_bits(), ds.to_bits(), "block {n}: scale");
+            assert_eq!(fast, slow, "block {n}: values");
+        }
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut b = smooth.clone();
+            b[77] = bad;
+            // SAFETY: simd() checked AVX2 and FMA.
+            assert_eq!(unsafe { x86::quantize_q8_k(&b, &mut [0i8; 256]) }, None, "{bad}");
+        }
+    }
+
     #[test]
     fn k_quant_vector_and_portable_kernels_agree() {
         for kind in [Kind::Q4_K, Kind::Q6_K] {
