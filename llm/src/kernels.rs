@@ -721,7 +721,7 @@ pub(crate) fn round_activations(kind: Kind, x: &[f32]) -> Cow<'_, [f32]> {
                 })
                 .collect(),
         ),
-        Kind::Q8_0 | Kind::Q4_0 | Kind::Other(GgmlType(3 | 6 | 7)) if x.len().is_multiple_of(32) => {
+        Kind::Q8_0 | Kind::Q4_0 | Kind::Other(GgmlType(Q4_1 | Q5_0 | Q5_1 | IQ4_NL)) if x.len().is_multiple_of(32) => {
             let mut y = x.to_vec();
             for b in y.chunks_exact_mut(32) {
                 let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
@@ -886,7 +886,7 @@ impl QuantX {
     /// `None` for weight kinds without an integer kernel (or rows not of whole blocks).
     fn new(kind: Kind, x: &[f32], cols: usize) -> Option<QuantX> {
         let block = match kind {
-            Kind::Q8_0 | Kind::Q4_0 | Kind::Other(GgmlType(Q4_1 | Q5_0 | Q5_1)) => 32,
+            Kind::Q8_0 | Kind::Q4_0 | Kind::Other(GgmlType(Q4_1 | Q5_0 | Q5_1 | IQ4_NL)) => 32,
             Kind::Q4_K | Kind::Q6_K | Kind::Other(GgmlType(Q2_K | Q3_K | Q5_K | IQ4_XS)) => 256,
             _ => return None,
         };
@@ -945,6 +945,12 @@ impl QuantX {
             // SAFETY: simd() checked AVX2 and FMA; each input has nb scales and nb * 32 values and
             // the row nb blocks (QuantX::new and Matrix::new checked the sizes).
             return unsafe { x86::dot_q8_0_x4(row, d, q) };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if kind == Kind::Other(GgmlType(IQ4_NL)) && simd() {
+            let nb = self.cols / self.block;
+            // SAFETY: simd() checked AVX2 and FMA; the kernel checks the sizes.
+            return unsafe { x86::dot_iq4_nl_x4(row, four(&self.d, i, nb), four(&self.q, i, self.cols)) };
         }
         #[cfg(target_arch = "x86_64")]
         if let Some(v) = self.dot4_q4_1_q5(kind, row, i) {
@@ -1051,6 +1057,12 @@ impl QuantX {
             // SAFETY: simd() checked AVX2 and FMA; the kernel checks the sizes.
             return Some(unsafe { x86::dot_q4_1_rows4(rows, &self.d[..nb], &self.s[..nb], &self.q[..self.cols]) });
         }
+        #[cfg(target_arch = "x86_64")]
+        if kind == Kind::Other(GgmlType(IQ4_NL)) && simd() {
+            let nb = self.cols / self.block;
+            // SAFETY: simd() checked AVX2 and FMA; the kernel checks the sizes.
+            return Some(unsafe { x86::dot_iq4_nl_rows4(rows, &self.d[..nb], &self.q[..self.cols]) });
+        }
         let _ = (kind, rows);
         None
     }
@@ -1142,6 +1154,8 @@ impl QuantX {
                 Kind::Other(GgmlType(Q5_0)) => return unsafe { x86::dot_q5_0(row, d, q) },
                 // SAFETY: as above.
                 Kind::Other(GgmlType(Q5_1)) => return unsafe { x86::dot_q5_1(row, d, s, q) },
+                // SAFETY: as above.
+                Kind::Other(GgmlType(IQ4_NL)) => return unsafe { x86::dot_iq4_nl_x4(row, [d; 4], [q; 4]) }[0],
                 // SAFETY: as above; the kernel checks that q and the sums cover the row's blocks.
                 Kind::Q4_K => {
                     let sums = &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16];
@@ -1196,6 +1210,7 @@ impl QuantX {
             Kind::Other(GgmlType(Q4_1)) => dot_q4_1(row, d, s, q),
             Kind::Other(GgmlType(Q5_0)) => dot_q5_0(row, d, q),
             Kind::Other(GgmlType(Q5_1)) => dot_q5_1(row, d, s, q),
+            Kind::Other(GgmlType(IQ4_NL)) => dot_iq4_nl(row, d, q),
             Kind::Q4_K if self.q4_k_interleaved => {
                 dot_q4_k_interleaved(row, d, q, &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16])
             }
@@ -1255,6 +1270,32 @@ fn dot_q4_0(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
 const Q4_1: u32 = 3;
 const Q5_0: u32 = 6;
 const Q5_1: u32 = 7;
+const IQ4_NL: u32 = 20;
+
+/// An IQ4_NL block's 32 values (`kvalues_iq4nl` of its nibbles: low nibbles are values 0..16,
+/// high ones 16..32).
+#[inline]
+fn iq4_nl_values(qs: &[u8]) -> [i8; 32] {
+    let mut w = [0i8; 32];
+    for j in 0..16 {
+        w[j] = IQ4NL_VALUES[usize::from(qs[j] & 0xF)];
+        w[j + 16] = IQ4NL_VALUES[usize::from(qs[j] >> 4)];
+    }
+    w
+}
+
+/// IQ4_NL (blocks of 32: an f16 scale, 16 bytes of nibbles standing for `kvalues_iq4nl`) with
+/// Q8_0 activations, in the order of llama.cpp's repacked kernels (`ggml_gemv/gemm_iq4_nl_8x8_q8_0`,
+/// which an AVX2 CPU runs for a matrix of a multiple of 8 rows): each block's 32 products summed
+/// exactly as integers, then one fused multiply-add per block by `d_w · d_x`, in block order.
+fn dot_iq4_nl(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+    let t = f16_table();
+    let mut sum = 0f32;
+    for ((blk, &dx), qx) in row.chunks_exact(18).zip(d).zip(q.chunks_exact(32)) {
+        sum = (isum32(&iq4_nl_values(&blk[2..18]), qx) as f32).mul_add(f16_at(t, blk, 0) * dx, sum);
+    }
+    sum
+}
 
 /// A Q5_0/Q5_1 block's 32 5-bit values, unsigned (0..32): low nibbles are values 0..16, high
 /// nibbles 16..32, bit `j` of the little-endian `qh` the fifth bit of value `j`.
@@ -1994,6 +2035,112 @@ mod x86 {
             unsafe { _mm256_storeu_si256(qc.as_mut_ptr() as *mut __m256i, p) };
         }
         Some(1.0 / iscale)
+    }
+
+    /// The IQ4_NL weights of one block (32 bytes: `kvalues_iq4nl` of the 16 bytes' low
+    /// nibbles, then of their high nibbles) from its 16 bytes of nibbles at `p`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `p` must point at 16 readable bytes.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn iq4_nl_values(p: *const u8, lut: __m128i) -> __m256i {
+        // SAFETY: the caller promises 16 bytes at p.
+        let qs = unsafe { _mm_loadu_si128(p as *const __m128i) };
+        let m4 = _mm_set1_epi8(0xF);
+        let lo = _mm_shuffle_epi8(lut, _mm_and_si128(qs, m4));
+        let hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16::<4>(qs), m4));
+        _mm256_set_m128i(hi, lo)
+    }
+
+    /// Signed bytes `w · x` summed in fours into 8 lanes of i32 (llama.cpp's
+    /// `mul_sum_i8_pairs`: the sign moved onto `x`, `|w|` unsigned).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn mul_sum_i8(w: __m256i, x: __m256i) -> __m256i {
+        let p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+        _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+    }
+
+    /// Four vectors of 8 lanes of i32 reduced to their four sums, one lane each.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn sums4(a: __m256i, b: __m256i, c: __m256i, d: __m256i) -> __m128i {
+        let h = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+        _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+    }
+
+    /// [`super::dot_iq4_nl`] of one row with four inputs (`d[k]`, `q[k]`), bit for bit: each
+    /// block's weights looked up once for the four, its four integer sums reduced together and
+    /// multiply-added a lane each. The prompt's kernel (and, with one input repeated, a row's).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. Sizes are checked (a panic, not undefined behaviour):
+    /// with `nb` the row's blocks of 18 bytes, each `d[k]` holds `nb` scales and `q[k]` `32 * nb`
+    /// values.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_iq4_nl_x4(row: &[u8], d: [&[f32]; 4], q: [&[i8]; 4]) -> [f32; 4] {
+        let nb = row.len() / 18;
+        assert!((0..4).all(|k| d[k].len() >= nb && q[k].len() >= 32 * nb));
+        // SAFETY: the table holds 16 bytes.
+        let lut = unsafe { _mm_loadu_si128(super::IQ4NL_VALUES.as_ptr() as *const __m128i) };
+        let mut acc = _mm_setzero_ps();
+        for b in 0..nb {
+            let blk = &row[18 * b..18 * (b + 1)];
+            // SAFETY: the block's 16 bytes of nibbles are at 2; 32 values at 32b of each input.
+            let (w, x0, x1, x2, x3) = unsafe {
+                let x = |k: usize| _mm256_loadu_si256(q[k].as_ptr().add(32 * b) as *const __m256i);
+                (iq4_nl_values(blk.as_ptr().add(2), lut), x(0), x(1), x(2), x(3))
+            };
+            let tot = sums4(mul_sum_i8(w, x0), mul_sum_i8(w, x1), mul_sum_i8(w, x2), mul_sum_i8(w, x3));
+            let dx = _mm_set_ps(d[3][b], d[2][b], d[1][b], d[0][b]);
+            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(tot), _mm_mul_ps(_mm_set1_ps(super::f16_bits(blk, 0)), dx), acc);
+        }
+        let mut out = [0f32; 4];
+        // SAFETY: out holds four floats.
+        unsafe { _mm_storeu_ps(out.as_mut_ptr(), acc) };
+        out
+    }
+
+    /// [`super::dot_iq4_nl`] of four rows with one input, bit for bit: the input's block loaded
+    /// once for the four rows, their four integer sums reduced together. The decode kernel.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. Sizes are checked (a panic, not undefined behaviour):
+    /// with `nb` blocks of 18 bytes in the shortest row, `d` holds `nb` scales and `q` `32 * nb`
+    /// values.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_iq4_nl_rows4(rows: [&[u8]; 4], d: &[f32], q: &[i8]) -> [f32; 4] {
+        let nb = rows.iter().map(|r| r.len() / 18).min().unwrap_or(0);
+        assert!(d.len() >= nb && q.len() >= 32 * nb);
+        // SAFETY: the table holds 16 bytes.
+        let lut = unsafe { _mm_loadu_si128(super::IQ4NL_VALUES.as_ptr() as *const __m128i) };
+        let mut acc = _mm_setzero_ps();
+        let (r0, r1, r2, r3) = (rows[0].as_ptr(), rows[1].as_ptr(), rows[2].as_ptr(), rows[3].as_ptr());
+        let t = super::f16_table();
+        // (pointers and named vectors, no closures or arrays of vectors: those were left
+        // uninlined around this loop and cost a third of a decode step)
+        for b in 0..nb {
+            // SAFETY: b < nb: 18 bytes at 18b in each row (the f16 scale, then 16 bytes of
+            // nibbles), 32 values at 32b in q (asserted).
+            unsafe {
+                let x = _mm256_loadu_si256(q.as_ptr().add(32 * b) as *const __m256i);
+                let scale = |p: *const u8| *t.get_unchecked(u16::from_le_bytes([*p, *p.add(1)]) as usize);
+                let (p0, p1, p2, p3) = (r0.add(18 * b), r1.add(18 * b), r2.add(18 * b), r3.add(18 * b));
+                let tot = sums4(
+                    mul_sum_i8(iq4_nl_values(p0.add(2), lut), x),
+                    mul_sum_i8(iq4_nl_values(p1.add(2), lut), x),
+                    mul_sum_i8(iq4_nl_values(p2.add(2), lut), x),
+                    mul_sum_i8(iq4_nl_values(p3.add(2), lut), x),
+                );
+                let dw = _mm_set_ps(scale(p3), scale(p2), scale(p1), scale(p0));
+                acc = _mm_fmadd_ps(_mm_cvtepi32_ps(tot), _mm_mul_ps(dw, _mm_set1_ps(*d.get_unchecked(b))), acc);
+            }
+        }
+        let mut out = [0f32; 4];
+        // SAFETY: out holds four floats.
+        unsafe { _mm_storeu_ps(out.as_mut_ptr(), acc) };
+        out
     }
 
     /// [`super::dot_q4_0`] with AVX2.
@@ -3762,6 +3909,62 @@ mod tests {
         }
     }
 
+    /// IQ4_NL on blocks at the extremes (the largest f16 scales of either sign, zero scales,
+    /// every nibble 0 or 15) and random ones, four rows and four inputs: the AVX2 kernels (four
+    /// inputs of a row, four rows of an input, where the CPU has AVX2) give the portable kernel's
+    /// bits, and it agrees with the dequantized row times the rounded activations in f64.
+    #[test]
+    fn iq4_nl_kernels() {
+        let kind = Kind::Other(GgmlType(IQ4_NL));
+        let (nb, cols) = (16, 16 * 32);
+        let mut seed = 0x1234_5678u64;
+        let mut byte = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as u8
+        };
+        let rows: Vec<Vec<u8>> = (0..4)
+            .map(|r| {
+                let mut row = Vec::new();
+                for b in 0..nb {
+                    let random: [u8; 16] = std::array::from_fn(|_| byte());
+                    let (d, qs) = match (b + r) % 8 {
+                        0 => (65504.0, [0xFF; 16]),
+                        1 => (-65504.0, [0x00; 16]),
+                        2 => (0.0, random),
+                        3 => (1e-7, [0x0F; 16]),
+                        _ => (0.01 * (b as f32 - 7.0), random),
+                    };
+                    row.extend(half::f16::from_f32(d).to_le_bytes());
+                    row.extend(qs);
+                }
+                row
+            })
+            .collect();
+        let mut x: Vec<f32> = (0..4 * cols).map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 3.0).collect();
+        x[cols..cols + 32].fill(0.0);
+        x[2 * cols..2 * cols + 64].fill(-2.5);
+        let q = QuantX::new(kind, &x, cols).unwrap();
+        let xr = round_activations(kind, &x);
+        let portable = |row: &[u8], i: usize| dot_iq4_nl(row, &q.d[i * nb..(i + 1) * nb], &q.q[i * cols..(i + 1) * cols]);
+        for row in &rows {
+            let mut w = vec![0f32; cols];
+            dequantize_row(kind, row, &mut w);
+            for i in 0..4 {
+                let xi = &xr[i * cols..(i + 1) * cols];
+                let want: f64 = w.iter().zip(xi).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+                let scale: f64 = w.iter().zip(xi).map(|(a, b)| f64::from((a * b).abs())).sum();
+                let slow = portable(row, i);
+                assert!((f64::from(slow) - want).abs() <= 1e-5 * scale, "portable {i}: {slow} vs {want}");
+                assert_eq!(q.dot(kind, row, i).to_bits(), slow.to_bits(), "dot {i}");
+            }
+            assert_eq!(q.dot4(kind, row, 0).map(f32::to_bits), [0, 1, 2, 3].map(|i| portable(row, i).to_bits()), "dot4");
+        }
+        let four_rows = [&rows[0][..], &rows[1][..], &rows[2][..], &rows[3][..]];
+        if let Some(got) = q.dot_rows4(kind, four_rows) {
+            assert_eq!(got.map(f32::to_bits), four_rows.map(|r| portable(r, 0).to_bits()), "dot_rows4");
+        }
+    }
+
     /// Where every product and sum is exact in f32 (power-of-two scales, activations whose
     /// largest magnitude is 127 so their scale is 1, block sums within f16's integers), the
     /// vector kernel, the portable one and the exact product agree bit for bit: the integer
@@ -4031,7 +4234,7 @@ mod k_quant_tests {
                     blk[82..84].copy_from_slice(&f(m));
                 }
                 Kind::Other(GgmlType(Q3_K)) => blk[108..110].copy_from_slice(&f(d)),
-                Kind::Other(GgmlType(IQ4_XS)) => blk[..2].copy_from_slice(&f(d)),
+                Kind::Other(GgmlType(IQ4_XS | IQ4_NL)) => blk[..2].copy_from_slice(&f(d)),
                 _ => blk[208..210].copy_from_slice(&f(d)),
             }
             row.extend(blk);
@@ -4058,7 +4261,9 @@ mod k_quant_tests {
 
     /// The K-quants with Q8_K activations, bit for bit llama.cpp's `ggml_vec_dot_q4_K_q8_K` /
     /// `_q6_K_q8_K` / `_q2_K_q8_K` / `_q3_K_q8_K` / `_q5_K_q8_K` / `_iq4_xs_q8_K` (its AVX2
-    /// build: the same lanes and sums as the kernels here) on every row and input, where this
+    /// build: the same lanes and sums as the kernels here), and Q4_K and IQ4_NL (Q8_0
+    /// activations) bit for bit its repacked `ggml_gemv_q4_K_8x8_q8_K` /
+    /// `ggml_gemv_iq4_nl_8x8_q8_0` (IQ4_NL's only order here), on every row and input, where this
     /// CPU has AVX2 (on others the portable kernel runs: Q2_K's, Q3_K's, Q5_K's and IQ4_XS's give the same bits, checked
     /// in `k_quant_portable_kernels_are_the_avx2_ones`; Q4_K's and Q6_K's sums differ from
     /// llama.cpp's by float rounding, checked against the float path in
@@ -4081,10 +4286,12 @@ mod k_quant_tests {
             (o(Q3_K), "Q3_K"),
             (o(Q2_K), "Q2_K"),
             (o(IQ4_XS), "IQ4_XS"),
+            (o(IQ4_NL), "IQ4_NL_8x8"),
         ] {
             let (nb, rows) = (6, 8);
             let cols = nb * 256;
-            let w: Vec<u8> = (0..rows).flat_map(|r| k_row(kind, nb, 11 + r as u64)).collect();
+            let blocks = cols / kind.block().0;
+            let w: Vec<u8> = (0..rows).flat_map(|r| k_row(kind, blocks, 11 + r as u64)).collect();
             let x = inputs(cols);
             let (wp, xp) = (dir.join(format!("{name}.rows")), dir.join(format!("{name}.x")));
             std::fs::write(&wp, &w).unwrap();

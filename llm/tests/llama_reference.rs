@@ -382,12 +382,12 @@ fn matches_llama_cpp() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Q5_K, Q3_K, Q2_K and IQ4_XS (llama-<T> from `llm_gen.py --types`: random blocks, which the
-/// default set leaves out because the device executors refuse these types) against llama.cpp,
+/// Q5_K, Q3_K, Q2_K, IQ4_XS and IQ4_NL (llama-<T> from `llm_gen.py --types`: random blocks,
+/// which the default set leaves out because the device executors refuse these types) against llama.cpp,
 /// as [`matches_llama_cpp`] compares the block types: 32 greedy tokens identical, the top token
 /// llama.cpp's wherever its margin is over 0.2; |Δ log p| printed. Both sides multiply these
-/// weights with the same Q8_K activations by the same integer kernel, bit for bit (the kernels'
-/// own test), so the logits differ only where the other operations do.
+/// weights with the same Q8_K (IQ4_NL: Q8_0) activations by the same integer kernel, bit for bit
+/// (the kernels' own test), so the logits differ only where the other operations do.
 #[test]
 fn k_quant_types_match_llama_cpp() {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("llm_reference_k_quants");
@@ -396,13 +396,13 @@ fn k_quant_types_match_llama_cpp() {
         .arg("--types")
         .arg(&out)
         .arg(SEED)
-        .arg("Q5_K,Q3_K,Q2_K,IQ4_XS")
+        .arg("Q5_K,Q3_K,Q2_K,IQ4_XS,IQ4_NL")
         .output()
         .expect("run tests/python/llm_gen.py --types");
     assert!(o.status.success(), "llm_gen.py failed: {}", String::from_utf8_lossy(&o.stderr));
     let manifest: Value = serde_json::from_slice(&o.stdout).expect("llm_gen.py prints JSON");
     let list = manifest["models"].as_array().unwrap();
-    assert_eq!(list.len(), 4);
+    assert_eq!(list.len(), 5);
     let prompts: Vec<Vec<u32>> = list
         .iter()
         .map(|m| {

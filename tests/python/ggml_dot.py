@@ -6,9 +6,11 @@ build (`libggml-cpu-haswell.so`), called through ctypes.
     python3 tests/python/ggml_dot.py TYPE COLS ROWS.bin X.bin
 
 TYPE is a weight type with a Q8_K activation product (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) or a Q8_0/Q8_1 one (Q8_0,
-Q4_0, Q4_1, Q5_0, Q5_1), or Q4_K_8x8: Q4_K rows (a multiple of 8) interleaved as llama.cpp
-repacks them at load on an AVX2 CPU (`make_block_q4_Kx8` of ggml-cpu/repack.cpp) and multiplied
-by `ggml_gemv_q4_K_8x8_q8_K`, the kernel its decode steps use for such a matrix; ROWS.bin holds whole rows of COLS values in that type's stored blocks,
+Q4_0, Q4_1, Q5_0, Q5_1), or Q4_K_8x8 / IQ4_NL_8x8: Q4_K / IQ4_NL rows (a multiple of 8)
+interleaved as llama.cpp repacks them at load on an AVX2 CPU (`make_block_q4_Kx8` /
+`make_block_iq4_nlx8` of ggml-cpu/repack.cpp) and multiplied by `ggml_gemv_q4_K_8x8_q8_K` /
+`ggml_gemv_iq4_nl_8x8_q8_0`, the kernel its decode steps use for such a matrix; ROWS.bin holds
+whole rows of COLS values in that type's stored blocks,
 X.bin input vectors of COLS little-endian f32. Each input is quantized by llama.cpp's
 `quantize_row_q8_K` (or `_q8_0` / `_q8_1`) and every row is multiplied with every input by its
 `ggml_vec_dot_TYPE_q8_*`: prints one line per row, the f32 bit patterns (hex) of its products
@@ -32,6 +34,7 @@ TYPES = {
     "Q5_0": (32, 22, "q8_0", 34),
     "Q4_1": (32, 20, "q8_1", 36),
     "Q5_1": (32, 24, "q8_1", 36),
+    "IQ4_NL_8x8": (32, 18, "q8_0", 34),
 }
 
 
@@ -62,6 +65,24 @@ def repack_q4_k_8x8(blocks: list) -> bytes:
     return d + dmin + bytes(out) + bytes(qs)
 
 
+def repack_iq4_nl_8x8(blocks: list) -> bytes:
+    """block_iq4_nlx8 of eight IQ4_NL blocks (18 bytes each): llama.cpp's make_block_iq4_nlx8 with
+    an interleave of 8 bytes (the eight f16 scales, then the nibbles 8 bytes of a block at a time)."""
+    d = b"".join(b[0:2] for b in blocks)
+    qs = bytearray(128)
+    for i in range(16):
+        src, off = i % 8, (i // 8) * 8
+        qs[8 * i:8 * i + 8] = blocks[src][2 + off:2 + off + 8]
+    return d + bytes(qs)
+
+
+# the repacked types: (the repacking, llama.cpp's gemv)
+REPACKED = {
+    "Q4_K_8x8": (repack_q4_k_8x8, "ggml_gemv_q4_K_8x8_q8_K"),
+    "IQ4_NL_8x8": (repack_iq4_nl_8x8, "ggml_gemv_iq4_nl_8x8_q8_0"),
+}
+
+
 def main() -> None:
     if len(sys.argv) != 5:
         sys.exit(__doc__)
@@ -89,7 +110,7 @@ def main() -> None:
     quantize.restype = None
     # ggml_vec_dot_q4_K_q8_K, ggml_vec_dot_q4_1_q8_1, ...: the type's name with a lower-case q
     # (ggml_vec_dot_iq4_xs_q8_K: all lower case)
-    name = ty.lower() if ty.startswith("IQ") else f"q{ty[1:4]}"
+    name = ty.removesuffix("_8x8").lower() if ty.startswith("IQ") else f"q{ty[1:4]}"
     dot = getattr(cpu, f"ggml_vec_dot_{name}_{act}")
     dot.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
                     ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -100,16 +121,17 @@ def main() -> None:
         dst = ctypes.create_string_buffer(cols // block * act_size if act == "q8_K" else cols // 32 * act_size)
         quantize(ctypes.addressof(src), ctypes.addressof(dst), cols)
         qx.append(dst)
-    if ty == "Q4_K_8x8":
+    if ty in REPACKED:
         n_rows = len(rows) // row_bytes
         if n_rows % 8:
-            sys.exit(f"Q4_K_8x8 needs a multiple of 8 rows, not {n_rows}")
-        nb = cols // 256
-        blk = lambda r, b: rows[row_bytes * r + 144 * b:row_bytes * r + 144 * (b + 1)]
-        packed = b"".join(repack_q4_k_8x8([blk(8 * x + j, b) for j in range(8)])
+            sys.exit(f"{ty} needs a multiple of 8 rows, not {n_rows}")
+        nb = cols // block
+        blk = lambda r, b: rows[row_bytes * r + size * b:row_bytes * r + size * (b + 1)]
+        repack, gemv_name = REPACKED[ty]
+        packed = b"".join(repack([blk(8 * x + j, b) for j in range(8)])
                           for x in range(n_rows // 8) for b in range(nb))
         w = ctypes.create_string_buffer(packed, len(packed))
-        gemv = cpu.ggml_gemv_q4_K_8x8_q8_K
+        gemv = getattr(cpu, gemv_name)
         gemv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p,
                          ctypes.c_int, ctypes.c_int]
         gemv.restype = None

@@ -38,8 +38,8 @@ Broken files for the error tests ("broken" in the JSON): bad-arch (gptj), missin
 blk.1.ffn_up.weight), misshapen-tensor (blk.0.attn_k.weight half as wide), qwen2-no-bias.
 
 Weights are drawn as floats and quantized with gguf.quants where it can (Q8_0, Q4_0, F16, BF16);
-gguf.quants cannot quantize K-quants, so K-quant and IQ4_XS tensors (Q2_K to Q6_K; Q2_K, Q3_K,
-Q5_K and IQ4_XS through --types only) are random blocks whose super-block
+gguf.quants cannot quantize K-quants, so K-quant, IQ4_XS and IQ4_NL tensors (Q2_K to Q6_K; Q2_K,
+Q3_K, Q5_K, IQ4_XS and IQ4_NL through --types only) are random blocks whose super-block
 scale is set so the dequantized values have the standard deviation asked for. Norm weights and
 biases are F32, as llama.cpp's converter writes them. Q and K rows are random, so they need no
 permutation: a GGUF llama's adjacent-pair rotation is what llama.cpp applies to them.
@@ -185,6 +185,11 @@ class Gen:
             # standing for kvalues_iq4nl
             raw[:, 0:2] = one
             d_off, dmin_off = 0, None
+        elif qtype == Q.IQ4_NL:
+            # d (f16), 16 bytes of nibbles standing for kvalues_iq4nl (blocks of 32: gguf-py
+            # dequantizes IQ4_NL but cannot quantize it)
+            raw[:, 0:2] = one
+            d_off, dmin_off = 0, None
         else:
             raise ValueError(qtype)
         vals = quants.dequantize(raw, qtype)
@@ -200,7 +205,7 @@ def stored(g: Gen, w: np.ndarray, qtype: Q):
     """(array, raw_dtype) for GGUFWriter.add_tensor: w (rows x cols float32) in qtype."""
     if qtype == Q.F32:
         return w, None
-    if qtype in (Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.IQ4_XS):
+    if qtype in (Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.IQ4_XS, Q.IQ4_NL):
         return g.kquant(qtype, w.shape[0], w.shape[1], float(np.std(w))), qtype
     return quants.quantize(w, qtype), qtype
 
