@@ -942,6 +942,11 @@ impl QuantX {
             let nb = self.cols / self.block;
             let d = four(&self.d, i, nb);
             let q = four(&self.q, i, self.cols);
+            if avx512::available() {
+                // SAFETY: available() checked the kernel's features; it checks the sizes (the
+                // inputs are Q8_0-quantized: at most 127 in magnitude).
+                return unsafe { avx512::dot_q8_0_x4(row, d, q) };
+            }
             // SAFETY: simd() checked AVX2 and FMA; each input has nb scales and nb * 32 values and
             // the row nb blocks (QuantX::new and Matrix::new checked the sizes).
             return unsafe { x86::dot_q8_0_x4(row, d, q) };
@@ -4458,6 +4463,60 @@ mod k_quant_tests {
         for (name, got) in kernels {
             for k in 0..4 {
                 assert!(same_bits(got[k], one[k]), "Q6_K {name} input {k}: {} vs {}", got[k], one[k]);
+            }
+        }
+    }
+
+    /// The prompt's Q8_0 kernels on a row of an odd number of blocks (the AVX-512 kernel's
+    /// tail) with blocks at the extremes (every byte -128 or 127, the largest f16 scales, zero
+    /// scales): the AVX2 one near the exact product, the AVX-512 one (two blocks a vector) bit
+    /// for bit the AVX2 one for each of four inputs.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn q8_0_prompt_kernels_are_the_one_input_kernel_bit_for_bit() {
+        if !simd() {
+            return;
+        }
+        let (nb, cols) = (13, 13 * 32);
+        let mut seed = 99u64;
+        let mut byte = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as u8
+        };
+        let mut row = Vec::new();
+        for b in 0..nb {
+            let (d, v): (f32, [u8; 32]) = match b % 5 {
+                0 => (65504.0, [0x80; 32]),
+                1 => (-65504.0, [0x7F; 32]),
+                2 => (0.0, std::array::from_fn(|_| byte())),
+                _ => (0.01 * (b as f32 - 6.0), std::array::from_fn(|_| byte())),
+            };
+            row.extend(half::f16::from_f32(d).to_le_bytes());
+            row.extend(v);
+        }
+        let x: Vec<f32> = (0..4 * cols).map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 3.0).collect();
+        let q = QuantX::new(Kind::Q8_0, &x, cols).unwrap();
+        let (d, qs) = (four(&q.d, 0, nb), four(&q.q, 0, cols));
+        // SAFETY: simd() checked AVX2 and FMA (and available() AVX-512 below).
+        let avx2 = unsafe { x86::dot_q8_0_x4(&row, d, qs) };
+        assert!(avx2.iter().all(|v| v.is_finite()));
+        // the AVX2 kernel's order (one accumulator, llama.cpp's `vec_dot`) in f64 terms
+        let t = f16_table();
+        for k in 0..4 {
+            let want: f64 = row
+                .chunks_exact(34)
+                .enumerate()
+                .map(|(b, blk)| {
+                    let s: i64 = (0..32).map(|j| i64::from(blk[2 + j] as i8) * i64::from(qs[k][32 * b + j])).sum();
+                    s as f64 * f64::from(f16_at(t, blk, 0)) * f64::from(d[k][b])
+                })
+                .sum();
+            assert!((f64::from(avx2[k]) - want).abs() <= 1e-5 * want.abs().max(1.0), "avx2 input {k}: {} vs {want}", avx2[k]);
+        }
+        if avx512::available() {
+            let got = unsafe { avx512::dot_q8_0_x4(&row, d, qs) };
+            for k in 0..4 {
+                assert!(same_bits(got[k], avx2[k]), "avx512 input {k}: {} vs {}", got[k], avx2[k]);
             }
         }
     }

@@ -232,3 +232,77 @@ pub(super) unsafe fn dot_q6_k_x4(row: &[u8], d: [&[f32]; 4], q: [&[i8]; 4], sums
     use super::x86::hsum;
     [hsum(a0), hsum(a1), hsum(a2), hsum(a3)]
 }
+
+/// `super::x86::dot_q8_0_x4` on 512-bit vectors with VNNI: one Q8_0 row with four inputs, each
+/// result bit for bit the AVX2 kernel's (`ggml_vec_dot_q8_0_q8_0`'s): two blocks a vector, each
+/// block's 8 lanes of integer sums by one `vpdpbusd` (exact: what `vpmaddubsw` + `vpmaddwd` sum,
+/// with no 16-bit step), converted and multiply-added into the same 8 float lanes in block order.
+///
+/// # Safety
+/// The CPU must have what [`available`] checks. Sizes are checked (a panic, not undefined
+/// behaviour): with `nb` the row's blocks of 34 bytes, each `d[k]` holds `nb` scales and `q[k]`
+/// `32 * nb` values of at most 127 in magnitude (as Q8_0 quantization gives).
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) unsafe fn dot_q8_0_x4(row: &[u8], d: [&[f32]; 4], q: [&[i8]; 4]) -> [f32; 4] {
+    let nb = row.len() / 34;
+    assert!((0..4).all(|k| d[k].len() >= nb && q[k].len() >= 32 * nb));
+    let t = super::f16_table();
+    let z = _mm256_setzero_ps();
+    let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
+    let zero = _mm512_setzero_si512();
+    let mut b = 0;
+    while b + 2 <= nb {
+        let (blk0, blk1) = (&row[34 * b..34 * b + 34], &row[34 * b + 34..34 * b + 68]);
+        // SAFETY: each block has 32 values after its 2-byte scale; each q[k] 64 values at 32b
+        // (b + 2 <= nb, asserted).
+        let (w, x0, x1, x2, x3) = unsafe {
+            let x = |k: usize| _mm512_loadu_si512(q[k].as_ptr().add(32 * b) as *const __m512i);
+            (
+                _mm512_inserti64x4::<1>(
+                    _mm512_castsi256_si512(_mm256_loadu_si256(blk0.as_ptr().add(2) as *const __m256i)),
+                    _mm256_loadu_si256(blk1.as_ptr().add(2) as *const __m256i),
+                ),
+                x(0),
+                x(1),
+                x(2),
+                x(3),
+            )
+        };
+        // |w| as unsigned bytes and x with w's sign (as vpsignb: x where w is 0 meets |w| = 0)
+        let (aw, neg) = (_mm512_abs_epi8(w), _mm512_movepi8_mask(w));
+        let (dw0, dw1) = (super::f16_at(t, blk0, 0), super::f16_at(t, blk1, 0));
+        macro_rules! input {
+            ($k:expr, $x:ident, $a:ident) => {{
+                let v = _mm512_dpbusd_epi32(zero, aw, _mm512_mask_sub_epi8($x, neg, zero, $x));
+                let (lo, hi) = (_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v));
+                $a = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * d[$k][b]), _mm256_cvtepi32_ps(lo), $a);
+                $a = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * d[$k][b + 1]), _mm256_cvtepi32_ps(hi), $a);
+            }};
+        }
+        input!(0, x0, a0);
+        input!(1, x1, a1);
+        input!(2, x2, a2);
+        input!(3, x3, a3);
+        b += 2;
+    }
+    if b < nb {
+        // the last block of an odd count, with 256-bit vectors
+        let blk = &row[34 * b..34 * b + 34];
+        // SAFETY: the block has 32 values after its scale; each q[k] 32 values at 32b.
+        let (w, x) = unsafe {
+            (
+                _mm256_loadu_si256(blk.as_ptr().add(2) as *const __m256i),
+                [0, 1, 2, 3].map(|k| _mm256_loadu_si256(q[k].as_ptr().add(32 * b) as *const __m256i)),
+            )
+        };
+        let aw = _mm256_sign_epi8(w, w);
+        let dw = super::f16_at(t, blk, 0);
+        let sum = |x: __m256i| _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, _mm256_sign_epi8(x, w)));
+        a0 = _mm256_fmadd_ps(_mm256_set1_ps(dw * d[0][b]), sum(x[0]), a0);
+        a1 = _mm256_fmadd_ps(_mm256_set1_ps(dw * d[1][b]), sum(x[1]), a1);
+        a2 = _mm256_fmadd_ps(_mm256_set1_ps(dw * d[2][b]), sum(x[2]), a2);
+        a3 = _mm256_fmadd_ps(_mm256_set1_ps(dw * d[3][b]), sum(x[3]), a3);
+    }
+    use super::x86::hsum;
+    [hsum(a0), hsum(a1), hsum(a2), hsum(a3)]
+}
