@@ -447,6 +447,130 @@ fn k_quant_types_match_llama_cpp() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Ours and llama.cpp's log-probabilities (the logits up to their shift) against a float64
+/// forward pass (`tests/python/llm_f64.py`: the weights dequantized exactly, every operation in
+/// float64, no rounding of activations) at every position of prompts of 16, 128 and 512 tokens,
+/// for random-weight llamas in F32, Q8_0 and Q4_K with a context of 1024, both programs with
+/// their default (f16) KV caches. Over the tokens whose reference probability is above 1e-4, our
+/// largest |Δ log p| must be no worse than llama.cpp's own: at most 1.25x it plus 1e-3 (both
+/// round activations to the same Q8 blocks, so their errors are of one size and not equal bit
+/// for bit). The F32 model checks the reference itself: with nothing quantized but the f16
+/// cache, both programs must be within 0.05 of it. Prints both, at positions below 16 and over
+/// the whole prompt.
+#[test]
+fn logits_against_a_float64_forward_pass() {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("llm_reference_f64");
+    let o = Command::new(venv_python())
+        .arg(root().join("tests/python/llm_gen.py"))
+        .args(["--types"])
+        .arg(&out)
+        .args([SEED, "F32,Q8_0,Q4_K", "1024"])
+        .output()
+        .expect("run tests/python/llm_gen.py --types");
+    assert!(o.status.success(), "llm_gen.py failed: {}", String::from_utf8_lossy(&o.stderr));
+    let manifest: Value = serde_json::from_slice(&o.stdout).expect("llm_gen.py prints JSON");
+    let list = manifest["models"].as_array().unwrap();
+    // BOS, then token ids drawn from 3.. (past <unk>, <s>, </s>) by a fixed generator
+    let prompt = |len: usize, vocab: u32| -> Vec<u32> {
+        let mut s = 0x9e37_79b9_u64;
+        std::iter::once(1)
+            .chain((1..len).map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                3 + (s >> 33) as u32 % (vocab - 3)
+            }))
+            .collect()
+    };
+    let context = 600;
+    let mut cases = Vec::new();
+    for m in list {
+        let model = Model::open(m["path"].as_str().unwrap()).unwrap();
+        let vocab = tensorlane_llm::tokenizer::Tokenizer::from_catalog(model.catalog()).unwrap().len() as u32;
+        for len in [16, 128, 512] {
+            cases.push((m["name"].as_str().unwrap().to_string(), m["path"].as_str().unwrap().to_string(), prompt(len, vocab)));
+        }
+    }
+    let job = json!({
+        "threads": 1,
+        "models": cases.iter().map(|(name, path, prompt)| json!({
+            "name": name, "path": path, "prompt": prompt, "generate": 1, "context": context,
+            "strings": Vec::<String>::new(),
+        })).collect::<Vec<_>>(),
+    });
+    let reference = run_llama(&job);
+    let mut report = Vec::new();
+    let mut failures = Vec::new();
+    for ((name, path, prompt), r) in cases.iter().zip(reference["models"].as_array().unwrap()) {
+        let f64_path = out.join(format!("{name}-{}.f64", prompt.len()));
+        let ids = prompt.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        let o = Command::new(venv_python())
+            .arg(root().join("tests/python/llm_f64.py"))
+            .arg(path)
+            .arg(&ids)
+            .arg(&f64_path)
+            .output()
+            .expect("run tests/python/llm_f64.py");
+        assert!(o.status.success(), "llm_f64.py failed: {}", String::from_utf8_lossy(&o.stderr));
+        let exact: Vec<f64> = std::fs::read(&f64_path)
+            .unwrap()
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let vocab = exact.len() / prompt.len();
+        let model = Model::open(path).unwrap();
+        let mut session = Session::open(
+            &model,
+            Options {
+                threads: Some(1),
+                context: Some(context),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let ours = session.logits(prompt).unwrap();
+        let positions = r["positions"].as_array().unwrap();
+        // (largest |Δ log p| at positions below 16, over all) for ours and llama.cpp's
+        let (mut o_max, mut l_max) = ([0f64; 2], [0f64; 2]);
+        for p in 0..prompt.len() {
+            let reference = &exact[p * vocab..(p + 1) * vocab];
+            let lp = log_softmax(&ours[p]);
+            let llama: std::collections::HashMap<u64, f64> = positions[p]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| (e[0].as_u64().unwrap(), e[1].as_f64().unwrap()))
+                .collect();
+            for (t, &want) in reference.iter().enumerate() {
+                if want < 1e-4f64.ln() {
+                    continue;
+                }
+                let l = *llama.get(&(t as u64)).unwrap_or_else(|| panic!("{name}: llama.cpp has no log p for token {t} at {p}"));
+                for (k, bound) in [(0, 16), (1, usize::MAX)] {
+                    if p < bound {
+                        o_max[k] = o_max[k].max((lp[t] - want).abs());
+                        l_max[k] = l_max[k].max((l - want).abs());
+                    }
+                }
+            }
+        }
+        report.push(format!(
+            "{name:<11} {:>3} tokens: max |Δ log p| vs float64: ours {:.2e} (positions < 16: {:.2e}), llama.cpp {:.2e} ({:.2e})",
+            prompt.len(),
+            o_max[1],
+            o_max[0],
+            l_max[1],
+            l_max[0]
+        ));
+        if name.ends_with("F32") && o_max[1].max(l_max[1]) > 0.05 {
+            failures.push(format!("{name}, {} tokens: the float64 pass is off: ours {:.3e}, llama.cpp's {:.3e}", prompt.len(), o_max[1], l_max[1]));
+        }
+        if o_max[1] > 1.25 * l_max[1] + 1e-3 {
+            failures.push(format!("{name}, {} tokens: ours {:.3e}, llama.cpp's {:.3e}", prompt.len(), o_max[1], l_max[1]));
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    assert!(failures.is_empty(), "further from the float64 forward pass than llama.cpp:\n{}", failures.join("\n"));
+}
+
 #[test]
 fn bad_models_are_refused_with_what_is_wrong() {
     let broken = &models()["broken"];

@@ -3,7 +3,8 @@
 //   node tests/llama/reference.mjs JOB.json > OUT.json
 //
 // JOB: {"threads": N, "models": [{"name", "path", "prompt": [ids], "generate": N,
-//       "f32_kv": bool, "kv_type": "Q8_0" (optional), "strings": [text, ...]}]}
+//       "f32_kv": bool, "kv_type": "Q8_0" (optional), "context": positions (optional, 256),
+//       "strings": [text, ...]}]}
 // OUT: {"models": [{"name", "greedy": [ids], "ended": bool, "sequence": [ids], "positions": [[[id, log p], ...]],
 //       "tokenized": [[ids], ...]}]}
 //
@@ -28,8 +29,8 @@ for (const m of job.models) {
   const kvType = m.kv_type ?? (m.f32_kv ? "F32" : null);
   const kv = kvType ? { experimentalKvCacheKeyType: kvType, experimentalKvCacheValueType: kvType } : {};
   const ctxOptions = {
-    contextSize: 256,
-    batchSize: 256,
+    contextSize: m.context ?? 256,
+    batchSize: m.context ?? 256,
     threads: job.threads ?? 1, // 1: ggml's spinning workers crawl on a loaded machine
     flashAttention: kvType === "Q8_0",
     sequences: 1,

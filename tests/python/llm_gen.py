@@ -212,7 +212,8 @@ def stored(g: Gen, w: np.ndarray, qtype: Q):
 
 def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_base: float,
                 bias: bool, tied: bool, out_std: float, drop: str = "", narrow: str = "", bpe: str = "",
-                head_dim: int = HIDDEN // 8, qk_norm: bool = False, moe: dict = None, ffn: int = FFN):
+                head_dim: int = HIDDEN // 8, qk_norm: bool = False, moe: dict = None, ffn: int = FFN,
+                ctx: int = 256):
     """moe: {"experts": N, "used": K, "ff": expert feed-forward length, "qk_whole": OLMoE's Q/K norm
     over the whole projection, "expert_ff_key": write <arch>.expert_feed_forward_length}: stacked
     expert tensors and an F32 router (llama.cpp's converter keeps ffn_gate_inp in F32)."""
@@ -225,7 +226,7 @@ def write_model(path: Path, g: Gen, arch: str, qtype: Q, *, kv_heads: int, rope_
     w = GGUFWriter(str(path), arch)
     w.add_name(path.stem)
     w.add_block_count(LAYERS)
-    w.add_context_length(256)
+    w.add_context_length(ctx)
     w.add_embedding_length(HIDDEN)
     w.add_feed_forward_length(ffn)
     if moe:
@@ -601,7 +602,8 @@ def main():
         bench_phi3(Path(sys.argv[4]), sys.argv[2], Q[sys.argv[3]], 1)
         return
     if sys.argv[1] == "--types":
-        types_main(Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(","))
+        types_main(Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(","),
+                   int(sys.argv[5]) if len(sys.argv) > 5 else 256)
         return
     if sys.argv[1] == "--bench":
         # llm_gen.py --bench SHAPE TYPE OUT.gguf
@@ -1067,18 +1069,19 @@ def write_gemma_hf(folder: Path, arch: str, floats: dict) -> Path:
     return root
 
 
-def types_main(out: Path, seed: int, types: list):
-    """`llm_gen.py --types OUT_DIR SEED T1,T2,...`: llama-<T> for each weight type T (any type
+def types_main(out: Path, seed: int, types: list, ctx: int = 256):
+    """`llm_gen.py --types OUT_DIR SEED T1,T2,... [CONTEXT]`: llama-<T> for each weight type T (any type
     gguf-py quantizes, e.g. Q4_1 Q5_0 Q5_1, and the K-quants and IQ4_XS as random blocks, e.g.
     Q2_K Q3_K Q5_K IQ4_XS, which the default set leaves out because the device executors' tests
-    run every model of it), the default set's shapes and vocabulary; prints {"models": [...]}
-    as the default mode does."""
+    run every model of it), the default set's shapes and vocabulary, a context of CONTEXT
+    positions (256); prints {"models": [...]} as the default mode does."""
     out.mkdir(parents=True, exist_ok=True)
     g = Gen(seed)
     models = []
     for t in types:
         path = out / f"llama-{t}.gguf"
-        write_model(path, g, "llama", Q[t], out_std=0.6, kv_heads=4, rope_base=10000.0, bias=False, tied=False)
+        write_model(path, g, "llama", Q[t], out_std=0.6, kv_heads=4, rope_base=10000.0, bias=False, tied=False,
+                    ctx=ctx)
         models.append({"name": f"llama-{t}", "arch": "llama", "type": t, "path": str(path)})
     json.dump({"models": models}, sys.stdout)
 
