@@ -1160,7 +1160,7 @@ impl QuantX {
                 // SAFETY: as above.
                 Kind::Other(GgmlType(Q5_1)) => return unsafe { x86::dot_q5_1(row, d, s, q) },
                 // SAFETY: as above.
-                Kind::Other(GgmlType(IQ4_NL)) => return unsafe { x86::dot_iq4_nl_x4(row, [d; 4], [q; 4]) }[0],
+                Kind::Other(GgmlType(IQ4_NL)) => return unsafe { x86::dot_iq4_nl(row, d, q) },
                 // SAFETY: as above; the kernel checks that q and the sums cover the row's blocks.
                 Kind::Q4_K => {
                     let sums = &self.sums[i * self.cols / 16..(i + 1) * self.cols / 16];
@@ -2105,6 +2105,33 @@ mod x86 {
         // SAFETY: out holds four floats.
         unsafe { _mm_storeu_ps(out.as_mut_ptr(), acc) };
         out
+    }
+
+    /// [`super::dot_iq4_nl`] with AVX2, bit for bit: a row with one input (a decode step's
+    /// last rows, a batch's single inputs).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. Sizes are checked (a panic, not undefined behaviour):
+    /// with `nb` the row's blocks of 18 bytes, `d` holds `nb` scales and `q` `32 * nb` values.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_iq4_nl(row: &[u8], d: &[f32], q: &[i8]) -> f32 {
+        let nb = row.len() / 18;
+        assert!(d.len() >= nb && q.len() >= 32 * nb);
+        // SAFETY: the table holds 16 bytes.
+        let lut = unsafe { _mm_loadu_si128(super::IQ4NL_VALUES.as_ptr() as *const __m128i) };
+        let mut sum = 0f32;
+        for b in 0..nb {
+            let blk = &row[18 * b..18 * (b + 1)];
+            // SAFETY: the block's 16 bytes of nibbles are at 2; 32 values at 32b of q (asserted).
+            let (w, x) = unsafe {
+                (
+                    iq4_nl_values(blk.as_ptr().add(2), lut),
+                    _mm256_loadu_si256(q.as_ptr().add(32 * b) as *const __m256i),
+                )
+            };
+            sum = (hsum_i32(mul_sum_i8(w, x)) as f32).mul_add(super::f16_bits(blk, 0) * d[b], sum);
+        }
+        sum
     }
 
     /// [`super::dot_iq4_nl`] of four rows with one input, bit for bit: the input's block loaded
