@@ -2702,6 +2702,53 @@ mod x86 {
         hsum(acc) + _mm_cvtss_f32(acc_m)
     }
 
+    /// The 6-bit values (unsigned) of half `j` (0 or 1) of a Q6_K block: four groups of 32, as
+    /// llama.cpp's kernel lays them out (low nibbles of 64 bytes at 64j, two high bits each from
+    /// the 32 bytes at 128 + 32j).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `blk` must be a whole block (210 bytes, checked).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(super) unsafe fn q6_k_values(blk: &[u8], j: usize) -> [__m256i; 4] {
+        assert!(blk.len() >= 192 && j < 2);
+        let (m3, m15) = (_mm256_set1_epi8(3), _mm256_set1_epi8(15));
+        // SAFETY: 64 bytes of low bits at 64j, 32 of high bits at 128 + 32j (asserted).
+        let (b1, b2, bh) = unsafe {
+            let p = blk.as_ptr();
+            (
+                _mm256_loadu_si256(p.add(64 * j) as *const __m256i),
+                _mm256_loadu_si256(p.add(64 * j + 32) as *const __m256i),
+                _mm256_loadu_si256(p.add(128 + 32 * j) as *const __m256i),
+            )
+        };
+        let h0 = _mm256_slli_epi16::<4>(_mm256_and_si256(bh, m3));
+        let h1 = _mm256_slli_epi16::<2>(_mm256_and_si256(bh, _mm256_set1_epi8(12)));
+        let h2 = _mm256_and_si256(bh, _mm256_set1_epi8(48));
+        let h3 = _mm256_srli_epi16::<2>(_mm256_and_si256(bh, _mm256_set1_epi8(-64)));
+        [
+            _mm256_or_si256(_mm256_and_si256(b1, m15), h0),
+            _mm256_or_si256(_mm256_and_si256(b2, m15), h1),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(b1), m15), h2),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(b2), m15), h3),
+        ]
+    }
+
+    /// A Q4_K block's eight mins times the sums of its activations' eight groups of 32 (four
+    /// lanes of pairs), from the 16 sums of 16 at `sums[16 * i..]`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `sums` must hold `16 * (i + 1)` values (checked).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(super) unsafe fn q4_k_mins_product(mins: __m128i, sums: &[i16], i: usize) -> __m128i {
+        let s = &sums[16 * i..16 * (i + 1)];
+        // SAFETY: s holds 16 values.
+        let q8sums = unsafe { _mm256_loadu_si256(s.as_ptr() as *const __m256i) };
+        let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256::<1>(q8sums));
+        _mm_madd_epi16(mins, q8s)
+    }
+
     /// [`super::dot_q6_k`] with AVX2: llama.cpp's `ggml_vec_dot_q6_K_q8_K` (the 6-bit values
     /// unsigned, their offset of 32 taken off as 32 times the scaled sums of 16 activations;
     /// the same lanes and sums, so the same result bit for bit given the same activations).
@@ -2714,8 +2761,6 @@ mod x86 {
     pub(super) unsafe fn dot_q6_k(row: &[u8], d: &[f32], q: &[i8], sums: &[i16]) -> f32 {
         let nb = row.len() / 210;
         assert!(d.len() >= nb && q.len() >= 256 * nb && sums.len() >= 16 * nb);
-        let m3 = _mm256_set1_epi8(3);
-        let m15 = _mm256_set1_epi8(15);
         let mut acc = _mm256_setzero_ps();
         for i in 0..nb {
             let blk = &row[210 * i..210 * (i + 1)];
@@ -2735,24 +2780,10 @@ mod x86 {
             for j in 0..2 {
                 // SAFETY: 64 bytes of low bits at 64j, 32 of high bits at 128 + 32j; 128
                 // activations at 128j of this block's 256.
-                let (b1, b2, bh, x) = unsafe {
-                    let p = blk.as_ptr();
+                let ([w0, w1, w2, w3], x) = unsafe {
                     let x = |k: usize| _mm256_loadu_si256(q8.add(128 * j + 32 * k) as *const __m256i);
-                    (
-                        _mm256_loadu_si256(p.add(64 * j) as *const __m256i),
-                        _mm256_loadu_si256(p.add(64 * j + 32) as *const __m256i),
-                        _mm256_loadu_si256(p.add(128 + 32 * j) as *const __m256i),
-                        [x(0), x(1), x(2), x(3)],
-                    )
+                    (q6_k_values(blk, j), [x(0), x(1), x(2), x(3)])
                 };
-                let h0 = _mm256_slli_epi16::<4>(_mm256_and_si256(bh, m3));
-                let h1 = _mm256_slli_epi16::<2>(_mm256_and_si256(bh, _mm256_set1_epi8(12)));
-                let h2 = _mm256_and_si256(bh, _mm256_set1_epi8(48));
-                let h3 = _mm256_srli_epi16::<2>(_mm256_and_si256(bh, _mm256_set1_epi8(-64)));
-                let w0 = _mm256_or_si256(_mm256_and_si256(b1, m15), h0);
-                let w1 = _mm256_or_si256(_mm256_and_si256(b2, m15), h1);
-                let w2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(b1), m15), h2);
-                let w3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(b2), m15), h3);
                 let is = 4 * j;
                 let p = |w: __m256i, x: __m256i, k: usize| {
                     let sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, scale_shuffle(is + k)));
@@ -2820,15 +2851,8 @@ mod x86 {
             // input k's integer sums of this block: the scaled nibble products (8 lanes) and
             // the mins times the activations' sums (4 lanes)
             let input = |k: usize| {
-                // SAFETY: sums[k] holds 16 values at 16i, q[k] 256 at 256i (asserted).
-                let (q8sums, q8) = unsafe {
-                    (
-                        _mm256_loadu_si256(sums[k].as_ptr().add(16 * i) as *const __m256i),
-                        q[k].as_ptr().add(256 * i),
-                    )
-                };
-                let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256::<1>(q8sums));
-                let prod = _mm_madd_epi16(mins, q8s);
+                // SAFETY: q[k] holds 256 values at 256i (asserted); q4_k_mins_product checks sums.
+                let (prod, q8) = unsafe { (q4_k_mins_product(mins, sums[k], i), q[k].as_ptr().add(256 * i)) };
                 let mut sumi = _mm256_setzero_si256();
                 for (j, &(q4l, q4h, scale_l, scale_h)) in w.iter().enumerate() {
                     // SAFETY: 64 activations at 64j of this block's 256.
@@ -2889,8 +2913,6 @@ mod x86 {
     pub(super) unsafe fn dot_q6_k_x4(row: &[u8], d: [&[f32]; 4], q: [&[i8]; 4], sums: [&[i16]; 4]) -> [f32; 4] {
         let nb = row.len() / 210;
         assert!((0..4).all(|k| d[k].len() >= nb && q[k].len() >= 256 * nb && sums[k].len() >= 16 * nb));
-        let m3 = _mm256_set1_epi8(3);
-        let m15 = _mm256_set1_epi8(15);
         let z = _mm256_setzero_ps();
         let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
         for i in 0..nb {
@@ -2901,25 +2923,8 @@ mod x86 {
             let scales_16 = _mm256_cvtepi8_epi16(scales);
             // the eight groups of 32 values (unsigned 6 bits) and their scales, j = 0, 1
             let w: [[(__m256i, __m256i); 4]; 2] = std::array::from_fn(|j| {
-                // SAFETY: 64 bytes of low bits at 64j, 32 of high bits at 128 + 32j.
-                let (b1, b2, bh) = unsafe {
-                    let p = blk.as_ptr();
-                    (
-                        _mm256_loadu_si256(p.add(64 * j) as *const __m256i),
-                        _mm256_loadu_si256(p.add(64 * j + 32) as *const __m256i),
-                        _mm256_loadu_si256(p.add(128 + 32 * j) as *const __m256i),
-                    )
-                };
-                let h0 = _mm256_slli_epi16::<4>(_mm256_and_si256(bh, m3));
-                let h1 = _mm256_slli_epi16::<2>(_mm256_and_si256(bh, _mm256_set1_epi8(12)));
-                let h2 = _mm256_and_si256(bh, _mm256_set1_epi8(48));
-                let h3 = _mm256_srli_epi16::<2>(_mm256_and_si256(bh, _mm256_set1_epi8(-64)));
-                let v = [
-                    _mm256_or_si256(_mm256_and_si256(b1, m15), h0),
-                    _mm256_or_si256(_mm256_and_si256(b2, m15), h1),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(b1), m15), h2),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(b2), m15), h3),
-                ];
+                // SAFETY: the CPU has AVX2 (this function's features); blk is a whole block.
+                let v = unsafe { q6_k_values(blk, j) };
                 std::array::from_fn(|k| {
                     (v[k], _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, scale_shuffle(4 * j + k))))
                 })

@@ -104,15 +104,8 @@ pub(super) unsafe fn dot_q4_k_xn<const INTERLEAVED: bool, const N: usize>(
         // input k's integer sums of this block: the scaled nibble products (8 lanes) and the
         // mins times the activations' sums (4 lanes)
         let input = |k: usize| {
-            // SAFETY: sums[k] holds 16 values at 16i, q[k] 256 at 256i (asserted).
-            let (q8sums, q8) = unsafe {
-                (
-                    _mm256_loadu_si256(sums[k].as_ptr().add(16 * i) as *const __m256i),
-                    q[k].as_ptr().add(256 * i),
-                )
-            };
-            let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256::<1>(q8sums));
-            let prod = _mm_madd_epi16(mins, q8s);
+            // SAFETY: q[k] holds 256 values at 256i (asserted); q4_k_mins_product checks sums.
+            let (prod, q8) = unsafe { (super::x86::q4_k_mins_product(mins, sums[k], i), q[k].as_ptr().add(256 * i)) };
             let mut acc = _mm512_setzero_si512();
             for (j, &(q4, sc)) in w.iter().enumerate() {
                 // SAFETY: 64 activations at 64j of this block's 256.
@@ -169,8 +162,6 @@ pub(super) unsafe fn dot_q4_k_xn<const INTERLEAVED: bool, const N: usize>(
 pub(super) unsafe fn dot_q6_k_x4(row: &[u8], d: [&[f32]; 4], q: [&[i8]; 4], sums: [&[i16]; 4]) -> [f32; 4] {
     let nb = row.len() / 210;
     assert!((0..4).all(|k| d[k].len() >= nb && q[k].len() >= 256 * nb && sums[k].len() >= 16 * nb));
-    let m3 = _mm256_set1_epi8(3);
-    let m15 = _mm256_set1_epi8(15);
     let z = _mm256_setzero_ps();
     let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
     let pair = |lo: __m256i, hi: __m256i| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
@@ -185,23 +176,8 @@ pub(super) unsafe fn dot_q6_k_x4(row: &[u8], d: [&[f32]; 4], q: [&[i8]; 4], sums
         // 4j + 2h and 4j + 2h + 1, activations 128j + 64h..128j + 64h + 64
         let mut w = [(_mm512_setzero_si512(), _mm512_setzero_si512()); 4];
         for j in 0..2 {
-            // SAFETY: 64 bytes of low bits at 64j, 32 of high bits at 128 + 32j.
-            let (b1, b2, bh) = unsafe {
-                let p = blk.as_ptr();
-                (
-                    _mm256_loadu_si256(p.add(64 * j) as *const __m256i),
-                    _mm256_loadu_si256(p.add(64 * j + 32) as *const __m256i),
-                    _mm256_loadu_si256(p.add(128 + 32 * j) as *const __m256i),
-                )
-            };
-            let h0 = _mm256_slli_epi16::<4>(_mm256_and_si256(bh, m3));
-            let h1 = _mm256_slli_epi16::<2>(_mm256_and_si256(bh, _mm256_set1_epi8(12)));
-            let h2 = _mm256_and_si256(bh, _mm256_set1_epi8(48));
-            let h3 = _mm256_srli_epi16::<2>(_mm256_and_si256(bh, _mm256_set1_epi8(-64)));
-            let v0 = _mm256_or_si256(_mm256_and_si256(b1, m15), h0);
-            let v1 = _mm256_or_si256(_mm256_and_si256(b2, m15), h1);
-            let v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(b1), m15), h2);
-            let v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(b2), m15), h3);
+            // SAFETY: the CPU has AVX2 (this function's features); blk is a whole block.
+            let [v0, v1, v2, v3] = unsafe { super::x86::q6_k_values(blk, j) };
             w[2 * j] = (pair(v0, v1), pair(scale(4 * j), scale(4 * j + 1)));
             w[2 * j + 1] = (pair(v2, v3), pair(scale(4 * j + 2), scale(4 * j + 3)));
         }
