@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! tensorlane offload plan MODEL --budget 4GiB [--profile h100|pcie4|FILE] [--json OUT] [--prefill N]
-//! tensorlane offload sim  MODEL --budget 4GiB [--profile …] [--prefill N] [--forwards K] [--json OUT]
+//! tensorlane offload sim  MODEL --budget 4GiB [--profile …] [--prefill N] [--forwards K] [--json OUT] [--trace OUT]
 //! tensorlane offload run  …   (needs a device executor: --features wgpu/cuda)
 //! ```
 //!
@@ -20,7 +20,8 @@ use clap::{Args, Subcommand};
 use crate::output::{human_bytes, outln};
 
 use tensorlane_offload::{
-    DeviceProfile, Error, Evaluation, HostWeights, Phase, Policy, Workload, check, evaluate, parse_bytes, simulate,
+    DeviceProfile, Error, Evaluation, HostWeights, Phase, Policy, Workload, check, chrome_trace, evaluate, parse_bytes,
+    simulate, simulate_traced,
 };
 
 /// `tensorlane offload` subcommands.
@@ -56,6 +57,11 @@ pub struct OffloadArgs {
     /// Write the plan as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// `sim` only: write the simulated schedule here as a Chrome/Perfetto trace (one track per
+    /// stream: compute ops, host-to-device copies, disk reads, page-cache copies; open it in
+    /// <https://ui.perfetto.dev> or chrome://tracing).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
     /// Prefill N tokens per forward instead of decoding one.
     #[arg(long)]
     pub prefill: Option<u64>,
@@ -283,7 +289,14 @@ fn run_inner(a: &OffloadArgs, sim: bool) -> Result<ExitCode, OffloadError> {
         }
     }
     if sim {
-        let r = simulate(&plan, &profile, forwards)?;
+        let (r, spans) = simulate_traced(&plan, &profile, forwards)?;
+        if let Some(path) = &a.trace {
+            let process = format!("{} at {} on {} (simulated)", plan.model, human_bytes(budget), profile.id);
+            let trace = chrome_trace(&process, &tensorlane_offload::sim::SIM_TRACKS, &spans);
+            std::fs::write(path, serde_json::to_vec(&trace).map_err(|e| OffloadError::Usage(e.to_string()))?)
+                .map_err(|e| OffloadError::Usage(format!("cannot write the trace to {}: {e}", path.display())))?;
+            outln!("trace: {} spans over {} forwards in {}", spans.len(), r.forwards, path.display());
+        }
         outln!(
             "simulated {} forwards: steady {:.3} ms, cold {:.3} ms, H2D {} per forward, disk {}, page cache {}",
             r.forwards,

@@ -580,3 +580,29 @@ fn convert_on_a_damaged_file_exits_2_like_inspect_and_verify() {
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// `offload sim --trace FILE` writes the simulated schedule as a Chrome/Perfetto trace (named
+/// tracks, complete events) and says so; a trace it cannot write is an error naming the path.
+#[test]
+fn offload_sim_writes_a_trace() {
+    let dir = std::env::temp_dir().join(format!("tensorlane-sim-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sim.json");
+    let o = run(&["offload", "sim", "tiny", "--budget", "2MiB", "--profile", "pcie4", "--trace", p(&path)]);
+    code(&o, 0, "offload sim --trace");
+    assert!(stdout(&o).contains("trace: "), "{}", stdout(&o));
+    let trace: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let tracks: Vec<&str> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tracks[..2], ["compute", "h2d copies"]);
+    let ops: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X" && e["cat"] == "compute").collect();
+    assert!(!ops.is_empty() && ops.iter().all(|e| e["dur"].as_f64().unwrap() >= 0.0));
+    let o = run(&["offload", "sim", "tiny", "--budget", "2MiB", "--trace", p(&dir.join("no/such/dir/t.json"))]);
+    code(&o, 1, "a trace path that cannot be written");
+    assert!(stderr(&o).contains("cannot write the trace to"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -58,7 +58,7 @@ pub use error::Error;
 pub use evaluate::{Evaluation, evaluate};
 pub use plan::{Plan, Policy};
 pub use profile::{DeviceProfile, HostWeights};
-pub use sim::{SimReport, simulate};
+pub use sim::{SimReport, TraceSpan, chrome_trace, simulate, simulate_traced};
 pub use workload::{Access, Cost, LlamaShape, Op, Phase, Workload, WorkloadTensor};
 
 /// Parses a byte size: `4GiB`, `4GB`, `512MiB`, `1.5G` (= GiB), `1000000`.

@@ -58,10 +58,70 @@ struct Span {
     end: f64,
 }
 
+/// One span of a simulated (or measured) schedule: what a stream did from `start_s` to `end_s`
+/// (seconds from the first forward's start), for a Chrome/Perfetto trace ([`chrome_trace`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceSpan {
+    /// The stream's track: `compute`, `h2d copies`, `disk reads`, `page-cache copies`.
+    pub track: String,
+    /// What ran: an op's name, or the tensor whose chunk was copied or read.
+    pub name: String,
+    /// Which forward (0 is the cold one).
+    pub forward: usize,
+    /// Start, seconds.
+    pub start_s: f64,
+    /// End, seconds.
+    pub end_s: f64,
+}
+
+/// A trace in the Chrome trace-event format (`chrome://tracing`, <https://ui.perfetto.dev>): one
+/// track (thread) per stream in the order given, named `process`; spans as complete events in
+/// microseconds, each with its forward in `args`.
+pub fn chrome_trace(process: &str, tracks: &[&str], spans: &[TraceSpan]) -> serde_json::Value {
+    let mut names: Vec<&str> = tracks.to_vec();
+    for sp in spans {
+        if !names.contains(&sp.track.as_str()) {
+            names.push(&sp.track);
+        }
+    }
+    let tid = |t: &str| names.iter().position(|n| *n == t).unwrap_or(0) + 1;
+    let mut events = vec![serde_json::json!({
+        "ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": process},
+    })];
+    for (i, n) in names.iter().enumerate() {
+        events.push(serde_json::json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": i + 1, "args": {"name": n}}));
+        events.push(serde_json::json!({"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": i + 1, "args": {"sort_index": i}}));
+    }
+    for sp in spans {
+        events.push(serde_json::json!({
+            "ph": "X", "name": sp.name, "cat": sp.track, "pid": 1, "tid": tid(&sp.track),
+            "ts": sp.start_s * 1e6, "dur": ((sp.end_s - sp.start_s) * 1e6).max(0.0),
+            "args": {"forward": sp.forward},
+        }));
+    }
+    serde_json::json!({"traceEvents": events, "displayTimeUnit": "ms"})
+}
+
+/// The simulator's tracks, in the order a trace shows them.
+pub const SIM_TRACKS: [&str; 4] = ["compute", "h2d copies", "disk reads", "page-cache copies"];
+
 /// Runs `plan` for `forwards` forwards (at least 3). Fails on a deadlock (a wait no record can
 /// satisfy) or a plan whose indices are out of range.
 pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result<SimReport, Error> {
+    run(plan, profile, forwards, None)
+}
+
+/// [`simulate`], and every instruction's span on its stream (ops, copies, reads; a stream's
+/// waits are the gaps between them): the predicted schedule, for [`chrome_trace`].
+pub fn simulate_traced(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result<(SimReport, Vec<TraceSpan>), Error> {
+    let mut spans = Vec::new();
+    let report = run(plan, profile, forwards, Some(&mut spans))?;
+    Ok((report, spans))
+}
+
+fn run(plan: &Plan, profile: &DeviceProfile, forwards: usize, mut trace: Option<&mut Vec<TraceSpan>>) -> Result<SimReport, Error> {
     let k = forwards.max(3);
+    let tensor_name = |c: &crate::plan::Chunk| plan.tensors.get(c.tensor as usize).map_or_else(String::new, |t| t.name.clone());
     let n_ev = plan.events.len();
     let bad = |what: &str| Error::InvalidPlan(what.to_string());
     // rec[event][forward]
@@ -117,17 +177,24 @@ pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result
                         copies.push((it, chunk as usize, sp));
                         copy_busy[it] += d;
                         clock[s] = sp.end;
+                        if let Some(t) = trace.as_deref_mut() {
+                            t.push(TraceSpan { track: SIM_TRACKS[1].into(), name: tensor_name(c), forward: it, start_s: sp.start, end_s: sp.end });
+                        }
                     }
                     Instr::Read { chunk } => {
                         let c = plan
                             .chunks
                             .get(chunk as usize)
                             .ok_or_else(|| bad("read of an unknown chunk"))?;
-                        clock[s] += if c.home == Home::PageCache {
-                            profile.memcpy_seconds(c.bytes)
+                        let (d, track) = if c.home == Home::PageCache {
+                            (profile.memcpy_seconds(c.bytes), SIM_TRACKS[3])
                         } else {
-                            profile.disk_seconds(c.bytes)
+                            (profile.disk_seconds(c.bytes), SIM_TRACKS[2])
                         };
+                        if let Some(t) = trace.as_deref_mut() {
+                            t.push(TraceSpan { track: track.into(), name: tensor_name(c), forward: it, start_s: clock[s], end_s: clock[s] + d });
+                        }
+                        clock[s] += d;
                     }
                     Instr::Exec { op } => {
                         let o = plan.ops.get(op as usize).ok_or_else(|| bad("exec of an unknown op"))?;
@@ -136,6 +203,9 @@ pub fn simulate(plan: &Plan, profile: &DeviceProfile, forwards: usize) -> Result
                             end: clock[s] + o.seconds,
                         };
                         exec[it].push(sp);
+                        if let Some(t) = trace.as_deref_mut() {
+                            t.push(TraceSpan { track: SIM_TRACKS[0].into(), name: o.name.clone(), forward: it, start_s: sp.start, end_s: sp.end });
+                        }
                         for &c in &o.chunks {
                             if let Some(e) = chunk_end[it].get_mut(c as usize) {
                                 *e = e.max(sp.end);

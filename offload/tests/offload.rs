@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use tensorlane_offload::plan::{EventKind, Home, Instr, StreamKind};
 use tensorlane_offload::{
     Access, Cost, DeviceProfile, HostWeights, Op, Phase, Plan, Policy, Rule, Workload, WorkloadTensor, check, compile,
-    compile_policy, evaluate, simulate,
+    compile_policy, evaluate, simulate, simulate_traced,
 };
 
 const GB: u64 = 1_000_000_000;
@@ -165,6 +165,50 @@ fn disk_tier_plans_are_safe() {
         assert!(e.sim.forward_s >= e.sim.floor_s * 0.999);
         assert!(e.sim.peak_bytes <= plan.arena_bytes);
     }
+}
+
+/// The simulated schedule as a trace: the same report as `simulate`; per forward one compute
+/// span per op (their durations the ops' times), one copy span per chunk and one disk read per
+/// disk chunk; each stream's spans in order without overlap; and `chrome_trace` lays them out
+/// as complete events in microseconds on named tracks.
+#[test]
+fn simulated_schedule_as_a_trace() {
+    let mut profile = DeviceProfile::pcie4();
+    profile.host_ram_bytes = 4 * GB;
+    let model = Workload::preset("llama-7b", Phase::DECODE).unwrap();
+    let plan = compile_policy(&model, &profile, 4 * GB, Policy::Scheduler).unwrap();
+    assert!(plan.disk_bytes() > 0);
+    let (report, spans) = simulate_traced(&plan, &profile, 4).unwrap();
+    assert_eq!(report, simulate(&plan, &profile, 4).unwrap());
+    let disk_chunks = plan.chunks.iter().filter(|c| c.home == Home::Disk).count();
+    for f in 0..report.forwards {
+        let on = |track: &str| spans.iter().filter(|s| s.forward == f && s.track == track).collect::<Vec<_>>();
+        let compute = on("compute");
+        assert_eq!(compute.len(), plan.ops.len(), "forward {f}");
+        let c: f64 = compute.iter().map(|s| s.end_s - s.start_s).sum();
+        assert!((c - report.compute_s).abs() <= 1e-9 * report.compute_s.max(1.0), "forward {f}: {c} vs {}", report.compute_s);
+        assert_eq!(on("h2d copies").len(), plan.chunks.len(), "forward {f}");
+        assert_eq!(on("disk reads").len(), disk_chunks, "forward {f}");
+    }
+    for track in tensorlane_offload::sim::SIM_TRACKS {
+        let mut on: Vec<_> = spans.iter().filter(|s| s.track == track).collect();
+        on.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+        for w in on.windows(2) {
+            assert!(w[0].end_s <= w[1].start_s + 1e-12, "{track}: {:?} overlaps {:?}", w[0], w[1]);
+        }
+    }
+    let trace = tensorlane_offload::chrome_trace("llama-7b (simulated)", &tensorlane_offload::sim::SIM_TRACKS, &spans);
+    let events = trace["traceEvents"].as_array().unwrap();
+    let complete: Vec<_> = events.iter().filter(|e| e["ph"] == "X").collect();
+    assert_eq!(complete.len(), spans.len());
+    let names: Vec<_> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, tensorlane_offload::sim::SIM_TRACKS);
+    let last = spans.iter().map(|s| s.end_s).fold(0.0, f64::max);
+    assert!(complete.iter().all(|e| e["ts"].as_f64().unwrap() >= 0.0 && e["ts"].as_f64().unwrap() <= last * 1e6 + 1e-3));
 }
 
 #[test]
