@@ -114,6 +114,12 @@ pub struct RunArgs {
     /// Print one JSON object (prompt tokens, generated tokens, text, stats) instead of the text.
     #[arg(long)]
     json: bool,
+    /// Write what each forward pass did as a Chrome/Perfetto trace to FILE (CPU device): one
+    /// track each for forward passes, layers, products' compute, copies in and waits for the
+    /// disk tier; `offload sim --trace` writes the predicted schedule in the same format. Open
+    /// it in https://ui.perfetto.dev or chrome://tracing.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     /// Constrain the output to JSON valid under the JSON Schema in FILE (llguidance: each token
     /// is picked among those that keep the text a prefix of a valid value; the output ends when
     /// the value is complete). With --chat, every reply.
@@ -273,8 +279,21 @@ fn generate(args: &RunArgs) -> Result<(), CliError> {
         return Err(CliError::Usage("the prompt has no tokens".into()));
     }
 
+    if args.trace.is_some() {
+        session.start_trace().map_err(|e| CliError::Usage(format!("--trace: {e}")))?;
+    }
     let mut out = std::io::stdout().lock();
     let (tokens, bytes) = stream(&mut session, &prompt, &sampling, grammar, args.max_new_tokens, false, !args.json, &mut out)?;
+    if let Some(path) = &args.trace {
+        let spans = session.take_trace();
+        let process = format!("{} on {} (measured)", args.model.display(), args.device);
+        let trace = tensorlane_offload::chrome_trace(&process, &tensorlane_llm::TRACE_TRACKS, &spans);
+        std::fs::write(path, serde_json::to_vec(&trace).map_err(|e| CliError::Usage(e.to_string()))?)
+            .map_err(|e| CliError::Usage(format!("--trace: cannot write {}: {e}", path.display())))?;
+        if !args.json {
+            eprintln!("trace: {} spans in {}", spans.len(), path.display());
+        }
+    }
     let stats = session.stats();
     let text = String::from_utf8_lossy(&bytes).into_owned();
     if args.json {

@@ -464,3 +464,30 @@ fn run_json_schema_constrains_the_reply() {
     let o = run(&[path, "--prompt", "x", "--json-schema", bad_ref.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// `run --trace FILE` writes the forward passes as a Chrome/Perfetto trace in the format of
+/// `offload sim --trace` (the CPU's tracks, a pass per prompt and per generated token but the
+/// last, products named after their matrices) and says where; a GPU-free model on `--device
+/// cpu` is all it needs.
+#[test]
+fn run_trace_writes_the_forward_passes() {
+    let dir = std::env::temp_dir().join(format!("tensorlane-run-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("run.json");
+    let m = model("llama-Q8_0");
+    let o = run(&[&m, "--tokens", "1,300,301", "--max-new-tokens", "3", "--trace", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("trace: "), "{}", String::from_utf8_lossy(&o.stderr));
+    let trace: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let tracks: Vec<&str> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tracks, ["forward passes", "layers", "compute", "copies", "disk waits"]);
+    let passes = events.iter().filter(|e| e["cat"] == "forward passes").count();
+    assert_eq!(passes, 3, "the prompt, then two of the three tokens");
+    assert!(events.iter().any(|e| e["cat"] == "compute" && e["name"] == "blk.0.attn_q.weight"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -812,7 +812,37 @@ pub(crate) struct Cpu<'m> {
     pub(crate) routed_last: Vec<Vec<usize>>,
     /// The disk tier, under a budget ([`Cpu::attach_disk`]).
     disk: Option<DiskState>,
+    /// Where the forward passes' spans go while a trace is on ([`Cpu::start_trace`]).
+    trace: Option<Recorder>,
 }
+
+/// A measured schedule, span by span (`run --trace`): each product's copy-in (or wait for the
+/// disk tier's reader) and compute, each layer, each forward pass, in seconds from the start.
+struct Recorder {
+    t0: std::time::Instant,
+    forward: usize,
+    spans: Vec<tensorlane_offload::TraceSpan>,
+}
+
+impl Recorder {
+    fn span(&mut self, track: &str, name: &str, start: std::time::Instant, end: std::time::Instant) {
+        self.spans.push(tensorlane_offload::TraceSpan {
+            track: track.to_string(),
+            name: name.to_string(),
+            forward: self.forward,
+            start_s: start.duration_since(self.t0).as_secs_f64(),
+            end_s: end.duration_since(self.t0).as_secs_f64(),
+        });
+    }
+}
+
+/// Now, where a trace is on (only native code turns one on: wasm32 has no clock here).
+fn stamp(on: bool) -> Option<std::time::Instant> {
+    on.then(std::time::Instant::now)
+}
+
+/// The tracks of a measured CPU trace, in the order it shows them.
+pub const CPU_TRACKS: [&str; 5] = ["forward passes", "layers", "compute", "copies", "disk waits"];
 
 /// The CPU executor's disk tier: the reader running ahead of the forward pass, and a file for
 /// the rows read one at a time.
@@ -882,6 +912,21 @@ fn unstage(m: &mut Matrix<'_>, disk: &mut Option<DiskState>) {
 }
 
 impl<'m> Cpu<'m> {
+    /// Starts recording the forward passes' spans (a trace already on starts over).
+    #[cfg(feature = "native")]
+    pub(crate) fn start_trace(&mut self) {
+        self.trace = Some(Recorder {
+            t0: std::time::Instant::now(),
+            forward: 0,
+            spans: Vec::new(),
+        });
+    }
+
+    /// The spans recorded since [`Cpu::start_trace`], and the trace off (empty when none was on).
+    pub(crate) fn take_trace(&mut self) -> Vec<tensorlane_offload::TraceSpan> {
+        self.trace.take().map(|t| t.spans).unwrap_or_default()
+    }
+
     pub(crate) fn new(spec: Spec, w: Weights<'m>, threads: usize, cache: CacheType) -> Result<Cpu<'m>> {
         #[cfg(feature = "native")]
         let pool = rayon::ThreadPoolBuilder::new()
@@ -928,6 +973,7 @@ impl<'m> Cpu<'m> {
             rope_positions: 0,
             streamed_last: 0,
             copy_last: std::time::Duration::ZERO,
+            trace: None,
             routed_last,
             disk: None,
         })
@@ -1187,6 +1233,9 @@ impl<'m> Cpu<'m> {
         };
         let matmul = |m: &Matrix<'_>, x: &[f32], out: &mut [f32]| product(m, x, out, &segs);
 
+        // (clock readings only while a trace is on: wasm32 has no clock here)
+        let tracing = self.trace.is_some();
+        let t_forward = stamp(tracing);
         let mut wait = std::time::Duration::ZERO;
         // (on the disk tier the embedding's rows are read from the file; a tied embedding's
         // streamed bytes are read for the logits, at the end)
@@ -1235,13 +1284,24 @@ impl<'m> Cpu<'m> {
             ($li:expr, $m:ident, $x:expr, $out:expr) => {{
                 let l = &mut self.w.layers[$li];
                 if let Some(m) = Option::<&mut Matrix<'_>>::from(&mut l.$m) {
+                    let (t0, waited, before) = (stamp(tracing), wait, streamed);
                     streamed += stage(m, &mut self.disk, &mut wait);
+                    let t1 = stamp(tracing);
                     matmul(m, $x, $out);
+                    if let (Some(tr), Some(t0), Some(t1)) = (&mut self.trace, t0, t1) {
+                        if wait > waited {
+                            tr.span("disk waits", &m.name, t0, t1);
+                        } else if streamed > before {
+                            tr.span("copies", &m.name, t0, t1);
+                        }
+                        tr.span("compute", &m.name, t1, std::time::Instant::now());
+                    }
                     unstage(m, &mut self.disk);
                 }
             }};
         }
         for li in 0..self.w.layers.len() {
+            let t_layer = stamp(tracing);
             rms_norm(&x, &mut xn, &self.w.layers[li].attn_norm, h.rms_eps);
             product_of!(li, wq, &xn, &mut q);
             product_of!(li, wk, &xn, &mut k);
@@ -1359,6 +1419,9 @@ impl<'m> Cpu<'m> {
             for (a, b) in x.iter_mut().zip(&proj) {
                 *a += b;
             }
+            if let (Some(tr), Some(t)) = (&mut self.trace, t_layer) {
+                tr.span("layers", &format!("blk.{li}"), t, std::time::Instant::now());
+            }
         }
         for (t, cache) in seqs.iter_mut() {
             cache.len += t.len();
@@ -1379,7 +1442,14 @@ impl<'m> Cpu<'m> {
         let out = self.w.output();
         let mut logits = vec![0f32; picked.len() * out.rows];
         let picked_segs = segments(&mut (0..seqs.len()).map(|s| picked.iter().filter(|&&r| rows[r].0 == s).count()));
+        let t_out = stamp(tracing);
         product(out, &xo, &mut logits, &picked_segs);
+        if let (Some(tr), Some(t_out), Some(t_forward)) = (&mut self.trace, t_out, t_forward) {
+            let end = std::time::Instant::now();
+            tr.span("compute", &out.name, t_out, end);
+            tr.span("forward passes", &format!("{n} token{}", if n == 1 { "" } else { "s" }), t_forward, end);
+            tr.forward += 1;
+        }
         if let Some(c) = h.final_softcap {
             logits.iter_mut().for_each(|l| *l = (*l * (1.0 / c)).tanh() * c);
         }

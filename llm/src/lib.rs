@@ -83,6 +83,8 @@ pub use sampling::{Sampler, Sampling};
 pub use session::{Device, Generate, Load, Options, Session, Stats, Token};
 /// The offload policies [`Options::policy`] takes (re-exported from `tensorlane-offload`).
 pub use plan::CacheType;
+/// The tracks of a trace [`Session::take_trace`] records, in the order it shows them.
+pub use cpu::CPU_TRACKS as TRACE_TRACKS;
 pub use tensorlane_offload::Policy;
 
 /// The CUDA executor's kernel source (`llm/src/cuda/kernels.cu`), for tools and tests that

