@@ -485,7 +485,7 @@ fn run_trace_writes_the_forward_passes() {
         .filter(|e| e["name"] == "thread_name")
         .map(|e| e["args"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(tracks, ["forward passes", "layers", "compute", "copies", "disk waits"]);
+    assert_eq!(tracks, ["forward passes", "layers", "compute", "copies", "disk waits", "disk reads"]);
     let passes = events.iter().filter(|e| e["cat"] == "forward passes").count();
     assert_eq!(passes, 3, "the prompt, then two of the three tokens");
     assert!(events.iter().any(|e| e["cat"] == "compute" && e["name"] == "blk.0.attn_q.weight"));

@@ -817,7 +817,8 @@ pub(crate) struct Cpu<'m> {
 }
 
 /// A measured schedule, span by span (`run --trace`): each product's copy-in (or wait for the
-/// disk tier's reader) and compute, each layer, each forward pass, in seconds from the start.
+/// disk tier's reader, and the reader's read of its bytes, ahead, on its own thread) and
+/// compute, each layer, each forward pass, in seconds from the start.
 struct Recorder {
     t0: std::time::Instant,
     forward: usize,
@@ -842,7 +843,7 @@ fn stamp(on: bool) -> Option<std::time::Instant> {
 }
 
 /// The tracks of a measured CPU trace, in the order it shows them.
-pub const CPU_TRACKS: [&str; 5] = ["forward passes", "layers", "compute", "copies", "disk waits"];
+pub const CPU_TRACKS: [&str; 6] = ["forward passes", "layers", "compute", "copies", "disk waits", "disk reads"];
 
 /// The CPU executor's disk tier: the reader running ahead of the forward pass, and a file for
 /// the rows read one at a time.
@@ -852,6 +853,8 @@ pub(crate) struct DiskState {
     rows: tensorlane_offload::device::tiers::DirectFile,
     /// The first failed read since the last [`Cpu::take_disk_error`].
     error: Option<String>,
+    /// When the reader read the piece last staged (for a trace).
+    last_read: Option<(std::time::Instant, std::time::Instant)>,
 }
 
 /// No disk tier without a host OS.
@@ -871,6 +874,7 @@ fn stage(m: &mut Matrix<'_>, disk: &mut Option<DiskState>, wait: &mut std::time:
         }
         let (f, waited) = d.reader.take();
         *wait += waited;
+        d.last_read = f.read;
         if let Some(e) = &f.error {
             d.error.get_or_insert_with(|| format!("reading the streamed bytes of {}: {e}", m.name));
         }
@@ -897,6 +901,16 @@ fn embed_row(m: &Matrix<'_>, disk: &mut Option<DiskState>, tok: usize, out: &mut
         return;
     }
     m.row_into(tok, out);
+}
+
+/// When the disk tier's reader read the piece staged last (`None` off the disk tier).
+#[cfg_attr(not(feature = "native"), allow(unused_variables))]
+fn take_read(disk: &mut Option<DiskState>) -> Option<(std::time::Instant, std::time::Instant)> {
+    #[cfg(feature = "native")]
+    if let Some(d) = disk {
+        return d.last_read.take();
+    }
+    None
 }
 
 /// Ends a use of `m`'s streamed bytes: the disk tier's buffer goes back to its ring.
@@ -999,6 +1013,7 @@ impl<'m> Cpu<'m> {
             reader,
             rows,
             error: None,
+            last_read: None,
         });
         Ok(direct)
     }
@@ -1289,6 +1304,9 @@ impl<'m> Cpu<'m> {
                     let t1 = stamp(tracing);
                     matmul(m, $x, $out);
                     if let (Some(tr), Some(t0), Some(t1)) = (&mut self.trace, t0, t1) {
+                        if let Some((a, b)) = take_read(&mut self.disk) {
+                            tr.span("disk reads", &m.name, a, b);
+                        }
                         if wait > waited {
                             tr.span("disk waits", &m.name, t0, t1);
                         } else if streamed > before {

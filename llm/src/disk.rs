@@ -104,6 +104,8 @@ pub(crate) struct Filled {
     len: usize,
     /// Why the read failed (the bytes are zeros then).
     pub error: Option<String>,
+    /// When the reader thread read it: from its first byte's request to its last's arrival.
+    pub read: Option<(Instant, Instant)>,
 }
 
 impl std::fmt::Debug for Filled {
@@ -202,6 +204,7 @@ impl Reader {
             skip: 0,
             len: 0,
             error: Some("the disk reader thread stopped".into()),
+            read: None,
         });
         (f, t.elapsed())
     }
@@ -307,6 +310,7 @@ fn read_ahead(
         let region = unsafe { ring.region_mut(start, need) };
         let skip = (p.offset % DIRECT_ALIGN as u64) as usize;
         let at = p.offset - skip as u64;
+        let t0 = Instant::now();
         // The aligned span, cut at the end of the file (a short last read, through a bounce buffer).
         let want = (size.saturating_sub(at)).min(need as u64) as usize;
         let error = if skip + p.len > want {
@@ -340,6 +344,7 @@ fn read_ahead(
             skip,
             len: p.len,
             error,
+            read: Some((t0, Instant::now())),
         };
         if full.send(f).is_err() {
             return;
