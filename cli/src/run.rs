@@ -115,9 +115,9 @@ pub struct RunArgs {
     #[arg(long)]
     json: bool,
     /// Write what each forward pass did as a Chrome/Perfetto trace to FILE (CPU device): one
-    /// track each for forward passes, layers, products' compute, copies in and waits for the
-    /// disk tier; `offload sim --trace` writes the predicted schedule in the same format. Open
-    /// it in https://ui.perfetto.dev or chrome://tracing.
+    /// track each for forward passes, layers, products' compute, copies in, waits for the disk
+    /// tier and its reads; `offload sim --trace` writes the predicted schedule in the same
+    /// format. Open it in https://ui.perfetto.dev or chrome://tracing.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
     /// Constrain the output to JSON valid under the JSON Schema in FILE (llguidance: each token

@@ -1304,7 +1304,10 @@ impl<'m> Cpu<'m> {
                     let t1 = stamp(tracing);
                     matmul(m, $x, $out);
                     if let (Some(tr), Some(t0), Some(t1)) = (&mut self.trace, t0, t1) {
-                        if let Some((a, b)) = take_read(&mut self.disk) {
+                        // (only a product that staged bytes just now has a read of its own)
+                        if streamed > before
+                            && let Some((a, b)) = take_read(&mut self.disk)
+                        {
                             tr.span("disk reads", &m.name, a, b);
                         }
                         if wait > waited {
@@ -1452,6 +1455,7 @@ impl<'m> Cpu<'m> {
         }
         let mut xo = vec![0f32; xs.len()];
         rms_norm(&xs, &mut xo, &self.w.output_norm, h.rms_eps);
+        let before_out = streamed;
         match self.w.output.as_mut() {
             Some(o) => streamed += stage(o, &mut self.disk, &mut wait),
             None if self.disk.is_some() => streamed += stage(&mut self.w.token_embd, &mut self.disk, &mut wait),
@@ -1464,6 +1468,11 @@ impl<'m> Cpu<'m> {
         product(out, &xo, &mut logits, &picked_segs);
         if let (Some(tr), Some(t_out), Some(t_forward)) = (&mut self.trace, t_out, t_forward) {
             let end = std::time::Instant::now();
+            if streamed > before_out
+                && let Some((a, b)) = take_read(&mut self.disk)
+            {
+                tr.span("disk reads", &out.name, a, b);
+            }
             tr.span("compute", &out.name, t_out, end);
             tr.span("forward passes", &format!("{n} token{}", if n == 1 { "" } else { "s" }), t_forward, end);
             tr.forward += 1;

@@ -476,9 +476,9 @@ impl<'m> Session<'m> {
     }
 
     /// Starts recording what each forward pass does, span by span, on the CPU executor (a trace
-    /// already on starts over): each product's copy-in (or wait for the disk tier's reader) and
-    /// compute, each layer, each forward pass. [`Session::take_trace`] ends it. Other devices
-    /// are refused, naming the device.
+    /// already on starts over): each product's copy-in (or wait for the disk tier's reader, and
+    /// the reader's read of its bytes) and compute, each layer, each forward pass.
+    /// [`Session::take_trace`] ends it. The GPU executors are refused.
     #[cfg(feature = "native")]
     pub fn start_trace(&mut self) -> Result<()> {
         match &mut self.cpu {
@@ -495,7 +495,7 @@ impl<'m> Session<'m> {
 
     /// The spans recorded since [`Session::start_trace`] (seconds from its call; `forward`
     /// counts the forward passes), and the trace off; empty when none was on. Write them with
-    /// [`tensorlane_offload::chrome_trace`] and [`TRACE_TRACKS`] for a Chrome/Perfetto trace.
+    /// [`tensorlane_offload::chrome_trace`] and [`crate::TRACE_TRACKS`] for a Chrome/Perfetto trace.
     pub fn take_trace(&mut self) -> Vec<tensorlane_offload::TraceSpan> {
         match &mut self.cpu {
             Exec::Cpu(c) => c.take_trace(),
