@@ -591,13 +591,8 @@ fn offload_sim_writes_a_trace() {
     let o = run(&["offload", "sim", "tiny", "--budget", "2MiB", "--profile", "pcie4", "--trace", p(&path)]);
     code(&o, 0, "offload sim --trace");
     assert!(stdout(&o).contains("trace: "), "{}", stdout(&o));
-    let trace: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let (trace, tracks) = common::llm::read_trace(&path);
     let events = trace["traceEvents"].as_array().unwrap();
-    let tracks: Vec<&str> = events
-        .iter()
-        .filter(|e| e["name"] == "thread_name")
-        .map(|e| e["args"]["name"].as_str().unwrap())
-        .collect();
     assert_eq!(tracks[..2], ["compute", "h2d copies"]);
     let ops: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X" && e["cat"] == "compute").collect();
     assert!(!ops.is_empty() && ops.iter().all(|e| e["dur"].as_f64().unwrap() >= 0.0));

@@ -478,13 +478,8 @@ fn run_trace_writes_the_forward_passes() {
     let o = run(&[&m, "--tokens", "1,300,301", "--max-new-tokens", "3", "--trace", path.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stderr).contains("trace: "), "{}", String::from_utf8_lossy(&o.stderr));
-    let trace: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let (trace, tracks) = tensorlane_testkit::llm::read_trace(&path);
     let events = trace["traceEvents"].as_array().unwrap();
-    let tracks: Vec<&str> = events
-        .iter()
-        .filter(|e| e["name"] == "thread_name")
-        .map(|e| e["args"]["name"].as_str().unwrap())
-        .collect();
     assert_eq!(tracks, ["forward passes", "layers", "compute", "copies", "disk waits", "disk reads"]);
     let passes = events.iter().filter(|e| e["cat"] == "forward passes").count();
     assert_eq!(passes, 3, "the prompt, then two of the three tokens");

@@ -59,3 +59,17 @@ pub fn gemma3() -> std::path::PathBuf {
     );
     p
 }
+
+/// A Chrome/Perfetto trace file (`run --trace`, `offload sim --trace`) read back: its JSON, and
+/// its tracks' names in the order it shows them.
+pub fn read_trace(path: &std::path::Path) -> (serde_json::Value, Vec<String>) {
+    let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(path).expect("the trace file")).expect("trace JSON");
+    let tracks = trace["traceEvents"]
+        .as_array()
+        .expect("traceEvents")
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| e["args"]["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    (trace, tracks)
+}
